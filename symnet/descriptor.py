@@ -1,0 +1,267 @@
+"""Kaldi nnet3's descriptors as layers: they move data between rows labelled by Indexes.
+
+A value inside the Index engine is a matrix whose rows are labelled by
+Indexes `(n, t, x)`. Row-wise layers (Plus, Dot with a Weight, ReLU, ...) keep
+the labels; descriptors read other rows. Their meaning at an output Index
+`(n, t, x)`, exactly as in Kaldi (`nnet-descriptor.h`):
+
+=====================  ==========================================  =======================================
+descriptor             value at (n, t, x)                          computable when
+=====================  ==========================================  =======================================
+Offset(d, o, xo)       d at (n, t+o, x+xo)                         d is, there
+Append(d1, ..., dk)    the columns of every di at (n, t, x)        every di is
+Sum(d1, ..., dk)       the sum of every di at (n, t, x)            every di is
+IfDefined(d)           d if d is computable there, else zeros      always
+Failover(a, b)         a if a is computable there, else b          a or b is
+Switch(d0, ..., dk-1)  d[t mod k] at (n, t, x)  (floor modulus)    that di is
+Round(d, m)            d at (n, floor(t/m)*m, x)                   d is, there
+ReplaceIndex(d, v, c)  d with t (or x) replaced by c               d is, there
+Const(c, dim)          the vector of `dim` copies of c             always
+Scale(s, d)            s times d                                   d is
+DimRange(d, o, dim)    columns o .. o+dim-1 of d                   d is
+=====================  ==========================================  =======================================
+
+Any composition means what evaluating it Index by Index means; Python allows
+more compositions than Kaldi's config grammar does.
+
+`Input(name, dim)` is a named network input; `Node(name, d)` names a
+sub-expression so that `Ref(name)` can refer to it from anywhere, including
+from inside itself through a time offset (a recurrence).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, ClassVar
+
+import attrs
+import jax.numpy as jnp
+
+from .errors import DescriptorError, ShapeError, at
+from .layer import Layer, _Formatter, _user_line, child, children_field, layer_class, _ATOM
+
+
+def _int(name: str):
+    def convert(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise DescriptorError(f"{name} must be an integer, got {value!r}{at(_user_line())}")
+        return int(value)
+
+    return convert
+
+
+def _float(name: str):
+    def convert(value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise DescriptorError(f"{name} must be a number, got {value!r}{at(_user_line())}")
+        return float(value)
+
+    return convert
+
+
+def _variadic(cls: type) -> type:
+    """Let `cls(a, b, c)` build the tuple field `parts` (attrs' own init takes one tuple)."""
+    attrs_init = cls.__init__
+
+    def __init__(self, *parts: Any, where: str | None = None, **fields: Any) -> None:
+        parts = fields.pop("parts", parts)
+        if not parts:
+            raise DescriptorError(f"{cls.__name__} needs at least one part{at(where or _user_line())}")
+        attrs_init(self, parts, where=where or _user_line(), **fields)
+
+    __init__.__doc__ = cls.__doc__
+    cls.__init__ = __init__
+    return cls
+
+
+@layer_class
+class Descriptor(Layer):
+    """Base class of layers that read rows other than their own."""
+
+    rowwise: ClassVar[bool] = False
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise DescriptorError(f"a node name must be a non-empty string, got {value!r}{at(_user_line())}")
+    return value
+
+
+@layer_class
+class Input(Descriptor):
+    """A named network input of `dim` columns (Kaldi's `input-node`)."""
+
+    name: str = attrs.field(converter=_name)
+    dim: int = attrs.field(converter=_int("Input dim"))
+
+    def __attrs_post_init__(self) -> None:
+        if self.dim <= 0:
+            raise DescriptorError(f"Input {self.name!r}: dim must be positive, got {self.dim}{at(self.where)}")
+
+    def _format(self, fmt: _Formatter) -> tuple[str, int]:
+        return f"Input({self.name!r}, {self.dim})", _ATOM
+
+
+@layer_class
+class Node(Layer):
+    """Names its operand as a network node, so `Ref(name)` can refer to it.
+
+    A Node is row-wise and its value is its operand's: it only gives the
+    sub-expression a name (for recurrences, configs, reading values off the Tape,
+    and parameter names, which start with the enclosing node's name).
+    """
+
+    name: str = attrs.field(converter=_name)
+    arg: Layer = child()
+
+    def apply(self, a):
+        return a
+
+    def vjp(self, d, value, a):
+        return (d,)
+
+    def _format(self, fmt: _Formatter) -> tuple[str, int]:
+        return f"Node({self.name!r}, {fmt.sub(self.arg, 0)})", _ATOM
+
+
+@layer_class
+class Ref(Descriptor):
+    """A reference to the Node named `name`, resolved by the Network (may be a forward reference)."""
+
+    name: str = attrs.field(converter=_name)
+
+    def _format(self, fmt: _Formatter) -> tuple[str, int]:
+        return f"Ref({self.name!r})", _ATOM
+
+
+@layer_class
+class Offset(Descriptor):
+    """`arg` at `(n, t + t_offset, x + x_offset)`."""
+
+    arg: Layer = child()
+    t_offset: int = attrs.field(converter=_int("Offset t_offset"))
+    x_offset: int = attrs.field(default=0, converter=_int("Offset x_offset"))
+
+
+@_variadic
+@layer_class
+class Append(Descriptor):
+    """Column-wise concatenation of the parts at the same Index."""
+
+    parts: tuple[Layer, ...] = children_field()
+
+
+@_variadic
+@layer_class
+class Sum(Descriptor):
+    """Elementwise sum of the parts at the same Index; computable where all are."""
+
+    parts: tuple[Layer, ...] = children_field()
+
+
+@layer_class
+class IfDefined(Descriptor):
+    """`arg` where it is computable, zeros elsewhere; always computable."""
+
+    arg: Layer = child()
+
+
+@layer_class
+class Failover(Descriptor):
+    """`first` where it is computable, else `second`."""
+
+    first: Layer = child()
+    second: Layer = child()
+
+
+@_variadic
+@layer_class
+class Switch(Descriptor):
+    """At frame t, the part number `t mod k` (floor modulus, so t = -1 picks the last)."""
+
+    parts: tuple[Layer, ...] = children_field()
+
+
+@layer_class
+class Round(Descriptor):
+    """`arg` at the frame `floor(t / t_modulus) * t_modulus` (also for negative t)."""
+
+    arg: Layer = child()
+    t_modulus: int = attrs.field(converter=_int("Round t_modulus"))
+
+    def __attrs_post_init__(self) -> None:
+        if self.t_modulus <= 0:
+            raise DescriptorError(f"Round: t_modulus must be positive, got {self.t_modulus}{at(self.where)}")
+
+
+@layer_class
+class ReplaceIndex(Descriptor):
+    """`arg` with the variable `t` or `x` of the Index replaced by `value`."""
+
+    arg: Layer = child()
+    variable: str
+    value: int = attrs.field(converter=_int("ReplaceIndex value"))
+
+    def __attrs_post_init__(self) -> None:
+        if self.variable not in ("t", "x"):
+            raise DescriptorError(
+                f"ReplaceIndex replaces 't' or 'x', not {self.variable!r}{at(self.where)}"
+            )
+
+
+@layer_class
+class Const(Descriptor):
+    """A constant row of `dim` copies of `value` at every Index."""
+
+    value: float = attrs.field(converter=_float("Const value"))
+    dim: int = attrs.field(converter=_int("Const dim"))
+
+    def __attrs_post_init__(self) -> None:
+        if self.dim <= 0:
+            raise DescriptorError(f"Const: dim must be positive, got {self.dim}{at(self.where)}")
+
+
+@layer_class
+class Scale(Descriptor):
+    """`scale` times `arg` (Kaldi's `Scale(scale, descriptor)`; the scale comes first)."""
+
+    scale: float = attrs.field(converter=_float("Scale scale"))
+    arg: Layer = child()
+
+    rowwise: ClassVar[bool] = True
+
+    def apply(self, a):
+        return self.scale * a
+
+    def vjp(self, d, value, a):
+        return (self.scale * d,)
+
+
+@layer_class
+class DimRange(Descriptor):
+    """Columns `offset .. offset + dim - 1` of `arg` (Kaldi's `dim-range-node`)."""
+
+    arg: Layer = child()
+    offset: int = attrs.field(converter=_int("DimRange offset"))
+    dim: int = attrs.field(converter=_int("DimRange dim"))
+
+    rowwise: ClassVar[bool] = True
+
+    def __attrs_post_init__(self) -> None:
+        if self.offset < 0 or self.dim <= 0:
+            raise DescriptorError(
+                f"DimRange: need offset >= 0 and dim > 0, got offset={self.offset}, dim={self.dim}{at(self.where)}"
+            )
+
+    def check(self, a: tuple[int, ...]) -> None:
+        if not a or self.offset + self.dim > a[-1]:
+            raise ShapeError(
+                f"DimRange(offset={self.offset}, dim={self.dim}) of a value of shape {a}{at(self.where)}"
+            )
+
+    def apply(self, a):
+        return a[..., self.offset : self.offset + self.dim]
+
+    def vjp(self, d, value, a):
+        pad = [(0, 0)] * (a.ndim - 1) + [(self.offset, a.shape[-1] - self.offset - self.dim)]
+        return (jnp.pad(d, pad),)

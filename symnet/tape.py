@@ -1,0 +1,132 @@
+"""The Tape: the record of one forward run, shaped like the layer tree.
+
+Each tape node holds its layer, its value and its upstream tapes (the tapes of
+the layer's operands). `backward` walks the tape once, in reverse topological
+order, summing deltas where a sub-expression or Weight is shared, and returns
+the gradient of every Weight by name. Inside `jax.jit` the walk is traced, so
+forward and backward become one XLA program.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Mapping
+
+import jax
+import jax.numpy as jnp
+
+from .errors import ShapeError, at
+from .layer import Layer, Weight
+
+Pullback = Callable[[jax.Array], tuple["jax.Array | None", ...]]
+
+
+class Tape:
+    """One node of a forward run: `layer`, `value`, `upstream` tapes.
+
+    `rows` is the node's row labels (an `IndexSet`) when the value came from the
+    Index engine, else None. `pullback`, when given, replaces the layer's own
+    `vjp` (the engine uses it for row movements).
+    """
+
+    __slots__ = ("layer", "value", "upstream", "rows", "pullback", "parameters")
+
+    def __init__(
+        self,
+        layer: Layer,
+        value: jax.Array,
+        upstream: tuple[Tape, ...] = (),
+        *,
+        pullback: Pullback | None = None,
+        rows: Any = None,
+        parameters: Mapping[str, jax.Array] | None = None,
+    ):
+        self.layer = layer
+        self.value = value
+        self.upstream = upstream
+        self.pullback = pullback
+        self.rows = rows
+        self.parameters = parameters
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.value.shape)
+
+    def __repr__(self) -> str:
+        return f"Tape({self.layer!r}, shape={self.shape})"
+
+    def nodes(self) -> list[Tape]:
+        """Every tape node reachable from this one, operands before their users."""
+        order: list[Tape] = []
+        seen: set[int] = set()
+        stack: list[tuple[Tape, bool]] = [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            for up in reversed(node.upstream):
+                if id(up) not in seen:
+                    stack.append((up, False))
+        return order
+
+    def __iter__(self) -> Iterator[Tape]:
+        return iter(self.nodes())
+
+    def find(self, layer: Layer) -> Tape:
+        """The tape node of `layer` (compared structurally) in this run."""
+        for node in self.nodes():
+            if node.layer == layer:
+                return node
+        raise KeyError(f"no tape node for {layer!r}")
+
+    def backward(self, delta: Any = 1.0) -> dict[str, jax.Array]:
+        """Gradients of every Weight (name -> array), given the delta of this tape's value.
+
+        `delta` has the value's shape, or is a scalar meaning that scalar everywhere.
+        The result is shaped like the network's parameters: weights this tape does
+        not reach get zeros.
+        """
+        deltas = self.backward_deltas(delta)
+        grads: dict[str, jax.Array] = {}
+        if self.parameters is not None:
+            grads = {name: jnp.zeros_like(value) for name, value in self.parameters.items()}
+        for node in deltas:
+            if isinstance(node.layer, Weight):
+                grads[node.layer.name] = deltas[node]
+        return grads
+
+    def backward_deltas(self, delta: Any = 1.0) -> dict[Tape, jax.Array]:
+        """The delta of every tape node this one reaches (the objects are the keys)."""
+        delta = jnp.asarray(delta, dtype=self.value.dtype)
+        if delta.shape != self.value.shape:
+            if delta.ndim != 0:
+                raise ShapeError(
+                    f"backward: delta of shape {tuple(delta.shape)} for a value of shape "
+                    f"{self.shape}{at(self.layer.where)}"
+                )
+            delta = jnp.broadcast_to(delta, self.value.shape)
+        order = self.nodes()
+        pending: dict[int, jax.Array] = {id(self): delta}
+        result: dict[Tape, jax.Array] = {}
+        for node in reversed(order):
+            d = pending.pop(id(node), None)
+            if d is None:
+                continue
+            result[node] = d
+            if not node.upstream:
+                continue
+            if node.pullback is not None:
+                upstream_deltas = node.pullback(d)
+            else:
+                upstream_deltas = node.layer.vjp(d, node.value, *(u.value for u in node.upstream))
+            for up, ud in zip(node.upstream, upstream_deltas):
+                if ud is None:
+                    continue
+                key = id(up)
+                pending[key] = pending[key] + ud if key in pending else ud
+        return result
+
