@@ -38,3 +38,24 @@ class PlanError(SymnetError, ValueError):
 def at(where: str | None) -> str:
     """Format a source location for an error message."""
     return f" (built at {where})" if where else ""
+
+
+class ConfigError(SymnetError, ValueError):
+    """A malformed Kaldi config line: carries file, line, column and the line text.
+
+    `str(error)` shows `file:line:column: message`, the line, and a caret under
+    the column at fault.
+    """
+
+    def __init__(self, message: str, *, file: str = "<config>", line: int = 0, column: int = 0, text: str = ""):
+        self.message = message
+        self.file = file
+        self.line = line
+        self.column = column
+        self.text = text
+        caret = f"\n    {text}\n    {' ' * max(column - 1, 0)}^" if text else ""
+        super().__init__(f"{file}:{line}:{column}: {message}{caret}")
+
+
+class ModelFormatError(SymnetError, ValueError):
+    """A model file that is truncated, corrupted or inconsistent; names the token or byte offset."""
