@@ -1,0 +1,318 @@
+"""A planned computation: row maps fixed in numpy, run as one jitted JAX function.
+
+`compile(network, request)` plans eagerly and caches by (network structure,
+request). Calling the Computation runs the jitted program; `forward` builds
+the Tape (one tape node per network node, each knowing its row labels) so that
+`tape.backward` gives gradients through every row movement.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..descriptor import Append, Const, Failover, IfDefined, Input, Offset, ReplaceIndex, Round, Sum, Switch
+from ..errors import PlanError, ShapeError, at
+from ..index import IndexSet, decode, encode
+from ..layer import Identity, Layer, Literal, Weight
+from ..tape import Tape
+from .graph import DEFAULT_INPUT, Graph
+from .plan import Planner, plan_recursion_limit
+from .request import ComputationRequest
+from .rowmap import RowMap
+
+
+class Rows:
+    """The row labels of an indexed value: `keys` (one sequence's rows) times `batch` sequences.
+
+    In a regular plan a value is `[len(keys) * batch, dim]`, row `r * batch + n`
+    being Index `(n, t_r, x_r)`; in an irregular plan `batch` is 1 and the keys
+    carry n.
+    """
+
+    __slots__ = ("keys", "batch", "regular")
+
+    def __init__(self, keys: np.ndarray, batch: int, regular: bool):
+        self.keys, self.batch, self.regular = keys, batch, regular
+
+    def __len__(self) -> int:
+        return len(self.keys) * self.batch
+
+    def index_set(self) -> IndexSet:
+        """The Indexes of the value's rows, in row order."""
+        if not self.regular:
+            return IndexSet(self.keys)
+        _, t, x = decode(self.keys)
+        n = np.tile(np.arange(self.batch), len(t))
+        return IndexSet(encode(n, np.repeat(t, self.batch), np.repeat(x, self.batch)))
+
+    def __repr__(self) -> str:
+        return repr(self.index_set())
+
+
+class _Step:
+    """How one node is computed: its layer, operand node ids, and a RowMap per operand."""
+
+    __slots__ = ("nid", "layer", "operands", "maps")
+
+    def __init__(self, nid: int, layer: Layer, operands: tuple[int, ...], maps: tuple[RowMap | None, ...]):
+        self.nid, self.layer, self.operands, self.maps = nid, layer, operands, maps
+
+
+class Computation:
+    """A compiled request: `computation(network, {input: matrix}) -> {output: matrix}`."""
+
+    def __init__(self, graph: Graph, request: ComputationRequest, planner: Planner):
+        self.graph = graph
+        self.request = request
+        self.regular = planner.regular
+        self.batch = planner.batch
+        self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(planner.needed) if len(k)}
+        self.steps = self._steps(planner)
+        self.input_maps = self._input_maps(planner)
+        self.output_maps = {
+            name: RowMap(np.searchsorted(planner.needed[graph.outputs[name]], keys), len(planner.needed[graph.outputs[name]]))
+            for name, keys in planner.wanted.items()
+        }
+        self._jitted = jax.jit(self._run)
+
+    # ----- planning the steps -------------------------------------------------------
+
+    def _steps(self, planner: Planner) -> list[_Step]:
+        graph = self.graph
+        used = set(self.rows)
+        # Unindexed operands (weights, literals) of used nodes are used too.
+        stack = list(used)
+        while stack:
+            nid = stack.pop()
+            for op in graph.operands[nid]:
+                if op not in used and (not graph.indexed[op] or op in self.rows):
+                    used.add(op)
+                    stack.append(op)
+        order = _evaluation_order(graph, used)
+        steps = []
+        for nid in order:
+            layer = graph.layers[nid]
+            maps: list[RowMap | None] = [None] * len(graph.operands[nid])
+            if graph.indexed[nid] and not isinstance(layer, (Input, Identity)):
+                keys = planner.needed[nid]
+                deps = planner.dependencies(nid, keys)
+                dep_iter = iter(deps)
+                for i, op in enumerate(graph.operands[nid]):
+                    if not graph.indexed[op]:
+                        continue
+                    op_id, child_keys, used_rows = next(dep_iter)
+                    assert op_id == op
+                    src_keys = planner.needed[op]
+                    src = np.full(len(keys), -1, dtype=np.int64)
+                    if len(src_keys):
+                        pos = np.searchsorted(src_keys, child_keys)
+                        src[used_rows] = pos[used_rows]
+                    maps[i] = RowMap(src, len(src_keys))
+            steps.append(_Step(nid, layer, graph.operands[nid], tuple(maps)))
+        return steps
+
+    def _input_maps(self, planner: Planner) -> dict[str, tuple[int, RowMap | None]]:
+        """Per provided input: its node id and the map from request order to sorted rows."""
+        maps = {}
+        for name, nid in self.graph.inputs.items():
+            if name not in self.request.inputs or nid not in self.rows:
+                continue
+            given = planner.provided[name]  # sorted
+            order = (
+                self.request.inputs[name].grid()[1] if planner.regular else self.request.inputs[name].keys
+            )
+            src = np.searchsorted(order, given) if np.all(np.diff(order) > 0) else np.argsort(order)[np.searchsorted(np.sort(order), given)]
+            maps[name] = (nid, RowMap(src, len(order)))
+        return maps
+
+    # ----- running ------------------------------------------------------------------
+
+    def __call__(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """Output matrices (rows in the request's order) for input matrices."""
+        return self._jitted(network.params, self._check_inputs(inputs))
+
+    def _run(self, params: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+        return {name: tape.value for name, tape in self._tapes(params, inputs).items()}
+
+    def forward(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, Tape]:
+        """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step."""
+        return self._tapes(network.params, self._check_inputs(inputs))
+
+    def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, jax.Array]:
+        out = {}
+        for name, indexes in self.request.inputs.items():
+            if name not in inputs:
+                raise PlanError(f"missing input matrix {name!r} (the request provides it)")
+            value = inputs[name]
+            if not hasattr(value, "shape"):
+                value = jnp.asarray(value)
+            dim = self.graph.input_dims.get(name)
+            if value.ndim != 2 or value.shape[0] != len(indexes) or (dim is not None and value.shape[1] != dim):
+                want = f"({len(indexes)}, {dim if dim is not None else 'dim'})"
+                raise ShapeError(f"input {name!r}: matrix of shape {tuple(value.shape)}, the request needs {want}")
+            out[name] = value
+        unknown = set(inputs) - set(self.request.inputs)
+        if unknown:
+            raise PlanError(f"input matrices {sorted(unknown)} are not in the request")
+        return out
+
+    def _tapes(self, params: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array]) -> dict[str, Tape]:
+        graph, batch = self.graph, self.batch
+        tapes: dict[int, Tape] = {}
+        for name, (nid, rowmap) in self.input_maps.items():
+            value = inputs[name]
+            if not rowmap.is_identity:
+                value = _flat(rowmap(_rows3(value, batch)))
+            tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
+        for step in self.steps:
+            if step.nid in tapes:
+                continue
+            tapes[step.nid] = self._tape(step, tapes, params)
+        out = {}
+        for name, rowmap in self.output_maps.items():
+            tape = tapes[graph.outputs[name]]
+            if not rowmap.is_identity:
+                tape = _selection_tape(tape, rowmap, batch, self.request.outputs[name])
+            out[name] = tape
+        return out
+
+    def _tape(self, step: _Step, tapes: dict[int, Tape], params: Mapping[str, jax.Array]) -> Tape:
+        layer, batch = step.layer, self.batch
+        if isinstance(layer, Weight):
+            return Tape(layer, params[layer.name], parameters=params)
+        if isinstance(layer, Literal):
+            return Tape(layer, layer.array, parameters=params)
+        upstream = tuple(tapes[op] for op in step.operands)
+        rows = self.rows.get(step.nid)
+        if isinstance(layer, Const):
+            value = jnp.full((len(rows), layer.dim), layer.value, dtype=jnp.result_type(float))
+            return Tape(layer, value, rows=rows, parameters=params)
+        if not self.graph.indexed[step.nid]:  # a function of weights and literals only
+            layer.check(*(u.shape for u in upstream))
+            return Tape(layer, layer.apply(*(u.value for u in upstream)), upstream, parameters=params)
+        if layer.rowwise:
+            selected = []
+            transposes = []
+            for u, rowmap in zip(upstream, step.maps):
+                if rowmap is None or rowmap.is_identity:
+                    selected.append(u.value)
+                    transposes.append(None)
+                else:
+                    sel, vjp = jax.vjp(lambda v, m=rowmap: _flat(m(_rows3(v, batch))), u.value)
+                    selected.append(sel)
+                    transposes.append(vjp)
+            layer.check(*(s.shape for s in selected))
+            value = layer.apply(*selected)
+
+            def pullback(d, layer=layer, value=value, selected=tuple(selected), transposes=tuple(transposes)):
+                deltas = layer.vjp(d, value, *selected)
+                return tuple(
+                    dd if (t is None or dd is None) else t(dd)[0] for dd, t in zip(deltas, transposes)
+                )
+
+            return Tape(layer, value, upstream, rows=rows, pullback=pullback, parameters=params)
+        fn = _descriptor_fn(layer, step.maps, batch, len(rows))
+        value, vjp = jax.vjp(fn, *(u.value for u in upstream))
+        return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
+
+    def __repr__(self) -> str:
+        kind = f"regular, {self.batch} sequences" if self.regular else "irregular"
+        return f"Computation({kind}, {len(self.steps)} steps, outputs={list(self.output_maps)})"
+
+
+def _rows3(value: jax.Array, batch: int) -> jax.Array:
+    return value.reshape(value.shape[0] // batch, batch, value.shape[-1])
+
+
+def _flat(value: jax.Array) -> jax.Array:
+    return value.reshape(value.shape[0] * value.shape[1], value.shape[2])
+
+
+def _descriptor_fn(layer: Layer, maps: tuple[RowMap | None, ...], batch: int, num_rows: int):
+    """The value of a descriptor node from its operands' values (linear in them)."""
+
+    def take(i: int, v: jax.Array) -> jax.Array:
+        return _flat(maps[i](_rows3(v, batch)))
+
+    if isinstance(layer, Append):
+        return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)
+    if isinstance(layer, (Sum, Failover, Switch)):
+        def total(*vs):
+            terms = [take(i, v) for i, v in enumerate(vs) if maps[i] is not None]
+            out = terms[0]
+            for t in terms[1:]:
+                if t.shape != out.shape:
+                    raise ShapeError(f"{type(layer).__name__}: parts of dims {out.shape[-1]} and {t.shape[-1]}{at(layer.where)}")
+                out = out + t
+            return out
+        return total
+    if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
+        return lambda v: take(0, v)
+    raise PlanError(f"cannot lower {type(layer).__name__}{at(layer.where)}")
+
+
+def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet) -> Tape:
+    """A tape node picking the requested rows, in the request's order, from an output node."""
+    fn = lambda v: _flat(rowmap(_rows3(v, batch)))  # noqa: E731
+    value, vjp = jax.vjp(fn, tape.value)
+    return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
+
+
+def _evaluation_order(graph: Graph, used: set[int]) -> list[int]:
+    """Used nodes, operands first. A cycle here is a recurrence (lowered by the scan pass)."""
+    order: list[int] = []
+    state: dict[int, int] = {}
+    for root in sorted(used):
+        if root in state:
+            continue
+        stack = [(root, iter(graph.operands[root]))]
+        state[root] = 1
+        while stack:
+            nid, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                order.append(nid)
+                state[nid] = 2
+            elif nxt in used and nxt not in state:
+                state[nxt] = 1
+                stack.append((nxt, iter(graph.operands[nxt])))
+            elif nxt in used and state.get(nxt) == 1:
+                raise PlanError(
+                    f"{graph.describe(nid)} depends on itself through a recurrence; "
+                    "recurrent networks are not lowered yet"
+                )
+    return order
+
+
+_CACHE: OrderedDict[tuple[Any, ComputationRequest], Computation] = OrderedDict()
+_CACHE_SIZE = 64
+
+
+def compile(network: Any, request: ComputationRequest) -> Computation:
+    """Plan `request` on `network` (eagerly) and return the Computation; cached.
+
+    The cache key is (network structure, request): parameters do not matter, so
+    every training step with the same request shape reuses one Computation.
+    """
+    key = (network.structure, request)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        _CACHE.move_to_end(key)
+        return hit
+    graph = Graph(dict(network.structure.outputs))
+    undo = plan_recursion_limit()
+    try:
+        planner = Planner(graph, request)
+    finally:
+        undo()
+    computation = Computation(graph, request, planner)
+    _CACHE[key] = computation
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return computation

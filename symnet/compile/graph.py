@@ -1,0 +1,158 @@
+"""The node graph of a network: distinct layers, their operands, Refs resolved to Nodes.
+
+Layers become nodes once each (compared structurally, so equal sub-expressions
+are computed once). `Identity()` is the input named `input`. `Ref(name)`
+is not a node of its own: it stands for the `Node` of that name, which is how a
+node can depend on itself at another frame.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..descriptor import Descriptor, Input, Node, Offset, Ref, ReplaceIndex, Round
+from ..errors import GraphError, at
+from ..layer import Identity, Layer, Literal, Weight
+
+DEFAULT_INPUT = "input"
+
+
+class Graph:
+    """Nodes (by id), their operand ids, and which nodes carry Indexes."""
+
+    def __init__(self, outputs: Mapping[str, Layer]):
+        self.layers: list[Layer] = []
+        self.ids: dict[Layer, int] = {}
+        self.operands: list[tuple[int, ...]] = []
+        self.inputs: dict[str, int] = {}
+        self.input_dims: dict[str, int | None] = {}
+        self.named: dict[str, Node] = {}
+        self._collect_named(list(outputs.values()))
+        self.outputs = {name: self._add(layer) for name, layer in outputs.items()}
+        self.indexed = self._indexed()
+        self._check_cycles()
+
+    # ----- building ------------------------------------------------------------------
+
+    def _collect_named(self, roots: list[Layer]) -> None:
+        stack, seen = list(roots), set()
+        while stack:
+            layer = stack.pop()
+            if id(layer) in seen:
+                continue
+            seen.add(id(layer))
+            if isinstance(layer, Node):
+                other = self.named.setdefault(layer.name, layer)
+                if other != layer:
+                    raise GraphError(
+                        f"two different nodes named {layer.name!r}: built at {other.where} and at {layer.where}"
+                    )
+            stack.extend(layer.children)
+
+    def _resolve(self, layer: Layer) -> Layer:
+        if isinstance(layer, Ref):
+            node = self.named.get(layer.name)
+            if node is None:
+                known = ", ".join(sorted(self.named)) or "none"
+                raise GraphError(f"Ref({layer.name!r}) names no node (nodes: {known}){at(layer.where)}")
+            return node
+        return layer
+
+    @staticmethod
+    def _key(layer: Layer) -> Layer:
+        # Inputs are keyed by name: Identity() and Input('input', d) are one node.
+        if isinstance(layer, Identity):
+            return Input(DEFAULT_INPUT, 1)
+        return Input(layer.name, 1) if isinstance(layer, Input) else layer
+
+    def _add(self, root: Layer) -> int:
+        first_new = len(self.layers)
+        stack = [self._resolve(root)]
+        while stack:
+            layer = stack.pop()
+            key = self._key(layer)
+            if key in self.ids:
+                continue
+            self.ids[key] = len(self.layers)
+            self.layers.append(layer)
+            if isinstance(layer, (Input, Identity)):
+                self._add_input(layer, self.ids[key])
+            stack.extend(self._resolve(c) for c in reversed(layer.children))
+        for nid in range(first_new, len(self.layers)):
+            self.operands.append(tuple(self.ids[self._key(self._resolve(c))] for c in self.layers[nid].children))
+        return self.ids[self._key(self._resolve(root))]
+
+    def _add_input(self, layer: Input | Identity, nid: int) -> None:
+        name = layer.name if isinstance(layer, Input) else DEFAULT_INPUT
+        self.inputs[name] = nid
+        dim = layer.dim if isinstance(layer, Input) else None
+        old = self.input_dims.get(name)
+        if old is not None and dim is not None and old != dim:
+            raise GraphError(f"input {name!r} is declared with dims {old} and {dim}{at(layer.where)}")
+        self.input_dims[name] = dim if dim is not None else old
+
+    # ----- analysis ------------------------------------------------------------------
+
+    def _indexed(self) -> list[bool]:
+        """Whether each node's value has rows (depends on Indexes) or is one array for all rows."""
+        indexed = [isinstance(layer, (Descriptor, Identity)) for layer in self.layers]
+        changed = True
+        while changed:
+            changed = False
+            for nid, layer in enumerate(self.layers):
+                if not indexed[nid] and not isinstance(layer, (Weight, Literal)):
+                    if any(indexed[c] for c in self.operands[nid]):
+                        indexed[nid] = changed = True
+        return indexed
+
+    def _check_cycles(self) -> None:
+        """A cycle whose every edge keeps t (no time offset) can never be computed."""
+        edges = {
+            nid: [c for c in ops if not _shifts_time(self.layers[nid])] for nid, ops in enumerate(self.operands)
+        }
+        state = [0] * len(self.layers)  # 0 new, 1 on stack, 2 done
+        for start in range(len(self.layers)):
+            if state[start]:
+                continue
+            path: list[int] = []
+            stack = [(start, iter(edges[start]))]
+            state[start] = 1
+            path.append(start)
+            while stack:
+                nid, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    stack.pop()
+                    path.pop()
+                    state[nid] = 2
+                elif state[nxt] == 1:
+                    cycle = path[path.index(nxt) :]
+                    names = [self.describe(c) for c in cycle]
+                    raise GraphError(
+                        "a cycle with no time offset on it: " + " -> ".join(names + names[:1])
+                    )
+                elif state[nxt] == 0:
+                    state[nxt] = 1
+                    path.append(nxt)
+                    stack.append((nxt, iter(edges[nxt])))
+
+    def describe(self, nid: int) -> str:
+        """A short name for a node in messages: its Node name, or its expression and line."""
+        layer = self.layers[nid]
+        if isinstance(layer, Node):
+            return layer.name
+        if isinstance(layer, (Input, Identity)):
+            return f"input {getattr(layer, 'name', DEFAULT_INPUT)!r}"
+        text = repr(layer)
+        text = text if len(text) <= 60 else text[:57] + "..."
+        return f"{text}{at(layer.where)}"
+
+
+def _shifts_time(layer: Layer) -> bool:
+    if isinstance(layer, Offset):
+        return layer.t_offset != 0
+    if isinstance(layer, Round):
+        return layer.t_modulus > 1
+    if isinstance(layer, ReplaceIndex):
+        return layer.variable == "t"
+    return False

@@ -1,0 +1,328 @@
+"""Planning: which Indexes every node must compute for a request (Kaldi's computation graph).
+
+Pure numpy, outside JAX. Indexes are int64 keys (`symnet.index`), so sets are
+sorted arrays and every rule below is vectorised.
+
+Computability, as in Kaldi's `nnet-computation-graph.cc`: an input Index is
+computable when the request provides it; a row-wise node when all its indexed
+operands are, at the same Index; descriptors by their rules (see
+`symnet.descriptor`). Requirements then walk from the requested outputs to the
+inputs, taking an IfDefined branch only where it is computable and a Failover
+branch only where the first is not. What no output needs is pruned.
+
+A request is *regular* when every input and output is the same sequences
+`0..N-1` times one list of (t, x) each, in Kaldi's order. Then the plan is made
+for one sequence, symbolically in n (Kaldi's shortcut compilation): planning
+time does not grow with N, and each node's matrix is `[rows, N, dim]`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sys
+from typing import Callable
+
+import numpy as np
+
+from ..descriptor import (
+    Append,
+    Const,
+    Failover,
+    IfDefined,
+    Input,
+    Offset,
+    ReplaceIndex,
+    Round,
+    Sum,
+    Switch,
+)
+from ..errors import PlanError, at
+from ..index import decode, encode, format_indexes, shift
+from ..layer import Identity
+from .graph import DEFAULT_INPUT, Graph
+from .request import ComputationRequest
+
+EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _replace(keys: np.ndarray, variable: str, value: int) -> np.ndarray:
+    n, t, x = decode(keys)
+    if variable == "t":
+        t = np.full_like(t, value)
+    else:
+        x = np.full_like(x, value)
+    return encode(n, t, x)
+
+
+def _round(keys: np.ndarray, modulus: int) -> np.ndarray:
+    n, t, x = decode(keys)
+    return encode(n, (t // modulus) * modulus, x)
+
+
+def _member(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Boolean mask: which `keys` are in `sorted_set`."""
+    if not len(sorted_set):
+        return np.zeros(len(keys), dtype=bool)
+    pos = np.searchsorted(sorted_set, keys)
+    pos[pos == len(sorted_set)] = 0
+    return sorted_set[pos] == keys
+
+
+class Planner:
+    """Computability and requirements of every node for one request."""
+
+    def __init__(self, graph: Graph, request: ComputationRequest):
+        self.graph = graph
+        self.request = request
+        self._check_request()
+        grids = {name: s.grid() for name, s in {**request.inputs, **request.outputs}.items()}
+        sizes = {g[0] for g in grids.values() if g is not None}
+        self.regular = all(g is not None for g in grids.values()) and len(sizes) == 1
+        self.batch = sizes.pop() if self.regular else 1
+        if self.regular:
+            self.provided = {name: np.sort(grids[name][1]) for name in request.inputs}
+            self.wanted = {name: grids[name][1] for name in request.outputs}
+        else:
+            self.provided = {name: np.sort(s.keys) for name, s in request.inputs.items()}
+            self.wanted = {name: s.keys for name, s in request.outputs.items()}
+        self._window = self._time_window()
+        self._memo_keys = [EMPTY] * len(graph.layers)
+        self._memo_vals = [np.zeros(0, dtype=bool)] * len(graph.layers)
+        self._busy: list[set[int]] = [set() for _ in graph.layers]
+        self.needed = self._requirements()
+
+    # ----- the request ---------------------------------------------------------------
+
+    def _check_request(self) -> None:
+        graph, request = self.graph, self.request
+        for name in request.outputs:
+            if name not in graph.outputs:
+                raise PlanError(f"the request asks for output {name!r}, but the network's outputs are {list(graph.outputs)}")
+        for name in request.inputs:
+            if name not in graph.inputs:
+                raise PlanError(f"the request provides input {name!r}, but the network's inputs are {list(graph.inputs)}")
+
+    def _time_window(self) -> tuple[int, int]:
+        """Frames outside which a cyclic derivation can never reach an input again."""
+        ts = [decode(k)[1] for k in (*self.provided.values(), *self.wanted.values()) if len(k)]
+        lo = min(int(t.min()) for t in ts)
+        hi = max(int(t.max()) for t in ts)
+        margin = 1
+        for layer in self.graph.layers:
+            if isinstance(layer, Offset):
+                margin += abs(layer.t_offset)
+            elif isinstance(layer, Round):
+                margin += layer.t_modulus
+            elif isinstance(layer, ReplaceIndex) and layer.variable == "t":
+                lo, hi = min(lo, layer.value), max(hi, layer.value)
+        return lo - margin, hi + margin
+
+    # ----- computability --------------------------------------------------------------
+
+    def computable(self, nid: int, keys: np.ndarray) -> np.ndarray:
+        """Which of `keys` node `nid` can compute (memoised per node)."""
+        if not self.graph.indexed[nid]:
+            return np.ones(len(keys), dtype=bool)
+        memo_keys = self._memo_keys[nid]
+        known = _member(keys, memo_keys)
+        result = np.empty(len(keys), dtype=bool)
+        if known.any():
+            result[known] = self._memo_vals[nid][np.searchsorted(memo_keys, keys[known])]
+        if not known.all():
+            todo = np.unique(keys[~known])
+            busy = self._busy[nid]
+            cyclic = np.fromiter((k in busy for k in todo.tolist()), bool, len(todo)) if busy else None
+            values = np.zeros(len(todo), dtype=bool)
+            fresh = todo if cyclic is None else todo[~cyclic]
+            if len(fresh):
+                busy.update(fresh.tolist())
+                try:
+                    fresh_values = self._compute(nid, fresh)
+                finally:
+                    busy.difference_update(fresh.tolist())
+                values[np.searchsorted(todo, fresh)] = fresh_values
+                merged = np.concatenate([memo_keys, fresh])
+                order = np.argsort(merged, kind="stable")
+                self._memo_keys[nid] = merged[order]
+                self._memo_vals[nid] = np.concatenate([self._memo_vals[nid], fresh_values])[order]
+            result[~known] = values[np.searchsorted(todo, keys[~known])]
+        return result
+
+    def _compute(self, nid: int, keys: np.ndarray) -> np.ndarray:
+        layer = self.graph.layers[nid]
+        ops = self.graph.operands[nid]
+        if isinstance(layer, (Input, Identity)):
+            name = layer.name if isinstance(layer, Input) else DEFAULT_INPUT
+            return _member(keys, self.provided.get(name, EMPTY))
+        if isinstance(layer, (Const, IfDefined)):
+            return np.ones(len(keys), dtype=bool)
+        lo, hi = self._window
+        t = decode(keys)[1]
+        inside = (t >= lo) & (t <= hi)
+        if not inside.all():  # only cyclic derivations get this far out: none reaches an input
+            out = np.zeros(len(keys), dtype=bool)
+            out[inside] = self._compute(nid, keys[inside]) if inside.any() else out[inside]
+            return out
+        if isinstance(layer, Failover):
+            first = self.computable(ops[0], keys)
+            out = first.copy()
+            if not first.all():
+                out[~first] = self.computable(ops[1], keys[~first])
+            return out
+        if isinstance(layer, Switch):
+            out = np.zeros(len(keys), dtype=bool)
+            which = t % len(ops)
+            for i, op in enumerate(ops):
+                sel = which == i
+                if sel.any():
+                    out[sel] = self.computable(op, keys[sel])
+            return out
+        out = np.ones(len(keys), dtype=bool)
+        for op, child_keys in zip(ops, self._same_or_mapped(layer, keys, len(ops))):
+            if not self.graph.indexed[op]:
+                continue
+            sel = out
+            if sel.any():
+                out[sel] = self.computable(op, child_keys[sel])
+        return out
+
+    def _same_or_mapped(self, layer, keys: np.ndarray, count: int) -> list[np.ndarray]:
+        """Operand keys for layers whose every operand is needed at one mapped Index."""
+        if isinstance(layer, Offset):
+            return [shift(keys, layer.t_offset, layer.x_offset)]
+        if isinstance(layer, Round):
+            return [_round(keys, layer.t_modulus)]
+        if isinstance(layer, ReplaceIndex):
+            return [_replace(keys, layer.variable, layer.value)]
+        return [keys] * count  # row-wise layers, Append, Sum, Node, Scale, DimRange
+
+    # ----- requirements -------------------------------------------------------------------
+
+    def dependencies(self, nid: int, keys: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """For computable `keys` of node `nid`: `(operand, operand_keys, used)` per operand.
+
+        `used[i]` says whether row i reads that operand (IfDefined, Failover and
+        Switch read an operand at some rows only).
+        """
+        layer = self.graph.layers[nid]
+        ops = self.graph.operands[nid]
+        if isinstance(layer, (Input, Identity, Const)):
+            return []
+        if isinstance(layer, IfDefined):
+            return [(ops[0], keys, self.computable(ops[0], keys))]
+        if isinstance(layer, Failover):
+            first = self.computable(ops[0], keys)
+            return [(ops[0], keys, first), (ops[1], keys, ~first)]
+        if isinstance(layer, Switch):
+            which = decode(keys)[1] % len(ops)
+            return [(op, keys, which == i) for i, op in enumerate(ops)]
+        all_rows = np.ones(len(keys), dtype=bool)
+        return [
+            (op, child_keys, all_rows)
+            for op, child_keys in zip(ops, self._same_or_mapped(layer, keys, len(ops)))
+            if self.graph.indexed[op]
+        ]
+
+    def _requirements(self) -> list[np.ndarray]:
+        graph = self.graph
+        rank = _topological_rank(graph)
+        needed = [EMPTY] * len(graph.layers)
+        pending: dict[int, np.ndarray] = {}
+        for name, keys in self.wanted.items():
+            nid = graph.outputs[name]
+            ok = self.computable(nid, keys)
+            if not ok.all():
+                raise PlanError(self._uncomputable_message(name, nid, keys[~ok]))
+            pending[nid] = np.union1d(pending.get(nid, EMPTY), keys)
+        heap = [(rank[nid], nid) for nid in pending]
+        heapq.heapify(heap)
+        while heap:
+            _, nid = heapq.heappop(heap)
+            keys = pending.pop(nid, None)
+            if keys is None:
+                continue
+            new = np.setdiff1d(keys, needed[nid], assume_unique=True)
+            if not len(new):
+                continue
+            needed[nid] = np.union1d(needed[nid], new)
+            for op, child_keys, used in self.dependencies(nid, new):
+                child_keys = np.unique(child_keys[used])
+                if not len(child_keys):
+                    continue
+                if op not in pending:
+                    heapq.heappush(heap, (rank[op], op))
+                    pending[op] = child_keys
+                else:
+                    pending[op] = np.union1d(pending[op], child_keys)
+        for name, nid in graph.inputs.items():
+            if name in self.provided:
+                needed[nid] = self.provided[name] if len(needed[nid]) else EMPTY
+        return needed
+
+    def _uncomputable_message(self, name: str, nid: int, bad: np.ndarray) -> str:
+        missing: dict[str, set[int]] = {}
+        for key in bad[:5]:
+            self._explain(nid, int(key), missing, set())
+        lines = [f"output {name!r}: {len(bad)} requested Index(es) cannot be computed: {format_indexes(bad, 8)}"]
+        for input_name, keys in missing.items():
+            arr = np.array(sorted(keys), dtype=np.int64)
+            lines.append(f"  they lack input {input_name!r} at {format_indexes(arr, 8)}")
+        if not missing:
+            lines.append("  (no input reaches them: a recurrence with no IfDefined/Failover to start it?)")
+        return "\n".join(lines)
+
+    def _explain(self, nid: int, key: int, missing: dict[str, set[int]], seen: set[tuple[int, int]]) -> None:
+        """Collect the input Indexes whose absence makes (nid, key) uncomputable."""
+        if (nid, key) in seen or len(seen) > 2000:
+            return
+        seen.add((nid, key))
+        layer = self.graph.layers[nid]
+        keys = np.array([key], dtype=np.int64)
+        if isinstance(layer, (Input, Identity)):
+            name = layer.name if isinstance(layer, Input) else DEFAULT_INPUT
+            missing.setdefault(name, set()).add(key)
+            return
+        if isinstance(layer, Failover):
+            for op in self.graph.operands[nid]:
+                self._explain(op, key, missing, seen)
+            return
+        if isinstance(layer, Switch):
+            ops = self.graph.operands[nid]
+            self._explain(ops[int(decode(keys)[1][0]) % len(ops)], key, missing, seen)
+            return
+        ops = self.graph.operands[nid]
+        for op, child_keys in zip(ops, self._same_or_mapped(layer, keys, len(ops))):
+            if self.graph.indexed[op] and not self.computable(op, child_keys)[0]:
+                self._explain(op, int(child_keys[0]), missing, seen)
+
+
+def _topological_rank(graph: Graph) -> list[int]:
+    """A rank per node with users before their operands where the graph is acyclic."""
+    order: list[int] = []
+    state = [0] * len(graph.layers)
+    for root in list(graph.outputs.values()) + list(range(len(graph.layers))):
+        if state[root]:
+            continue
+        stack = [(root, iter(graph.operands[root]))]
+        state[root] = 1
+        while stack:
+            nid, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                order.append(nid)
+                state[nid] = 2
+            elif not state[nxt]:
+                state[nxt] = 1
+                stack.append((nxt, iter(graph.operands[nxt])))
+    rank = [0] * len(graph.layers)
+    for i, nid in enumerate(reversed(order)):
+        rank[nid] = i
+    return rank
+
+
+def plan_recursion_limit() -> Callable[[], None]:
+    """Raise Python's recursion limit for planning cyclic graphs; returns the undo."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 100_000))
+    return lambda: sys.setrecursionlimit(old)
