@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .errors import GraphError, ParameterError, at
+from .descriptor import Node
 from .layer import Identity, Layer, Literal, Weight, as_layer
 from .tape import Tape
 
@@ -52,7 +53,11 @@ def _walk(roots: list[Layer]) -> list[Layer]:
 
 
 def _paths(roots: list[tuple[str, Layer]]) -> dict[int, str]:
-    """The first path (depth-first, field order) to every layer, keyed by identity."""
+    """The first path (depth-first, field order) to every layer, keyed by identity.
+
+    Paths are field names joined by dots (`lhs.rhs`); below a `Node` they start
+    from the node's name (`affine1.rhs`).
+    """
     paths: dict[int, str] = {}
     stack = [(prefix, layer) for prefix, layer in reversed(roots)]
     while stack:
@@ -62,7 +67,9 @@ def _paths(roots: list[tuple[str, Layer]]) -> dict[int, str]:
         paths[id(layer)] = path
         for name, c in reversed(list(layer.named_children())):
             if id(c) not in paths:
-                stack.append((f"{path}.{name}" if path else name, c))
+                # Inside a named node, paths start again from the node's name.
+                sub = layer.name if isinstance(layer, Node) else f"{path}.{name}" if path else name
+                stack.append((sub, c))
     return paths
 
 
@@ -235,6 +242,22 @@ class Network:
         if isinstance(result, Tape):
             return result.value
         return {name: tape.value for name, tape in result.items()}
+
+    def context(self, output: str | None = None) -> tuple[int, int]:
+        """(left, right) frames of input context an output frame needs (nnet3-info's context)."""
+        from .compile.dense import context
+
+        return context(self, output)
+
+    def compute(self, x: Any, *, mode: str = "same", output: str | None = None) -> Any:
+        """Outputs for every frame of `[N, T, D]` input or a list of `[T_i, D]` sequences.
+
+        See `symnet.compile.dense.compute`: `mode='same'` repeats edge frames as
+        nnet3-compute does; `mode='valid'` returns only frames that need no padding.
+        """
+        from .compile.dense import compute
+
+        return compute(self, x, mode=mode, output=output)
 
     def __repr__(self) -> str:
         outs = ", ".join(f"{name!r}: {layer!r}" for name, layer in self.structure.outputs)

@@ -67,6 +67,7 @@ class Computation:
     """A compiled request: `computation(network, {input: matrix}) -> {output: matrix}`."""
 
     def __init__(self, graph: Graph, request: ComputationRequest, planner: Planner):
+        planner.needed = planner.requirements()
         self.graph = graph
         self.request = request
         self.regular = planner.regular

@@ -89,7 +89,10 @@ class Planner:
         self._memo_keys = [EMPTY] * len(graph.layers)
         self._memo_vals = [np.zeros(0, dtype=bool)] * len(graph.layers)
         self._busy: list[set[int]] = [set() for _ in graph.layers]
-        self.needed = self._requirements()
+
+    def requirements(self) -> list[np.ndarray]:
+        """The sorted keys every node must compute (empty for pruned nodes)."""
+        return self._requirements()
 
     # ----- the request ---------------------------------------------------------------
 
@@ -263,7 +266,8 @@ class Planner:
         missing: dict[str, set[int]] = {}
         for key in bad[:5]:
             self._explain(nid, int(key), missing, set())
-        lines = [f"output {name!r}: {len(bad)} requested Index(es) cannot be computed: {format_indexes(bad, 8)}"]
+        each = f" in each of the {self.batch} sequences" if self.regular else ""
+        lines = [f"output {name!r}: {len(bad)} requested Index(es){each} cannot be computed: {format_indexes(bad, 8)}"]
         for input_name, keys in missing.items():
             arr = np.array(sorted(keys), dtype=np.int64)
             lines.append(f"  they lack input {input_name!r} at {format_indexes(arr, 8)}")
