@@ -22,6 +22,7 @@ from ..layer import Identity, Layer, Literal, Weight
 from ..tape import Tape
 from .graph import DEFAULT_INPUT, Graph
 from .plan import Planner, plan_recursion_limit
+from .recurrence import RecurrentBlock, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap
 
@@ -83,7 +84,8 @@ class Computation:
 
     # ----- planning the steps -------------------------------------------------------
 
-    def _steps(self, planner: Planner) -> list[_Step]:
+    def _steps(self, planner: Planner) -> list[_Step | RecurrentBlock]:
+        """Evaluation units in order: single nodes, and scanned groups for recurrences."""
         graph = self.graph
         used = set(self.rows)
         # Unindexed operands (weights, literals) of used nodes are used too.
@@ -91,31 +93,45 @@ class Computation:
         while stack:
             nid = stack.pop()
             for op in graph.operands[nid]:
-                if op not in used and (not graph.indexed[op] or op in self.rows):
+                if op not in used and not graph.indexed[op]:
                     used.add(op)
                     stack.append(op)
-        order = _evaluation_order(graph, used)
-        steps = []
-        for nid in order:
-            layer = graph.layers[nid]
-            maps: list[RowMap | None] = [None] * len(graph.operands[nid])
-            if graph.indexed[nid] and not isinstance(layer, (Input, Identity)):
-                keys = planner.needed[nid]
-                deps = planner.dependencies(nid, keys)
-                dep_iter = iter(deps)
-                for i, op in enumerate(graph.operands[nid]):
-                    if not graph.indexed[op]:
-                        continue
-                    op_id, child_keys, used_rows = next(dep_iter)
-                    assert op_id == op
-                    src_keys = planner.needed[op]
-                    src = np.full(len(keys), -1, dtype=np.int64)
-                    if len(src_keys):
-                        pos = np.searchsorted(src_keys, child_keys)
-                        src[used_rows] = pos[used_rows]
-                    maps[i] = RowMap(src, len(src_keys))
-            steps.append(_Step(nid, layer, graph.operands[nid], tuple(maps)))
-        return steps
+        maps = {nid: self._row_maps(planner, nid) for nid in used}
+        users: dict[int, set[int]] = {}
+        for nid in used:
+            for op in graph.operands[nid]:
+                users.setdefault(op, set()).add(nid)
+        outputs = {graph.outputs[name] for name in self.request.outputs}
+        units: list[_Step | RecurrentBlock] = []
+        for group in strongly_connected(sorted(used), graph.operands):
+            nid = group[0]
+            if len(group) == 1 and nid not in graph.operands[nid]:
+                units.append(_Step(nid, graph.layers[nid], graph.operands[nid], maps[nid]))
+                continue
+            members = set(group)
+            exported = [m for m in group if m in outputs or users.get(m, set()) - members]
+            units.append(RecurrentBlock(graph, group, self.rows, maps, exported))
+        return units
+
+    def _row_maps(self, planner: Planner, nid: int) -> tuple[RowMap | None, ...]:
+        """Per operand of `nid`: which operand row each of its rows reads (None: unindexed operand)."""
+        graph, layer = self.graph, self.graph.layers[nid]
+        maps: list[RowMap | None] = [None] * len(graph.operands[nid])
+        if not graph.indexed[nid] or isinstance(layer, (Input, Identity)):
+            return tuple(maps)
+        keys = planner.needed[nid]
+        deps = iter(planner.dependencies(nid, keys))
+        for i, op in enumerate(graph.operands[nid]):
+            if not graph.indexed[op]:
+                continue
+            op_id, child_keys, used_rows = next(deps)
+            assert op_id == op
+            src_keys = planner.needed[op]
+            src = np.full(len(keys), -1, dtype=np.int64)
+            if len(src_keys):
+                src[used_rows] = np.searchsorted(src_keys, child_keys[used_rows])
+            maps[i] = RowMap(src, len(src_keys))
+        return tuple(maps)
 
     def _input_maps(self, planner: Planner) -> dict[str, tuple[int, RowMap | None]]:
         """Per provided input: its node id and the map from request order to sorted rows."""
@@ -171,9 +187,10 @@ class Computation:
                 value = _flat(rowmap(_rows3(value, batch)))
             tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
         for step in self.steps:
-            if step.nid in tapes:
-                continue
-            tapes[step.nid] = self._tape(step, tapes, params)
+            if isinstance(step, RecurrentBlock):
+                step.tapes(tapes, self.rows, params)
+            elif step.nid not in tapes:
+                tapes[step.nid] = self._tape(step, tapes, params)
         out = {}
         for name, rowmap in self.output_maps.items():
             tape = tapes[graph.outputs[name]]
@@ -262,33 +279,6 @@ def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet) -> T
     fn = lambda v: _flat(rowmap(_rows3(v, batch)))  # noqa: E731
     value, vjp = jax.vjp(fn, tape.value)
     return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
-
-
-def _evaluation_order(graph: Graph, used: set[int]) -> list[int]:
-    """Used nodes, operands first. A cycle here is a recurrence (lowered by the scan pass)."""
-    order: list[int] = []
-    state: dict[int, int] = {}
-    for root in sorted(used):
-        if root in state:
-            continue
-        stack = [(root, iter(graph.operands[root]))]
-        state[root] = 1
-        while stack:
-            nid, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                stack.pop()
-                order.append(nid)
-                state[nid] = 2
-            elif nxt in used and nxt not in state:
-                state[nxt] = 1
-                stack.append((nxt, iter(graph.operands[nxt])))
-            elif nxt in used and state.get(nxt) == 1:
-                raise PlanError(
-                    f"{graph.describe(nid)} depends on itself through a recurrence; "
-                    "recurrent networks are not lowered yet"
-                )
-    return order
 
 
 _CACHE: OrderedDict[tuple[Any, ComputationRequest], Computation] = OrderedDict()

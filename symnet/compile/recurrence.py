@@ -1,0 +1,323 @@
+"""Recurrences: a strongly connected group of nodes that reads itself at other frames, as one `lax.scan`.
+
+In Kaldi nnet3 a recurrent network is a graph whose nodes refer to each other
+through time offsets (`IfDefined(Offset(h, -1))`): the graph of nodes has a
+cycle, the graph of (node, Index) pairs does not. Each cyclic group of nodes
+becomes one `jax.lax.scan` over frames; everything outside the group stays
+batched over all frames (an LSTM's input projection is one big matmul, hoisted
+out of the scan and sliced per frame).
+
+Per step (one frame t) every member is computed for all sequences at once
+(`[batch, dim]`). An operand is read one of four ways, fixed at plan time:
+`static` (weights, literals), `external` (a node outside the group, mapped to
+frames before the scan), `same` (a member at this frame) or `lag` (a member
+some frames back, from a buffer carried by the scan). Rows that a
+descriptor reads as absent (IfDefined, Failover, Switch) are masked to zeros by
+per-frame masks computed in numpy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..descriptor import Append, Const, Failover, IfDefined, Node, Offset, ReplaceIndex, Round, Scale, Sum, Switch
+from ..errors import PlanError, at
+from ..index import decode
+from ..layer import Dot, Elementwise, Layer, _Binary, layer_class
+from ..tape import Tape
+from .rowmap import RowMap
+
+
+@layer_class
+class Recurrence(Layer):
+    """The Tape's node for one scanned group: its members, in evaluation order."""
+
+    members: tuple[Layer, ...]
+
+    rowwise = False
+
+
+def strongly_connected(nodes: list[int], operands: list[tuple[int, ...]]) -> list[list[int]]:
+    """Tarjan's components of the subgraph on `nodes`, operands' components first."""
+    inside = set(nodes)
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    out: list[list[int]] = []
+    counter = 0
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(operands[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            nid, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in inside:
+                    continue
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(operands[nxt])))
+                elif nxt in on_stack:
+                    low[nid] = min(low[nid], index[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[nid])
+            if low[nid] == index[nid]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == nid:
+                        break
+                out.append(sorted(group))
+    return out
+
+
+class _Edge:
+    __slots__ = ("kind", "op", "lag", "mask", "rowmap", "slot")
+
+    def __init__(self, kind: str, op: int, lag: int = 0, mask: np.ndarray | None = None, rowmap: RowMap | None = None):
+        self.kind, self.op, self.lag, self.mask, self.rowmap = kind, op, lag, mask, rowmap
+        self.slot = -1  # index into the per-step masks or external inputs
+
+
+class RecurrentBlock:
+    """The plan of one scanned group: steps, edges, buffers and what leaves the scan."""
+
+    def __init__(self, graph: Any, members: list[int], rows: Mapping[int, Any], maps: Mapping[int, tuple], exported: list[int]):
+        self.graph = graph
+        self.batch = next(iter(rows.values())).batch
+        self.exported = exported
+        step_t = {}
+        for m in members:
+            if not rows[m].regular:
+                raise PlanError(
+                    f"{graph.describe(m)} is recurrent: recurrences need a regular request "
+                    "(every sequence with the same frames, e.g. IndexSet.range or network.compute)"
+                )
+            n, t, x = decode(rows[m].keys)
+            if len(np.unique(t)) != len(t):
+                raise PlanError(f"{graph.describe(m)} is recurrent and has several x per frame: not supported")
+            step_t[m] = t
+        t_all = np.concatenate(list(step_t.values()))
+        self.t0 = int(t_all.min())
+        self.num_steps = int(t_all.max()) - self.t0 + 1
+        self.step_of = {m: step_t[m] - self.t0 for m in members}
+        self.edges: dict[int, list[_Edge]] = {}
+        masks: list[np.ndarray] = []
+        externals: list[_Edge] = []
+        lags: set[int] = set()
+        member_set = set(members)
+        for m in members:
+            edges = []
+            for pos, op in enumerate(graph.operands[m]):
+                if not graph.indexed[op]:
+                    edges.append(_Edge("static", op))
+                    continue
+                src = maps[m][pos].src
+                valid = src >= 0
+                mask = np.zeros(self.num_steps, dtype=bool)
+                mask[self.step_of[m][valid]] = True
+                if op in member_set:
+                    lag_values = np.unique(self.step_of[m][valid] - self.step_of[op][src[valid]])
+                    if len(lag_values) > 1:
+                        raise PlanError(
+                            f"{graph.describe(m)} reads {graph.describe(op)} at varying frame distances "
+                            f"{lag_values.tolist()} inside a recurrence: not supported"
+                        )
+                    lag = int(lag_values[0]) if len(lag_values) else 0
+                    edge = _Edge("lag" if lag else "same", op, lag, mask)
+                    if lag:
+                        lags.add(lag)
+                    if not mask.all():
+                        edge.slot = len(masks)
+                        masks.append(mask)
+                else:
+                    src_step = np.full(self.num_steps, -1, dtype=np.int64)
+                    src_step[self.step_of[m]] = src
+                    edge = _Edge("external", op, rowmap=RowMap(src_step, maps[m][pos].num_src))
+                    edge.slot = len(externals)
+                    externals.append(edge)
+                edges.append(edge)
+            self.edges[m] = edges
+        if any(lag > 0 for lag in lags) and any(lag < 0 for lag in lags):
+            raise PlanError(
+                "a recurrence reads both earlier and later frames of itself: "
+                + ", ".join(graph.describe(m) for m in members)
+            )
+        self.reverse = any(lag < 0 for lag in lags)
+        self.masks = np.stack(masks, axis=1) if masks else np.zeros((self.num_steps, 0), dtype=bool)
+        self.externals = externals
+        self.order = self._step_order(members)
+        self.depth: dict[int, int] = {}
+        for m in members:
+            for e in self.edges[m]:
+                if e.kind == "lag":
+                    self.depth[e.op] = max(self.depth.get(e.op, 0), abs(e.lag))
+        self.statics = sorted({e.op for m in members for e in self.edges[m] if e.kind == "static"})
+        self.out_maps = {m: RowMap(self.step_of[m], self.num_steps) for m in exported}
+
+    def _step_order(self, members: list[int]) -> list[int]:
+        order: list[int] = []
+        done: set[int] = set()
+
+        def visit(m: int, path: tuple[int, ...]) -> None:
+            if m in done:
+                return
+            if m in path:
+                raise PlanError("a cycle with no time offset: " + " -> ".join(self.graph.describe(p) for p in path))
+            for e in self.edges[m]:
+                if e.kind == "same":
+                    visit(e.op, path + (m,))
+            done.add(m)
+            order.append(m)
+
+        for m in members:
+            visit(m, ())
+        return order
+
+    # ----- running ----------------------------------------------------------------------
+
+    def _dims(self, ext_shapes: list[tuple[int, ...]], static_shapes: dict[int, tuple[int, ...]]) -> dict[int, int]:
+        """Each member's dim, inferred from operands whose dims are known (weights, inputs)."""
+        dims: dict[int, int] = {}
+        progress = True
+        while progress and len(dims) < len(self.order):
+            progress = False
+            for m in self.order:
+                if m in dims:
+                    continue
+                shapes = []
+                for e in self.edges[m]:
+                    if e.kind == "static":
+                        shapes.append(static_shapes[e.op])
+                    elif e.kind == "external":
+                        shapes.append((self.batch, ext_shapes[e.slot][-1]))
+                    else:
+                        shapes.append((self.batch, dims[e.op]) if e.op in dims else None)
+                dim = self._infer(self.graph.layers[m], shapes)
+                if dim is not None:
+                    dims[m] = dim
+                    progress = True
+        missing = [m for m in self.order if m not in dims]
+        if missing:
+            raise PlanError("cannot infer the dims of " + ", ".join(self.graph.describe(m) for m in missing))
+        return dims
+
+    def _infer(self, layer: Layer, shapes: list[tuple[int, ...] | None]) -> int | None:
+        if all(s is not None for s in shapes):
+            args = [jax.ShapeDtypeStruct(s, jnp.result_type(float)) for s in shapes]
+            return int(jax.eval_shape(lambda *a: self._value(layer, list(a)), *args).shape[-1])
+        dim = getattr(layer, "output_dim", None)
+        if isinstance(dim, int):
+            return dim
+        if isinstance(layer, Dot) and shapes[1] is not None:
+            return shapes[1][-1]
+        if isinstance(layer, (Node, Offset, IfDefined, Round, ReplaceIndex, Scale, Elementwise)):
+            return shapes[0][-1] if shapes[0] is not None else None
+        if isinstance(layer, (_Binary, Sum, Failover, Switch)):
+            known = [s[-1] for s in shapes if s is not None and s[-1] != 1 and len(s) > 1]
+            return known[0] if known else None
+        return None
+
+    def _value(self, layer: Layer, args: list[jax.Array]) -> jax.Array:
+        """One member's value at one step, from its operands' values there."""
+        if isinstance(layer, Append):
+            return jnp.concatenate(args, axis=-1)
+        if isinstance(layer, (Sum, Failover, Switch)):
+            out = args[0]
+            for a in args[1:]:
+                out = out + a
+            return out
+        if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
+            return args[0]
+        if isinstance(layer, Const):
+            return jnp.full((self.batch, layer.dim), layer.value, dtype=jnp.result_type(float))
+        if not layer.rowwise:
+            raise PlanError(f"{type(layer).__name__} cannot be part of a recurrence{at(layer.where)}")
+        return layer.apply(*args)
+
+    def scan(self, ext_values: tuple[jax.Array, ...], static_values: tuple[jax.Array, ...]) -> jax.Array:
+        """All exported members' values over all steps, `[steps * batch, sum of dims]`."""
+        batch = self.batch
+        statics = dict(zip(self.statics, static_values))
+        xs_ext = tuple(
+            e.rowmap(v.reshape(v.shape[0] // batch, batch, v.shape[-1])) for e, v in zip(self.externals, ext_values)
+        )
+        dims = self._dims([x.shape for x in xs_ext], {k: tuple(v.shape) for k, v in statics.items()})
+        dtype = jnp.result_type(*(x.dtype for x in xs_ext)) if xs_ext else jnp.result_type(float)
+        carry0 = {op: jnp.zeros((d, batch, dims[op]), dtype) for op, d in self.depth.items()}
+        masks = jnp.asarray(self.masks)
+
+        def step(carry, xs):
+            ext, mask = xs
+            vals: dict[int, jax.Array] = {}
+            for m in self.order:
+                args = []
+                for e in self.edges[m]:
+                    if e.kind == "static":
+                        v = statics[e.op]
+                    elif e.kind == "external":
+                        v = ext[e.slot]
+                    else:
+                        v = vals[e.op] if e.kind == "same" else carry[e.op][abs(e.lag) - 1]
+                        if e.slot >= 0:
+                            v = jnp.where(mask[e.slot], v, jnp.zeros_like(v))
+                    args.append(v)
+                vals[m] = self._value(self.graph.layers[m], args).astype(dtype)
+            new = {op: jnp.concatenate([vals[op][None], buf[:-1]], axis=0) for op, buf in carry.items()}
+            return new, tuple(vals[m] for m in self.exported)
+
+        _, ys = jax.lax.scan(step, carry0, (xs_ext, masks), reverse=self.reverse)
+        flat = [y.reshape(self.num_steps * batch, y.shape[-1]) for y in ys]
+        return jnp.concatenate(flat, axis=-1) if len(flat) > 1 else flat[0]
+
+    def tapes(self, tapes: dict[int, Tape], rows: Mapping[int, Any], params: Any) -> None:
+        """Add the group's Tape node and one selection tape per exported member to `tapes`."""
+        ext_tapes = tuple(tapes[e.op] for e in self.externals)
+        static_tapes = tuple(tapes[op] for op in self.statics)
+        n_ext = len(ext_tapes)
+
+        def fn(*values):
+            return self.scan(values[:n_ext], values[n_ext:])
+
+        value, vjp = jax.vjp(fn, *(t.value for t in ext_tapes + static_tapes))
+        layer = Recurrence(tuple(self.graph.layers[m] for m in self.order))
+        block = Tape(layer, value, ext_tapes + static_tapes, pullback=vjp, parameters=params)
+        start = 0
+        widths = self.exported_dims(tuple(t.value for t in ext_tapes), tuple(t.value for t in static_tapes))
+        for m, width in zip(self.exported, widths):
+            rowmap, begin = self.out_maps[m], start
+
+            def select(v, rowmap=rowmap, begin=begin, width=width):
+                cols = v[:, begin : begin + width]
+                r = cols.reshape(self.num_steps, self.batch, width)
+                out = rowmap(r)
+                return out.reshape(out.shape[0] * self.batch, width)
+
+            member_value, member_vjp = jax.vjp(select, value)
+            tapes[m] = Tape(self.graph.layers[m], member_value, (block,), rows=rows[m], pullback=member_vjp, parameters=params)
+            start += width
+
+    def exported_dims(self, ext_values: tuple, static_values: tuple) -> list[int]:
+        """The dims of the exported members, given the scan's operand values."""
+        statics = dict(zip(self.statics, static_values))
+        xs_shapes = [(self.num_steps, self.batch, v.shape[-1]) for v in ext_values]
+        dims = self._dims(xs_shapes, {k: tuple(v.shape) for k, v in statics.items()})
+        return [dims[m] for m in self.exported]
