@@ -1,0 +1,173 @@
+"""Kaldi nnet3's simple components as symnet layers.
+
+Every component is a layer class named after its Kaldi type
+(`AffineComponent`, `RectifiedLinearComponent`, ...) whose operands are its
+input and its parameters (Weights named `{component}.{param}`, with Kaldi's
+token names in lower case: `affine1.linear_params`, `affine1.bias_params`),
+whose hyper-parameters are fields, and whose unused Kaldi metadata is in
+`options`. Each has `input_dim` and `output_dim`.
+
+`COMPONENTS[kaldi_type](name, options, input, read_matrix=None)` builds one
+from Kaldi config options (strings or Python values), with Kaldi's defaults,
+checks and initialisation; `build_component(kaldi_type, name, options, input)`
+does the same with an error for unknown types.
+
+Modes: DropoutComponent, GeneralDropoutComponent and BatchNormComponent have
+a `test_mode` field; `set_test_mode(net_or_layer, True)` rewrites a tree (or a
+Network) with every such component switched, as Kaldi's nnet3-compute does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import attrs
+
+from ..layer import Layer
+from .affine import (
+    AffineComponent,
+    BlockAffineComponent,
+    FixedAffineComponent,
+    LinearComponent,
+    NaturalGradientAffineComponent,
+    NaturalGradientRepeatedAffineComponent,
+    RepeatedAffineComponent,
+)
+from .base import (
+    COMPONENTS,
+    Component,
+    ComponentConfigError,
+    ComponentModeError,
+    Constant,
+    FixedWeight,
+    OptionReader,
+    build_component,
+    read_kaldi_text_object,
+    trainable_mask,
+)
+from .misc import (
+    BackpropTruncationComponent,
+    ClipGradientComponent,
+    DropoutComponent,
+    ElementwiseProductComponent,
+    GeneralDropoutComponent,
+    NoOpComponent,
+    PermuteComponent,
+    SumBlockComponent,
+    SumGroupComponent,
+)
+from .nonlinear import (
+    LogSoftmaxComponent,
+    PnormComponent,
+    RectifiedLinearComponent,
+    SigmoidComponent,
+    SoftmaxComponent,
+    TanhComponent,
+)
+from .normalize import BatchNormComponent, NormalizeComponent, batchnorm_stats_updates
+from .recurrent import GruNonlinearityComponent, LstmNonlinearityComponent, OutputGruNonlinearityComponent
+from .scale import (
+    ConstantFunctionComponent,
+    FixedBiasComponent,
+    FixedScaleComponent,
+    NaturalGradientPerElementScaleComponent,
+    PerElementOffsetComponent,
+    PerElementScaleComponent,
+    ScaleAndOffsetComponent,
+)
+
+#: The component classes that have a test mode.
+MODE_COMPONENTS = (DropoutComponent, GeneralDropoutComponent, BatchNormComponent)
+
+
+def _set_mode_in_tree(roots: list[Layer], test_mode: bool, kinds: tuple[type, ...]) -> list[Layer]:
+    """Rewrite the trees under `roots` (a DAG: shared sub-trees stay shared), operands first."""
+    done: dict[int, Layer] = {}
+    stack: list[tuple[Layer, bool]] = [(r, False) for r in reversed(roots)]
+    while stack:
+        layer, expanded = stack.pop()
+        if id(layer) in done:
+            continue
+        if not expanded:
+            stack.append((layer, True))
+            stack.extend((c, False) for c in reversed(layer.children) if id(c) not in done)
+            continue
+        new = layer.with_children(tuple(done[id(c)] for c in layer.children))
+        if isinstance(new, kinds) and new.test_mode != test_mode:
+            new = attrs.evolve(new, test_mode=test_mode)
+        done[id(layer)] = new
+    return [done[id(r)] for r in roots]
+
+
+def set_test_mode(target: Any, test_mode: bool = True, *, dropout: bool = True, batchnorm: bool = True) -> Any:
+    """`target` (a Layer, a mapping of name -> Layer, or a Network) with its dropout components
+    (DropoutComponent, GeneralDropoutComponent) and batch-norm components in test mode, or with
+    `test_mode=False` in training mode: Kaldi's SetDropoutTestMode and SetBatchnormTestMode.
+
+    `dropout=False` or `batchnorm=False` leaves that kind alone. A Network keeps its parameters.
+    """
+    from ..network import Network
+
+    kinds = ((DropoutComponent, GeneralDropoutComponent) if dropout else ()) + (
+        (BatchNormComponent,) if batchnorm else ())
+    if isinstance(target, Network):
+        names = [name for name, _ in target.structure.outputs]
+        new = _set_mode_in_tree([layer for _, layer in target.structure.outputs], test_mode, kinds)
+        return Network(dict(zip(names, new)), params=target.params)
+    if isinstance(target, Layer):
+        return _set_mode_in_tree([target], test_mode, kinds)[0]
+    if isinstance(target, Mapping):
+        names = list(target)
+        return dict(zip(names, _set_mode_in_tree([target[n] for n in names], test_mode, kinds)))
+    raise TypeError(f"set_test_mode takes a Layer, a mapping of layers or a Network, not {type(target).__name__}")
+
+
+__all__ = [
+    "COMPONENTS",
+    "MODE_COMPONENTS",
+    "AffineComponent",
+    "BackpropTruncationComponent",
+    "BatchNormComponent",
+    "BlockAffineComponent",
+    "ClipGradientComponent",
+    "Component",
+    "ComponentConfigError",
+    "ComponentModeError",
+    "Constant",
+    "ConstantFunctionComponent",
+    "DropoutComponent",
+    "ElementwiseProductComponent",
+    "FixedAffineComponent",
+    "FixedBiasComponent",
+    "FixedScaleComponent",
+    "FixedWeight",
+    "GeneralDropoutComponent",
+    "GruNonlinearityComponent",
+    "LinearComponent",
+    "LogSoftmaxComponent",
+    "LstmNonlinearityComponent",
+    "NaturalGradientAffineComponent",
+    "NaturalGradientPerElementScaleComponent",
+    "NaturalGradientRepeatedAffineComponent",
+    "NoOpComponent",
+    "NormalizeComponent",
+    "OptionReader",
+    "OutputGruNonlinearityComponent",
+    "PerElementOffsetComponent",
+    "PerElementScaleComponent",
+    "PermuteComponent",
+    "PnormComponent",
+    "RectifiedLinearComponent",
+    "RepeatedAffineComponent",
+    "ScaleAndOffsetComponent",
+    "SigmoidComponent",
+    "SoftmaxComponent",
+    "SumBlockComponent",
+    "SumGroupComponent",
+    "TanhComponent",
+    "batchnorm_stats_updates",
+    "build_component",
+    "read_kaldi_text_object",
+    "set_test_mode",
+    "trainable_mask",
+]

@@ -1,0 +1,462 @@
+"""Column-wise rearrangements, dropout, and the gradient-shaping components.
+
+NoOp, ElementwiseProduct, SumGroup, SumBlock, Permute, Dropout (test mode),
+GeneralDropout (test mode), ClipGradient and BackpropTruncation (identity or
+scaling forward, Kaldi's clipping of the backward delta).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import attrs
+import jax.numpy as jnp
+import numpy as np
+
+from ..layer import Layer, child, layer_class
+from .base import Component, ComponentModeError, OptionReader, auto_vjp, register
+
+
+def _int_tuple(value: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in value)
+
+
+@layer_class
+class _SameDim(Component):
+    input: Layer = child()
+    dim: int = 0
+
+    @property
+    def input_dim(self) -> int:
+        return self.dim
+
+    @property
+    def output_dim(self) -> int:
+        return self.dim
+
+
+@layer_class
+class NoOpComponent(_SameDim):
+    """Identity forward; the backward delta is scaled by `backprop_scale`."""
+
+    backprop_scale: float = 1.0
+
+    kaldi_type = "NoOpComponent"
+
+    def apply(self, x):
+        return x
+
+    def vjp(self, delta, value, x):
+        return (delta if self.backprop_scale == 1.0 else delta * self.backprop_scale,)
+
+
+@layer_class
+class ElementwiseProductComponent(Component):
+    """The elementwise product of the `input_dim / output_dim` consecutive blocks of `output_dim` columns."""
+
+    input: Layer = child()
+    in_dim: int = 0
+    out_dim: int = 0
+
+    kaldi_type = "ElementwiseProductComponent"
+
+    @property
+    def input_dim(self) -> int:
+        return self.in_dim
+
+    @property
+    def output_dim(self) -> int:
+        return self.out_dim
+
+    def apply(self, x):
+        blocks = x.reshape(x.shape[:-1] + (self.in_dim // self.out_dim, self.out_dim))
+        return jnp.prod(blocks, axis=-2)
+
+    def vjp(self, delta, value, x):
+        return auto_vjp(self, delta, x)
+
+
+@layer_class
+class SumGroupComponent(Component):
+    """Output column i is the sum of the i-th group of consecutive input columns (`sizes[i]` of them)."""
+
+    input: Layer = child()
+    sizes: tuple[int, ...] = attrs.field(default=(), converter=_int_tuple)
+
+    kaldi_type = "SumGroupComponent"
+
+    @property
+    def input_dim(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def output_dim(self) -> int:
+        return len(self.sizes)
+
+    def _uniform(self) -> int | None:
+        return self.sizes[0] if len(set(self.sizes)) == 1 else None
+
+    def _membership(self) -> np.ndarray:
+        """The `[input_dim, output_dim]` 0/1 matrix of which group each input column belongs to."""
+        group = np.repeat(np.arange(len(self.sizes)), self.sizes)
+        return (group[:, None] == np.arange(len(self.sizes))[None, :]).astype(np.float32)
+
+    def apply(self, x):
+        size = self._uniform()
+        if size is not None:
+            return jnp.sum(x.reshape(x.shape[:-1] + (len(self.sizes), size)), axis=-1)
+        return jnp.matmul(x, jnp.asarray(self._membership(), dtype=x.dtype))
+
+    def vjp(self, delta, value, x):
+        group = np.repeat(np.arange(len(self.sizes)), self.sizes)
+        return (jnp.take(delta, jnp.asarray(group), axis=-1),)
+
+
+@layer_class
+class SumBlockComponent(Component):
+    """`scale` times the sum of the `input_dim / output_dim` consecutive blocks of `output_dim` columns."""
+
+    input: Layer = child()
+    in_dim: int = 0
+    out_dim: int = 0
+    scale: float = 1.0
+
+    kaldi_type = "SumBlockComponent"
+
+    @property
+    def input_dim(self) -> int:
+        return self.in_dim
+
+    @property
+    def output_dim(self) -> int:
+        return self.out_dim
+
+    def apply(self, x):
+        blocks = x.reshape(x.shape[:-1] + (self.in_dim // self.out_dim, self.out_dim))
+        return self.scale * jnp.sum(blocks, axis=-2)
+
+    def vjp(self, delta, value, x):
+        k = self.in_dim // self.out_dim
+        return (jnp.tile(self.scale * delta, (1,) * (delta.ndim - 1) + (k,)),)
+
+
+@layer_class
+class PermuteComponent(Component):
+    """Output column i is input column `column_map[i]`."""
+
+    input: Layer = child()
+    column_map: tuple[int, ...] = attrs.field(default=(), converter=_int_tuple)
+
+    kaldi_type = "PermuteComponent"
+
+    @property
+    def input_dim(self) -> int:
+        return len(self.column_map)
+
+    @property
+    def output_dim(self) -> int:
+        return len(self.column_map)
+
+    @property
+    def reverse_column_map(self) -> tuple[int, ...]:
+        reverse = [0] * len(self.column_map)
+        for i, c in enumerate(self.column_map):
+            reverse[c] = i
+        return tuple(reverse)
+
+    def apply(self, x):
+        return jnp.take(x, jnp.asarray(self.column_map), axis=-1)
+
+    def vjp(self, delta, value, x):
+        return (jnp.take(delta, jnp.asarray(self.reverse_column_map), axis=-1),)
+
+
+def _training_mode_error(layer: Component) -> ComponentModeError:
+    return ComponentModeError(
+        f"{type(layer).__name__} {layer.name!r} in training mode needs random masks, which symnet does not "
+        f"support yet; run it in test mode (symnet.components.set_test_mode, or test-mode=true)"
+    )
+
+
+@layer_class
+class DropoutComponent(_SameDim):
+    """Test mode: `y = (1 - dropout_proportion) x` (Kaldi's test-mode scaling). Training mode: not yet."""
+
+    dropout_proportion: float = 0.0
+    dropout_per_frame: bool = False
+    test_mode: bool = False
+
+    kaldi_type = "DropoutComponent"
+
+    def apply(self, x):
+        if self.test_mode:
+            return x * (1.0 - self.dropout_proportion)
+        if self.dropout_proportion == 0.0:
+            return x
+        raise _training_mode_error(self)
+
+    def vjp(self, delta, value, x):
+        if self.test_mode:
+            return (delta * (1.0 - self.dropout_proportion),)
+        return (delta,)
+
+
+@layer_class
+class GeneralDropoutComponent(_SameDim):
+    """Test mode (or dropout-proportion 0): the identity. Training mode: not yet."""
+
+    block_dim: int = 0
+    time_period: int = 0
+    dropout_proportion: float = 0.5
+    continuous: bool = False
+    test_mode: bool = False
+
+    kaldi_type = "GeneralDropoutComponent"
+
+    def apply(self, x):
+        if self.test_mode or self.dropout_proportion == 0.0:
+            return x
+        raise _training_mode_error(self)
+
+    def vjp(self, delta, value, x):
+        return (delta,)
+
+
+def _row_norm_scales(delta, threshold: float):
+    """Per row, `min(1, threshold / ||row||)` (Kaldi's norm-based clipping scales)."""
+    sq = jnp.sum(delta * delta, axis=-1, keepdims=True) / (threshold * threshold)
+    return jnp.where(sq > 1.0, 1.0 / jnp.sqrt(jnp.maximum(sq, 1.0)), 1.0)
+
+
+@layer_class
+class ClipGradientComponent(_SameDim):
+    """Identity forward; backward clips the delta: each element to `[-t, t]`, or with
+    `norm_based_clipping` each row to norm at most `t`; `t == 0` zeroes it.
+
+    Kaldi's self-repair options (which need running clipping counts) are kept in `options`.
+    """
+
+    clipping_threshold: float = 15.0
+    norm_based_clipping: bool = False
+
+    kaldi_type = "ClipGradientComponent"
+
+    def apply(self, x):
+        return x
+
+    def vjp(self, delta, value, x):
+        t = self.clipping_threshold
+        if t == 0.0:
+            return (jnp.zeros_like(delta),)
+        if self.norm_based_clipping:
+            return (delta * _row_norm_scales(delta, t),)
+        return (jnp.clip(delta, -t, t),)
+
+
+def _floor_div(a, b):
+    return np.floor_divide(a, b)
+
+
+@layer_class
+class BackpropTruncationComponent(_SameDim):
+    """`y = scale x`; backward scales the delta by `scale`, then clips each row's norm to
+    `clipping_threshold` and zeroes rows at truncation boundaries whose norm exceeds
+    `zeroing_threshold` (the zeroing needs each row's Index: see `backprop`)."""
+
+    scale: float = 1.0
+    clipping_threshold: float = 30.0
+    zeroing_threshold: float = 15.0
+    zeroing_interval: int = 20
+    recurrence_interval: int = 1
+
+    kaldi_type = "BackpropTruncationComponent"
+
+    def apply(self, x):
+        return x if self.scale == 1.0 else x * self.scale
+
+    def zeroing_rows(self, n: Any, t: Any) -> np.ndarray:
+        """Kaldi's PrecomputeIndexes: whether a row with Index (n, t) lies on a truncation boundary.
+
+        `floor((t - n) / zi) != floor((t - ri - n) / zi)`: the boundary moves with n,
+        so that not every sequence is cut at frame 0.
+        """
+        n, t = np.asarray(n), np.asarray(t)
+        zi, ri = self.zeroing_interval, self.recurrence_interval
+        return _floor_div(t - n, zi) != _floor_div(t - ri - n, zi)
+
+    def backprop(self, delta, zeroing: Any = None):
+        """The input delta; `zeroing` (bool per row, shaped like delta's leading axes) marks boundary rows."""
+        d = delta if self.scale == 1.0 else delta * self.scale
+        clip = self.clipping_threshold if self.clipping_threshold > 0.0 else 1.0e10
+        scales = _row_norm_scales(d, clip)
+        if zeroing is not None:
+            zero = self.zeroing_threshold if self.zeroing_threshold > 0.0 else 1.0e10
+            norm_sq = jnp.sum(d * d, axis=-1, keepdims=True)
+            kill = jnp.logical_and(jnp.asarray(zeroing)[..., None], norm_sq > zero * zero)
+            scales = jnp.where(kill, 0.0, scales)
+        return d * scales
+
+    def vjp(self, delta, value, x):
+        # Without row Indexes only the scaling and clipping apply; the engine, which knows
+        # each row's (n, t), should call backprop(delta, zeroing_rows(n, t)) instead.
+        return (self.backprop(delta),)
+
+
+# ----- builders ----------------------------------------------------------------------
+
+
+def _dim(opts: OptionReader, key: str = "dim") -> int:
+    dim = opts.int(key)
+    opts.positive(key, dim)
+    return dim
+
+
+@register("NoOpComponent")
+def no_op_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options: dim (required), backprop-scale (1.0)."""
+    opts = OptionReader("NoOpComponent", name, options)
+    backprop_scale = opts.float("backprop-scale", 1.0)
+    dim = _dim(opts)
+    opts.finish()
+    return NoOpComponent(name, input, dim, backprop_scale)
+
+
+def _in_out(opts: OptionReader) -> tuple[int, int]:
+    output_dim = opts.int("output-dim")
+    input_dim = opts.int("input-dim")
+    opts.positive("output-dim", output_dim)
+    opts.positive("input-dim", input_dim)
+    opts.require(input_dim % output_dim == 0, f"output-dim={output_dim} must divide input-dim={input_dim}",
+                 "output-dim")
+    return input_dim, output_dim
+
+
+@register("ElementwiseProductComponent")
+def elementwise_product_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options: input-dim, output-dim (required); output-dim divides input-dim and is smaller."""
+    opts = OptionReader("ElementwiseProductComponent", name, options)
+    input_dim, output_dim = _in_out(opts)
+    opts.require(input_dim > output_dim, f"input-dim={input_dim} must be larger than output-dim={output_dim}",
+                 "input-dim")
+    opts.finish()
+    return ElementwiseProductComponent(name, input, input_dim, output_dim)
+
+
+@register("SumGroupComponent")
+def sum_group_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options: sizes=S1,S2,... (positive; nothing else), or input-dim and output-dim (equal groups)."""
+    opts = OptionReader("SumGroupComponent", name, options)
+    if opts.has("sizes"):
+        sizes = opts.int_list("sizes")
+        opts.require(len(sizes) > 0 and all(s > 0 for s in sizes), f"sizes={opts.raw['sizes']} must be positive",
+                     "sizes")
+    else:
+        input_dim = opts.int("input-dim")
+        output_dim = opts.int("output-dim")
+        opts.positive("input-dim", input_dim)
+        opts.positive("output-dim", output_dim)
+        opts.require(input_dim % output_dim == 0, f"output-dim={output_dim} must divide input-dim={input_dim}",
+                     "output-dim")
+        sizes = (input_dim // output_dim,) * output_dim
+    opts.finish()
+    return SumGroupComponent(name, input, sizes)
+
+
+@register("SumBlockComponent")
+def sum_block_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options: input-dim, output-dim (required; output-dim divides input-dim), scale (1.0)."""
+    opts = OptionReader("SumBlockComponent", name, options)
+    input_dim = opts.int("input-dim")
+    output_dim = opts.int("output-dim")
+    opts.positive("output-dim", output_dim)
+    opts.require(input_dim > 0 and input_dim % output_dim == 0,
+                 f"invalid input-dim={input_dim} for output-dim={output_dim}", "input-dim")
+    scale = opts.float("scale", 1.0)
+    opts.finish()
+    return SumBlockComponent(name, input, input_dim, output_dim, scale)
+
+
+@register("PermuteComponent")
+def permute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options: column-map=C0,C1,... (required): a permutation of 0 .. dim-1."""
+    opts = OptionReader("PermuteComponent", name, options)
+    column_map = opts.int_list("column-map")
+    opts.require(len(column_map) > 0 and sorted(column_map) == list(range(len(column_map))),
+                 f"column-map={opts.raw['column-map']} is not a permutation of 0..{len(column_map) - 1}", "column-map")
+    opts.finish()
+    return PermuteComponent(name, input, column_map)
+
+
+@register("DropoutComponent")
+def dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options: dim, dropout-proportion (required, in [0, 1]), dropout-per-frame (false), test-mode (false)."""
+    opts = OptionReader("DropoutComponent", name, options)
+    dim = _dim(opts)
+    proportion = opts.float("dropout-proportion")
+    per_frame = opts.bool("dropout-per-frame", False)
+    test_mode = opts.bool("test-mode", False)
+    opts.require(0.0 <= proportion <= 1.0, f"dropout-proportion={proportion} must be in [0, 1]",
+                 "dropout-proportion")
+    opts.finish()
+    return DropoutComponent(name, input, dim, proportion, per_frame, test_mode)
+
+
+@register("GeneralDropoutComponent")
+def general_dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options: dim (required), block-dim (dim), time-period (0), dropout-proportion (0.5), continuous (false),
+    test-mode (false)."""
+    opts = OptionReader("GeneralDropoutComponent", name, options)
+    dim = _dim(opts)
+    block_dim = opts.int("block-dim", dim)
+    opts.require(block_dim > 0 and dim % block_dim == 0,
+                 f"block-dim={block_dim} must be positive and divide dim={dim}", "block-dim")
+    time_period = opts.int("time-period", 0)
+    proportion = opts.float("dropout-proportion", 0.5)
+    continuous = opts.bool("continuous", False)
+    test_mode = opts.bool("test-mode", False)
+    opts.finish()
+    return GeneralDropoutComponent(name, input, dim, block_dim, time_period, proportion, continuous, test_mode)
+
+
+@register("ClipGradientComponent")
+def clip_gradient_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options: dim (required), clipping-threshold (15.0), norm-based-clipping (false),
+    self-repair-clipped-proportion-threshold (0.01), self-repair-target (0.0), self-repair-scale (1.0)."""
+    opts = OptionReader("ClipGradientComponent", name, options)
+    dim = opts.int("dim")
+    clipping_threshold = opts.float("clipping-threshold", 15.0)
+    norm_based = opts.bool("norm-based-clipping", False)
+    meta = [
+        ("self-repair-clipped-proportion-threshold", opts.float("self-repair-clipped-proportion-threshold", 0.01)),
+        ("self-repair-target", opts.float("self-repair-target", 0.0)),
+        ("self-repair-scale", opts.float("self-repair-scale", 1.0)),
+    ]
+    opts.positive("dim", dim)
+    opts.nonnegative("clipping-threshold", clipping_threshold)
+    for key, value in meta:
+        opts.nonnegative(key, value)
+    opts.finish()
+    return ClipGradientComponent(name, input, dim, clipping_threshold, norm_based, options=meta)
+
+
+@register("BackpropTruncationComponent")
+def backprop_truncation_component(name: str, options: Mapping[str, Any], input: Layer, *,
+                                  read_matrix=None) -> Layer:
+    """Options: dim (required), scale (1.0), clipping-threshold (30.0), zeroing-threshold (15.0),
+    zeroing-interval (20), recurrence-interval (1)."""
+    opts = OptionReader("BackpropTruncationComponent", name, options)
+    dim = opts.int("dim")
+    scale = opts.float("scale", 1.0)
+    clipping_threshold = opts.float("clipping-threshold", 30.0)
+    zeroing_threshold = opts.float("zeroing-threshold", 15.0)
+    zeroing_interval = opts.int("zeroing-interval", 20)
+    recurrence_interval = opts.int("recurrence-interval", 1)
+    opts.positive("dim", dim)
+    opts.positive("scale", scale)
+    opts.nonnegative("clipping-threshold", clipping_threshold)
+    opts.nonnegative("zeroing-threshold", zeroing_threshold)
+    opts.positive("zeroing-interval", zeroing_interval)
+    opts.positive("recurrence-interval", recurrence_interval)
+    opts.finish()
+    return BackpropTruncationComponent(name, input, dim, scale, clipping_threshold, zeroing_threshold,
+                                       zeroing_interval, recurrence_interval)
