@@ -1,7 +1,26 @@
 """symnet: symbolic networks as immutable expression trees, with Kaldi nnet3's Indexes, on JAX."""
 
+from .descriptor import (
+    Append,
+    Const,
+    DimRange,
+    Failover,
+    IfDefined,
+    Input,
+    Node,
+    Offset,
+    Ref,
+    ReplaceIndex,
+    Round,
+    Scale,
+    Sum,
+    Switch,
+)
+from .engine import Computation, ComputationRequest, compile
 from .errors import (
+    ConfigError,
     DescriptorError,
+    ModelFormatError,
     GraphError,
     LayerTypeError,
     ParameterError,
@@ -30,6 +49,7 @@ from .layer import (
     Times,
     Weight,
 )
+from .index import Index, IndexSet
 from .network import Network
 from .tape import Tape
 

@@ -13,6 +13,35 @@ from typing import Any
 import attrs
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+
+_BLOCK = 1 << 16
+
+
+@jax.jit
+def _normal_block(key: jax.Array) -> jax.Array:
+    return jax.random.normal(key, (_BLOCK,), jnp.float32)
+
+
+@jax.jit
+def _uniform_block(key: jax.Array) -> jax.Array:
+    return jax.random.uniform(key, (_BLOCK,), jnp.float32)
+
+
+def _draw(block: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any) -> jax.Array:
+    """Random values of any shape from fixed-size blocks keyed `fold_in(key, i)`.
+
+    Drawing in blocks of one size compiles the random generator once per
+    process instead of once per parameter shape (seconds each on a CPU).
+    """
+    size = math.prod(shape)
+    count = max(1, -(-size // _BLOCK))
+    flat = np.concatenate([np.asarray(block(_fold_in(key, i))) for i in range(count)])
+    return flat[:size].reshape(shape).astype(dtype)  # numpy: no compile per shape
+
+
+_fold_in = jax.jit(jax.random.fold_in)
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -50,7 +79,7 @@ class Normal(Initializer):
     mean: float = 0.0
 
     def init(self, key: jax.Array, dtype: Any) -> jax.Array:
-        return self.mean + self.stddev * jax.random.normal(key, self.shape, dtype)
+        return jnp.asarray(self.mean + self.stddev * _draw(_normal_block, key, self.shape, dtype), dtype)
 
 
 @attrs.frozen
@@ -61,7 +90,7 @@ class Uniform(Initializer):
     high: float = 1.0
 
     def init(self, key: jax.Array, dtype: Any) -> jax.Array:
-        return jax.random.uniform(key, self.shape, dtype, self.low, self.high)
+        return jnp.asarray(self.low + (self.high - self.low) * _draw(_uniform_block, key, self.shape, dtype), dtype)
 
 
 @attrs.frozen
@@ -72,4 +101,4 @@ class Glorot(Initializer):
         if len(self.shape) != 2:
             raise ValueError(f"Glorot needs a 2-d shape, got {self.shape}")
         limit = math.sqrt(6.0 / (self.shape[0] + self.shape[1]))
-        return jax.random.uniform(key, self.shape, dtype, -limit, limit)
+        return jnp.asarray(limit * (2.0 * _draw(_uniform_block, key, self.shape, dtype) - 1.0), dtype)

@@ -112,9 +112,14 @@ def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[s
     return {name: rewritten[id(layer)] for name, layer in outputs.items()}, dict(sorted(weights.items()))
 
 
-def parameter_key(seed_key: jax.Array, name: str) -> jax.Array:
-    """The random key of the parameter `name`: derived from the name, not from any counter."""
-    return jax.random.fold_in(seed_key, zlib.crc32(name.encode()))
+def parameter_key(seed: int, name: str) -> jax.Array:
+    """The random key of the parameter `name`: derived from the seed and the name, not from any counter."""
+    return jax.random.PRNGKey(zlib.crc32(f"{seed}:{name}".encode()))
+
+
+def initial_values(weights: Mapping[str, Weight], seed: int) -> dict[str, jax.Array]:
+    """Every Weight's initial array, random ones with a key derived from `seed` and the name."""
+    return {name: w.initial_value(parameter_key(seed, name)) for name, w in weights.items()}
 
 
 def _input_tape(value: Any) -> Tape:
@@ -182,8 +187,7 @@ class Network:
         canonical, weights = canonicalize(outputs)
         structure = Structure(tuple(canonical.items()), tuple(weights))
         if params is None:
-            key = jax.random.PRNGKey(seed)
-            params = {name: w.initial_value(parameter_key(key, name)) for name, w in weights.items()}
+            params = initial_values(weights, seed)
         else:
             params = _checked_params(weights, params)
         object.__setattr__(self, "structure", structure)
@@ -245,7 +249,7 @@ class Network:
 
     def context(self, output: str | None = None) -> tuple[int, int]:
         """(left, right) frames of input context an output frame needs (nnet3-info's context)."""
-        from .compile.dense import context
+        from .engine.dense import context
 
         return context(self, output)
 
@@ -255,7 +259,7 @@ class Network:
         See `symnet.compile.dense.compute`: `mode='same'` repeats edge frames as
         nnet3-compute does; `mode='valid'` returns only frames that need no padding.
         """
-        from .compile.dense import compute
+        from .engine.dense import compute
 
         return compute(self, x, mode=mode, output=output)
 

@@ -1,4 +1,4 @@
-"""Requests, planning and lowering: from Indexes to one jitted JAX program."""
+"""The Index engine: requests, planning and lowering, from Indexes to one jitted JAX program."""
 
 from .computation import Computation, Rows, compile
 from .request import ComputationRequest

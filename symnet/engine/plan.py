@@ -89,6 +89,9 @@ class Planner:
         self._memo_keys = [EMPTY] * len(graph.layers)
         self._memo_vals = [np.zeros(0, dtype=bool)] * len(graph.layers)
         self._busy: list[set[int]] = [set() for _ in graph.layers]
+        self._depth = 0
+        self._assume: dict[int, dict[int, bool]] = {}
+        self._hits: list[tuple[int, int, bool]] = []
 
     def requirements(self) -> list[np.ndarray]:
         """The sorted keys every node must compute (empty for pruned nodes)."""
@@ -123,7 +126,38 @@ class Planner:
     # ----- computability --------------------------------------------------------------
 
     def computable(self, nid: int, keys: np.ndarray) -> np.ndarray:
-        """Which of `keys` node `nid` can compute (memoised per node)."""
+        """Which of `keys` node `nid` can compute (memoised per node).
+
+        Keys are evaluated in vectorised batches, so a recurrence can make a batch
+        wait on its own members (h at t waits on h at t - 2 in the same batch).
+        Those reads take an assumed value (first "not computable"); when the
+        finished batch disagrees with an assumption the query runs again with the
+        corrected assumptions. Values only grow from False to True, so this is
+        Kleene's iteration to the least fixed point, Kaldi's semantics.
+        """
+        if self._depth:
+            return self._computable(nid, keys)
+        saved = (list(self._memo_keys), list(self._memo_vals))
+        while True:
+            self._hits = []
+            self._depth += 1
+            try:
+                result = self._computable(nid, keys)
+            finally:
+                self._depth -= 1
+            wrong = [(n, k) for n, k, assumed in self._hits if self._known(n, k) != assumed]
+            if not wrong:
+                return result
+            for n, k in wrong:
+                self._assume.setdefault(n, {})[k] = True
+            self._memo_keys, self._memo_vals = list(saved[0]), list(saved[1])
+
+    def _known(self, nid: int, key: int) -> bool:
+        keys = self._memo_keys[nid]
+        pos = int(np.searchsorted(keys, key))
+        return bool(pos < len(keys) and keys[pos] == key and self._memo_vals[nid][pos])
+
+    def _computable(self, nid: int, keys: np.ndarray) -> np.ndarray:
         if not self.graph.indexed[nid]:
             return np.ones(len(keys), dtype=bool)
         memo_keys = self._memo_keys[nid]
@@ -136,6 +170,12 @@ class Planner:
             busy = self._busy[nid]
             cyclic = np.fromiter((k in busy for k in todo.tolist()), bool, len(todo)) if busy else None
             values = np.zeros(len(todo), dtype=bool)
+            if cyclic is not None and cyclic.any():
+                assumed = self._assume.get(nid, {})
+                for i in np.flatnonzero(cyclic):
+                    key = int(todo[i])
+                    values[i] = assumed.get(key, False)
+                    self._hits.append((nid, key, bool(values[i])))
             fresh = todo if cyclic is None else todo[~cyclic]
             if len(fresh):
                 busy.update(fresh.tolist())
@@ -144,7 +184,8 @@ class Planner:
                 finally:
                     busy.difference_update(fresh.tolist())
                 values[np.searchsorted(todo, fresh)] = fresh_values
-                merged = np.concatenate([memo_keys, fresh])
+                # Re-read the memo: recursion may have added keys of this node meanwhile.
+                merged = np.concatenate([self._memo_keys[nid], fresh])
                 order = np.argsort(merged, kind="stable")
                 self._memo_keys[nid] = merged[order]
                 self._memo_vals[nid] = np.concatenate([self._memo_vals[nid], fresh_values])[order]

@@ -145,9 +145,6 @@ class RecurrentBlock:
                     edge = _Edge("lag" if lag else "same", op, lag, mask)
                     if lag:
                         lags.add(lag)
-                    if not mask.all():
-                        edge.slot = len(masks)
-                        masks.append(mask)
                 else:
                     src_step = np.full(self.num_steps, -1, dtype=np.int64)
                     src_step[self.step_of[m]] = src
@@ -162,9 +159,10 @@ class RecurrentBlock:
                 + ", ".join(graph.describe(m) for m in members)
             )
         self.reverse = any(lag < 0 for lag in lags)
-        self.masks = np.stack(masks, axis=1) if masks else np.zeros((self.num_steps, 0), dtype=bool)
         self.externals = externals
         self.order = self._step_order(members)
+        masks = self._needed_masks()
+        self.masks = np.stack(masks, axis=1) if masks else np.zeros((self.num_steps, 0), dtype=bool)
         self.depth: dict[int, int] = {}
         for m in members:
             for e in self.edges[m]:
@@ -172,6 +170,33 @@ class RecurrentBlock:
                     self.depth[e.op] = max(self.depth.get(e.op, 0), abs(e.lag))
         self.statics = sorted({e.op for m in members for e in self.edges[m] if e.kind == "static"})
         self.out_maps = {m: RowMap(self.step_of[m], self.num_steps) for m in exported}
+
+    def _needed_masks(self) -> list[np.ndarray]:
+        """Give a mask slot to each edge whose absent rows are not already zero; return the masks.
+
+        Values known to be zero need no mask: a buffer read before `lag` steps have
+        run holds the scan's initial zeros, and pass-through descriptors (Offset,
+        IfDefined, ...) of zeros are zeros.
+        """
+        steps = np.arange(self.num_steps)
+        zero: dict[int, np.ndarray] = {}
+        masks: list[np.ndarray] = []
+        for m in self.order:
+            known_zero = np.zeros(self.num_steps, dtype=bool)
+            for e in self.edges[m]:
+                if e.kind not in ("same", "lag"):
+                    continue
+                source = steps - e.lag
+                outside = (source < 0) | (source >= self.num_steps)
+                source_zero = outside.copy()
+                source_zero[~outside] = zero[e.op][source[~outside]] if e.op in zero else False
+                if not np.all(e.mask | source_zero):
+                    e.slot = len(masks)
+                    masks.append(e.mask)
+                known_zero = ~e.mask | source_zero
+            passes = isinstance(self.graph.layers[m], (Offset, IfDefined, Round, ReplaceIndex, Node))
+            zero[m] = known_zero if passes and len(self.edges[m]) == 1 else np.zeros(self.num_steps, dtype=bool)
+        return masks
 
     def _step_order(self, members: list[int]) -> list[int]:
         order: list[int] = []
@@ -281,7 +306,10 @@ class RecurrentBlock:
                             v = jnp.where(mask[e.slot], v, jnp.zeros_like(v))
                     args.append(v)
                 vals[m] = self._value(self.graph.layers[m], args).astype(dtype)
-            new = {op: jnp.concatenate([vals[op][None], buf[:-1]], axis=0) for op, buf in carry.items()}
+            new = {
+                op: vals[op][None] if len(buf) == 1 else jnp.concatenate([vals[op][None], buf[:-1]], axis=0)
+                for op, buf in carry.items()
+            }
             return new, tuple(vals[m] for m in self.exported)
 
         _, ys = jax.lax.scan(step, carry0, (xs_ext, masks), reverse=self.reverse)
