@@ -1,7 +1,9 @@
 """The node graph of a network: distinct layers, their operands, Refs resolved to Nodes.
 
 Layers become nodes once each (compared structurally, so equal sub-expressions
-are computed once). `Identity()` is the input named `input`. `Ref(name)`
+are computed once). `Identity()` is the input named `input`. A layer with an `expand()` method (a
+component that is a composition of others, like TdnnComponent) is replaced by
+its expansion. `Ref(name)`
 is not a node of its own: it stands for the `Node` of that name, which is how a
 node can depend on itself at another frame.
 """
@@ -50,6 +52,9 @@ class Graph:
             stack.extend(layer.children)
 
     def _resolve(self, layer: Layer) -> Layer:
+        expand = getattr(layer, "expand", None)
+        if expand is not None:  # a macro layer (e.g. TdnnComponent): plan what it stands for
+            return self._resolve(expand())
         if isinstance(layer, Ref):
             node = self.named.get(layer.name)
             if node is None:
