@@ -8,6 +8,7 @@ two networks built the same way have equal structure (and share compiled code).
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from typing import Any, Mapping
 
@@ -17,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .errors import GraphError, ParameterError, at
+from .frozen import FrozenArray
 from .descriptor import Node
 from .layer import Identity, Layer, Literal, Weight, as_layer
 from .tape import Tape
@@ -225,6 +227,33 @@ class Network:
             if isinstance(layer, Weight):
                 found[layer.name] = layer
         return {name: found[name] for name in self.structure.names}
+
+    def fingerprint(self) -> str:
+        """A digest of the structure (expression and parameter shapes), stable across runs.
+
+        Checkpoints and model files store it to refuse loading into another network.
+        """
+        ids: dict[int, int] = {}
+        lines: list[str] = []
+        for layer in _walk([layer for _, layer in self.structure.outputs]):
+            fields = []
+            for f in attrs.fields(type(layer)):
+                if f.name in ("where", "token"):
+                    continue
+                value = getattr(layer, f.name)
+                if isinstance(value, Layer):
+                    fields.append(f"#{ids[id(value)]}")
+                elif isinstance(value, tuple) and value and all(isinstance(v, Layer) for v in value):
+                    fields.append("(" + ",".join(f"#{ids[id(v)]}" for v in value) + ")")
+                elif isinstance(value, FrozenArray):
+                    fields.append(f"array{value.shape}:{hashlib.sha256(value.array.tobytes()).hexdigest()}")
+                else:
+                    fields.append(repr(value))
+            ids[id(layer)] = len(lines)
+            lines.append(f"{type(layer).__module__}.{type(layer).__name__}({', '.join(fields)})")
+        lines.append(repr([name for name, _ in self.structure.outputs]))
+        lines.extend(f"{n}{tuple(np.shape(self.params[n]))}" for n in self.structure.names)
+        return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
     def replace(self, *, params: Mapping[str, Any]) -> Network:
         """A network with the same structure and new parameters (checked against the Weights)."""

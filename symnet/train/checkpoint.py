@@ -1,0 +1,110 @@
+"""Checkpoints: parameters, optimiser state, step and data position, in one `.npz` (no pickle).
+
+The file holds the arrays and a JSON header (format version, the network's
+fingerprint, the position). It is written to a temporary file in the same
+folder and renamed over the old one, so a crash never leaves a half-written
+checkpoint and never destroys the last good one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from typing import Any
+
+import attrs
+import jax
+import numpy as np
+
+from ..errors import SymnetError
+
+FORMAT = "symnet-checkpoint"
+VERSION = 1
+
+
+class CheckpointError(SymnetError, ValueError):
+    """A checkpoint that cannot be used: wrong format, other network, damaged file."""
+
+
+@attrs.frozen
+class Position:
+    """Where training stands: optimiser steps taken, the epoch and the minibatch within it."""
+
+    step: int = 0
+    epoch: int = 0
+    batch: int = 0
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename (never half-written)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save(path: str, network: Any, opt_state: Any, position: Position, extra: dict | None = None) -> None:
+    """Save a checkpoint of `network`'s parameters, the optimiser state and the position."""
+    arrays: dict[str, np.ndarray] = {}
+    for name in network.structure.names:
+        arrays[f"param/{name}"] = np.asarray(network.params[name])
+    leaves = jax.tree_util.tree_leaves(opt_state)
+    for i, leaf in enumerate(leaves):
+        arrays[f"opt/{i}"] = np.asarray(leaf)
+    header = {
+        "format": FORMAT,
+        "version": VERSION,
+        "fingerprint": network.fingerprint(),
+        "position": attrs.asdict(position),
+        "opt_leaves": len(leaves),
+        "extra": extra or {},
+    }
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    atomic_write(path, buffer.getvalue())
+
+
+def load(path: str, network: Any, opt_state_template: Any) -> tuple[Any, Any, Position, dict]:
+    """`(network with the saved parameters, optimiser state, position, extra)`.
+
+    Refuses (CheckpointError) a checkpoint of another network or another optimiser.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError) as e:
+        raise CheckpointError(f"{path}: not a readable checkpoint ({e})") from None
+    try:
+        header = json.loads(arrays.pop("header").tobytes().decode())
+    except (KeyError, ValueError) as e:
+        raise CheckpointError(f"{path}: no valid header ({e})") from None
+    if header.get("format") != FORMAT or header.get("version") != VERSION:
+        raise CheckpointError(f"{path}: format {header.get('format')!r} version {header.get('version')!r}, "
+                              f"expected {FORMAT!r} version {VERSION}")
+    if header["fingerprint"] != network.fingerprint():
+        raise CheckpointError(
+            f"{path} was saved from a different network (structure or parameter shapes differ); refusing to load it"
+        )
+    params = {name: arrays[f"param/{name}"] for name in network.structure.names}
+    leaves, treedef = jax.tree_util.tree_flatten(opt_state_template)
+    if header["opt_leaves"] != len(leaves):
+        raise CheckpointError(f"{path}: the optimiser state does not match this optimiser")
+    saved = [arrays[f"opt/{i}"] for i in range(len(leaves))]
+    for old, new in zip(leaves, saved):
+        if np.shape(old) != np.shape(new):
+            raise CheckpointError(f"{path}: the optimiser state does not match this optimiser")
+    opt_state = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(a) for a in saved])
+    position = Position(**header["position"])
+    return network.replace(params=params), opt_state, position, header.get("extra", {})

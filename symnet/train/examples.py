@@ -1,0 +1,90 @@
+"""Training examples: sequences cut into chunks with the context the network needs (like nnet3-get-egs).
+
+Every chunk has `chunk` output frames and `left + right` extra input frames
+around them, taken from its own sequence with frame indices clamped to the
+first and last frame (Kaldi's edge convention). Frames past a sequence's end
+in its last chunk get weight 0. All chunks have one shape, so every minibatch
+is the same regular request: one compiled computation, slices only.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import attrs
+import numpy as np
+
+from ..errors import ShapeError
+
+
+@attrs.frozen(eq=False)
+class Chunks:
+    """Fixed-size examples: `features [num, chunk + left + right, dim]`, `targets [num, chunk(, dim)]`."""
+
+    features: np.ndarray
+    targets: np.ndarray
+    weights: np.ndarray  # [num, chunk], 0 where a frame is padding
+    left: int
+    right: int
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    @property
+    def chunk(self) -> int:
+        return self.targets.shape[1]
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.weights.sum())
+
+    def minibatch(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Matrices in Kaldi's row order (t, then n): features `[frames_in * n, dim]`, targets, weights."""
+        feats = self.features[indexes].transpose(1, 0, 2)
+        targets = np.swapaxes(self.targets[indexes], 0, 1)
+        weights = self.weights[indexes].T
+        return (
+            feats.reshape(-1, feats.shape[-1]),
+            targets.reshape((-1,) + targets.shape[2:]),
+            weights.reshape(-1),
+        )
+
+
+def make_chunks(
+    features: Sequence[np.ndarray],
+    targets: Sequence[np.ndarray],
+    *,
+    chunk: int,
+    left: int,
+    right: int,
+) -> Chunks:
+    """Cut each `[T, D]` sequence (with `[T]` labels or `[T, K]` targets) into chunks of `chunk` frames."""
+    if not len(features):
+        raise ShapeError("no sequences to cut into chunks (empty data)")
+    if len(features) != len(targets):
+        raise ShapeError(f"{len(features)} feature sequences but {len(targets)} target sequences")
+    if chunk <= 0:
+        raise ShapeError(f"chunk must be positive, got {chunk}")
+    dims = {np.shape(f)[-1] for f in features}
+    if len(dims) != 1:
+        raise ShapeError(f"feature sequences have different dims {sorted(dims)}")
+    feats_out, targets_out, weights_out = [], [], []
+    for i, (feats, tgt) in enumerate(zip(features, targets)):
+        feats = np.asarray(feats, dtype=np.float32)
+        tgt = np.asarray(tgt)
+        if feats.ndim != 2 or len(feats) == 0:
+            raise ShapeError(f"sequence {i}: features must be [T, D] with T > 0, got shape {feats.shape}")
+        if len(tgt) != len(feats):
+            raise ShapeError(f"sequence {i}: {len(feats)} frames of features but {len(tgt)} targets")
+        if not np.isfinite(feats).all():
+            frame = int(np.flatnonzero(~np.isfinite(feats).all(axis=1))[0])
+            raise ShapeError(f"sequence {i}: features are NaN or Inf at frame {frame}")
+        length = len(feats)
+        for start in range(0, length, chunk):
+            frames_in = np.clip(np.arange(start - left, start + chunk + right), 0, length - 1)
+            frames_out = np.arange(start, start + chunk)
+            valid = frames_out < length
+            feats_out.append(feats[frames_in])
+            targets_out.append(tgt[np.minimum(frames_out, length - 1)])
+            weights_out.append(valid.astype(np.float32))
+    return Chunks(np.stack(feats_out), np.stack(targets_out), np.stack(weights_out), left, right)
