@@ -53,11 +53,66 @@ def children_field(**kwargs: Any) -> Any:
 
 
 def layer_class(cls: type | None = None, **options: Any) -> Any:
-    """The decorator of every layer class: frozen, slotted, structural eq/hash (cached)."""
+    """The decorator of every layer class: frozen, slotted, structural eq/hash (cached).
+
+    `==` is attrs' structural equality, except that it compares a DAG once per
+    pair of nodes (see `_layer_eq`), not once per path.
+    """
     options = {"slots": True, "cache_hash": True, "repr": False, **options}
+
+    def make(c: type) -> type:
+        c = attrs.frozen(c, **options)
+        if options.get("eq", True) is not False:
+            c.__eq__ = _layer_eq
+        return c
+
     if cls is None:
-        return lambda c: attrs.frozen(c, **options)
-    return attrs.frozen(cls, **options)
+        return make
+    return make(cls)
+
+
+def _layer_eq(self: Layer, other: Any) -> Any:
+    """attrs' structural `==`, walking shared sub-trees once.
+
+    attrs' generated `__eq__` recurses into both operands of every node, so two
+    separately built trees with shared sub-expressions (`h = h + h`, 60 times)
+    took time exponential in the depth; `jax.jit` compares the static part of
+    its arguments this way on every cache hit of a rebuilt Network. Here every
+    pair of nodes is compared once, and cached hashes reject most inequalities
+    at once.
+    """
+    if self is other:
+        return True
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    seen: set[tuple[int, int]] = set()
+    stack: list[tuple[Any, Any]] = [(self, other)]
+    while stack:
+        a, b = stack.pop()
+        if a is b:
+            continue
+        key = (id(a), id(b))
+        if key in seen:
+            continue
+        seen.add(key)
+        if a.__class__ is not b.__class__ or hash(a) != hash(b):
+            return False
+        for field in attrs.fields(a.__class__):
+            if not field.eq:
+                continue
+            u, v = getattr(a, field.name), getattr(b, field.name)
+            if field.metadata.get("child"):
+                stack.append((u, v))
+            elif field.metadata.get("children"):
+                if len(u) != len(v):
+                    return False
+                stack.extend(zip(u, v))
+            else:
+                if field.eq_key is not None:
+                    u, v = field.eq_key(u), field.eq_key(v)
+                if not (u == v):
+                    return False
+    return True
 
 # Operator precedences for repr, as in Python's grammar.
 _ATOM, _POWER, _UNARY, _PRODUCT, _SUM = 9, 7, 6, 5, 4
@@ -173,6 +228,11 @@ class Layer:
 
     def __pow__(self, exponent: Any) -> Layer:
         return Power(self, exponent, where=_user_line())
+
+    def __rpow__(self, base: Any) -> Layer:
+        raise LayerTypeError(
+            f"cannot raise {base!r} to the power of a layer; only `layer ** constant` is supported{at(_user_line())}"
+        )
 
     __array_priority__ = 1000  # numpy arrays on the left defer to our operators
 
@@ -299,6 +359,11 @@ class _Token:
         return "<token>"
 
 
+def _check_name(name: Any) -> None:
+    if name is not None and (not isinstance(name, str) or not name):
+        raise LayerTypeError(f"a Weight's name must be a non-empty string or None, got {name!r}{at(_user_line())}")
+
+
 def _weight_init(value: Any) -> float | FrozenArray | Initializer:
     if isinstance(value, Initializer):
         return value
@@ -316,7 +381,7 @@ class Weight(Layer):
     """
 
     init: float | FrozenArray | Initializer = attrs.field(converter=_weight_init)
-    name: str | None = None
+    name: str | None = attrs.field(default=None, validator=lambda self, attribute, value: _check_name(value))
     token: _Token | None = attrs.field(
         default=attrs.Factory(lambda self: None if self.name else _Token(), takes_self=True), kw_only=True
     )

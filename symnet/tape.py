@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping
 import jax
 import jax.numpy as jnp
 
-from .errors import ShapeError, at
+from .errors import LayerTypeError, ShapeError, at
 from .layer import Layer, Weight
 
 Pullback = Callable[[jax.Array], tuple["jax.Array | None", ...]]
@@ -91,17 +91,28 @@ class Tape:
         not reach get zeros.
         """
         deltas = self.backward_deltas(delta)
+        reached: dict[str, jax.Array] = {}
+        for node, d in deltas.items():
+            if isinstance(node.layer, Weight):
+                # One name is one parameter: a tape chained from another run can
+                # hold a second node of the same Weight; its delta adds up.
+                name = node.layer.name
+                reached[name] = reached[name] + d if name in reached else d
         grads: dict[str, jax.Array] = {}
         if self.parameters is not None:
             grads = {name: jnp.zeros_like(value) for name, value in self.parameters.items()}
-        for node in deltas:
-            if isinstance(node.layer, Weight):
-                grads[node.layer.name] = deltas[node]
+        grads.update(reached)
         return grads
 
     def backward_deltas(self, delta: Any = 1.0) -> dict[Tape, jax.Array]:
         """The delta of every tape node this one reaches (the objects are the keys)."""
-        delta = jnp.asarray(delta, dtype=self.value.dtype)
+        try:
+            delta = jnp.asarray(delta, dtype=self.value.dtype)
+        except (TypeError, ValueError) as e:
+            raise LayerTypeError(
+                f"backward: the delta must be a number or a numeric array of shape {self.shape}, "
+                f"got {delta!r} ({e}){at(self.layer.where)}"
+            ) from None
         if delta.shape != self.value.shape:
             if delta.ndim != 0:
                 raise ShapeError(
