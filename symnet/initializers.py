@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .errors import ShapeError, at
+
 
 _BLOCK = 1 << 16
 
@@ -45,11 +47,16 @@ _fold_in = jax.jit(jax.random.fold_in)
 
 
 def _shape(value: Any) -> tuple[int, ...]:
+    from .layer import _user_line
+
     if isinstance(value, int):
         value = (value,)
-    shape = tuple(int(d) for d in value)
+    try:
+        shape = tuple(int(d) for d in value)
+    except (TypeError, ValueError):
+        raise ShapeError(f"a shape must be a tuple of integers, got {value!r}{at(_user_line())}") from None
     if any(d < 0 for d in shape):
-        raise ValueError(f"negative dimension in shape {shape}")
+        raise ShapeError(f"negative dimension in shape {shape}{at(_user_line())}")
     return shape
 
 
@@ -97,8 +104,12 @@ class Uniform(Initializer):
 class Glorot(Initializer):
     """Glorot/Xavier uniform for a `(fan_in, fan_out)` matrix."""
 
-    def init(self, key: jax.Array, dtype: Any) -> jax.Array:
+    def __attrs_post_init__(self) -> None:
         if len(self.shape) != 2:
-            raise ValueError(f"Glorot needs a 2-d shape, got {self.shape}")
+            from .layer import _user_line
+
+            raise ShapeError(f"Glorot needs a 2-d (fan_in, fan_out) shape, got {self.shape}{at(_user_line())}")
+
+    def init(self, key: jax.Array, dtype: Any) -> jax.Array:
         limit = math.sqrt(6.0 / (self.shape[0] + self.shape[1]))
         return jnp.asarray(limit * (2.0 * _draw(_uniform_block, key, self.shape, dtype) - 1.0), dtype)

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import GraphError, ParameterError, at
+from .errors import GraphError, LayerTypeError, ParameterError, at
 from .frozen import FrozenArray
 from .descriptor import Node
 from .layer import Identity, Layer, Literal, Weight, as_layer
@@ -31,7 +31,11 @@ class Structure:
     """The static half of a Network: canonical outputs and the parameter names in leaf order."""
 
     outputs: tuple[tuple[str, Layer], ...]
-    names: tuple[str, ...]
+    weights: tuple[Weight, ...]  # one per parameter, in name order
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(w.name for w in self.weights)
 
 
 def _walk(roots: list[Layer]) -> list[Layer]:
@@ -125,12 +129,20 @@ def initial_values(weights: Mapping[str, Weight], seed: int) -> dict[str, jax.Ar
 
 
 def _input_tape(value: Any) -> Tape:
+    """The input as a Tape: a Tape as it is, a Literal's value, or an array (traced ones too)."""
     if isinstance(value, Tape):
         return value
-    layer = as_layer(value)
-    if not isinstance(layer, Literal):
-        raise GraphError(f"the input of forward must be a Tape, a Literal, a number or an array, got {layer!r}")
-    return Tape(layer, layer.array)
+    if isinstance(value, Literal):
+        return Tape(value, value.array)
+    if isinstance(value, Layer):
+        raise GraphError(f"the input of forward must be a Tape, a Literal, a number or an array, got {value!r}")
+    try:
+        array = jnp.asarray(value)
+    except TypeError:
+        array = None
+    if array is None or not (jnp.issubdtype(array.dtype, jnp.number) or array.dtype == jnp.bool_):
+        raise LayerTypeError(f"cannot use {value!r} (a {type(value).__name__}) as the network's input")
+    return Tape(Identity(), array)
 
 
 def evaluate(
@@ -187,7 +199,7 @@ class Network:
             raise GraphError("a Network needs at least one output")
         outputs = {str(k): as_layer(v) for k, v in outputs.items()}
         canonical, weights = canonicalize(outputs)
-        structure = Structure(tuple(canonical.items()), tuple(weights))
+        structure = Structure(tuple(canonical.items()), tuple(weights.values()))
         if params is None:
             params = initial_values(weights, seed)
         else:
@@ -222,11 +234,7 @@ class Network:
     @property
     def weights(self) -> dict[str, Weight]:
         """Parameter name -> its (canonical) Weight layer."""
-        found = {}
-        for layer in _walk([layer for _, layer in self.structure.outputs]):
-            if isinstance(layer, Weight):
-                found[layer.name] = layer
-        return {name: found[name] for name in self.structure.names}
+        return {w.name: w for w in self.structure.weights}
 
     def fingerprint(self) -> str:
         """A digest of the structure (expression and parameter shapes), stable across runs.
@@ -336,7 +344,7 @@ def _checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any]) ->
         if not hasattr(value, "shape"):
             try:
                 value = jnp.asarray(value, dtype=jnp.result_type(float))
-            except TypeError:
+            except (TypeError, ValueError):
                 raise ParameterError(f"parameter {name!r} is {value!r}, not an array") from None
         if tuple(value.shape) != w.shape:
             raise ParameterError(

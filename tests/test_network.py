@@ -268,27 +268,16 @@ def test_vmap_and_jit_over_inputs_given_as_tapes():
     np.testing.assert_allclose(out, np.tanh(0.5 * np.asarray(xs)) + 1.0, rtol=1e-6)
 
 
-_TRACED_INPUT = pytest.mark.xfail(
-    strict=True,
-    raises=SymnetError,
-    reason="network.py bug: Network.forward turns its input into a Literal (numpy.asarray), so a traced "
-    "array (inside jit/vmap/grad) cannot be the input; it should wrap arrays in a Tape instead",
-)
-
-
-@_TRACED_INPUT
 def test_jit_with_the_input_as_an_argument():
     net = seed_net()
-    np.testing.assert_allclose(jax.jit(lambda n, v: n(v))(net, jnp.arange(3.0)), [4.0, 8.0, 12.0])
+    np.testing.assert_allclose(jax.jit(lambda n, v: n(v))(net, jnp.arange(3.0)), [2.0, 4.0, 6.0])
 
 
-@_TRACED_INPUT
 def test_vmap_over_plain_inputs():
     net = seed_net()
     np.testing.assert_allclose(jax.vmap(net)(jnp.arange(3.0)), [2.0, 4.0, 6.0])
 
 
-@_TRACED_INPUT
 def test_grad_with_respect_to_the_input():
     net = seed_net()
     assert float(jax.grad(lambda v: net(v))(3.0)) == 2.0
@@ -330,13 +319,11 @@ def test_replace_checks_its_parameters():
         net.replace(params={"rhs": 1.0, "other": 2.0})
 
 
-@pytest.mark.xfail(strict=True, reason="network.py bug: a non-numeric parameter raises JAX's bare ValueError")
 def test_non_numeric_parameter_is_a_symnet_error():
     with pytest.raises(ParameterError, match="rhs"):
         seed_net().forward(1.0, {"rhs": "abc"})
 
 
-@pytest.mark.xfail(strict=True, reason="initializers.py: bad shapes raise a plain ValueError without the user's line")
 def test_bad_initialiser_shape_is_a_symnet_error():
     with pytest.raises(SymnetError):
         Network(Weight(Glorot((3,))))
