@@ -317,28 +317,32 @@ class Planner:
         return "\n".join(lines)
 
     def _explain(self, nid: int, key: int, missing: dict[str, set[int]], seen: set[tuple[int, int]]) -> None:
-        """Collect the input Indexes whose absence makes (nid, key) uncomputable."""
-        if (nid, key) in seen or len(seen) > 2000:
-            return
-        seen.add((nid, key))
-        layer = self.graph.layers[nid]
-        keys = np.array([key], dtype=np.int64)
-        if isinstance(layer, (Input, Identity)):
-            name = layer.name if isinstance(layer, Input) else DEFAULT_INPUT
-            missing.setdefault(name, set()).add(key)
-            return
-        if isinstance(layer, Failover):
-            for op in self.graph.operands[nid]:
-                self._explain(op, key, missing, seen)
-            return
-        if isinstance(layer, Switch):
+        """Collect the input Indexes whose absence makes (nid, key) uncomputable (a bounded search)."""
+        lo, hi = self._window
+        stack = [(nid, key)]
+        while stack and len(seen) < 2000:
+            nid, key = stack.pop()
+            if (nid, key) in seen:
+                continue
+            seen.add((nid, key))
+            layer = self.graph.layers[nid]
+            keys = np.array([key], dtype=np.int64)
+            t = int(decode(keys)[1][0])
+            if isinstance(layer, (Input, Identity)):
+                name = layer.name if isinstance(layer, Input) else DEFAULT_INPUT
+                missing.setdefault(name, set()).add(key)
+                continue
+            if not lo <= t <= hi:
+                continue
             ops = self.graph.operands[nid]
-            self._explain(ops[int(decode(keys)[1][0]) % len(ops)], key, missing, seen)
-            return
-        ops = self.graph.operands[nid]
-        for op, child_keys in zip(ops, self._same_or_mapped(layer, keys, len(ops))):
-            if self.graph.indexed[op] and not self.computable(op, child_keys)[0]:
-                self._explain(op, int(child_keys[0]), missing, seen)
+            if isinstance(layer, Failover):
+                stack.extend((op, key) for op in ops)
+            elif isinstance(layer, Switch):
+                stack.append((ops[t % len(ops)], key))
+            else:
+                for op, child_keys in zip(ops, self._same_or_mapped(layer, keys, len(ops))):
+                    if self.graph.indexed[op] and not self.computable(op, child_keys)[0]:
+                        stack.append((op, int(child_keys[0])))
 
 
 def _topological_rank(graph: Graph) -> list[int]:
