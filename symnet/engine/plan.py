@@ -30,6 +30,7 @@ from ..descriptor import (
     Failover,
     IfDefined,
     Input,
+    Node,
     Offset,
     ReplaceIndex,
     Round,
@@ -305,15 +306,24 @@ class Planner:
 
     def _uncomputable_message(self, name: str, nid: int, bad: np.ndarray) -> str:
         missing: dict[str, set[int]] = {}
+        seen: set[tuple[int, int]] = set()
         for key in bad[:5]:
-            self._explain(nid, int(key), missing, set())
+            self._explain(nid, int(key), missing, seen)
         each = f" in each of the {self.batch} sequences" if self.regular else ""
         lines = [f"output {name!r}: {len(bad)} requested Index(es){each} cannot be computed: {format_indexes(bad, 8)}"]
         for input_name, keys in missing.items():
             arr = np.array(sorted(keys), dtype=np.int64)
             lines.append(f"  they lack input {input_name!r} at {format_indexes(arr, 8)}")
-        if not missing:
-            lines.append("  (no input reaches them: a recurrence with no IfDefined/Failover to start it?)")
+        counts: dict[int, int] = {}
+        for nid_seen, _ in seen:
+            counts[nid_seen] = counts.get(nid_seen, 0) + 1
+        recurrent = sorted({self.graph.layers[n].name for n, c in counts.items()
+                            if c > 1 and isinstance(self.graph.layers[n], Node)})
+        if recurrent:
+            lines.append(f"  node(s) {', '.join(recurrent)} read themselves at other frames with no IfDefined or "
+                         "Failover to start the recurrence, so no frame of them is computable")
+        elif not missing:
+            lines.append("  (no input reaches them)")
         return "\n".join(lines)
 
     def _explain(self, nid: int, key: int, missing: dict[str, set[int]], seen: set[tuple[int, int]]) -> None:
