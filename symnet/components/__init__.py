@@ -75,6 +75,7 @@ from .scale import (
     PerElementScaleComponent,
     ScaleAndOffsetComponent,
 )
+from .tdnn import TdnnComponent
 
 #: The component classes that have a test mode.
 MODE_COMPONENTS = (DropoutComponent, GeneralDropoutComponent, BatchNormComponent)
@@ -165,6 +166,7 @@ __all__ = [
     "SumBlockComponent",
     "SumGroupComponent",
     "TanhComponent",
+    "TdnnComponent",
     "batchnorm_stats_updates",
     "build_component",
     "read_kaldi_text_object",

@@ -1,9 +1,12 @@
-"""Kaldi nnet3 compatibility: config files (lines and descriptors).
+"""Kaldi nnet3 compatibility: config files (lines and descriptors), networks from configs, model files.
 
 `parse_config` / `read_config` turn a config into immutable line objects
 whose descriptors are symnet layers; `write_config` prints them back as Kaldi
 does; `merge_config` adds a further config by Kaldi's rules; `check_config`
-runs Kaldi's name and reference checks.
+runs Kaldi's name and reference checks. `read_network` / `parse_network` /
+`build_network` build a `KaldiNetwork` (a Network plus output objectives)
+from a config; `write_network` writes a Network back as a config;
+`save_model` / `load_model` are symnet's own (pickle-free) model files.
 """
 
 from .config import (
@@ -23,23 +26,45 @@ from .config import (
     write_config,
 )
 from .descriptor_text import normalize_descriptor, parse_descriptor, write_descriptor
+from .network import (
+    ConfigWriteError,
+    KaldiNetwork,
+    build_network,
+    component_options,
+    load_model,
+    network_config_lines,
+    parse_network,
+    read_network,
+    save_model,
+    write_network,
+)
 
 __all__ = [
     "ComponentLine",
     "ComponentNode",
     "ConfigLine",
+    "ConfigWriteError",
     "DimRangeNode",
     "InputNode",
+    "KaldiNetwork",
     "OptionReader",
     "OutputNode",
     "Source",
+    "build_network",
     "check_config",
+    "component_options",
+    "load_model",
     "merge_config",
+    "network_config_lines",
     "normalize_descriptor",
     "parse_config",
     "parse_descriptor",
     "parse_line",
+    "parse_network",
     "read_config",
+    "read_network",
+    "save_model",
     "write_config",
     "write_descriptor",
+    "write_network",
 ]
