@@ -290,15 +290,17 @@ class Network:
 
         return context(self, output)
 
-    def compute(self, x: Any, *, mode: str = "same", output: str | None = None) -> Any:
+    def compute(self, x: Any, *, mode: str = "same", output: str | None = None,
+                frames_per_chunk: int | None = None) -> Any:
         """Outputs for every frame of `[N, T, D]` input or a list of `[T_i, D]` sequences.
 
-        See `symnet.compile.dense.compute`: `mode='same'` repeats edge frames as
-        nnet3-compute does; `mode='valid'` returns only frames that need no padding.
+        See `symnet.engine.dense.compute`: `mode='same'` repeats edge frames as
+        nnet3-compute does; `mode='valid'` returns only frames that need no padding;
+        `frames_per_chunk` runs in chunks, carrying recurrent state across them.
         """
         from .engine.dense import compute
 
-        return compute(self, x, mode=mode, output=output)
+        return compute(self, x, mode=mode, output=output, frames_per_chunk=frames_per_chunk)
 
     def __repr__(self) -> str:
         outs = ", ".join(f"{name!r}: {layer!r}" for name, layer in self.structure.outputs)

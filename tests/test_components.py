@@ -528,6 +528,7 @@ def test_output_gru_nonlinearity():
 def test_every_registered_type_is_tested_and_dims_checked():
     tested = {
         "AffineComponent", "NaturalGradientAffineComponent", "LinearComponent", "FixedAffineComponent",
+        "TdnnComponent",  # tested in tests/test_kaldi_network.py
         "BlockAffineComponent", "RepeatedAffineComponent", "NaturalGradientRepeatedAffineComponent",
         "PnormComponent", "NormalizeComponent", "BatchNormComponent", "ScaleAndOffsetComponent",
         "PerElementScaleComponent", "PerElementOffsetComponent", "NaturalGradientPerElementScaleComponent",

@@ -217,3 +217,29 @@ def test_compute_runs_recurrent_networks_densely():
     net = Network(rnn())
     y = net.compute(X3.transpose(1, 0, 2))
     np.testing.assert_allclose(np.asarray(y).transpose(1, 0, 2), scan_rnn(net.params, X3), atol=1e-6)
+
+
+def test_chunks_with_carried_state_equal_one_pass():
+    """2000 frames in chunks of 50, the LSTM state carried across chunks, equal one pass."""
+    net = Network(LogSoftmax(lstm(4) @ Weight(Normal((4, 3), 0.5))))
+    xs = np.random.default_rng(1).standard_normal((2, 2000, D)).astype(np.float32)
+    one_pass = np.asarray(net.compute(xs))
+    chunked = np.asarray(net.compute(xs, frames_per_chunk=50))
+    np.testing.assert_allclose(chunked, one_pass, atol=1e-5)
+
+
+def test_recurrent_states_are_the_nodes_read_back_in_time():
+    from symnet.engine.dense import recurrent_states
+
+    assert recurrent_states(Network(lstm(4))) == {"m": 1, "c": 1}
+    assert recurrent_states(Network(rnn(-3))) == {"h": 3}
+
+
+def test_given_state_for_a_non_recurrent_node_is_refused():
+    net = Network(Node("a", Tanh(x @ Weight(Normal((D, H), 0.5)))))
+    request = ComputationRequest(
+        inputs={"input": IndexSet.range(n=1, t=4), "a": IndexSet.range(n=1, t=(-1, 0))},
+        outputs={"output": IndexSet.range(n=1, t=4)},
+    )
+    with pytest.raises(PlanError, match="not recurrent"):
+        compile(net, request)

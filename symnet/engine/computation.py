@@ -74,10 +74,15 @@ class Computation:
         self.regular = planner.regular
         self.batch = planner.batch
         self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(planner.needed) if len(k)}
+        self.output_ids = planner.output_ids
+        self.given_state = {
+            nid: keys for nid, keys in planner.given.items()
+            if not isinstance(graph.layers[nid], (Input, Identity)) and nid in self.rows
+        }
         self.steps = self._steps(planner)
         self.input_maps = self._input_maps(planner)
         self.output_maps = {
-            name: RowMap(np.searchsorted(planner.needed[graph.outputs[name]], keys), len(planner.needed[graph.outputs[name]]))
+            name: RowMap(np.searchsorted(planner.needed[self.output_ids[name]], keys), len(planner.needed[self.output_ids[name]]))
             for name, keys in planner.wanted.items()
         }
         self._jitted = jax.jit(self._run)
@@ -101,16 +106,20 @@ class Computation:
         for nid in used:
             for op in graph.operands[nid]:
                 users.setdefault(op, set()).add(nid)
-        outputs = {graph.outputs[name] for name in self.request.outputs}
+        outputs = set(self.output_ids.values())
         units: list[_Step | RecurrentBlock] = []
         for group in strongly_connected(sorted(used), graph.operands):
             nid = group[0]
             if len(group) == 1 and nid not in graph.operands[nid]:
+                if nid in self.given_state:
+                    raise PlanError(f"the request gives values of {graph.describe(nid)}, which is not recurrent: "
+                                    "only recurrent nodes take given values (a state carried from an earlier chunk)")
                 units.append(_Step(nid, graph.layers[nid], graph.operands[nid], maps[nid]))
                 continue
             members = set(group)
             exported = [m for m in group if m in outputs or users.get(m, set()) - members]
-            units.append(RecurrentBlock(graph, group, self.rows, maps, exported))
+            given = {m: self.given_state[m] for m in group if m in self.given_state}
+            units.append(RecurrentBlock(graph, group, self.rows, maps, exported, given))
         return units
 
     def _row_maps(self, planner: Planner, nid: int) -> tuple[RowMap | None, ...]:
@@ -133,17 +142,17 @@ class Computation:
             maps[i] = RowMap(src, len(src_keys))
         return tuple(maps)
 
-    def _input_maps(self, planner: Planner) -> dict[str, tuple[int, RowMap | None]]:
-        """Per provided input: its node id and the map from request order to sorted rows."""
+    def _input_maps(self, planner: Planner) -> dict[str, tuple[int, RowMap]]:
+        """Per given input or node state: its node id and the map from request order to sorted rows."""
         maps = {}
-        for name, nid in self.graph.inputs.items():
-            if name not in self.request.inputs or nid not in self.rows:
+        for name, indexes in self.request.inputs.items():
+            nid = self.graph.endpoint(name, "input")
+            if nid not in self.rows:
                 continue
             given = planner.provided[name]  # sorted
-            order = (
-                self.request.inputs[name].grid()[1] if planner.regular else self.request.inputs[name].keys
-            )
-            src = np.searchsorted(order, given) if np.all(np.diff(order) > 0) else np.argsort(order)[np.searchsorted(np.sort(order), given)]
+            order = indexes.grid()[1] if planner.regular else indexes.keys
+            position = np.argsort(order, kind="stable")
+            src = position[np.searchsorted(order[position], given)]
             maps[name] = (nid, RowMap(src, len(order)))
         return maps
 
@@ -168,7 +177,7 @@ class Computation:
             value = inputs[name]
             if not hasattr(value, "shape"):
                 value = jnp.asarray(value)
-            dim = self.graph.input_dims.get(name)
+            dim = self.graph.input_dims.get(name) if name in self.graph.inputs else None
             if value.ndim != 2 or value.shape[0] != len(indexes) or (dim is not None and value.shape[1] != dim):
                 want = f"({len(indexes)}, {dim if dim is not None else 'dim'})"
                 raise ShapeError(f"input {name!r}: matrix of shape {tuple(value.shape)}, the request needs {want}")
@@ -181,19 +190,24 @@ class Computation:
     def _tapes(self, params: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array]) -> dict[str, Tape]:
         graph, batch = self.graph, self.batch
         tapes: dict[int, Tape] = {}
+        given: dict[int, Tape] = {}
         for name, (nid, rowmap) in self.input_maps.items():
             value = inputs[name]
             if not rowmap.is_identity:
                 value = _flat(rowmap(_rows3(value, batch)))
-            tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
+            if nid in self.given_state:
+                rows = Rows(self.given_state[nid], batch, self.regular)
+                given[nid] = Tape(graph.layers[nid], value, rows=rows, parameters=params)
+            else:
+                tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
         for step in self.steps:
             if isinstance(step, RecurrentBlock):
-                step.tapes(tapes, self.rows, params)
+                step.tapes(tapes, self.rows, params, given)
             elif step.nid not in tapes:
                 tapes[step.nid] = self._tape(step, tapes, params)
         out = {}
         for name, rowmap in self.output_maps.items():
-            tape = tapes[graph.outputs[name]]
+            tape = tapes[self.output_ids[name]]
             if not rowmap.is_identity:
                 tape = _selection_tape(tape, rowmap, batch, self.request.outputs[name])
             out[name] = tape

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from ..descriptor import Descriptor, Input, Node, Offset, Ref, ReplaceIndex, Round
-from ..errors import GraphError, at
+from ..errors import GraphError, PlanError, at
 from ..layer import Identity, Layer, Literal, Weight
 
 DEFAULT_INPUT = "input"
@@ -95,6 +95,22 @@ class Graph:
         if old is not None and dim is not None and old != dim:
             raise GraphError(f"input {name!r} is declared with dims {old} and {dim}{at(layer.where)}")
         self.input_dims[name] = dim if dim is not None else old
+
+    def endpoint(self, name: str, kind: str) -> int:
+        """The node id a request names: an input (kind 'input') or output, or else a named Node.
+
+        Naming a Node as an input gives its values at some Indexes (a recurrent
+        state carried in from an earlier chunk); as an output, reads them.
+        """
+        table = self.inputs if kind == "input" else self.outputs
+        if name in table:
+            return table[name]
+        node = self.named.get(name)
+        if node is not None and node in self.ids:
+            return self.ids[node]
+        known = sorted(table) + sorted(n for n in self.named if self.named[n] in self.ids)
+        raise PlanError(f"the request names {kind} {name!r}, but the network has no such {kind} or node "
+                        f"(it has {known})")
 
     # ----- analysis ------------------------------------------------------------------
 

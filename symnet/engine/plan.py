@@ -76,16 +76,21 @@ class Planner:
         self.graph = graph
         self.request = request
         self._check_request()
-        grids = {name: s.grid() for name, s in {**request.inputs, **request.outputs}.items()}
-        sizes = {g[0] for g in grids.values() if g is not None}
-        self.regular = all(g is not None for g in grids.values()) and len(sizes) == 1
+        in_grids = {name: s.grid() for name, s in request.inputs.items()}
+        out_grids = {name: s.grid() for name, s in request.outputs.items()}
+        grids = [*in_grids.values(), *out_grids.values()]
+        sizes = {g[0] for g in grids if g is not None}
+        self.regular = all(g is not None for g in grids) and len(sizes) == 1
         self.batch = sizes.pop() if self.regular else 1
         if self.regular:
-            self.provided = {name: np.sort(grids[name][1]) for name in request.inputs}
-            self.wanted = {name: grids[name][1] for name in request.outputs}
+            self.provided = {name: np.sort(g[1]) for name, g in in_grids.items()}
+            self.wanted = {name: g[1] for name, g in out_grids.items()}
         else:
             self.provided = {name: np.sort(s.keys) for name, s in request.inputs.items()}
             self.wanted = {name: s.keys for name, s in request.outputs.items()}
+        # Node values the request gives (inputs, and states of named nodes), by node id.
+        self.given = {graph.endpoint(name, "input"): keys for name, keys in self.provided.items()}
+        self.output_ids = {name: graph.endpoint(name, "output") for name in request.outputs}
         self._window = self._time_window()
         self._memo_keys = [EMPTY] * len(graph.layers)
         self._memo_vals = [np.zeros(0, dtype=bool)] * len(graph.layers)
@@ -101,13 +106,10 @@ class Planner:
     # ----- the request ---------------------------------------------------------------
 
     def _check_request(self) -> None:
-        graph, request = self.graph, self.request
-        for name in request.outputs:
-            if name not in graph.outputs:
-                raise PlanError(f"the request asks for output {name!r}, but the network's outputs are {list(graph.outputs)}")
-        for name in request.inputs:
-            if name not in graph.inputs:
-                raise PlanError(f"the request provides input {name!r}, but the network's inputs are {list(graph.inputs)}")
+        for name in self.request.outputs:
+            self.graph.endpoint(name, "output")
+        for name in self.request.inputs:
+            self.graph.endpoint(name, "input")
 
     def _time_window(self) -> tuple[int, int]:
         """Frames outside which a cyclic derivation can never reach an input again."""
@@ -196,9 +198,19 @@ class Planner:
     def _compute(self, nid: int, keys: np.ndarray) -> np.ndarray:
         layer = self.graph.layers[nid]
         ops = self.graph.operands[nid]
+        given = self.given.get(nid)
         if isinstance(layer, (Input, Identity)):
-            name = layer.name if isinstance(layer, Input) else DEFAULT_INPUT
-            return _member(keys, self.provided.get(name, EMPTY))
+            return _member(keys, given if given is not None else EMPTY)
+        if given is not None:
+            out = _member(keys, given)
+            if not out.all():
+                out[~out] = self._compute_rule(nid, keys[~out])
+            return out
+        return self._compute_rule(nid, keys)
+
+    def _compute_rule(self, nid: int, keys: np.ndarray) -> np.ndarray:
+        layer = self.graph.layers[nid]
+        ops = self.graph.operands[nid]
         if isinstance(layer, (Const, IfDefined)):
             return np.ones(len(keys), dtype=bool)
         lo, hi = self._window
@@ -206,7 +218,7 @@ class Planner:
         inside = (t >= lo) & (t <= hi)
         if not inside.all():  # only cyclic derivations get this far out: none reaches an input
             out = np.zeros(len(keys), dtype=bool)
-            out[inside] = self._compute(nid, keys[inside]) if inside.any() else out[inside]
+            out[inside] = self._compute_rule(nid, keys[inside]) if inside.any() else out[inside]
             return out
         if isinstance(layer, Failover):
             first = self.computable(ops[0], keys)
@@ -247,8 +259,16 @@ class Planner:
         """For computable `keys` of node `nid`: `(operand, operand_keys, used)` per operand.
 
         `used[i]` says whether row i reads that operand (IfDefined, Failover and
-        Switch read an operand at some rows only).
+        Switch read an operand at some rows only; rows the request gives read none).
         """
+        deps = self._dependencies(nid, keys)
+        given = self.given.get(nid)
+        if given is not None:
+            computed = ~_member(keys, given)
+            deps = [(op, child_keys, used & computed) for op, child_keys, used in deps]
+        return deps
+
+    def _dependencies(self, nid: int, keys: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
         layer = self.graph.layers[nid]
         ops = self.graph.operands[nid]
         if isinstance(layer, (Input, Identity, Const)):
@@ -274,7 +294,7 @@ class Planner:
         needed = [EMPTY] * len(graph.layers)
         pending: dict[int, np.ndarray] = {}
         for name, keys in self.wanted.items():
-            nid = graph.outputs[name]
+            nid = self.output_ids[name]
             ok = self.computable(nid, keys)
             if not ok.all():
                 raise PlanError(self._uncomputable_message(name, nid, keys[~ok]))

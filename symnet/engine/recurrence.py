@@ -32,6 +32,14 @@ from ..tape import Tape
 from .rowmap import RowMap
 
 
+def _rows3(value: jax.Array, batch: int) -> jax.Array:
+    return value.reshape(value.shape[0] // batch, batch, value.shape[-1])
+
+
+def _flat(value: jax.Array) -> jax.Array:
+    return value.reshape(value.shape[0] * value.shape[1], value.shape[2])
+
+
 @layer_class
 class Recurrence(Layer):
     """The Tape's node for one scanned group: its members, in evaluation order."""
@@ -100,11 +108,14 @@ class _Edge:
 class RecurrentBlock:
     """The plan of one scanned group: steps, edges, buffers and what leaves the scan."""
 
-    def __init__(self, graph: Any, members: list[int], rows: Mapping[int, Any], maps: Mapping[int, tuple], exported: list[int]):
+    def __init__(self, graph: Any, members: list[int], rows: Mapping[int, Any], maps: Mapping[int, tuple],
+                 exported: list[int], given: Mapping[int, np.ndarray] | None = None):
         self.graph = graph
         self.batch = next(iter(rows.values())).batch
         self.exported = exported
-        step_t = {}
+        given = dict(given or {})
+        self.given = sorted(given)  # members with values given by the request (a carried state)
+        step_t, computed = {}, {}
         for m in members:
             if not rows[m].regular:
                 raise PlanError(
@@ -115,12 +126,13 @@ class RecurrentBlock:
             if len(np.unique(t)) != len(t):
                 raise PlanError(f"{graph.describe(m)} is recurrent and has several x per frame: not supported")
             step_t[m] = t
-        t_all = np.concatenate(list(step_t.values()))
+            computed[m] = ~np.isin(rows[m].keys, given[m]) if m in given else np.ones(len(t), dtype=bool)
+        t_all = np.concatenate([step_t[m][computed[m]] for m in members])
         self.t0 = int(t_all.min())
         self.num_steps = int(t_all.max()) - self.t0 + 1
+        # Steps of every row; rows the request gives lie outside 0 .. num_steps - 1.
         self.step_of = {m: step_t[m] - self.t0 for m in members}
         self.edges: dict[int, list[_Edge]] = {}
-        masks: list[np.ndarray] = []
         externals: list[_Edge] = []
         lags: set[int] = set()
         member_set = set(members)
@@ -131,7 +143,7 @@ class RecurrentBlock:
                     edges.append(_Edge("static", op))
                     continue
                 src = maps[m][pos].src
-                valid = src >= 0
+                valid = (src >= 0) & computed[m]
                 mask = np.zeros(self.num_steps, dtype=bool)
                 mask[self.step_of[m][valid]] = True
                 if op in member_set:
@@ -147,7 +159,7 @@ class RecurrentBlock:
                         lags.add(lag)
                 else:
                     src_step = np.full(self.num_steps, -1, dtype=np.int64)
-                    src_step[self.step_of[m]] = src
+                    src_step[self.step_of[m][computed[m]]] = src[computed[m]]
                     edge = _Edge("external", op, rowmap=RowMap(src_step, maps[m][pos].num_src))
                     edge.slot = len(externals)
                     externals.append(edge)
@@ -169,7 +181,29 @@ class RecurrentBlock:
                 if e.kind == "lag":
                     self.depth[e.op] = max(self.depth.get(e.op, 0), abs(e.lag))
         self.statics = sorted({e.op for m in members for e in self.edges[m] if e.kind == "static"})
-        self.out_maps = {m: RowMap(self.step_of[m], self.num_steps) for m in exported}
+        for m in self.given:
+            inside = (self.step_of[m] >= 0) & (self.step_of[m] < self.num_steps) & ~computed[m]
+            if inside.any():
+                raise PlanError(f"the request gives values of {graph.describe(m)} inside the frames it computes")
+        # The scan's initial buffers: the given values just before the first step, else zeros.
+        self.carry_maps = {}
+        for op, depth in self.depth.items():
+            before = np.arange(depth) + self.num_steps if self.reverse else -1 - np.arange(depth)
+            src = np.full(depth, -1, dtype=np.int64)
+            if op in given:
+                given_steps = decode(given[op])[1] - self.t0
+                for j, step in enumerate(before):
+                    hit = np.flatnonzero(given_steps == step)
+                    src[j] = hit[0] if len(hit) else -1
+            self.carry_maps[op] = RowMap(src, len(given.get(op, ())))
+        # Each exported member's rows, from [its given rows; the scan's steps].
+        self.out_maps = {}
+        for m in exported:
+            num_given = len(given.get(m, ()))
+            src = np.where(computed[m], num_given + self.step_of[m], -1)
+            if m in given:
+                src[~computed[m]] = np.searchsorted(given[m], rows[m].keys[~computed[m]])
+            self.out_maps[m] = RowMap(src, num_given + self.num_steps)
 
     def _needed_masks(self) -> list[np.ndarray]:
         """Give a mask slot to each edge whose absent rows are not already zero; return the masks.
@@ -278,16 +312,19 @@ class RecurrentBlock:
             raise PlanError(f"{type(layer).__name__} cannot be part of a recurrence{at(layer.where)}")
         return layer.apply(*args)
 
-    def scan(self, ext_values: tuple[jax.Array, ...], static_values: tuple[jax.Array, ...]) -> jax.Array:
-        """All exported members' values over all steps, `[steps * batch, sum of dims]`."""
+    def scan(self, ext_values: tuple[jax.Array, ...], static_values: tuple[jax.Array, ...],
+             given_values: tuple[jax.Array, ...] = ()) -> jax.Array:
+        """All exported members' values: `[given rows + steps, batch, sum of dims]`, flattened to rows."""
         batch = self.batch
         statics = dict(zip(self.statics, static_values))
-        xs_ext = tuple(
-            e.rowmap(v.reshape(v.shape[0] // batch, batch, v.shape[-1])) for e, v in zip(self.externals, ext_values)
-        )
+        given = {m: _rows3(v, batch) for m, v in zip(self.given, given_values)}
+        xs_ext = tuple(e.rowmap(_rows3(v, batch)) for e, v in zip(self.externals, ext_values))
         dims = self._dims([x.shape for x in xs_ext], {k: tuple(v.shape) for k, v in statics.items()})
         dtype = jnp.result_type(*(x.dtype for x in xs_ext)) if xs_ext else jnp.result_type(float)
-        carry0 = {op: jnp.zeros((d, batch, dims[op]), dtype) for op, d in self.depth.items()}
+        carry0 = {}
+        for op, depth in self.depth.items():
+            source = given[op] if op in given else jnp.zeros((0, batch, dims[op]), dtype)
+            carry0[op] = self.carry_maps[op](source.astype(dtype))
         masks = jnp.asarray(self.masks)
 
         def step(carry, xs):
@@ -313,34 +350,47 @@ class RecurrentBlock:
             return new, tuple(vals[m] for m in self.exported)
 
         _, ys = jax.lax.scan(step, carry0, (xs_ext, masks), reverse=self.reverse)
-        flat = [y.reshape(self.num_steps * batch, y.shape[-1]) for y in ys]
-        return jnp.concatenate(flat, axis=-1) if len(flat) > 1 else flat[0]
+        flat = []
+        for m, y in zip(self.exported, ys):
+            if m in given:  # the given rows come first, then the steps
+                y = jnp.concatenate([given[m].astype(y.dtype), y], axis=0)
+            flat.append(y.reshape(y.shape[0] * batch, y.shape[-1]))
+        return flat
 
-    def tapes(self, tapes: dict[int, Tape], rows: Mapping[int, Any], params: Any) -> None:
+    def tapes(self, tapes: dict[int, Tape], rows: Mapping[int, Any], params: Any,
+              given: Mapping[int, Tape] | None = None) -> None:
         """Add the group's Tape node and one selection tape per exported member to `tapes`."""
+        given = given or {}
         ext_tapes = tuple(tapes[e.op] for e in self.externals)
         static_tapes = tuple(tapes[op] for op in self.statics)
-        n_ext = len(ext_tapes)
+        given_tapes = tuple(given[m] for m in self.given)
+        n_ext, n_static = len(ext_tapes), len(static_tapes)
 
         def fn(*values):
-            return self.scan(values[:n_ext], values[n_ext:])
+            parts = self.scan(values[:n_ext], values[n_ext : n_ext + n_static], values[n_ext + n_static :])
+            if len(parts) == 1:
+                return parts[0]
+            longest = max(p.shape[0] for p in parts)  # members with more given rows are longer
+            return jnp.concatenate([jnp.pad(p, ((0, longest - p.shape[0]), (0, 0))) for p in parts], axis=-1)
 
-        value, vjp = jax.vjp(fn, *(t.value for t in ext_tapes + static_tapes))
+        upstream = ext_tapes + static_tapes + given_tapes
+        value, vjp = jax.vjp(fn, *(t.value for t in upstream))
         layer = Recurrence(tuple(self.graph.layers[m] for m in self.order))
-        block = Tape(layer, value, ext_tapes + static_tapes, pullback=vjp, parameters=params)
-        start = 0
+        block = Tape(layer, value, upstream, pullback=vjp, parameters=params)
         widths = self.exported_dims(tuple(t.value for t in ext_tapes), tuple(t.value for t in static_tapes))
+        # Exported members have different numbers of given rows: split columns, then rows.
+        start = 0
         for m, width in zip(self.exported, widths):
             rowmap, begin = self.out_maps[m], start
+            num_rows = rowmap.num_src
 
-            def select(v, rowmap=rowmap, begin=begin, width=width):
-                cols = v[:, begin : begin + width]
-                r = cols.reshape(self.num_steps, self.batch, width)
-                out = rowmap(r)
-                return out.reshape(out.shape[0] * self.batch, width)
+            def select(v, rowmap=rowmap, begin=begin, width=width, num_rows=num_rows):
+                cols = v[: num_rows * self.batch, begin : begin + width]
+                return _flat(rowmap(_rows3(cols, self.batch)))
 
             member_value, member_vjp = jax.vjp(select, value)
-            tapes[m] = Tape(self.graph.layers[m], member_value, (block,), rows=rows[m], pullback=member_vjp, parameters=params)
+            tapes[m] = Tape(self.graph.layers[m], member_value, (block,), rows=rows[m], pullback=member_vjp,
+                            parameters=params)
             start += width
 
     def exported_dims(self, ext_values: tuple, static_values: tuple) -> list[int]:

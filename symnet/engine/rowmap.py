@@ -54,13 +54,12 @@ class RowMap:
             idx = self.src
             sorted_ = bool(np.all(np.diff(idx) >= 0))
             unique = len(np.unique(idx)) == len(idx)
-            return jnp.take(
-                value, jnp.asarray(idx, jnp.int32), axis=0,
-                indices_are_sorted=sorted_, unique_indices=unique, mode="promise_in_bounds",
+            return value.at[jnp.asarray(idx, jnp.int32)].get(
+                indices_are_sorted=sorted_, unique_indices=unique, mode="promise_in_bounds"
             )
         padded = jnp.concatenate([value, jnp.zeros((1,) + value.shape[1:], value.dtype)], axis=0)
         idx = np.where(valid, self.src, self.num_src)
-        return jnp.take(padded, jnp.asarray(idx, jnp.int32), axis=0, mode="promise_in_bounds")
+        return padded.at[jnp.asarray(idx, jnp.int32)].get(mode="promise_in_bounds")
 
 
 def _pieces(src: np.ndarray) -> list[tuple[str, int, int]]:
