@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 import attrs
 import jax.numpy as jnp
+import numpy as np
 
 from .errors import DescriptorError, ShapeError, at
 from .layer import Layer, _Formatter, _user_line, child, children_field, layer_class, _ATOM
@@ -85,6 +86,37 @@ def _name(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise DescriptorError(f"a node name must be a non-empty string, got {value!r}{at(_user_line())}")
     return value
+
+
+@layer_class
+class IndexedLayer(Descriptor):
+    """Base of layers that read a set of operand rows for each output row (Kaldi's non-simple components).
+
+    The first operand is the indexed input; further operands are weights.
+    Subclasses say which input Indexes each output Index reads
+    (`requirements`), when an output row is computable from which of those are
+    (`computable_from`; by default when all are), and how the rows read make an
+    output row (`apply_rows`). The engine plans, gathers and differentiates.
+    """
+
+    def requirements(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`(input_keys, owner)`: every input Index (int64 key) an output row may read, and its row in `keys`."""
+        raise NotImplementedError(type(self).__name__)
+
+    def computable_from(self, available: np.ndarray, owner: np.ndarray, num_rows: int) -> np.ndarray:
+        """Which output rows are computable, given which required input Indexes are."""
+        needed = np.bincount(owner, minlength=num_rows)
+        have = np.bincount(owner, weights=available, minlength=num_rows)
+        return have == needed
+
+    def reach(self) -> int:
+        """The most frames between an output Index and an input Index it reads (bounds planning)."""
+        raise NotImplementedError(type(self).__name__)
+
+    def apply_rows(self, values: jnp.ndarray, owner: np.ndarray, num_rows: int, *weights: jnp.ndarray) -> jnp.ndarray:
+        """Output rows `[num_rows, batch, dim]` from the available input rows read, `values [M, batch, dim]`,
+        where `owner[i]` (a numpy constant) is the output row that `values[i]` belongs to."""
+        raise NotImplementedError(type(self).__name__)
 
 
 @layer_class

@@ -15,7 +15,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..descriptor import Append, Const, Failover, IfDefined, Input, Offset, ReplaceIndex, Round, Sum, Switch
+from ..descriptor import (
+    Append,
+    Const,
+    Failover,
+    IfDefined,
+    IndexedLayer,
+    Input,
+    Offset,
+    ReplaceIndex,
+    Round,
+    Sum,
+    Switch,
+)
 from ..errors import PlanError, ShapeError, at
 from ..index import IndexSet, decode, encode
 from ..layer import Identity, Layer, Literal, Weight
@@ -53,6 +65,16 @@ class Rows:
 
     def __repr__(self) -> str:
         return repr(self.index_set())
+
+
+class _IndexedRows(RowMap):
+    """The input rows an IndexedLayer reads (a gather), and the output row each belongs to."""
+
+    __slots__ = ("owner", "num_rows")
+
+    def __init__(self, src: np.ndarray, num_src: int, owner: np.ndarray, num_rows: int):
+        super().__init__(src, num_src)
+        self.owner, self.num_rows = owner, num_rows
 
 
 class _Step:
@@ -129,6 +151,12 @@ class Computation:
         if not graph.indexed[nid] or isinstance(layer, (Input, Identity)):
             return tuple(maps)
         keys = planner.needed[nid]
+        if isinstance(layer, IndexedLayer):
+            required, owner = layer.requirements(keys)
+            (_, _, available), = planner.dependencies(nid, keys)
+            src = np.searchsorted(planner.needed[graph.operands[nid][0]], required[available])
+            maps[0] = _IndexedRows(src, len(planner.needed[graph.operands[nid][0]]), owner[available], len(keys))
+            return tuple(maps)
         deps = iter(planner.dependencies(nid, keys))
         for i, op in enumerate(graph.operands[nid]):
             if not graph.indexed[op]:
@@ -248,6 +276,15 @@ class Computation:
                 )
 
             return Tape(layer, value, upstream, rows=rows, pullback=pullback, parameters=params)
+        if isinstance(layer, IndexedLayer):
+            rows_read = step.maps[0]
+
+            def fn(v, *weights):
+                out = layer.apply_rows(rows_read(_rows3(v, batch)), rows_read.owner, rows_read.num_rows, *weights)
+                return _flat(out)
+
+            value, vjp = jax.vjp(fn, *(u.value for u in upstream))
+            return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
         fn = _descriptor_fn(layer, step.maps, batch, len(rows))
         value, vjp = jax.vjp(fn, *(u.value for u in upstream))
         return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)

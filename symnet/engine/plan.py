@@ -29,6 +29,7 @@ from ..descriptor import (
     Const,
     Failover,
     IfDefined,
+    IndexedLayer,
     Input,
     Node,
     Offset,
@@ -124,6 +125,8 @@ class Planner:
                 margin += layer.t_modulus
             elif isinstance(layer, ReplaceIndex) and layer.variable == "t":
                 lo, hi = min(lo, layer.value), max(hi, layer.value)
+            elif isinstance(layer, IndexedLayer):
+                margin += layer.reach()
         return lo - margin, hi + margin
 
     # ----- computability --------------------------------------------------------------
@@ -226,6 +229,10 @@ class Planner:
             if not first.all():
                 out[~first] = self.computable(ops[1], keys[~first])
             return out
+        if isinstance(layer, IndexedLayer):
+            required, owner = layer.requirements(keys)
+            available = self.computable(ops[0], required) if len(required) else np.zeros(0, dtype=bool)
+            return layer.computable_from(available, owner, len(keys))
         if isinstance(layer, Switch):
             out = np.zeros(len(keys), dtype=bool)
             which = t % len(ops)
@@ -275,6 +282,9 @@ class Planner:
             return []
         if isinstance(layer, IfDefined):
             return [(ops[0], keys, self.computable(ops[0], keys))]
+        if isinstance(layer, IndexedLayer):  # one entry per input Index read, not per row
+            required, _ = layer.requirements(keys)
+            return [(ops[0], required, self.computable(ops[0], required))]
         if isinstance(layer, Failover):
             first = self.computable(ops[0], keys)
             return [(ops[0], keys, first), (ops[1], keys, ~first)]
