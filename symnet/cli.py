@@ -4,6 +4,8 @@
     symnet init [--seed N] [EXISTING] CONFIG OUT
                                          a model from a Kaldi config (nnet3-init); with EXISTING, the config
                                          adds to or overrides that model
+    symnet train CONFIG_OR_MODULE (--data builtin:hmm | --feats RSPEC --targets RSPEC) --out MODEL
+                                         train with symnet.train.fit and write the model
 
 MODEL_OR_CONFIG is a symnet model file (`symnet init`'s output, see
 `symnet.kaldi.network.save_model`) or a Kaldi nnet3 config file. OUT is
@@ -149,6 +151,85 @@ def _init(args: argparse.Namespace, stdout: TextIO) -> int:
     return 0
 
 
+def _network_source(spec: str, seed: int) -> Any:
+    """A KaldiNetwork from a model or config file, or from `module:attribute` / `file.py:attribute`.
+
+    The attribute is a Network, a KaldiNetwork, or a function of no arguments returning one.
+    """
+    import importlib
+    import importlib.util
+    import os
+
+    from .kaldi.network import KaldiNetwork
+    from .network import Network
+
+    if ":" not in spec or os.path.exists(spec):
+        return _load(spec, seed)
+    module_name, attribute = spec.rsplit(":", 1)
+    if module_name.endswith(".py"):
+        loader = importlib.util.spec_from_file_location("_symnet_user_network", module_name)
+        if loader is None or not os.path.exists(module_name):
+            raise SymnetError(f"no such file: {module_name}")
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    value = getattr(module, attribute, None)
+    if value is None:
+        raise SymnetError(f"{module_name} has no attribute {attribute!r}")
+    if callable(value) and not isinstance(value, (Network, KaldiNetwork)):
+        value = value()
+    if isinstance(value, Network):
+        value = KaldiNetwork(value)
+    if not isinstance(value, KaldiNetwork):
+        raise SymnetError(f"{spec} is a {type(value).__name__}, not a Network")
+    return value
+
+
+def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(train, valid) from `--data builtin:hmm[:SEQUENCES]` or Kaldi archives."""
+    if args.data:
+        parts = args.data.split(":")
+        if parts[:2] != ["builtin", "hmm"] or len(parts) > 3 or (len(parts) == 3 and not parts[2].isdigit()):
+            raise SymnetError(f"unknown --data {args.data!r}; the built-in task is builtin:hmm[:SEQUENCES]")
+        from .datasets import HmmTask
+
+        sequences = int(parts[2]) if len(parts) == 3 else 500
+        task = HmmTask.create(seed=args.seed)
+        return task.sample(sequences, seed=args.seed + 1), task.sample(max(sequences // 5, 1), seed=args.seed + 2)
+    if not (args.feats and args.targets):
+        raise _UsageError("give --data builtin:hmm, or --feats and --targets")
+    from .train.kaldi_data import read_kaldi_data
+
+    data = read_kaldi_data(args.feats, args.targets)
+    return data, None
+
+
+def _train(args: argparse.Namespace, stdout: TextIO) -> int:
+    import optax
+
+    from .kaldi.network import save_model
+    from .train import fit
+
+    source = _network_source(args.network, args.seed)
+    train, valid = _training_data(args)
+    objective = source.objectives.get("output", "linear")
+    optimizer = {"sgd": optax.sgd, "adam": optax.adam}[args.optimizer](args.lr)
+    result = fit(source.network, train, optimizer, valid=valid, epochs=args.epochs, batch_size=args.batch_size,
+                 chunk=args.chunk, objective=objective, seed=args.seed, checkpoint=args.checkpoint,
+                 progress=not args.quiet)
+    trained = source.replace(network=result.network)
+    save_model(args.out, trained)
+    last = result.history[-1] if result.history else None
+    if last is not None:
+        summary = f"train loss {last.train_loss:.4f} accuracy {last.train_accuracy:.4f}"
+        if last.valid_accuracy is not None:
+            summary += f", valid loss {last.valid_loss:.4f} accuracy {last.valid_accuracy:.4f}"
+        print(f"epoch {last.epoch}: {summary}", file=stdout)
+    print(f"wrote {args.out}", file=stdout)
+    return 0
+
+
 class _UsageError(Exception):
     pass
 
@@ -169,6 +250,25 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("--seed", type=int, default=0, help="random seed of the initialisation (default 0)")
     init.add_argument("paths", nargs="+", metavar="[EXISTING] CONFIG OUT")
     init.set_defaults(run=_init)
+    train = commands.add_parser("train", help="train a network (a Kaldi config, a model, or a Python module)",
+                                description="Train with symnet.train.fit: chunks with the network's context, "
+                                            "one jitted step per minibatch, the output node's objective. The "
+                                            "model is written atomically to --out.")
+    train.add_argument("network", metavar="CONFIG_OR_MODULE",
+                       help="a Kaldi config, a symnet model, or module:attribute / file.py:attribute")
+    train.add_argument("--data", help="builtin:hmm[:SEQUENCES], the built-in task (default 500 sequences)")
+    train.add_argument("--feats", help="features rspecifier, e.g. scp:feats.scp")
+    train.add_argument("--targets", help="targets rspecifier (alignments), e.g. ark:ali.ark")
+    train.add_argument("--out", required=True, help="the trained model file")
+    train.add_argument("--epochs", type=int, default=3)
+    train.add_argument("--batch-size", type=int, default=32)
+    train.add_argument("--chunk", type=int, default=20, help="output frames per example")
+    train.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
+    train.add_argument("--lr", type=float, default=2e-3)
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--checkpoint", help="checkpoint file: saved every epoch, resumed from if present")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.set_defaults(run=_train)
     return parser
 
 
