@@ -241,6 +241,12 @@ class Layer:
     def __repr__(self) -> str:
         return _Formatter().top(self)
 
+    def _repr_html_(self) -> str:
+        """The expression tree, foldable, for notebooks (see `symnet.display`)."""
+        from .display import layer_html
+
+        return layer_html(self)
+
     def _format(self, fmt: _Formatter) -> tuple[str, int]:
         """The expression text and its precedence; the default is a call `Name(args)`."""
         args = [fmt.arg(getattr(self, f.name), f) for f in attrs.fields(type(self)) if f.init and not f.kw_only]

@@ -307,6 +307,12 @@ class Network:
         shapes = ", ".join(f"{n}{tuple(np.shape(v))}" for n, v in self.params.items())
         return f"Network({{{outs}}}, params=[{shapes}])"
 
+    def _repr_html_(self) -> str:
+        """Nodes, dims, parameters, context and a picture, for notebooks (see `symnet.display`)."""
+        from .display import network_html
+
+        return network_html(self)
+
     # ----- pytree ------------------------------------------------------------------
 
     def _tree_flatten_with_keys(self):

@@ -54,6 +54,12 @@ class Tape:
     def __repr__(self) -> str:
         return f"Tape({self.layer!r}, shape={self.shape})"
 
+    def _repr_html_(self) -> str:
+        """Every node with its value summary, for notebooks (see `symnet.display.tape_html`)."""
+        from .display import tape_html
+
+        return tape_html(self)
+
     def nodes(self) -> list[Tape]:
         """Every tape node reachable from this one, operands before their users."""
         order: list[Tape] = []

@@ -293,6 +293,12 @@ class Computation:
         kind = f"regular, {self.batch} sequences" if self.regular else "irregular"
         return f"Computation({kind}, {len(self.steps)} steps, outputs={list(self.output_maps)})"
 
+    def _repr_html_(self) -> str:
+        """The request and each node's Indexes, for notebooks (see `symnet.display`)."""
+        from ..display import computation_html
+
+        return computation_html(self)
+
 
 def _rows3(value: jax.Array, batch: int) -> jax.Array:
     return value.reshape(value.shape[0] // batch, batch, value.shape[-1])
