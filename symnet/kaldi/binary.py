@@ -1,0 +1,566 @@
+"""Kaldi's I/O primitives, text and binary, as its own code reads and writes them.
+
+The rules follow kaldi-asr/kaldi src/base/io-funcs.{h,cc}, io-funcs-inl.h,
+src/matrix/kaldi-matrix.cc and kaldi-vector.cc:
+
+- A binary stream starts with ``\\0B``; a text stream with anything else.
+- ``WriteToken`` writes the token and one space, in both modes. ``ReadToken``
+  skips whitespace (even in binary mode, as ``is >> str`` does), reads up to the
+  next whitespace and requires (and eats) one whitespace character after it.
+- ``WriteBasicType``: text ``value `` (floats with 7 significant digits, as
+  ``os.precision(7)`` prints them; booleans ``T``/``F``); binary: a size byte
+  (4 for int32 and float, 8 for double) and the little-endian bytes; booleans
+  are the single byte ``T`` or ``F``. Reading a real accepts either size.
+- Vectors: text `` [ 1 2 3 ]\\n``; binary token ``FV``/``DV``, int32 dim, data.
+  Matrices: text `` [\\n  1 2 \\n  3 4 ]\\n`` (`` [ ]\\n`` when empty); binary
+  ``FM``/``DM``, int32 rows and cols, data.
+- Integer vectors (``WriteIntegerVector``): text ``[ 1 2 ]\\n``; binary: the
+  byte 4, a raw int32 count (no size byte), the raw int32s. Integer-pair
+  vectors: text ``[ 1,2 3,4 ]\\n``, binary as integer vectors with two int32s
+  an element.
+
+Readers raise `ModelFormatError` for anything malformed or cut short, naming
+what they expected and where: ``file: byte N`` for binary data, ``file:line:col``
+for text. The error carries ``file``, ``offset`` (binary), ``line`` and
+``column`` (text) and ``expected`` attributes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelFormatError
+
+__all__ = ["BinaryReader", "TextReader", "Writer", "format_real", "make_reader", "model_error"]
+
+_WS = b" \t\n\v\f\r"
+_WS_STR = " \t\n\v\f\r"
+_INT_RE = re.compile(r"[+-]?[0-9]+\Z")
+# A number as Kaldi's readers take it (decimal, or inf/infinity/nan in any case); written so that each
+# string matches in one way only, and matched possessively, so that a bad word costs linear time.
+_NUM = (r"(?:[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+"
+        r"|[+-]?+(?:[iI][nN][fF](?:[iI][nN][iI][tT][yY])?+|[nN][aA][nN]))")
+_NUM_RE = re.compile(_NUM + r"\Z")
+_NUMS_RE = re.compile(r"(?:[ \t\n\v\f\r]*+" + _NUM + r"(?=[ \t\n\v\f\r]|\Z))*+[ \t\n\v\f\r]*+\Z")
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def model_error(message: str, *, file: str, offset: int | None = None, line: int | None = None,
+                column: int | None = None, expected: str | None = None) -> ModelFormatError:
+    """A ModelFormatError whose text starts with the place: ``file: byte N:`` or ``file:line:col:``."""
+    if line is not None:
+        where = f"{file}:{line}:{column}"
+    elif offset is not None:
+        where = f"{file}: byte {offset}"
+    else:
+        where = file
+    error = ModelFormatError(f"{where}: {message}")
+    error.file, error.offset, error.line, error.column, error.expected = file, offset, line, column, expected
+    return error
+
+
+def format_real(value: float) -> str:
+    """A float or double as Kaldi's text streams print it (``os << value`` with precision 7)."""
+    value = float(value)
+    if math.isnan(value):
+        return "-nan" if math.copysign(1.0, value) < 0 else "nan"
+    return "%.7g" % value
+
+
+def _format_reals(values: list[float]) -> str:
+    """``"v1 v2 ... "`` as Kaldi prints them (one formatting call; per value only to sign NaNs)."""
+    text = ("%.7g " * len(values)) % tuple(values)
+    return "".join(format_real(v) + " " for v in values) if "nan" in text else text
+
+
+def _word_kind(word: str) -> str:
+    return "end of file" if word == "" else repr(word)
+
+
+# ----- readers -------------------------------------------------------------------------------
+
+
+class _Reader:
+    """What both readers share; subclasses implement the primitives on bytes or on text."""
+
+    binary: bool
+    file: str
+    pos: int
+
+    def error(self, message: str, *, at: int | None = None, expected: str | None = None) -> ModelFormatError:
+        raise NotImplementedError
+
+    def expect_token(self, token: str, context: str = "") -> None:
+        start = self.skip_ws()
+        got = self.read_token(token, context)
+        if got != token:
+            raise self.error(f"expected {token}{context}, got {_word_kind(got)}", at=start, expected=token)
+
+    def read_token(self, expected: str, context: str = "") -> str:
+        raise NotImplementedError
+
+    def skip_ws(self) -> int:
+        raise NotImplementedError
+
+    def at_end(self) -> bool:
+        """Only whitespace is left."""
+        raise NotImplementedError
+
+
+class BinaryReader(_Reader):
+    """Reads Kaldi binary data (after the ``\\0B`` header) from `data`, starting at `pos`."""
+
+    binary = True
+
+    def __init__(self, data: bytes, pos: int = 0, file: str = "<bytes>"):
+        self.data, self.pos, self.file = data, pos, file
+
+    # errors
+
+    def error(self, message: str, *, at: int | None = None, expected: str | None = None) -> ModelFormatError:
+        return model_error(message, file=self.file, offset=self.pos if at is None else at, expected=expected)
+
+    def _need(self, n: int, what: str) -> None:
+        left = len(self.data) - self.pos
+        if n > left:
+            raise self.error(f"unexpected end of file: {what} needs {n} bytes, {left} left", expected=what)
+
+    # tokens
+
+    def skip_ws(self) -> int:
+        data, pos, n = self.data, self.pos, len(self.data)
+        while pos < n and data[pos] in _WS:
+            pos += 1
+        self.pos = pos
+        return pos
+
+    def peek(self, k: int = 0) -> int:
+        """The byte `k` ahead, or -1 at the end."""
+        return self.data[self.pos + k] if self.pos + k < len(self.data) else -1
+
+    def peek_token(self) -> str:
+        """The next token without consuming it ('' at the end, or if it is not text)."""
+        save = self.pos
+        try:
+            return self._raw_token()
+        except ModelFormatError:
+            return ""
+        finally:
+            self.pos = save
+
+    def _raw_token(self) -> str:
+        start = self.skip_ws()
+        data, pos, n = self.data, self.pos, len(self.data)
+        while pos < n and data[pos] not in _WS:
+            pos += 1
+        raw = data[start:pos]
+        self.pos = pos
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.error(f"token {raw[:40]!r} is not valid UTF-8", at=start) from None
+
+    def read_token(self, expected: str, context: str = "") -> str:
+        start = self.skip_ws()
+        if self.pos >= len(self.data):
+            raise self.error(f"unexpected end of file, expected {expected}{context}", expected=expected)
+        token = self._raw_token()
+        if self.pos >= len(self.data):
+            raise self.error(f"unexpected end of file after token {token!r}: expected a space after it "
+                             f"(reading {expected}{context})", expected=expected)
+        self.pos += 1  # the whitespace after the token
+        if not token:
+            raise self.error(f"expected {expected}{context}", at=start, expected=expected)
+        return token
+
+    def at_end(self) -> bool:
+        return self.skip_ws() >= len(self.data)
+
+    def read_line(self, what: str) -> str:
+        """The bytes up to the next newline (eaten), as text; error at the end of the data."""
+        end = self.data.find(b"\n", self.pos)
+        if end < 0:
+            raise self.error(f"unexpected end of file, expected {what}", expected=what)
+        raw = self.data[self.pos:end]
+        start, self.pos = self.pos, end + 1
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self.error(f"{what}: not valid UTF-8", at=start + e.start) from None
+
+    # basic types
+
+    def read_int(self, what: str) -> int:
+        size = self.peek()
+        if size != 4:
+            raise self.error(f"expected an int32 for {what} (size byte 4), got {self._describe(size)}",
+                             expected=f"int32 {what}")
+        self._need(5, f"the int32 {what}")
+        value = struct.unpack_from("<i", self.data, self.pos + 1)[0]
+        self.pos += 5
+        return value
+
+    def read_real(self, what: str) -> np.float32 | np.float64:
+        """A float (size byte 4) or double (size byte 8), kept at the precision the file has."""
+        size = self.peek()
+        if size == 4:
+            self._need(5, f"the float {what}")
+            value: Any = np.frombuffer(self.data, "<f4", 1, self.pos + 1)[0].astype(np.float32)
+            self.pos += 5
+        elif size == 8:
+            self._need(9, f"the double {what}")
+            value = np.frombuffer(self.data, "<f8", 1, self.pos + 1)[0].astype(np.float64)
+            self.pos += 9
+        else:
+            raise self.error(f"expected a float for {what} (size byte 4 or 8), got {self._describe(size)}",
+                             expected=f"float {what}")
+        return value
+
+    def read_bool(self, what: str) -> bool:
+        c = self.peek()
+        if c not in (ord("T"), ord("F")):
+            raise self.error(f"expected T or F for {what}, got {self._describe(c)}", expected=f"bool {what}")
+        self.pos += 1
+        return c == ord("T")
+
+    def _describe(self, byte: int) -> str:
+        if byte < 0:
+            return "end of file"
+        return f"byte {byte:#04x}" + (f" ({chr(byte)!r})" if 32 < byte < 127 else "")
+
+    # arrays
+
+    def _dims(self, count: int, what: str) -> list[int]:
+        dims = [self.read_int(f"the size of {what}") for _ in range(count)]
+        for d in dims:
+            if d < 0:
+                raise self.error(f"negative size {d} for {what}", at=self.pos - 4, expected=f"size of {what}")
+        return dims
+
+    def _floats(self, dtype: str, shape: tuple[int, ...], what: str) -> np.ndarray:
+        itemsize = 4 if dtype == "<f4" else 8
+        count = int(np.prod(shape, dtype=np.int64))
+        self._need(count * itemsize, f"the data of {what} ({'x'.join(map(str, shape))})")
+        array = np.frombuffer(self.data, dtype, count, self.pos).astype(dtype[1:], copy=True).reshape(shape)
+        array.setflags(write=False)
+        self.pos += count * itemsize
+        return array
+
+    def read_vector(self, what: str) -> np.ndarray:
+        start = self.skip_ws()
+        token = self._peek_array_token()
+        if token not in ("FV", "DV"):
+            raise self.error(f"expected a vector (FV or DV) for {what}, got {self._array_got(token)}",
+                             at=start, expected=f"vector {what}")
+        self.read_token("FV or DV")
+        (dim,) = self._dims(1, what)
+        return self._floats("<f4" if token == "FV" else "<f8", (dim,), what)
+
+    def read_matrix(self, what: str) -> np.ndarray:
+        start = self.skip_ws()
+        token = self._peek_array_token()
+        if token in ("CM", "CM2", "CM3"):
+            raise self.error(f"{what} is a compressed matrix ({token}), which symnet does not read", at=start,
+                             expected=f"matrix {what}")
+        if token not in ("FM", "DM"):
+            raise self.error(f"expected a matrix (FM or DM) for {what}, got {self._array_got(token)}",
+                             at=start, expected=f"matrix {what}")
+        self.read_token("FM or DM")
+        rows, cols = self._dims(2, what)
+        return self._floats("<f4" if token == "FM" else "<f8", (rows, cols), what)
+
+    def _peek_array_token(self) -> str:
+        head = self.data[self.pos:self.pos + 4]
+        for token in ("FV", "DV", "FM", "DM", "CM2", "CM3", "CM"):
+            t = token.encode()
+            if head[:len(t)] == t and (len(head) == len(t) or head[len(t)] in _WS):
+                return token
+        return ""
+
+    def _array_got(self, token: str) -> str:
+        return token if token else self._describe(self.peek())
+
+    def read_int_vector(self, what: str, pairs: bool = False) -> np.ndarray:
+        size = self.peek()
+        if size != 4:
+            raise self.error(f"expected an integer vector for {what} (size byte 4), got {self._describe(size)}",
+                             expected=f"integer vector {what}")
+        self._need(5, f"the length of {what}")
+        count = struct.unpack_from("<i", self.data, self.pos + 1)[0]
+        if count < 0:
+            raise self.error(f"negative length {count} for {what}", expected=f"integer vector {what}")
+        self.pos += 5
+        width = 2 if pairs else 1
+        self._need(4 * width * count, f"the {count} elements of {what}")
+        array = np.frombuffer(self.data, "<i4", width * count, self.pos).astype(np.int32)
+        self.pos += 4 * width * count
+        array = array.reshape((count, 2)) if pairs else array
+        array.setflags(write=False)
+        return array
+
+
+class TextReader(_Reader):
+    """Reads Kaldi text data from `text` (a decoded str), starting at `pos`; errors give line and column."""
+
+    binary = False
+
+    def __init__(self, text: str, pos: int = 0, file: str = "<text>"):
+        self.text, self.pos, self.file = text, pos, file
+
+    def error(self, message: str, *, at: int | None = None, expected: str | None = None) -> ModelFormatError:
+        pos = self.pos if at is None else at
+        line = self.text.count("\n", 0, pos) + 1
+        column = pos - (self.text.rfind("\n", 0, pos) + 1) + 1
+        return model_error(message, file=self.file, line=line, column=column, expected=expected)
+
+    def skip_ws(self) -> int:
+        text, pos, n = self.text, self.pos, len(self.text)
+        while pos < n and text[pos] in _WS_STR:
+            pos += 1
+        self.pos = pos
+        return pos
+
+    def peek(self, k: int = 0) -> str:
+        return self.text[self.pos + k] if self.pos + k < len(self.text) else ""
+
+    def _word(self) -> tuple[str, int]:
+        start = self.skip_ws()
+        text, pos, n = self.text, self.pos, len(self.text)
+        while pos < n and text[pos] not in _WS_STR:
+            pos += 1
+        self.pos = pos
+        return text[start:pos], start
+
+    def peek_token(self) -> str:
+        save = self.pos
+        word, _ = self._word()
+        self.pos = save
+        return word
+
+    def read_token(self, expected: str, context: str = "") -> str:
+        word, start = self._word()
+        if not word:
+            raise self.error(f"unexpected end of file, expected {expected}{context}", expected=expected)
+        if self.pos >= len(self.text):
+            raise self.error(f"unexpected end of file after token {word!r}: expected a space after it "
+                             f"(reading {expected}{context})", expected=expected)
+        self.pos += 1
+        return word
+
+    def at_end(self) -> bool:
+        return self.skip_ws() >= len(self.text)
+
+    def read_line(self, what: str) -> str:
+        end = self.text.find("\n", self.pos)
+        if end < 0:
+            raise self.error(f"unexpected end of file, expected {what}", expected=what)
+        line, self.pos = self.text[self.pos:end], end + 1
+        return line
+
+    def read_word(self, what: str) -> tuple[str, int]:
+        word, start = self._word()
+        if not word:
+            raise self.error(f"unexpected end of file, expected {what}", expected=what)
+        return word, start
+
+    # basic types
+
+    def read_int(self, what: str) -> int:
+        word, start = self.read_word(f"an integer for {what}")
+        if not _INT_RE.match(word) or not INT32_MIN <= int(word) <= INT32_MAX:
+            raise self.error(f"expected an int32 for {what}, got {word!r}", at=start, expected=f"int32 {what}")
+        return int(word)
+
+    def read_real(self, what: str, double: bool = False) -> np.float32 | np.float64:
+        word, start = self.read_word(f"a number for {what}")
+        if not _NUM_RE.match(word):
+            raise self.error(f"expected a number for {what}, got {word!r}", at=start, expected=f"number {what}")
+        return _real(word, double)
+
+    def read_bool(self, what: str) -> bool:
+        word, start = self.read_word(f"T or F for {what}")
+        if word not in ("T", "F"):
+            raise self.error(f"expected T or F for {what}, got {word!r}", at=start, expected=f"bool {what}")
+        return word == "T"
+
+    # arrays
+
+    def bracket(self, what: str) -> tuple[str, int, int]:
+        """The text between ``[`` and the matching ``]`` (both eaten), with the position of its start; the
+        character after ``]`` is eaten if it is a newline, as Kaldi does."""
+        start = self.skip_ws()
+        if self.peek() != "[":
+            word = self.peek_token()
+            raise self.error(f"expected [ to start {what}, got {_word_kind(word)}", at=start, expected=f"[ {what}")
+        end = self.text.find("]", start + 1)
+        if end < 0:
+            raise self.error(f"unexpected end of file inside {what}: no closing ]", at=start, expected="]")
+        self.pos = end + 1
+        if self.peek() == "\n":
+            self.pos += 1
+        return self.text[start + 1:end], start + 1, start
+
+    def _numbers(self, content: str, offset: int, what: str) -> None:
+        if not _NUMS_RE.match(content):
+            for m in re.finditer(r"[^ \t\n\v\f\r]+", content):
+                if not _NUM_RE.match(m.group()):
+                    raise self.error(f"expected a number in {what}, got {m.group()!r}", at=offset + m.start(),
+                                     expected=f"number in {what}")
+
+    def read_vector(self, what: str, double: bool = False) -> np.ndarray:
+        content, offset, start = self.bracket(what)
+        if "\n" in content or "\r" in content:  # Kaldi's Vector::Read refuses newlines too
+            raise self.error(f"newline inside the vector {what} (is it a matrix?)", at=start,
+                             expected=f"vector {what}")
+        self._numbers(content, offset, what)
+        array = _reals(content.split(), double)
+        array.setflags(write=False)
+        return array
+
+    def read_matrix(self, what: str, double: bool = False) -> np.ndarray:
+        content, offset, start = self.bracket(what)
+        self._numbers(content, offset, what)
+        rows = [line.split() for line in re.split(r"[\n;]", content)]
+        rows = [row for row in rows if row]
+        if not rows:
+            array = np.zeros((0, 0), np.float64 if double else np.float32)
+        else:
+            width = len(rows[0])
+            for i, row in enumerate(rows):
+                if len(row) != width:
+                    raise self.error(f"matrix {what}: row {i + 1} has {len(row)} numbers, row 1 has {width}",
+                                     at=start, expected=f"matrix {what}")
+            array = _reals([w for row in rows for w in row], double).reshape(len(rows), width)
+        array.setflags(write=False)
+        return array
+
+    def read_int_vector(self, what: str, pairs: bool = False) -> np.ndarray:
+        content, offset, start = self.bracket(what)
+        values: list[int] = []
+        for m in re.finditer(r"[^ \t\n\v\f\r]+", content):
+            word = m.group()
+            parts = word.split(",") if pairs else [word]
+            if (pairs and len(parts) != 2) or not all(
+                    _INT_RE.match(p) and INT32_MIN <= int(p) <= INT32_MAX for p in parts):
+                kind = "an integer pair a,b" if pairs else "an integer"
+                raise self.error(f"expected {kind} in {what}, got {word!r}", at=offset + m.start(),
+                                 expected=f"integers in {what}")
+            values.extend(int(p) for p in parts)
+        array = np.array(values, dtype=np.int32)
+        if pairs:
+            array = array.reshape((-1, 2))
+        array.setflags(write=False)
+        return array
+
+
+def _real(word: str, double: bool) -> np.float32 | np.float64:
+    with np.errstate(over="ignore"):
+        return np.float64(float(word)) if double else np.float32(float(word))
+
+
+def _reals(words: list[str], double: bool) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return np.array([float(w) for w in words], dtype=np.float64).astype(np.float64 if double else np.float32)
+
+
+def make_reader(data: bytes, file: str = "<bytes>") -> BinaryReader | TextReader:
+    """A reader positioned after Kaldi's header: binary if `data` starts with ``\\0B``, else text (UTF-8)."""
+    if data[:1] == b"\0":
+        if data[1:2] != b"B":
+            raise model_error("starts with a zero byte but not with Kaldi's binary header \\0B", file=file,
+                              offset=0, expected="\\0B")
+        return BinaryReader(data, 2, file)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        prefix = data[: e.start].decode("utf-8")
+        line = prefix.count("\n") + 1
+        column = len(prefix) - (prefix.rfind("\n") + 1) + 1
+        raise model_error(f"not valid UTF-8 text (byte {e.start}), and no binary header \\0B", file=file,
+                          line=line, column=column, expected="text or \\0B") from None
+    return TextReader(text, 0, file)
+
+
+# ----- writer ---------------------------------------------------------------------------------
+
+
+class Writer:
+    """Writes Kaldi primitives in text or binary form into a buffer; `getvalue()` gives the bytes."""
+
+    def __init__(self, binary: bool):
+        self.binary = binary
+        self.parts: list[bytes] = []
+
+    def getvalue(self) -> bytes:
+        return b"".join(self.parts)
+
+    def raw(self, data: bytes | str) -> None:
+        self.parts.append(data.encode("utf-8") if isinstance(data, str) else data)
+
+    def newline(self) -> None:
+        """A newline in text mode only (Kaldi's ``if (!binary) os << std::endl``)."""
+        if not self.binary:
+            self.parts.append(b"\n")
+
+    def token(self, token: str) -> None:
+        if not token or any(c in _WS_STR for c in token):
+            raise ValueError(f"a Kaldi token must be non-empty and without whitespace, got {token!r}")
+        self.parts.append(token.encode("utf-8") + b" ")
+
+    def int(self, value: int) -> None:
+        value = int(value)
+        if not INT32_MIN <= value <= INT32_MAX:
+            raise ValueError(f"{value} does not fit in an int32")
+        self.parts.append(b"\x04" + struct.pack("<i", value) if self.binary else f"{value} ".encode())
+
+    def real(self, value: Any, double: bool) -> None:
+        if self.binary:
+            self.parts.append(b"\x08" + struct.pack("<d", float(value)) if double
+                              else b"\x04" + np.float32(value).astype("<f4").tobytes())
+        else:
+            self.parts.append((format_real(np.float64(value) if double else np.float32(value)) + " ").encode())
+
+    def bool(self, value: bool) -> None:
+        self.parts.append(b"T" if value else b"F")
+        if not self.binary:
+            self.parts.append(b" ")
+
+    def vector(self, array: np.ndarray) -> None:
+        array = np.asarray(array)
+        double = array.dtype == np.float64
+        if self.binary:
+            self.token("DV" if double else "FV")
+            self.int(array.shape[0])
+            self.parts.append(array.astype("<f8" if double else "<f4").tobytes())
+        else:
+            self.parts.append(b" [ " + _format_reals(array.tolist()).encode() + b"]\n")
+
+    def matrix(self, array: np.ndarray) -> None:
+        array = np.asarray(array)
+        double = array.dtype == np.float64
+        rows, cols = array.shape
+        if self.binary:
+            self.token("DM" if double else "FM")
+            self.int(rows)
+            self.int(cols)
+            self.parts.append(np.ascontiguousarray(array).astype("<f8" if double else "<f4").tobytes())
+        elif rows == 0 or cols == 0:
+            self.parts.append(b" [ ]\n")
+        else:
+            body = "".join("\n  " + _format_reals(row) for row in array.tolist())
+            self.parts.append(b" [" + body.encode() + b"]\n")
+
+    def int_vector(self, array: np.ndarray, pairs: bool = False) -> None:
+        array = np.asarray(array, dtype=np.int64)
+        if self.binary:
+            count = array.shape[0]
+            self.parts.append(b"\x04" + struct.pack("<i", count) + array.astype("<i4").tobytes())
+        elif pairs:
+            self.parts.append(("[ " + "".join(f"{a},{b} " for a, b in array.tolist()) + "]\n").encode())
+        else:
+            self.parts.append(("[ " + "".join(f"{v} " for v in array.tolist()) + "]\n").encode())

@@ -1,0 +1,1161 @@
+"""Kaldi nnet3 model files at the token level: raw nnets and acoustic models, text and binary.
+
+`read_nnet(path)` / `parse_nnet(data)` give an `NnetFile`; `write_nnet(path, nnet,
+binary=...)` / `format_nnet(nnet, binary=...)` write one back as Kaldi does. Nothing
+here builds networks: an `NnetFile` is the file's content, immutable and compared
+by value (not by format).
+
+The layout (kaldi-asr/kaldi src/nnet3/nnet-nnet.cc Nnet::Read/Write,
+am-nnet-simple.cc, hmm/transition-model.cc, hmm/hmm-topology.cc):
+
+    [\\0B]                                    binary files only
+    [<TransitionModel> ... </TransitionModel>] acoustic models (nnet3-am-init, final.mdl)
+    <Nnet3> \\n
+    input-node name=input dim=40\\n          the config lines, as text in both formats
+    component-node name=... \\n              (Kaldi writes no `component` lines here)
+    \\n                                      a blank line ends them
+    <NumComponents> N
+    <ComponentName> name <TypeComponent> <Token> value ... </TypeComponent>   (N times)
+    </Nnet3>
+    [<LeftContext> l <RightContext> r <Priors> vector]   acoustic models
+
+`NnetFile.config` is that config text; `NnetFile.components` holds an
+`NnetComponent` per component: its name, its Kaldi type and its fields, the
+(token, value) pairs in the order Kaldi writes them, so that writing reproduces
+the file. Tokens are kept without their angle brackets (``LinearParams``).
+Values are
+
+- ``int`` (int32), ``numpy.float32`` (Kaldi's BaseFloat), ``numpy.float64``
+  (double), ``bool`` (T/F);
+- a tuple of those for tokens followed by several values (``<RankInOut> 20 80``);
+- ``str`` for a word value; ``None`` for a token with no value (``<Continuous>``);
+- read-only numpy arrays: float32/float64 vectors (FV/DV) and matrices (FM/DM),
+  int32 vectors (``[ 0 1 ]``, ``WriteIntegerVector``) and int32 (n, 2) arrays
+  for integer-pair vectors (``[ -1,0 0,1 ]``);
+- an `NnetComponent` (with name ``""``) for a nested block: the parts of a
+  CompositeComponent, the ``<ConvolutionModel>`` of a TimeHeightConvolutionComponent.
+  Its token is its type; it is written as ``<Type> ... </Type>``.
+
+The grammar is generic: after ``<ComponentName> name <Type>``, (token, value)
+pairs until ``</Type>``. In text the kind of a value shows (``[`` starts an
+array, with a newline straight after for a matrix, commas for pairs, a single
+space before it for integer vectors; T/F; numbers; a word; nothing before the
+next token). Binary data does not say whether 4 bytes after the size byte 4 are
+an int32 or a float, so `TOKEN_KINDS` records, for each common component type,
+the kind of each token as Kaldi's Read/Write functions have it; text reading
+uses it too, so that a text model converts to the right binary. A binary value
+whose kind neither the table nor the data tells is a `ModelFormatError` naming
+the token and byte offset.
+
+Acoustic models keep the transition model's raw bytes: writing in the format it
+was read in reproduces it byte for byte; writing in the other format converts
+it from its parsed form (`TransitionModel`). `NnetFile.priors`,
+`left_context` and `right_context` are AmNnetSimple's.
+
+`read_kaldi_array(path)` reads a single Kaldi matrix or vector file (text or
+binary), e.g. for a component's ``matrix=`` option.
+
+Malformed, truncated or corrupted files raise `ModelFormatError` naming what was
+expected and where (``file: byte N`` for binary, ``file:line:col`` for text).
+Writing is atomic: the file is written to a temporary file beside the target
+and moved over it, so a failure leaves any existing file untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from typing import Any, Iterable, Mapping, Union
+
+import attrs
+import numpy as np
+
+from ..errors import ModelFormatError
+from .binary import (
+    _NUM_RE,
+    INT32_MAX,
+    INT32_MIN,
+    BinaryReader,
+    TextReader,
+    Writer,
+    _real,
+    make_reader,
+    model_error,
+)
+
+__all__ = [
+    "HmmState",
+    "NnetComponent",
+    "NnetFile",
+    "TOKEN_KINDS",
+    "TopologyEntry",
+    "TransitionModel",
+    "field_to_token",
+    "format_nnet",
+    "parse_nnet",
+    "read_kaldi_array",
+    "read_nnet",
+    "token_to_field",
+    "write_nnet",
+]
+
+# ----- value kinds and Kaldi's token table ---------------------------------------------------
+
+INT, FLOAT, DOUBLE, BOOL = "int", "float", "double", "bool"
+VECTOR, MATRIX, INTS, PAIRS, FLAG = "vector", "matrix", "ints", "pairs", "flag"
+DVECTOR, DMATRIX = "dvector", "dmatrix"  # Vector<double> / Matrix<double>: DV / DM in binary
+_ARRAYS = (VECTOR, MATRIX, DVECTOR, DMATRIX, INTS, PAIRS)
+Kind = Union[str, tuple]
+
+_UPDATABLE = {  # UpdatableComponent::WriteUpdatableCommon (nnet-component-itf.cc)
+    "LearningRateFactor": FLOAT, "IsGradient": BOOL, "MaxChange": FLOAT, "L2Regularize": FLOAT,
+    "LearningRate": FLOAT,
+}
+_NONLINEAR = {  # NonlinearComponent::Write (nnet-component-itf.cc)
+    "Dim": INT, "BlockDim": INT, "ValueAvg": VECTOR, "DerivAvg": VECTOR, "Count": DOUBLE,
+    "OderivRms": VECTOR, "OderivCount": DOUBLE, "NumDimsSelfRepaired": DOUBLE, "NumDimsProcessed": DOUBLE,
+    "SelfRepairLowerThreshold": FLOAT, "SelfRepairUpperThreshold": FLOAT, "SelfRepairScale": FLOAT,
+}
+_AFFINE = {**_UPDATABLE, "LinearParams": MATRIX, "BiasParams": VECTOR, "OrthonormalConstraint": FLOAT}
+_IN_OUT = {"InputDim": INT, "OutputDim": INT}
+
+#: Kaldi type -> token -> kind of its value, from the types' Write (and Read, for legacy tokens)
+#: functions in kaldi-asr/kaldi src/nnet3. Kinds: "int" (int32), "float" (BaseFloat), "double",
+#: "bool", "vector"/"matrix" (float32, FV/FM), "dvector"/"dmatrix" (float64, DV/DM), "ints"
+#: (integer vector), "pairs" (integer-pair vector), "flag" (no value), or a tuple of scalar kinds
+#: for a token followed by several values. ``"ConvolutionModel"`` is the block nested in
+#: TimeHeightConvolutionComponent.
+TOKEN_KINDS: dict[str, dict[str, Kind]] = {
+    **{t: dict(_NONLINEAR) for t in ("SigmoidComponent", "TanhComponent", "RectifiedLinearComponent",
+                                     "SoftmaxComponent", "LogSoftmaxComponent")},
+    "AffineComponent": dict(_AFFINE),
+    "NaturalGradientAffineComponent": {
+        **_AFFINE, "RankIn": INT, "RankOut": INT, "UpdatePeriod": INT, "NumSamplesHistory": FLOAT,
+        "Alpha": FLOAT,
+        # read for back-compatibility only
+        "MaxChangePerSample": FLOAT, "UpdateCount": DOUBLE, "ActiveScalingCount": DOUBLE,
+        "MaxChangeScaleStats": DOUBLE,
+    },
+    "FixedAffineComponent": {"LinearParams": MATRIX, "BiasParams": VECTOR},
+    "LinearComponent": {
+        **_UPDATABLE, "Params": MATRIX, "OrthonormalConstraint": FLOAT, "UseNaturalGradient": BOOL,
+        "RankInOut": (INT, INT), "Alpha": FLOAT, "NumSamplesHistory": FLOAT, "UpdatePeriod": INT,
+    },
+    "TdnnComponent": {
+        **_UPDATABLE, "TimeOffsets": INTS, "LinearParams": MATRIX, "BiasParams": VECTOR,
+        "OrthonormalConstraint": FLOAT, "JointL2RegularizeProportion": FLOAT, "UseNaturalGradient": BOOL,
+        "NumSamplesHistory": FLOAT, "AlphaInOut": (FLOAT, FLOAT), "RankInOut": (INT, INT),
+    },
+    "RepeatedAffineComponent": {**_UPDATABLE, "NumRepeats": INT, "LinearParams": MATRIX, "BiasParams": VECTOR},
+    "NaturalGradientRepeatedAffineComponent": {
+        **_UPDATABLE, "NumRepeats": INT, "LinearParams": MATRIX, "BiasParams": VECTOR},
+    "BlockAffineComponent": {**_UPDATABLE, "NumBlocks": INT, "LinearParams": MATRIX, "BiasParams": VECTOR},
+    "PerElementScaleComponent": {**_UPDATABLE, "Params": VECTOR},
+    "NaturalGradientPerElementScaleComponent": {
+        **_UPDATABLE, "Params": VECTOR, "Rank": INT, "UpdatePeriod": INT, "NumSamplesHistory": FLOAT,
+        "Alpha": FLOAT, "MaxChangePerMinibatch": FLOAT},
+    "PerElementOffsetComponent": {**_UPDATABLE, "Offsets": VECTOR, "Dim": INT, "UseNaturalGradient": BOOL},
+    "ScaleAndOffsetComponent": {
+        **_UPDATABLE, "Dim": INT, "Scales": VECTOR, "Offsets": VECTOR, "UseNaturalGradient": BOOL, "Rank": INT},
+    "ConstantFunctionComponent": {
+        **_UPDATABLE, "InputDim": INT, "Output": VECTOR, "IsUpdatable": BOOL, "UseNaturalGradient": BOOL},
+    "ConstantComponent": {**_UPDATABLE, "Output": VECTOR, "IsUpdatable": BOOL, "UseNaturalGradient": BOOL},
+    "FixedScaleComponent": {"Scales": VECTOR},
+    "FixedBiasComponent": {"Bias": VECTOR},
+    "NoOpComponent": {**_NONLINEAR, "BackpropScale": FLOAT},  # the Nonlinear tokens: its old format
+    "ClipGradientComponent": {
+        "Dim": INT, "ClippingThreshold": FLOAT, "NormBasedClipping": BOOL,
+        "SelfRepairClippedProportionThreshold": FLOAT, "SelfRepairTarget": FLOAT, "SelfRepairScale": FLOAT,
+        "NumElementsClipped": INT, "NumElementsProcessed": INT, "NumSelfRepaired": INT, "NumBackpropped": INT},
+    "BackpropTruncationComponent": {
+        "Dim": INT, "Scale": FLOAT, "ClippingThreshold": FLOAT, "ZeroingThreshold": FLOAT,
+        "ZeroingInterval": INT, "RecurrenceInterval": INT, "NumElementsClipped": DOUBLE,
+        "NumElementsZeroed": DOUBLE, "NumElementsProcessed": DOUBLE, "NumZeroingBoundaries": DOUBLE},
+    "DropoutComponent": {"Dim": INT, "DropoutProportion": FLOAT, "DropoutPerFrame": BOOL, "TestMode": BOOL},
+    "GeneralDropoutComponent": {
+        "Dim": INT, "BlockDim": INT, "TimePeriod": INT, "DropoutProportion": FLOAT, "TestMode": FLAG,
+        "Continuous": FLAG},
+    "BatchNormComponent": {
+        "Dim": INT, "BlockDim": INT, "Epsilon": FLOAT, "TargetRms": FLOAT, "TestMode": BOOL, "Count": DOUBLE,
+        "StatsMean": VECTOR, "StatsVar": VECTOR},
+    "NormalizeComponent": {
+        "Dim": INT, "InputDim": INT, "BlockDim": INT, "TargetRms": FLOAT, "AddLogStddev": BOOL,
+        "ValueAvg": VECTOR, "DerivAvg": VECTOR, "Count": DOUBLE},  # the last three: old format
+    "PnormComponent": dict(_IN_OUT),
+    "ElementwiseProductComponent": dict(_IN_OUT),
+    "DistributeComponent": dict(_IN_OUT),
+    "SumBlockComponent": {**_IN_OUT, "Scale": FLOAT},
+    "SumGroupComponent": {"Sizes": INTS},
+    "PermuteComponent": {"ColumnMap": INTS},
+    "StatisticsExtractionComponent": {
+        "InputDim": INT, "InputPeriod": INT, "OutputPeriod": INT, "IncludeVarinance": BOOL},
+    "StatisticsPoolingComponent": {
+        "InputDim": INT, "InputPeriod": INT, "LeftContext": INT, "RightContext": INT,
+        "NumLogCountFeatures": INT, "OutputStddevs": BOOL, "VarianceFloor": FLOAT},
+    "LstmNonlinearityComponent": {
+        **_UPDATABLE, "Params": MATRIX, "ValueAvg": MATRIX, "DerivAvg": MATRIX, "SelfRepairConfig": VECTOR,
+        "SelfRepairProb": VECTOR, "UseDropout": BOOL, "Count": DOUBLE},
+    "GruNonlinearityComponent": {
+        **_UPDATABLE, "CellDim": INT, "RecurrentDim": INT, "w_h": MATRIX, "ValueAvg": VECTOR,
+        "DerivAvg": VECTOR, "SelfRepairTotal": DOUBLE, "Count": DOUBLE, "SelfRepairThreshold": FLOAT,
+        "SelfRepairScale": FLOAT, "Alpha": FLOAT, "RankInOut": (INT, INT), "UpdatePeriod": INT},
+    # OutputGru, SpecAugmentTimeMask, Maxpooling, Convolution, TimeHeightConvolution and ConvolutionModel:
+    # token names from shared/KALDI-TEXT-FORMATS.md, not from their Write code (int vs float as their text
+    # values show; float vs double unverified, which only matters for writing a text model as binary
+    # byte-identically to Kaldi: Kaldi reads either size). Composite and RestrictedAttention: from Write.
+    "OutputGruNonlinearityComponent": {
+        **_UPDATABLE, "CellDim": INT, "w_h": VECTOR, "ValueAvg": VECTOR, "DerivAvg": VECTOR,
+        "SelfRepairTotal": DOUBLE, "Count": DOUBLE, "SelfRepairThreshold": FLOAT, "SelfRepairScale": FLOAT,
+        "Alpha": FLOAT, "Rank": INT, "UpdatePeriod": INT},
+    "CompositeComponent": {**_UPDATABLE, "MaxRowsProcess": INT, "NumComponents": INT},
+    "SpecAugmentTimeMaskComponent": {"Dim": INT, "ZeroedProportion": FLOAT, "TimeMaskMaxFrames": INT},
+    "MaxpoolingComponent": {t: INT for t in (
+        "InputXDim", "InputYDim", "InputZDim", "PoolXSize", "PoolYSize", "PoolZSize", "PoolXStep", "PoolYStep",
+        "PoolZStep")},
+    "ConvolutionComponent": {
+        **_UPDATABLE, **{t: INT for t in ("InputXDim", "InputYDim", "InputZDim", "FiltXDim", "FiltYDim",
+                                          "FiltXStep", "FiltYStep", "InputVectorization")},
+        "FilterParams": MATRIX, "BiasParams": VECTOR},
+    "TimeHeightConvolutionComponent": {
+        **_UPDATABLE, "Model": FLAG, "LinearParams": MATRIX, "BiasParams": VECTOR, "MaxMemoryMb": FLOAT,
+        "UseNaturalGradient": BOOL, "NumMinibatchesHistory": FLOAT, "AlphaInOut": (FLOAT, FLOAT),
+        "RankInOut": (INT, INT)},
+    "RestrictedAttentionComponent": {
+        **{t: INT for t in ("NumHeads", "KeyDim", "ValueDim", "NumLeftInputs", "NumRightInputs", "TimeStride",
+                            "NumLeftInputsRequired", "NumRightInputsRequired")},
+        "OutputContext": BOOL, "KeyScale": FLOAT, "StatsCount": DOUBLE, "EntropyStats": DVECTOR,
+        "PosteriorStats": DMATRIX},
+    "ConvolutionModel": {
+        "NumFiltersIn": INT, "NumFiltersOut": INT, "HeightIn": INT, "HeightOut": INT, "HeightSubsampleOut": INT,
+        "Offsets": PAIRS, "RequiredTimeOffsets": INTS},
+}
+
+#: Nested blocks other than components (whose tokens all end in "Component").
+_BLOCKS = frozenset({"ConvolutionModel"})
+_MAX_DEPTH = 8
+
+
+def _is_block(token: str) -> bool:
+    return token.endswith("Component") or token in _BLOCKS
+
+
+def _kind(kaldi_type: str, token: str) -> Kind | None:
+    return TOKEN_KINDS.get(kaldi_type, {}).get(token)
+
+
+def token_to_field(token: str) -> str:
+    """Kaldi's token (without brackets) as symnet's parameter suffix: ``LinearParams`` -> ``linear_params``."""
+    if "_" in token or token.islower():
+        return token
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", token).lower()
+
+
+def field_to_token(field: str) -> str:
+    """The inverse of `token_to_field` for Kaldi's tokens: ``linear_params`` -> ``LinearParams``
+    (``w_h`` stays ``w_h``)."""
+    if field == "w_h":
+        return field
+    return "".join(part[:1].upper() + part[1:] for part in field.split("_"))
+
+
+# ----- values: normalisation and comparison ----------------------------------------------------
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    if array.flags.writeable or not array.flags.c_contiguous:
+        array = np.array(array, order="C", copy=True)
+        array.setflags(write=False)
+    return array
+
+
+def _bad(where: str, message: str) -> ModelFormatError:
+    return ModelFormatError(f"{where}: {message}")
+
+
+def _scalar(value: Any, kind: str | None, where: str) -> Any:
+    if kind == FLAG:
+        if value is not None:
+            raise _bad(where, f"a flag token takes no value, got {value!r}")
+        return None
+    if kind == BOOL or (kind is None and isinstance(value, (bool, np.bool_))):
+        if not isinstance(value, (bool, np.bool_)):
+            raise _bad(where, f"expected a bool, got {value!r}")
+        return bool(value)
+    if kind == INT or (kind is None and isinstance(value, (int, np.integer)) and not isinstance(value, bool)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise _bad(where, f"expected an int32, got {value!r}")
+        if not INT32_MIN <= int(value) <= INT32_MAX:
+            raise _bad(where, f"{value} does not fit in an int32")
+        return int(value)
+    if kind in (FLOAT, DOUBLE) or (kind is None and isinstance(value, (float, np.floating))):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise _bad(where, f"expected a number, got {value!r}")
+        if isinstance(value, (np.float32, np.float64)):
+            return value  # the precision the file (or the caller) has
+        return np.float64(value) if kind == DOUBLE else np.float32(value)
+    if kind is None and isinstance(value, str):
+        if not value or any(c in " \t\n\v\f\r" for c in value):
+            raise _bad(where, f"a word value must be non-empty and without whitespace, got {value!r}")
+        return value
+    if kind is None and value is None:
+        return None
+    raise _bad(where, f"expected a {kind or 'scalar'}, got {value!r}")
+
+
+def _array(value: Any, kind: str | None, where: str) -> np.ndarray:
+    array = np.asarray(value)
+    if kind in (INTS, PAIRS) or (kind is None and array.dtype.kind in "iu"):
+        if array.dtype.kind not in "iu" and not (array.size == 0 and array.dtype.kind == "f"):
+            raise _bad(where, f"expected integers, got an array of {array.dtype}")
+        if array.size and (array.min() < INT32_MIN or array.max() > INT32_MAX):
+            raise _bad(where, "integers do not fit in int32")
+        pairs = kind == PAIRS or (kind is None and array.ndim == 2)
+        if pairs and not (array.ndim == 2 and array.shape[1] == 2) and not (array.size == 0):
+            raise _bad(where, f"expected an (n, 2) array of integer pairs, got shape {array.shape}")
+        if not pairs and array.ndim != 1:
+            raise _bad(where, f"expected a 1-d integer vector, got shape {array.shape}")
+        array = array.reshape((-1, 2)) if pairs else array
+        return _frozen(array.astype(np.int32, copy=False))
+    if array.dtype.kind not in "fiub":
+        raise _bad(where, f"expected numbers, got an array of {array.dtype}")
+    ndim = {VECTOR: 1, MATRIX: 2, DVECTOR: 1, DMATRIX: 2}.get(kind or "", array.ndim)
+    if array.ndim != ndim or ndim not in (1, 2):
+        raise _bad(where, f"expected a {'vector' if ndim == 1 else 'matrix'}, got shape {array.shape}")
+    # a float64 numpy array stays double (DV/DM); lists and other arrays become float32 but for double kinds
+    explicit = isinstance(value, np.ndarray) and array.dtype in (np.float32, np.float64)
+    double = array.dtype == np.float64 if explicit else kind in (DVECTOR, DMATRIX)
+    dtype = np.float64 if double else np.float32
+    return _frozen(array.astype(dtype, copy=False))
+
+
+def _normalize(value: Any, kind: Kind | None, where: str) -> Any:
+    if isinstance(value, NnetComponent):
+        if kind is not None:
+            raise _bad(where, f"expected a {kind} value, got a nested {value.type}")
+        return value
+    if isinstance(kind, tuple):
+        if not isinstance(value, (tuple, list)) or len(value) != len(kind):
+            raise _bad(where, f"expected {len(kind)} values ({', '.join(kind)}), got {value!r}")
+        return tuple(_scalar(v, k, where) for v, k in zip(value, kind))
+    if kind in _ARRAYS or isinstance(value, (np.ndarray, list)):
+        return _array(value, kind if kind in _ARRAYS else None, where)
+    if kind is None and isinstance(value, tuple):
+        if not value or any(isinstance(v, (tuple, list, np.ndarray, str, NnetComponent)) or v is None
+                            for v in value):
+            raise _bad(where, f"a tuple value must hold two or more numbers, got {value!r}")
+        return tuple(_scalar(v, None, where) for v in value)
+    return _scalar(value, kind, where)
+
+
+def _key(value: Any) -> Any:
+    """A hashable key that compares values exactly (dtype, shape and bits for arrays and numpy scalars)."""
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, np.generic):
+        return ("scalar", value.dtype.str, value.tobytes())
+    if isinstance(value, tuple):
+        return ("tuple",) + tuple(_key(v) for v in value)
+    if isinstance(value, (NnetComponent, TransitionModel)):
+        return value._key()
+    return (type(value).__name__, value)
+
+
+class _ByValue:
+    """Equality and hashing by `_key()`."""
+
+    def _key(self) -> Any:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __ne__(self, other: object) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+# ----- components ------------------------------------------------------------------------------
+
+
+def _fields(value: Any) -> tuple[tuple[str, Any], ...]:
+    items = value.items() if isinstance(value, Mapping) else value
+    return tuple((k, v) for k, v in items)
+
+
+@attrs.frozen(eq=False, repr=False)
+class NnetComponent(_ByValue):
+    """One component as its file holds it: `name` (``""`` for a nested block), Kaldi `type`
+    (``NaturalGradientAffineComponent``) and `fields`, the (token, value) pairs in file order.
+
+    Values are normalised on construction with `TOKEN_KINDS` (Python floats become float32, or
+    float64 for double tokens; lists become read-only arrays), so that an `NnetComponent` built in
+    Python compares equal to the same component read back from a file.
+    """
+
+    name: str
+    type: str
+    fields: tuple[tuple[str, Any], ...] = attrs.field(default=(), converter=_fields)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.name, str) or (self.name and any(c in " \t\n\v\f\r" for c in self.name)):
+            raise ModelFormatError(f"component name {self.name!r} must be a string without whitespace")
+        if not isinstance(self.type, str) or not re.fullmatch(r"[^\s<>/]+", self.type):
+            raise ModelFormatError(f"component type {self.type!r} must be a word without <, > or /")
+        label = f"component {self.name!r} ({self.type})" if self.name else self.type
+        fields = []
+        for item in self.fields:
+            if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+                raise ModelFormatError(f"{label}: fields must be (token, value) pairs, got {item!r}")
+            token, value = item
+            if not re.fullmatch(r"[^\s<>/]+", token):
+                raise ModelFormatError(f"{label}: token {token!r} must be a word without <, > or / "
+                                       "(give LinearParams for <LinearParams>)")
+            if isinstance(value, NnetComponent):
+                if value.type != token or value.name:
+                    raise ModelFormatError(f"{label}: a nested block's token must be its type and its name "
+                                           f"empty, got token {token!r} for {value.type!r} named {value.name!r}")
+            elif _is_block(token):
+                raise ModelFormatError(f"{label}: token <{token}> names a nested block; its value must be an "
+                                       "NnetComponent")
+            fields.append((token, _normalize(value, _kind(self.type, token), f"{label} <{token}>")))
+        object.__setattr__(self, "fields", tuple(fields))
+
+    def _key(self) -> Any:
+        return ("component", self.name, self.type, tuple((t, _key(v)) for t, v in self.fields))
+
+    def __repr__(self) -> str:
+        def short(value: Any) -> str:
+            if isinstance(value, np.ndarray):
+                return f"{value.dtype}[{'x'.join(map(str, value.shape))}]"
+            return repr(value)
+
+        fields = ", ".join(f"{t}={short(v)}" for t, v in self.fields)
+        return f"NnetComponent({self.name!r}, {self.type!r}, {fields})"
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return tuple(t for t, _ in self.fields)
+
+    def __contains__(self, token: str) -> bool:
+        return any(t == token for t, _ in self.fields)
+
+    def __getitem__(self, token: str) -> Any:
+        for t, v in self.fields:
+            if t == token:
+                return v
+        raise KeyError(f"{self.type} {self.name!r} has no <{token}>")
+
+    def get(self, token: str, default: Any = None) -> Any:
+        """The value of the first field `token`, or `default`."""
+        return next((v for t, v in self.fields if t == token), default)
+
+    def replace(self, **values: Any) -> NnetComponent:
+        """A copy with the values of existing tokens replaced (``replace(LinearParams=w)``)."""
+        missing = [t for t in values if t not in self]
+        if missing:
+            raise KeyError(f"{self.type} {self.name!r} has no <{missing[0]}>")
+        return attrs.evolve(self, fields=tuple((t, values.get(t, v)) for t, v in self.fields))
+
+    @property
+    def parameters(self) -> dict[str, np.ndarray]:
+        """Float arrays by symnet field name (``linear_params``), for the network builder."""
+        return {token_to_field(t): v for t, v in self.fields
+                if isinstance(v, np.ndarray) and v.dtype.kind == "f"}
+
+
+# ----- the transition model --------------------------------------------------------------------
+
+
+def _transitions(value: Any) -> tuple[tuple[int, np.float32], ...]:
+    return tuple((int(dst), np.float32(prob)) for dst, prob in value)
+
+
+@attrs.frozen
+class HmmState:
+    """A state of a topology entry: pdf classes (-1: none) and (destination, probability) transitions."""
+
+    forward_pdf_class: int = attrs.field(converter=int)
+    self_loop_pdf_class: int = attrs.field(converter=int)
+    transitions: tuple[tuple[int, np.float32], ...] = attrs.field(default=(), converter=_transitions)
+
+
+@attrs.frozen
+class TopologyEntry:
+    """The HMM topology shared by `phones`."""
+
+    phones: tuple[int, ...] = attrs.field(converter=lambda v: tuple(sorted(int(p) for p in v)))
+    states: tuple[HmmState, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen(eq=False)
+class TransitionModel(_ByValue):
+    """Kaldi's TransitionModel (hmm/transition-model.cc), parsed, with the raw bytes it was read from.
+
+    `tuples` are (phone, hmm_state, forward_pdf, self_loop_pdf) rows (written as ``<Triples>`` with
+    three columns when every state's forward and self-loop pdf classes agree); `log_probs` is the
+    float32 vector of transition log-probabilities. `raw` (the bytes from the file, in the format
+    `raw_binary` says) is what a writer in that format emits; equality ignores it.
+    """
+
+    topology: tuple[TopologyEntry, ...] = attrs.field(converter=tuple)
+    tuples: tuple[tuple[int, int, int, int], ...] = attrs.field(
+        converter=lambda v: tuple(tuple(int(x) for x in row) for row in v))
+    log_probs: np.ndarray = attrs.field(converter=lambda v: _array(v, VECTOR, "TransitionModel <LogProbs>"))
+    raw: bytes | None = attrs.field(default=None, repr=False)
+    raw_binary: bool | None = attrs.field(default=None, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.log_probs.dtype != np.float32:
+            object.__setattr__(self, "log_probs", _frozen(self.log_probs.astype(np.float32)))
+        for row in self.tuples:
+            if len(row) != 4:
+                raise ModelFormatError(f"TransitionModel: tuples are (phone, hmm_state, forward_pdf, "
+                                       f"self_loop_pdf), got {row!r}")
+
+    def _key(self) -> Any:
+        topology = tuple((e.phones, tuple((s.forward_pdf_class, s.self_loop_pdf_class,
+                                           tuple((d, _key(p)) for d, p in s.transitions)) for s in e.states))
+                         for e in self.topology)
+        return ("transition-model", topology, self.tuples, _key(self.log_probs))
+
+    @property
+    def is_hmm(self) -> bool:
+        """Kaldi's IsHmm: every state's forward and self-loop pdf classes agree (``<Triples>``)."""
+        return all(s.forward_pdf_class == s.self_loop_pdf_class for e in self.topology for s in e.states)
+
+    @property
+    def num_pdfs(self) -> int:
+        return 1 + max((max(r[2], r[3]) for r in self.tuples), default=-1)
+
+
+def _read_transition_model(r: BinaryReader | TextReader) -> TransitionModel:
+    start = r.pos
+    r.expect_token("<TransitionModel>")
+    r.expect_token("<Topology>", " (the transition model's topology)")
+    entries = _read_topology_binary(r) if r.binary else _read_topology_text(r)
+    at = r.skip_ws()
+    kind = r.read_token("<Triples> or <Tuples>")
+    if kind not in ("<Triples>", "<Tuples>"):
+        raise r.error(f"expected <Triples> or <Tuples>, got {kind!r}", at=at, expected="<Triples>")
+    size = r.read_int(kind)
+    width = 3 if kind == "<Triples>" else 4
+    if size < 0 or size * width > _remaining(r):
+        raise r.error(f"bad number of transition-model tuples {size}", expected=f"the size of {kind}")
+    rows = []
+    for _ in range(size):
+        row = [r.read_int(f"a {kind[1:-1].lower()[:-1]} entry") for _ in range(width)]
+        rows.append(tuple(row) if width == 4 else (row[0], row[1], row[2], row[2]))
+    r.expect_token("</" + kind[1:], " (the end of the transition-model tuples)")
+    r.expect_token("<LogProbs>")
+    log_probs = r.read_vector("<LogProbs>")
+    r.expect_token("</LogProbs>")
+    r.expect_token("</TransitionModel>")
+    end = r.skip_ws()
+    raw = r.data[start:end] if r.binary else r.text[start:end].encode("utf-8")  # type: ignore[union-attr]
+    return TransitionModel(entries, rows, log_probs, raw=raw, raw_binary=r.binary)
+
+
+def _remaining(r: BinaryReader | TextReader) -> int:
+    return (len(r.data) if r.binary else len(r.text)) - r.pos  # type: ignore[union-attr]
+
+
+def _read_topology_text(r: TextReader) -> list[TopologyEntry]:
+    entries = []
+    while True:
+        at = r.skip_ws()
+        token = r.read_token("<TopologyEntry> or </Topology>")
+        if token == "</Topology>":
+            break
+        if token != "<TopologyEntry>":
+            raise r.error(f"expected <TopologyEntry> or </Topology>, got {token!r}", at=at,
+                          expected="<TopologyEntry>")
+        r.expect_token("<ForPhones>")
+        phones = []
+        while True:
+            word, at = r.read_word("a phone or </ForPhones>")
+            if word == "</ForPhones>":
+                break
+            if not re.fullmatch(r"[0-9]+", word) or int(word) > INT32_MAX:
+                raise r.error(f"expected a phone (an integer) or </ForPhones>, got {word!r}", at=at,
+                              expected="</ForPhones>")
+            phones.append(int(word))
+        states = []
+        at = r.skip_ws()
+        token = r.read_token("<State> or </TopologyEntry>")
+        while token != "</TopologyEntry>":
+            if token != "<State>":
+                raise r.error(f"expected <State> or </TopologyEntry>, got {token!r}", at=at, expected="<State>")
+            at = r.skip_ws()
+            index = r.read_int("<State>")
+            if index != len(states):
+                raise r.error(f"expected state {len(states)}, got {index}", at=at, expected=f"<State> {len(states)}")
+            token = r.read_token("</State>")
+            forward = self_loop = -1
+            if token == "<PdfClass>":
+                forward = self_loop = r.read_int("<PdfClass>")
+                token = r.read_token("</State>")
+            elif token == "<ForwardPdfClass>":
+                forward = r.read_int("<ForwardPdfClass>")
+                r.expect_token("<SelfLoopPdfClass>")
+                self_loop = r.read_int("<SelfLoopPdfClass>")
+                token = r.read_token("</State>")
+            transitions = []
+            while token == "<Transition>":
+                transitions.append((r.read_int("<Transition>"), r.read_real("<Transition>")))
+                token = r.read_token("</State>")
+            if token != "</State>":
+                raise r.error(f"expected <Transition> or </State>, got {token!r}", expected="</State>")
+            states.append(HmmState(forward, self_loop, transitions))
+            at = r.skip_ws()
+            token = r.read_token("<State> or </TopologyEntry>")
+        entries.append(TopologyEntry(phones, states))
+    return entries
+
+
+def _read_topology_binary(r: BinaryReader) -> list[TopologyEntry]:
+    phones = r.read_int_vector("the topology's phones")
+    phone2idx = r.read_int_vector("the topology's phone2idx")
+    size = r.read_int("the number of topology entries")
+    is_hmm = True
+    if size == -1:
+        is_hmm = False
+        size = r.read_int("the number of topology entries")
+    if size < 0 or size > _remaining(r):
+        raise r.error(f"bad number of topology entries {size}", expected="the number of topology entries")
+    entries = []
+    for i in range(size):
+        num_states = r.read_int("the number of states")
+        if num_states < 0 or num_states > _remaining(r):
+            raise r.error(f"bad number of states {num_states}", expected="the number of states")
+        states = []
+        for _ in range(num_states):
+            forward = r.read_int("a forward pdf class")
+            self_loop = forward if is_hmm else r.read_int("a self-loop pdf class")
+            num_transitions = r.read_int("the number of transitions")
+            if num_transitions < 0 or num_transitions > _remaining(r):
+                raise r.error(f"bad number of transitions {num_transitions}", expected="the number of transitions")
+            transitions = [(r.read_int("a transition"), r.read_real("a transition probability"))
+                           for _ in range(num_transitions)]
+            states.append(HmmState(forward, self_loop, transitions))
+        entries.append(states)
+    r.expect_token("</Topology>")
+    owned: list[list[int]] = [[] for _ in range(size)]
+    for phone, index in enumerate(phone2idx.tolist()):
+        if index == -1:
+            continue
+        if not 0 <= index < size:
+            raise r.error(f"topology: phone {phone} maps to entry {index}, but there are {size} entries",
+                          expected="a consistent topology")
+        owned[index].append(phone)
+    if sorted(p for ps in owned for p in ps) != phones.tolist():
+        raise r.error("topology: the phone list does not match the phone-to-entry map",
+                      expected="a consistent topology")
+    return [TopologyEntry(ps, states) for ps, states in zip(owned, entries)]
+
+
+def _raw_matches(tm: TransitionModel, binary: bool) -> bool:
+    """Whether `tm.raw` is in the `binary` format and still holds `tm` (not stale after an attrs.evolve)."""
+    if tm.raw is None or tm.raw_binary != binary:
+        return False
+    try:
+        if binary:
+            reader: BinaryReader | TextReader = BinaryReader(tm.raw, 0, "<transition model>")
+        else:
+            reader = TextReader(tm.raw.decode("utf-8"), 0, "<transition model>")
+        return _read_transition_model(reader) == tm and reader.at_end()
+    except (ModelFormatError, UnicodeDecodeError):
+        return False
+
+
+def _write_transition_model(w: Writer, tm: TransitionModel) -> None:
+    if _raw_matches(tm, w.binary):
+        w.raw(tm.raw)  # type: ignore[arg-type]
+        return
+    is_hmm = tm.is_hmm
+    w.token("<TransitionModel>")
+    w.newline()
+    w.token("<Topology>")
+    if not w.binary:
+        w.raw("\n")
+        for entry in tm.topology:
+            w.token("<TopologyEntry>")
+            w.raw("\n")
+            w.token("<ForPhones>")
+            w.raw("\n" + "".join(f"{p} " for p in sorted(entry.phones)) + "\n")
+            w.token("</ForPhones>")
+            w.raw("\n")
+            for j, state in enumerate(entry.states):
+                w.token("<State>")
+                w.int(j)
+                if state.forward_pdf_class != -1:
+                    if is_hmm:
+                        w.token("<PdfClass>")
+                        w.int(state.forward_pdf_class)
+                    else:
+                        w.token("<ForwardPdfClass>")
+                        w.int(state.forward_pdf_class)
+                        w.token("<SelfLoopPdfClass>")
+                        w.int(state.self_loop_pdf_class)
+                for dst, prob in state.transitions:
+                    w.token("<Transition>")
+                    w.int(dst)
+                    w.real(prob, double=False)
+                w.token("</State>")
+                w.raw("\n")
+            w.token("</TopologyEntry>")
+            w.raw("\n")
+    else:
+        phones = sorted(p for e in tm.topology for p in e.phones)
+        phone2idx = [-1] * (max(phones, default=-1) + 1)
+        for i, entry in enumerate(tm.topology):
+            for p in entry.phones:
+                phone2idx[p] = i
+        w.int_vector(np.array(phones))
+        w.int_vector(np.array(phone2idx))
+        if not is_hmm:
+            w.int(-1)
+        w.int(len(tm.topology))
+        for entry in tm.topology:
+            w.int(len(entry.states))
+            for state in entry.states:
+                w.int(state.forward_pdf_class)
+                if not is_hmm:
+                    w.int(state.self_loop_pdf_class)
+                w.int(len(state.transitions))
+                for dst, prob in state.transitions:
+                    w.int(dst)
+                    w.real(prob, double=False)
+    w.token("</Topology>")
+    w.newline()
+    kind = "Triples" if is_hmm else "Tuples"
+    w.token(f"<{kind}>")
+    w.int(len(tm.tuples))
+    w.newline()
+    for row in tm.tuples:
+        for x in row[:3] if is_hmm else row:
+            w.int(x)
+        w.newline()
+    w.token(f"</{kind}>")
+    w.newline()
+    w.token("<LogProbs>")
+    w.newline()
+    w.vector(tm.log_probs)
+    w.token("</LogProbs>")
+    w.newline()
+    w.token("</TransitionModel>")
+    w.newline()
+
+
+# ----- the file ---------------------------------------------------------------------------------
+
+
+def _config_text(value: Any) -> str:
+    if isinstance(value, str):
+        text = value
+    else:
+        text = "".join(line + "\n" for line in value)
+    if text and not text.endswith("\n"):
+        text += "\n"
+    return text
+
+
+def _priors(value: Any) -> np.ndarray | None:
+    return None if value is None else _array(value, VECTOR, "<Priors>")
+
+
+@attrs.frozen(eq=False)
+class NnetFile(_ByValue):
+    """A Kaldi nnet3 model file's content: a raw nnet, or an acoustic model (AmNnetSimple).
+
+    `config` is the config text Kaldi writes between ``<Nnet3>`` and ``<NumComponents>`` (one
+    line per node, each ending in a newline); `components` the components in file order. For an
+    acoustic model, `transition_model`, `left_context`, `right_context` and `priors` are set
+    (all or none). Equality is by value and ignores the format the file was read from.
+    """
+
+    config: str = attrs.field(converter=_config_text)
+    components: tuple[NnetComponent, ...] = attrs.field(converter=tuple)
+    transition_model: TransitionModel | None = None
+    left_context: int | None = None
+    right_context: int | None = None
+    priors: np.ndarray | None = attrs.field(default=None, converter=_priors)
+
+    def __attrs_post_init__(self) -> None:
+        for number, line in enumerate(self.config.split("\n")[:-1], 1):
+            if line.strip("\r") == "":
+                raise ModelFormatError(f"config line {number} is empty: a blank line ends the config section")
+            if "\r" in line:
+                raise ModelFormatError(f"config line {number} contains a carriage return")
+        seen: set[str] = set()
+        for component in self.components:
+            if not isinstance(component, NnetComponent):
+                raise ModelFormatError(f"components must be NnetComponents, got {component!r}")
+            if not component.name:
+                raise ModelFormatError(f"a top-level {component.type} needs a name")
+            if component.name in seen:
+                raise ModelFormatError(f"component name {component.name!r} appears twice")
+            seen.add(component.name)
+        am = (self.transition_model, self.left_context, self.right_context, self.priors)
+        if any(v is not None for v in am) and any(v is None for v in am):
+            raise ModelFormatError("an acoustic model needs transition_model, left_context, right_context and "
+                                   "priors (all of them, or none for a raw nnet)")
+        for name in ("left_context", "right_context"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _scalar(value, INT, name))
+
+    def _key(self) -> Any:
+        return ("nnet", self.config, tuple(c._key() for c in self.components), _key(self.transition_model),
+                self.left_context, self.right_context, None if self.priors is None else _key(self.priors))
+
+    @property
+    def is_am(self) -> bool:
+        """Whether this is an acoustic model (transition model, nnet, priors)."""
+        return self.transition_model is not None
+
+    @property
+    def config_lines(self) -> tuple[str, ...]:
+        return tuple(self.config.split("\n")[:-1])
+
+    def component(self, name: str) -> NnetComponent:
+        for c in self.components:
+            if c.name == name:
+                return c
+        raise KeyError(f"no component named {name!r}")
+
+    def replace_components(self, components: Iterable[NnetComponent]) -> NnetFile:
+        """A copy with the components of the same names replaced."""
+        new = {c.name: c for c in components}
+        missing = [name for name in new if name not in {c.name for c in self.components}]
+        if missing:
+            raise KeyError(f"no component named {missing[0]!r}")
+        return attrs.evolve(self, components=tuple(new.get(c.name, c) for c in self.components))
+
+
+# ----- reading ---------------------------------------------------------------------------------
+
+
+def _read_value(r: BinaryReader | TextReader, kind: Kind | None, token: str, label: str) -> Any:
+    what = f"{token} of {label}"
+    if kind is None:
+        return _infer_binary(r, token, label) if r.binary else _infer_text(r, token, label)  # type: ignore[arg-type]
+    if isinstance(kind, tuple):
+        return tuple(_read_value(r, k, token, label) for k in kind)
+    if kind == INT:
+        return r.read_int(what)
+    if kind in (FLOAT, DOUBLE):
+        return r.read_real(what) if r.binary else r.read_real(what, double=kind == DOUBLE)  # type: ignore[call-arg]
+    if kind == BOOL:
+        return r.read_bool(what)
+    if kind in (VECTOR, DVECTOR):
+        return r.read_vector(what) if r.binary else r.read_vector(what, double=kind == DVECTOR)  # type: ignore
+    if kind in (MATRIX, DMATRIX):
+        return r.read_matrix(what) if r.binary else r.read_matrix(what, double=kind == DMATRIX)  # type: ignore
+    if kind in (INTS, PAIRS):
+        return r.read_int_vector(what, pairs=kind == PAIRS)
+    if kind == FLAG:
+        return None
+    raise AssertionError(kind)
+
+
+def _infer_binary(r: BinaryReader, token: str, label: str) -> Any:
+    byte = r.peek()
+    array = r._peek_array_token()
+    if array in ("FV", "DV"):
+        return r.read_vector(f"{token} of {label}")
+    if array:
+        return r.read_matrix(f"{token} of {label}")
+    if byte == ord("<"):
+        return None
+    if byte in (ord("T"), ord("F")):
+        return r.read_bool(f"{token} of {label}")
+    if byte == 8:
+        return r.read_real(f"{token} of {label}")
+    if byte == 4:
+        raise r.error(f"cannot tell whether the value of {token} in {label} is an int32, a float or an integer "
+                      f"vector: {token} is not in symnet's table of Kaldi tokens (TOKEN_KINDS) for this type",
+                      expected=f"a known token of {label}")
+    raise r.error(f"expected the value of {token} in {label}, got {r._describe(byte)}",
+                  expected=f"value of {token}")
+
+
+def _infer_text(r: TextReader, token: str, label: str) -> Any:
+    what = f"{token} of {label}"
+    single_space = r.peek() == "["  # Kaldi writes "<Tok> [ 1 2 ]" for integer vectors, "<Tok>  [" for reals
+    r.skip_ws()
+    c = r.peek()
+    if c == "<" or c == "":
+        return None
+    if c == "[":
+        end = r.text.find("]", r.pos)
+        content = r.text[r.pos + 1:end] if end >= 0 else ""
+        if "," in content:
+            return r.read_int_vector(what, pairs=True)
+        words = content.split()
+        if single_space and all(re.fullmatch(r"[+-]?[0-9]+", w) for w in words):
+            return r.read_int_vector(what)
+        if content.lstrip(" \t")[:1] in ("\n", "\r"):
+            return r.read_matrix(what)
+        return r.read_vector(what)
+    values: list[Any] = []
+    while True:
+        save = r.pos
+        word, at = r._word()
+        if word and re.fullmatch(r"[+-]?[0-9]+", word) and INT32_MIN <= int(word) <= INT32_MAX:
+            values.append(int(word))
+        elif word and not word.startswith("<") and _is_number(word):
+            values.append(_real(word, False))
+        else:
+            r.pos = save
+            break
+    if len(values) == 1:
+        return values[0]
+    if values:
+        return tuple(values)
+    word, at = r.read_word(f"the value of {what}")
+    if word in ("T", "F"):
+        return word == "T"
+    return word
+
+
+def _is_number(word: str) -> bool:
+    return bool(_NUM_RE.match(word))
+
+
+def _read_block(r: BinaryReader | TextReader, name: str, kaldi_type: str, depth: int = 0) -> NnetComponent:
+    label = f"component {name!r} ({kaldi_type})" if name else f"nested {kaldi_type}"
+    if depth > _MAX_DEPTH:
+        raise r.error(f"{label}: blocks nested more than {_MAX_DEPTH} deep", expected=f"</{kaldi_type}>")
+    end = f"</{kaldi_type}>"
+    fields: list[tuple[str, Any]] = []
+    while True:
+        at = r.skip_ws()
+        token = r.read_token(f"a field token or {end}", f" in {label}")
+        if token == end:
+            break
+        if not (len(token) > 2 and token[0] == "<" and token[-1] == ">" and token[1] != "/"):
+            raise r.error(f"expected a field token like <LinearParams> or {end} in {label}, got {token!r}",
+                          at=at, expected=end)
+        field = token[1:-1]
+        if _is_block(field):
+            value: Any = _read_block(r, "", field, depth + 1)
+        else:
+            value = _read_value(r, _kind(kaldi_type, field), token, label)
+        fields.append((field, value))
+    try:
+        return NnetComponent(name, kaldi_type, tuple(fields))
+    except ModelFormatError as e:
+        raise r.error(str(e), at=at) from None
+
+
+def _read_nnet3(r: BinaryReader | TextReader) -> tuple[str, list[NnetComponent]]:
+    r.expect_token("<Nnet3>")
+    at = r.pos
+    rest = r.read_line("a newline after <Nnet3>")
+    if rest not in ("", "\r"):
+        raise r.error(f"expected a newline after <Nnet3>, got {rest[:40]!r}", at=at, expected="newline")
+    lines = []
+    while True:
+        at = r.pos
+        line = r.read_line("a config line, or the blank line that ends the config lines")
+        if line in ("", "\r"):
+            break
+        if line.lstrip(" \t").startswith("<NumComponents>"):
+            raise r.error("expected the blank line that ends the config lines before <NumComponents>", at=at,
+                          expected="a blank line")
+        lines.append(line[:-1] if line.endswith("\r") else line)
+    r.expect_token("<NumComponents>", " (after the blank line that ends the config lines)")
+    at = r.pos
+    count = r.read_int("<NumComponents>")
+    if not 0 <= count < 100000:
+        raise r.error(f"bad number of components {count}", at=at, expected="<NumComponents> in [0, 100000)")
+    components: list[NnetComponent] = []
+    names: set[str] = set()
+    for c in range(count):
+        r.expect_token("<ComponentName>", f" (component {c + 1} of {count})")
+        at = r.skip_ws()
+        name = r.read_token("a component name")
+        if name in names:
+            raise r.error(f"component name {name!r} appears twice", at=at, expected="a new component name")
+        names.add(name)
+        at = r.skip_ws()
+        token = r.read_token(f"the type of component {name!r}, e.g. <AffineComponent>")
+        if not (len(token) > 2 and token[0] == "<" and token[-1] == ">" and token[1] != "/"):
+            raise r.error(f"expected the type of component {name!r} (like <AffineComponent>), got {token!r}",
+                          at=at, expected="<...Component>")
+        components.append(_read_block(r, name, token[1:-1]))
+    r.expect_token("</Nnet3>", f" (after {count} components)")
+    return "".join(line + "\n" for line in lines), components
+
+
+def parse_nnet(data: bytes, *, file: str = "<bytes>") -> NnetFile:
+    """The content of a Kaldi nnet3 model file given as bytes (text or binary, raw nnet or acoustic model)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"parse_nnet takes bytes, got {type(data).__name__}")
+    data = bytes(data)
+    r = make_reader(data, file)
+    first = r.peek_token()
+    transition_model = None
+    if first == "<TransitionModel>":
+        transition_model = _read_transition_model(r)
+    elif first != "<Nnet3>":
+        at = r.skip_ws()
+        raise r.error(f"expected <Nnet3> (a raw nnet) or <TransitionModel> (an acoustic model), got "
+                      f"{first[:40]!r}" if first else "empty file: expected <Nnet3> or <TransitionModel>",
+                      at=at, expected="<Nnet3>")
+    config, components = _read_nnet3(r)
+    extra: dict[str, Any] = {}
+    if transition_model is not None:
+        r.expect_token("<LeftContext>", " (the acoustic model's, after </Nnet3>)")
+        left = r.read_int("<LeftContext>")
+        r.expect_token("<RightContext>")
+        right = r.read_int("<RightContext>")
+        r.expect_token("<Priors>")
+        priors = r.read_vector("<Priors>")
+        extra = dict(transition_model=transition_model, left_context=left, right_context=right, priors=priors)
+    at = r.skip_ws()
+    if not r.at_end():
+        what = "the end of the acoustic model" if transition_model else "</Nnet3>"
+        raise r.error(f"unexpected data after {what}: expected the end of the file", at=at, expected="end of file")
+    try:
+        return NnetFile(config, components, **extra)
+    except ModelFormatError as e:
+        raise model_error(str(e), file=file, offset=0 if r.binary else None, line=None if r.binary else 1,
+                          column=None if r.binary else 1) from None
+
+
+def read_nnet(path: str | os.PathLike[str]) -> NnetFile:
+    """Read a Kaldi nnet3 model file: ``nnet3-copy``/``nnet3-init`` output (raw nnet) or an acoustic
+    model (``nnet3-am-init``, ``final.mdl``), text or binary."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    return parse_nnet(data, file=path)
+
+
+# ----- writing ---------------------------------------------------------------------------------
+
+
+def _write_value(w: Writer, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, tuple):
+        for v in value:
+            _write_value(w, v)
+    elif isinstance(value, (bool, np.bool_)):
+        w.bool(bool(value))
+    elif isinstance(value, (int, np.integer)):
+        w.int(int(value))
+    elif isinstance(value, np.floating):
+        w.real(value, double=value.dtype == np.float64)
+    elif isinstance(value, str):
+        w.token(value)
+    elif isinstance(value, np.ndarray):
+        if value.dtype.kind in "iu":
+            w.int_vector(value, pairs=value.ndim == 2)
+        elif value.ndim == 1:
+            w.vector(value)
+        else:
+            w.matrix(value)
+    else:
+        raise ModelFormatError(f"cannot write value {value!r}")
+
+
+def _write_block(w: Writer, component: NnetComponent) -> None:
+    w.token(f"<{component.type}>")
+    for token, value in component.fields:
+        if isinstance(value, NnetComponent):
+            _write_block(w, value)
+            continue
+        w.token(f"<{token}>")
+        _write_value(w, value)
+    w.token(f"</{component.type}>")
+
+
+def format_nnet(nnet: NnetFile, *, binary: bool = True) -> bytes:
+    """The bytes of `nnet` as Kaldi writes them (``nnet3-copy --binary=...``, or ``nnet3-am-copy``)."""
+    if not isinstance(nnet, NnetFile):
+        raise TypeError(f"format_nnet takes an NnetFile, got {type(nnet).__name__}")
+    w = Writer(binary)
+    if binary:
+        w.raw(b"\0B")
+    if nnet.transition_model is not None:
+        _write_transition_model(w, nnet.transition_model)
+    w.token("<Nnet3>")
+    w.raw("\n" + nnet.config + "\n")
+    w.token("<NumComponents>")
+    w.int(len(nnet.components))
+    w.newline()
+    for component in nnet.components:
+        w.token("<ComponentName>")
+        w.token(component.name)
+        _write_block(w, component)
+        w.newline()
+    w.token("</Nnet3>")
+    if nnet.transition_model is not None:
+        w.token("<LeftContext>")
+        w.int(nnet.left_context)  # type: ignore[arg-type]
+        w.token("<RightContext>")
+        w.int(nnet.right_context)  # type: ignore[arg-type]
+        w.token("<Priors>")
+        w.vector(nnet.priors)  # type: ignore[arg-type]
+    return w.getvalue()
+
+
+def write_nnet(path: str | os.PathLike[str], nnet: NnetFile, *, binary: bool = True) -> None:
+    """Write `nnet` to `path` as Kaldi does, atomically: the bytes are made first, written to a
+    temporary file beside `path` and moved over it, so a failure leaves any existing file untouched."""
+    data = format_nnet(nnet, binary=binary)
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if hasattr(os, "fchmod"):  # mkstemp's 0600 -> what open() would have given
+                os.fchmod(f.fileno(), 0o666 & ~_umask())
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# ----- single matrices and vectors -------------------------------------------------------------
+
+
+def read_kaldi_array(path: str | os.PathLike[str]) -> np.ndarray:
+    """A Kaldi matrix or vector file (``copy-matrix``/``copy-vector`` output, text or binary) as a
+    read-only array: float32 or float64 as stored; a text ``[ ... ]`` on one line is a vector."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    r = make_reader(data, path)
+    if r.binary:
+        token = r._peek_array_token()  # type: ignore[union-attr]
+        array = r.read_vector("the vector") if token in ("FV", "DV") else r.read_matrix("the matrix")
+    else:
+        r.skip_ws()
+        end = r.text.find("]", r.pos)  # type: ignore[union-attr]
+        content = r.text[r.pos + 1:end] if end >= 0 else ""  # type: ignore[union-attr]
+        multiline = r.peek() == "[" and ("\n" in content.strip(" \t\n\r") or content.lstrip(" \t")[:1] == "\n")
+        array = r.read_matrix("the matrix") if multiline else r.read_vector("the vector")  # type: ignore[union-attr]
+    if not r.at_end():
+        raise r.error("unexpected data after the matrix or vector", expected="end of file")
+    return array
