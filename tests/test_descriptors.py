@@ -47,12 +47,6 @@ from symnet.index import Index, IndexSet  # noqa: E402
 x = Input("input", 2)
 
 # Bugs found by these tests (see the reasons); the owner removes a mark once fixed.
-GATHER_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="rowmap.RowMap gather lowering calls jnp.take(..., mode='promise_in_bounds'), which jax 0.10 rejects "
-    "(ValueError: Invalid mode 'promise_in_bounds' for np.take): every irregular row map (> 8 pieces) fails",
-)
 UNUSED_OPERAND_BUG = pytest.mark.xfail(
     strict=True,
     raises=KeyError,
@@ -246,7 +240,6 @@ def test_round_negative_t():
     check(Round(x, 3), outs, [[-3, 0], [-3, 10], [-6, 0], [0, 10], [3, 0], [0, 0], [-6, 10]], inputs=ins)
 
 
-@GATHER_BUG
 def test_round_needs_only_the_rounded_frames():
     # Inputs only at multiples of 4: Round reaches every frame.
     ins = [(0, t) for t in (-4, 0, 4)]
@@ -260,7 +253,6 @@ def test_round_modulus_one_is_identity():
 # ----- ReplaceIndex -------------------------------------------------------------------------
 
 
-@GATHER_BUG
 def test_replace_index_t():
     check(ReplaceIndex(x, "t", 0), frames(2, -2, 7), [[0, 10 * n] for t in range(-2, 7) for n in range(2)])
 
@@ -318,7 +310,6 @@ def test_gaps_in_the_output_frames():
           inputs={"input": frames(2, 0, 10)})
 
 
-@GATHER_BUG
 def test_every_third_frame():
     outs = IndexSet.range(n=2, t=range(0, 12, 3))
     want = [[t + 1, 10 * n] for t in range(0, 12, 3) for n in range(2)]
@@ -328,7 +319,6 @@ def test_every_third_frame():
     check(Round(x, 3), frames(1, 0, 12), [[3 * (t // 3), 0] for t in range(12)], inputs={"input": ins})
 
 
-@GATHER_BUG
 def test_sequences_of_different_lengths():
     lengths = {0: 8, 1: 3, 2: 5}
     ins = [(n, t) for n, T in lengths.items() for t in range(T)]

@@ -124,7 +124,18 @@ def _relu_tie_case():
         np.testing.assert_allclose(a[k], b[k])
 
 
+def _numpy_forward_case():
+    # Input rows n-major (not Kaldi's order): reordering them takes a gather, here run eagerly by `forward`.
+    x = Input("input", 1)
+    net = symnet.Network(x * Weight(2.0))
+    rows = [(n, t) for n in range(3) for t in range(4)]
+    comp = compile(net, ComputationRequest(inputs={"input": rows}, outputs={"output": [(0, 1), (2, 3)]}))
+    value = comp.forward(net, {"input": np.arange(12.0)[:, None]})["output"].value
+    np.testing.assert_allclose(np.asarray(value)[:, 0], [2.0, 22.0])
+
+
 GATHER_BUG = _probe(_gather_case)
+NUMPY_FORWARD_BUG = _probe(_numpy_forward_case)
 UNUSED_OPERAND_BUG = _probe(_unused_operand_case)
 RECURRENT_FAILOVER_BUG = _probe(_recurrent_failover_case)
 RECURRENCE_DIM_ONE_BUG = _probe(_recurrence_of_dim_one_case)
@@ -135,8 +146,18 @@ def _known_bug(e: Exception) -> bool:
     if GATHER_BUG and isinstance(e, ValueError) and "promise_in_bounds" in str(e):
         return True
     if UNUSED_OPERAND_BUG and type(e) is KeyError:
-        return True
+        # Only a KeyError raised by the engine's lowering, never one of this file's or the reference's.
+        return _raised_in(e, os.path.join("symnet", "engine"))
     return False
+
+
+def _raised_in(e: BaseException, where: str) -> bool:
+    tb = e.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return last is not None and where in last
 
 
 # ----- random networks ------------------------------------------------------------------------
@@ -369,7 +390,8 @@ def check_against_reference(net, req, values, rng):
         np.testing.assert_allclose(got[k], want[k], rtol=RTOL, atol=ATOL, err_msg=f"values of {k}")
 
     deltas = {k: rng.normal(size=got[k].shape) for k in wanted}
-    tapes = comp.forward(net, values)
+    # Work around a known bug while it is there: forward() fails on numpy inputs that need a gather.
+    tapes = comp.forward(net, {k: jnp.asarray(v) for k, v in values.items()} if NUMPY_FORWARD_BUG else values)
     for k in wanted:
         np.testing.assert_allclose(np.asarray(tapes[k].value), got[k], rtol=RTOL, atol=ATOL, err_msg=f"tape value of {k}")
         assert row_labels(tapes[k].rows) == wanted[k], f"row labels of the tape of {k}"
@@ -413,7 +435,7 @@ def check_uncomputable(net, inputs, bad, name: str):
 
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("SYMNET_PROPERTY_EXAMPLES", "25")),
+    max_examples=int(os.environ.get("SYMNET_PROPERTY_EXAMPLES", "20")),
     deadline=None,
     database=None,
     report_multiple_bugs=False,
@@ -577,6 +599,16 @@ def test_output_tape_rows_are_the_requested_index_set():
     tape = compile(net, req).forward(net, {"input": np.zeros((8, 2))})["output"]
     assert isinstance(tape.rows, IndexSet)
     assert tape.rows == outs
+
+
+@pytest.mark.xfail(strict=True, raises=AttributeError,
+                   reason="rowmap.RowMap's gather uses value.at[...].get, and Computation.forward passes numpy input "
+                   "matrices through unconverted: forward() on a numpy input whose rows need a gather to reach "
+                   "Kaldi's order fails with AttributeError: 'numpy.ndarray' object has no attribute 'at' "
+                   "(calling the Computation works, as jit converts its arguments)")
+def test_forward_with_numpy_inputs_in_any_order():
+    with jax.enable_x64(True):
+        _numpy_forward_case()
 
 
 def test_reference_agrees_with_itself_in_jnp():
