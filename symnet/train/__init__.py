@@ -2,6 +2,7 @@
 
 from .checkpoint import CheckpointError, Position
 from .examples import Chunks, make_chunks
+from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
 from .loop import EpochStats, FitResult, TrainingError, fit
 from .objectives import OBJECTIVES, objective
 
@@ -10,10 +11,13 @@ __all__ = [
     "Chunks",
     "EpochStats",
     "FitResult",
+    "KaldiData",
+    "KaldiDataError",
     "OBJECTIVES",
     "Position",
     "TrainingError",
     "fit",
     "make_chunks",
     "objective",
+    "read_kaldi_data",
 ]

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import tempfile
+import zipfile
 from typing import Any
 
 import attrs
@@ -43,6 +44,8 @@ def atomic_write(path: str, data: bytes) -> None:
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
     try:
+        # mkstemp makes the file private (0600); give it the mode a plain open() would.
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -52,6 +55,12 @@ def atomic_write(path: str, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def save(path: str, network: Any, opt_state: Any, position: Position, extra: dict | None = None) -> None:
@@ -82,29 +91,48 @@ def load(path: str, network: Any, opt_state_template: Any) -> tuple[Any, Any, Po
     Refuses (CheckpointError) a checkpoint of another network or another optimiser.
     """
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError) as e:
-        raise CheckpointError(f"{path}: not a readable checkpoint ({e})") from None
+        with open(path, "rb") as f:  # our own handle: closed even when numpy fails on a damaged file
+            loaded = np.load(f, allow_pickle=False)  # never unpickle: a checkpoint is data, not code
+            if not isinstance(loaded, np.lib.npyio.NpzFile):
+                raise ValueError("a single .npy array, not an .npz archive")
+            with loaded as data:
+                arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: {e})") from None
     try:
         header = json.loads(arrays.pop("header").tobytes().decode())
+        if not isinstance(header, dict):
+            raise ValueError(f"the header is a {type(header).__name__}, not an object")
     except (KeyError, ValueError) as e:
         raise CheckpointError(f"{path}: no valid header ({e})") from None
     if header.get("format") != FORMAT or header.get("version") != VERSION:
         raise CheckpointError(f"{path}: format {header.get('format')!r} version {header.get('version')!r}, "
                               f"expected {FORMAT!r} version {VERSION}")
-    if header["fingerprint"] != network.fingerprint():
+    if header.get("fingerprint") != network.fingerprint():
+        saved_shapes = {k[len("param/"):]: tuple(v.shape) for k, v in arrays.items() if k.startswith("param/")}
+        own_shapes = {n: tuple(np.shape(network.params[n])) for n in network.structure.names}
+        detail = (f"its parameters are {saved_shapes}, this network's are {own_shapes}" if saved_shapes != own_shapes
+                  else "the parameters have the same names and shapes but the expressions differ")
         raise CheckpointError(
-            f"{path} was saved from a different network (structure or parameter shapes differ); refusing to load it"
+            f"{path} was saved from a different network ({detail}); refusing to load it"
         )
-    params = {name: arrays[f"param/{name}"] for name in network.structure.names}
     leaves, treedef = jax.tree_util.tree_flatten(opt_state_template)
-    if header["opt_leaves"] != len(leaves):
-        raise CheckpointError(f"{path}: the optimiser state does not match this optimiser")
+    if header.get("opt_leaves") != len(leaves):
+        raise CheckpointError(f"{path}: the optimiser state has {header.get('opt_leaves')} arrays, this optimiser's "
+                              f"has {len(leaves)}: it was saved with another optimiser")
+    missing = [f"param/{name}" for name in network.structure.names if f"param/{name}" not in arrays]
+    missing += [f"opt/{i}" for i in range(len(leaves)) if f"opt/{i}" not in arrays]
+    if missing:
+        raise CheckpointError(f"{path}: damaged, the arrays {missing[:5]} are missing")
+    # Device arrays, like the ones a fresh run starts from (so the jitted step sees the same kind of input).
+    params = {name: jax.numpy.asarray(arrays[f"param/{name}"]) for name in network.structure.names}
     saved = [arrays[f"opt/{i}"] for i in range(len(leaves))]
     for old, new in zip(leaves, saved):
         if np.shape(old) != np.shape(new):
             raise CheckpointError(f"{path}: the optimiser state does not match this optimiser")
     opt_state = jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(a) for a in saved])
-    position = Position(**header["position"])
+    try:
+        position = Position(**header["position"])
+    except (KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: no valid position in the header ({e})") from None
     return network.replace(params=params), opt_state, position, header.get("extra", {})

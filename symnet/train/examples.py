@@ -65,20 +65,23 @@ def make_chunks(
         raise ShapeError(f"{len(features)} feature sequences but {len(targets)} target sequences")
     if chunk <= 0:
         raise ShapeError(f"chunk must be positive, got {chunk}")
-    dims = {np.shape(f)[-1] for f in features}
-    if len(dims) != 1:
-        raise ShapeError(f"feature sequences have different dims {sorted(dims)}")
     feats_out, targets_out, weights_out = [], [], []
     for i, (feats, tgt) in enumerate(zip(features, targets)):
         feats = np.asarray(feats, dtype=np.float32)
         tgt = np.asarray(tgt)
         if feats.ndim != 2 or len(feats) == 0:
             raise ShapeError(f"sequence {i}: features must be [T, D] with T > 0, got shape {feats.shape}")
-        if len(tgt) != len(feats):
-            raise ShapeError(f"sequence {i}: {len(feats)} frames of features but {len(tgt)} targets")
+        if feats.shape[1] != np.shape(features[0])[-1]:
+            raise ShapeError(f"sequence {i}: features of dim {feats.shape[1]}, but sequence 0 has dim "
+                             f"{np.shape(features[0])[-1]}")
+        if tgt.ndim == 0 or len(tgt) != len(feats):
+            raise ShapeError(f"sequence {i}: {len(feats)} frames of features but targets of shape {tgt.shape}")
+        if tgt.shape[1:] != np.shape(targets[0])[1:]:
+            raise ShapeError(f"sequence {i}: targets of shape {tgt.shape}, but sequence 0 has targets of shape "
+                             f"{np.shape(targets[0])}")
         if not np.isfinite(feats).all():
-            frame = int(np.flatnonzero(~np.isfinite(feats).all(axis=1))[0])
-            raise ShapeError(f"sequence {i}: features are NaN or Inf at frame {frame}")
+            frame, dim = (int(j) for j in np.argwhere(~np.isfinite(feats))[0])
+            raise ShapeError(f"sequence {i}: the features are {feats[frame, dim]} at frame {frame}, dim {dim}")
         length = len(feats)
         for start in range(0, length, chunk):
             frames_in = np.clip(np.arange(start - left, start + chunk + right), 0, length - 1)

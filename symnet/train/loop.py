@@ -26,7 +26,7 @@ from ..errors import ShapeError, SymnetError
 from ..index import IndexSet
 from . import checkpoint as ckpt
 from .examples import Chunks, make_chunks
-from .objectives import objective
+from .objectives import OBJECTIVES, objective
 
 
 class TrainingError(SymnetError, RuntimeError):
@@ -60,7 +60,9 @@ def as_chunks(data: Any, network: Any, chunk: int, output: str) -> Chunks:
     elif isinstance(data, tuple) and len(data) == 2:
         features, targets = data
     else:
-        raise ShapeError(f"cannot train on {type(data).__name__}: give a Dataset, Chunks or (features, targets)")
+        hint = " (read Kaldi archives with symnet.train.read_kaldi_data)" if isinstance(data, str) else ""
+        raise ShapeError(f"cannot train on {type(data).__name__}: give a Dataset, Chunks or (features, targets)"
+                         + hint)
     left, right = network.context(output)
     return make_chunks(features, targets, chunk=chunk, left=left, right=right)
 
@@ -86,7 +88,11 @@ class Trainer:
             loss, correct, delta = objective(kind, tape.value, targets, weights)
             grads = tape.backward(delta)
             updates, opt_state = optimizer.update(grads, opt_state, network.params)
-            return network.replace(params=optax.apply_updates(network.params, updates)), opt_state, loss, correct
+            params = optax.apply_updates(network.params, updates)
+            # Per parameter: are all its new values finite? (A huge step can overflow the
+            # parameters while the loss, computed before the update, is still finite.)
+            finite = {name: jnp.isfinite(value).all() for name, value in params.items()}
+            return network.replace(params=params), opt_state, loss, correct, finite
 
         def evaluate(network, x, targets, weights):
             value = self.computation(network, {input: x})[output]
@@ -127,15 +133,34 @@ class Trainer:
         return total_loss / max(total, 1.0), total_correct / max(total, 1.0)
 
     def first_non_finite(self, network: Any, x: jax.Array) -> str:
-        """The first node (operands before users) whose value is NaN or Inf, by walking the Tape."""
+        """The first node (operands before users) whose value is NaN or Inf, by walking the Tape.
+
+        In the Tape's topological order the first such node has only finite operands:
+        it is where the non-finite values start.
+        """
         tape = self.computation.forward(network, {self.input: x})[self.output]
         for node in tape.nodes():
-            if not bool(jnp.isfinite(node.value).all()):
-                layer = node.layer
-                name = getattr(layer, "name", None)
-                label = f"node {name!r}" if isinstance(name, str) else repr(layer)[:80]
-                return f"{label} (built at {layer.where})"
-        return "no node (the objective itself)"
+            value = np.asarray(node.value)
+            bad = ~np.isfinite(value)
+            if bad.any():
+                first = value[bad].flat[0]
+                return f"{describe(node.layer)} (its value has {int(bad.sum())} non-finite entries, first {first})"
+        return "no node of the network (the objective itself)"
+
+
+def describe(layer: Any, width: int = 100) -> str:
+    """A layer for an error message: its type, its name or a shortened expression, where it was built."""
+    kind = type(layer).__name__
+    name = getattr(layer, "name", None)
+    if isinstance(name, str):
+        text = f"{kind} {name!r}"
+    else:
+        expr = repr(layer)
+        if len(expr) > width:  # keep both ends: `... @ Weight(..., name='out.w')` names the parameter
+            expr = expr[: width // 2 - 2] + " ... " + expr[-(width // 2 - 3):]
+        text = f"{kind} node `{expr}`"
+    where = getattr(layer, "where", None)
+    return f"{text} (built at {where})" if where else text
 
 
 def fit(
@@ -164,37 +189,62 @@ def fit(
     (and every `checkpoint_every` steps) and resumes from it if it exists.
     `max_steps` stops early (a simulated interruption, for tests and time limits).
     """
+    for name, value, least in (("batch_size", batch_size, 1), ("chunk", chunk, 1), ("epochs", epochs, 0),
+                               ("checkpoint_every", checkpoint_every, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise TrainingError(f"{name} must be an integer >= {least}, got {value!r}")
     train_chunks = as_chunks(train, network, chunk, output)
     valid_chunks = as_chunks(valid, network, chunk, output) if valid is not None else None
     _check_data(network, train_chunks, objective, input, output)
+    if valid_chunks is not None:
+        _check_data(network, valid_chunks, objective, input, output, "validation data", like=train_chunks)
     trainer = Trainer(network, optimizer, batch_size=batch_size, chunks=train_chunks,
                       kind=objective, input=input, output=output)
     opt_state = optimizer.init(network.params)
     position = ckpt.Position()
     history: list[EpochStats] = []
+    extra: dict = {}
     if checkpoint and os.path.exists(checkpoint):
         network, opt_state, position, extra = ckpt.load(checkpoint, network, opt_state)
         history = [EpochStats(**h) for h in extra.get("history", [])]
     bar = _progress(progress, epochs, len(trainer.batches(train_chunks, np.arange(len(train_chunks)))))
+    try:
+        return _train(trainer, network, opt_state, position, history, train_chunks, valid_chunks, bar, epochs=epochs,
+                      seed=seed, checkpoint=checkpoint, checkpoint_every=checkpoint_every, max_steps=max_steps,
+                      on_epoch=on_epoch, sums=extra.get("sums") if position.batch else None)
+    finally:
+        bar.close()
+
+
+def _train(trainer, network, opt_state, position, history, train_chunks, valid_chunks, bar, *, epochs, seed,
+           checkpoint, checkpoint_every, max_steps, on_epoch, sums) -> FitResult:
     step = position.step
     for epoch in range(position.epoch, epochs):
         order = np.random.default_rng([seed, epoch]).permutation(len(train_chunks))
         batches = trainer.batches(train_chunks, order)
         start_batch = position.batch if epoch == position.epoch else 0
         loss_sum = correct_sum = frames_sum = 0.0
+        if start_batch and sums is not None:  # resumed mid-epoch: the statistics of the steps before
+            loss_sum, correct_sum, frames_sum = (float(v) for v in sums)
         started = time.perf_counter()
         for b in range(start_batch, len(batches)):
             if max_steps is not None and step >= max_steps:
-                bar.close()
                 return FitResult(network, tuple(history), opt_state)
             x, targets, weights = trainer.arrays(train_chunks, batches[b])
-            new_network, opt_state, loss, correct = trainer.step(network, opt_state, x, targets, weights)
+            new_network, opt_state, loss, correct, finite = trainer.step(network, opt_state, x, targets, weights)
             loss_value = float(loss)
             if not np.isfinite(loss_value):
                 culprit = trainer.first_non_finite(network, x)
                 raise TrainingError(
                     f"the loss is {loss_value} at step {step + 1} (epoch {epoch}, minibatch {b}); "
-                    f"first non-finite value: {culprit}. The last good checkpoint is kept."
+                    f"first non-finite value: {culprit}. {_kept(checkpoint)}"
+                )
+            overflowed = [name for name, ok in finite.items() if not bool(ok)]
+            if overflowed:
+                raise TrainingError(
+                    f"the update at step {step + 1} (epoch {epoch}, minibatch {b}) made parameter(s) "
+                    f"{overflowed} NaN or Inf (the loss before it was {loss_value}): the learning rate is too "
+                    f"large or the gradients explode. {_kept(checkpoint)}"
                 )
             network = new_network
             step += 1
@@ -206,7 +256,8 @@ def fit(
             bar.update(loss_sum / frames_sum, correct_sum / frames_sum, rate)
             if checkpoint and checkpoint_every and step % checkpoint_every == 0:
                 ckpt.save(checkpoint, network, opt_state, ckpt.Position(step, epoch, b + 1),
-                          {"history": [attrs.asdict(h) for h in history]})
+                          {"history": [attrs.asdict(h) for h in history],
+                           "sums": [loss_sum, correct_sum, frames_sum]})
         valid_loss = valid_acc = None
         if valid_chunks is not None:
             valid_loss, valid_acc = trainer.score(network, valid_chunks)
@@ -219,31 +270,59 @@ def fit(
         if checkpoint:
             ckpt.save(checkpoint, network, opt_state, ckpt.Position(step, epoch + 1, 0),
                       {"history": [attrs.asdict(h) for h in history]})
-    bar.close()
     return FitResult(network, tuple(history), opt_state)
 
 
-def _check_data(network: Any, chunks: Chunks, kind: str, input: str, output: str) -> None:
+def _kept(checkpoint: str | None) -> str:
+    if checkpoint and os.path.exists(checkpoint):
+        return f"The last good checkpoint {checkpoint} is kept."
+    return "Nothing was saved."
+
+
+def _check_data(network: Any, chunks: Chunks, kind: str, input: str, output: str, what: str = "training data",
+                like: Chunks | None = None) -> None:
     from ..engine.graph import Graph
 
+    if kind not in OBJECTIVES:
+        raise TrainingError(f"unknown objective {kind!r}; Kaldi's objectives are {OBJECTIVES}")
     graph = Graph(dict(network.structure.outputs))
     if output not in graph.outputs:
         raise TrainingError(f"the network has no output {output!r}; it has {list(graph.outputs)}")
     if input not in graph.inputs:
         raise TrainingError(f"the network has no input {input!r}; it has {list(graph.inputs)}")
+    if like is not None and (chunks.chunk, chunks.left, chunks.right) != (like.chunk, like.left, like.right):
+        raise ShapeError(f"{what}: chunks of {chunks.chunk} frames with context ({chunks.left}, {chunks.right}), "
+                         f"but the training chunks have {like.chunk} frames with context ({like.left}, {like.right})")
+    left, right = network.context(output)
+    if chunks.left < left or chunks.right < right:
+        raise ShapeError(f"{what}: chunks with context ({chunks.left}, {chunks.right}), but output {output!r} needs "
+                         f"({left}, {right}) frames of input context")
     dim = graph.input_dims.get(input)
     if dim is not None and chunks.features.shape[-1] != dim:
-        raise ShapeError(f"the features have dim {chunks.features.shape[-1]}, but input {input!r} has dim {dim}")
+        raise ShapeError(f"{what}: the features have dim {chunks.features.shape[-1]}, "
+                         f"but input {input!r} has dim {dim}")
+    out_dim = _output_dim(network, chunks, input, output)
+    targets = chunks.targets
     if kind == "linear":
-        out_dim = _output_dim(network, chunks, input, output)
-        labels = chunks.targets
-        if not np.issubdtype(labels.dtype, np.integer):
-            raise ShapeError(f"the 'linear' objective needs integer labels, got {labels.dtype}")
-        bad = (labels < 0) | (labels >= out_dim)
+        if targets.ndim != 2 or not np.issubdtype(targets.dtype, np.integer):
+            raise ShapeError(f"{what}: the 'linear' objective needs one integer label per frame, got "
+                             f"{targets.dtype} targets of shape {targets.shape[2:] or '()'} per frame")
+        bad = (targets < 0) | (targets >= out_dim)
         if bad.any():
             raise ShapeError(
-                f"label {int(labels[bad][0])} is out of range for output {output!r} of dim {out_dim}"
+                f"{what}: label {int(targets[bad][0])} is out of range for output {output!r} of dim {out_dim} "
+                f"(labels must be in [0, {out_dim}))"
             )
+    else:  # quadratic
+        if targets.ndim != 3 or targets.shape[-1] != out_dim:
+            raise ShapeError(f"{what}: the 'quadratic' objective needs a target vector of dim {out_dim} "
+                             f"(output {output!r}) per frame, got targets of shape {targets.shape[2:] or '()'} "
+                             "per frame")
+        if not np.issubdtype(targets.dtype, np.number) or np.issubdtype(targets.dtype, np.complexfloating):
+            raise ShapeError(f"{what}: the 'quadratic' objective needs real-valued targets, got {targets.dtype}")
+        finite = np.isfinite(targets)
+        if not finite.all():
+            raise ShapeError(f"{what}: the targets contain {targets[~finite][0]}")
 
 
 def _output_dim(network: Any, chunks: Chunks, input: str, output: str) -> int:
