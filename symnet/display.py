@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import html
 import math
+import re
+from html.parser import HTMLParser
 from collections import OrderedDict
 from typing import Any, Iterable, Mapping
 
@@ -50,10 +52,17 @@ __all__ = [
 
 
 class Html(str):
-    """HTML text that a notebook renders (a `str`, so it can be printed, parsed, saved)."""
+    """HTML text that a notebook renders (a `str`, so it can be printed, parsed, saved).
+
+    Its `repr` is a plain-text rendering (tables as rows of cells), for
+    consoles and notebook front ends that show only text.
+    """
 
     def _repr_html_(self) -> str:
         return str(self)
+
+    def __repr__(self) -> str:
+        return _html_to_text(self)
 
 
 class Svg(str):
@@ -61,6 +70,63 @@ class Svg(str):
 
     def _repr_svg_(self) -> str:
         return str(self)
+
+    def __repr__(self) -> str:
+        return f"<SVG picture, {len(self)} characters: display it in a notebook or save it to a .svg file>"
+
+
+class _TextRenderer(HTMLParser):
+    """HTML to plain text: block elements and table rows on their own lines, cells separated by ' | '."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.lines: list[str] = []
+        self.line: list[str] = []
+        self.cells = 0
+        self.in_svg = 0
+
+    def _break(self) -> None:
+        text = "".join(self.line).rstrip()
+        if text:
+            self.lines.append(text)
+        self.line = []
+        self.cells = 0
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag == "svg":
+            self.in_svg += 1
+            self.line.append("[picture]")
+        elif tag in ("td", "th"):
+            if self.cells:
+                self.line.append(" | ")
+            self.cells += 1
+            self.in_cell = True
+        elif tag in ("div", "br") and getattr(self, "in_cell", False):
+            self.line.append(" ")
+        elif tag in ("div", "tr", "details", "summary", "br"):
+            self._break()
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "svg":
+            self.in_svg -= 1
+        elif tag in ("td", "th"):
+            self.in_cell = False
+        elif tag == "div" and getattr(self, "in_cell", False):
+            pass
+        elif tag in ("div", "tr", "details", "summary", "table"):
+            self._break()
+
+    def handle_data(self, data: str) -> None:
+        if not self.in_svg:
+            self.line.append(re.sub(r"\s+", " ", data) if self.line else data.lstrip())
+
+
+def _html_to_text(text: str) -> str:
+    parser = _TextRenderer()
+    parser.feed(text)
+    parser.close()
+    parser._break()
+    return "\n".join(parser.lines)
 
 
 # ----- small helpers ------------------------------------------------------------------------------
@@ -315,7 +381,50 @@ class _GraphInfo:
         self.dims = self._dims()
 
     def _back_edges(self) -> set[tuple[int, int]]:
-        """Edges (user, operand) that close a cycle (recurrences), found depth-first from the outputs."""
+        """Edges (user, operand) that close a recurrence: time shifts inside a strongly connected group.
+
+        Every cycle of a valid graph has a time shift on it (the engine checks
+        this), so without these edges the graph is acyclic; a graph that is not
+        valid falls back to the back edges of a depth-first search.
+        """
+        from .engine.graph import _shifts_time
+        from .engine.recurrence import strongly_connected
+
+        g = self.graph
+        group = {}
+        for k, members in enumerate(strongly_connected(list(range(self.n)), g.operands)):
+            for m in members:
+                group[m] = k
+        back = {(nid, op) for nid, ops in enumerate(g.operands) for op in ops
+                if group[nid] == group[op] and _shifts_time(g.layers[nid])}
+        if self._acyclic(back):
+            return back
+        return self._dfs_back_edges()
+
+    def _acyclic(self, removed: set[tuple[int, int]]) -> bool:
+        state = [0] * self.n
+        for root in range(self.n):
+            if state[root]:
+                continue
+            state[root] = 1
+            stack = [(root, iter(self.graph.operands[root]))]
+            while stack:
+                nid, it = stack[-1]
+                op = next(it, None)
+                if op is None:
+                    state[nid] = 2
+                    stack.pop()
+                elif (nid, op) in removed:
+                    continue
+                elif state[op] == 1:
+                    return False
+                elif state[op] == 0:
+                    state[op] = 1
+                    stack.append((op, iter(self.graph.operands[op])))
+        return True
+
+    def _dfs_back_edges(self) -> set[tuple[int, int]]:
+        """Edges (user, operand) that close a cycle, found depth-first from the outputs."""
         g = self.graph
         state = [0] * self.n
         back: set[tuple[int, int]] = set()
@@ -694,60 +803,77 @@ def _find_node(graph: Any, node: Any) -> int:
     raise PlanError(f"{_short(repr(node))} is not a node of this network")
 
 
-def index_map_html(computation: Any, node: Any, *, max_rows: int = 60) -> Html:
+def index_map_html(computation: Any, node: Any, *, through: bool = True, max_rows: int = 60) -> Html:
     """Which operand row every row of `node` reads, for a compiled Computation.
 
     `node` is a node id, an output, input or Node name, or a layer of the
     network. Each row of the table is an Index of the node; each column an
-    indexed operand, naming the operand's Index that the row reads, or `0`
-    where the descriptor reads zeros (IfDefined of a missing row) and `-`
+    indexed operand, naming the operand's Index that the row reads, `0` where
+    the row reads zeros (IfDefined of a row that cannot be computed) and `-`
     where it does not read that operand (Failover's unused branch, Switch's
-    other parts). In a regular plan the map is the same for every sequence and
-    is shown for sequence 0.
+    other parts). With `through=True` a column follows chains of one-operand
+    row movements (Offset, IfDefined, Round, ReplaceIndex) down to the node
+    that computes the values, so `Append(Offset(x, -1), x)` shows the input
+    rows it splices. In a regular plan the map is the same for every sequence
+    and is shown for sequence 0.
     """
-    from .engine.plan import Planner, plan_recursion_limit
-    from .index import decode, format_indexes
+    from .descriptor import IfDefined, Offset, ReplaceIndex, Round
+    from .engine.plan import Planner, _member, plan_recursion_limit
+    from .index import format_indexes
 
     c = computation
     g = c.graph
     nid = _find_node(g, node)
     if nid not in c.rows:
         return _box(f"<div>#{nid} {_e(label(g.layers[nid]))} computes nothing for this request</div>")
+    moves = (Offset, IfDefined, Round, ReplaceIndex)
     undo = plan_recursion_limit()
     try:
         planner = Planner(g, c.request)
-        planner.needed = planner.requirements()
-        keys = planner.needed[nid]
+        planner.needed = needed = planner.requirements()
+        keys = needed[nid]
         deps = planner.dependencies(nid, keys) if g.indexed[nid] and g.operands[nid] else []
+        columns, head = [], ["row", "Index"]
+        for op_id, child_keys, used in deps:
+            read = child_keys.copy()
+            valid = used & _member(child_keys, needed[op_id])
+            chain: list[int] = []
+            while through and isinstance(g.layers[op_id], moves) and g.indexed[op_id] and len(needed[op_id]):
+                nxt, keys2, used2 = planner.dependencies(op_id, needed[op_id])[0]
+                pos = np.searchsorted(needed[op_id], read[valid])
+                ok = used2[pos] & _member(keys2[pos], needed[nxt])
+                read[np.flatnonzero(valid)] = keys2[pos]
+                valid[np.flatnonzero(valid)] = ok
+                chain.append(op_id)
+                op_id = nxt
+            via = f" via {' ← '.join(label(g.layers[k]) for k in chain)}" if chain else ""
+            head.append(f"#{op_id} {_e(label(g.layers[op_id]))}{_e(via)}")
+            cells = np.array(["-"] * len(keys), dtype=object)
+            shown = _show_keys(read)
+            for i in range(len(keys)):
+                if used[i]:
+                    cells[i] = shown[i] if valid[i] else "0"
+            columns.append(cells)
     finally:
         undo()
-
-    def show(k: np.ndarray) -> list[str]:
-        n, t, x = decode(k)
-        return [f"({a}, {b}, {z})" if z else f"({a}, {b})" for a, b, z in zip(n, t, x)]
-
-    columns = []
-    head = ["row", "Index"]
-    for op_id, child_keys, used in deps:
-        head.append(f"#{op_id} {_e(label(g.layers[op_id]))}")
-        cells = np.array(["-"] * len(keys), dtype=object)
-        if len(keys):
-            src = set(planner.needed[op_id].tolist())
-            shown = show(child_keys)
-            for i in np.flatnonzero(used):
-                cells[i] = shown[i] if int(child_keys[i]) in src else "0"
-        columns.append(cells)
     if columns:  # a row that reads no operand is zeros (IfDefined of a row that is not computable)
         none = np.all([col == "-" for col in columns], axis=0)
         for col in columns:
             col[none] = "0"
-    mine = show(keys)
+    mine = _show_keys(keys)
     rows = [[str(i), _e(mine[i])] + [_e(col[i]) for col in columns] for i in range(min(len(keys), max_rows))]
     note = " (sequence 0; every sequence reads the same way)" if c.regular and c.batch > 1 else ""
     title = (f"<div><b>Index map</b> of #{nid} {_e(label(g.layers[nid]))}: {len(keys)} rows "
              f"{_e(format_indexes(keys, limit=4))}{_e(note)}</div>")
     more = f'<div style="{_GREY}">… {len(keys) - max_rows} more rows</div>' if len(keys) > max_rows else ""
     return _box(title, _table(head, rows), more)
+
+
+def _show_keys(keys: np.ndarray) -> list[str]:
+    from .index import decode
+
+    n, t, x = decode(keys)
+    return [f"({a}, {b}, {z})" if z else f"({a}, {b})" for a, b, z in zip(n, t, x)]
 
 
 # ----- the graph picture ----------------------------------------------------------------------------
@@ -940,7 +1066,8 @@ class ReceptiveField:
         label_w = _CHAR_W * max((len(n) for n in names), default=4) + 12
         frames = list(range(lo, hi + 1))
         step = 1 if len(frames) <= 40 else 5
-        w = _MARGIN * 2 + label_w + cell * len(frames)
+        footer = f"frames of every node that output {self.output!r} at t={self.t} reads"
+        w = max(_MARGIN * 2 + label_w + cell * len(frames), _MARGIN * 2 + 6.0 * len(footer))
         h = _MARGIN * 2 + 16 + cell * len(names) + 14
         out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="symnet-receptive-field" width="{w:.0f}" '
                f'height="{h:.0f}" viewBox="0 0 {w:.0f} {h:.0f}" style="{_FONT}">']
@@ -963,8 +1090,7 @@ class ReceptiveField:
         tx = x0 + (self.t - lo) * cell
         out.append(f'<rect x="{tx - 1:.1f}" y="{y0 - 1:.1f}" width="{cell + 1}" height="{cell * len(names) + 1}" '
                    'fill="none" stroke="#d32f2f" stroke-width="1.5"/>')
-        out.append(f'<text x="{_MARGIN}" y="{h - _MARGIN + 4:.0f}" font-size="10" fill="#555">frames of every node '
-                   f"that output {_e(self.output)!s} at t={self.t} reads</text>")
+        out.append(f'<text x="{_MARGIN}" y="{h - _MARGIN + 4:.0f}" font-size="10" fill="#555">{_e(footer)}</text>')
         out.append("</svg>")
         return Svg("".join(out))
 

@@ -273,14 +273,18 @@ def test_index_map_html():
         check_html(page)
         return [re.findall(r"<td[^>]*>(.*?)</td>", r)[-1] for r in re.findall(r"<tr>(.*?)</tr>", page) if "<td" in r]
 
-    # IfDefined(Offset(x, -1)): zeros at t=0 (frame -1 is missing), else the Offset node's row of the same Index
-    assert last_column(display.index_map_html(computation, 1)) == ["0", "(0, 1)", "(0, 2)"]
+    # IfDefined(Offset(x, -1)): zeros at t=0 (frame -1 is missing), else the input one frame back
+    assert last_column(display.index_map_html(computation, 1)) == ["0", "(0, 0)", "(0, 1)"]
+    # node by node: the IfDefined reads the Offset node's row of the same Index
+    assert last_column(display.index_map_html(computation, 1, through=False)) == ["0", "(0, 1)", "(0, 2)"]
     # the Offset node computes t=1,2 only, reading the input one frame back
     assert last_column(display.index_map_html(computation, Offset(x, -1))) == ["(0, 0)", "(0, 1)"]
-    # Failover(Offset(x, 1), x): the offset where it exists, the input itself at the last frame
+    # Failover(Offset(x, 1), x): the next frame where it exists, the input itself at the last frame
     failover = display.index_map_html(computation, 4)
+    check_html(failover)
+    assert "via Offset t+1" in failover
     rows = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", failover) if "<td" in r]
-    assert [r[2:] for r in rows] == [["(0, 0)", "-"], ["(0, 1)", "-"], ["-", "(0, 2)"]]
+    assert [r[2:] for r in rows] == [["(0, 1)", "-"], ["(0, 2)", "-"], ["-", "(0, 2)"]]
 
 
 # ----- pictures -----------------------------------------------------------------------------------
