@@ -640,7 +640,7 @@ class ReLU(Elementwise):
     """`max(a, 0)`; the derivative at 0 is taken as 0 (as Kaldi and JAX do)."""
 
     def apply(self, a):
-        return jnp.maximum(a, 0.0)
+        return jnp.where(a > 0, a, jnp.zeros_like(a))
 
     def vjp(self, d, value, a):
         return (jnp.where(a > 0, d, jnp.zeros_like(d)),)

@@ -47,12 +47,6 @@ from symnet.index import Index, IndexSet  # noqa: E402
 x = Input("input", 2)
 
 # Bugs found by these tests (see the reasons); the owner removes a mark once fixed.
-UNUSED_OPERAND_BUG = pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="computation._tape looks up tapes[op] for an IfDefined/Failover/Switch operand that no row reads "
-    "(the operand has no rows, so it has no step and no tape): KeyError",
-)
 
 
 def row(n: int, t: int, xx: int = 0) -> list[float]:
@@ -167,7 +161,6 @@ def test_ifdefined_gives_zeros_where_undefined():
     )
 
 
-@UNUSED_OPERAND_BUG
 def test_ifdefined_always_computable_even_without_any_input():
     # Entirely outside the data: all zeros.
     check(IfDefined(x), frames(2, 7, 9), np.zeros((4, 2)))
@@ -183,12 +176,10 @@ def test_failover_picks_second_at_the_edges():
     )
 
 
-@UNUSED_OPERAND_BUG
 def test_failover_whose_second_part_is_never_needed():
     check(Failover(x, Const(-1.0, 2)), frames(2, 0, 2), rows_of(frames(2, 0, 2)))
 
 
-@UNUSED_OPERAND_BUG
 def test_switch_part_never_selected():
     # Only even frames are requested: the part for odd frames is never read.
     check(Switch(x, Offset(x, 1)), IndexSet.range(n=2, t=range(0, 4, 2)), [[0, 0], [0, 10], [2, 0], [2, 10]])
@@ -199,7 +190,6 @@ def test_failover_uncomputable_where_neither_is():
         run(Failover(Offset(x, 5), Offset(x, 6)), frames(1, 0, 1))
 
 
-@UNUSED_OPERAND_BUG
 def test_nested_failover_and_ifdefined():
     d = Failover(Offset(x, 2), Failover(Offset(x, 1), IfDefined(Offset(x, 9))))
     check(d, frames(1, 2, 5), [[4, 0], [4, 0], [0, 0]])
@@ -421,9 +411,6 @@ def test_recurrence_through_failover_and_offset_two():
     check(h, frames(1, 0, 6), [want[t] for t in range(6)], inputs={"input": frames(1, 0, 6)})
 
 
-@pytest.mark.xfail(strict=True, raises=PlanError,
-                   reason="recurrence.RecurrentBlock._infer ignores dims equal to 1 for Sum/Failover/binary layers: "
-                   "a one-column recurrence with no matrix in the loop fails with 'cannot infer the dims of ...'")
 def test_recurrence_of_one_column():
     x1 = Input("input", 1)
     h = Node("h", Sum(x1, Scale(0.5, IfDefined(Offset(Ref("h"), -1)))))

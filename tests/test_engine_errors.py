@@ -93,8 +93,6 @@ def test_identity_and_input_are_one_input():
     assert out["output"].shape == (8, 4)
 
 
-@pytest.mark.xfail(strict=True, reason="graph.Graph keys inputs by name, so a second Input('input', 3) is merged into "
-                   "Input('input', 2) before _add_input's dim check runs: conflicting dims are silently accepted")
 def test_input_declared_with_two_dims():
     where = next_line()
     other = Input("input", 3)
@@ -253,8 +251,6 @@ def test_node_referring_to_itself_is_a_cycle():
     assert "h" in str(err.value)
 
 
-@pytest.mark.xfail(strict=True, reason="graph.describe() names a Node by its name only, so a cycle made only of one "
-                   "Node (Node('h', Ref('h'))) reports 'h -> h' without the line that built it")
 def test_node_referring_to_itself_names_its_line():
     where = next_line()
     h = Node("h", Ref("h"))
@@ -313,10 +309,6 @@ def _rec(body_of_h):
     return Node("h", body_of_h(IfDefined(Offset(Ref("h"), -1))))
 
 
-@pytest.mark.xfail(strict=True, raises=(TypeError, ValueError),
-                   reason="recurrence.RecurrentBlock._value calls layer.apply without layer.check (and Sum without a "
-                   "dim check): a shape mistake inside a recurrence leaks as JAX's TypeError/ValueError, "
-                   "naming neither the layer nor its line")
 @pytest.mark.parametrize("kind", ["dot", "sum", "times"])
 def test_shape_error_inside_a_recurrence(kind):
     where = next_line()
@@ -326,8 +318,6 @@ def test_shape_error_inside_a_recurrence(kind):
     assert where in str(err.value)
 
 
-@pytest.mark.xfail(strict=True, reason="inside a recurrence DimRange is applied without its check: DimRange(h, 1, 2) "
-                   "of a dim-2 h silently gives one column (then broadcast by Sum) instead of raising ShapeError")
 def test_dim_range_beyond_the_dim_inside_a_recurrence():
     where = next_line()
     bad = _rec(lambda p: Sum(x, DimRange(p, 1, 2)))

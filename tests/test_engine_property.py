@@ -7,12 +7,6 @@ are computable; the engine must give the same rows for a random subset of
 them (in float64), `tape.backward` must equal `jax.grad` of the engine's
 output and `jax.grad` of the reference (run on `jax.numpy`), and asking for
 an Index the reference says is uncomputable must raise PlanError.
-
-Known engine bugs are probed once at import (see `_probe_*`); while a probe
-shows a bug, examples that hit exactly that bug's signature are passed over
-(they are covered by strict-xfail tests here and in test_descriptors.py), so
-that the property keeps looking for other bugs. Once a bug is fixed its probe
-comes back clean and the tolerance switches itself off.
 """
 
 from __future__ import annotations
@@ -68,96 +62,6 @@ except ImportError:  # before the rename of symnet.compile to symnet.engine
     from symnet.compile import ComputationRequest, compile  # noqa: E402
 
 RTOL, ATOL = 1e-8, 1e-10
-
-
-# ----- probes for known bugs -------------------------------------------------------------------
-
-
-def _probe(fn) -> bool:
-    """True if running `fn` raises (the bug is there)."""
-    try:
-        with jax.enable_x64(True):
-            fn()
-    except Exception:  # noqa: BLE001
-        return True
-    return False
-
-
-def _gather_case():
-    x = Input("input", 1)
-    net = symnet.Network(ReplaceIndex(x, "t", 0))
-    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 12))}, outputs={"output": IndexSet.range(n=1, t=(0, 12))})
-    compile(net, req)(net, {"input": np.arange(12.0)[:, None]})
-
-
-def _unused_operand_case():
-    x = Input("input", 1)
-    net = symnet.Network(IfDefined(Offset(x, 9)))
-    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 2))}, outputs={"output": IndexSet.range(n=1, t=(0, 2))})
-    compile(net, req)(net, {"input": np.zeros((2, 1))})
-
-
-def _recurrent_failover_case(dim: int = 2):
-    x = Input("input", dim)
-    h = Node("probe_h", Sum(x, Failover(Offset(Ref("probe_h"), -1), Const(1.0, dim))))
-    net = symnet.Network(h)
-    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 3))}, outputs={"output": IndexSet.range(n=1, t=(0, 3))})
-    values = np.repeat(np.array([[1.0], [2.0], [3.0]]), dim, axis=1)
-    out = np.asarray(compile(net, req)(net, {"input": values})["output"])
-    # h0 = x0 + 1 (no h at -1), h1 = x1 + h0, h2 = x2 + h1; taking the Const every time would give 2, 3, 4.
-    np.testing.assert_allclose(out[:, 0], [2.0, 4.0, 7.0])
-
-
-def _recurrence_of_dim_one_case():
-    _recurrent_failover_case(dim=1)
-
-
-def _relu_tie_case():
-    x = Input("input", 1)
-    net = symnet.Network(ReLU(x + Weight(0.0)))  # the pre-activation is exactly 0; d/dw = ReLU'(0)
-    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 1))}, outputs={"output": IndexSet.range(n=1, t=(0, 1))})
-    comp = compile(net, req)
-    inp = {"input": np.zeros((1, 1))}
-    a = comp.forward(net, inp)["output"].backward(1.0)
-    b = jax.grad(lambda p: comp(net.replace(params=p), inp)["output"].sum())(net.params)
-    for k in a:
-        np.testing.assert_allclose(a[k], b[k])
-
-
-def _numpy_forward_case():
-    # Input rows n-major (not Kaldi's order): reordering them takes a gather, here run eagerly by `forward`.
-    x = Input("input", 1)
-    net = symnet.Network(x * Weight(2.0))
-    rows = [(n, t) for n in range(3) for t in range(4)]
-    comp = compile(net, ComputationRequest(inputs={"input": rows}, outputs={"output": [(0, 1), (2, 3)]}))
-    value = comp.forward(net, {"input": np.arange(12.0)[:, None]})["output"].value
-    np.testing.assert_allclose(np.asarray(value)[:, 0], [2.0, 22.0])
-
-
-GATHER_BUG = _probe(_gather_case)
-NUMPY_FORWARD_BUG = _probe(_numpy_forward_case)
-UNUSED_OPERAND_BUG = _probe(_unused_operand_case)
-RECURRENT_FAILOVER_BUG = _probe(_recurrent_failover_case)
-RECURRENCE_DIM_ONE_BUG = _probe(_recurrence_of_dim_one_case)
-RELU_TIE_BUG = _probe(_relu_tie_case)
-
-
-def _known_bug(e: Exception) -> bool:
-    if GATHER_BUG and isinstance(e, ValueError) and "promise_in_bounds" in str(e):
-        return True
-    if UNUSED_OPERAND_BUG and type(e) is KeyError:
-        # Only a KeyError raised by the engine's lowering, never one of this file's or the reference's.
-        return _raised_in(e, os.path.join("symnet", "engine"))
-    return False
-
-
-def _raised_in(e: BaseException, where: str) -> bool:
-    tb = e.__traceback__
-    last = None
-    while tb is not None:
-        last = tb.tb_frame.f_code.co_filename
-        tb = tb.tb_next
-    return last is not None and where in last
 
 
 # ----- random networks ------------------------------------------------------------------------
@@ -329,11 +233,9 @@ class NetGen:
         hd = self.draw(st.integers(1, 3))
         o = self.draw(st.integers(-1, 1))
         # x comes first, so that the reference stops where x ends (a finite recursion).
-        if RECURRENCE_DIM_ONE_BUG:
-            hd = max(hd, 2)
         feed = Append(Offset(self.x, o), e) @ self.weight((self.dim + d, hd))
         past = Offset(Ref(name), -k)
-        if not RECURRENT_FAILOVER_BUG and self.draw(st.booleans()):
+        if self.draw(st.booleans()):
             back = Failover(past, Const(0.1, hd))
         else:
             back = IfDefined(past)
@@ -390,8 +292,7 @@ def check_against_reference(net, req, values, rng):
         np.testing.assert_allclose(got[k], want[k], rtol=RTOL, atol=ATOL, err_msg=f"values of {k}")
 
     deltas = {k: rng.normal(size=got[k].shape) for k in wanted}
-    # Work around a known bug while it is there: forward() fails on numpy inputs that need a gather.
-    tapes = comp.forward(net, {k: jnp.asarray(v) for k, v in values.items()} if NUMPY_FORWARD_BUG else values)
+    tapes = comp.forward(net, values)
     for k in wanted:
         np.testing.assert_allclose(np.asarray(tapes[k].value), got[k], rtol=RTOL, atol=ATOL, err_msg=f"tape value of {k}")
         assert row_labels(tapes[k].rows) == wanted[k], f"row labels of the tape of {k}"
@@ -492,14 +393,8 @@ def test_regular_requests_match_reference(data):
                 outputs[name] = IndexSet.of([(n, t) for t in sorted(ts) for n in ns])
         if outputs:
             req = ComputationRequest(inputs=given_inputs, outputs=outputs)
-            try:
-                check_against_reference(net, req, values, rng)
-                event("checked against the reference")
-            except Exception as e:  # noqa: BLE001
-                if _known_bug(e):
-                    event(f"passed over: known bug {type(e).__name__}")
-                    return
-                raise
+            check_against_reference(net, req, values, rng)
+            event("checked against the reference")
         else:
             event("no computable output")
         for name, t in uncomputable.items():
@@ -540,14 +435,8 @@ def test_irregular_requests_match_reference(data):
                                           label=f"Indexes of {name}")
         if outputs:
             req = ComputationRequest(inputs=given_inputs, outputs=outputs)
-            try:
-                check_against_reference(net, req, values, rng)
-                event("checked against the reference")
-            except Exception as e:  # noqa: BLE001
-                if _known_bug(e):
-                    event(f"passed over: known bug {type(e).__name__}")
-                    return
-                raise
+            check_against_reference(net, req, values, rng)
+            event("checked against the reference")
         else:
             event("no computable output")
         for name, bad in uncomputable.items():
@@ -564,7 +453,58 @@ def _runs(ts: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
-# ----- the known bugs, as strict xfails -----------------------------------------------------------
+# ----- bugs this file found, kept as regression tests ------------------------------------------------
+
+
+def _gather_case():
+    x = Input("input", 1)
+    net = symnet.Network(ReplaceIndex(x, "t", 0))
+    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 12))}, outputs={"output": IndexSet.range(n=1, t=(0, 12))})
+    compile(net, req)(net, {"input": np.arange(12.0)[:, None]})
+
+
+def _unused_operand_case():
+    x = Input("input", 1)
+    net = symnet.Network(IfDefined(Offset(x, 9)))
+    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 2))}, outputs={"output": IndexSet.range(n=1, t=(0, 2))})
+    compile(net, req)(net, {"input": np.zeros((2, 1))})
+
+
+def _recurrent_failover_case(dim: int = 2):
+    x = Input("input", dim)
+    h = Node("probe_h", Sum(x, Failover(Offset(Ref("probe_h"), -1), Const(1.0, dim))))
+    net = symnet.Network(h)
+    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 3))}, outputs={"output": IndexSet.range(n=1, t=(0, 3))})
+    values = np.repeat(np.array([[1.0], [2.0], [3.0]]), dim, axis=1)
+    out = np.asarray(compile(net, req)(net, {"input": values})["output"])
+    # h0 = x0 + 1 (no h at -1), h1 = x1 + h0, h2 = x2 + h1; taking the Const every time would give 2, 3, 4.
+    np.testing.assert_allclose(out[:, 0], [2.0, 4.0, 7.0])
+
+
+def _recurrence_of_dim_one_case():
+    _recurrent_failover_case(dim=1)
+
+
+def _relu_tie_case():
+    x = Input("input", 1)
+    net = symnet.Network(ReLU(x + Weight(0.0)))  # the pre-activation is exactly 0; d/dw = ReLU'(0)
+    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 1))}, outputs={"output": IndexSet.range(n=1, t=(0, 1))})
+    comp = compile(net, req)
+    inp = {"input": np.zeros((1, 1))}
+    a = comp.forward(net, inp)["output"].backward(1.0)
+    b = jax.grad(lambda p: comp(net.replace(params=p), inp)["output"].sum())(net.params)
+    for k in a:
+        np.testing.assert_allclose(a[k], b[k])
+
+
+def _numpy_forward_case():
+    # Input rows n-major (not Kaldi's order): reordering them takes a gather, here run eagerly by `forward`.
+    x = Input("input", 1)
+    net = symnet.Network(x * Weight(2.0))
+    rows = [(n, t) for n in range(3) for t in range(4)]
+    comp = compile(net, ComputationRequest(inputs={"input": rows}, outputs={"output": [(0, 1), (2, 3)]}))
+    value = comp.forward(net, {"input": np.arange(12.0)[:, None]})["output"].value
+    np.testing.assert_allclose(np.asarray(value)[:, 0], [2.0, 22.0])
 
 
 def test_recurrent_failover_takes_the_first_part_where_defined():
@@ -572,25 +512,16 @@ def test_recurrent_failover_takes_the_first_part_where_defined():
         _recurrent_failover_case()
 
 
-@pytest.mark.xfail(strict=True, raises=PlanError,
-                   reason="recurrence.RecurrentBlock._infer ignores dims equal to 1 (taken for broadcasting) for "
-                   "Sum/Failover/Switch/binary layers, so a recurrence whose value has one column and no matrix "
-                   "product in the loop fails with 'cannot infer the dims of ...'")
 def test_recurrence_of_dim_one():
     with jax.enable_x64(True):
         _recurrence_of_dim_one_case()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="ReLU.apply is jnp.maximum(a, 0), whose JAX derivative at a == 0 is 0.5, while ReLU.vjp "
-                   "(and so tape.backward) uses 0: tape.backward != jax.grad where a pre-activation is exactly 0")
 def test_relu_tie_gradient_matches_jax_grad():
     with jax.enable_x64(True):
         _relu_tie_case()
 
 
-@pytest.mark.xfail(strict=True, reason="Tape.rows is documented as an IndexSet, but an output tape whose rows are a "
-                   "whole node's rows carries the engine's internal `Rows` object instead (no iteration, no ==)")
 def test_output_tape_rows_are_the_requested_index_set():
     x = Input("input", 2)
     net = symnet.Network(Offset(x, 1))
@@ -601,11 +532,6 @@ def test_output_tape_rows_are_the_requested_index_set():
     assert tape.rows == outs
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="rowmap.RowMap's gather uses value.at[...].get, and Computation.forward passes numpy input "
-                   "matrices through unconverted: forward() on a numpy input whose rows need a gather to reach "
-                   "Kaldi's order fails with AttributeError: 'numpy.ndarray' object has no attribute 'at' "
-                   "(calling the Computation works, as jit converts its arguments)")
 def test_forward_with_numpy_inputs_in_any_order():
     with jax.enable_x64(True):
         _numpy_forward_case()
@@ -621,3 +547,13 @@ def test_reference_agrees_with_itself_in_jnp():
         a = reference_outputs(net.outputs, inputs, net.params, {"output": [(0, t) for t in range(4)]})
         b = reference_outputs(net.outputs, inputs, net.params, {"output": [(0, t) for t in range(4)]}, xp=jnp)
         np.testing.assert_allclose(a["output"], np.asarray(b["output"]), rtol=1e-12)
+
+
+def test_replace_index_needs_a_gather_and_runs():
+    with jax.enable_x64(True):
+        _gather_case()
+
+
+def test_an_operand_no_row_reads_is_zeros_of_its_dim():
+    with jax.enable_x64(True):
+        _unused_operand_case()

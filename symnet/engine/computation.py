@@ -34,7 +34,7 @@ from ..layer import Identity, Layer, Literal, Weight
 from ..tape import Tape
 from .graph import DEFAULT_INPUT, Graph
 from .plan import Planner, plan_recursion_limit
-from .recurrence import RecurrentBlock, strongly_connected
+from .recurrence import RecurrentBlock, infer_dim, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap
 
@@ -202,9 +202,7 @@ class Computation:
         for name, indexes in self.request.inputs.items():
             if name not in inputs:
                 raise PlanError(f"missing input matrix {name!r} (the request provides it)")
-            value = inputs[name]
-            if not hasattr(value, "shape"):
-                value = jnp.asarray(value)
+            value = jnp.asarray(inputs[name])
             dim = self.graph.input_dims.get(name) if name in self.graph.inputs else None
             if value.ndim != 2 or value.shape[0] != len(indexes) or (dim is not None and value.shape[1] != dim):
                 want = f"({len(indexes)}, {dim if dim is not None else 'dim'})"
@@ -236,7 +234,9 @@ class Computation:
         out = {}
         for name, rowmap in self.output_maps.items():
             tape = tapes[self.output_ids[name]]
-            if not rowmap.is_identity:
+            if rowmap.is_identity:
+                tape.rows = self.request.outputs[name]  # the same Indexes, as the request's IndexSet
+            else:
                 tape = _selection_tape(tape, rowmap, batch, self.request.outputs[name])
             out[name] = tape
         return out
@@ -247,7 +247,7 @@ class Computation:
             return Tape(layer, params[layer.name], parameters=params)
         if isinstance(layer, Literal):
             return Tape(layer, layer.array, parameters=params)
-        upstream = tuple(tapes[op] for op in step.operands)
+        upstream = tuple(tapes[op] if op in tapes else self._absent(op, tapes) for op in step.operands)
         rows = self.rows.get(step.nid)
         if isinstance(layer, Const):
             value = jnp.full((len(rows), layer.dim), layer.value, dtype=jnp.result_type(float))
@@ -288,6 +288,31 @@ class Computation:
         fn = _descriptor_fn(layer, step.maps, batch, len(rows))
         value, vjp = jax.vjp(fn, *(u.value for u in upstream))
         return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
+
+    def _absent(self, nid: int, tapes: dict[int, Tape]) -> Tape:
+        """A zero-row tape for an operand no row reads (an IfDefined source that never exists)."""
+        dim = self._static_dim(nid, tapes, set())
+        if dim is None:
+            raise PlanError(f"cannot infer the dim of {self.graph.describe(nid)}, which no output reads")
+        return Tape(self.graph.layers[nid], jnp.zeros((0, dim), jnp.result_type(float)))
+
+    def _static_dim(self, nid: int, tapes: dict[int, Tape], visiting: set[int]) -> int | None:
+        if nid in tapes:
+            return int(tapes[nid].value.shape[-1])
+        layer = self.graph.layers[nid]
+        if isinstance(layer, (Input, Identity)):
+            return self.graph.input_dims.get(getattr(layer, "name", "input"))
+        if nid in visiting:
+            return None
+        visiting.add(nid)
+        shapes = []
+        for op in self.graph.operands[nid]:
+            if not self.graph.indexed[op]:
+                shapes.append(tuple(tapes[op].value.shape) if op in tapes else None)
+            else:
+                dim = self._static_dim(op, tapes, visiting)
+                shapes.append(None if dim is None else (self.batch, dim))
+        return infer_dim(layer, shapes, self.batch) or infer_dim(layer, shapes, self.batch, lenient=True)
 
     def __repr__(self) -> str:
         kind = f"regular, {self.batch} sequences" if self.regular else "irregular"

@@ -77,6 +77,12 @@ class Graph:
             layer = stack.pop()
             key = self._key(layer)
             if key in self.ids:
+                existing = self.layers[self.ids[key]]
+                if isinstance(layer, Input) and isinstance(existing, Input) and layer.dim != existing.dim:
+                    raise GraphError(
+                        f"input {layer.name!r} is declared with dims {existing.dim} (built at {existing.where}) "
+                        f"and {layer.dim}{at(layer.where)}"
+                    )
                 continue
             self.ids[key] = len(self.layers)
             self.layers.append(layer)
@@ -161,7 +167,7 @@ class Graph:
         """A short name for a node in messages: its Node name, or its expression and line."""
         layer = self.layers[nid]
         if isinstance(layer, Node):
-            return layer.name
+            return f"{layer.name}{at(layer.where)}"
         if isinstance(layer, (Input, Identity)):
             return f"input {getattr(layer, 'name', DEFAULT_INPUT)!r}"
         text = repr(layer)

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..descriptor import Append, Const, Failover, IfDefined, Node, Offset, ReplaceIndex, Round, Scale, Sum, Switch
-from ..errors import PlanError, at
+from ..errors import PlanError, ShapeError, at
 from ..index import decode
 from ..layer import Dot, Elementwise, Layer, _Binary, layer_class
 from ..tape import Tape
@@ -95,6 +95,56 @@ def strongly_connected(nodes: list[int], operands: list[tuple[int, ...]]) -> lis
                         break
                 out.append(sorted(group))
     return out
+
+
+def step_value(layer: Layer, args: list[jax.Array], batch: int) -> jax.Array:
+    """A node's value at one frame (`[batch, dim]`) from its operands' values there.
+
+    Descriptors move nothing within one frame: the scan's buffers and masks have
+    already done their row movement.
+    """
+    if isinstance(layer, Append):
+        return jnp.concatenate(args, axis=-1)
+    if isinstance(layer, (Sum, Failover, Switch)):
+        dims = {a.shape[-1] for a in args}
+        if len(dims) > 1:
+            raise ShapeError(f"{type(layer).__name__}: parts of different dims {sorted(dims)}{at(layer.where)}")
+        out = args[0]
+        for a in args[1:]:
+            out = out + a
+        return out
+    if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
+        return args[0]
+    if isinstance(layer, Const):
+        return jnp.full((batch, layer.dim), layer.value, dtype=jnp.result_type(float))
+    if not layer.rowwise:
+        raise PlanError(f"{type(layer).__name__} cannot be part of a recurrence{at(layer.where)}")
+    layer.check(*(tuple(a.shape) for a in args))
+    return layer.apply(*args)
+
+
+def infer_dim(layer: Layer, shapes: list[tuple[int, ...] | None], batch: int, lenient: bool = False) -> int | None:
+    """A node's dim from its operands' shapes, some of which may be unknown (None).
+
+    With all shapes known, JAX's abstract evaluation decides. Otherwise the
+    operands that fix the dim are used: a Dot's matrix, a pass-through's operand,
+    a sum's parts. A dim of 1 may be broadcasting, so it is only trusted when
+    `lenient` (after nothing better was found).
+    """
+    if all(s is not None for s in shapes):
+        args = [jax.ShapeDtypeStruct(s, jnp.result_type(float)) for s in shapes]
+        return int(jax.eval_shape(lambda *a: step_value(layer, list(a), batch), *args).shape[-1])
+    dim = getattr(layer, "output_dim", None)
+    if isinstance(dim, int):
+        return dim
+    if isinstance(layer, Dot) and shapes[1] is not None:
+        return shapes[1][-1]
+    if isinstance(layer, (Node, Offset, IfDefined, Round, ReplaceIndex, Scale, Elementwise)):
+        return shapes[0][-1] if shapes[0] is not None else None
+    if isinstance(layer, (_Binary, Sum, Failover, Switch)):
+        known = [s[-1] for s in shapes if s is not None and len(s) > 1 and (lenient or s[-1] != 1)]
+        return known[0] if known else None
+    return None
 
 
 class _Edge:
@@ -256,61 +306,32 @@ class RecurrentBlock:
     def _dims(self, ext_shapes: list[tuple[int, ...]], static_shapes: dict[int, tuple[int, ...]]) -> dict[int, int]:
         """Each member's dim, inferred from operands whose dims are known (weights, inputs)."""
         dims: dict[int, int] = {}
-        progress = True
-        while progress and len(dims) < len(self.order):
-            progress = False
-            for m in self.order:
-                if m in dims:
-                    continue
-                shapes = []
-                for e in self.edges[m]:
-                    if e.kind == "static":
-                        shapes.append(static_shapes[e.op])
-                    elif e.kind == "external":
-                        shapes.append((self.batch, ext_shapes[e.slot][-1]))
-                    else:
-                        shapes.append((self.batch, dims[e.op]) if e.op in dims else None)
-                dim = self._infer(self.graph.layers[m], shapes)
-                if dim is not None:
-                    dims[m] = dim
-                    progress = True
+        for lenient in (False, True):  # first without guessing that a dim of 1 is not broadcast
+            progress = True
+            while progress and len(dims) < len(self.order):
+                progress = False
+                for m in self.order:
+                    if m in dims:
+                        continue
+                    shapes = []
+                    for e in self.edges[m]:
+                        if e.kind == "static":
+                            shapes.append(static_shapes[e.op])
+                        elif e.kind == "external":
+                            shapes.append((self.batch, ext_shapes[e.slot][-1]))
+                        else:
+                            shapes.append((self.batch, dims[e.op]) if e.op in dims else None)
+                    dim = infer_dim(self.graph.layers[m], shapes, self.batch, lenient)
+                    if dim is not None:
+                        dims[m] = dim
+                        progress = True
         missing = [m for m in self.order if m not in dims]
         if missing:
             raise PlanError("cannot infer the dims of " + ", ".join(self.graph.describe(m) for m in missing))
         return dims
 
-    def _infer(self, layer: Layer, shapes: list[tuple[int, ...] | None]) -> int | None:
-        if all(s is not None for s in shapes):
-            args = [jax.ShapeDtypeStruct(s, jnp.result_type(float)) for s in shapes]
-            return int(jax.eval_shape(lambda *a: self._value(layer, list(a)), *args).shape[-1])
-        dim = getattr(layer, "output_dim", None)
-        if isinstance(dim, int):
-            return dim
-        if isinstance(layer, Dot) and shapes[1] is not None:
-            return shapes[1][-1]
-        if isinstance(layer, (Node, Offset, IfDefined, Round, ReplaceIndex, Scale, Elementwise)):
-            return shapes[0][-1] if shapes[0] is not None else None
-        if isinstance(layer, (_Binary, Sum, Failover, Switch)):
-            known = [s[-1] for s in shapes if s is not None and s[-1] != 1 and len(s) > 1]
-            return known[0] if known else None
-        return None
-
     def _value(self, layer: Layer, args: list[jax.Array]) -> jax.Array:
-        """One member's value at one step, from its operands' values there."""
-        if isinstance(layer, Append):
-            return jnp.concatenate(args, axis=-1)
-        if isinstance(layer, (Sum, Failover, Switch)):
-            out = args[0]
-            for a in args[1:]:
-                out = out + a
-            return out
-        if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
-            return args[0]
-        if isinstance(layer, Const):
-            return jnp.full((self.batch, layer.dim), layer.value, dtype=jnp.result_type(float))
-        if not layer.rowwise:
-            raise PlanError(f"{type(layer).__name__} cannot be part of a recurrence{at(layer.where)}")
-        return layer.apply(*args)
+        return step_value(layer, args, self.batch)
 
     def scan(self, ext_values: tuple[jax.Array, ...], static_values: tuple[jax.Array, ...],
              given_values: tuple[jax.Array, ...] = ()) -> jax.Array:
