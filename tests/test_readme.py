@@ -27,7 +27,8 @@ def test_readme_has_examples():
     assert len(blocks()) >= 2
 
 
-def test_readme_examples_run_and_claims_hold():
+def test_readme_examples_run_and_claims_hold(monkeypatch):
+    monkeypatch.chdir(os.path.dirname(README))  # the examples name files relative to the repository
     for code in blocks():
         env: dict = {}
         exec(compile(code, README, "exec"), env)
