@@ -6,10 +6,17 @@
                                          adds to or overrides that model
     symnet train CONFIG_OR_MODULE (--data builtin:hmm | --feats RSPEC --targets RSPEC) --out MODEL
                                          train with symnet.train.fit and write the model
+    symnet copy [--binary=true|false] [--raw=true|false] IN OUT
+                                         a Kaldi model file (nnet3-copy; nnet3-am-copy for acoustic models)
+    symnet compute [options] MODEL FEATS_RSPECIFIER MATRIX_WSPECIFIER
+                                         nnet3-compute: the network's 'output' for every utterance
 
-MODEL_OR_CONFIG is a symnet model file (`symnet init`'s output, see
-`symnet.kaldi.network.save_model`) or a Kaldi nnet3 config file. OUT is
-written atomically: on any error it is left as it was (or absent).
+MODEL_OR_CONFIG is a Kaldi nnet3 model file (text or binary, raw nnet or
+acoustic model, see `symnet.kaldi.model`), a symnet model file (`symnet
+init`'s output, see `symnet.kaldi.network.save_model`) or a Kaldi nnet3
+config file. OUT is written atomically: on any error it is left as it was
+(or absent). Kaldi's boolean options take `--name=true|false`; a bare
+`--name` means true.
 
 Errors in the user's input print one line, the symnet error text, to stderr
 and exit with status 1; usage errors exit with status 2 (argparse's rule).
@@ -30,13 +37,21 @@ from .errors import SymnetError
 PROG = "symnet"
 
 
-def _load(path: str, seed: int = 0) -> Any:
-    """A KaldiNetwork from a model file or a config file."""
+def _load_model(path: str, seed: int = 0) -> Any:
+    """A KaldiModel from a Kaldi model file (text or binary, raw or acoustic), a symnet model file or a config."""
+    from .kaldi.model import KaldiModel, is_kaldi_model, read_model
     from .kaldi.network import load_model, read_network
 
+    if is_kaldi_model(path):
+        return read_model(path)
     if zipfile.is_zipfile(path):
-        return load_model(path)
-    return read_network(path, seed=seed)
+        return KaldiModel(load_model(path))
+    return KaldiModel(read_network(path, seed=seed))
+
+
+def _load(path: str, seed: int = 0) -> Any:
+    """A KaldiNetwork from a Kaldi model file, a symnet model file or a config file."""
+    return _load_model(path, seed).network
 
 
 def _components(network: Any) -> dict[str, Any]:
@@ -230,6 +245,242 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     return 0
 
 
+# ----- copy and compute (nnet3-copy, nnet3-compute) ---------------------------------------------
+
+_KALDI_FLAGS = ("--binary", "--raw", "--apply-exp", "--use-priors")
+
+
+def _kaldi_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "t", "1", "yes"):
+        return True
+    if value in ("false", "f", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _kaldi_flags(argv: Sequence[str]) -> list[str]:
+    """Kaldi's bare boolean flags (`--apply-exp`) as `--apply-exp=true`, so they never take the next word."""
+    return [f"{arg}=true" if arg in _KALDI_FLAGS else arg for arg in argv]
+
+
+def _copy(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .kaldi.model import format_model, write_model
+
+    model = _load_model(args.input)
+    raw = args.raw or not model.is_am
+    if args.output == "-":
+        sys.stdout.buffer.write(format_model(model, binary=args.binary, raw=raw))
+        sys.stdout.buffer.flush()
+        return 0
+    write_model(args.output, model, binary=args.binary, raw=raw)
+    kind = "raw nnet3" if raw else "acoustic model"
+    print(f"wrote {args.output} ({kind}, {'binary' if args.binary else 'text'})", file=stdout)
+    return 0
+
+
+def _table_error(spec: str, what: str, error: BaseException) -> SymnetError:
+    text = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return SymnetError(f"cannot read {what} {spec}: {text}")
+
+
+def _read_table(spec: str, what: str) -> Any:
+    """(key, array) from a Kaldi rspecifier, in order; errors name the specifier."""
+    import kaldiio
+
+    try:
+        with warnings.catch_warnings():  # kaldiio warns about the options it ignores (s, cs, ...)
+            warnings.filterwarnings("ignore", message=".*option is given, but currently it never affects.*")
+            reader = kaldiio.ReadHelper(spec)
+    except Exception as e:  # kaldiio raises ValueError, OSError, ...
+        raise _table_error(spec, what, e) from None
+    it = iter(reader)
+    while True:
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        except Exception as e:
+            raise _table_error(spec, what, e) from None
+        yield item
+
+
+def _random_access(spec: str, what: str) -> Any:
+    """A Kaldi table for look-up by key: `scp:` lazily, `ark:` read whole."""
+    import kaldiio
+    from kaldiio.utils import parse_specifier
+
+    try:
+        parsed = parse_specifier(spec)
+    except ValueError as e:
+        raise _table_error(spec, what, e) from None
+    if parsed["scp"] is not None:
+        try:
+            return kaldiio.load_scp(parsed["scp"])
+        except Exception as e:
+            raise _table_error(spec, what, e) from None
+    return dict(_read_table(spec, what))
+
+
+class _ArchiveWriter:
+    """A Kaldi wspecifier (`ark:`, `ark,t:`, `ark,scp:A,S`) written atomically: to temporary files beside
+    the targets, moved over them by `commit`, removed by `abort` (`ark:-` streams to stdout)."""
+
+    def __init__(self, spec: str):
+        import os
+        import tempfile
+
+        from kaldiio.utils import parse_specifier
+
+        try:
+            parsed = parse_specifier(spec)
+        except ValueError as e:
+            raise SymnetError(f"bad wspecifier {spec!r}: {e}") from None
+        if parsed["ark"] is None:
+            raise SymnetError(f"bad wspecifier {spec!r}: an archive is needed (ark:FILE or ark,scp:FILE,SCP)")
+        self.text = bool(parsed["t"])
+        self.ark, self.scp = parsed["ark"], parsed["scp"]
+        self.targets: list[tuple[str, str]] = []  # (temporary, final)
+        self.stream = self.ark == "-"
+        if self.ark.startswith("|") or self.ark.endswith("|") or (self.scp and self.scp in ("-",)):
+            raise SymnetError(f"wspecifier {spec!r}: pipes are not supported; write to a file (or ark:-)")
+        if self.stream:
+            self.fark = sys.stdout.buffer
+            self.fscp = None
+            return
+        self.fscp = None
+        for final in (self.ark, self.scp):
+            if final is None:
+                continue
+            directory = os.path.dirname(os.path.abspath(final))
+            fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(final) + ".", suffix=".tmp", dir=directory)
+            os.close(fd)
+            self.targets.append((tmp, final))
+        self.fark = open(self.targets[0][0], "wb")
+        if self.scp is not None:
+            self.fscp = open(self.targets[1][0], "w", encoding="utf-8")
+
+    def write(self, key: str, matrix: np.ndarray) -> None:
+        import kaldiio
+
+        offset = self.fark.tell() if not self.stream else 0
+        kaldiio.save_ark(self.fark, {key: np.asarray(matrix, dtype=np.float32)}, text=self.text)
+        if self.fscp is not None:
+            self.fscp.write(f"{key} {self.ark}:{offset + len((key + ' ').encode('utf-8'))}\n")
+
+    def commit(self) -> None:
+        import os
+
+        if self.stream:
+            self.fark.flush()
+            return
+        for f in (self.fark, self.fscp):
+            if f is not None:
+                f.flush()
+                os.fsync(f.fileno())
+                f.close()
+        mask = os.umask(0o022)
+        os.umask(mask)
+        for tmp, final in self.targets:
+            os.chmod(tmp, 0o666 & ~mask)
+            os.replace(tmp, final)
+        self.targets = []
+
+    def abort(self) -> None:
+        import os
+
+        if self.stream:
+            return
+        for f in (self.fark, self.fscp):
+            if f is not None and not f.closed:
+                f.close()
+        for tmp, _ in self.targets:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        self.targets = []
+
+
+def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .kaldi.compute import ComputeOptions, Nnet3Computer
+    from .kaldi.model import output_dims
+
+    if args.use_gpu != "no":
+        warnings.warn(f"--use-gpu={args.use_gpu} is ignored: symnet runs on JAX's default device")
+    model = _load_model(args.model)
+    network = model.network.network
+    priors = None
+    if args.use_priors:
+        if not model.is_am:
+            raise SymnetError(f"--use-priors=true needs an acoustic model (a .mdl with priors, nnet3-am-init); "
+                              f"{args.model} is not one")
+        if model.priors is None or len(model.priors) == 0:
+            warnings.warn(f"{args.model} has no priors; --use-priors has no effect (as in Kaldi)")
+        else:
+            priors = model.priors
+    if args.ivectors and args.online_ivectors:
+        raise SymnetError("give --ivectors or --online-ivectors, not both")
+    if args.online_ivectors and args.online_ivector_period <= 0:
+        raise SymnetError("--online-ivectors needs --online-ivector-period > 0")
+    options = ComputeOptions(
+        frames_per_chunk=args.frames_per_chunk, extra_left_context=args.extra_left_context,
+        extra_right_context=args.extra_right_context, extra_left_context_initial=args.extra_left_context_initial,
+        extra_right_context_final=args.extra_right_context_final,
+        frame_subsampling_factor=args.frame_subsampling_factor, acoustic_scale=args.acoustic_scale,
+        apply_exp=args.apply_exp)
+    computer = Nnet3Computer(network, options, priors=priors)
+    if priors is not None:
+        dim = output_dims(network).get("output")
+        if dim is not None and dim != len(priors):
+            raise SymnetError(f"the priors of {args.model} have dim {len(priors)}, but the output has dim {dim}")
+    input_dim = computer.graph.input_dims.get("input")
+    ivectors = _random_access(args.ivectors, "i-vectors") if args.ivectors else None
+    online = _random_access(args.online_ivectors, "online i-vectors") if args.online_ivectors else None
+    writer = _ArchiveWriter(args.matrix_wspecifier)
+    done = failed = 0
+    try:
+        for utt, feats in _read_table(args.feats_rspecifier, "features"):
+            feats = np.asarray(feats)
+            if feats.ndim != 2:
+                raise SymnetError(f"utterance {utt}: the features are not a matrix (shape {feats.shape})")
+            if len(feats) == 0:
+                warnings.warn(f"zero-length utterance {utt}: skipped")
+                failed += 1
+                continue
+            if input_dim is not None and feats.shape[1] != input_dim:
+                raise SymnetError(f"utterance {utt}: the features have dim {feats.shape[1]}, but the network's "
+                                  f"input has dim {input_dim}")
+            extra: dict[str, Any] = {}
+            if ivectors is not None:
+                if utt not in ivectors:
+                    warnings.warn(f"no i-vector for utterance {utt} in {args.ivectors}: skipped")
+                    failed += 1
+                    continue
+                extra["ivector"] = np.asarray(ivectors[utt]).reshape(-1)
+            if online is not None:
+                if utt not in online:
+                    warnings.warn(f"no online i-vectors for utterance {utt} in {args.online_ivectors}: skipped")
+                    failed += 1
+                    continue
+                extra["online_ivectors"] = np.asarray(online[utt])
+                extra["online_ivector_period"] = args.online_ivector_period
+            try:
+                out = computer(feats, **extra)
+            except SymnetError as e:
+                raise SymnetError(f"utterance {utt}: {str(e).splitlines()[0]}") from None
+            writer.write(utt, out)
+            done += 1
+        if done == 0:
+            raise SymnetError(f"no utterance was computed (failed for {failed}); nothing written")
+        writer.commit()
+    finally:
+        writer.abort()
+    if not writer.stream:
+        print(f"done {done} utterances, failed for {failed}; wrote {args.matrix_wspecifier}", file=stdout)
+    return 0
+
+
 class _UsageError(Exception):
     pass
 
@@ -269,6 +520,45 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint", help="checkpoint file: saved every epoch, resumed from if present")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.set_defaults(run=_train)
+    copy = commands.add_parser("copy", help="copy a Kaldi model file, or write a network as one (nnet3-copy)",
+                               description="Read a Kaldi nnet3 model file (text or binary, raw nnet or acoustic "
+                                           "model), a symnet model file or a Kaldi config, and write it as a Kaldi "
+                                           "model file (atomically; OUT '-' is stdout). An acoustic model stays "
+                                           "one unless --raw=true (nnet3-am-copy --raw); the rest are written as "
+                                           "raw nnet3.")
+    copy.add_argument("--binary", type=_kaldi_bool, default=True, metavar="true|false",
+                      help="write in binary mode (default true)")
+    copy.add_argument("--raw", type=_kaldi_bool, default=False, metavar="true|false",
+                      help="write only the nnet of an acoustic model (default false)")
+    copy.add_argument("input", metavar="IN")
+    copy.add_argument("output", metavar="OUT")
+    copy.set_defaults(run=_copy)
+    compute = commands.add_parser(
+        "compute", help="run a network over Kaldi feature archives (nnet3-compute)",
+        description="What nnet3-compute does: for every utterance of FEATS_RSPECIFIER the network's 'output' "
+                    "(test mode, chunks with clamped padding), written to MATRIX_WSPECIFIER through kaldiio "
+                    "(ark:, ark,t:, scp:, ark,scp:), atomically. As in Kaldi, an utterance without an i-vector "
+                    "(--ivectors/--online-ivectors) or without frames is skipped with a warning; the status is 1 "
+                    "if none was computed. Features of the wrong dim are an error.")
+    compute.add_argument("--frames-per-chunk", type=int, default=50)
+    compute.add_argument("--extra-left-context", type=int, default=0)
+    compute.add_argument("--extra-right-context", type=int, default=0)
+    compute.add_argument("--extra-left-context-initial", type=int, default=-1)
+    compute.add_argument("--extra-right-context-final", type=int, default=-1)
+    compute.add_argument("--frame-subsampling-factor", type=int, default=1)
+    compute.add_argument("--acoustic-scale", type=float, default=1.0)
+    compute.add_argument("--apply-exp", type=_kaldi_bool, default=False, metavar="true|false")
+    compute.add_argument("--use-priors", type=_kaldi_bool, default=False, metavar="true|false",
+                         help="subtract the log-priors of an acoustic model")
+    compute.add_argument("--ivectors", metavar="RSPECIFIER", help="one i-vector per utterance")
+    compute.add_argument("--online-ivectors", metavar="RSPECIFIER", help="i-vectors every --online-ivector-period")
+    compute.add_argument("--online-ivector-period", type=int, default=0)
+    compute.add_argument("--use-gpu", default="no", metavar="yes|no|optional|wait",
+                         help="accepted for Kaldi compatibility and ignored (JAX picks the device)")
+    compute.add_argument("model", metavar="MODEL")
+    compute.add_argument("feats_rspecifier", metavar="FEATS_RSPECIFIER")
+    compute.add_argument("matrix_wspecifier", metavar="MATRIX_WSPECIFIER")
+    compute.set_defaults(run=_compute)
     return parser
 
 
@@ -277,7 +567,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_kaldi_flags(sys.argv[1:] if argv is None else argv))
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

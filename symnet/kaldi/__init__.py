@@ -7,6 +7,8 @@ runs Kaldi's name and reference checks. `read_network` / `parse_network` /
 `build_network` build a `KaldiNetwork` (a Network plus output objectives)
 from a config; `write_network` writes a Network back as a config;
 `save_model` / `load_model` are symnet's own (pickle-free) model files.
+Kaldi's own model files: `read_nnet` / `write_nnet` hold them at the token
+level (`NnetFile`), `read_model` / `write_model` as networks (`KaldiModel`).
 """
 
 from .config import (
@@ -26,6 +28,17 @@ from .config import (
     write_config,
 )
 from .descriptor_text import normalize_descriptor, parse_descriptor, write_descriptor
+from .model import KaldiModel, ModelWriteError, format_model, parse_model, read_model, write_model
+from .model_io import (
+    NnetComponent,
+    NnetFile,
+    TransitionModel,
+    format_nnet,
+    parse_nnet,
+    read_kaldi_array,
+    read_nnet,
+    write_nnet,
+)
 from .network import (
     ConfigWriteError,
     KaldiNetwork,
@@ -46,13 +59,20 @@ __all__ = [
     "ConfigWriteError",
     "DimRangeNode",
     "InputNode",
+    "KaldiModel",
     "KaldiNetwork",
+    "ModelWriteError",
+    "NnetComponent",
+    "NnetFile",
     "OptionReader",
     "OutputNode",
     "Source",
+    "TransitionModel",
     "build_network",
     "check_config",
     "component_options",
+    "format_model",
+    "format_nnet",
     "load_model",
     "merge_config",
     "network_config_lines",
@@ -60,11 +80,18 @@ __all__ = [
     "parse_config",
     "parse_descriptor",
     "parse_line",
+    "parse_model",
     "parse_network",
+    "parse_nnet",
     "read_config",
+    "read_kaldi_array",
+    "read_model",
     "read_network",
+    "read_nnet",
     "save_model",
     "write_config",
     "write_descriptor",
+    "write_model",
     "write_network",
+    "write_nnet",
 ]
