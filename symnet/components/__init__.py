@@ -12,8 +12,8 @@ from Kaldi config options (strings or Python values), with Kaldi's defaults,
 checks and initialisation; `build_component(kaldi_type, name, options, input)`
 does the same with an error for unknown types.
 
-Modes: DropoutComponent, GeneralDropoutComponent and BatchNormComponent have
-a `test_mode` field; `set_test_mode(net_or_layer, True)` rewrites a tree (or a
+Modes: DropoutComponent, GeneralDropoutComponent, SpecAugmentTimeMaskComponent
+and BatchNormComponent have a `test_mode` field; `set_test_mode(net_or_layer, True)` rewrites a tree (or a
 Network) with every such component switched, as Kaldi's nnet3-compute does.
 """
 
@@ -76,9 +76,13 @@ from .scale import (
     ScaleAndOffsetComponent,
 )
 from .tdnn import TdnnComponent
+from .attention import RestrictedAttentionComponent
+from .convolution import ConvolutionComponent, MaxpoolingComponent, TimeHeightConvolutionComponent
+from .statistics import StatisticsExtractionComponent, StatisticsPoolingComponent
+from .structure import CompositeComponent, DistributeComponent, SpecAugmentTimeMaskComponent
 
 #: The component classes that have a test mode.
-MODE_COMPONENTS = (DropoutComponent, GeneralDropoutComponent, BatchNormComponent)
+MODE_COMPONENTS = (DropoutComponent, GeneralDropoutComponent, SpecAugmentTimeMaskComponent, BatchNormComponent)
 
 
 def _set_mode_in_tree(roots: list[Layer], test_mode: bool, kinds: tuple[type, ...]) -> list[Layer]:
@@ -109,7 +113,7 @@ def set_test_mode(target: Any, test_mode: bool = True, *, dropout: bool = True, 
     """
     from ..network import Network
 
-    kinds = ((DropoutComponent, GeneralDropoutComponent) if dropout else ()) + (
+    kinds = ((DropoutComponent, GeneralDropoutComponent, SpecAugmentTimeMaskComponent) if dropout else ()) + (
         (BatchNormComponent,) if batchnorm else ())
     if isinstance(target, Network):
         names = [name for name, _ in target.structure.outputs]
@@ -134,8 +138,11 @@ __all__ = [
     "Component",
     "ComponentConfigError",
     "ComponentModeError",
+    "CompositeComponent",
     "Constant",
     "ConstantFunctionComponent",
+    "ConvolutionComponent",
+    "DistributeComponent",
     "DropoutComponent",
     "ElementwiseProductComponent",
     "FixedAffineComponent",
@@ -147,6 +154,7 @@ __all__ = [
     "LinearComponent",
     "LogSoftmaxComponent",
     "LstmNonlinearityComponent",
+    "MaxpoolingComponent",
     "NaturalGradientAffineComponent",
     "NaturalGradientPerElementScaleComponent",
     "NaturalGradientRepeatedAffineComponent",
@@ -160,13 +168,18 @@ __all__ = [
     "PnormComponent",
     "RectifiedLinearComponent",
     "RepeatedAffineComponent",
+    "RestrictedAttentionComponent",
     "ScaleAndOffsetComponent",
     "SigmoidComponent",
     "SoftmaxComponent",
+    "SpecAugmentTimeMaskComponent",
+    "StatisticsExtractionComponent",
+    "StatisticsPoolingComponent",
     "SumBlockComponent",
     "SumGroupComponent",
     "TanhComponent",
     "TdnnComponent",
+    "TimeHeightConvolutionComponent",
     "batchnorm_stats_updates",
     "build_component",
     "read_kaldi_text_object",

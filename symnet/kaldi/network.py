@@ -628,6 +628,38 @@ def _fixed_scale_opts(c: Any) -> list[tuple[str, Any]]:
     return out
 
 
+def _time_height_opts(c: Any) -> list[tuple[str, Any]]:
+    out = [("num-filters-in", c.num_filters_in), ("num-filters-out", c.num_filters_out), ("height-in", c.height_in),
+           ("height-out", c.height_out), ("height-subsample-out", c.height_subsample_out),
+           ("height-offsets", c.height_offsets), ("time-offsets", c.time_offsets),
+           ("required-time-offsets", c.required_time_offsets)]
+    if isinstance(getattr(c.linear_params, "init", None), (Normal, Zeros)):
+        out += _init(c.linear_params, "param-stddev", None)
+    else:
+        out.append(("init-unit", True))
+    out += _init(c.bias_params, "bias-stddev", None)
+    return out + _meta(c, _LEARNING + ("max-memory-mb", "use-natural-gradient", "rank-in", "rank-out", "alpha-in",
+                                       "alpha-out", "num-minibatches-history"))
+
+
+def _convolution_opts(c: Any) -> list[tuple[str, Any]]:
+    return (_fields(c, "input_x_dim", "input_y_dim", "input_z_dim", "filt_x_dim", "filt_y_dim", "filt_x_step",
+                    "filt_y_step", "input_vectorization_order") + [("num-filters", c.num_filters)]
+            + _init(c.filter_params, "param-stddev", None) + _init(c.bias_params, "bias-stddev", None)
+            + _meta(c, _LEARNING))
+
+
+def _composite_opts(c: Any) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = [("max-rows-process", c.max_rows_process), ("num-components", len(c.parts))]
+    for i, part in enumerate(c.parts, 1):
+        try:
+            nested = component_options(part)
+        except ConfigWriteError:
+            nested = component_options(part, exact=False)
+        out.append((f"component{i}", " ".join([f"type={part.kaldi_type}"] + [f"{k}={v}" for k, v in nested])))
+    return out
+
+
 _OPTIONS: dict[str, Callable[[Any], list[tuple[str, Any]]]] = {
     "AffineComponent": _affine_opts,
     "NaturalGradientAffineComponent": _affine_opts,
@@ -673,6 +705,21 @@ _OPTIONS: dict[str, Callable[[Any], list[tuple[str, Any]]]] = {
                                             + _init(c.output, "output-stddev", "output-mean")
                                             + _meta(c, _LEARNING + ("use-natural-gradient",))),
     "TdnnComponent": _tdnn_opts,
+    "StatisticsExtractionComponent": lambda c: [("input-dim", c.in_dim)] + _fields(
+        c, "input_period", "output_period", "include_variance"),
+    "StatisticsPoolingComponent": lambda c: [("input-dim", c.in_dim)] + _fields(
+        c, "input_period", "left_context", "right_context", "num_log_count_features", "output_stddevs",
+        "variance_floor"),
+    "TimeHeightConvolutionComponent": _time_height_opts,
+    "ConvolutionComponent": _convolution_opts,
+    "MaxpoolingComponent": lambda c: _fields(c, *(f"input_{a}_dim" for a in "xyz"), *(f"pool_{a}_size" for a in "xyz"),
+                                             *(f"pool_{a}_step" for a in "xyz")),
+    "RestrictedAttentionComponent": lambda c: _fields(
+        c, "num_heads", "key_dim", "value_dim", "num_left_inputs", "num_right_inputs", "time_stride",
+        "num_left_inputs_required", "num_right_inputs_required", "output_context", "key_scale"),
+    "DistributeComponent": lambda c: [("input-dim", c.in_dim), ("output-dim", c.out_dim)],
+    "CompositeComponent": _composite_opts,
+    "SpecAugmentTimeMaskComponent": lambda c: _fields(c, "dim", "zeroed_proportion", "time_mask_max_frames"),
 }
 
 

@@ -1,0 +1,170 @@
+"""Kaldi's RestrictedAttentionComponent (nnet-attention-component.cc, attention.cc).
+
+Self-attention over a fixed window of frames. With `C = num_left_inputs + 1 +
+num_right_inputs` context positions, position `o` (0-based) at output frame t
+is the input frame `t + (o - num_left_inputs) * time_stride`. Each input row
+holds, per head (head h owns the columns `h * (2 * key_dim + value_dim + C)`
+onwards), a key (`key_dim`), a value (`value_dim`) and a query
+(`key_dim + C`: a key-like part and a position bias per context position).
+For each head, at output frame t, with k_o, v_o the key and value at context
+position o and q the query of frame t itself:
+
+    b_o = key_scale * <q[:key_dim], k_o> + q[key_dim + o]
+    c = softmax(b)
+    out = [sum_o c_o v_o, c]        (the `c` part only with output-context=true)
+
+and the heads' outputs are appended. The positions from
+`-num_left_inputs_required` to `num_right_inputs_required` (in steps) are
+required for an output to be computable; the others may be missing, and then
+their key and value are zeros (they still take part in the softmax through
+their position bias), as in Kaldi's zero padding.
+
+The component is a macro layer: `expand()` appends the input at every context
+position (`Offset`, or `IfDefined(Offset)` for the positions that are not
+required) and applies the row-wise attention, so regular requests stay
+gather-free. It has no parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Mapping
+
+import jax
+import jax.numpy as jnp
+
+from ..descriptor import Append, IfDefined, Offset
+from ..layer import Layer, child, layer_class
+from .base import Component, OptionReader, auto_vjp, register
+
+
+@layer_class
+class _AttentionCore(Component):
+    """The row-wise part of RestrictedAttentionComponent: its input is the C context rows appended."""
+
+    input: Layer = child()
+    num_heads: int = 1
+    key_dim: int = 1
+    value_dim: int = 1
+    num_left_inputs: int = 0
+    num_right_inputs: int = 1
+    key_scale: float = 1.0
+    output_context: bool = True
+
+    @property
+    def context_dim(self) -> int:
+        return self.num_left_inputs + 1 + self.num_right_inputs
+
+    @property
+    def head_dim(self) -> int:
+        return 2 * self.key_dim + self.value_dim + self.context_dim
+
+    @property
+    def input_dim(self) -> int:
+        return self.context_dim * self.num_heads * self.head_dim
+
+    @property
+    def output_dim(self) -> int:
+        return self.num_heads * (self.value_dim + (self.context_dim if self.output_context else 0))
+
+    def apply(self, x):
+        lead = x.shape[:-1]
+        c_dim, kd, vd = self.context_dim, self.key_dim, self.value_dim
+        rows = x.reshape(lead + (c_dim, self.num_heads, self.head_dim))
+        keys = rows[..., :kd]                           # [..., C, H, kd]
+        values = rows[..., kd : kd + vd]                # [..., C, H, vd]
+        query = rows[..., self.num_left_inputs, :, kd + vd :]  # [..., H, kd + C]
+        scores = self.key_scale * jnp.einsum("...hk,...chk->...hc", query[..., :kd], keys) + query[..., kd:]
+        weights = jax.nn.softmax(scores, axis=-1)       # [..., H, C]
+        out = jnp.einsum("...hc,...chv->...hv", weights, values)
+        if self.output_context:
+            out = jnp.concatenate([out, weights], axis=-1)
+        return out.reshape(lead + (self.output_dim,))
+
+    def vjp(self, delta, value, x):
+        return auto_vjp(self, delta, x)
+
+
+@layer_class
+class RestrictedAttentionComponent(Component):
+    """Multi-head self-attention over a window of frames (see `symnet.components.attention`)."""
+
+    input: Layer = child()
+    num_heads: int = 1
+    key_dim: int = 1
+    value_dim: int = 1
+    num_left_inputs: int = 0
+    num_right_inputs: int = 1
+    time_stride: int = 1
+    num_left_inputs_required: int = 0
+    num_right_inputs_required: int = 1
+    output_context: bool = True
+    key_scale: float = 1.0
+
+    kaldi_type: ClassVar[str] = "RestrictedAttentionComponent"
+    rowwise: ClassVar[bool] = False
+
+    @property
+    def context_dim(self) -> int:
+        return self.num_left_inputs + 1 + self.num_right_inputs
+
+    @property
+    def input_dim(self) -> int:
+        return self.num_heads * (2 * self.key_dim + self.value_dim + self.context_dim)
+
+    @property
+    def output_dim(self) -> int:
+        return self.num_heads * (self.value_dim + (self.context_dim if self.output_context else 0))
+
+    def expand(self) -> Layer:
+        w = self.where
+        parts = []
+        for o in range(-self.num_left_inputs, self.num_right_inputs + 1):
+            shift = o * self.time_stride
+            part = self.input if shift == 0 else Offset(self.input, shift, where=w)
+            required = -self.num_left_inputs_required <= o <= self.num_right_inputs_required
+            parts.append(part if required else IfDefined(part, where=w))
+        return _AttentionCore(self.name, Append(*parts, where=w), self.num_heads, self.key_dim, self.value_dim,
+                              self.num_left_inputs, self.num_right_inputs, self.key_scale, self.output_context,
+                              where=w)
+
+
+@register("RestrictedAttentionComponent")
+def restricted_attention_component(name: str, options: Mapping[str, Any], input: Layer, *,
+                                   read_matrix=None) -> Layer:
+    """Options (Kaldi's RestrictedAttentionComponent::InitFromConfig): key-dim, value-dim, num-left-inputs,
+    num-right-inputs (required; not both 0), num-heads (1), time-stride (1), num-left-inputs-required and
+    num-right-inputs-required (negative or absent: all of them; at most num-left/right-inputs),
+    output-context (true), key-scale (1/sqrt(key-dim) when absent or negative; in (0, 1])."""
+    opts = OptionReader("RestrictedAttentionComponent", name, options)
+    key_dim = opts.int("key-dim")
+    value_dim = opts.int("value-dim")
+    left = opts.int("num-left-inputs")
+    right = opts.int("num-right-inputs")
+    num_heads = opts.int("num-heads", 1)
+    stride = opts.int("time-stride", 1)
+    left_required = opts.int("num-left-inputs-required", -1)
+    right_required = opts.int("num-right-inputs-required", -1)
+    output_context = opts.bool("output-context", True)
+    key_scale = opts.float("key-scale", -1.0)
+    opts.finish()
+    if key_scale < 0.0:
+        key_scale = 1.0 / math.sqrt(key_dim) if key_dim > 0 else key_scale
+    if left_required < 0:
+        left_required = left
+    if right_required < 0:
+        right_required = right
+    for key, value in (("num-heads", num_heads), ("key-dim", key_dim), ("value-dim", value_dim),
+                       ("time-stride", stride)):
+        opts.positive(key, value)
+    opts.nonnegative("num-left-inputs", left)
+    opts.nonnegative("num-right-inputs", right)
+    opts.require(left + right > 0, "num-left-inputs and num-right-inputs must not both be 0", "num-right-inputs")
+    opts.require(left_required <= left, f"num-left-inputs-required={left_required} exceeds num-left-inputs={left}",
+                 "num-left-inputs-required")
+    opts.require(right_required <= right,
+                 f"num-right-inputs-required={right_required} exceeds num-right-inputs={right}",
+                 "num-right-inputs-required")
+    opts.require(0.0 < key_scale <= 1.0, f"key-scale={key_scale} must be in (0, 1]", "key-scale")
+    return RestrictedAttentionComponent(name, input, num_heads, key_dim, value_dim, left, right, stride,
+                                        left_required, right_required, output_context, key_scale)

@@ -1,0 +1,506 @@
+"""Kaldi's convolutional components.
+
+TimeHeightConvolutionComponent (nnet-convolutional-component.cc, convolution.h)
+-----------------------------------------------------------------------------
+The input row at frame t is an image column of `height_in` pixels of
+`num_filters_in` channels (column `h * num_filters_in + f`); the output row
+is `height_out` pixels of `num_filters_out` channels (column
+`h * num_filters_out + f`). The model is a list of `(time_offset,
+height_offset)` pairs (`offsets`, sorted); `linear_params` is
+`[num_filters_out, len(offsets) * num_filters_in]` (offset i owns columns
+`i * num_filters_in .. (i + 1) * num_filters_in - 1`), `bias_params` is
+`[num_filters_out]`:
+
+    y(t)[h, :] = bias + sum_i W_i x(t + time_offset_i)[h * height_subsample_out + height_offset_i, :]
+
+where a height outside `0 .. height_in - 1` reads zeros (implicit height
+padding), and an input frame at a time offset that is not in
+`required_time_offsets` reads zeros where it is not computable (time
+padding); an output frame is computable where the input is at every required
+time offset. The component is a macro layer: `expand()` is the input at each
+time offset (`Offset`, or `IfDefined(Offset)` for the optional ones) appended,
+followed by a row-wise layer for the height convolution, so regular requests
+stay gather-free.
+
+ConvolutionComponent and MaxpoolingComponent (nnet-simple-component.h, the older 2-D ones)
+------------------------------------------------------------------------------------------
+Row-wise: each row is a 3-D tensor over (x, y, z). For ConvolutionComponent
+the input column of `(x, y, z)` is `(x * input_y_dim + y) * input_z_dim + z`
+with `input-vectorization-order=zyx` (the default) or
+`(x * input_z_dim + z) * input_y_dim + y` with `yzx` (Kaldi's model files write
+`<InputVectorization>` 1 for zyx, 0 for yzx); a filter covers
+`filt_x_dim x filt_y_dim x input_z_dim` (filter column `(x * filt_y_dim + y) *
+input_z_dim + z`) and moves in steps of `filt_x_step`, `filt_y_step`; output
+column `(x_step * num_y_steps + y_step) * num_filters + f`. MaxpoolingComponent
+takes the input in zyx order and outputs the maximum over each pool, column
+`(x_pool * num_pools_y + y_pool) * num_pools_z + z_pool`; its backprop passes
+the delta to every input equal to the maximum (ties all get it), as Kaldi's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Mapping
+
+import attrs
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..descriptor import Append, IfDefined, Offset
+from ..frozen import FrozenArray
+from ..layer import Layer, Weight, child, layer_class
+from .base import (
+    Component,
+    MatrixReader,
+    OptionReader,
+    auto_vjp,
+    load_array,
+    normal_init,
+    param_name,
+    register,
+    shape_of,
+    updatable_options,
+)
+
+
+def _shape(layer: Component, field: str) -> tuple[int, ...]:
+    shape = shape_of(getattr(layer, field))
+    if shape is None:
+        raise TypeError(f"{type(layer).__name__} {layer.name!r}: the shape of {field} is not known before running")
+    return shape
+
+
+def _pairs(value: Any) -> tuple[tuple[int, int], ...]:
+    return tuple((int(a), int(b)) for a, b in value)
+
+
+def _ints(value: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in value)
+
+
+def _sorted_unique(values: tuple) -> bool:
+    return all(a < b for a, b in zip(values, values[1:]))
+
+
+# ----- TimeHeightConvolutionComponent ---------------------------------------------------------
+
+
+@layer_class
+class _HeightConvolution(Component):
+    """The row-wise part of TimeHeightConvolutionComponent: its input is the input rows at
+    `time_offsets` (the distinct time offsets of `offsets`, sorted) appended."""
+
+    input: Layer = child()
+    linear_params: Layer = child()
+    bias_params: Layer = child()
+    num_filters_in: int = 1
+    height_in: int = 1
+    height_out: int = 1
+    height_subsample_out: int = 1
+    offsets: tuple[tuple[int, int], ...] = attrs.field(default=((0, 0),), converter=_pairs)
+
+    param_fields: ClassVar[tuple[str, ...]] = ("linear_params", "bias_params")
+
+    @property
+    def time_offsets(self) -> tuple[int, ...]:
+        return tuple(sorted({t for t, _ in self.offsets}))
+
+    @property
+    def input_dim(self) -> int:
+        return len(self.time_offsets) * self.height_in * self.num_filters_in
+
+    @property
+    def output_dim(self) -> int:
+        return self.height_out * _shape(self, "linear_params")[0]
+
+    def param_shapes(self) -> dict[str, tuple[int, ...]]:
+        out = _shape(self, "linear_params")[0]
+        return {"linear_params": (out, len(self.offsets) * self.num_filters_in), "bias_params": (out,)}
+
+    def _gather_map(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per (output height, offset): which time block and which input height (height_in: a zero)."""
+        slot = {t: i for i, t in enumerate(self.time_offsets)}
+        h_out = np.arange(self.height_out)[:, None] * self.height_subsample_out
+        k = np.array([slot[t] for t, _ in self.offsets])[None, :].repeat(self.height_out, 0)
+        h = h_out + np.array([h for _, h in self.offsets])[None, :]
+        h = np.where((h >= 0) & (h < self.height_in), h, self.height_in)
+        return k, h
+
+    def apply(self, x, w, b):
+        lead = x.shape[:-1]
+        blocks = x.reshape(lead + (len(self.time_offsets), self.height_in, self.num_filters_in))
+        pad = [(0, 0)] * len(lead) + [(0, 0), (0, 1), (0, 0)]
+        blocks = jnp.pad(blocks, pad)
+        k, h = self._gather_map()
+        patches = blocks[..., k, h, :]  # [..., height_out, num_offsets, num_filters_in]
+        patches = patches.reshape(lead + (self.height_out, len(self.offsets) * self.num_filters_in))
+        y = jnp.matmul(patches, w.T) + b
+        return y.reshape(lead + (self.height_out * w.shape[0],))
+
+    def vjp(self, delta, value, x, w, b):
+        return auto_vjp(self, delta, x, w, b)
+
+
+@layer_class
+class TimeHeightConvolutionComponent(Component):
+    """Convolution over time (frame offsets, like a TDNN) and height (within the feature dim).
+
+    A macro layer: the engine plans `expand()`, the input at every time offset appended
+    (optional offsets through IfDefined), then the row-wise height convolution.
+    """
+
+    input: Layer = child()
+    linear_params: Layer = child()
+    bias_params: Layer = child()
+    num_filters_in: int = 1
+    height_in: int = 1
+    height_out: int = 1
+    height_subsample_out: int = 1
+    offsets: tuple[tuple[int, int], ...] = attrs.field(default=((0, 0),), converter=_pairs)
+    required_time_offsets: tuple[int, ...] = attrs.field(default=(0,), converter=_ints)
+
+    kaldi_type: ClassVar[str] = "TimeHeightConvolutionComponent"
+    param_fields: ClassVar[tuple[str, ...]] = ("linear_params", "bias_params")
+    rowwise: ClassVar[bool] = False
+
+    @property
+    def num_filters_out(self) -> int:
+        return _shape(self, "linear_params")[0]
+
+    @property
+    def time_offsets(self) -> tuple[int, ...]:
+        return tuple(sorted({t for t, _ in self.offsets}))
+
+    @property
+    def height_offsets(self) -> tuple[int, ...]:
+        return tuple(sorted({h for _, h in self.offsets}))
+
+    @property
+    def input_dim(self) -> int:
+        return self.num_filters_in * self.height_in
+
+    @property
+    def output_dim(self) -> int:
+        return self.num_filters_out * self.height_out
+
+    def param_shapes(self) -> dict[str, tuple[int, ...]]:
+        out = self.num_filters_out
+        return {"linear_params": (out, len(self.offsets) * self.num_filters_in), "bias_params": (out,)}
+
+    def expand(self) -> Layer:
+        w = self.where
+        parts = []
+        for t in self.time_offsets:
+            part = self.input if t == 0 else Offset(self.input, t, where=w)
+            parts.append(part if t in self.required_time_offsets else IfDefined(part, where=w))
+        spliced = parts[0] if len(parts) == 1 else Append(*parts, where=w)
+        return _HeightConvolution(self.name, spliced, self.linear_params, self.bias_params, self.num_filters_in,
+                                  self.height_in, self.height_out, self.height_subsample_out, self.offsets, where=w)
+
+
+def _check_model(opts: OptionReader, num_filters_in: int, height_in: int, height_out: int, subsample: int,
+                 offsets: tuple[tuple[int, int], ...], required: tuple[int, ...]) -> None:
+    """Kaldi's ConvolutionModel::Check(check_heights_used=false, allow_height_padding=true)."""
+    time_offsets = {t for t, _ in offsets}
+    missing = [t for t in required if t not in time_offsets]
+    opts.require(not missing, f"required-time-offsets {','.join(map(str, missing))} are not among the time-offsets",
+                 "required-time-offsets")
+    used = [False] * len(offsets)
+    for j in range(height_out):
+        h_out = j * subsample
+        available = False
+        for i, (t, h) in enumerate(offsets):
+            if 0 <= h_out + h < height_in:
+                used[i] = True
+                available = available or t in required
+        opts.require(available, f"output height {j} reads no input height at the required time offsets (height-in="
+                     f"{height_in}, height-out={height_out}, height-subsample-out={subsample})", "height-out")
+    unused = [offsets[i] for i, u in enumerate(used) if not u]
+    opts.require(not unused, f"the (time, height) offset {unused[0] if unused else ''} is never used (it reads outside "
+                 "the input height at every output height)", "height-offsets")
+
+
+@register("TimeHeightConvolutionComponent")
+def time_height_convolution_component(name: str, options: Mapping[str, Any], input: Layer, *,
+                                      read_matrix=None) -> Layer:
+    """Options (Kaldi's TimeHeightConvolutionComponent::InitFromConfig): num-filters-in, num-filters-out,
+    height-in, height-out, height-offsets, time-offsets (all required; offsets sorted and unique),
+    required-time-offsets (all time-offsets), height-subsample-out (1), max-memory-mb (200),
+    param-stddev (1/sqrt(num-filters-in * num-offsets); negative means the default), bias-stddev (0),
+    init-unit (false: with true, linear_params is zero but for the unit matrix at offset (0, 0)),
+    use-natural-gradient (true), rank-in (min(80, (num-offsets * num-filters-in + 2) / 2)),
+    rank-out (min(80, (num-filters-out + 1) / 2)), alpha-in (4), alpha-out (4), num-minibatches-history (4);
+    learning rates. The offsets are every (time-offset, height-offset) pair."""
+    opts = OptionReader("TimeHeightConvolutionComponent", name, options)
+    meta = updatable_options(opts)
+    nfi = opts.int("num-filters-in")
+    nfo = opts.int("num-filters-out")
+    height_in = opts.int("height-in")
+    height_out = opts.int("height-out")
+    height_offsets = opts.int_list("height-offsets")
+    time_offsets = opts.int_list("time-offsets")
+    required = opts.int_list("required-time-offsets", time_offsets)
+    subsample = opts.int("height-subsample-out", 1)
+    max_memory_mb = opts.float("max-memory-mb", 200.0)
+    for key, value in (("num-filters-in", nfi), ("num-filters-out", nfo), ("height-in", height_in),
+                       ("height-out", height_out), ("height-subsample-out", subsample),
+                       ("max-memory-mb", max_memory_mb)):
+        opts.positive(key, value)
+    for key, values in (("height-offsets", height_offsets), ("time-offsets", time_offsets),
+                        ("required-time-offsets", required)):
+        opts.require(len(values) > 0 and _sorted_unique(values),
+                     f"{key}={','.join(map(str, values))} must be nonempty, sorted and unique", key)
+    offsets = tuple((t, h) for t in time_offsets for h in height_offsets)
+    _check_model(opts, nfi, height_in, height_out, subsample, offsets, required)
+    param_stddev = opts.float("param-stddev", -1.0)
+    bias_stddev = opts.float("bias-stddev", 0.0)
+    init_unit = opts.bool("init-unit", False)
+    if param_stddev < 0.0:
+        param_stddev = 1.0 / math.sqrt(nfi * len(offsets))
+    cols = nfi * len(offsets)
+    if init_unit:
+        opts.require(nfi == nfo, f"init-unit needs num-filters-in == num-filters-out (got {nfi} and {nfo})",
+                     "init-unit")
+        opts.require((0, 0) in offsets, "init-unit needs the offset (0, 0) (time-offset 0 and height-offset 0)",
+                     "init-unit")
+        unit = np.zeros((nfo, cols))
+        start = offsets.index((0, 0)) * nfi
+        unit[:, start : start + nfi] = np.eye(nfi)
+        linear_init: Any = FrozenArray(unit)
+    else:
+        linear_init = normal_init((nfo, cols), param_stddev)
+    rank_in = opts.int("rank-in", -1)
+    rank_out = opts.int("rank-out", -1)
+    meta += [
+        ("max-memory-mb", max_memory_mb),
+        ("use-natural-gradient", opts.bool("use-natural-gradient", True)),
+        ("rank-in", rank_in if rank_in >= 0 else min(80, (cols + 2) // 2)),
+        ("rank-out", rank_out if rank_out >= 0 else min(80, (nfo + 1) // 2)),
+        ("alpha-in", opts.float("alpha-in", 4.0)),
+        ("alpha-out", opts.float("alpha-out", 4.0)),
+        ("num-minibatches-history", opts.float("num-minibatches-history", 4.0)),
+    ]
+    opts.finish()
+    return TimeHeightConvolutionComponent(
+        name,
+        input,
+        Weight(linear_init, param_name(name, "linear_params")),
+        Weight(normal_init((nfo,), bias_stddev), param_name(name, "bias_params")),
+        nfi,
+        height_in,
+        height_out,
+        subsample,
+        offsets,
+        required,
+        options=meta,
+    )
+
+
+# ----- ConvolutionComponent ----------------------------------------------------------------------
+
+
+def _steps(size: int, filt: int, step: int) -> int:
+    return 1 + (size - filt) // step
+
+
+@layer_class
+class ConvolutionComponent(Component):
+    """Kaldi's 2-D convolution over the feature dim of each row (see the module doc)."""
+
+    input: Layer = child()
+    filter_params: Layer = child()
+    bias_params: Layer = child()
+    input_x_dim: int = 1
+    input_y_dim: int = 1
+    input_z_dim: int = 1
+    filt_x_dim: int = 1
+    filt_y_dim: int = 1
+    filt_x_step: int = 1
+    filt_y_step: int = 1
+    input_vectorization_order: str = "zyx"
+
+    kaldi_type: ClassVar[str] = "ConvolutionComponent"
+    param_fields: ClassVar[tuple[str, ...]] = ("filter_params", "bias_params")
+
+    @property
+    def num_filters(self) -> int:
+        return _shape(self, "filter_params")[0]
+
+    @property
+    def input_dim(self) -> int:
+        return self.input_x_dim * self.input_y_dim * self.input_z_dim
+
+    @property
+    def output_dim(self) -> int:
+        return (_steps(self.input_x_dim, self.filt_x_dim, self.filt_x_step)
+                * _steps(self.input_y_dim, self.filt_y_dim, self.filt_y_step) * self.num_filters)
+
+    def param_shapes(self) -> dict[str, tuple[int, ...]]:
+        nf = self.num_filters
+        return {"filter_params": (nf, self.filt_x_dim * self.filt_y_dim * self.input_z_dim), "bias_params": (nf,)}
+
+    def column_map(self) -> np.ndarray:
+        """`[num_patches, filter_dim]`: the input column of each patch element (Kaldi's InputToInputPatches)."""
+        nx = _steps(self.input_x_dim, self.filt_x_dim, self.filt_x_step)
+        ny = _steps(self.input_y_dim, self.filt_y_dim, self.filt_y_step)
+        xs = (np.arange(nx)[:, None, None, None, None] * self.filt_x_step
+              + np.arange(self.filt_x_dim)[None, None, :, None, None])
+        ys = (np.arange(ny)[None, :, None, None, None] * self.filt_y_step
+              + np.arange(self.filt_y_dim)[None, None, None, :, None])
+        zs = np.arange(self.input_z_dim)[None, None, None, None, :]
+        if self.input_vectorization_order == "zyx":
+            cols = (xs * self.input_y_dim + ys) * self.input_z_dim + zs
+        else:  # yzx
+            cols = (xs * self.input_z_dim + zs) * self.input_y_dim + ys
+        return cols.reshape(nx * ny, self.filt_x_dim * self.filt_y_dim * self.input_z_dim)
+
+    def apply(self, x, w, b):
+        patches = x[..., self.column_map()]  # [..., num_patches, filter_dim]
+        y = jnp.matmul(patches, w.T) + b
+        return y.reshape(x.shape[:-1] + (-1,))
+
+    def vjp(self, delta, value, x, w, b):
+        return auto_vjp(self, delta, x, w, b)
+
+
+@register("ConvolutionComponent")
+def convolution_component(name: str, options: Mapping[str, Any], input: Layer, *,
+                          read_matrix: MatrixReader | None = None) -> Layer:
+    """Options (Kaldi's ConvolutionComponent::InitFromConfig): input-x-dim, input-y-dim, input-z-dim, filt-x-dim,
+    filt-y-dim, filt-x-step, filt-y-step (required; (input - filt) divisible by the step),
+    input-vectorization-order (zyx, or yzx); then matrix=FILE (`[filters bias]`, num-filters x
+    (filt-x-dim * filt-y-dim * input-z-dim + 1)) or num-filters (required), param-stddev
+    (1/sqrt(filt-x-dim * filt-y-dim * input-z-dim)), bias-stddev (1.0); learning rates."""
+    opts = OptionReader("ConvolutionComponent", name, options)
+    meta = updatable_options(opts)
+    dims = {}
+    for key in ("input-x-dim", "input-y-dim", "input-z-dim", "filt-x-dim", "filt-y-dim", "filt-x-step", "filt-y-step"):
+        dims[key] = opts.int(key)
+        opts.positive(key, dims[key])
+    order = opts.str("input-vectorization-order", "zyx")
+    opts.require(order in ("zyx", "yzx"), f"input-vectorization-order={order} is not zyx or yzx",
+                 "input-vectorization-order")
+    for axis in ("x", "y"):
+        size, filt, step = dims[f"input-{axis}-dim"], dims[f"filt-{axis}-dim"], dims[f"filt-{axis}-step"]
+        opts.require(filt <= size and (size - filt) % step == 0,
+                     f"filt-{axis}-dim={filt} and filt-{axis}-step={step} do not tile input-{axis}-dim={size}",
+                     f"filt-{axis}-dim")
+    filter_dim = dims["filt-x-dim"] * dims["filt-y-dim"] * dims["input-z-dim"]
+    if opts.has("matrix"):
+        mat = load_array(opts, "matrix", read_matrix, 2)
+        opts.require(mat.shape[1] == filter_dim + 1,
+                     f"matrix={opts.raw['matrix']} has {mat.shape[1]} columns, expected {filter_dim + 1} (filters "
+                     "and the bias)", "matrix")
+        w_init: Any = FrozenArray(mat[:, :filter_dim])
+        b_init: Any = FrozenArray(mat[:, filter_dim])
+    else:
+        num_filters = opts.int("num-filters")
+        opts.positive("num-filters", num_filters)
+        param_stddev = opts.float("param-stddev", 1.0 / math.sqrt(filter_dim))
+        bias_stddev = opts.float("bias-stddev", 1.0)
+        opts.nonnegative("param-stddev", param_stddev)
+        opts.nonnegative("bias-stddev", bias_stddev)
+        w_init = normal_init((num_filters, filter_dim), param_stddev)
+        b_init = normal_init((num_filters,), bias_stddev)
+    opts.finish()
+    return ConvolutionComponent(
+        name, input,
+        Weight(w_init, param_name(name, "filter_params")),
+        Weight(b_init, param_name(name, "bias_params")),
+        dims["input-x-dim"], dims["input-y-dim"], dims["input-z-dim"], dims["filt-x-dim"], dims["filt-y-dim"],
+        dims["filt-x-step"], dims["filt-y-step"], order,
+        options=meta,
+    )
+
+
+# ----- MaxpoolingComponent ------------------------------------------------------------------------
+
+
+@jax.custom_vjp
+def _kaldi_max(patches):
+    """The max over the last axis; its derivative goes to every element equal to the max (Kaldi's)."""
+    return jnp.max(patches, axis=-1)
+
+
+def _kaldi_max_fwd(patches):
+    out = jnp.max(patches, axis=-1)
+    return out, (patches, out)
+
+
+def _kaldi_max_bwd(saved, delta):
+    patches, out = saved
+    mask = (patches == out[..., None]).astype(delta.dtype)
+    return (mask * delta[..., None],)
+
+
+_kaldi_max.defvjp(_kaldi_max_fwd, _kaldi_max_bwd)
+
+
+@layer_class
+class MaxpoolingComponent(Component):
+    """The maximum over each 3-D pool of the row's (x, y, z) tensor (see the module doc)."""
+
+    input: Layer = child()
+    input_x_dim: int = 1
+    input_y_dim: int = 1
+    input_z_dim: int = 1
+    pool_x_size: int = 1
+    pool_y_size: int = 1
+    pool_z_size: int = 1
+    pool_x_step: int = 1
+    pool_y_step: int = 1
+    pool_z_step: int = 1
+
+    kaldi_type: ClassVar[str] = "MaxpoolingComponent"
+
+    def _num_pools(self) -> tuple[int, int, int]:
+        return (_steps(self.input_x_dim, self.pool_x_size, self.pool_x_step),
+                _steps(self.input_y_dim, self.pool_y_size, self.pool_y_step),
+                _steps(self.input_z_dim, self.pool_z_size, self.pool_z_step))
+
+    @property
+    def input_dim(self) -> int:
+        return self.input_x_dim * self.input_y_dim * self.input_z_dim
+
+    @property
+    def output_dim(self) -> int:
+        return math.prod(self._num_pools())
+
+    def column_map(self) -> np.ndarray:
+        """`[num_pools, pool_size]`: the input column of each pool member."""
+        px, py, pz = self._num_pools()
+        xs = (np.arange(px)[:, None, None, None, None, None] * self.pool_x_step
+              + np.arange(self.pool_x_size)[None, None, None, :, None, None])
+        ys = (np.arange(py)[None, :, None, None, None, None] * self.pool_y_step
+              + np.arange(self.pool_y_size)[None, None, None, None, :, None])
+        zs = (np.arange(pz)[None, None, :, None, None, None] * self.pool_z_step
+              + np.arange(self.pool_z_size)[None, None, None, None, None, :])
+        cols = (xs * self.input_y_dim + ys) * self.input_z_dim + zs
+        return cols.reshape(px * py * pz, self.pool_x_size * self.pool_y_size * self.pool_z_size)
+
+    def apply(self, x):
+        return _kaldi_max(x[..., self.column_map()])
+
+    def vjp(self, delta, value, x):
+        return auto_vjp(self, delta, x)
+
+
+@register("MaxpoolingComponent")
+def maxpooling_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options (Kaldi's MaxpoolingComponent::InitFromConfig and Check), all required: input-x-dim, input-y-dim,
+    input-z-dim, pool-x-size, pool-y-size, pool-z-size, pool-x-step, pool-y-step, pool-z-step; per axis
+    size <= input dim, step <= size, and (input dim - size) divisible by the step."""
+    opts = OptionReader("MaxpoolingComponent", name, options)
+    keys = [f"input-{a}-dim" for a in "xyz"] + [f"pool-{a}-size" for a in "xyz"] + [f"pool-{a}-step" for a in "xyz"]
+    values = {key: opts.int(key) for key in keys}
+    opts.finish()
+    for key in keys:
+        opts.positive(key, values[key])
+    for a in "xyz":
+        dim, size, step = values[f"input-{a}-dim"], values[f"pool-{a}-size"], values[f"pool-{a}-step"]
+        opts.require(size <= dim, f"pool-{a}-size={size} exceeds input-{a}-dim={dim}", f"pool-{a}-size")
+        opts.require(step <= size, f"pool-{a}-step={step} exceeds pool-{a}-size={size}", f"pool-{a}-step")
+        opts.require((dim - size) % step == 0,
+                     f"pool-{a}-size={size} and pool-{a}-step={step} do not tile input-{a}-dim={dim}", f"pool-{a}-step")
+    return MaxpoolingComponent(name, input, *(values[k] for k in keys))

@@ -1,0 +1,268 @@
+"""Components that rearrange rows or wrap other components.
+
+DistributeComponent (nnet-general-component.cc)
+    Splits each input row into `input_dim / output_dim` blocks of `output_dim`
+    columns and gives block b of the input at `(n, t, x')` to the output at
+    `(n, t, x)` with `x' = floor(x / num_blocks)` (floor also for negative x) and
+    `b = x - x' * num_blocks`: one input row becomes `num_blocks` output rows
+    with consecutive x. An output is computable where its input Index is.
+    An IndexedLayer (it maps the Index variable x) behind a macro component.
+
+CompositeComponent (nnet-simple-component.cc)
+    A sequence of simple (row-wise) components applied one after the other,
+    given in a config as `num-components=N component1='type=... ...' ...
+    componentN='...'`. `max-rows-process` (4096) only bounds Kaldi's memory use,
+    so it is kept as metadata. The parts are built with the names
+    `{name}.component{i}` (so their parameters are
+    `{name}.component{i}.linear_params`, ...), each with a placeholder input;
+    `expand()` chains them on the real input.
+
+SpecAugmentTimeMaskComponent (nnet-general-component.cc)
+    Zeroes random runs of frames in training; in test mode (as nnet3-compute
+    runs it) it is the identity. Training mode with a nonzero
+    `zeroed-proportion` is a ComponentModeError for now.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Mapping
+
+import attrs
+import jax.numpy as jnp
+import numpy as np
+
+from ..descriptor import IndexedLayer, Ref
+from ..errors import ShapeError, SymnetError, at
+from ..index import decode, encode
+from ..layer import Layer, child, children_field, layer_class
+from .base import COMPONENTS, Component, ComponentConfigError, ComponentModeError, OptionReader, register
+
+# ----- DistributeComponent ------------------------------------------------------------------
+
+
+@layer_class
+class _Distribute(IndexedLayer):
+    """The Index rules of DistributeComponent (see the module doc).
+
+    Each output row reads one input row; which block of it is told by `owner`,
+    which here is `row * num_blocks + block` (the engine passes owners through
+    untouched to `computable_from` and `apply_rows`).
+    """
+
+    input: Layer = child()
+    input_dim: int = 2
+    output_dim: int = 1
+
+    @property
+    def num_blocks(self) -> int:
+        return self.input_dim // self.output_dim
+
+    def requirements(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n, t, x = decode(keys)
+        nb = self.num_blocks
+        x_in = x // nb
+        block = x - x_in * nb
+        return encode(n, t, x_in), np.arange(len(keys)) * nb + block
+
+    def computable_from(self, available: np.ndarray, owner: np.ndarray, num_rows: int) -> np.ndarray:
+        return np.bincount(owner // self.num_blocks, weights=available, minlength=num_rows) > 0
+
+    def reach(self) -> int:
+        return 0
+
+    def apply_rows(self, values, owner, num_rows, *weights):
+        if values.shape[-1] != self.input_dim:
+            raise ShapeError(f"DistributeComponent: input dim is {values.shape[-1]}, expected {self.input_dim}"
+                             f"{at(self.where)}")
+        nb, rows, block = self.num_blocks, owner // self.num_blocks, owner % self.num_blocks
+        blocks = values.reshape(values.shape[:-1] + (nb, self.output_dim))
+        picked = blocks[np.arange(len(owner)), :, block, :]  # [M, batch, output_dim]
+        if len(rows) == num_rows and np.array_equal(rows, np.arange(num_rows)):
+            return picked
+        out = jnp.zeros((num_rows,) + picked.shape[1:], picked.dtype)
+        return out.at[rows].set(picked)
+
+
+@layer_class
+class DistributeComponent(Component):
+    """One input row at `(n, t, x')` becomes `input_dim / output_dim` output rows at `x = x' * k + b`.
+
+    A macro layer: the engine plans `expand()`, an IndexedLayer (see `symnet.components.structure`).
+    """
+
+    input: Layer = child()
+    in_dim: int = 2
+    out_dim: int = 1
+
+    kaldi_type: ClassVar[str] = "DistributeComponent"
+    rowwise: ClassVar[bool] = False
+
+    @property
+    def input_dim(self) -> int:
+        return self.in_dim
+
+    @property
+    def output_dim(self) -> int:
+        return self.out_dim
+
+    def expand(self) -> Layer:
+        return _Distribute(self.input, self.in_dim, self.out_dim, where=self.where)
+
+
+@register("DistributeComponent")
+def distribute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options (Kaldi's DistributeComponent::InitFromConfig): input-dim, output-dim (required, positive,
+    output-dim divides input-dim)."""
+    opts = OptionReader("DistributeComponent", name, options)
+    input_dim = opts.int("input-dim")
+    output_dim = opts.int("output-dim")
+    opts.finish()
+    opts.positive("input-dim", input_dim)
+    opts.positive("output-dim", output_dim)
+    opts.require(input_dim % output_dim == 0, f"output-dim={output_dim} must divide input-dim={input_dim}",
+                 "output-dim")
+    return DistributeComponent(name, input, input_dim, output_dim)
+
+
+# ----- CompositeComponent ------------------------------------------------------------------------
+
+#: The input every part of a CompositeComponent is built with; `expand()` replaces it.
+PART_INPUT = Ref("_composite_part_input_", where=None)
+
+
+@layer_class
+class CompositeComponent(Component):
+    """A sequence of simple components (`parts`, each built on `PART_INPUT`) applied to `input` in turn.
+
+    A macro layer: `expand()` is the chain of the parts on the real input.
+    """
+
+    input: Layer = child()
+    parts: tuple[Layer, ...] = children_field()
+    max_rows_process: int = 4096
+
+    kaldi_type: ClassVar[str] = "CompositeComponent"
+    rowwise: ClassVar[bool] = False
+
+    @property
+    def input_dim(self) -> int:
+        return self.parts[0].input_dim
+
+    @property
+    def output_dim(self) -> int:
+        return self.parts[-1].output_dim
+
+    def expand(self) -> Layer:
+        x = self.input
+        for part in self.parts:
+            x = attrs.evolve(part, input=x)
+        return x
+
+
+def parse_nested_config(text: str) -> dict[str, str]:
+    """`key=value` pairs of a nested config line (`'type=AffineComponent input-dim=3 ...'`)."""
+    out: dict[str, str] = {}
+    for word in text.split():
+        key, equals, value = word.partition("=")
+        if not equals or not key:
+            raise ValueError(f"{word!r} is not key=value")
+        if key in out:
+            raise ValueError(f"{key} is given twice")
+        out[key] = value
+    return out
+
+
+def composite_part_name(name: str, i: int) -> str:
+    """The name of part number `i` (from 1, as in `component{i}=`) of the CompositeComponent `name`."""
+    return f"{name}.component{i}"
+
+
+@register("CompositeComponent")
+def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options (Kaldi's CompositeComponent::InitFromConfig): num-components (required, >= 1), component1 ..
+    componentN (required: each a nested config line `type=... options`, or a mapping with a `type`), of simple
+    components (not CompositeComponent) whose dims chain; max-rows-process (4096)."""
+    opts = OptionReader("CompositeComponent", name, options)
+    max_rows = opts.int("max-rows-process", 4096)
+    num = opts.int("num-components")
+    opts.require(num >= 1, f"num-components={num} must be at least 1", "num-components")
+    parts = []
+    for i in range(1, num + 1):
+        key = f"component{i}"
+        opts.require(opts.has(key), f"option {key} is required (num-components={num})", key)
+        raw = opts.raw[key]
+        opts.used.add(key)
+        try:
+            sub = dict(raw) if isinstance(raw, Mapping) else parse_nested_config(str(raw))
+        except (TypeError, ValueError) as e:
+            raise opts.error(f"cannot parse {key}: {e}", key) from None
+        kind = sub.pop("type", None)
+        opts.require(bool(kind), f"{key} has no type=", key)
+        opts.require(kind != "CompositeComponent", f"{key}: a CompositeComponent cannot be nested in another", key)
+        builder = COMPONENTS.get(str(kind))
+        opts.require(builder is not None, f"{key}: unknown component type {kind}", key)
+        try:
+            part = builder(composite_part_name(name, i), sub, PART_INPUT, read_matrix=read_matrix)
+        except ComponentConfigError as e:
+            raise opts.error(f"{key} ({kind}): {e.message}", key) from None
+        except SymnetError as e:
+            raise opts.error(f"{key} ({kind}): {e}", key) from None
+        opts.require(type(part).rowwise and getattr(part, "input", None) is PART_INPUT,
+                     f"{key}: {kind} is not a simple (row-wise) component", key)
+        if parts:
+            opts.require(part.input_dim == parts[-1].output_dim,
+                         f"{key} has input-dim {part.input_dim}, but component{i - 1} has output-dim "
+                         f"{parts[-1].output_dim}", key)
+        parts.append(part)
+    opts.finish()
+    return CompositeComponent(name, input, tuple(parts), max_rows)
+
+
+# ----- SpecAugmentTimeMaskComponent -----------------------------------------------------------
+
+
+@layer_class
+class SpecAugmentTimeMaskComponent(Component):
+    """Test mode (or zeroed-proportion 0): the identity. Training mode: not yet."""
+
+    input: Layer = child()
+    dim: int = 1
+    zeroed_proportion: float = 0.25
+    time_mask_max_frames: int = 10
+    test_mode: bool = False
+
+    kaldi_type: ClassVar[str] = "SpecAugmentTimeMaskComponent"
+
+    @property
+    def input_dim(self) -> int:
+        return self.dim
+
+    @property
+    def output_dim(self) -> int:
+        return self.dim
+
+    def apply(self, x):
+        if self.test_mode or self.zeroed_proportion == 0.0:
+            return x
+        raise ComponentModeError(
+            f"SpecAugmentTimeMaskComponent {self.name!r} in training mode needs random time masks, which symnet "
+            "does not support yet; run it in test mode (symnet.components.set_test_mode)")
+
+    def vjp(self, delta, value, x):
+        return (delta,)
+
+
+@register("SpecAugmentTimeMaskComponent")
+def spec_augment_time_mask_component(name: str, options: Mapping[str, Any], input: Layer, *,
+                                     read_matrix=None) -> Layer:
+    """Options (Kaldi's SpecAugmentTimeMaskComponent::InitFromConfig): dim (required), zeroed-proportion (0.25),
+    time-mask-max-frames (10, more than 1). Kaldi's config has no test-mode option: the component starts in
+    training mode; `set_test_mode` switches it."""
+    opts = OptionReader("SpecAugmentTimeMaskComponent", name, options)
+    dim = opts.int("dim")
+    proportion = opts.float("zeroed-proportion", 0.25)
+    max_frames = opts.int("time-mask-max-frames", 10)
+    opts.finish()
+    opts.positive("dim", dim)
+    opts.require(max_frames > 1, f"time-mask-max-frames={max_frames} must be more than 1", "time-mask-max-frames")
+    return SpecAugmentTimeMaskComponent(name, input, dim, proportion, max_frames)
