@@ -529,6 +529,10 @@ def test_every_registered_type_is_tested_and_dims_checked():
     tested = {
         "AffineComponent", "NaturalGradientAffineComponent", "LinearComponent", "FixedAffineComponent",
         "TdnnComponent",  # tested in tests/test_kaldi_network.py
+        # tested in tests/test_components_nonsimple.py:
+        "StatisticsExtractionComponent", "StatisticsPoolingComponent", "TimeHeightConvolutionComponent",
+        "ConvolutionComponent", "MaxpoolingComponent", "RestrictedAttentionComponent", "DistributeComponent",
+        "CompositeComponent", "SpecAugmentTimeMaskComponent",
         "BlockAffineComponent", "RepeatedAffineComponent", "NaturalGradientRepeatedAffineComponent",
         "PnormComponent", "NormalizeComponent", "BatchNormComponent", "ScaleAndOffsetComponent",
         "PerElementScaleComponent", "PerElementOffsetComponent", "NaturalGradientPerElementScaleComponent",

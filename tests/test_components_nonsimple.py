@@ -625,8 +625,6 @@ def test_composite_component_from_config():
         parse_network(COMPOSITE + "output-node name=output input=comp\n")
 
 
-@pytest.mark.xfail(strict=True, reason="network_config_lines (symnet/kaldi/network.py) takes the parts of a "
-                   "CompositeComponent for components without a component-node; it should skip them")
 def test_composite_network_writes_and_reads_back():
     text = COMPOSITE.replace("input=Append(Offset(input, -1), input)", "input=input")
     kn = parse_network(text + "output-node name=output input=comp\n", seed=2)

@@ -375,7 +375,11 @@ class Planner:
             if not lo <= t <= hi:
                 continue
             ops = self.graph.operands[nid]
-            if isinstance(layer, Failover):
+            if isinstance(layer, IndexedLayer):
+                required, _ = layer.requirements(keys)
+                missing_inputs = required[~self.computable(ops[0], required)] if len(required) else required
+                stack.extend((ops[0], int(k)) for k in missing_inputs[:8])
+            elif isinstance(layer, Failover):
                 stack.extend((op, key) for op in ops)
             elif isinstance(layer, Switch):
                 stack.append((ops[t % len(ops)], key))

@@ -65,12 +65,12 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from typing import Any, Iterable, Mapping, Union
 
 import attrs
 import numpy as np
 
+from ..atomic import atomic_write
 from ..errors import ModelFormatError
 from .binary import (
     _NUM_RE,
@@ -1111,30 +1111,7 @@ def format_nnet(nnet: NnetFile, *, binary: bool = True) -> bytes:
 def write_nnet(path: str | os.PathLike[str], nnet: NnetFile, *, binary: bool = True) -> None:
     """Write `nnet` to `path` as Kaldi does, atomically: the bytes are made first, written to a
     temporary file beside `path` and moved over it, so a failure leaves any existing file untouched."""
-    data = format_nnet(nnet, binary=binary)
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if hasattr(os, "fchmod"):  # mkstemp's 0600 -> what open() would have given
-                os.fchmod(f.fileno(), 0o666 & ~_umask())
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    atomic_write(path, format_nnet(nnet, binary=binary))
 
 
 # ----- single matrices and vectors -------------------------------------------------------------

@@ -55,7 +55,6 @@ import difflib
 import heapq
 import json
 import os
-import tempfile
 import types
 import warnings
 import zipfile
@@ -66,7 +65,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..components import COMPONENTS, ComponentConfigError
+from ..components import COMPONENTS, ComponentConfigError, CompositeComponent
 from ..components.base import Component, Constant
 from ..descriptor import (
     Append,
@@ -84,6 +83,7 @@ from ..descriptor import (
     Sum,
     Switch,
 )
+from ..atomic import atomic_open
 from ..errors import ConfigError, DescriptorError, ModelFormatError, ParameterError, SymnetError
 from ..initializers import Normal, Zeros
 from ..layer import Identity, Layer, Weight
@@ -827,6 +827,8 @@ def network_config_lines(
     for layer in _walk(roots):
         if isinstance(layer, Node):
             under_node.add(id(layer.arg))
+        elif isinstance(layer, CompositeComponent):  # its parts are written inside its own line
+            under_node.update(id(part) for part in layer.parts)
     for layer in _walk(roots):
         if isinstance(layer, Identity):
             raise ConfigWriteError(
@@ -994,29 +996,8 @@ def save_model(path: str | os.PathLike[str], network: Network | KaldiNetwork,
     }
     arrays = {_HEADER: np.array(json.dumps(header, sort_keys=True)), _CONFIG: np.array(config)}
     arrays.update({_PARAM + name: value for name, value in params.items()})
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if hasattr(os, "fchmod"):  # mkstemp's 0600 -> what open() would have given
-                os.fchmod(f.fileno(), 0o666 & ~_umask())
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    with atomic_open(path) as f:
+        np.savez(f, **arrays)
 
 
 def _string_entry(data: Any, key: str, path: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 import zipfile
 from typing import Any
 
@@ -19,6 +18,7 @@ import attrs
 import jax
 import numpy as np
 
+from ..atomic import atomic_write
 from ..errors import SymnetError
 
 FORMAT = "symnet-checkpoint"
@@ -36,31 +36,6 @@ class Position:
     step: int = 0
     epoch: int = 0
     batch: int = 0
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and a rename (never half-written)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        # mkstemp makes the file private (0600); give it the mode a plain open() would.
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def save(path: str, network: Any, opt_state: Any, position: Position, extra: dict | None = None) -> None:
