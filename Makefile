@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench docs notebooks clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
+
+docs: $(STAMP)  ## the documentation site, into site/ (strict: a broken link or reference fails)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
+notebooks: $(STAMP)  ## run every notebook in notebooks/ (outputs are not written back)
+	$(PY) -m pytest -n 2 tests/test_notebooks.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -134,7 +134,7 @@ def _html_to_text(text: str) -> str:
 _FONT = "font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12px"
 _BOX = f"{_FONT}; line-height: 1.4"
 _TABLE = "border-collapse: collapse; margin: 4px 0"
-_CELL = "border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top"
+_CELL = "border: 1px solid #ccc; padding: 2px 6px; text-align: left; vertical-align: top; white-space: nowrap"
 _HEAD = _CELL + "; background: #f0f0f0"
 _GREY = "color: #777"
 _MAX_ROWS = 400  # table rows shown before eliding
