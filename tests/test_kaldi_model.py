@@ -306,15 +306,15 @@ def test_statistics_components_round_trip():
 
 
 def test_write_model_is_atomic(tmp_path, monkeypatch):
-    from symnet.kaldi import model_io
+    from symnet import atomic
 
     path = tmp_path / "model.raw"
     path.write_bytes(b"old")
 
-    def broken(fd, mode):
+    def broken(fd):
         raise OSError("disk full")
 
-    monkeypatch.setattr(model_io.os, "fchmod", broken)
+    monkeypatch.setattr(atomic.os, "fsync", broken)  # fails after the data went to the temporary file
     with pytest.raises(OSError, match="disk full"):
         write_model(path, parse_model(NNET_TEXT.encode()))
     assert path.read_bytes() == b"old"
