@@ -20,7 +20,6 @@ from .errors import PlanError
 _BITS = 21
 _OFF = 1 << (_BITS - 1)
 _MASK = (1 << _BITS) - 1
-LIMIT = _OFF - 1  # |t|, |x| and n must stay below this
 
 
 class Index(NamedTuple):

@@ -672,16 +672,3 @@ class LogSoftmax(Elementwise):
 
     def vjp(self, d, value, a):
         return (d - jnp.exp(value) * jnp.sum(d, axis=-1, keepdims=True),)
-
-
-@layer_class
-class AutoVjp(Layer):
-    """Mixin for layers whose backward is JAX's own transpose of `apply`.
-
-    For components whose hand-written backward would only restate the chain
-    rule (LSTM cells, batch-norm), `vjp` differentiates `apply` locally.
-    """
-
-    def vjp(self, delta, value, *args):
-        _, pullback = jax.vjp(self.apply, *args)
-        return pullback(delta)
