@@ -76,10 +76,20 @@ class NaturalGradientAffineComponent(AffineComponent):
     """AffineComponent trained by Kaldi with natural gradient; the forward pass is the same.
 
     The natural-gradient options (rank-in, rank-out, update-period,
-    num-samples-history, alpha) are kept in `options`.
+    num-samples-history, alpha) are kept in `options`. Inside an enabled
+    `symnet.natural_gradient.Preconditioning` the weight gradients are Kaldi's
+    natural-gradient ones; elsewhere the backward is the exact gradient.
     """
 
     kaldi_type = "NaturalGradientAffineComponent"
+
+    def vjp(self, delta, value, x, w, b):
+        from ..natural_gradient import active
+
+        ng = active()
+        if ng is None:
+            return _AffineBase.vjp(self, delta, value, x, w, b)
+        return ng.vjp(self, delta, x, w, b)
 
 
 @layer_class
@@ -200,9 +210,21 @@ class RepeatedAffineComponent(Component):
 
 @layer_class
 class NaturalGradientRepeatedAffineComponent(RepeatedAffineComponent):
-    """RepeatedAffineComponent trained by Kaldi with natural gradient; the forward pass is the same."""
+    """RepeatedAffineComponent trained by Kaldi with natural gradient; the forward pass is the same.
+
+    Inside an enabled `symnet.natural_gradient.Preconditioning` the weight gradients are Kaldi's
+    natural-gradient ones; elsewhere the backward is the exact gradient.
+    """
 
     kaldi_type = "NaturalGradientRepeatedAffineComponent"
+
+    def vjp(self, delta, value, x, w, b):
+        from ..natural_gradient import active
+
+        ng = active()
+        if ng is None:
+            return RepeatedAffineComponent.vjp(self, delta, value, x, w, b)
+        return ng.vjp(self, delta, x, w, b)
 
 
 # ----- builders ----------------------------------------------------------------------

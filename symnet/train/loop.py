@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from .. import natural_gradient
 from ..engine import ComputationRequest, compile
 from ..errors import ShapeError, SymnetError
 from ..index import IndexSet
@@ -84,10 +85,13 @@ class Trainer:
         self.structure = network.structure
 
         def step(network, opt_state, x, targets, weights):
-            tape = self.computation.forward(network, {input: x})[output]
-            loss, correct, delta = objective(kind, tape.value, targets, weights)
-            grads = tape.backward(delta)
-            updates, opt_state = optimizer.update(grads, opt_state, network.params)
+            # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
+            # the NaturalGradient* components' backward reads and updates them (else a no-op context).
+            with natural_gradient.step_context(opt_state) as ng:
+                tape = self.computation.forward(network, {input: x})[output]
+                loss, correct, delta = objective(kind, tape.value, targets, weights)
+                grads = tape.backward(delta)
+            updates, opt_state = optimizer.update(grads, ng.carry(opt_state), network.params)
             params = optax.apply_updates(network.params, updates)
             # Per parameter: are all its new values finite? (A huge step can overflow the
             # parameters while the loss, computed before the update, is still finite.)
