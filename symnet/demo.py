@@ -4,15 +4,15 @@
     python -m symnet.demo --quick    # smaller settings (used by the test suite)
 
 Part 1 fits `(1.0 + x) * Weight(2.0)` to data made with the weight 3.5.
-Part 2 trains three networks on `symnet.datasets.HmmTask` and prints their
-frame accuracy next to the best a classifier without context can reach and
-the Bayes-optimal limit; it writes training curves (PNG) and the models.
+Part 2 trains three networks, written as Kaldi nnet3 configs, on
+`symnet.datasets.HmmTask` and prints their frame accuracy next to the best a
+classifier without context can reach and the Bayes-optimal limit; it writes
+training curves (PNG) and the models, as symnet files and as Kaldi nnet3 files.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import time
 
@@ -21,10 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import Append, Identity, Input, Literal, LogSoftmax, Network, Normal, Offset, ReLU, Weight, Zeros
+from . import Identity, Literal, Network, Weight
 from .datasets import HmmTask
+from .kaldi import parse_network, save_model, write_model
 from .train import fit
-from .train.checkpoint import save as save_checkpoint
 
 
 def seed_example(steps: int = 200) -> float:
@@ -57,33 +57,50 @@ def seed_example(steps: int = 200) -> float:
     return w
 
 
-def affine(x, fan_in: int, fan_out: int, name: str):
-    return x @ Weight(Normal((fan_in, fan_out), 1.0 / math.sqrt(fan_in)), name=f"{name}.w") + Weight(
-        Zeros(fan_out), name=f"{name}.b"
-    )
+def _affine(name: str, input: str, in_dim: int, out_dim: int, nonlinearity: str | None = "RectifiedLinear") -> str:
+    """Config lines of one layer: an affine component (Kaldi's default initialisation, zero bias) and a nonlinearity."""
+    lines = [
+        f"component name={name}.affine type=NaturalGradientAffineComponent input-dim={in_dim} "
+        f"output-dim={out_dim} bias-stddev=0",
+        f"component-node name={name}.affine component={name}.affine input={input}",
+    ]
+    if nonlinearity:
+        lines += [
+            f"component name={name}.{nonlinearity.lower()} type={nonlinearity}Component dim={out_dim}",
+            f"component-node name={name}.{nonlinearity.lower()} component={name}.{nonlinearity.lower()} "
+            f"input={name}.affine",
+        ]
+    return "\n".join(lines)
 
 
-def splice(x, offsets):
-    parts = [Offset(x, o) if o else x for o in offsets]
-    return parts[0] if len(parts) == 1 else Append(*parts)
+def _splice(node: str, offsets: tuple[int, ...]) -> str:
+    parts = [f"Offset({node}, {o})" if o else node for o in offsets]
+    return f"Append({', '.join(parts)})" if len(parts) > 1 else parts[0]
 
 
-def networks(feat_dim: int, classes: int, width: int) -> dict[str, Network]:
-    """The three contenders: no context, Kaldi's documentation example, a TDNN."""
-    x = Input("input", feat_dim)
-    no_context = LogSoftmax(affine(ReLU(affine(ReLU(affine(x, feat_dim, width, "l1")), width, width, "l2")),
-                                   width, classes, "out"))
-    kaldi_doc = LogSoftmax(affine(ReLU(affine(splice(x, (-1, 0, 1, 2)), 4 * feat_dim, 65, "affine1")),
-                                  65, classes, "affine2"))
-    h = ReLU(affine(splice(x, (-2, -1, 0, 1, 2)), 5 * feat_dim, width, "tdnn1"))
-    h = ReLU(affine(splice(h, (-1, 0, 1)), 3 * width, width, "tdnn2"))
-    h = ReLU(affine(splice(h, (-3, 0, 3)), 3 * width, width, "tdnn3"))
-    tdnn = LogSoftmax(affine(h, width, classes, "output"))
-    return {
-        "no context (MLP)": Network(no_context, seed=1),
-        "Kaldi doc example": Network(kaldi_doc, seed=2),
-        "TDNN": Network(tdnn, seed=3),
-    }
+def configs(feat_dim: int, classes: int, width: int) -> dict[str, str]:
+    """The three contenders as Kaldi nnet3 configs: no context, Kaldi's documentation example, a TDNN."""
+    head = f"input-node name=input dim={feat_dim}"
+
+    def output(last: str, dim: int) -> str:
+        return "\n".join([
+            _affine("output", last, dim, classes, nonlinearity="LogSoftmax"),
+            "output-node name=output input=output.logsoftmax objective=linear",
+        ])
+
+    mlp = [head, _affine("layer1", "input", feat_dim, width), _affine("layer2", "layer1.rectifiedlinear", width, width),
+           output("layer2.rectifiedlinear", width)]
+    # Kaldi's documentation example: Append(Offset(input, -1), ..., Offset(input, 2)), one hidden layer of 65.
+    doc = [head, _affine("affine1", _splice("input", (-1, 0, 1, 2)), 4 * feat_dim, 65),
+           output("affine1.rectifiedlinear", 65)]
+    tdnn = [head, _affine("tdnn1", _splice("input", (-2, -1, 0, 1, 2)), 5 * feat_dim, width),
+            _affine("tdnn2", _splice("tdnn1.rectifiedlinear", (-1, 0, 1)), 3 * width, width),
+            _affine("tdnn3", _splice("tdnn2.rectifiedlinear", (-3, 0, 3)), 3 * width, width),
+            output("tdnn3.rectifiedlinear", width)]
+    return {"no context (MLP)": "\n".join(mlp), "Kaldi doc example": "\n".join(doc), "TDNN": "\n".join(tdnn)}
+
+
+FILES = {"no context (MLP)": "mlp", "Kaldi doc example": "kaldi-doc", "TDNN": "tdnn"}
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -99,7 +116,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     task = HmmTask.create(seed=0)
     # (training sequences, validation sequences, epochs, width, minibatch): plenty of fresh
     # data and few epochs, since the generator is free and small data overfits.
-    sizes = (150, 40, 3, 64, 32) if args.quick else (2000, 150, 3, 128, 128)
+    sizes = (150, 40, 3, 64, 32) if args.quick else (4000, 150, 3, 128, 128)
     train = task.sample(sizes[0], seed=1)
     valid = task.sample(sizes[1], seed=2)
     print(f"{len(train)} training sequences ({train.num_frames} frames), {len(valid)} validation sequences, "
@@ -108,9 +125,14 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     single = task.single_frame_accuracy(valid)
     results, curves = {}, {}
     os.makedirs(args.out, exist_ok=True)
-    for name, net in networks(task.feat_dim, task.num_states, sizes[3]).items():
+    for seed, (name, config) in enumerate(configs(task.feat_dim, task.num_states, sizes[3]).items(), start=1):
+        kaldi = parse_network(config, seed=seed, file=f"<{name}>")
+        net = kaldi.network
         t = time.perf_counter()
-        result = fit(net, train, optax.adam(2e-3), valid=valid, epochs=sizes[2], batch_size=sizes[4], chunk=20,
+        chunks = sum(-(-int(n) // 20) for n in train.lengths)
+        steps = sizes[2] * -(-chunks // sizes[4])
+        optimizer = optax.adam(optax.cosine_decay_schedule(3e-3, steps))
+        result = fit(net, train, optimizer, valid=valid, epochs=sizes[2], batch_size=sizes[4], chunk=20,
                      seed=0, progress=False)
         accuracy = result.history[-1].valid_accuracy
         results[name] = accuracy
@@ -118,22 +140,17 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         left, right = net.context()
         print(f"  {name:20s} context ({left}, {right})  valid accuracy {accuracy:.3f}  "
               f"({time.perf_counter() - t:.0f} s)")
-        filename = os.path.join(args.out, name.split(" ")[0].lower() + ".npz")
-        save_checkpoint(filename, result.network, result.opt_state, _position(result))
+        trained = kaldi.replace(network=result.network)
+        base = os.path.join(args.out, FILES[name])
+        save_model(base + ".npz", trained)  # symnet's model file
+        write_model(base + ".raw", trained, binary=True)  # a Kaldi nnet3 model (nnet3-copy reads it)
     print(f"\n  {'best without context':20s}                  {single:.3f}   (Bayes-optimal single-frame classifier)")
     print(f"  {'Bayes limit':20s}                  {bayes:.3f}   (exact forward-backward posteriors)")
     _plot(curves, single, bayes, os.path.join(args.out, "training.png"))
-    print(f"\nwrote {args.out}/training.png and the models {args.out}/*.npz "
-          f"in {time.perf_counter() - started:.0f} s")
+    print(f"\nwrote {args.out}/training.png, the models as symnet files ({args.out}/*.npz) and as Kaldi "
+          f"nnet3 files ({args.out}/*.raw) in {time.perf_counter() - started:.0f} s")
     results.update({"bayes": bayes, "single_frame": single})
     return results
-
-
-def _position(result):
-    from .train.checkpoint import Position
-
-    last = result.history[-1]
-    return Position(step=last.step, epoch=last.epoch + 1, batch=0)
 
 
 def _plot(curves: dict[str, list[float]], single: float, bayes: float, path: str) -> None:
@@ -147,6 +164,7 @@ def _plot(curves: dict[str, list[float]], single: float, bayes: float, path: str
         ax.plot(range(1, len(values) + 1), values, marker="o", label=name)
     ax.axhline(bayes, color="k", linestyle="--", label=f"Bayes limit {bayes:.3f}")
     ax.axhline(single, color="gray", linestyle=":", label=f"best without context {single:.3f}")
+    ax.set_xticks(range(1, max(len(v) for v in curves.values()) + 1))
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation frame accuracy")
     ax.set_title("symnet on the built-in HMM task")
