@@ -461,3 +461,29 @@ def test_w1_lowers_without_gather_or_scatter():
         assert "gather" not in text, what
         assert "scatter" not in text, what
     assert np.asarray(value(net.params, inputs)).shape == (256 * 17, 115)
+
+
+def test_w2_tdnn_lowers_without_gather_or_scatter():
+    """W2's layout (six splices, Kaldi's normalise, context 10/10) at small widths: slices only."""
+    from symnet.components import NormalizeComponent
+
+    h, dim = Input("input", 40), 40
+    for i, offsets in enumerate([(-2, -1, 0, 1, 2), (-1, 0, 1), (-1, 0, 1), (-3, 0, 3), (-3, 0, 3), (0,)]):
+        spliced = Append(*[Offset(h, o) if o else h for o in offsets]) if len(offsets) > 1 else h
+        relu = ReLU(spliced @ Weight(Normal((dim * len(offsets), 16), 0.1)) + Weight(Normal((16,), 0.1)))
+        h, dim = NormalizeComponent(f"norm{i}", relu, 16, 16), 16
+    net = symnet.Network(LogSoftmax(h @ Weight(Normal((16, 20), 0.1))))
+    assert net.context() == (10, 10)
+    req = ComputationRequest(
+        inputs={"input": IndexSet.range(n=4, t=(-10, 40))}, outputs={"output": IndexSet.range(n=4, t=30)}
+    )
+    comp = compile(net, req)
+    inputs = {"input": jnp.ones((4 * 50, 40))}
+    delta = jnp.ones((4 * 30, 20))
+
+    def tape_grad(p, i):
+        return comp.forward(net.replace(params=p), i)["output"].backward(delta)
+
+    for text in (jax.jit(lambda p, i: comp(net.replace(params=p), i)["output"]).lower(net.params, inputs).as_text(),
+                 jax.jit(tape_grad).lower(net.params, inputs).as_text()):
+        assert "gather" not in text and "scatter" not in text
