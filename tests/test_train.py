@@ -448,3 +448,25 @@ def test_checkpoint_header_is_json_with_the_fingerprint(data, tmp_path):
         header = json.loads(f["header"].tobytes().decode())
         assert all(f[k].dtype != object for k in f.files)
     assert header["format"] == "symnet-checkpoint" and header["fingerprint"] == tdnn().fingerprint()
+
+
+def test_training_mode_batchnorm_stores_its_statistics_for_test_mode():
+    """fit accumulates every training-mode BatchNorm's statistics (zeroed each epoch, as Kaldi does per job)."""
+    import os
+
+    from symnet.components import set_test_mode
+    from symnet.kaldi import read_network
+
+    examples = os.path.join(os.path.dirname(__file__), "..", "examples")
+    net = read_network(os.path.join(examples, "tdnnf.config")).network
+    rng = np.random.default_rng(0)
+    feats = [rng.standard_normal((40, 20)).astype(np.float32) * 2 + 3 for _ in range(4)]
+    labels = [rng.integers(0, 10, 40) for _ in range(4)]
+    trained = fit(net, (feats, labels), optax.sgd(1e-3), epochs=2, batch_size=4, chunk=20, progress=False).network
+    count = float(trained.params["tdnn1.batchnorm.count"])
+    mean = np.asarray(trained.params["tdnn1.batchnorm.stats_mean"])
+    assert count > 0 and np.isfinite(mean).all() and np.abs(mean).max() > 0
+    untrained = set_test_mode(net).params["tdnn1.batchnorm.count"]
+    assert float(untrained) == 0.0  # a fresh model has no statistics; test mode now uses the stored ones
+    out = np.asarray(set_test_mode(trained).compute(np.stack(feats)))
+    assert np.isfinite(out).all()

@@ -22,6 +22,7 @@ import numpy as np
 import optax
 
 from .. import natural_gradient
+from ..components import batchnorm_stats_updates
 from ..engine import ComputationRequest, compile
 from ..errors import ShapeError, SymnetError
 from ..index import IndexSet
@@ -93,6 +94,7 @@ class Trainer:
                 grads = tape.backward(delta)
             updates, opt_state = optimizer.update(grads, ng.carry(opt_state), network.params)
             params = optax.apply_updates(network.params, updates)
+            params.update(batchnorm_stats_updates(tape))  # training-mode batch-norm accumulates its stats
             # Per parameter: are all its new values finite? (A huge step can overflow the
             # parameters while the loss, computed before the update, is still finite.)
             finite = {name: jnp.isfinite(value).all() for name, value in params.items()}
@@ -224,6 +226,8 @@ def _train(trainer, network, opt_state, position, history, train_chunks, valid_c
            checkpoint, checkpoint_every, max_steps, on_epoch, sums) -> FitResult:
     step = position.step
     for epoch in range(position.epoch, epochs):
+        if position.batch == 0 or epoch != position.epoch:
+            network = zero_batchnorm_stats(network)  # as Kaldi's ZeroComponentStats at each training job
         order = np.random.default_rng([seed, epoch]).permutation(len(train_chunks))
         batches = trainer.batches(train_chunks, order)
         start_batch = position.batch if epoch == position.epoch else 0
@@ -281,6 +285,22 @@ def _kept(checkpoint: str | None) -> str:
     if checkpoint and os.path.exists(checkpoint):
         return f"The last good checkpoint {checkpoint} is kept."
     return "Nothing was saved."
+
+
+def zero_batchnorm_stats(network: Any) -> Any:
+    """`network` with the stored statistics of its training-mode BatchNormComponents set to zero."""
+    from ..components import BatchNormComponent
+    from ..network import _walk
+
+    names = []
+    for layer in _walk([layer for _, layer in network.structure.outputs]):
+        if isinstance(layer, BatchNormComponent) and not layer.test_mode:
+            names += [getattr(layer, field).name for field in ("count", "stats_mean", "stats_var")]
+    if not names:
+        return network
+    params = dict(network.params)
+    params.update({name: jnp.zeros_like(params[name]) for name in names if name in params})
+    return network.replace(params=params)
 
 
 def _check_data(network: Any, chunks: Chunks, kind: str, input: str, output: str, what: str = "training data",
