@@ -299,8 +299,8 @@ def test_set_test_mode_rewrites_shared_trees():
     only_bn = set_test_mode(out, dropout=False)
     assert only_bn.lhs.test_mode and not only_bn.rhs.test_mode
     assert bn.matrixwise and not new.lhs.matrixwise and not drop.matrixwise
-    with pytest.raises(ComponentModeError, match="training mode"):
-        symnet.Network(drop)(rand(2, 3))
+    with pytest.raises(symnet.SymnetError, match="needs random numbers in training mode"):
+        symnet.Network(drop)(rand(2, 3))  # training mode outside symnet.rng.randomness
 
 
 # ----- scales and offsets ----------------------------------------------------------------
@@ -424,8 +424,8 @@ def test_general_dropout_test_mode_is_identity():
     r = Run(layer, x)
     close(r.value, x)
     r.check_backward()
-    with pytest.raises(ComponentModeError, match="GeneralDropoutComponent 'c'"):
-        set_test_mode(layer, False).forward(x)
+    with pytest.raises(symnet.SymnetError, match="GeneralDropoutComponent 'c' needs random numbers"):
+        set_test_mode(layer, False).forward(x)  # training mode outside symnet.rng.randomness
 
 
 @pytest.mark.parametrize("norm_based", [False, True])

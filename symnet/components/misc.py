@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import attrs
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import rng
 from ..layer import Layer, child, layer_class
 from .base import Component, ComponentModeError, OptionReader, auto_vjp, register
 
@@ -171,16 +173,14 @@ class PermuteComponent(Component):
         return (jnp.take(delta, jnp.asarray(self.reverse_column_map), axis=-1),)
 
 
-def _training_mode_error(layer: Component) -> ComponentModeError:
-    return ComponentModeError(
-        f"{type(layer).__name__} {layer.name!r} in training mode needs random masks, which symnet does not "
-        f"support yet; run it in test mode (symnet.components.set_test_mode, or test-mode=true)"
-    )
-
-
 @layer_class
 class DropoutComponent(_SameDim):
-    """Test mode: `y = (1 - dropout_proportion) x` (Kaldi's test-mode scaling). Training mode: not yet."""
+    """Kaldi's dropout. Training mode: `y = x * mask`, each mask value 0 with probability
+    `dropout_proportion` and 1 otherwise (no rescaling; one value per row with
+    `dropout_per_frame`). Test mode: `y = (1 - dropout_proportion) x`.
+
+    The mask comes from `symnet.rng.key_for(name)`, so backward sees the forward's mask.
+    """
 
     dropout_proportion: float = 0.0
     dropout_per_frame: bool = False
@@ -188,22 +188,33 @@ class DropoutComponent(_SameDim):
 
     kaldi_type = "DropoutComponent"
 
+    def _mask(self, x):
+        key = rng.key_for(self.name, f"DropoutComponent {self.name!r}")
+        shape = x.shape[:-1] + (1,) if self.dropout_per_frame else x.shape
+        return (jax.random.uniform(key, shape, x.dtype) >= self.dropout_proportion).astype(x.dtype)
+
     def apply(self, x):
         if self.test_mode:
             return x * (1.0 - self.dropout_proportion)
         if self.dropout_proportion == 0.0:
             return x
-        raise _training_mode_error(self)
+        return x * self._mask(x)
 
     def vjp(self, delta, value, x):
         if self.test_mode:
             return (delta * (1.0 - self.dropout_proportion),)
-        return (delta,)
+        if self.dropout_proportion == 0.0:
+            return (delta,)
+        return (delta * self._mask(x),)
 
 
 @layer_class
 class GeneralDropoutComponent(_SameDim):
-    """Test mode (or dropout-proportion 0): the identity. Training mode: not yet."""
+    """Kaldi's general dropout. Training mode: each row's blocks of `block_dim` columns are
+    multiplied by one mask row of `block_dim` values: uniform on `[1 - 2p, 1 + 2p]` with
+    `continuous`, else 0 with probability p and `1 / (1 - p)` otherwise. Test mode: the identity.
+    Masks shared over `time_period` frames need the rows' Indexes and are not supported.
+    """
 
     block_dim: int = 0
     time_period: int = 0
@@ -213,13 +224,32 @@ class GeneralDropoutComponent(_SameDim):
 
     kaldi_type = "GeneralDropoutComponent"
 
+    def _mask(self, x):
+        if self.time_period > 0:
+            raise ComponentModeError(
+                f"GeneralDropoutComponent {self.name!r}: training with time-period={self.time_period} "
+                "(masks shared across frames) is not supported; use time-period=0 or test mode"
+            )
+        key = rng.key_for(self.name, f"GeneralDropoutComponent {self.name!r}")
+        block = self.block_dim or x.shape[-1]
+        u = jax.random.uniform(key, x.shape[:-1] + (1, block), x.dtype)
+        p = self.dropout_proportion
+        mask = 1.0 - 2.0 * p + 4.0 * p * u if self.continuous else (u >= p).astype(x.dtype) / (1.0 - p)
+        return mask, block
+
+    def _apply_mask(self, v, mask, block):
+        blocks = v.reshape(v.shape[:-1] + (v.shape[-1] // block, block))
+        return (blocks * mask).reshape(v.shape)
+
     def apply(self, x):
         if self.test_mode or self.dropout_proportion == 0.0:
             return x
-        raise _training_mode_error(self)
+        return self._apply_mask(x, *self._mask(x))
 
     def vjp(self, delta, value, x):
-        return (delta,)
+        if self.test_mode or self.dropout_proportion == 0.0:
+            return (delta,)
+        return (self._apply_mask(delta, *self._mask(x)),)
 
 
 def _row_norm_scales(delta, threshold: float):

@@ -10,6 +10,7 @@ bit-identically.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -21,11 +22,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .. import natural_gradient
-from ..components import batchnorm_stats_updates
+from .. import natural_gradient, rng
+from ..components import batchnorm_stats_updates, set_test_mode
 from ..engine import ComputationRequest, compile
 from ..errors import ShapeError, SymnetError
 from ..index import IndexSet
+from ..network import Network
 from . import checkpoint as ckpt
 from .examples import Chunks, make_chunks
 from .objectives import OBJECTIVES, objective
@@ -85,10 +87,12 @@ class Trainer:
         self.computation = compile(network, request)
         self.structure = network.structure
 
-        def step(network, opt_state, x, targets, weights):
+        def step(network, opt_state, x, targets, weights, key=None):
             # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
             # the NaturalGradient* components' backward reads and updates them (else a no-op context).
-            with natural_gradient.step_context(opt_state) as ng:
+            # `key` feeds training-mode dropout (symnet.rng), forward and backward alike.
+            randomness = rng.randomness(key) if key is not None else contextlib.nullcontext()
+            with randomness, natural_gradient.step_context(opt_state) as ng:
                 tape = self.computation.forward(network, {input: x})[output]
                 loss, correct, delta = objective(kind, tape.value, targets, weights)
                 grads = tape.backward(delta)
@@ -100,8 +104,14 @@ class Trainer:
             finite = {name: jnp.isfinite(value).all() for name, value in params.items()}
             return network.replace(params=params), opt_state, loss, correct, finite
 
+        # Validation runs in test mode (batch-norm's stored statistics, no dropout), as Kaldi's
+        # nnet3-compute-prob does; the test-mode network has the same parameters.
+        test_structure = set_test_mode(network).structure
+        test_computation = compile(Network._from_parts(test_structure, network.params), request)
+
         def evaluate(network, x, targets, weights):
-            value = self.computation(network, {input: x})[output]
+            test_network = Network._from_parts(test_structure, network.params)
+            value = test_computation(test_network, {input: x})[output]
             loss, correct, _ = objective(kind, value, targets, weights)
             return loss, correct
 
@@ -138,13 +148,14 @@ class Trainer:
             total += frames
         return total_loss / max(total, 1.0), total_correct / max(total, 1.0)
 
-    def first_non_finite(self, network: Any, x: jax.Array) -> str:
+    def first_non_finite(self, network: Any, x: jax.Array, key: jax.Array | None = None) -> str:
         """The first node (operands before users) whose value is NaN or Inf, by walking the Tape.
 
         In the Tape's topological order the first such node has only finite operands:
         it is where the non-finite values start.
         """
-        tape = self.computation.forward(network, {self.input: x})[self.output]
+        with rng.randomness(key) if key is not None else contextlib.nullcontext():
+            tape = self.computation.forward(network, {self.input: x})[self.output]
         for node in tape.nodes():
             value = np.asarray(node.value)
             bad = ~np.isfinite(value)
@@ -225,6 +236,7 @@ def fit(
 def _train(trainer, network, opt_state, position, history, train_chunks, valid_chunks, bar, *, epochs, seed,
            checkpoint, checkpoint_every, max_steps, on_epoch, sums) -> FitResult:
     step = position.step
+    base_key = jax.random.PRNGKey(seed)
     for epoch in range(position.epoch, epochs):
         if position.batch == 0 or epoch != position.epoch:
             network = zero_batchnorm_stats(network)  # as Kaldi's ZeroComponentStats at each training job
@@ -239,10 +251,11 @@ def _train(trainer, network, opt_state, position, history, train_chunks, valid_c
             if max_steps is not None and step >= max_steps:
                 return FitResult(network, tuple(history), opt_state)
             x, targets, weights = trainer.arrays(train_chunks, batches[b])
-            new_network, opt_state, loss, correct, finite = trainer.step(network, opt_state, x, targets, weights)
+            key = jax.random.fold_in(base_key, step)  # this step's randomness (dropout masks)
+            new_network, opt_state, loss, correct, finite = trainer.step(network, opt_state, x, targets, weights, key)
             loss_value = float(loss)
             if not np.isfinite(loss_value):
-                culprit = trainer.first_non_finite(network, x)
+                culprit = trainer.first_non_finite(network, x, key)
                 raise TrainingError(
                     f"the loss is {loss_value} at step {step + 1} (epoch {epoch}, minibatch {b}); "
                     f"first non-finite value: {culprit}. {_kept(checkpoint)}"
@@ -350,6 +363,7 @@ def _check_data(network: Any, chunks: Chunks, kind: str, input: str, output: str
 
 
 def _output_dim(network: Any, chunks: Chunks, input: str, output: str) -> int:
+    network = set_test_mode(network)  # the same dims, and no randomness needed
     request = ComputationRequest(
         inputs={input: IndexSet.range(n=1, t=(-chunks.left, 1 + chunks.right))},
         outputs={output: IndexSet.range(n=1, t=1)},
