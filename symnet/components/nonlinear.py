@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 
-from ..layer import Layer, child, layer_class
+from ..layer import Layer, LogSoftmax, ReLU, Sigmoid, Tanh, child, layer_class
 from .base import Component, OptionReader, register
 
 #: Kaldi's "unset" self-repair threshold (kUnsetThreshold).
@@ -39,15 +39,13 @@ class _Nonlinear(Component):
 
 @layer_class
 class RectifiedLinearComponent(_Nonlinear):
-    """`max(x, 0)`; the derivative is 1 where the output is > 0, else 0."""
+    """`max(x, 0)`; the derivative is 1 where x > 0, else 0 (as Kaldi: it reads the output)."""
 
     kaldi_type = "RectifiedLinearComponent"
 
-    def apply(self, x):
-        return jnp.maximum(x, 0.0)
-
-    def vjp(self, delta, value, x):
-        return (jnp.where(value > 0, delta, jnp.zeros_like(delta)),)
+    # The core layer's formulas (symnet.layer.ReLU), which are Kaldi's.
+    apply = ReLU.apply
+    vjp = ReLU.vjp
 
 
 @layer_class
@@ -56,11 +54,9 @@ class SigmoidComponent(_Nonlinear):
 
     kaldi_type = "SigmoidComponent"
 
-    def apply(self, x):
-        return jax.nn.sigmoid(x)
-
-    def vjp(self, delta, value, x):
-        return (delta * value * (1.0 - value),)
+    # The core layer's formulas (symnet.layer.Sigmoid), which are Kaldi's.
+    apply = Sigmoid.apply
+    vjp = Sigmoid.vjp
 
 
 @layer_class
@@ -69,11 +65,9 @@ class TanhComponent(_Nonlinear):
 
     kaldi_type = "TanhComponent"
 
-    def apply(self, x):
-        return jnp.tanh(x)
-
-    def vjp(self, delta, value, x):
-        return (delta * (1.0 - value * value),)
+    # The core layer's formulas (symnet.layer.Tanh), which are Kaldi's.
+    apply = Tanh.apply
+    vjp = Tanh.vjp
 
 
 @layer_class
@@ -95,11 +89,8 @@ class LogSoftmaxComponent(_Nonlinear):
 
     kaldi_type = "LogSoftmaxComponent"
 
-    def apply(self, x):
-        return jax.nn.log_softmax(x, axis=-1)
-
-    def vjp(self, delta, value, x):
-        return (delta - jnp.exp(value) * jnp.sum(delta, axis=-1, keepdims=True),)
+    apply = LogSoftmax.apply
+    vjp = LogSoftmax.vjp
 
 
 @layer_class
