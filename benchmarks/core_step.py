@@ -25,7 +25,7 @@ import numpy as np
 import optax
 
 from symnet import Glorot, Identity, LayerTypeError, LogSoftmax, Network, ReLU, Weight, Zeros
-from symnet.tape import Tape
+from symnet.core.tape import Tape
 
 
 def mlp(n_in: int, hidden: int, n_out: int) -> Network:

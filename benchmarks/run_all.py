@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import symnet  # noqa: E402
 from symnet.engine import ComputationRequest, compile  # noqa: E402
 from symnet.engine import computation as computation_module  # noqa: E402
-from symnet.index import IndexSet  # noqa: E402
+from symnet.core.index import IndexSet  # noqa: E402
 from workloads import lstm_network, w1, w2, w2_network, w3  # noqa: E402
 
 

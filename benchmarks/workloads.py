@@ -21,8 +21,8 @@ import symnet
 from symnet import Input, LogSoftmax, Network, Normal, ReLU, Sigmoid, Tanh, Weight
 from symnet.engine import ComputationRequest, compile
 from symnet.components import NormalizeComponent
-from symnet.descriptor import Append, DimRange, IfDefined, Node, Offset, Ref
-from symnet.index import IndexSet
+from symnet.core.descriptor import Append, DimRange, IfDefined, Node, Offset, Ref
+from symnet.core.index import IndexSet
 
 
 @attrs.define

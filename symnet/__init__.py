@@ -1,11 +1,22 @@
-"""symnet: symbolic networks as immutable expression trees, with Kaldi nnet3's Indexes, on JAX."""
+"""symnet: symbolic networks as immutable expression trees, with Kaldi nnet3's Indexes, on JAX.
 
-from .descriptor import (
+The names here are the public API. Layers build trees (`(1.0 + x) * Weight(2.0)`),
+descriptors move rows labelled by Indexes (`Offset`, `Append`, ...), a
+`Network` holds a tree and its parameters as a JAX pytree, and `compile`
+plans a `ComputationRequest` into one jitted program. Kaldi configs and
+models are in `symnet.kaldi`, components in `symnet.components`, training in
+`symnet.train`, notebook views in `symnet.display`.
+"""
+
+from .core import rng
+from .core.descriptor import (
     Append,
     Const,
+    Descriptor,
     DimRange,
     Failover,
     IfDefined,
+    IndexedLayer,
     Input,
     Node,
     Offset,
@@ -16,41 +27,57 @@ from .descriptor import (
     Sum,
     Switch,
 )
+from .core.elementwise import Elementwise, Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from .core.formatting import Formatter
+from .core.index import Index, IndexSet
+from .core.initializers import Glorot, Initializer, Normal, Uniform, Zeros
+from .core.layer import (
+    BinaryLayer,
+    Divide,
+    Dot,
+    Identity,
+    Layer,
+    Literal,
+    Minus,
+    Negate,
+    Plus,
+    Power,
+    Structure,
+    Times,
+    Weight,
+    child,
+    children_field,
+    layer_class,
+)
+from .core.source import user_line
+from .core.tape import Tape
+from .core.walk import rewrite, walk
 from .engine import Computation, ComputationRequest, compile
+from .engine.cache import clear_caches
 from .errors import (
     ConfigError,
     DescriptorError,
-    ModelFormatError,
     GraphError,
     LayerTypeError,
+    ModelFormatError,
     ParameterError,
     PlanError,
     ShapeError,
     SymnetError,
 )
-from .initializers import Glorot, Initializer, Normal, Uniform, Zeros
-from .layer import (
-    Divide,
-    Dot,
-    Exp,
-    Identity,
-    Layer,
-    Literal,
-    Log,
-    LogSoftmax,
-    Minus,
-    Negate,
-    Plus,
-    Power,
-    ReLU,
-    Sigmoid,
-    Softmax,
-    Tanh,
-    Times,
-    Weight,
-)
-from .index import Index, IndexSet
 from .network import Network
-from .tape import Tape
+from .components import natural_gradient
+from . import display  # registers the notebook renderers of layers, tapes, networks and computations
 
-__version__ = "0.1.0"
+from .version import __version__
+
+__all__ = [
+    "Append", "BinaryLayer", "Computation", "ComputationRequest", "ConfigError", "Const", "Descriptor",
+    "DescriptorError", "DimRange", "Divide", "Dot", "Elementwise", "Exp", "Failover", "Formatter", "Glorot",
+    "GraphError", "Identity", "IfDefined", "Index", "IndexSet", "IndexedLayer", "Initializer", "Input", "Layer",
+    "LayerTypeError", "Literal", "Log", "LogSoftmax", "Minus", "ModelFormatError", "Negate", "Network", "Node",
+    "Normal", "Offset", "ParameterError", "PlanError", "Plus", "Power", "ReLU", "Ref", "ReplaceIndex", "Round",
+    "Scale", "ShapeError", "Sigmoid", "Softmax", "Structure", "Sum", "Switch", "SymnetError", "Tanh", "Tape",
+    "Times", "Uniform", "Weight", "Zeros", "__version__", "child", "children_field", "clear_caches", "compile",
+    "display", "layer_class", "natural_gradient", "rewrite", "rng", "user_line", "walk",
+]

@@ -56,10 +56,10 @@ def _load(path: str, seed: int = 0) -> Any:
 
 def _components(network: Any) -> dict[str, Any]:
     from .components.base import Component
-    from .network import _walk
+    from .core.walk import walk
 
     found: dict[str, Any] = {}
-    for layer in _walk([layer for _, layer in network.structure.outputs]):
+    for layer in walk([layer for _, layer in network.structure.outputs]):
         if isinstance(layer, Component):
             found.setdefault(layer.name, layer)
     return found

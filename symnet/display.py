@@ -218,7 +218,7 @@ def _summary(value: Any) -> tuple[str, str, str, str]:
 
 def _index_text(rows: Any, limit: int = 4) -> str:
     """Kaldi-style ranges of a node's row Indexes (an IndexSet or the engine's Rows)."""
-    from .index import format_indexes
+    from .core.index import format_indexes
 
     if rows is None:
         return ""
@@ -234,8 +234,8 @@ def _index_text(rows: Any, limit: int = 4) -> str:
 
 def label(layer: Any) -> str:
     """A short one-line name for a layer: its kind and what distinguishes it (name, offset, shape)."""
-    from .descriptor import Const, DimRange, Input, Node, Offset, Ref, ReplaceIndex, Round, Scale
-    from .layer import Identity, Literal, Power, Weight, _Binary
+    from .core.descriptor import Const, DimRange, Input, Node, Offset, Ref, ReplaceIndex, Round, Scale
+    from .core.layer import BinaryLayer, Identity, Literal, Power, Weight
 
     kind = type(layer).__name__
     if isinstance(layer, Identity):
@@ -266,7 +266,7 @@ def label(layer: Any) -> str:
         return f"DimRange {layer.offset}:{layer.offset + layer.dim}"
     if isinstance(layer, Power):
         return f"Power {layer.exponent:g}"
-    if isinstance(layer, _Binary):
+    if isinstance(layer, BinaryLayer):
         return f"{kind} {layer.symbol}"
     name = getattr(layer, "name", None)
     if isinstance(name, str):  # components
@@ -281,8 +281,8 @@ def label(layer: Any) -> str:
 def _kind(layer: Any) -> str:
     """A coarse class for colouring: input, node, descriptor, weight, constant, component, op."""
     from .components.base import Component
-    from .descriptor import Const, Descriptor, Input, Node
-    from .layer import Identity, Literal, Weight
+    from .core.descriptor import Const, Descriptor, Input, Node
+    from .core.layer import Identity, Literal, Weight
 
     if isinstance(layer, (Input, Identity)):
         return "input"
@@ -327,7 +327,7 @@ def layer_html(layer: Any, *, open_depth: int = 3) -> Html:
 
 
 def _tree(root: Any, open_depth: int) -> str:
-    from .layer import Layer
+    from .core.layer import Layer
 
     numbers: dict[int, int] = {}
     shown = [0]
@@ -491,8 +491,8 @@ class _GraphInfo:
     def _dims(self) -> list[Any]:
         """Per node: the column dim (indexed nodes) or the shape (weights, constants), where known."""
         from .components.base import Component
-        from .descriptor import Append, Const, DimRange, Failover, Input, Sum, Switch
-        from .layer import Dot, Literal, Weight, _Binary
+        from .core.descriptor import Append, Const, DimRange, Failover, Input, Sum, Switch
+        from .core.layer import BinaryLayer, Dot, Literal, Weight
 
         g, params = self.graph, self.network.params
         dims: list[Any] = [None] * self.n
@@ -520,7 +520,7 @@ class _GraphInfo:
                     elif isinstance(layer, Dot):
                         rhs = d[1]
                         value = rhs[-1] if isinstance(rhs, tuple) and rhs else rhs if isinstance(rhs, int) else None
-                    elif isinstance(layer, _Binary):
+                    elif isinstance(layer, BinaryLayer):
                         cands = [x if isinstance(x, int) else (x[-1] if x else 1) for x in d if x is not None]
                         value = max(cands) if len(cands) == len(d) and g.indexed[nid] else None
                     elif len(ops) == 1:
@@ -543,12 +543,12 @@ class _GraphInfo:
         return _shape_text(value) if isinstance(value, tuple) else str(value)
 
     def weights_of(self, nid: int) -> list[int]:
-        from .layer import Weight
+        from .core.layer import Weight
 
         return [op for op in self.graph.operands[nid] if isinstance(self.graph.layers[op], Weight)]
 
     def has_indexes(self) -> bool:
-        from .descriptor import Descriptor
+        from .core.descriptor import Descriptor
 
         return any(isinstance(layer, Descriptor) for layer in self.graph.layers)
 
@@ -643,7 +643,7 @@ def network_html(network: Any, *, context: bool = True, picture: bool = True) ->
 
 
 def _weight_users(info: _GraphInfo) -> dict[str, list[str]]:
-    from .layer import Weight
+    from .core.layer import Weight
 
     out: dict[str, list[str]] = {}
     for nid in range(info.n):
@@ -681,7 +681,7 @@ def tape_html(tape: Any, deltas: Mapping[Any, Any] | None = None) -> Html:
 
     `deltas` (from `tape.backward_deltas(delta)`) adds each node's delta summary.
     """
-    from .tape import Tape
+    from .core.tape import Tape
 
     roots = dict(tape) if isinstance(tape, Mapping) else {"": tape}
     order: list[Tape] = []
@@ -755,7 +755,7 @@ def _step_order(computation: Any) -> list[tuple[int, str]]:
 
 def computation_html(computation: Any) -> Html:
     """The request of a compiled Computation and every planned node with the Indexes it computes."""
-    from .index import format_indexes
+    from .core.index import format_indexes
 
     c = computation
     g = c.graph
@@ -817,9 +817,9 @@ def index_map_html(computation: Any, node: Any, *, through: bool = True, max_row
     rows it splices. In a regular plan the map is the same for every sequence
     and is shown for sequence 0.
     """
-    from .descriptor import IfDefined, Offset, ReplaceIndex, Round
+    from .core.descriptor import IfDefined, Offset, ReplaceIndex, Round
     from .engine.plan import Planner, _member, plan_recursion_limit
-    from .index import format_indexes
+    from .core.index import format_indexes
 
     c = computation
     g = c.graph
@@ -870,7 +870,7 @@ def index_map_html(computation: Any, node: Any, *, through: bool = True, max_row
 
 
 def _show_keys(keys: np.ndarray) -> list[str]:
-    from .index import decode
+    from .core.index import decode
 
     n, t, x = decode(keys)
     return [f"({a}, {b}, {z})" if z else f"({a}, {b})" for a, b, z in zip(n, t, x)]
@@ -896,8 +896,8 @@ def graph_svg(network: Any, *, weights: bool = True, merge: bool = True, max_lab
     `Node` and the one layer it names (a Kaldi component-node and its
     component) as one box.
     """
-    from .descriptor import Input, Node
-    from .layer import Literal, Weight
+    from .core.descriptor import Input, Node
+    from .core.layer import Literal, Weight
 
     info = _GraphInfo(network)
     g = info.graph
@@ -1008,7 +1008,7 @@ def graph_svg(network: Any, *, weights: bool = True, merge: bool = True, max_lab
 
 def _graph_label(graph: Any, nid: int, inner: int | None) -> str:
     """A box's text: a Weight by its name and shape; a merged Node as `name: Kind`."""
-    from .layer import Weight
+    from .core.layer import Weight
 
     layer = graph.layers[nid]
     if isinstance(layer, Weight):
@@ -1131,12 +1131,12 @@ def receptive_field(network: Any, output: str | None = None, *, t: int = 0, wind
     Nodes when the network has Nodes, else every indexed node; `'all'` every
     indexed node.
     """
-    from .descriptor import Input, Node
+    from .core.descriptor import Input, Node
     from .engine import compile
     from .engine.dense import _output_name
     from .engine.request import ComputationRequest
-    from .index import IndexSet, decode
-    from .layer import Identity
+    from .core.index import IndexSet, decode
+    from .core.layer import Identity
 
     net = _unwrap(network)
     name = _output_name(net, output)
@@ -1177,3 +1177,19 @@ def receptive_field(network: Any, output: str | None = None, *, t: int = 0, wind
         frames[key] = sorted(set(int(v) for v in decode(keys)[1]))
         kinds[key] = _kind(layer)
     return ReceptiveField(frames, (lo, hi), t, name, kinds)
+
+
+def _register() -> None:
+    from .core import html as hooks
+    from .core.layer import Layer
+    from .core.tape import Tape
+    from .engine.computation import Computation
+    from .network import Network
+
+    hooks.register(Layer, layer_html)
+    hooks.register(Tape, tape_html)
+    hooks.register(Network, network_html)
+    hooks.register(Computation, computation_html)
+
+
+_register()

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from symnet.descriptor import (
+from symnet.core.descriptor import (
     Append,
     Const,
     Descriptor,
@@ -39,28 +39,10 @@ from symnet.descriptor import (
     Sum,
     Switch,
 )
-from symnet.frozen import FrozenArray
-from symnet.index import Index
-from symnet.layer import (
-    Divide,
-    Dot,
-    Exp,
-    Identity,
-    Layer,
-    Literal,
-    Log,
-    LogSoftmax,
-    Minus,
-    Negate,
-    Plus,
-    Power,
-    ReLU,
-    Sigmoid,
-    Softmax,
-    Tanh,
-    Times,
-    Weight,
-)
+from symnet.core.frozen import FrozenArray
+from symnet.core.index import Index
+from symnet.core.layer import Divide, Dot, Identity, Layer, Literal, Minus, Negate, Plus, Power, Times, Weight
+from symnet.core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 
 DEFAULT_INPUT = "input"
 

@@ -18,7 +18,7 @@ from symnet.components import (
     set_test_mode,
     trainable_mask,
 )
-from symnet.tape import Tape
+from symnet.core.tape import Tape
 
 RNG = np.random.default_rng(1234)
 

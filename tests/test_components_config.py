@@ -17,7 +17,7 @@ from symnet.components import (
     read_kaldi_text_object,
 )
 from symnet.errors import SymnetError
-from symnet.initializers import Normal, Zeros
+from symnet.core.initializers import Normal, Zeros
 
 
 def build(kaldi_type, options, name="c", **kwargs):

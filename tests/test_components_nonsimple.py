@@ -26,14 +26,14 @@ from symnet.components import (
     CompositeComponent,
     set_test_mode,
 )
-from symnet.descriptor import Ref
+from symnet.core.descriptor import Ref
 from symnet.engine.computation import compile
 from symnet.engine.graph import Graph
 from symnet.engine.plan import Planner
 from symnet.engine.request import ComputationRequest
 from symnet.errors import PlanError
-from symnet.index import IndexSet
-from symnet.initializers import Normal, Zeros
+from symnet.core.index import IndexSet
+from symnet.core.initializers import Normal, Zeros
 from symnet.kaldi import component_options, parse_network, write_network
 
 

@@ -26,7 +26,7 @@ try:
     from symnet.engine import ComputationRequest, compile  # noqa: E402
 except ImportError:  # before the rename of symnet.compile to symnet.engine
     from symnet.compile import ComputationRequest, compile  # noqa: E402
-from symnet.descriptor import (  # noqa: E402
+from symnet.core.descriptor import (  # noqa: E402
     Append,
     Const,
     DimRange,
@@ -42,7 +42,7 @@ from symnet.descriptor import (  # noqa: E402
     Sum,
     Switch,
 )
-from symnet.index import Index, IndexSet  # noqa: E402
+from symnet.core.index import Index, IndexSet  # noqa: E402
 
 x = Input("input", 2)
 

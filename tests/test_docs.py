@@ -34,8 +34,8 @@ def test_docs_build_strict(tmp_path):
         assert page in pages, page
 
     api = (site / "api" / "index.html").read_text()
-    for name in ("symnet.layer.Weight", "symnet.tape.Tape", "symnet.network.Network", "symnet.descriptor.Offset",
-                 "symnet.index.IndexSet", "symnet.engine.computation.compile", "symnet.kaldi.network.read_network",
+    for name in ("symnet.core.layer.Weight", "symnet.core.tape.Tape", "symnet.network.Network",
+                 "symnet.core.descriptor.Offset", "symnet.core.index.IndexSet", "symnet.engine.computation.compile", "symnet.kaldi.network.read_network",
                  "symnet.train.loop.fit", "symnet.datasets.HmmTask", "symnet.display.receptive_field"):
         assert f'id="{name}"' in api, name
 

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import symnet  # noqa: E402
 from symnet import Weight  # noqa: E402
-from symnet.descriptor import (  # noqa: E402
+from symnet.core.descriptor import (  # noqa: E402
     Append,
     Const,
     DimRange,
@@ -33,7 +33,7 @@ from symnet.descriptor import (  # noqa: E402
     Switch,
 )
 from symnet.errors import DescriptorError, GraphError, PlanError, ShapeError, SymnetError  # noqa: E402
-from symnet.index import IndexSet  # noqa: E402
+from symnet.core.index import IndexSet  # noqa: E402
 
 try:
     from symnet.engine import ComputationRequest, compile  # noqa: E402

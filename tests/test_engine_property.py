@@ -38,7 +38,7 @@ from symnet import (  # noqa: E402
     Tanh,
     Weight,
 )
-from symnet.descriptor import (  # noqa: E402
+from symnet.core.descriptor import (  # noqa: E402
     Append,
     Const,
     DimRange,
@@ -54,7 +54,7 @@ from symnet.descriptor import (  # noqa: E402
     Sum,
     Switch,
 )
-from symnet.index import Index, IndexSet  # noqa: E402
+from symnet.core.index import Index, IndexSet  # noqa: E402
 
 try:
     from symnet.engine import ComputationRequest, compile  # noqa: E402

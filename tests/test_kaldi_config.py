@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from symnet.descriptor import (
+from symnet.core.descriptor import (
     Append,
     Const,
     IfDefined,
@@ -38,7 +38,7 @@ from symnet.kaldi import (
     write_descriptor,
 )
 from symnet.kaldi.descriptor_text import format_real, parse_int, parse_real, to_float32
-from symnet.layer import ReLU
+from symnet.core.elementwise import ReLU
 
 # ----- example configs -------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from test_kaldi_model_io import AM_NNET, AM_TEXT, NNET_TEXT
 
 from symnet.components import COMPONENTS, set_test_mode
 from symnet.components.base import Component
-from symnet.descriptor import Input
+from symnet.core.descriptor import Input
 from symnet.errors import ModelFormatError
 from symnet.kaldi import parse_network, read_network
 from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
@@ -30,8 +30,8 @@ from symnet.kaldi.model import (
     write_model,
 )
 from symnet.kaldi.model_io import format_nnet, parse_nnet
-from symnet.layer import Layer, child, layer_class
-from symnet.network import _walk
+from symnet.core.layer import Layer, child, layer_class
+from symnet.core.walk import walk
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 rng = np.random.default_rng(0)
@@ -107,7 +107,7 @@ def _assert_same_params(a, b):
 
 
 def _components(net):
-    return {layer.name: layer for layer in _walk([x for _, x in net.structure.outputs]) if isinstance(layer, Component)}
+    return {layer.name: layer for layer in walk([x for _, x in net.structure.outputs]) if isinstance(layer, Component)}
 
 
 # ----- models read from files: exact rewrites -------------------------------------------------------
@@ -283,7 +283,7 @@ def _bare(component):
 
 
 def _input_dim(kn):
-    return next(layer.dim for layer in _walk([x for _, x in kn.network.structure.outputs]) if isinstance(layer, Input))
+    return next(layer.dim for layer in walk([x for _, x in kn.network.structure.outputs]) if isinstance(layer, Input))
 
 
 def test_statistics_components_round_trip():

@@ -14,7 +14,7 @@ import pytest
 
 from symnet import Input, Network, Node
 from symnet.components import COMPONENTS, ComponentConfigError, TdnnComponent, set_test_mode
-from symnet.descriptor import Append, DimRange, IfDefined, Offset, Ref
+from symnet.core.descriptor import Append, DimRange, IfDefined, Offset, Ref
 from symnet.errors import ConfigError, ModelFormatError
 from symnet.kaldi import (
     ConfigWriteError,
@@ -28,7 +28,7 @@ from symnet.kaldi import (
     save_model,
     write_network,
 )
-from symnet.layer import Identity
+from symnet.core.layer import Identity
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DOC = EXAMPLES / "kaldi-doc-example.config"

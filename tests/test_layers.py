@@ -41,7 +41,7 @@ from symnet import (
     Weight,
     Zeros,
 )
-from symnet.frozen import FrozenArray
+from symnet.core.frozen import FrozenArray
 
 THIS_FILE = os.path.abspath(__file__)
 

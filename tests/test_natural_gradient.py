@@ -16,8 +16,8 @@ import symnet
 from symnet import natural_gradient as ng
 from symnet.components import COMPONENTS, FixedWeight, build_component
 from symnet.engine import ComputationRequest, compile
-from symnet.index import IndexSet
-from symnet.tape import Tape
+from symnet.core.index import IndexSet
+from symnet.core.tape import Tape
 
 RNG = np.random.default_rng(7)
 

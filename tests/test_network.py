@@ -30,7 +30,7 @@ from symnet import (
     Weight,
     Zeros,
 )
-from symnet.tape import Tape
+from symnet.core.tape import Tape
 
 x = Identity()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

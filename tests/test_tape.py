@@ -42,8 +42,9 @@ from symnet import (
     Weight,
     Zeros,
 )
-from symnet.layer import Elementwise, layer_class
-from symnet.tape import Tape
+from symnet.core.layer import layer_class
+from symnet.core.elementwise import Elementwise
+from symnet.core.tape import Tape
 
 
 def next_line() -> str:

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 import attrs
 
-from ..layer import Layer
+from ..core.layer import Layer
 from .affine import (
     AffineComponent,
     BlockAffineComponent,

@@ -11,8 +11,8 @@ from typing import Any, Mapping
 
 import jax.numpy as jnp
 
-from ..frozen import FrozenArray
-from ..layer import Layer, Weight, child, layer_class
+from ..core.frozen import FrozenArray
+from ..core.layer import Layer, Weight, child, layer_class
 from .base import (
     Component,
     FixedWeight,
@@ -84,7 +84,7 @@ class NaturalGradientAffineComponent(AffineComponent):
     kaldi_type = "NaturalGradientAffineComponent"
 
     def vjp(self, delta, value, x, w, b):
-        from ..natural_gradient import active
+        from .natural_gradient import active
 
         ng = active()
         if ng is None:
@@ -219,7 +219,7 @@ class NaturalGradientRepeatedAffineComponent(RepeatedAffineComponent):
     kaldi_type = "NaturalGradientRepeatedAffineComponent"
 
     def vjp(self, delta, value, x, w, b):
-        from ..natural_gradient import active
+        from .natural_gradient import active
 
         ng = active()
         if ng is None:

@@ -33,8 +33,8 @@ from typing import Any, ClassVar, Mapping
 import jax
 import jax.numpy as jnp
 
-from ..descriptor import Append, IfDefined, Offset
-from ..layer import Layer, child, layer_class
+from ..core.descriptor import Append, IfDefined, Offset
+from ..core.layer import Layer, child, layer_class
 from .base import Component, OptionReader, auto_vjp, register
 
 

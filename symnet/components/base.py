@@ -29,9 +29,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ShapeError, SymnetError, at
-from ..frozen import FrozenArray
-from ..initializers import Initializer, Normal, Zeros
-from ..layer import Layer, Literal, Weight, _ATOM, _Formatter, layer_class
+from ..core.frozen import FrozenArray
+from ..core.initializers import Initializer, Normal, Zeros
+from ..core.formatting import Formatter
+from ..core.layer import Layer, Literal, Weight, layer_class
 
 
 # ----- errors -----------------------------------------------------------------------
@@ -73,9 +74,9 @@ class FixedWeight(Weight):
     decay.
     """
 
-    def _format(self, fmt: _Formatter) -> tuple[str, int]:
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
         name = f", name={self.name!r}" if self.name else ""
-        return f"FixedWeight({self.init!r}{name})", _ATOM
+        return f"FixedWeight({self.init!r}{name})", Formatter.ATOM
 
 
 @attrs.frozen

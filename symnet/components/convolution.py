@@ -47,9 +47,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..descriptor import Append, IfDefined, Offset
-from ..frozen import FrozenArray
-from ..layer import Layer, Weight, child, layer_class
+from ..core.descriptor import Append, IfDefined, Offset
+from ..core.frozen import FrozenArray
+from ..core.layer import Layer, Weight, child, layer_class
 from .base import (
     Component,
     MatrixReader,

@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import rng
-from ..layer import Layer, child, layer_class
+from ..core import rng
+from ..core.layer import Layer, child, layer_class
 from .base import Component, ComponentModeError, OptionReader, auto_vjp, register
 
 

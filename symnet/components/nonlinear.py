@@ -13,7 +13,8 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 
-from ..layer import Layer, LogSoftmax, ReLU, Sigmoid, Tanh, child, layer_class
+from ..core.layer import Layer, child, layer_class
+from ..core.elementwise import LogSoftmax, ReLU, Sigmoid, Tanh
 from .base import Component, OptionReader, register
 
 #: Kaldi's "unset" self-repair threshold (kUnsetThreshold).

@@ -15,8 +15,8 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 
-from ..layer import Layer, child, layer_class
-from ..initializers import Zeros
+from ..core.layer import Layer, child, layer_class
+from ..core.initializers import Zeros
 from .base import Component, FixedWeight, OptionReader, param_name, register
 
 #: Kaldi's floor on the squared norm (2^-66: its square root is exact in float).

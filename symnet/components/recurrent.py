@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 
-from ..layer import Layer, Weight, child, layer_class
+from ..core.layer import Layer, Weight, child, layer_class
 from .base import Component, OptionReader, auto_vjp, normal_init, param_name, register, shape_of, updatable_options
 
 

@@ -6,8 +6,8 @@ from typing import Any, Mapping
 
 import jax.numpy as jnp
 
-from ..frozen import FrozenArray
-from ..layer import Layer, Weight, child, layer_class
+from ..core.frozen import FrozenArray
+from ..core.layer import Layer, Weight, child, layer_class
 from .base import (
     Component,
     FixedWeight,

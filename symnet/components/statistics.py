@@ -42,10 +42,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..descriptor import IndexedLayer
+from ..core.descriptor import IndexedLayer
 from ..errors import ShapeError, at
-from ..index import decode, encode
-from ..layer import Layer, child, layer_class
+from ..core.index import decode, encode
+from ..core.layer import Layer, child, layer_class
 from .base import Component, OptionReader, register
 
 

@@ -31,10 +31,10 @@ import attrs
 import jax.numpy as jnp
 import numpy as np
 
-from ..descriptor import IndexedLayer, Ref
+from ..core.descriptor import IndexedLayer, Ref
 from ..errors import ShapeError, SymnetError, at
-from ..index import decode, encode
-from ..layer import Layer, child, children_field, layer_class
+from ..core.index import decode, encode
+from ..core.layer import Layer, child, children_field, layer_class
 from .base import COMPONENTS, Component, ComponentConfigError, ComponentModeError, OptionReader, register
 
 # ----- DistributeComponent ------------------------------------------------------------------

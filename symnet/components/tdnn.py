@@ -27,9 +27,9 @@ from typing import Any, ClassVar, Mapping
 
 import attrs
 
-from ..descriptor import Append, Offset
-from ..initializers import Zeros
-from ..layer import Layer, Weight, child, layer_class
+from ..core.descriptor import Append, Offset
+from ..core.initializers import Zeros
+from ..core.layer import Layer, Weight, child, layer_class
 from .affine import AffineComponent, LinearComponent
 from .base import Component, OptionReader, normal_init, param_name, register, shape_of, updatable_options
 

@@ -8,14 +8,13 @@ the Tape (one tape node per network node, each knowing its row labels) so that
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..descriptor import (
+from ..core.descriptor import (
     Append,
     Const,
     Failover,
@@ -28,10 +27,12 @@ from ..descriptor import (
     Sum,
     Switch,
 )
+from ..core import html
 from ..errors import PlanError, ShapeError, at
-from ..index import IndexSet, decode, encode
-from ..layer import Identity, Layer, Literal, Weight
-from ..tape import Tape
+from ..core.index import IndexSet, decode, encode
+from ..core.layer import Identity, Layer, Literal, Weight
+from ..core.tape import Tape
+from .cache import Cache
 from .graph import DEFAULT_INPUT, Graph
 from .plan import Planner, plan_recursion_limit
 from .recurrence import RecurrentBlock, infer_dim, strongly_connected
@@ -244,7 +245,7 @@ class Computation:
     def _tape(self, step: _Step, tapes: dict[int, Tape], params: Mapping[str, jax.Array]) -> Tape:
         layer, batch = step.layer, self.batch
         if isinstance(layer, Weight):
-            return Tape(layer, params[layer.name], parameters=params)
+            return Tape(layer, params[layer.name], parameter=layer.name, parameters=params)
         if isinstance(layer, Literal):
             return Tape(layer, layer.array, parameters=params)
         upstream = tuple(tapes[op] if op in tapes else self._absent(op, tapes) for op in step.operands)
@@ -320,9 +321,7 @@ class Computation:
 
     def _repr_html_(self) -> str:
         """The request and each node's Indexes, for notebooks (see `symnet.display`)."""
-        from ..display import computation_html
-
-        return computation_html(self)
+        return html.render(self)
 
 
 def _rows3(value: jax.Array, batch: int) -> jax.Array:
@@ -363,8 +362,7 @@ def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet) -> T
     return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
 
 
-_CACHE: OrderedDict[tuple[Any, ComputationRequest], Computation] = OrderedDict()
-_CACHE_SIZE = 64
+_CACHE: Cache[Computation] = Cache(64)
 
 
 def compile(network: Any, request: ComputationRequest) -> Computation:
@@ -376,7 +374,6 @@ def compile(network: Any, request: ComputationRequest) -> Computation:
     key = (network.structure, request)
     hit = _CACHE.get(key)
     if hit is not None:
-        _CACHE.move_to_end(key)
         return hit
     graph = Graph(dict(network.structure.outputs))
     undo = plan_recursion_limit()
@@ -384,8 +381,4 @@ def compile(network: Any, request: ComputationRequest) -> Computation:
         planner = Planner(graph, request)
     finally:
         undo()
-    computation = Computation(graph, request, planner)
-    _CACHE[key] = computation
-    if len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
-    return computation
+    return _CACHE.put(key, Computation(graph, request, planner))

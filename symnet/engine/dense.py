@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import PlanError, ShapeError
-from ..index import IndexSet, decode
+from ..core.index import IndexSet, decode
 from .computation import compile
 from .graph import Graph
 from .plan import Planner, plan_recursion_limit

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..descriptor import Descriptor, Input, Node, Offset, Ref, ReplaceIndex, Round
+from ..core.descriptor import Descriptor, Input, Node, Offset, Ref, ReplaceIndex, Round
 from ..errors import GraphError, PlanError, at
-from ..layer import Identity, Layer, Literal, Weight
+from ..core.layer import Identity, Layer, Literal, Weight
 
 DEFAULT_INPUT = "input"
 
@@ -52,9 +52,9 @@ class Graph:
             stack.extend(layer.children)
 
     def _resolve(self, layer: Layer) -> Layer:
-        expand = getattr(layer, "expand", None)
-        if expand is not None:  # a macro layer (e.g. TdnnComponent): plan what it stands for
-            return self._resolve(expand())
+        expansion = layer.expand()
+        if expansion is not None:  # a macro layer (e.g. TdnnComponent): plan what it stands for
+            return self._resolve(expansion)
         if isinstance(layer, Ref):
             node = self.named.get(layer.name)
             if node is None:

@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..descriptor import (
+from ..core.descriptor import (
     Append,
     Const,
     Failover,
@@ -39,8 +39,8 @@ from ..descriptor import (
     Switch,
 )
 from ..errors import PlanError, at
-from ..index import decode, encode, format_indexes, shift
-from ..layer import Identity
+from ..core.index import decode, encode, format_indexes, shift
+from ..core.layer import Identity
 from .graph import DEFAULT_INPUT, Graph
 from .request import ComputationRequest
 

@@ -24,11 +24,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..descriptor import Append, Const, Failover, IfDefined, Node, Offset, ReplaceIndex, Round, Scale, Sum, Switch
+from ..core.descriptor import Append, Const, Failover, IfDefined, Node, Offset, ReplaceIndex, Round, Scale, Sum, Switch
 from ..errors import PlanError, ShapeError, at
-from ..index import decode
-from ..layer import Dot, Elementwise, Layer, _Binary, layer_class
-from ..tape import Tape
+from ..core.index import decode
+from ..core.elementwise import Elementwise
+from ..core.layer import BinaryLayer, Dot, Layer, layer_class
+from ..core.tape import Tape
 from .rowmap import RowMap
 
 
@@ -141,7 +142,7 @@ def infer_dim(layer: Layer, shapes: list[tuple[int, ...] | None], batch: int, le
         return shapes[1][-1]
     if isinstance(layer, (Node, Offset, IfDefined, Round, ReplaceIndex, Scale, Elementwise)):
         return shapes[0][-1] if shapes[0] is not None else None
-    if isinstance(layer, (_Binary, Sum, Failover, Switch)):
+    if isinstance(layer, (BinaryLayer, Sum, Failover, Switch)):
         known = [s[-1] for s in shapes if s is not None and len(s) > 1 and (lenient or s[-1] != 1)]
         return known[0] if known else None
     return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from ..errors import PlanError
-from ..index import IndexSet
+from ..core.index import IndexSet
 
 
 def as_index_set(value: Any, what: str) -> IndexSet:

@@ -34,11 +34,11 @@ import attrs
 import jax.numpy as jnp
 import numpy as np
 
-from ..descriptor import Round, Switch
+from ..core.descriptor import Round, Switch
 from ..engine import ComputationRequest, compile
 from ..engine.graph import Graph
 from ..errors import ShapeError, SymnetError
-from ..index import IndexSet
+from ..core.index import IndexSet
 
 
 @attrs.frozen

@@ -41,7 +41,7 @@ from typing import Any, Callable, ClassVar, Iterable, Sequence, TextIO
 import attrs
 
 from ..errors import ConfigError
-from ..layer import Layer
+from ..core.layer import Layer
 from .descriptor_text import (
     _C_SPACE,
     is_valid_name,
@@ -550,7 +550,7 @@ def _reference_error(line: ConfigLine, name: str, message: str) -> ConfigError:
 
 
 def _refs(layer: Layer) -> list[str]:
-    from ..descriptor import Input, Node, Ref
+    from ..core.descriptor import Input, Node, Ref
 
     if isinstance(layer, (Ref, Input, Node)):
         return [layer.name]

@@ -48,7 +48,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..descriptor import (
+from ..core.descriptor import (
     Append,
     Const,
     Failover,
@@ -64,7 +64,7 @@ from ..descriptor import (
     Switch,
 )
 from ..errors import ConfigError, DescriptorError, at
-from ..layer import Layer
+from ..core.layer import Layer
 
 __all__ = [
     "KEYWORDS",

@@ -59,10 +59,11 @@ import numpy as np
 
 from ..components import COMPONENTS
 from ..components.base import Component
-from ..descriptor import DimRange, Input, Node, Ref
+from ..core.descriptor import DimRange, Input, Node, Ref
 from ..errors import ConfigError, DescriptorError, ModelFormatError, ParameterError, SymnetError
-from ..layer import Identity, Weight
-from ..network import Network, _walk
+from ..core.layer import Identity, Weight
+from ..core.walk import walk
+from ..network import Network
 from .config import (
     ComponentLine,
     ComponentNode,
@@ -702,7 +703,7 @@ def model_from_nnet(nnet: NnetFile, *, file: str = "<model>") -> KaldiModel:
         raise _config_error(file, e) from None
 
     params = dict(network.params)
-    for layer in _walk([layer for _, layer in network.structure.outputs]):
+    for layer in walk([layer for _, layer in network.structure.outputs]):
         if not isinstance(layer, Component) or layer.name not in stored:
             continue
         c, fields = stored[layer.name], built[layer.name][1]
@@ -1100,7 +1101,7 @@ def _bare(component: Component) -> Component:
 def _network_lines(net: Network) -> tuple[list[ConfigLine], dict[str, Component]]:
     """The node lines Kaldi writes for `net` (no component lines) and its components by name, in order."""
     roots = [layer for _, layer in net.structure.outputs]
-    order = _walk(roots)
+    order = walk(roots)
     under_node = {id(layer.arg) for layer in order if isinstance(layer, Node)}
     inputs: dict[str, Input] = {}
     nodes: dict[str, Node] = {}
@@ -1173,7 +1174,7 @@ def model_to_nnet(model: KaldiModel | KaldiNetwork | Network, *, raw: bool = Fal
     unchanged = (source is not None and model.reference is not None and net.structure == model.reference
                  and dict(kn.objectives) == _objectives(source.config))
     if unchanged:
-        built = {layer.name: layer for layer in _walk([layer for _, layer in net.structure.outputs])
+        built = {layer.name: layer for layer in walk([layer for _, layer in net.structure.outputs])
                  if isinstance(layer, Component)}
         components = tuple(_updated(c, built[c.name], params) if c.name in built else c for c in source.components)
         config = source.config
@@ -1184,7 +1185,7 @@ def model_to_nnet(model: KaldiModel | KaldiNetwork | Network, *, raw: bool = Fal
                  if isinstance(line, OutputNode) else line for line in lines]
         reference: dict[str, Component] = {}
         if source is not None and model.reference is not None:
-            reference = {layer.name: layer for layer in _walk([layer for _, layer in model.reference.outputs])
+            reference = {layer.name: layer for layer in walk([layer for _, layer in model.reference.outputs])
                          if isinstance(layer, Component)}
         stored = {c.name: c for c in source.components} if source is not None else {}
         out = []

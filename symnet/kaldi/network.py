@@ -67,7 +67,7 @@ import numpy as np
 
 from ..components import COMPONENTS, ComponentConfigError, CompositeComponent
 from ..components.base import Component, Constant
-from ..descriptor import (
+from ..core.descriptor import (
     Append,
     Const,
     DimRange,
@@ -84,10 +84,12 @@ from ..descriptor import (
     Switch,
 )
 from ..atomic import atomic_open
+from ..version import __version__
 from ..errors import ConfigError, DescriptorError, ModelFormatError, ParameterError, SymnetError
-from ..initializers import Normal, Zeros
-from ..layer import Identity, Layer, Weight
-from ..network import Network, _walk
+from ..core.initializers import Normal, Zeros
+from ..core.layer import Identity, Layer, Weight
+from ..core.walk import walk
+from ..network import Network
 from .config import (
     ComponentLine,
     ComponentNode,
@@ -466,7 +468,7 @@ def _config_file(lines: Sequence[ConfigLine]) -> str:
 def _component_params(network: Network) -> dict[str, str]:
     """Parameter name -> the name of the component that holds it."""
     owner: dict[str, str] = {}
-    for layer in _walk([layer for _, layer in network.structure.outputs]):
+    for layer in walk([layer for _, layer in network.structure.outputs]):
         if isinstance(layer, Component):
             for field in layer.param_fields:
                 weight = getattr(layer, field)
@@ -824,12 +826,12 @@ def network_config_lines(
     inputs: dict[str, Input] = {}
     nodes: dict[str, Node] = {}
     under_node: set[int] = set()
-    for layer in _walk(roots):
+    for layer in walk(roots):
         if isinstance(layer, Node):
             under_node.add(id(layer.arg))
         elif isinstance(layer, CompositeComponent):  # its parts are written inside its own line
             under_node.update(id(part) for part in layer.parts)
-    for layer in _walk(roots):
+    for layer in walk(roots):
         if isinstance(layer, Identity):
             raise ConfigWriteError(
                 "the network reads Identity() (x); a Kaldi config needs named inputs: Input(name, dim)")
@@ -982,8 +984,6 @@ def save_model(path: str | os.PathLike[str], network: Network | KaldiNetwork,
     the same directory, flushed, then renamed onto `path`, so `path` is
     either the old file or the complete new one, never half written.
     """
-    from .. import __version__
-
     net, objectives = _unwrap(network, objectives)
     config = write_config(network_config_lines(net, objectives, exact=False))
     params = {name: np.asarray(value) for name, value in net.params.items()}

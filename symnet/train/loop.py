@@ -22,11 +22,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .. import natural_gradient, rng
+from ..components import natural_gradient
+from ..core import rng
 from ..components import batchnorm_stats_updates, set_test_mode
 from ..engine import ComputationRequest, compile
 from ..errors import ShapeError, SymnetError
-from ..index import IndexSet
+from ..core.index import IndexSet
+from ..core.walk import walk
 from ..network import Network
 from . import checkpoint as ckpt
 from .examples import Chunks, make_chunks
@@ -107,10 +109,10 @@ class Trainer:
         # Validation runs in test mode (batch-norm's stored statistics, no dropout), as Kaldi's
         # nnet3-compute-prob does; the test-mode network has the same parameters.
         test_structure = set_test_mode(network).structure
-        test_computation = compile(Network._from_parts(test_structure, network.params), request)
+        test_computation = compile(Network.from_structure(test_structure, network.params), request)
 
         def evaluate(network, x, targets, weights):
-            test_network = Network._from_parts(test_structure, network.params)
+            test_network = Network.from_structure(test_structure, network.params)
             value = test_computation(test_network, {input: x})[output]
             loss, correct, _ = objective(kind, value, targets, weights)
             return loss, correct
@@ -303,10 +305,9 @@ def _kept(checkpoint: str | None) -> str:
 def zero_batchnorm_stats(network: Any) -> Any:
     """`network` with the stored statistics of its training-mode BatchNormComponents set to zero."""
     from ..components import BatchNormComponent
-    from ..network import _walk
 
     names = []
-    for layer in _walk([layer for _, layer in network.structure.outputs]):
+    for layer in walk([layer for _, layer in network.structure.outputs]):
         if isinstance(layer, BatchNormComponent) and not layer.test_mode:
             names += [getattr(layer, field).name for field in ("count", "stats_mean", "stats_var")]
     if not names:

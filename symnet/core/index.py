@@ -15,7 +15,7 @@ from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 
-from .errors import PlanError
+from ..errors import PlanError
 
 _BITS = 21
 _OFF = 1 << (_BITS - 1)

@@ -15,31 +15,22 @@ engine's `[rows, batch, dim]` arrays alike, so row-wise layers keep row labels.
 from __future__ import annotations
 
 import numbers
-import os
-import sys
-from typing import Any, ClassVar, Iterator
+import zlib
+from typing import Any, ClassVar, Iterator, Mapping
 
 import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import LayerTypeError, ShapeError, at
-from .frozen import FrozenArray
+from ..errors import GraphError, LayerTypeError, ParameterError, ShapeError, at
+from . import html
+from .formatting import Formatter
+from .frozen import FrozenArray, constant_array
 from .initializers import Initializer
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def _user_line() -> str | None:
-    """The `file:line` of the innermost caller outside symnet (and attrs' generated code)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not (filename.startswith(_PACKAGE_DIR) or filename.startswith("<attrs")):
-            return f"{filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return None
+from .source import user_line
+from .tape import Tape
+from .walk import paths, structurally_equal, walk
 
 
 def child(**kwargs: Any) -> Any:
@@ -56,14 +47,14 @@ def layer_class(cls: type | None = None, **options: Any) -> Any:
     """The decorator of every layer class: frozen, slotted, structural eq/hash (cached).
 
     `==` is attrs' structural equality, except that it compares a DAG once per
-    pair of nodes (see `_layer_eq`), not once per path.
+    pair of nodes (`symnet.core.walk.structurally_equal`), not once per path.
     """
     options = {"slots": True, "cache_hash": True, "repr": False, **options}
 
     def make(c: type) -> type:
         c = attrs.frozen(c, **options)
         if options.get("eq", True) is not False:
-            c.__eq__ = _layer_eq
+            c.__eq__ = structurally_equal
         return c
 
     if cls is None:
@@ -71,60 +62,16 @@ def layer_class(cls: type | None = None, **options: Any) -> Any:
     return make(cls)
 
 
-def _layer_eq(self: Layer, other: Any) -> Any:
-    """attrs' structural `==`, walking shared sub-trees once.
-
-    attrs' generated `__eq__` recurses into both operands of every node, so two
-    separately built trees with shared sub-expressions (`h = h + h`, 60 times)
-    took time exponential in the depth; `jax.jit` compares the static part of
-    its arguments this way on every cache hit of a rebuilt Network. Here every
-    pair of nodes is compared once, and cached hashes reject most inequalities
-    at once.
-    """
-    if self is other:
-        return True
-    if other.__class__ is not self.__class__:
-        return NotImplemented
-    seen: set[tuple[int, int]] = set()
-    stack: list[tuple[Any, Any]] = [(self, other)]
-    while stack:
-        a, b = stack.pop()
-        if a is b:
-            continue
-        key = (id(a), id(b))
-        if key in seen:
-            continue
-        seen.add(key)
-        if a.__class__ is not b.__class__ or hash(a) != hash(b):
-            return False
-        for field in attrs.fields(a.__class__):
-            if not field.eq:
-                continue
-            u, v = getattr(a, field.name), getattr(b, field.name)
-            if field.metadata.get("child"):
-                stack.append((u, v))
-            elif field.metadata.get("children"):
-                if len(u) != len(v):
-                    return False
-                stack.extend(zip(u, v))
-            else:
-                if field.eq_key is not None:
-                    u, v = field.eq_key(u), field.eq_key(v)
-                if not (u == v):
-                    return False
-    return True
-
-# Operator precedences for repr, as in Python's grammar.
-_ATOM, _POWER, _UNARY, _PRODUCT, _SUM = 9, 7, 6, 5, 4
-
-
 @layer_class
 class Layer:
     """Base class of every node in a symnet expression tree."""
 
-    where: str | None = attrs.field(kw_only=True, eq=False, factory=_user_line)
+    where: str | None = attrs.field(kw_only=True, eq=False, factory=user_line)
 
     # ----- structure -------------------------------------------------------
+
+    #: The name parameter paths restart from below this layer (a named `Node`), or None.
+    scope: ClassVar[str | None] = None
 
     @property
     def children(self) -> tuple[Layer, ...]:
@@ -167,6 +114,19 @@ class Layer:
     #: (so it keeps the engine's row labels). Descriptors override this.
     rowwise: ClassVar[bool] = True
 
+    @property
+    def output_dim(self) -> int | None:
+        """The number of columns of the value when the layer knows it without running (else None)."""
+        return None
+
+    def expand(self) -> Layer | None:
+        """For a macro layer (a composition of others, e.g. a TDNN), the layer it stands for; else None.
+
+        The engine plans and runs the expansion, while the tree keeps the macro
+        layer (for display and file formats).
+        """
+        return None
+
     def apply(self, *args: jax.Array) -> jax.Array:
         """The value from the operands' values."""
         raise NotImplementedError(type(self).__name__)
@@ -178,60 +138,60 @@ class Layer:
     def check(self, *shapes: tuple[int, ...]) -> None:
         """Raise ShapeError if operands of these shapes cannot be combined."""
 
-    def forward(self, input: Any = None, params: Any = None) -> Any:
+    def forward(self, input: Any = None, params: Mapping[str, Any] | None = None) -> Tape:
         """Evaluate on `input` (a Tape, a Literal, a number or an array) and return the Tape.
 
-        Weights take their initial values unless `params` (name -> array) is given.
-        Equivalent to `Network(self).forward(input, params)`.
+        Weights take their initial values (seed 0) unless `params` (name -> array)
+        is given. Equivalent to `Network(self).forward(input, params)`.
         """
-        from .network import Network
-
-        return Network(self).forward(input, params)
+        canonical, weights = canonicalize({"output": self})
+        values = initial_values(weights, 0) if params is None else checked_params(weights, params)
+        return evaluate([canonical["output"]], None if input is None else input_tape(input), values)[0]
 
     # ----- operators ---------------------------------------------------------
 
     def __add__(self, other: Any) -> Layer:
-        return Plus(self, other, where=_user_line())
+        return Plus(self, other, where=user_line())
 
     def __radd__(self, other: Any) -> Layer:
-        return Plus(other, self, where=_user_line())
+        return Plus(other, self, where=user_line())
 
     def __sub__(self, other: Any) -> Layer:
-        return Minus(self, other, where=_user_line())
+        return Minus(self, other, where=user_line())
 
     def __rsub__(self, other: Any) -> Layer:
-        return Minus(other, self, where=_user_line())
+        return Minus(other, self, where=user_line())
 
     def __mul__(self, other: Any) -> Layer:
-        return Times(self, other, where=_user_line())
+        return Times(self, other, where=user_line())
 
     def __rmul__(self, other: Any) -> Layer:
-        return Times(other, self, where=_user_line())
+        return Times(other, self, where=user_line())
 
     def __truediv__(self, other: Any) -> Layer:
-        return Divide(self, other, where=_user_line())
+        return Divide(self, other, where=user_line())
 
     def __rtruediv__(self, other: Any) -> Layer:
-        return Divide(other, self, where=_user_line())
+        return Divide(other, self, where=user_line())
 
     def __matmul__(self, other: Any) -> Layer:
-        return Dot(self, other, where=_user_line())
+        return Dot(self, other, where=user_line())
 
     def __rmatmul__(self, other: Any) -> Layer:
-        return Dot(other, self, where=_user_line())
+        return Dot(other, self, where=user_line())
 
     def __neg__(self) -> Layer:
-        return Negate(self, where=_user_line())
+        return Negate(self, where=user_line())
 
     def __pos__(self) -> Layer:
         return self
 
     def __pow__(self, exponent: Any) -> Layer:
-        return Power(self, exponent, where=_user_line())
+        return Power(self, exponent, where=user_line())
 
     def __rpow__(self, base: Any) -> Layer:
         raise LayerTypeError(
-            f"cannot raise {base!r} to the power of a layer; only `layer ** constant` is supported{at(_user_line())}"
+            f"cannot raise {base!r} to the power of a layer; only `layer ** constant` is supported{at(user_line())}"
         )
 
     __array_priority__ = 1000  # numpy arrays on the left defer to our operators
@@ -239,47 +199,16 @@ class Layer:
     # ----- display -----------------------------------------------------------
 
     def __repr__(self) -> str:
-        return _Formatter().top(self)
+        return Formatter().top(self)
 
     def _repr_html_(self) -> str:
         """The expression tree, foldable, for notebooks (see `symnet.display`)."""
-        from .display import layer_html
+        return html.render(self)
 
-        return layer_html(self)
-
-    def _format(self, fmt: _Formatter) -> tuple[str, int]:
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
         """The expression text and its precedence; the default is a call `Name(args)`."""
         args = [fmt.arg(getattr(self, f.name), f) for f in attrs.fields(type(self)) if f.init and not f.kw_only]
-        return f"{type(self).__name__}({', '.join(a for a in args if a is not None)})", _ATOM
-
-
-class _Formatter:
-    """Prints a layer as the Python expression that builds it, within a length budget.
-
-    The budget keeps repr finite on DAGs whose tree expansion is exponential.
-    """
-
-    def __init__(self, budget: int = 4000):
-        self.budget = budget
-
-    def top(self, layer: Layer) -> str:
-        return self.sub(layer, 0)
-
-    def sub(self, layer: Layer, min_prec: int) -> str:
-        if self.budget <= 0:
-            return "…"
-        text, prec = layer._format(self)
-        self.budget -= len(text)
-        return f"({text})" if prec < min_prec else text
-
-    def arg(self, value: Any, field: attrs.Attribute) -> str | None:
-        if isinstance(value, Layer):
-            return self.sub(value, 0)
-        if isinstance(value, tuple) and field.metadata.get("children"):
-            return ", ".join(self.sub(v, 0) for v in value)
-        if field.default is not attrs.NOTHING and value == field.default:
-            return None
-        return f"{field.name}={value!r}" if field.default is not attrs.NOTHING else repr(value)
+        return f"{type(self).__name__}({', '.join(a for a in args if a is not None)})", Formatter.ATOM
 
 
 def _as_layers(values: Any) -> tuple[Layer, ...]:
@@ -291,10 +220,10 @@ def as_layer(value: Any) -> Layer:
     if isinstance(value, Layer):
         return value
     if isinstance(value, (numbers.Number, np.ndarray, np.generic, jax.Array)) and not isinstance(value, bool):
-        return Literal(value, where=_user_line())
+        return Literal(value, where=user_line())
     raise LayerTypeError(
         f"cannot use {value!r} (a {type(value).__name__}) as a layer operand; "
-        f"expected a Layer, a number or a numeric array{at(_user_line())}"
+        f"expected a Layer, a number or a numeric array{at(user_line())}"
     )
 
 
@@ -307,16 +236,8 @@ def _literal_value(value: Any) -> float | FrozenArray:
         try:
             return FrozenArray(np.asarray(value))
         except TypeError as e:
-            raise LayerTypeError(f"cannot make a Literal of {value!r}: {e}{at(_user_line())}") from None
-    raise LayerTypeError(f"cannot make a Literal of {value!r} (a {type(value).__name__}){at(_user_line())}")
-
-
-def constant_array(value: float | FrozenArray) -> jax.Array:
-    """A stored constant as a JAX array of the default float type (float64 under x64)."""
-    dtype = jnp.result_type(float)
-    if isinstance(value, FrozenArray):
-        return jnp.asarray(value.array, dtype=dtype)
-    return jnp.asarray(value, dtype=dtype)
+            raise LayerTypeError(f"cannot make a Literal of {value!r}: {e}{at(user_line())}") from None
+    raise LayerTypeError(f"cannot make a Literal of {value!r} (a {type(value).__name__}){at(user_line())}")
 
 
 def unbroadcast(delta: jax.Array, shape: tuple[int, ...]) -> jax.Array:
@@ -338,8 +259,8 @@ def unbroadcast(delta: jax.Array, shape: tuple[int, ...]) -> jax.Array:
 class Identity(Layer):
     """The input placeholder: its value is whatever the network is given."""
 
-    def _format(self, fmt: _Formatter) -> tuple[str, int]:
-        return "x", _ATOM
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
+        return "x", Formatter.ATOM
 
 
 @layer_class
@@ -352,8 +273,8 @@ class Literal(Layer):
     def array(self) -> jax.Array:
         return constant_array(self.value)
 
-    def _format(self, fmt: _Formatter) -> tuple[str, int]:
-        return f"Literal({self.value!r})", _ATOM
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
+        return f"Literal({self.value!r})", Formatter.ATOM
 
 
 class _Token:
@@ -367,7 +288,7 @@ class _Token:
 
 def _check_name(name: Any) -> None:
     if name is not None and (not isinstance(name, str) or not name):
-        raise LayerTypeError(f"a Weight's name must be a non-empty string or None, got {name!r}{at(_user_line())}")
+        raise LayerTypeError(f"a Weight's name must be a non-empty string or None, got {name!r}{at(user_line())}")
 
 
 def _weight_init(value: Any) -> float | FrozenArray | Initializer:
@@ -406,9 +327,9 @@ class Weight(Layer):
             return self.init.init(key, jnp.result_type(float))
         return constant_array(self.init)
 
-    def _format(self, fmt: _Formatter) -> tuple[str, int]:
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
         name = f", name={self.name!r}" if self.name else ""
-        return f"Weight({self.init!r}{name})", _ATOM
+        return f"Weight({self.init!r}{name})", Formatter.ATOM
 
 
 # ----- arithmetic ------------------------------------------------------------------
@@ -424,17 +345,19 @@ def _broadcast_check(layer: Layer, a: tuple[int, ...], b: tuple[int, ...]) -> No
 
 
 @layer_class
-class _Binary(Layer):
+class BinaryLayer(Layer):
+    """Base of the binary operators: operands `lhs` and `rhs`, printed infix with `symbol`."""
+
     lhs: Layer = child()
     rhs: Layer = child()
 
     symbol: ClassVar[str] = "?"
-    precedence: ClassVar[int] = _SUM
+    precedence: ClassVar[int] = Formatter.SUM
 
     def check(self, a: tuple[int, ...], b: tuple[int, ...]) -> None:
         _broadcast_check(self, a, b)
 
-    def _format(self, fmt: _Formatter) -> tuple[str, int]:
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
         p = self.precedence
         lhs, rhs = self.lhs, self.rhs
         left = (
@@ -447,7 +370,7 @@ class _Binary(Layer):
 
 
 @layer_class
-class Plus(_Binary):
+class Plus(BinaryLayer):
     """Elementwise sum, broadcasting (`a + b`)."""
 
     symbol = "+"
@@ -460,7 +383,7 @@ class Plus(_Binary):
 
 
 @layer_class
-class Minus(_Binary):
+class Minus(BinaryLayer):
     """Elementwise difference, broadcasting (`a - b`)."""
 
     symbol = "-"
@@ -473,11 +396,11 @@ class Minus(_Binary):
 
 
 @layer_class
-class Times(_Binary):
+class Times(BinaryLayer):
     """Elementwise product, broadcasting (`a * b`)."""
 
     symbol = "*"
-    precedence = _PRODUCT
+    precedence = Formatter.PRODUCT
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a * b
@@ -487,11 +410,11 @@ class Times(_Binary):
 
 
 @layer_class
-class Divide(_Binary):
+class Divide(BinaryLayer):
     """Elementwise quotient, broadcasting (`a / b`)."""
 
     symbol = "/"
-    precedence = _PRODUCT
+    precedence = Formatter.PRODUCT
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a / b
@@ -501,11 +424,11 @@ class Divide(_Binary):
 
 
 @layer_class
-class Dot(_Binary):
+class Dot(BinaryLayer):
     """Matrix product (`a @ b`), with numpy's `matmul` rules."""
 
     symbol = "@"
-    precedence = _PRODUCT
+    precedence = Formatter.PRODUCT
 
     def check(self, a: tuple[int, ...], b: tuple[int, ...]) -> None:
         if not a or not b:
@@ -554,14 +477,14 @@ class Negate(Layer):
     def vjp(self, d, value, a):
         return (-d,)
 
-    def _format(self, fmt: _Formatter) -> tuple[str, int]:
-        return f"-{fmt.sub(self.arg, _UNARY)}", _UNARY
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
+        return f"-{fmt.sub(self.arg, Formatter.UNARY)}", Formatter.UNARY
 
 
 def _exponent(value: Any) -> float:
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
-    raise LayerTypeError(f"Power needs a constant number as exponent, got {value!r}{at(_user_line())}")
+    raise LayerTypeError(f"Power needs a constant number as exponent, got {value!r}{at(user_line())}")
 
 
 @layer_class
@@ -577,98 +500,142 @@ class Power(Layer):
     def vjp(self, d, value, a):
         return (d * self.exponent * a ** (self.exponent - 1.0),)
 
-    def _format(self, fmt: _Formatter) -> tuple[str, int]:
-        return f"{fmt.sub(self.arg, _POWER + 1)} ** {self.exponent!r}", _POWER
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
+        return f"{fmt.sub(self.arg, Formatter.POWER + 1)} ** {self.exponent!r}", Formatter.POWER
 
 
-# ----- elementwise functions -------------------------------------------------------
+# ----- networks of layers: canonical names, parameters, plain evaluation ------------------------
 
 
-@layer_class
-class Elementwise(Layer):
-    """Base of functions applied to each element (or each row, for softmax)."""
+@attrs.frozen(cache_hash=True)
+class Structure:
+    """The static half of a network: canonical outputs and the parameters' Weights in name order.
 
-    arg: Layer = child()
+    It keys caches (compiled computations, jitted steps) and is the static part
+    of the `Network` pytree.
+    """
 
+    outputs: tuple[tuple[str, Layer], ...]
+    weights: tuple[Weight, ...]
 
-@layer_class
-class Exp(Elementwise):
-    """`exp(a)`."""
-
-    def apply(self, a):
-        return jnp.exp(a)
-
-    def vjp(self, d, value, a):
-        return (d * value,)
-
-
-@layer_class
-class Log(Elementwise):
-    """Natural logarithm `log(a)`."""
-
-    def apply(self, a):
-        return jnp.log(a)
-
-    def vjp(self, d, value, a):
-        return (d / a,)
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The parameter names, in leaf order."""
+        return tuple(w.name for w in self.weights)  # type: ignore[misc]
 
 
-@layer_class
-class Tanh(Elementwise):
-    """`tanh(a)`."""
+def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[str, Weight]]:
+    """Give every Weight its final name; check that equally named Weights agree.
 
-    def apply(self, a):
-        return jnp.tanh(a)
-
-    def vjp(self, d, value, a):
-        return (d * (1.0 - value * value),)
-
-
-@layer_class
-class Sigmoid(Elementwise):
-    """The logistic function `1 / (1 + exp(-a))`."""
-
-    def apply(self, a):
-        return jax.nn.sigmoid(a)
-
-    def vjp(self, d, value, a):
-        return (d * value * (1.0 - value),)
-
-
-@layer_class
-class ReLU(Elementwise):
-    """`max(a, 0)`; the derivative at 0 is taken as 0 (as Kaldi and JAX do)."""
-
-    def apply(self, a):
-        return jnp.where(a > 0, a, jnp.zeros_like(a))
-
-    def vjp(self, d, value, a):
-        return (jnp.where(a > 0, d, jnp.zeros_like(d)),)
-
-
-@layer_class
-class Softmax(Elementwise):
-    """Softmax over the last axis (each row of a matrix)."""
-
-    def check(self, a: tuple[int, ...]) -> None:
-        if not a:
-            raise ShapeError(f"Softmax needs at least one axis, got a scalar{at(self.where)}")
-
-    def apply(self, a):
-        return jax.nn.softmax(a, axis=-1)
-
-    def vjp(self, d, value, a):
-        return (value * (d - jnp.sum(d * value, axis=-1, keepdims=True)),)
+    Unnamed weights are named by their first path from the outputs (`lhs.rhs`),
+    prefixed by the output name when there are several outputs: deterministic
+    from the structure alone. The identity token that keeps two `Weight(2.0)`
+    calls apart is dropped, so equal structures are equal values.
+    """
+    roots = [(name if len(outputs) > 1 else "", layer) for name, layer in outputs.items()]
+    order = walk([layer for _, layer in roots])
+    found = paths(roots)
+    explicit: dict[str, Weight] = {}
+    for layer in order:
+        if isinstance(layer, Weight) and layer.name is not None:
+            other = explicit.setdefault(layer.name, layer)
+            if other.init != layer.init:
+                raise ParameterError(
+                    f"two Weights named {layer.name!r} with different initialisers: "
+                    f"{other.init!r} (built at {other.where}) and {layer.init!r} (built at {layer.where})"
+                )
+    weights: dict[str, Weight] = {}
+    rewritten: dict[int, Layer] = {}
+    for layer in order:
+        if isinstance(layer, Weight):
+            if layer.name is None:
+                name = found[id(layer)] or "weight"
+                base, k = name, 1
+                while name in explicit or (name in weights and weights[name] is not layer):
+                    name, k = f"{base}_{k}", k + 1
+                new = attrs.evolve(layer, name=name, token=None)
+            else:
+                new = explicit[layer.name]
+                new = attrs.evolve(new, token=None) if new.token is not None else new
+            weights.setdefault(new.name, new)  # type: ignore[arg-type]
+            rewritten[id(layer)] = weights[new.name]  # type: ignore[index]
+        else:
+            rewritten[id(layer)] = layer.with_children(tuple(rewritten[id(c)] for c in layer.children))
+    return {name: rewritten[id(layer)] for name, layer in outputs.items()}, dict(sorted(weights.items()))
 
 
-@layer_class
-class LogSoftmax(Elementwise):
-    """Log of the softmax over the last axis, computed stably."""
+def parameter_key(seed: int, name: str) -> jax.Array:
+    """The random key of the parameter `name`: derived from the seed and the name, not from any counter."""
+    return jax.random.PRNGKey(zlib.crc32(f"{seed}:{name}".encode()))
 
-    check = Softmax.check
 
-    def apply(self, a):
-        return jax.nn.log_softmax(a, axis=-1)
+def initial_values(weights: Mapping[str, Weight], seed: int) -> dict[str, jax.Array]:
+    """Every Weight's initial array, random ones with a key derived from `seed` and the name."""
+    return {name: w.initial_value(parameter_key(seed, name)) for name, w in weights.items()}
 
-    def vjp(self, d, value, a):
-        return (d - jnp.exp(value) * jnp.sum(d, axis=-1, keepdims=True),)
+
+def checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any]) -> dict[str, jax.Array]:
+    """Parameters as arrays, after checking names and shapes against the Weights."""
+    missing = [n for n in weights if n not in params]
+    if missing:
+        w = weights[missing[0]]
+        raise ParameterError(f"missing parameter(s) {missing}: Weight {w!r}{at(w.where)}")
+    unknown = [n for n in params if n not in weights]
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {unknown}; the network has {list(weights)}")
+    out = {}
+    for name, w in weights.items():
+        value = params[name]
+        if not hasattr(value, "shape"):
+            try:
+                value = jnp.asarray(value, dtype=jnp.result_type(float))
+            except (TypeError, ValueError):
+                raise ParameterError(f"parameter {name!r} is {value!r}, not an array") from None
+        if tuple(value.shape) != w.shape:
+            raise ParameterError(
+                f"parameter {name!r} has shape {tuple(value.shape)}, but its Weight has shape {w.shape}{at(w.where)}"
+            )
+        out[name] = value
+    return out
+
+
+def input_tape(value: Any) -> Tape:
+    """The input as a Tape: a Tape as it is, a Literal's value, or an array (traced ones too)."""
+    if isinstance(value, Tape):
+        return value
+    if isinstance(value, Literal):
+        return Tape(value, value.array)
+    if isinstance(value, Layer):
+        raise LayerTypeError(f"the input of forward must be a Tape, a Literal, a number or an array, got {value!r}")
+    try:
+        array = jnp.asarray(value)
+    except TypeError:
+        array = None
+    if array is None or not (jnp.issubdtype(array.dtype, jnp.number) or array.dtype == jnp.bool_):
+        raise LayerTypeError(f"cannot use {value!r} (a {type(value).__name__}) as the network's input")
+    return Tape(Identity(), array)
+
+
+def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Array]) -> list[Tape]:
+    """Run canonical trees on plain arrays (no Indexes), building one Tape per layer."""
+    tapes: dict[int, Tape] = {}
+    for layer in walk(roots):
+        if isinstance(layer, Identity):
+            if input is None:
+                raise GraphError(f"the network reads its input (x) but no input was given{at(layer.where)}")
+            tape = input
+        elif isinstance(layer, Weight):
+            tape = Tape(layer, params[layer.name], parameter=layer.name, parameters=params)  # type: ignore[index]
+        elif isinstance(layer, Literal):
+            tape = Tape(layer, layer.array, parameters=params)
+        elif not layer.rowwise or type(layer).apply is Layer.apply:
+            raise GraphError(
+                f"{type(layer).__name__} works on Indexes (n, t, x): run the network with "
+                f"symnet.compile or network.compute{at(layer.where)}"
+            )
+        else:
+            upstream = tuple(tapes[id(c)] for c in layer.children)
+            layer.check(*(u.shape for u in upstream))
+            tape = Tape(layer, layer.apply(*(u.value for u in upstream)), upstream, parameters=params)
+        tapes[id(layer)] = tape
+    return [tapes[id(r)] for r in roots]

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import jax
 
-from .errors import SymnetError
+from ..errors import SymnetError
 
 _STACK: list[jax.Array] = []
 

@@ -95,7 +95,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import ShapeError, SymnetError
+from ..errors import ShapeError, SymnetError
 
 #: Kaldi's constants (OnlineNaturalGradient's constructor and PreconditionDirectionsInternal).
 EPSILON = 1.0e-10
@@ -343,7 +343,7 @@ def components(target: Any) -> dict[str, Any]:
 
     `target` is a Network, a Layer or a mapping of name -> Layer.
     """
-    from .layer import Layer
+    from ..core.layer import Layer
 
     if isinstance(target, Layer):
         roots = [target]

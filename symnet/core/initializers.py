@@ -8,6 +8,7 @@ parameter's name, so initial values do not depend on construction order.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import attrs
@@ -15,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import ShapeError, at
+from ..errors import ShapeError, at
+from .source import user_line
 
 
 _BLOCK = 1 << 16
@@ -47,16 +49,17 @@ _fold_in = jax.jit(jax.random.fold_in)
 
 
 def _shape(value: Any) -> tuple[int, ...]:
-    from .layer import _user_line
-
-    if isinstance(value, int):
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         value = (value,)
     try:
-        shape = tuple(int(d) for d in value)
-    except (TypeError, ValueError):
-        raise ShapeError(f"a shape must be a tuple of integers, got {value!r}{at(_user_line())}") from None
+        dims = tuple(value)
+    except TypeError:
+        dims = None
+    if dims is None or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in dims):
+        raise ShapeError(f"a shape must be a tuple of integers, got {value!r}{at(user_line())}")
+    shape = tuple(int(d) for d in dims)
     if any(d < 0 for d in shape):
-        raise ShapeError(f"negative dimension in shape {shape}{at(_user_line())}")
+        raise ShapeError(f"negative dimension in shape {shape}{at(user_line())}")
     return shape
 
 
@@ -106,9 +109,7 @@ class Glorot(Initializer):
 
     def __attrs_post_init__(self) -> None:
         if len(self.shape) != 2:
-            from .layer import _user_line
-
-            raise ShapeError(f"Glorot needs a 2-d (fan_in, fan_out) shape, got {self.shape}{at(_user_line())}")
+                    raise ShapeError(f"Glorot needs a 2-d (fan_in, fan_out) shape, got {self.shape}{at(user_line())}")
 
     def init(self, key: jax.Array, dtype: Any) -> jax.Array:
         limit = math.sqrt(6.0 / (self.shape[0] + self.shape[1]))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -48,3 +50,11 @@ class FrozenArray:
     def __repr__(self) -> str:
         body = np.array2string(self.array, separator=", ", threshold=8, precision=4)
         return f"array({body})"
+
+
+def constant_array(value: float | FrozenArray) -> jax.Array:
+    """A stored constant as a JAX array of the default float type (float64 under x64)."""
+    dtype = jnp.result_type(float)
+    if isinstance(value, FrozenArray):
+        return jnp.asarray(value.array, dtype=dtype)
+    return jnp.asarray(value, dtype=dtype)

@@ -9,13 +9,16 @@ forward and backward become one XLA program.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import jax
 import jax.numpy as jnp
 
-from .errors import LayerTypeError, ShapeError, at
-from .layer import Layer, Weight
+from ..errors import LayerTypeError, ShapeError, at
+from . import html
+
+if TYPE_CHECKING:
+    from .layer import Layer
 
 Pullback = Callable[[jax.Array], tuple["jax.Array | None", ...]]
 
@@ -25,10 +28,13 @@ class Tape:
 
     `rows` is the node's row labels (an `IndexSet`) when the value came from the
     Index engine, else None. `pullback`, when given, replaces the layer's own
-    `vjp` (the engine uses it for row movements).
+    `vjp` (the engine uses it for row movements). `parameter` is the name of
+    the parameter whose value this is (the tape of a Weight), else None;
+    `parameters` all the run's parameters (so `backward` returns a gradient
+    for each, zeros for those not reached).
     """
 
-    __slots__ = ("layer", "value", "upstream", "rows", "pullback", "parameters")
+    __slots__ = ("layer", "value", "upstream", "rows", "pullback", "parameter", "parameters")
 
     def __init__(
         self,
@@ -38,6 +44,7 @@ class Tape:
         *,
         pullback: Pullback | None = None,
         rows: Any = None,
+        parameter: str | None = None,
         parameters: Mapping[str, jax.Array] | None = None,
     ):
         self.layer = layer
@@ -45,6 +52,7 @@ class Tape:
         self.upstream = upstream
         self.pullback = pullback
         self.rows = rows
+        self.parameter = parameter
         self.parameters = parameters
 
     @property
@@ -55,10 +63,8 @@ class Tape:
         return f"Tape({self.layer!r}, shape={self.shape})"
 
     def _repr_html_(self) -> str:
-        """Every node with its value summary, for notebooks (see `symnet.display.tape_html`)."""
-        from .display import tape_html
-
-        return tape_html(self)
+        """Every node with its value summary, for notebooks (see `symnet.display`)."""
+        return html.render(self)
 
     def nodes(self) -> list[Tape]:
         """Every tape node reachable from this one, operands before their users."""
@@ -99,10 +105,10 @@ class Tape:
         deltas = self.backward_deltas(delta)
         reached: dict[str, jax.Array] = {}
         for node, d in deltas.items():
-            if isinstance(node.layer, Weight):
+            name = node.parameter
+            if name is not None:
                 # One name is one parameter: a tape chained from another run can
                 # hold a second node of the same Weight; its delta adds up.
-                name = node.layer.name
                 reached[name] = reached[name] + d if name in reached else d
         grads: dict[str, jax.Array] = {}
         if self.parameters is not None:

@@ -38,14 +38,16 @@ import attrs
 import jax.numpy as jnp
 import numpy as np
 
-from .errors import DescriptorError, ShapeError, at
-from .layer import Layer, _Formatter, _user_line, child, children_field, layer_class, _ATOM
+from ..errors import DescriptorError, ShapeError, at
+from .formatting import Formatter
+from .layer import Layer, child, children_field, layer_class
+from .source import user_line
 
 
 def _int(name: str):
     def convert(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise DescriptorError(f"{name} must be an integer, got {value!r}{at(_user_line())}")
+            raise DescriptorError(f"{name} must be an integer, got {value!r}{at(user_line())}")
         return int(value)
 
     return convert
@@ -54,7 +56,7 @@ def _int(name: str):
 def _float(name: str):
     def convert(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise DescriptorError(f"{name} must be a number, got {value!r}{at(_user_line())}")
+            raise DescriptorError(f"{name} must be a number, got {value!r}{at(user_line())}")
         return float(value)
 
     return convert
@@ -67,8 +69,8 @@ def _variadic(cls: type) -> type:
     def __init__(self, *parts: Any, where: str | None = None, **fields: Any) -> None:
         parts = fields.pop("parts", parts)
         if not parts:
-            raise DescriptorError(f"{cls.__name__} needs at least one part{at(where or _user_line())}")
-        attrs_init(self, parts, where=where or _user_line(), **fields)
+            raise DescriptorError(f"{cls.__name__} needs at least one part{at(where or user_line())}")
+        attrs_init(self, parts, where=where or user_line(), **fields)
 
     __init__.__doc__ = cls.__doc__
     cls.__init__ = __init__
@@ -84,7 +86,7 @@ class Descriptor(Layer):
 
 def _name(value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise DescriptorError(f"a node name must be a non-empty string, got {value!r}{at(_user_line())}")
+        raise DescriptorError(f"a node name must be a non-empty string, got {value!r}{at(user_line())}")
     return value
 
 
@@ -130,8 +132,8 @@ class Input(Descriptor):
         if self.dim <= 0:
             raise DescriptorError(f"Input {self.name!r}: dim must be positive, got {self.dim}{at(self.where)}")
 
-    def _format(self, fmt: _Formatter) -> tuple[str, int]:
-        return f"Input({self.name!r}, {self.dim})", _ATOM
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
+        return f"Input({self.name!r}, {self.dim})", Formatter.ATOM
 
 
 @layer_class
@@ -152,8 +154,8 @@ class Node(Layer):
     def vjp(self, d, value, a):
         return (d,)
 
-    def _format(self, fmt: _Formatter) -> tuple[str, int]:
-        return f"Node({self.name!r}, {fmt.sub(self.arg, 0)})", _ATOM
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
+        return f"Node({self.name!r}, {fmt.sub(self.arg, 0)})", Formatter.ATOM
 
 
 @layer_class
@@ -162,8 +164,8 @@ class Ref(Descriptor):
 
     name: str = attrs.field(converter=_name)
 
-    def _format(self, fmt: _Formatter) -> tuple[str, int]:
-        return f"Ref({self.name!r})", _ATOM
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
+        return f"Ref({self.name!r})", Formatter.ATOM
 
 
 @layer_class

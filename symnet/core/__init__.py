@@ -1,0 +1,1 @@
+"""The core: layers, descriptors, tapes, Indexes, initialisers and randomness; nothing here knows the engine."""

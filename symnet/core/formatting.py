@@ -1,0 +1,44 @@
+"""Printing a layer tree as the Python expression that builds it (the `repr` of every layer)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from .layer import Layer
+
+
+class Formatter:
+    """Prints a layer as the Python expression that builds it, within a length budget.
+
+    A layer class can override `_format(fmt) -> (text, precedence)`, calling
+    `fmt.sub(operand, min_precedence)` for its operands; the precedences are
+    Python's (`ATOM` binds tightest). The budget keeps repr finite on DAGs whose
+    tree expansion is exponential.
+    """
+
+    ATOM, POWER, UNARY, PRODUCT, SUM = 9, 7, 6, 5, 4
+
+    def __init__(self, budget: int = 4000):
+        self.budget = budget
+
+    def top(self, layer: Layer) -> str:
+        return self.sub(layer, 0)
+
+    def sub(self, layer: Layer, min_prec: int) -> str:
+        if self.budget <= 0:
+            return "…"
+        text, prec = layer._format(self)
+        self.budget -= len(text)
+        return f"({text})" if prec < min_prec else text
+
+    def arg(self, value: Any, field: attrs.Attribute) -> str | None:
+        if hasattr(value, "_format"):  # a layer
+            return self.sub(value, 0)
+        if isinstance(value, tuple) and field.metadata.get("children"):
+            return ", ".join(self.sub(v, 0) for v in value)
+        if field.default is not attrs.NOTHING and value == field.default:
+            return None
+        return f"{field.name}={value!r}" if field.default is not attrs.NOTHING else repr(value)

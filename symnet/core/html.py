@@ -1,0 +1,29 @@
+"""The registry behind `_repr_html_`: how an object finds its notebook renderer without importing it.
+
+Core and engine classes (layers, tapes, networks, computations) have
+`_repr_html_` methods, but their renderers live in `symnet.display`, which sits
+above everything it draws. `symnet.display` registers a renderer per class when
+it is imported (as `import symnet` does); `render` picks the one registered for
+the nearest class in the object's MRO.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Callable
+
+_RENDERERS: dict[type, Callable[[Any], str]] = {}
+
+
+def register(cls: type, renderer: Callable[[Any], str]) -> None:
+    """Make `renderer(obj) -> html` the notebook view of instances of `cls` (and its subclasses)."""
+    _RENDERERS[cls] = renderer
+
+
+def render(obj: Any) -> str:
+    """The HTML of `obj` from its class's renderer; escaped `repr` if none is registered."""
+    for cls in type(obj).__mro__:
+        renderer = _RENDERERS.get(cls)
+        if renderer is not None:
+            return renderer(obj)
+    return f"<pre>{html.escape(repr(obj))}</pre>"

@@ -1,0 +1,44 @@
+"""Bounded caches of planned work (computations, contexts), all cleared by `symnet.clear_caches()`."""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from typing import Any, Generic, Hashable, TypeVar
+
+V = TypeVar("V")
+
+_ALL: weakref.WeakSet[Cache[Any]] = weakref.WeakSet()
+
+
+class Cache(Generic[V]):
+    """A least-recently-used mapping of at most `size` entries."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: OrderedDict[Hashable, V] = OrderedDict()
+        _ALL.add(self)
+
+    def get(self, key: Hashable) -> V | None:
+        value = self._entries.get(key)
+        if value is not None:
+            self._entries.move_to_end(key)
+        return value
+
+    def put(self, key: Hashable, value: V) -> V:
+        self._entries[key] = value
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def clear_caches() -> None:
+    """Forget every planned computation and context (their compiled XLA programs go with them)."""
+    for cache in list(_ALL):
+        cache.clear()
