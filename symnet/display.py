@@ -818,7 +818,7 @@ def index_map_html(computation: Any, node: Any, *, through: bool = True, max_row
     and is shown for sequence 0.
     """
     from .core.descriptor import IfDefined, Offset, ReplaceIndex, Round
-    from .engine.plan import Planner, _member, plan_recursion_limit
+    from .engine.plan import Planner, _member
     from .core.index import format_indexes
 
     c = computation
@@ -827,10 +827,9 @@ def index_map_html(computation: Any, node: Any, *, through: bool = True, max_row
     if nid not in c.rows:
         return _box(f"<div>#{nid} {_e(label(g.layers[nid]))} computes nothing for this request</div>")
     moves = (Offset, IfDefined, Round, ReplaceIndex)
-    undo = plan_recursion_limit()
-    try:
+    if True:  # the planner needs no recursion limit
         planner = Planner(g, c.request)
-        planner.needed = needed = planner.requirements()
+        needed = planner.requirements()
         keys = needed[nid]
         deps = planner.dependencies(nid, keys) if g.indexed[nid] and g.operands[nid] else []
         columns, head = [], ["row", "Index"]
@@ -854,8 +853,6 @@ def index_map_html(computation: Any, node: Any, *, through: bool = True, max_row
                 if used[i]:
                     cells[i] = shown[i] if valid[i] else "0"
             columns.append(cells)
-    finally:
-        undo()
     if columns:  # a row that reads no operand is zeros (IfDefined of a row that is not computable)
         none = np.all([col == "-" for col in columns], axis=0)
         for col in columns:
@@ -1100,23 +1097,19 @@ class ReceptiveField:
 
 def _input_reads(computation: Any) -> dict[int, np.ndarray]:
     """Per input node: the keys its users read (an input's rows are all it is given, read or not)."""
-    from .engine.plan import Planner, plan_recursion_limit
+    from .engine.plan import Planner
 
     g = computation.graph
     inputs = {nid for nid in g.inputs.values() if nid in computation.rows}
-    undo = plan_recursion_limit()
-    try:
+    if True:  # the planner needs no recursion limit
         planner = Planner(g, computation.request)
-        planner.needed = planner.requirements()
         read: dict[int, list[np.ndarray]] = {nid: [] for nid in inputs}
         for nid in computation.rows:
             if nid in inputs or not g.indexed[nid] or not any(op in inputs for op in g.operands[nid]):
                 continue
-            for op_id, child_keys, used in planner.dependencies(nid, planner.needed[nid]):
+            for op_id, child_keys, used in planner.dependencies(nid, planner.requirements()[nid]):
                 if op_id in inputs:
                     read[op_id].append(child_keys[used])
-    finally:
-        undo()
     return {nid: np.unique(np.concatenate(parts)) for nid, parts in read.items() if parts}
 
 
@@ -1133,7 +1126,7 @@ def receptive_field(network: Any, output: str | None = None, *, t: int = 0, wind
     """
     from .core.descriptor import Input, Node
     from .engine import compile
-    from .engine.dense import _output_name
+    from .engine.context import output_name as _output_name
     from .engine.request import ComputationRequest
     from .core.index import IndexSet, decode
     from .core.layer import Identity

@@ -176,14 +176,19 @@ class Network:
         return dense.context(self, output)
 
     def compute(self, x: Any, *, mode: str = "same", output: str | None = None,
-                frames_per_chunk: int | None = None) -> Any:
+                frames_per_chunk: int | None = None, carry_state: bool = True,
+                extra_left_context: int = 0, extra_right_context: int = 0) -> Any:
         """Outputs for every frame of `[N, T, D]` input or a list of `[T_i, D]` sequences.
 
         See `symnet.engine.dense.compute`: `mode='same'` repeats edge frames as
         nnet3-compute does; `mode='valid'` returns only frames that need no padding;
-        `frames_per_chunk` runs in chunks, carrying recurrent state across them.
+        `frames_per_chunk` runs in chunks, carrying recurrent state across them
+        (`carry_state=True`, equal to one pass) or computing each chunk on its
+        own as nnet3-compute does (`carry_state=False`, with extra context).
         """
-        return dense.compute(self, x, mode=mode, output=output, frames_per_chunk=frames_per_chunk)
+        return dense.compute(self, x, mode=mode, output=output, frames_per_chunk=frames_per_chunk,
+                             carry_state=carry_state, extra_left_context=extra_left_context,
+                             extra_right_context=extra_right_context)
 
     def __repr__(self) -> str:
         outs = ", ".join(f"{name!r}: {layer!r}" for name, layer in self.structure.outputs)

@@ -217,14 +217,15 @@ def test_xvector_config_request_and_dense_compute():
     # nnet3-xvector-compute style: every input frame, the output at t = 0 only.
     _, out = run(net, {"input": frames(n, T)}, {"output": frames(n, 1)}, {"input": tn(X)})
     np.testing.assert_allclose(out["output"], _xvector_reference(params, X, 0, [0])[0], rtol=1e-4, atol=1e-4)
-    # Dense compute. The context is (0, 0), as Kaldi's computability-based estimate finds it: pooling needs
-    # only some computable frame in its window, so no padding; the edge frames of tdnn1 are simply left out.
-    # (With an odd T the last frame is not computable: Round(., 2) takes it to pooling at T - 1, whose
-    # window starts at the block {T - 1, T}, where tdnn1 has no frame; Kaldi's estimate misses that too.)
-    assert net.context() == (0, 0)
+    # Dense compute. The context is (0, 1), as Kaldi's probe over every input start modulo the modulus (2)
+    # finds it: pooling needs only some computable frame in its window, but from an odd start the last
+    # frame's block {T - 1, T} has no frame of tdnn1 unless one more input frame is there. nnet3-compute then
+    # repeats the last frame once, so the reference sees that padded frame too.
+    assert net.context() == (0, 1)
     X = X[:16]
     dense = np.asarray(net.compute(np.transpose(X, (1, 0, 2))))  # [N, T, 2]
-    want = _xvector_reference(params, X, 0, list(range(16)))  # [T, N, 2]
+    padded = np.concatenate([X, X[-1:]], axis=0)
+    want = _xvector_reference(params, padded, 0, list(range(16)))  # [T, N, 2]
     np.testing.assert_allclose(np.transpose(dense, (1, 0, 2)), want, rtol=1e-4, atol=1e-4)
     # Written back and read again: the same network.
     again = parse_network(write_network(kn), seed=4)

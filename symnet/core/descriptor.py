@@ -132,6 +132,14 @@ class Input(Descriptor):
         if self.dim <= 0:
             raise DescriptorError(f"Input {self.name!r}: dim must be positive, got {self.dim}{at(self.where)}")
 
+    @property
+    def input_name(self) -> str | None:
+        return self.name
+
+    @property
+    def output_dim(self) -> int | None:
+        return self.dim
+
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         return f"Input({self.name!r}, {self.dim})", Formatter.ATOM
 

@@ -119,6 +119,11 @@ class Layer:
         """The number of columns of the value when the layer knows it without running (else None)."""
         return None
 
+    @property
+    def input_name(self) -> str | None:
+        """The name of the network input this layer stands for (`Identity()` is `'input'`), else None."""
+        return None
+
     def expand(self) -> Layer | None:
         """For a macro layer (a composition of others, e.g. a TDNN), the layer it stands for; else None.
 
@@ -257,7 +262,11 @@ def unbroadcast(delta: jax.Array, shape: tuple[int, ...]) -> jax.Array:
 
 @layer_class
 class Identity(Layer):
-    """The input placeholder: its value is whatever the network is given."""
+    """The input placeholder: its value is whatever the network is given (the input named `input`)."""
+
+    @property
+    def input_name(self) -> str | None:
+        return "input"
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         return "x", Formatter.ATOM
@@ -620,9 +629,17 @@ def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Ar
     """Run canonical trees on plain arrays (no Indexes), building one Tape per layer."""
     tapes: dict[int, Tape] = {}
     for layer in walk(roots):
-        if isinstance(layer, Identity):
+        name = layer.input_name
+        if name is not None:
+            if name != "input":
+                raise GraphError(f"the network reads input {name!r}: run it with network.compute or symnet.compile, "
+                                 f"which take named inputs{at(layer.where)}")
             if input is None:
                 raise GraphError(f"the network reads its input (x) but no input was given{at(layer.where)}")
+            dim = layer.output_dim
+            if dim is not None and (not input.shape or input.shape[-1] != dim):
+                raise ShapeError(f"the input has shape {input.shape}, but {layer!r} takes {dim} features per row"
+                                 f"{at(layer.where)}")
             tape = input
         elif isinstance(layer, Weight):
             tape = Tape(layer, params[layer.name], parameter=layer.name, parameters=params)  # type: ignore[index]

@@ -30,6 +30,15 @@ def randomness(key: jax.Array) -> Iterator[None]:
         _STACK.pop()
 
 
+def active_key() -> jax.Array | None:
+    """The key of the innermost `randomness` block, or None outside any.
+
+    A compiled computation passes it into its jitted program as an argument, so
+    that a cached program never keeps the key it was first traced with.
+    """
+    return _STACK[-1] if _STACK else None
+
+
 def key_for(name: str, what: str) -> jax.Array:
     """The key of the named layer in the active `randomness` block; an error outside one."""
     if not _STACK:

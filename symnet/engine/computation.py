@@ -8,6 +8,7 @@ the Tape (one tape node per network node, each knowing its row labels) so that
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Mapping
 
 import jax
@@ -27,15 +28,16 @@ from ..core.descriptor import (
     Sum,
     Switch,
 )
-from ..core import html
+from ..core import html, rng
 from ..errors import PlanError, ShapeError, at
 from ..core.index import IndexSet, decode, encode
 from ..core.layer import Identity, Layer, Literal, Weight
 from ..core.tape import Tape
 from .cache import Cache
 from .graph import DEFAULT_INPUT, Graph
-from .plan import Planner, plan_recursion_limit
-from .recurrence import RecurrentBlock, infer_dim, strongly_connected
+from .plan import Planner
+from .dims import node_shapes, static_dim
+from .recurrence import RecurrentBlock, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap
 
@@ -91,12 +93,12 @@ class Computation:
     """A compiled request: `computation(network, {input: matrix}) -> {output: matrix}`."""
 
     def __init__(self, graph: Graph, request: ComputationRequest, planner: Planner):
-        planner.needed = planner.requirements()
+        needed = planner.requirements()
         self.graph = graph
         self.request = request
         self.regular = planner.regular
         self.batch = planner.batch
-        self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(planner.needed) if len(k)}
+        self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(needed) if len(k)}
         self.output_ids = planner.output_ids
         self.given_state = {
             nid: keys for nid, keys in planner.given.items()
@@ -105,7 +107,7 @@ class Computation:
         self.steps = self._steps(planner)
         self.input_maps = self._input_maps(planner)
         self.output_maps = {
-            name: RowMap(np.searchsorted(planner.needed[self.output_ids[name]], keys), len(planner.needed[self.output_ids[name]]))
+            name: RowMap(np.searchsorted(planner.requirements()[self.output_ids[name]], keys), len(planner.requirements()[self.output_ids[name]]))
             for name, keys in planner.wanted.items()
         }
         self._jitted = jax.jit(self._run)
@@ -151,12 +153,12 @@ class Computation:
         maps: list[RowMap | None] = [None] * len(graph.operands[nid])
         if not graph.indexed[nid] or isinstance(layer, (Input, Identity)):
             return tuple(maps)
-        keys = planner.needed[nid]
+        keys = planner.requirements()[nid]
         if isinstance(layer, IndexedLayer):
             required, owner = layer.requirements(keys)
             (_, _, available), = planner.dependencies(nid, keys)
-            src = np.searchsorted(planner.needed[graph.operands[nid][0]], required[available])
-            maps[0] = _IndexedRows(src, len(planner.needed[graph.operands[nid][0]]), owner[available], len(keys))
+            src = np.searchsorted(planner.requirements()[graph.operands[nid][0]], required[available])
+            maps[0] = _IndexedRows(src, len(planner.requirements()[graph.operands[nid][0]]), owner[available], len(keys))
             return tuple(maps)
         deps = iter(planner.dependencies(nid, keys))
         for i, op in enumerate(graph.operands[nid]):
@@ -164,7 +166,7 @@ class Computation:
                 continue
             op_id, child_keys, used_rows = next(deps)
             assert op_id == op
-            src_keys = planner.needed[op]
+            src_keys = planner.requirements()[op]
             src = np.full(len(keys), -1, dtype=np.int64)
             if len(src_keys):
                 src[used_rows] = np.searchsorted(src_keys, child_keys[used_rows])
@@ -188,11 +190,17 @@ class Computation:
     # ----- running ------------------------------------------------------------------
 
     def __call__(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, jax.Array]:
-        """Output matrices (rows in the request's order) for input matrices."""
-        return self._jitted(network.params, self._check_inputs(inputs))
+        """Output matrices (rows in the request's order) for input matrices.
 
-    def _run(self, params: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-        return {name: tape.value for name, tape in self._tapes(params, inputs).items()}
+        Inside `symnet.rng.randomness(key)` the key is an argument of the jitted
+        program (training-mode dropout draws from it), never a constant of it.
+        """
+        return self._jitted(network.params, self._check_inputs(inputs), rng.active_key())
+
+    def _run(self, params: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array],
+             key: jax.Array | None) -> dict[str, jax.Array]:
+        with rng.randomness(key) if key is not None else contextlib.nullcontext():
+            return {name: tape.value for name, tape in self._tapes(params, inputs).items()}
 
     def forward(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, Tape]:
         """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step."""
@@ -292,28 +300,11 @@ class Computation:
 
     def _absent(self, nid: int, tapes: dict[int, Tape]) -> Tape:
         """A zero-row tape for an operand no row reads (an IfDefined source that never exists)."""
-        dim = self._static_dim(nid, tapes, set())
+        known = {n: int(tape.value.shape[-1]) for n, tape in tapes.items() if self.graph.indexed[n]}
+        dim = static_dim(node_shapes(self.graph, known), nid)
         if dim is None:
             raise PlanError(f"cannot infer the dim of {self.graph.describe(nid)}, which no output reads")
         return Tape(self.graph.layers[nid], jnp.zeros((0, dim), jnp.result_type(float)))
-
-    def _static_dim(self, nid: int, tapes: dict[int, Tape], visiting: set[int]) -> int | None:
-        if nid in tapes:
-            return int(tapes[nid].value.shape[-1])
-        layer = self.graph.layers[nid]
-        if isinstance(layer, (Input, Identity)):
-            return self.graph.input_dims.get(getattr(layer, "name", "input"))
-        if nid in visiting:
-            return None
-        visiting.add(nid)
-        shapes = []
-        for op in self.graph.operands[nid]:
-            if not self.graph.indexed[op]:
-                shapes.append(tuple(tapes[op].value.shape) if op in tapes else None)
-            else:
-                dim = self._static_dim(op, tapes, visiting)
-                shapes.append(None if dim is None else (self.batch, dim))
-        return infer_dim(layer, shapes, self.batch) or infer_dim(layer, shapes, self.batch, lenient=True)
 
     def __repr__(self) -> str:
         kind = f"regular, {self.batch} sequences" if self.regular else "irregular"
@@ -376,9 +367,5 @@ def compile(network: Any, request: ComputationRequest) -> Computation:
     if hit is not None:
         return hit
     graph = Graph(dict(network.structure.outputs))
-    undo = plan_recursion_limit()
-    try:
-        planner = Planner(graph, request)
-    finally:
-        undo()
+    planner = Planner(graph, request)
     return _CACHE.put(key, Computation(graph, request, planner))

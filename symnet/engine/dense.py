@@ -9,64 +9,20 @@ copies of its first and last frames so that every input frame gets an output;
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import numbers
+from typing import Any, Mapping
 
 import jax.numpy as jnp
 import numpy as np
 
 from ..errors import PlanError, ShapeError
-from ..core.index import IndexSet, decode
+from ..core.descriptor import Node
+from ..core.index import IndexSet
 from .computation import compile
 from .graph import Graph
-from .plan import Planner, plan_recursion_limit
+from .context import context, output_name
+from .recurrence import RecurrentBlock
 from .request import ComputationRequest
-
-_PROBE = 200  # frames of input offered when probing for the context
-
-
-def _output_name(network: Any, output: str | None) -> str:
-    names = [name for name, _ in network.structure.outputs]
-    if output is None:
-        if "output" in names:
-            return "output"
-        if len(names) == 1:
-            return names[0]
-        raise PlanError(f"the network has outputs {names}: name the one you want")
-    if output not in names:
-        raise PlanError(f"no output {output!r}; the network has {names}")
-    return output
-
-
-def context(network: Any, output: str | None = None) -> tuple[int, int]:
-    """The (left, right) context of `output`: input frames before and after an output frame.
-
-    Found as Kaldi's nnet3 does, by computability: with every input provided on a
-    window of frames, the first and last computable output frames tell how many
-    input frames each side an output needs.
-    """
-    name = _output_name(network, output)
-    graph = Graph(dict(network.structure.outputs))
-    window = IndexSet.range(n=1, t=_PROBE)
-    request = ComputationRequest(
-        inputs={input_name: window for input_name in graph.inputs}, outputs={name: window}
-    )
-    undo = plan_recursion_limit()
-    try:
-        planner = Planner(graph, request)
-        ok = planner.computable(graph.outputs[name], planner.wanted[name])
-    finally:
-        undo()
-    if not ok.any():
-        raise PlanError(f"output {name!r}: no frame is computable from a {_PROBE}-frame window of every input")
-    # The longest run of computable frames: with Round or Switch the edges of
-    # the window can be computable here and there; the context must cover the run.
-    t = decode(planner.wanted[name][ok])[1]
-    breaks = np.flatnonzero(np.diff(t) != 1)
-    starts = np.concatenate([[0], breaks + 1])
-    ends = np.concatenate([breaks, [len(t) - 1]])
-    longest = int(np.argmax(ends - starts))
-    return int(t[starts[longest]]), int(_PROBE - 1 - t[ends[longest]])
-
 
 def compute(
     network: Any,
@@ -75,50 +31,120 @@ def compute(
     mode: str = "same",
     output: str | None = None,
     frames_per_chunk: int | None = None,
+    carry_state: bool = True,
+    extra_left_context: int = 0,
+    extra_right_context: int = 0,
 ) -> Any:
     """Outputs for `[N, T, D]` input (or a list of `[T_i, D]` sequences, or a dict of such per input).
 
     `mode='same'` gives one output frame per input frame, repeating the first
     and last input frames for the context (nnet3-compute's convention);
     `mode='valid'` gives the `T - left - right` frames that need no padding.
-    `frames_per_chunk` computes `mode='same'` output in chunks of that many
-    frames, carrying every recurrent state from one chunk to the next (as in
-    online decoding): the result equals one pass over the whole sequence.
     A list in gives a list out; sequences of one length share one computation.
+
+    `frames_per_chunk` computes `mode='same'` output in chunks of that many
+    frames, in one of two ways:
+
+    - `carry_state=True` (the default): every recurrent state is carried from
+      one chunk to the next, as in online decoding, so the result equals one
+      pass over the whole sequence. A recurrence that reads later frames of
+      itself (a backward recurrence) cannot be carried forward in time: that
+      is a PlanError naming the node.
+    - `carry_state=False`: each chunk is computed on its own, as nnet3-compute
+      does: its input is the chunk's frames plus the context, plus
+      `extra_left_context`/`extra_right_context` more frames (real ones where
+      the sequence has them, repeated edge frames elsewhere), and every
+      recurrence restarts at the chunk's first input frame.
     """
     if mode not in ("same", "valid"):
         raise PlanError(f"mode must be 'same' or 'valid', got {mode!r}")
-    if frames_per_chunk is not None and (mode != "same" or frames_per_chunk <= 0):
-        raise PlanError("frames_per_chunk needs mode='same' and a positive number of frames")
-    name = _output_name(network, output)
-    inputs = x if isinstance(x, Mapping) else {"input": x}
-    ragged = {k: not hasattr(v, "ndim") or v.ndim != 3 for k, v in inputs.items()}
-    seqs = {k: ([np.asarray(s) for s in v] if ragged[k] else list(np.asarray(v))) for k, v in inputs.items()}
-    counts = {len(v) for v in seqs.values()}
-    if len(counts) != 1:
-        raise ShapeError(f"inputs have different numbers of sequences: { {k: len(v) for k, v in seqs.items()} }")
-    count = counts.pop()
-    for k, v in seqs.items():
-        for i, s in enumerate(v):
-            if s.ndim != 2:
-                raise ShapeError(f"input {k!r} sequence {i}: expected [T, D], got shape {s.shape}")
+    if frames_per_chunk is not None:
+        if isinstance(frames_per_chunk, bool) or not isinstance(frames_per_chunk, numbers.Integral) \
+                or frames_per_chunk <= 0 or mode != "same":
+            raise PlanError(f"frames_per_chunk must be a positive number of frames (with mode='same'), "
+                            f"got {frames_per_chunk!r}")
+    for what, extra in (("extra_left_context", extra_left_context), ("extra_right_context", extra_right_context)):
+        if isinstance(extra, bool) or not isinstance(extra, numbers.Integral) or extra < 0:
+            raise PlanError(f"{what} must be a number of frames >= 0, got {extra!r}")
+        if extra and (frames_per_chunk is None or carry_state):
+            raise PlanError(f"{what} applies to chunks computed on their own: pass frames_per_chunk and "
+                            "carry_state=False")
+    name = output_name(network, output)
+    graph = Graph(dict(network.structure.outputs))
+    seqs, ragged = _sequences(x, graph)
     left, right = context(network, name)
     main = "input" if "input" in seqs else next(iter(seqs))
     lengths = [len(s) for s in seqs[main]]
-    results: list[Any] = [None] * count
+    results: list[Any] = [None] * len(lengths)
     for length in sorted(set(lengths)):
         members = [i for i, n in enumerate(lengths) if n == length]
         group = {k: [v[i] for i in members] for k, v in seqs.items()}
         if frames_per_chunk is None:
             out = _compute_span(network, name, group, length, (0, length) if mode == "same" else (left, length - right),
                                 mode, left, right, {})[0]
-        else:
+        elif carry_state:
             out = _compute_chunked(network, name, group, length, frames_per_chunk, left, right)
+        else:
+            out = jnp.concatenate([
+                _compute_span(network, name, group, length, (start, min(start + frames_per_chunk, length)), "same",
+                              left + extra_left_context, right + extra_right_context, {})[0]
+                for start in range(0, length, frames_per_chunk)], axis=0)
         for j, i in enumerate(members):
             results[i] = out[:, j]
-    if all(not r for r in ragged.values()):
+    if not ragged:
         return jnp.stack(results)
     return results
+
+
+def _sequences(x: Any, graph: Graph) -> tuple[dict[str, list[np.ndarray]], bool]:
+    """The input sequences per input name, checked (ShapeError naming what is wrong); whether they were a list."""
+    inputs = x if isinstance(x, Mapping) else {"input": x}
+    unknown = sorted(set(inputs) - set(graph.inputs))
+    if unknown:
+        raise PlanError(f"inputs {unknown} are not inputs of the network (it has {sorted(graph.inputs)})")
+    missing = sorted(set(graph.inputs) - set(inputs))
+    if missing:
+        raise PlanError(f"the network needs input(s) {missing}")
+    seqs: dict[str, list[np.ndarray]] = {}
+    ragged = False
+    for k, v in inputs.items():
+        if hasattr(v, "ndim") and hasattr(v, "shape"):
+            if v.ndim == 2:
+                raise ShapeError(f"input {k!r}: compute takes a batch [N, T, D] or a list of [T, D] sequences; got "
+                                 f"one array of shape {tuple(v.shape)}: add the batch axis (x[None]) for one sequence")
+            if v.ndim != 3:
+                raise ShapeError(f"input {k!r}: expected a batch of shape [N, T, D], got shape {tuple(v.shape)}")
+            seqs[k] = list(_numeric(v, f"input {k!r}"))
+        elif isinstance(v, (list, tuple)):
+            ragged = True
+            seqs[k] = [_numeric(s, f"input {k!r} sequence {i}") for i, s in enumerate(v)]
+        else:
+            raise ShapeError(f"input {k!r}: expected an [N, T, D] array or a list of [T, D] arrays, "
+                             f"got a {type(v).__name__}")
+    counts = {k: len(v) for k, v in seqs.items()}
+    if len(set(counts.values())) != 1:
+        raise ShapeError(f"inputs have different numbers of sequences: {counts}")
+    if not next(iter(counts.values())):
+        raise ShapeError("no sequences to compute (N = 0)")
+    for k, v in seqs.items():
+        dim = graph.input_dims.get(k)
+        for i, s in enumerate(v):
+            if s.ndim != 2:
+                raise ShapeError(f"input {k!r} sequence {i}: expected [T, D], got shape {s.shape}")
+            if not len(s):
+                raise ShapeError(f"input {k!r} sequence {i} has no frames")
+            if dim is not None and s.shape[1] != dim:
+                raise ShapeError(f"input {k!r} sequence {i} has {s.shape[1]} features, but the network's input "
+                                 f"{k!r} takes {dim}")
+    return seqs, ragged
+
+
+def _numeric(value: Any, what: str) -> np.ndarray:
+    array = np.asarray(value) if not isinstance(value, str) else None
+    if array is None or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise ShapeError(f"{what}: expected numbers, got {type(value).__name__}"
+                         + (f" of dtype {array.dtype}" if array is not None else ""))
+    return array
 
 
 def _compute_span(network, name, group, length, out_t, mode, left, right, state, state_out=()):
@@ -162,8 +188,12 @@ def _compute_chunked(network, name, group, length, chunk, left, right):
 
 
 def recurrent_states(network: Any, output: str | None = None) -> dict[str, int]:
-    """The recurrent nodes whose values carry from frame to frame, with how many frames back they are read."""
-    name = _output_name(network, output)
+    """The recurrent nodes whose values carry from frame to frame, with how many frames back they are read.
+
+    A PlanError names a recurrence that reads later frames of itself: its state
+    would have to come from the future, so it cannot be carried forward.
+    """
+    name = output_name(network, output)
     left, right = context(network, name)
     request = ComputationRequest(
         inputs={k: IndexSet.range(n=1, t=(-left, 8 + right)) for k in Graph(dict(network.structure.outputs)).inputs},
@@ -172,10 +202,19 @@ def recurrent_states(network: Any, output: str | None = None) -> dict[str, int]:
     computation = compile(network, request)
     states: dict[str, int] = {}
     for step in computation.steps:
-        for nid, depth in getattr(step, "depth", {}).items():
+        if not isinstance(step, RecurrentBlock):
+            continue
+        if step.reverse:
+            graph = computation.graph
+            named = [graph.describe(m) for m in step.order if isinstance(graph.layers[m], Node)]
+            nodes = ", ".join(named or [graph.describe(m) for m in step.order])
+            raise PlanError(
+                f"cannot carry the state of a backward recurrence ({nodes}) from one chunk to the next: it reads "
+                "later frames of itself. Compute without frames_per_chunk (one pass), or compute each chunk on its "
+                "own as nnet3-compute does (carry_state=False, with extra_right_context frames of lookahead).")
+        for nid, depth in step.depth.items():
             layer = computation.graph.layers[nid]
-            node_name = getattr(layer, "name", None)
-            if not isinstance(node_name, str):
+            if not isinstance(layer, Node):
                 raise PlanError(f"cannot carry the state of {computation.graph.describe(nid)}: it is not a named Node")
-            states[node_name] = max(states.get(node_name, 0), depth)
+            states[layer.name] = max(states.get(layer.name, 0), depth)
     return states

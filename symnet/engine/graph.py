@@ -163,6 +163,27 @@ class Graph:
                     path.append(nxt)
                     stack.append((nxt, iter(edges[nxt])))
 
+    def operands_first(self) -> list[int]:
+        """Every node once, each after its operands wherever the graph is acyclic (a depth-first post-order)."""
+        order: list[int] = []
+        state = [0] * len(self.layers)
+        for root in list(self.outputs.values()) + list(range(len(self.layers))):
+            if state[root]:
+                continue
+            stack = [(root, iter(self.operands[root]))]
+            state[root] = 1
+            while stack:
+                nid, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    stack.pop()
+                    order.append(nid)
+                    state[nid] = 2
+                elif not state[nxt]:
+                    state[nxt] = 1
+                    stack.append((nxt, iter(self.operands[nxt])))
+        return order
+
     def describe(self, nid: int) -> str:
         """A short name for a node in messages: its Node name, or its expression and line."""
         layer = self.layers[nid]

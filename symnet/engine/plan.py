@@ -19,8 +19,6 @@ time does not grow with N, and each node's matrix is `[rows, N, dim]`.
 from __future__ import annotations
 
 import heapq
-import sys
-from typing import Callable
 
 import numpy as np
 
@@ -42,6 +40,7 @@ from ..errors import PlanError, at
 from ..core.index import decode, encode, format_indexes, shift
 from ..core.layer import Identity
 from .graph import DEFAULT_INPUT, Graph
+from .recurrence import strongly_connected
 from .request import ComputationRequest
 
 EMPTY = np.zeros(0, dtype=np.int64)
@@ -71,7 +70,15 @@ def _member(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
 
 
 class Planner:
-    """Computability and requirements of every node for one request."""
+    """Computability and requirements of every node for one request.
+
+    Computability is found in two passes, both iterative (no recursion, so a
+    network of any depth plans): first the *demand*, every (node, Index) whose
+    computability some requested output can depend on, closed under the
+    descriptors' rules; then the least fixed point of the rules on that demand,
+    strongly connected node groups (recurrences) iterated to convergence,
+    operands before users. A later query outside the demand extends both.
+    """
 
     def __init__(self, graph: Graph, request: ComputationRequest):
         self.graph = graph
@@ -84,25 +91,28 @@ class Planner:
         self.regular = all(g is not None for g in grids) and len(sizes) == 1
         self.batch = sizes.pop() if self.regular else 1
         if self.regular:
-            self.provided = {name: np.sort(g[1]) for name, g in in_grids.items()}
-            self.wanted = {name: g[1] for name, g in out_grids.items()}
+            self.provided = {name: np.sort(g[1]) for name, g in in_grids.items()}  # type: ignore[index]
+            self.wanted = {name: g[1] for name, g in out_grids.items()}  # type: ignore[index]
         else:
             self.provided = {name: np.sort(s.keys) for name, s in request.inputs.items()}
             self.wanted = {name: s.keys for name, s in request.outputs.items()}
         # Node values the request gives (inputs, and states of named nodes), by node id.
         self.given = {graph.endpoint(name, "input"): keys for name, keys in self.provided.items()}
         self.output_ids = {name: graph.endpoint(name, "output") for name in request.outputs}
-        self._window = self._time_window()
-        self._memo_keys = [EMPTY] * len(graph.layers)
-        self._memo_vals = [np.zeros(0, dtype=bool)] * len(graph.layers)
-        self._busy: list[set[int]] = [set() for _ in graph.layers]
-        self._depth = 0
-        self._assume: dict[int, dict[int, bool]] = {}
-        self._hits: list[tuple[int, int, bool]] = []
+        self.window = self._time_window()
+        self._keys = [EMPTY] * len(graph.layers)  # the demand of each node, sorted
+        self._values = [np.zeros(0, dtype=bool)] * len(graph.layers)  # its computability, aligned
+        self._rank = _topological_rank(graph)
+        indexed = [nid for nid in range(len(graph.layers)) if graph.indexed[nid]]
+        self._groups = [sorted(g, key=lambda n: -self._rank[n]) for g in strongly_connected(indexed, graph.operands)]
+        self._cyclic = {n for g in self._groups if len(g) > 1 or g[0] in graph.operands[g[0]] for n in g}
+        self._needed: list[np.ndarray] | None = None
 
     def requirements(self) -> list[np.ndarray]:
-        """The sorted keys every node must compute (empty for pruned nodes)."""
-        return self._requirements()
+        """The sorted keys every node must compute (empty for pruned nodes); computed once."""
+        if self._needed is None:
+            self._needed = self._requirements()
+        return self._needed
 
     # ----- the request ---------------------------------------------------------------
 
@@ -117,137 +127,139 @@ class Planner:
         ts = [decode(k)[1] for k in (*self.provided.values(), *self.wanted.values()) if len(k)]
         lo = min(int(t.min()) for t in ts)
         hi = max(int(t.max()) for t in ts)
-        margin = 1
+        margin = 1 + time_reach(self.graph)
         for layer in self.graph.layers:
-            if isinstance(layer, Offset):
-                margin += abs(layer.t_offset)
-            elif isinstance(layer, Round):
-                margin += layer.t_modulus
-            elif isinstance(layer, ReplaceIndex) and layer.variable == "t":
+            if isinstance(layer, ReplaceIndex) and layer.variable == "t":
                 lo, hi = min(lo, layer.value), max(hi, layer.value)
-            elif isinstance(layer, IndexedLayer):
-                margin += layer.reach()
         return lo - margin, hi + margin
 
     # ----- computability --------------------------------------------------------------
 
     def computable(self, nid: int, keys: np.ndarray) -> np.ndarray:
-        """Which of `keys` node `nid` can compute (memoised per node).
-
-        Keys are evaluated in vectorised batches, so a recurrence can make a batch
-        wait on its own members (h at t waits on h at t - 2 in the same batch).
-        Those reads take an assumed value (first "not computable"); when the
-        finished batch disagrees with an assumption the query runs again with the
-        corrected assumptions. Values only grow from False to True, so this is
-        Kleene's iteration to the least fixed point, Kaldi's semantics.
-        """
-        if self._depth:
-            return self._computable(nid, keys)
-        saved = (list(self._memo_keys), list(self._memo_vals))
-        while True:
-            self._hits = []
-            self._depth += 1
-            try:
-                result = self._computable(nid, keys)
-            finally:
-                self._depth -= 1
-            wrong = [(n, k) for n, k, assumed in self._hits if self._known(n, k) != assumed]
-            if not wrong:
-                return result
-            for n, k in wrong:
-                self._assume.setdefault(n, {})[k] = True
-            self._memo_keys, self._memo_vals = list(saved[0]), list(saved[1])
-
-    def _known(self, nid: int, key: int) -> bool:
-        keys = self._memo_keys[nid]
-        pos = int(np.searchsorted(keys, key))
-        return bool(pos < len(keys) and keys[pos] == key and self._memo_vals[nid][pos])
-
-    def _computable(self, nid: int, keys: np.ndarray) -> np.ndarray:
+        """Which of `keys` (int64 Index keys) node `nid` can compute."""
+        keys = np.asarray(keys, dtype=np.int64)
         if not self.graph.indexed[nid]:
             return np.ones(len(keys), dtype=bool)
-        memo_keys = self._memo_keys[nid]
-        known = _member(keys, memo_keys)
-        result = np.empty(len(keys), dtype=bool)
-        if known.any():
-            result[known] = self._memo_vals[nid][np.searchsorted(memo_keys, keys[known])]
+        known = _member(keys, self._keys[nid])
         if not known.all():
-            todo = np.unique(keys[~known])
-            busy = self._busy[nid]
-            cyclic = np.fromiter((k in busy for k in todo.tolist()), bool, len(todo)) if busy else None
-            values = np.zeros(len(todo), dtype=bool)
-            if cyclic is not None and cyclic.any():
-                assumed = self._assume.get(nid, {})
-                for i in np.flatnonzero(cyclic):
-                    key = int(todo[i])
-                    values[i] = assumed.get(key, False)
-                    self._hits.append((nid, key, bool(values[i])))
-            fresh = todo if cyclic is None else todo[~cyclic]
-            if len(fresh):
-                busy.update(fresh.tolist())
-                try:
-                    fresh_values = self._compute(nid, fresh)
-                finally:
-                    busy.difference_update(fresh.tolist())
-                values[np.searchsorted(todo, fresh)] = fresh_values
-                # Re-read the memo: recursion may have added keys of this node meanwhile.
-                merged = np.concatenate([self._memo_keys[nid], fresh])
-                order = np.argsort(merged, kind="stable")
-                self._memo_keys[nid] = merged[order]
-                self._memo_vals[nid] = np.concatenate([self._memo_vals[nid], fresh_values])[order]
-            result[~known] = values[np.searchsorted(todo, keys[~known])]
-        return result
+            self._extend({nid: np.unique(keys[~known])})
+        return self._lookup(nid, keys)
 
-    def _compute(self, nid: int, keys: np.ndarray) -> np.ndarray:
+    def _lookup(self, nid: int, keys: np.ndarray) -> np.ndarray:
+        if not self.graph.indexed[nid]:
+            return np.ones(len(keys), dtype=bool)
+        return self._values[nid][np.searchsorted(self._keys[nid], keys)]
+
+    def _extend(self, seeds: dict[int, np.ndarray]) -> None:
+        """Add `seeds` (node -> keys) and everything they depend on to the demand, then solve for them."""
+        new: dict[int, np.ndarray] = {}
+        pending = dict(seeds)
+        heap = [(self._rank[nid], nid) for nid in pending]
+        heapq.heapify(heap)
+        while heap:  # users before operands, so that each node's new demand is gathered before it spreads
+            _, nid = heapq.heappop(heap)
+            keys = pending.pop(nid, None)
+            if keys is None:
+                continue
+            fresh = np.setdiff1d(keys, self._keys[nid], assume_unique=True)
+            if nid in new:
+                fresh = np.setdiff1d(fresh, new[nid], assume_unique=True)
+            if not len(fresh):
+                continue
+            new[nid] = np.union1d(new[nid], fresh) if nid in new else fresh
+            for op, op_keys in self._demands(nid, fresh):
+                if not self.graph.indexed[op] or not len(op_keys):
+                    continue
+                if op in pending:
+                    pending[op] = np.union1d(pending[op], op_keys)
+                else:
+                    pending[op] = np.unique(op_keys)
+                    heapq.heappush(heap, (self._rank[op], op))
+        fresh_mask: dict[int, np.ndarray] = {}
+        for nid, keys in new.items():
+            merged = np.concatenate([self._keys[nid], keys])
+            order = np.argsort(merged, kind="stable")
+            self._keys[nid] = merged[order]
+            self._values[nid] = np.concatenate([self._values[nid], np.zeros(len(keys), dtype=bool)])[order]
+            fresh_mask[nid] = np.concatenate([np.zeros(len(merged) - len(keys), bool), np.ones(len(keys), bool)])[order]
+        for group in self._groups:  # operands' groups first
+            members = [m for m in group if m in new]
+            if not members:
+                continue
+            while True:  # Kleene iteration from "not computable": the least fixed point, Kaldi's semantics
+                changed = False
+                for m in members:
+                    mask = fresh_mask[m]
+                    values = self._rule(m, self._keys[m][mask])
+                    if not np.array_equal(values, self._values[m][mask]):
+                        self._values[m][mask] = values
+                        changed = True
+                if not changed or not any(m in self._cyclic for m in members):
+                    break
+
+    def _outside(self, keys: np.ndarray) -> np.ndarray:
+        lo, hi = self.window
+        t = decode(keys)[1]
+        return (t < lo) | (t > hi)
+
+    def _demands(self, nid: int, keys: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """The operand Indexes whose computability decides that of `keys` of node `nid`."""
+        layer = self.graph.layers[nid]
+        ops = self.graph.operands[nid]
+        given = self.given.get(nid)
+        if isinstance(layer, (Input, Identity, Const)):
+            return []
+        if given is not None:
+            keys = keys[~_member(keys, given)]
+        if not isinstance(layer, IfDefined):  # only cyclic derivations get outside: none reaches an input
+            keys = keys[~self._outside(keys)]
+        if not len(keys):
+            return []
+        if isinstance(layer, IndexedLayer):
+            return [(ops[0], layer.requirements(keys)[0])]
+        if isinstance(layer, Switch):
+            which = decode(keys)[1] % len(ops)
+            return [(op, keys[which == i]) for i, op in enumerate(ops)]
+        if isinstance(layer, (IfDefined, Failover)):
+            return [(op, keys) for op in ops]
+        return list(zip(ops, self._same_or_mapped(layer, keys, len(ops))))
+
+    def _rule(self, nid: int, keys: np.ndarray) -> np.ndarray:
+        """Computability of `keys` of node `nid` from its operands' current values (all demanded)."""
         layer = self.graph.layers[nid]
         ops = self.graph.operands[nid]
         given = self.given.get(nid)
         if isinstance(layer, (Input, Identity)):
             return _member(keys, given if given is not None else EMPTY)
-        if given is not None:
-            out = _member(keys, given)
-            if not out.all():
-                out[~out] = self._compute_rule(nid, keys[~out])
-            return out
-        return self._compute_rule(nid, keys)
-
-    def _compute_rule(self, nid: int, keys: np.ndarray) -> np.ndarray:
-        layer = self.graph.layers[nid]
-        ops = self.graph.operands[nid]
         if isinstance(layer, (Const, IfDefined)):
             return np.ones(len(keys), dtype=bool)
-        lo, hi = self._window
-        t = decode(keys)[1]
-        inside = (t >= lo) & (t <= hi)
-        if not inside.all():  # only cyclic derivations get this far out: none reaches an input
-            out = np.zeros(len(keys), dtype=bool)
-            out[inside] = self._compute_rule(nid, keys[inside]) if inside.any() else out[inside]
+        out = np.zeros(len(keys), dtype=bool)
+        todo = ~self._outside(keys)
+        if given is not None:
+            have = _member(keys, given)
+            out |= have
+            todo &= ~have
+        if not todo.any():
             return out
+        k = keys[todo]
         if isinstance(layer, Failover):
-            first = self.computable(ops[0], keys)
-            out = first.copy()
-            if not first.all():
-                out[~first] = self.computable(ops[1], keys[~first])
-            return out
-        if isinstance(layer, IndexedLayer):
-            required, owner = layer.requirements(keys)
-            available = self.computable(ops[0], required) if len(required) else np.zeros(0, dtype=bool)
-            return layer.computable_from(available, owner, len(keys))
-        if isinstance(layer, Switch):
-            out = np.zeros(len(keys), dtype=bool)
-            which = t % len(ops)
+            value = self._lookup(ops[0], k) | self._lookup(ops[1], k)
+        elif isinstance(layer, IndexedLayer):
+            required, owner = layer.requirements(k)
+            available = self._lookup(ops[0], required) if len(required) else np.zeros(0, dtype=bool)
+            value = layer.computable_from(available, owner, len(k))
+        elif isinstance(layer, Switch):
+            value = np.zeros(len(k), dtype=bool)
+            which = decode(k)[1] % len(ops)
             for i, op in enumerate(ops):
                 sel = which == i
                 if sel.any():
-                    out[sel] = self.computable(op, keys[sel])
-            return out
-        out = np.ones(len(keys), dtype=bool)
-        for op, child_keys in zip(ops, self._same_or_mapped(layer, keys, len(ops))):
-            if not self.graph.indexed[op]:
-                continue
-            sel = out
-            if sel.any():
-                out[sel] = self.computable(op, child_keys[sel])
+                    value[sel] = self._lookup(op, k[sel])
+        else:
+            value = np.ones(len(k), dtype=bool)
+            for op, child_keys in zip(ops, self._same_or_mapped(layer, k, len(ops))):
+                value &= self._lookup(op, child_keys)
+        out[todo] = value
         return out
 
     def _same_or_mapped(self, layer, keys: np.ndarray, count: int) -> list[np.ndarray]:
@@ -307,7 +319,7 @@ class Planner:
             nid = self.output_ids[name]
             ok = self.computable(nid, keys)
             if not ok.all():
-                raise PlanError(self._uncomputable_message(name, nid, keys[~ok]))
+                raise PlanError(self.uncomputable_message(name, nid, keys[~ok]))
             pending[nid] = np.union1d(pending.get(nid, EMPTY), keys)
         heap = [(rank[nid], nid) for nid in pending]
         heapq.heapify(heap)
@@ -334,7 +346,9 @@ class Planner:
                 needed[nid] = self.provided[name] if len(needed[nid]) else EMPTY
         return needed
 
-    def _uncomputable_message(self, name: str, nid: int, bad: np.ndarray) -> str:
+    def uncomputable_message(self, name: str, nid: int, bad: np.ndarray) -> str:
+        """Why Indexes `bad` of output `name` (node `nid`) are not computable: the inputs they lack, or the
+        recurrence that never starts."""
         missing: dict[str, set[int]] = {}
         seen: set[tuple[int, int]] = set()
         for key in bad[:5]:
@@ -358,7 +372,7 @@ class Planner:
 
     def _explain(self, nid: int, key: int, missing: dict[str, set[int]], seen: set[tuple[int, int]]) -> None:
         """Collect the input Indexes whose absence makes (nid, key) uncomputable (a bounded search)."""
-        lo, hi = self._window
+        lo, hi = self.window
         stack = [(nid, key)]
         while stack and len(seen) < 2000:
             nid, key = stack.pop()
@@ -389,33 +403,28 @@ class Planner:
                         stack.append((op, int(child_keys[0])))
 
 
+def time_reach(graph: Graph) -> int:
+    """An upper bound on how many frames any derivation in the graph moves away from its frame.
+
+    The sum over the graph's time-moving descriptors of how far each moves
+    (an Offset its |t offset|, a Round its modulus, an IndexedLayer its reach):
+    no path through the graph crosses one of them twice without a cycle, so no
+    acyclic derivation reaches further. It bounds contexts and planning windows.
+    """
+    reach = 0
+    for layer in graph.layers:
+        if isinstance(layer, Offset):
+            reach += abs(layer.t_offset)
+        elif isinstance(layer, Round):
+            reach += layer.t_modulus
+        elif isinstance(layer, IndexedLayer):
+            reach += layer.reach()
+    return reach
+
+
 def _topological_rank(graph: Graph) -> list[int]:
     """A rank per node with users before their operands where the graph is acyclic."""
-    order: list[int] = []
-    state = [0] * len(graph.layers)
-    for root in list(graph.outputs.values()) + list(range(len(graph.layers))):
-        if state[root]:
-            continue
-        stack = [(root, iter(graph.operands[root]))]
-        state[root] = 1
-        while stack:
-            nid, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                stack.pop()
-                order.append(nid)
-                state[nid] = 2
-            elif not state[nxt]:
-                state[nxt] = 1
-                stack.append((nxt, iter(graph.operands[nxt])))
     rank = [0] * len(graph.layers)
-    for i, nid in enumerate(reversed(order)):
+    for i, nid in enumerate(reversed(graph.operands_first())):
         rank[nid] = i
     return rank
-
-
-def plan_recursion_limit() -> Callable[[], None]:
-    """Raise Python's recursion limit for planning cyclic graphs; returns the undo."""
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 100_000))
-    return lambda: sys.setrecursionlimit(old)

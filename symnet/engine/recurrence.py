@@ -30,6 +30,7 @@ from ..core.index import decode
 from ..core.elementwise import Elementwise
 from ..core.layer import BinaryLayer, Dot, Layer, layer_class
 from ..core.tape import Tape
+from .dims import node_shapes, static_dim
 from .rowmap import RowMap
 
 
@@ -122,30 +123,6 @@ def step_value(layer: Layer, args: list[jax.Array], batch: int) -> jax.Array:
         raise PlanError(f"{type(layer).__name__} cannot be part of a recurrence{at(layer.where)}")
     layer.check(*(tuple(a.shape) for a in args))
     return layer.apply(*args)
-
-
-def infer_dim(layer: Layer, shapes: list[tuple[int, ...] | None], batch: int, lenient: bool = False) -> int | None:
-    """A node's dim from its operands' shapes, some of which may be unknown (None).
-
-    With all shapes known, JAX's abstract evaluation decides. Otherwise the
-    operands that fix the dim are used: a Dot's matrix, a pass-through's operand,
-    a sum's parts. A dim of 1 may be broadcasting, so it is only trusted when
-    `lenient` (after nothing better was found).
-    """
-    if all(s is not None for s in shapes):
-        args = [jax.ShapeDtypeStruct(s, jnp.result_type(float)) for s in shapes]
-        return int(jax.eval_shape(lambda *a: step_value(layer, list(a), batch), *args).shape[-1])
-    dim = getattr(layer, "output_dim", None)
-    if isinstance(dim, int):
-        return dim
-    if isinstance(layer, Dot) and shapes[1] is not None:
-        return shapes[1][-1]
-    if isinstance(layer, (Node, Offset, IfDefined, Round, ReplaceIndex, Scale, Elementwise)):
-        return shapes[0][-1] if shapes[0] is not None else None
-    if isinstance(layer, (BinaryLayer, Sum, Failover, Switch)):
-        known = [s[-1] for s in shapes if s is not None and len(s) > 1 and (lenient or s[-1] != 1)]
-        return known[0] if known else None
-    return None
 
 
 class _Edge:
@@ -304,32 +281,15 @@ class RecurrentBlock:
 
     # ----- running ----------------------------------------------------------------------
 
-    def _dims(self, ext_shapes: list[tuple[int, ...]], static_shapes: dict[int, tuple[int, ...]]) -> dict[int, int]:
-        """Each member's dim, inferred from operands whose dims are known (weights, inputs)."""
-        dims: dict[int, int] = {}
-        for lenient in (False, True):  # first without guessing that a dim of 1 is not broadcast
-            progress = True
-            while progress and len(dims) < len(self.order):
-                progress = False
-                for m in self.order:
-                    if m in dims:
-                        continue
-                    shapes = []
-                    for e in self.edges[m]:
-                        if e.kind == "static":
-                            shapes.append(static_shapes[e.op])
-                        elif e.kind == "external":
-                            shapes.append((self.batch, ext_shapes[e.slot][-1]))
-                        else:
-                            shapes.append((self.batch, dims[e.op]) if e.op in dims else None)
-                    dim = infer_dim(self.graph.layers[m], shapes, self.batch, lenient)
-                    if dim is not None:
-                        dims[m] = dim
-                        progress = True
-        missing = [m for m in self.order if m not in dims]
+    def _dims(self, ext_shapes: list[tuple[int, ...]]) -> dict[int, int]:
+        """Each member's dim, from the graph's static shapes and the external operands' actual dims."""
+        known = {e.op: int(ext_shapes[e.slot][-1]) for e in self.externals}
+        shapes = node_shapes(self.graph, known)
+        dims = {m: static_dim(shapes, m) for m in self.order}
+        missing = [m for m, d in dims.items() if d is None]
         if missing:
             raise PlanError("cannot infer the dims of " + ", ".join(self.graph.describe(m) for m in missing))
-        return dims
+        return dims  # type: ignore[return-value]
 
     def _value(self, layer: Layer, args: list[jax.Array]) -> jax.Array:
         return step_value(layer, args, self.batch)
@@ -341,7 +301,7 @@ class RecurrentBlock:
         statics = dict(zip(self.statics, static_values))
         given = {m: _rows3(v, batch) for m, v in zip(self.given, given_values)}
         xs_ext = tuple(e.rowmap(_rows3(v, batch)) for e, v in zip(self.externals, ext_values))
-        dims = self._dims([x.shape for x in xs_ext], {k: tuple(v.shape) for k, v in statics.items()})
+        dims = self._dims([x.shape for x in xs_ext])
         dtype = jnp.result_type(*(x.dtype for x in xs_ext)) if xs_ext else jnp.result_type(float)
         carry0 = {}
         for op, depth in self.depth.items():
@@ -419,5 +379,5 @@ class RecurrentBlock:
         """The dims of the exported members, given the scan's operand values."""
         statics = dict(zip(self.statics, static_values))
         xs_shapes = [(self.num_steps, self.batch, v.shape[-1]) for v in ext_values]
-        dims = self._dims(xs_shapes, {k: tuple(v.shape) for k, v in statics.items()})
+        dims = self._dims(xs_shapes)
         return [dims[m] for m in self.exported]

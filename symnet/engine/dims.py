@@ -1,0 +1,122 @@
+"""The shape of every node's value without running the network: dims of indexed nodes, shapes of the rest.
+
+An indexed node's value is a matrix of rows; what is static about it is its
+number of columns, written here as the shape `(1, dim)` of one row. A node that
+does not depend on Indexes (a Weight, a Literal, a function of them) has a
+static shape of its own. Shapes come from the declarations (Input dims, Weight
+and Literal shapes, a layer's `output_dim`) and flow through the rules of the
+layers; where a rule cannot decide, JAX's abstract evaluation of the layer's
+`apply` does. A recurrence may need several passes, and a dim of 1 that might
+be broadcasting is only trusted when nothing better is known.
+
+This is the one dim inference of the engine: it sizes the zero blocks of parts
+no row reads, the buffers of scanned recurrences, and what display shows.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core.descriptor import (
+    Append,
+    Const,
+    DimRange,
+    Failover,
+    IfDefined,
+    IndexedLayer,
+    Input,
+    Node,
+    Offset,
+    ReplaceIndex,
+    Round,
+    Scale,
+    Sum,
+    Switch,
+)
+from ..core.elementwise import Elementwise
+from ..core.frozen import FrozenArray
+from ..core.layer import BinaryLayer, Dot, Identity, Layer, Literal, Negate, Power, Weight
+from .graph import DEFAULT_INPUT, Graph
+
+Shape = tuple[int, ...]
+
+_PASS_THROUGH = (Node, Offset, IfDefined, Round, ReplaceIndex, Scale, Elementwise, Negate, Power)
+
+
+def node_shapes(graph: Graph, known: Mapping[int, int] | None = None) -> list[Shape | None]:
+    """Per node: `(1, dim)` for an indexed node, the full shape for another; None where nothing tells.
+
+    `known` gives the dims of some nodes (e.g. the actual columns of values
+    already computed), which take precedence.
+    """
+    shapes: list[Shape | None] = [None] * len(graph.layers)
+    for nid, dim in (known or {}).items():
+        shapes[nid] = (1, int(dim))
+    order = graph.operands_first()
+    for lenient in (False, True):
+        changed = True
+        while changed:
+            changed = False
+            for nid in order:
+                if shapes[nid] is not None:
+                    continue
+                shape = _rule(graph, nid, [shapes[op] for op in graph.operands[nid]], lenient)
+                if shape is not None:
+                    shapes[nid] = shape
+                    changed = True
+    return shapes
+
+
+def _rule(graph: Graph, nid: int, ops: Sequence[Shape | None], lenient: bool) -> Shape | None:
+    layer = graph.layers[nid]
+    if isinstance(layer, (Input, Identity)):
+        dim = graph.input_dims.get(layer.name if isinstance(layer, Input) else DEFAULT_INPUT)
+        return None if dim is None else (1, dim)
+    if isinstance(layer, Weight):
+        return layer.shape
+    if isinstance(layer, Literal):
+        return tuple(layer.value.shape) if isinstance(layer.value, FrozenArray) else ()
+    if isinstance(layer, (Const, DimRange)):
+        return (1, layer.dim)
+    dim = layer.output_dim
+    if isinstance(dim, int):
+        return (1, dim)
+    if isinstance(layer, _PASS_THROUGH):
+        return ops[0]
+    if isinstance(layer, Append):
+        return (1, sum(s[-1] for s in ops)) if all(s for s in ops) else None  # type: ignore[index]
+    if isinstance(layer, (Sum, Failover, Switch)):
+        return _any_dim(ops, lenient)
+    if isinstance(layer, Dot) and ops[1] is not None and len(ops[1]) == 2 and (ops[0] is None or graph.indexed[nid]):
+        return (1, ops[1][-1])
+    if isinstance(layer, BinaryLayer) and not all(s is not None for s in ops):
+        return _any_dim(ops, lenient) if graph.indexed[nid] else None
+    if all(s is not None for s in ops) and not isinstance(layer, IndexedLayer) and layer.rowwise:
+        return _abstract(layer, ops)  # type: ignore[arg-type]
+    return None
+
+
+def _any_dim(ops: Sequence[Shape | None], lenient: bool) -> Shape | None:
+    """The dim of the parts whose dim is known (a dim of 1 may be broadcast: trusted only if `lenient`)."""
+    known = [s[-1] for s in ops if s is not None and len(s) > 0 and (lenient or s[-1] != 1)]
+    return (1, known[0]) if known else None
+
+
+def _abstract(layer: Layer, ops: Sequence[Shape]) -> Shape:
+    """The shape `layer.apply` gives for operands of these shapes (JAX's abstract evaluation).
+
+    Operands that do not fit raise the layer's ShapeError, naming the line that built it.
+    """
+    layer.check(*ops)
+    args = [jax.ShapeDtypeStruct(s, jnp.result_type(float)) for s in ops]
+    return tuple(int(d) for d in jax.eval_shape(layer.apply, *args).shape)
+
+
+def static_dim(shapes: Sequence[Shape | None], nid: int) -> int | None:
+    """The number of columns of node `nid` from `node_shapes`' result, or None."""
+    shape = shapes[nid]
+    return None if shape is None or not len(shape) else int(np.asarray(shape)[-1])
