@@ -24,7 +24,8 @@ from .request import ComputationRequest
 _PROBE = 200  # frames of input offered when probing for the context
 
 
-def _output_name(network: Any, output: str | None) -> str:
+def output_name(network: Any, output: str | None) -> str:
+    """The output `output` names, checked; for None, `output` or the only output."""
     names = [name for name, _ in network.structure.outputs]
     if output is None:
         if "output" in names:
@@ -44,7 +45,7 @@ def context(network: Any, output: str | None = None) -> tuple[int, int]:
     window of frames, the first and last computable output frames tell how many
     input frames each side an output needs.
     """
-    name = _output_name(network, output)
+    name = output_name(network, output)
     graph = Graph(dict(network.structure.outputs))
     window = IndexSet.range(n=1, t=_PROBE)
     request = ComputationRequest(
@@ -90,7 +91,7 @@ def compute(
         raise PlanError(f"mode must be 'same' or 'valid', got {mode!r}")
     if frames_per_chunk is not None and (mode != "same" or frames_per_chunk <= 0):
         raise PlanError("frames_per_chunk needs mode='same' and a positive number of frames")
-    name = _output_name(network, output)
+    name = output_name(network, output)
     inputs = x if isinstance(x, Mapping) else {"input": x}
     ragged = {k: not hasattr(v, "ndim") or v.ndim != 3 for k, v in inputs.items()}
     seqs = {k: ([np.asarray(s) for s in v] if ragged[k] else list(np.asarray(v))) for k, v in inputs.items()}
@@ -163,7 +164,7 @@ def _compute_chunked(network, name, group, length, chunk, left, right):
 
 def recurrent_states(network: Any, output: str | None = None) -> dict[str, int]:
     """The recurrent nodes whose values carry from frame to frame, with how many frames back they are read."""
-    name = _output_name(network, output)
+    name = output_name(network, output)
     left, right = context(network, name)
     request = ComputationRequest(
         inputs={k: IndexSet.range(n=1, t=(-left, 8 + right)) for k in Graph(dict(network.structure.outputs)).inputs},
