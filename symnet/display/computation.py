@@ -118,12 +118,12 @@ def index_map_html(computation: Computation, node: Any, *, through: bool = True,
         for col in columns:
             col[none] = "0"
     mine = _show_keys(keys)
-    rows = [[str(i), escape(mine[i])] + [escape(col[i]) for col in columns] for i in range(min(len(keys), max_rows))]
+    lines = [[str(i), escape(mine[i])] + [escape(col[i]) for col in columns] for i in range(min(len(keys), max_rows))]
     note = " (sequence 0; every sequence reads the same way)" if c.regular and c.batch > 1 else ""
     title = (f"<div><b>Index map</b> of #{nid} {escape(label(g.layers[nid]))}: {len(keys)} rows "
              f"{escape(format_indexes(keys, limit=4))}{escape(note)}</div>")
     more = f'<div style="{GREY}">… {len(keys) - max_rows} more rows</div>' if len(keys) > max_rows else ""
-    return box(title, table(head, rows), more)
+    return box(title, table(head, lines), more)
 
 
 def _cells(num_rows: int, rows: np.ndarray, valid: np.ndarray, read_keys: np.ndarray) -> np.ndarray:

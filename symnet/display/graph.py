@@ -196,8 +196,9 @@ def draw_graph(info: GraphView, *, weights: bool = True, merge: bool = True, max
         x, y = xy[nid]
         extra = ' stroke-width="2.5"' if nid in outputs else ""
         dim = info.dim_text(nid)
-        title = f"#{nid} {label(layer)}" + (f"  dim {dim}" if dim else "") + (
-            f"  → output {outputs[nid]}" if nid in outputs else "") + f"\n{short(repr(g.layers[inner.get(nid, nid)]), 300)}"
+        title = (f"#{nid} {label(layer)}" + (f"  dim {dim}" if dim else "")
+                 + (f"  → output {outputs[nid]}" if nid in outputs else "")
+                 + f"\n{short(repr(g.layers[inner.get(nid, nid)]), 300)}")
         out.append(
             f'<g class="node" data-node="{nid}"><title>{escape(title)}</title>'
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{width[nid]:.1f}" height="{_NODE_H}" rx="4" fill="{fill}" '
