@@ -70,7 +70,7 @@ class Rows:
         return repr(self.index_set())
 
 
-class _IndexedRows(RowMap):
+class IndexedRows(RowMap):
     """The input rows an IndexedLayer reads (a gather), and the output row each belongs to."""
 
     __slots__ = ("owner", "num_rows")
@@ -127,6 +127,8 @@ class Computation:
                     used.add(op)
                     stack.append(op)
         maps = {nid: self._row_maps(planner, nid) for nid in used}
+        # Kept for inspection (symnet.engine.inspect): per node, scan members too, per operand.
+        self.row_maps: dict[int, tuple[RowMap | None, ...]] = maps
         users: dict[int, set[int]] = {}
         for nid in used:
             for op in graph.operands[nid]:
@@ -158,7 +160,7 @@ class Computation:
             required, owner = layer.requirements(keys)
             (_, _, available), = planner.dependencies(nid, keys)
             src = np.searchsorted(planner.requirements()[graph.operands[nid][0]], required[available])
-            maps[0] = _IndexedRows(src, len(planner.requirements()[graph.operands[nid][0]]), owner[available], len(keys))
+            maps[0] = IndexedRows(src, len(planner.requirements()[graph.operands[nid][0]]), owner[available], len(keys))
             return tuple(maps)
         deps = iter(planner.dependencies(nid, keys))
         for i, op in enumerate(graph.operands[nid]):

@@ -40,6 +40,7 @@ from ..core.descriptor import (
 from ..core.elementwise import Elementwise
 from ..core.frozen import FrozenArray
 from ..core.layer import BinaryLayer, Dot, Identity, Layer, Literal, Negate, Power, Weight
+from ..errors import ShapeError
 from .graph import DEFAULT_INPUT, Graph
 
 Shape = tuple[int, ...]
@@ -47,11 +48,13 @@ Shape = tuple[int, ...]
 _PASS_THROUGH = (Node, Offset, IfDefined, Round, ReplaceIndex, Scale, Elementwise, Negate, Power)
 
 
-def node_shapes(graph: Graph, known: Mapping[int, int] | None = None) -> list[Shape | None]:
+def node_shapes(graph: Graph, known: Mapping[int, int] | None = None, *, strict: bool = True) -> list[Shape | None]:
     """Per node: `(1, dim)` for an indexed node, the full shape for another; None where nothing tells.
 
     `known` gives the dims of some nodes (e.g. the actual columns of values
-    already computed), which take precedence.
+    already computed), which take precedence. Operands that do not fit raise
+    the layer's ShapeError, or with `strict=False` leave the node unknown (for
+    views of a network that does not run).
     """
     shapes: list[Shape | None] = [None] * len(graph.layers)
     for nid, dim in (known or {}).items():
@@ -64,7 +67,12 @@ def node_shapes(graph: Graph, known: Mapping[int, int] | None = None) -> list[Sh
             for nid in order:
                 if shapes[nid] is not None:
                     continue
-                shape = _rule(graph, nid, [shapes[op] for op in graph.operands[nid]], lenient)
+                try:
+                    shape = _rule(graph, nid, [shapes[op] for op in graph.operands[nid]], lenient)
+                except (ShapeError, TypeError, ValueError):
+                    if strict:
+                        raise
+                    shape = None
                 if shape is not None:
                     shapes[nid] = shape
                     changed = True
@@ -91,11 +99,15 @@ def _rule(graph: Graph, nid: int, ops: Sequence[Shape | None], lenient: bool) ->
         return (1, sum(s[-1] for s in ops)) if all(s for s in ops) else None  # type: ignore[index]
     if isinstance(layer, (Sum, Failover, Switch)):
         return _any_dim(ops, lenient)
-    if isinstance(layer, Dot) and ops[1] is not None and len(ops[1]) == 2 and (ops[0] is None or graph.indexed[nid]):
+    if isinstance(layer, Dot) and ops[0] is None and ops[1] is not None and len(ops[1]) == 2:
         return (1, ops[1][-1])
     if isinstance(layer, BinaryLayer) and not all(s is not None for s in ops):
         return _any_dim(ops, lenient) if graph.indexed[nid] else None
-    if all(s is not None for s in ops) and not isinstance(layer, IndexedLayer) and layer.rowwise:
+    if not all(s is not None for s in ops):
+        return None
+    if isinstance(layer, IndexedLayer):
+        return _abstract_rows(layer, ops)  # type: ignore[arg-type]
+    if layer.rowwise:
         return _abstract(layer, ops)  # type: ignore[arg-type]
     return None
 
@@ -114,6 +126,14 @@ def _abstract(layer: Layer, ops: Sequence[Shape]) -> Shape:
     layer.check(*ops)
     args = [jax.ShapeDtypeStruct(s, jnp.result_type(float)) for s in ops]
     return tuple(int(d) for d in jax.eval_shape(layer.apply, *args).shape)
+
+
+def _abstract_rows(layer: IndexedLayer, ops: Sequence[Shape]) -> Shape:
+    """An IndexedLayer's row shape: its `apply_rows` evaluated abstractly on one row read."""
+    dtype = jnp.result_type(float)
+    args = [jax.ShapeDtypeStruct((1, 1, ops[0][-1]), dtype)] + [jax.ShapeDtypeStruct(w, dtype) for w in ops[1:]]
+    owner = np.zeros(1, dtype=np.int64)
+    return (1, int(jax.eval_shape(lambda v, *w: layer.apply_rows(v, owner, 1, *w), *args).shape[-1]))
 
 
 def static_dim(shapes: Sequence[Shape | None], nid: int) -> int | None:

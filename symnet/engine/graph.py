@@ -51,10 +51,11 @@ class Graph:
                     )
             stack.extend(layer.children)
 
-    def _resolve(self, layer: Layer) -> Layer:
+    def resolve(self, layer: Layer) -> Layer:
+        """The layer that stands for `layer` in the graph: a macro layer's expansion, a Ref's Node."""
         expansion = layer.expand()
         if expansion is not None:  # a macro layer (e.g. TdnnComponent): plan what it stands for
-            return self._resolve(expansion)
+            return self.resolve(expansion)
         if isinstance(layer, Ref):
             node = self.named.get(layer.name)
             if node is None:
@@ -64,18 +65,18 @@ class Graph:
         return layer
 
     @staticmethod
-    def _key(layer: Layer) -> Layer:
-        # Inputs are keyed by name: Identity() and Input('input', d) are one node.
+    def key(layer: Layer) -> Layer:
+        """The key of a (resolved) layer in `ids`: inputs by name, so Identity() and Input('input', d) are one node."""
         if isinstance(layer, Identity):
             return Input(DEFAULT_INPUT, 1)
         return Input(layer.name, 1) if isinstance(layer, Input) else layer
 
     def _add(self, root: Layer) -> int:
         first_new = len(self.layers)
-        stack = [self._resolve(root)]
+        stack = [self.resolve(root)]
         while stack:
             layer = stack.pop()
-            key = self._key(layer)
+            key = self.key(layer)
             if key in self.ids:
                 existing = self.layers[self.ids[key]]
                 if isinstance(layer, Input) and isinstance(existing, Input) and layer.dim != existing.dim:
@@ -88,10 +89,10 @@ class Graph:
             self.layers.append(layer)
             if isinstance(layer, (Input, Identity)):
                 self._add_input(layer, self.ids[key])
-            stack.extend(self._resolve(c) for c in reversed(layer.children))
+            stack.extend(self.resolve(c) for c in reversed(layer.children))
         for nid in range(first_new, len(self.layers)):
-            self.operands.append(tuple(self.ids[self._key(self._resolve(c))] for c in self.layers[nid].children))
-        return self.ids[self._key(self._resolve(root))]
+            self.operands.append(tuple(self.ids[self.key(self.resolve(c))] for c in self.layers[nid].children))
+        return self.ids[self.key(self.resolve(root))]
 
     def _add_input(self, layer: Input | Identity, nid: int) -> None:
         name = layer.name if isinstance(layer, Input) else DEFAULT_INPUT
@@ -135,7 +136,7 @@ class Graph:
     def _check_cycles(self) -> None:
         """A cycle whose every edge keeps t (no time offset) can never be computed."""
         edges = {
-            nid: [c for c in ops if not _shifts_time(self.layers[nid])] for nid, ops in enumerate(self.operands)
+            nid: [c for c in ops if not shifts_time(self.layers[nid])] for nid, ops in enumerate(self.operands)
         }
         state = [0] * len(self.layers)  # 0 new, 1 on stack, 2 done
         for start in range(len(self.layers)):
@@ -196,7 +197,8 @@ class Graph:
         return f"{text}{at(layer.where)}"
 
 
-def _shifts_time(layer: Layer) -> bool:
+def shifts_time(layer: Layer) -> bool:
+    """Whether a descriptor reads its operand at another frame (a nonzero t offset, a Round, a t replacement)."""
     if isinstance(layer, Offset):
         return layer.t_offset != 0
     if isinstance(layer, Round):
