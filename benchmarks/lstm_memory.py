@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from workloads import w3  # noqa: E402
+from workloads import w3
 
 
 def main(frames: tuple[int, ...] = (50, 200, 1000)) -> dict[int, int]:

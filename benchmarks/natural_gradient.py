@@ -38,15 +38,15 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
+import jax
+import numpy as np
+import optax
 
-import symnet  # noqa: E402
-from symnet import natural_gradient  # noqa: E402
-from symnet.components import build_component  # noqa: E402
-from symnet.datasets import HmmTask  # noqa: E402
-from symnet.train import loop  # noqa: E402
+import symnet
+from symnet import natural_gradient
+from symnet.components import build_component
+from symnet.datasets import HmmTask
+from symnet.train import loop
 
 
 def tdnn(feat: int, classes: int, width: int, seed: int) -> symnet.Network:

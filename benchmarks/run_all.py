@@ -17,14 +17,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
 
-import symnet  # noqa: E402
-from symnet.engine import ComputationRequest, compile  # noqa: E402
-from symnet.engine import computation as computation_module  # noqa: E402
-from symnet.core.index import IndexSet  # noqa: E402
-from workloads import lstm_network, w1, w2, w2_network, w3  # noqa: E402
+import symnet
+from symnet.core.index import IndexSet
+from symnet.engine import ComputationRequest, compile
+from symnet.engine import computation as computation_module
+from workloads import w1, w2, w2_network, w3
 
 
 def step_ratio(workload, steps: int) -> tuple[float, float, float]:

@@ -9,7 +9,8 @@ sharing the initial parameters and data so both do the same math.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import jax
@@ -17,12 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import symnet
 from symnet import Input, LogSoftmax, Network, Normal, ReLU, Sigmoid, Tanh, Weight
-from symnet.engine import ComputationRequest, compile
 from symnet.components import NormalizeComponent
 from symnet.core.descriptor import Append, DimRange, IfDefined, Node, Offset, Ref
 from symnet.core.index import IndexSet
+from symnet.engine import ComputationRequest, compile
 
 
 @attrs.define

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers import EXAMPLES
 from symnet.cli import main
 from symnet.kaldi import load_model, read_network
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DOC = EXAMPLES / "kaldi-doc-example.config"
 LSTM = EXAMPLES / "lstm.config"
 

@@ -7,8 +7,8 @@ import os
 import kaldiio
 import numpy as np
 import pytest
-from test_kaldi_model_io import AM_NNET, AM_TEXT, NNET_TEXT
 
+from helpers.kaldi_models import AM_NNET, AM_TEXT, NNET_TEXT
 from symnet.cli import main
 from symnet.kaldi import parse_network, read_model, save_model, write_model
 from symnet.kaldi.compute import ComputeOptions, Nnet3Computer

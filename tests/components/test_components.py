@@ -10,8 +10,6 @@ import pytest
 import symnet
 from symnet.components import (
     COMPONENTS,
-    BatchNormComponent,
-    ComponentModeError,
     FixedWeight,
     batchnorm_stats_updates,
     build_component,

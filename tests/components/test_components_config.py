@@ -16,8 +16,8 @@ from symnet.components import (
     build_component,
     read_kaldi_text_object,
 )
-from symnet.errors import SymnetError
 from symnet.core.initializers import Normal, Zeros
+from symnet.errors import SymnetError
 
 
 def build(kaldi_type, options, name="c", **kwargs):

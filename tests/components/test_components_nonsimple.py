@@ -27,13 +27,13 @@ from symnet.components import (
     set_test_mode,
 )
 from symnet.core.descriptor import Ref
+from symnet.core.index import IndexSet
+from symnet.core.initializers import Normal, Zeros
 from symnet.engine.computation import compile
 from symnet.engine.graph import Graph
 from symnet.engine.plan import Planner
 from symnet.engine.request import ComputationRequest
 from symnet.errors import PlanError
-from symnet.core.index import IndexSet
-from symnet.core.initializers import Normal, Zeros
 from symnet.kaldi import component_options, parse_network, write_network
 
 

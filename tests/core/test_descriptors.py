@@ -3,30 +3,22 @@
 Input rows encode their own Index: the row of input `(n, t, x)` is
 `[t, 10 n + 100 x]`, so an output row says which input row it read. Every test
 checks the engine against the hand-computed matrix and also checks the
-reference evaluator (`tests/reference.py`) against it.
+reference evaluator (`tests/helpers/reference.py`) against it.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import symnet  # noqa: E402
-from reference import Reference, reference_outputs, rows_to_dict  # noqa: E402
-from symnet import LogSoftmax, Normal, PlanError, ReLU, Weight  # noqa: E402
-try:
-    from symnet.engine import ComputationRequest, compile  # noqa: E402
-except ImportError:  # before the rename of symnet.compile to symnet.engine
-    from symnet.compile import ComputationRequest, compile  # noqa: E402
-from symnet.core.descriptor import (  # noqa: E402
+import symnet
+from helpers.reference import Reference, reference_outputs, rows_to_dict
+from symnet import LogSoftmax, Normal, PlanError, ReLU, Weight
+from symnet.core.descriptor import (
     Append,
     Const,
     DimRange,
@@ -42,7 +34,8 @@ from symnet.core.descriptor import (  # noqa: E402
     Sum,
     Switch,
 )
-from symnet.core.index import Index, IndexSet  # noqa: E402
+from symnet.core.index import Index, IndexSet
+from symnet.engine import ComputationRequest, compile
 
 x = Input("input", 2)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import math
-import os
 import time
 
 import jax
@@ -14,6 +13,7 @@ import numpy as np
 import optax
 import pytest
 
+from helpers import REPO
 from symnet import (
     Glorot,
     GraphError,
@@ -33,7 +33,6 @@ from symnet import (
 from symnet.core.tape import Tape
 
 x = Identity()
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def next_line() -> str:
@@ -487,7 +486,7 @@ def test_tape_train_step_is_one_xla_computation_equal_to_value_and_grad():
 
 
 def test_core_step_benchmark_runs_and_reports():
-    spec = importlib.util.spec_from_file_location("core_step", os.path.join(ROOT, "benchmarks", "core_step.py"))
+    spec = importlib.util.spec_from_file_location("core_step", REPO / "benchmarks" / "core_step.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     result = module.main(steps=30, warmup=2, batch=16, n_in=4, hidden=8, n_out=3, verbose=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import time
 from typing import Any
@@ -42,8 +41,8 @@ from symnet import (
     Weight,
     Zeros,
 )
-from symnet.core.layer import layer_class
 from symnet.core.elementwise import Elementwise
+from symnet.core.layer import layer_class
 from symnet.core.tape import Tape
 
 

@@ -7,8 +7,8 @@ from html.parser import HTMLParser
 
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
+from helpers import EXAMPLES
 from symnet import (
     Append,
     ComputationRequest,
@@ -167,7 +167,7 @@ def test_network_html_tolerates_planning_errors():
 def test_network_html_kaldi_network_shows_objectives():
     from symnet.kaldi import read_network
 
-    net = read_network("examples/kaldi-doc-example.config")
+    net = read_network(EXAMPLES / "kaldi-doc-example.config")
     page = display.network_html(net)
     check_html(page)
     text = visible_text(page)
@@ -314,7 +314,7 @@ def test_graph_svg_recurrence_and_merged_nodes():
     assert display.graph_svg(rnn(), merge=False).count('class="node"') == 10
     from symnet.kaldi import read_network
 
-    kaldi = read_network("examples/kaldi-doc-example.config")
+    kaldi = read_network(EXAMPLES / "kaldi-doc-example.config")
     svg = display.graph_svg(kaldi)
     check_html(svg)
     assert "affine1_node: Affine" in svg  # a component-node and its component: one box

@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 
 from symnet import demo
 from symnet.datasets import HmmTask
 from symnet.kaldi import load_model, parse_network, read_model
 
 
+@pytest.mark.slow
 def test_quick_demo(tmp_path, capsys):
     out = tmp_path / "out"
     results = demo.main(["--quick", "--out", str(out)])

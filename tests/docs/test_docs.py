@@ -8,21 +8,23 @@ does not resolve.
 from __future__ import annotations
 
 import os
-import pathlib
 import re
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+import pytest
+
+from helpers import REPO
 
 
+@pytest.mark.slow
 def test_docs_build_strict(tmp_path):
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(REPO / "mkdocs.yml"),
          "--site-dir", str(site)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
+        cwd=REPO, capture_output=True, text=True, timeout=300, env=env,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "WARNING" not in result.stderr, result.stderr

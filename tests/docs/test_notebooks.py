@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import sys
 import time
 
@@ -18,7 +17,9 @@ import nbclient
 import nbformat
 import pytest
 
-NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"
+from helpers import REPO
+
+NOTEBOOKS = REPO / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
 KERNEL = "symnet-test-python"
 
@@ -54,6 +55,7 @@ def kernel_dir(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
 def test_notebook_runs(path, kernel_dir, monkeypatch):
     monkeypatch.setenv("JUPYTER_PATH", os.pathsep.join([str(kernel_dir), os.environ.get("JUPYTER_PATH", "")]))

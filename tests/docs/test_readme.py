@@ -1,15 +1,16 @@
 """The README's Python examples run and print what they claim."""
 
-import os
 import re
 
 import numpy as np
 
-README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+from helpers import REPO
+
+README = REPO / "README.md"
 
 
 def blocks() -> list[str]:
-    text = open(README).read()
+    text = README.read_text()
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
@@ -28,10 +29,10 @@ def test_readme_has_examples():
 
 
 def test_readme_examples_run_and_claims_hold(monkeypatch):
-    monkeypatch.chdir(os.path.dirname(README))  # the examples name files relative to the repository
+    monkeypatch.chdir(REPO)  # the examples name files relative to the repository
     for code in blocks():
         env: dict = {}
-        exec(compile(code, README, "exec"), env)
+        exec(compile(code, str(README), "exec"), env)
         for expr, claim in claims(code):
             if claim.startswith("(1.0 +") or expr.startswith("expr"):
                 continue

@@ -13,11 +13,9 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import symnet  # noqa: E402
-from symnet import Weight  # noqa: E402
-from symnet.core.descriptor import (  # noqa: E402
+import symnet
+from symnet import Weight
+from symnet.core.descriptor import (
     Append,
     Const,
     DimRange,
@@ -32,13 +30,9 @@ from symnet.core.descriptor import (  # noqa: E402
     Sum,
     Switch,
 )
-from symnet.errors import DescriptorError, GraphError, PlanError, ShapeError, SymnetError  # noqa: E402
-from symnet.core.index import IndexSet  # noqa: E402
-
-try:
-    from symnet.engine import ComputationRequest, compile  # noqa: E402
-except ImportError:  # before the rename of symnet.compile to symnet.engine
-    from symnet.compile import ComputationRequest, compile  # noqa: E402
+from symnet.core.index import IndexSet
+from symnet.engine import ComputationRequest, compile
+from symnet.errors import DescriptorError, GraphError, PlanError, ShapeError, SymnetError
 
 x = Input("input", 2)
 THIS_FILE = os.path.basename(__file__)

@@ -1,4 +1,4 @@
-"""Property tests: the Index engine against the reference evaluator (`tests/reference.py`).
+"""Property tests: the Index engine against the reference evaluator (`tests/helpers/reference.py`).
 
 Random small networks mixing descriptors and row-wise layers with Weights, on
 random regular requests (`IndexSet.range`) and irregular ones (explicit Index
@@ -12,7 +12,6 @@ an Index the reference says is uncomputable must raise PlanError.
 from __future__ import annotations
 
 import os
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -21,11 +20,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import symnet  # noqa: E402
-from reference import Reference, reference_outputs, rows_to_dict  # noqa: E402
-from symnet import (  # noqa: E402
+import symnet
+from helpers.reference import Reference, reference_outputs, rows_to_dict
+from symnet import (
     Divide,
     Exp,
     Log,
@@ -38,7 +35,7 @@ from symnet import (  # noqa: E402
     Tanh,
     Weight,
 )
-from symnet.core.descriptor import (  # noqa: E402
+from symnet.core.descriptor import (
     Append,
     Const,
     DimRange,
@@ -54,12 +51,8 @@ from symnet.core.descriptor import (  # noqa: E402
     Sum,
     Switch,
 )
-from symnet.core.index import Index, IndexSet  # noqa: E402
-
-try:
-    from symnet.engine import ComputationRequest, compile  # noqa: E402
-except ImportError:  # before the rename of symnet.compile to symnet.engine
-    from symnet.compile import ComputationRequest, compile  # noqa: E402
+from symnet.core.index import Index, IndexSet
+from symnet.engine import ComputationRequest, compile
 
 RTOL, ATOL = 1e-8, 1e-10
 

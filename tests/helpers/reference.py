@@ -3,7 +3,7 @@
 Values are kept in a dictionary from Cindex `(layer, Index)` to a row vector,
 computed one Index at a time by memoised recursion, with no cleverness: this
 is Kaldi nnet3's semantics read straight off the table in
-`symnet/descriptor.py`. `None` means "not computable".
+`symnet/core/descriptor.py`. `None` means "not computable".
 
 The array module is a parameter (`numpy` by default, float64), so the same
 evaluator run with `jax.numpy` on traced parameters gives reference gradients
@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -39,10 +40,10 @@ from symnet.core.descriptor import (
     Sum,
     Switch,
 )
+from symnet.core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from symnet.core.frozen import FrozenArray
 from symnet.core.index import Index
 from symnet.core.layer import Divide, Dot, Identity, Layer, Literal, Minus, Negate, Plus, Power, Times, Weight
-from symnet.core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 
 DEFAULT_INPUT = "input"
 

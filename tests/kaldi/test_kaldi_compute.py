@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
+from helpers import EXAMPLES
 from symnet import (
     Append,
     IfDefined,
@@ -24,12 +23,11 @@ from symnet import (
 from symnet.kaldi import read_network
 from symnet.kaldi.compute import ComputeOptions, Nnet3Computer, modulus, nnet3_compute
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
 rng = np.random.default_rng(0)
 
 
 def doc_example():
-    return read_network(os.path.join(EXAMPLES, "kaldi-doc-example.config"), seed=3).network
+    return read_network(EXAMPLES / "kaldi-doc-example.config", seed=3).network
 
 
 def doc_reference(net, feats):

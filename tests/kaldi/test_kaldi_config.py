@@ -20,6 +20,7 @@ from symnet.core.descriptor import (
     Scale,
     Sum,
 )
+from symnet.core.elementwise import ReLU
 from symnet.errors import ConfigError, DescriptorError
 from symnet.kaldi import (
     ComponentLine,
@@ -38,7 +39,6 @@ from symnet.kaldi import (
     write_descriptor,
 )
 from symnet.kaldi.descriptor_text import format_real, parse_int, parse_real, to_float32
-from symnet.core.elementwise import ReLU
 
 # ----- example configs -------------------------------------------------------------------
 

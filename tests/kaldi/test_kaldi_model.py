@@ -4,16 +4,18 @@ written in Kaldi's layout and read back equal, outputs kept, errors naming the c
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import attrs
 import numpy as np
 import pytest
-from test_kaldi_model_io import AM_NNET, AM_TEXT, NNET_TEXT
 
+from helpers import EXAMPLES
+from helpers.kaldi_models import AM_NNET, AM_TEXT, NNET_TEXT
 from symnet.components import COMPONENTS, set_test_mode
 from symnet.components.base import Component
 from symnet.core.descriptor import Input
+from symnet.core.layer import Layer, child, layer_class
+from symnet.core.walk import walk
 from symnet.errors import ModelFormatError
 from symnet.kaldi import parse_network, read_network
 from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
@@ -30,10 +32,7 @@ from symnet.kaldi.model import (
     write_model,
 )
 from symnet.kaldi.model_io import format_nnet, parse_nnet
-from symnet.core.layer import Layer, child, layer_class
-from symnet.core.walk import walk
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 rng = np.random.default_rng(0)
 
 # A TDNN with most of the writable component types (their default initialisers, so that the network

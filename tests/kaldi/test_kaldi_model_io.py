@@ -1,7 +1,7 @@
 """Kaldi nnet3 model files at the token level: text and binary, raw nnets and acoustic models, bad input.
 
-The models here are written by hand in the exact layout Kaldi writes (see
-shared/KALDI-TEXT-FORMATS.md and kaldi-asr/kaldi src/nnet3/*.cc Write functions):
+The models here (and in helpers/kaldi_models.py) are written by hand in the exact layout Kaldi
+writes (kaldi-asr/kaldi src/nnet3/*.cc, the Write functions):
 tokens end in one space, float vectors are `` [ 1 2 ]\\n``, matrices `` [\\n  1 2 \\n  3 4 ]\\n``,
 integer vectors ``[ 1 2 ]\\n``, and every component ends with ``</Type> \\n``.
 """
@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.kaldi_models import AM_TEXT, CONFIG, NNET_TEXT, TM_TEXT
 from symnet.errors import ModelFormatError
 from symnet.kaldi.model_io import (
     TOKEN_KINDS,
@@ -33,131 +34,7 @@ from symnet.kaldi.model_io import (
     write_nnet,
 )
 
-# ----- a small network in Kaldi's text layout -----------------------------------------------------
-
-CONFIG = (
-    "input-node name=input dim=3\n"
-    "component-node name=affine1 component=affine1 input=input\n"
-    "component-node name=relu1 component=relu1 input=affine1\n"
-    "component-node name=bn1 component=bn1 input=relu1\n"
-    "component-node name=affine2 component=affine2 input=bn1\n"
-    "component-node name=lstm1 component=lstm1 input=affine2\n"
-    "component-node name=affine3 component=affine3 input=lstm1\n"
-    "component-node name=logsm component=logsm input=affine3\n"
-    "output-node name=output input=logsm objective=linear\n"
-)
-
-COMPONENTS = (
-    "<ComponentName> affine1 <NaturalGradientAffineComponent> <MaxChange> 0.75 <LearningRate> 0.001 "
-    "<LinearParams>  [\n"
-    "  0.1 -0.2 0.3 \n"
-    "  0.4 0.5 -0.6 \n"
-    "  -0.7 0.8 0.9 \n"
-    "  1 -1.1 1.2 ]\n"
-    "<BiasParams>  [ 0.1 0.2 -0.3 0.4 ]\n"
-    "<RankIn> 2 <RankOut> 2 <UpdatePeriod> 4 <NumSamplesHistory> 2000 <Alpha> 4 "
-    "</NaturalGradientAffineComponent> \n"
-    "<ComponentName> relu1 <RectifiedLinearComponent> <Dim> 4 <ValueAvg>  [ ]\n"
-    "<DerivAvg>  [ ]\n"
-    "<Count> 0 <OderivRms>  [ ]\n"
-    "<OderivCount> 0 <NumDimsSelfRepaired> 0 <NumDimsProcessed> 0 </RectifiedLinearComponent> \n"
-    "<ComponentName> bn1 <BatchNormComponent> <Dim> 4 <BlockDim> 4 <Epsilon> 0.001 <TargetRms> 1 "
-    "<TestMode> F <Count> 12 <StatsMean>  [ 0.5 -0.25 0.125 1.5 ]\n"
-    "<StatsVar>  [ 1.25 0.75 2 0.5 ]\n"
-    "</BatchNormComponent> \n"
-    "<ComponentName> affine2 <AffineComponent> <LearningRate> 0.001 <LinearParams>  [\n"
-    "  0.25 -0.5 0.125 1 \n"
-    "  -0.3 0.7 0.01 -2 \n"
-    "  0.15 0.05 -0.45 0.6 \n"
-    "  1.5 -1.25 0.875 -0.0625 \n"
-    "  0.33 0.66 -0.99 0.11 \n"
-    "  -0.01 0.02 -0.03 0.04 \n"
-    "  2.5 -3.5 4.5 -5.5 \n"
-    "  0 0 1 0 \n"
-    "  1e-05 -2e-06 3.5e+07 0.123456 \n"
-    "  -0.2 0.4 -0.6 0.8 ]\n"
-    "<BiasParams>  [ 0 1 -1 0.5 -0.5 0.25 -0.25 2 -2 0.1 ]\n"
-    "</AffineComponent> \n"
-    "<ComponentName> lstm1 <LstmNonlinearityComponent> <MaxChange> 0.75 <LearningRate> 0.001 <Params>  [\n"
-    "  -1.670642 -1.095184 \n"
-    "  0.490881 0.305317 \n"
-    "  0.6245387 -2.168711 ]\n"
-    "<ValueAvg>  [\n"
-    "  0 0 \n"
-    "  0 0 \n"
-    "  0 0 \n"
-    "  0 0 \n"
-    "  0 0 ]\n"
-    "<DerivAvg>  [\n"
-    "  0 0 \n"
-    "  0 0 \n"
-    "  0 0 \n"
-    "  0 0 \n"
-    "  0 0 ]\n"
-    "<SelfRepairConfig>  [ 0.05 0.05 0.2 0.05 0.2 1e-05 1e-05 1e-05 1e-05 1e-05 ]\n"
-    "<SelfRepairProb>  [ 0 0 0 0 0 ]\n"
-    "<Count> 0 </LstmNonlinearityComponent> \n"
-    "<ComponentName> affine3 <NaturalGradientAffineComponent> <LearningRate> 0.001 <LinearParams>  [\n"
-    "  0 0 0 0 \n"
-    "  0.5 0.5 0.5 0.5 \n"
-    "  -1 2 -3 4 ]\n"
-    "<BiasParams>  [ 0 0 0 ]\n"
-    "<RankIn> 2 <RankOut> 2 <OrthonormalConstraint> -1 <UpdatePeriod> 4 <NumSamplesHistory> 2000 <Alpha> 4 "
-    "</NaturalGradientAffineComponent> \n"
-    "<ComponentName> logsm <LogSoftmaxComponent> <Dim> 3 <ValueAvg>  [ ]\n"
-    "<DerivAvg>  [ ]\n"
-    "<Count> 0 <OderivRms>  [ ]\n"
-    "<OderivCount> 0 <NumDimsSelfRepaired> 0 <NumDimsProcessed> 0 </LogSoftmaxComponent> \n"
-)
-
-NNET_TEXT = "<Nnet3> \n" + CONFIG + "\n<NumComponents> 7 \n" + COMPONENTS + "</Nnet3> "
-
-# A tiny acoustic model: a transition model (hmm/transition-model.cc Write, text) with one topology
-# entry for phones 1 and 2, then the nnet, then AmNnetSimple's contexts and priors.
-TM_TEXT = (
-    "<TransitionModel> \n"
-    "<Topology> \n"
-    "<TopologyEntry> \n"
-    "<ForPhones> \n"
-    "1 2 \n"
-    "</ForPhones> \n"
-    "<State> 0 <PdfClass> 0 <Transition> 0 0.75 <Transition> 1 0.25 </State> \n"
-    "<State> 1 </State> \n"
-    "</TopologyEntry> \n"
-    "</Topology> \n"
-    "<Triples> 2 \n"
-    "1 0 0 \n"
-    "2 0 1 \n"
-    "</Triples> \n"
-    "<LogProbs> \n"
-    " [ 0 -0.287682 -1.38629 -0.287682 -1.38629 ]\n"
-    "</LogProbs> \n"
-    "</TransitionModel> \n"
-)
-AM_NNET = (
-    "<Nnet3> \n"
-    "input-node name=input dim=3\n"
-    "component-node name=affine component=affine input=input\n"
-    "component-node name=logsm component=logsm input=affine\n"
-    "output-node name=output input=logsm objective=linear\n"
-    "\n"
-    "<NumComponents> 2 \n"
-    "<ComponentName> affine <NaturalGradientAffineComponent> <LearningRate> 0.001 <LinearParams>  [\n"
-    "  0.1 0.2 0.3 \n"
-    "  -0.1 -0.2 -0.3 ]\n"
-    "<BiasParams>  [ 0 0.5 ]\n"
-    "<RankIn> 2 <RankOut> 1 <UpdatePeriod> 4 <NumSamplesHistory> 2000 <Alpha> 4 "
-    "</NaturalGradientAffineComponent> \n"
-    "<ComponentName> logsm <LogSoftmaxComponent> <Dim> 2 <ValueAvg>  [ ]\n"
-    "<DerivAvg>  [ ]\n"
-    "<Count> 0 <OderivRms>  [ ]\n"
-    "<OderivCount> 0 <NumDimsSelfRepaired> 0 <NumDimsProcessed> 0 </LogSoftmaxComponent> \n"
-    "</Nnet3> "
-)
-AM_TEXT = TM_TEXT + AM_NNET + "<LeftContext> 0 <RightContext> 0 <Priors>  [ 0.6 0.4 ]\n"
-
-
-# Every component type of shared/KALDI-TEXT-FORMATS.md, with concrete data in place of its "...".
+# One component of each type in Kaldi's text layout (as its Write functions produce it), with concrete values.
 ALL_TYPES = [
     "<ComponentName> a1 <AffineComponent> <LearningRate> 0.001 <LinearParams>  [\n"
     "  -0.6892052 1.051089 -0.148153 \n  -0.09875429 0.4479962 0.02101658 ]\n"

@@ -7,14 +7,15 @@ import json
 import os
 import warnings
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers import EXAMPLES
 from symnet import Input, Network, Node
 from symnet.components import COMPONENTS, ComponentConfigError, TdnnComponent, set_test_mode
 from symnet.core.descriptor import Append, DimRange, IfDefined, Offset, Ref
+from symnet.core.layer import Identity
 from symnet.errors import ConfigError, ModelFormatError
 from symnet.kaldi import (
     ConfigWriteError,
@@ -28,9 +29,7 @@ from symnet.kaldi import (
     save_model,
     write_network,
 )
-from symnet.core.layer import Identity
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DOC = EXAMPLES / "kaldi-doc-example.config"
 TDNNF = EXAMPLES / "tdnnf.config"
 LSTM = EXAMPLES / "lstm.config"

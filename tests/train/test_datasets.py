@@ -3,7 +3,6 @@
 import itertools
 
 import attrs
-
 import numpy as np
 import pytest
 

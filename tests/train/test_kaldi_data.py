@@ -4,7 +4,6 @@ clear errors for missing utterances, length mismatches and unreadable specifiers
 from __future__ import annotations
 
 import math
-import os
 
 import kaldiio
 import numpy as np

@@ -14,11 +14,11 @@ import numpy as np
 import optax
 import pytest
 
+from helpers import EXAMPLES
 from symnet import Append, Input, Log, LogSoftmax, Network, Normal, Offset, ReLU, ShapeError, SymnetError, Weight, Zeros
 from symnet.datasets import Dataset, HmmTask
-from symnet.train import CheckpointError, Chunks, TrainingError, fit, make_chunks
+from symnet.train import CheckpointError, Chunks, TrainingError, fit, loop, make_chunks
 from symnet.train import checkpoint as ckpt
-from symnet.train import loop
 
 FEAT, CLASSES, CHUNK, BATCH = 4, 6, 7, 3
 
@@ -452,13 +452,11 @@ def test_checkpoint_header_is_json_with_the_fingerprint(data, tmp_path):
 
 def test_training_mode_batchnorm_stores_its_statistics_for_test_mode():
     """fit accumulates every training-mode BatchNorm's statistics (zeroed each epoch, as Kaldi does per job)."""
-    import os
 
     from symnet.components import set_test_mode
     from symnet.kaldi import read_network
 
-    examples = os.path.join(os.path.dirname(__file__), "..", "examples")
-    net = read_network(os.path.join(examples, "tdnnf.config")).network
+    net = read_network(EXAMPLES / "tdnnf.config").network
     rng = np.random.default_rng(0)
     feats = [rng.standard_normal((40, 20)).astype(np.float32) * 2 + 3 for _ in range(4)]
     labels = [rng.integers(0, 10, 40) for _ in range(4)]
