@@ -9,11 +9,6 @@ the number of frames; the table shows bytes per frame staying constant.
 
 from __future__ import annotations
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
 from workloads import w3
 
 

@@ -32,11 +32,7 @@ the two are about even here (lr 1.0 diverges with and without).
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import jax
 import numpy as np

@@ -12,10 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jax
 import numpy as np

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -388,7 +390,7 @@ def test_sum_group(options, sizes):
     x = rand(2, 3, 6)
     r = Run(layer, x)
     bounds = np.cumsum((0,) + sizes)
-    close(r.value, np.stack([x[..., a:b].sum(-1) for a, b in zip(bounds[:-1], bounds[1:])], axis=-1))
+    close(r.value, np.stack([x[..., a:b].sum(-1) for a, b in itertools.pairwise(bounds)], axis=-1))
     r.check_backward()
 
 

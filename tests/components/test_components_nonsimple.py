@@ -51,7 +51,7 @@ def computable_frames(net, input_t, probe_t, input_name="input"):
     request = ComputationRequest(inputs={input_name: frames(1, input_t)}, outputs={"output": frames(1, probe_t)})
     planner = Planner(graph, request)
     ok = planner.computable(graph.outputs["output"], planner.wanted["output"])
-    return [t for t, good in zip(range(*probe_t), ok) if good]
+    return [t for t, good in zip(range(*probe_t), ok, strict=True) if good]
 
 
 def run(net, inputs, outputs, values):
@@ -141,7 +141,7 @@ def test_statistics_forward_equals_reference(case):
     X = np.random.default_rng(1).normal(size=(T, n, dim))
     probe = list(range(-6, T + 6))
     ref = stats_reference(X, 0, probe, **case)
-    wanted = [t for t, r in zip(probe, ref) if r is not None]
+    wanted = [t for t, r in zip(probe, ref, strict=True) if r is not None]
     assert computable_frames(net, (0, T), (-6, T + 6)) == wanted
     request = {"output": IndexSet.of([(i, t) for t in wanted for i in range(n)])}
     _, out = run(net, {"input": frames(n, T)}, request, {"input": tn(X)})

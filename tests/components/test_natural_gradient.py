@@ -120,7 +120,7 @@ class KaldiNG:
                 A[i, j] *= (eta / N) * sqrt_e1[i] / sqrt_c[i] * inv_sqrt_e[j]
         W1 = A @ B
         if must_reorth:  # ReorthogonalizeXt1
-            O = (W1 @ W1.T) * inv_sqrt_e1[:, None] * inv_sqrt_e1[None, :]
+            O = (W1 @ W1.T) * inv_sqrt_e1[:, None] * inv_sqrt_e1[None, :]  # noqa: E741  (Kaldi's name)
             if np.max(np.abs(O - np.eye(R))) > 1e-3:
                 C_inv = np.linalg.inv(np.linalg.cholesky(O))
                 W1 = (C_inv * sqrt_e1[:, None] * inv_sqrt_e1[None, :]) @ W1
@@ -171,7 +171,7 @@ def test_precondition_in_float64_is_kaldis_to_roundoff(N):
     with jax.enable_x64(True):
         ref = KaldiNG(R, update_period=3, num_samples_history=300.0)
         state = ng.init(D, R, dtype=jnp.float64)
-        for i in range(14):
+        for _ in range(14):
             X = data(N, D).astype(np.float64)
             X_hat, scale, state = _precondition(state, jnp.asarray(X), update_period=3, num_samples_history=300.0)
             ref_hat, ref_scale = ref.precondition(X)
@@ -333,7 +333,7 @@ def test_repeated_affine_component_update_is_kaldis():
     ref = KaldiNG(2, update_period=4)
     plain = jax.jit(lambda net, x, d: net.forward(Tape(symnet.Identity(), x)).backward(d))
     step = jax.jit(_grads_on)
-    for i in range(3):
+    for _ in range(3):
         X, delta = data(10, 12), data(10, 9, 1e-2)
         grads, states = step(net, states, X, delta)
         exact = plain(net, X, delta)

@@ -80,7 +80,7 @@ def test_several_named_outputs():
     np.testing.assert_allclose(tapes["out"].backward()[name], 2.0)
     np.testing.assert_allclose(tapes["aux"].backward()[name], 1 - math.tanh(3.5) ** 2, rtol=1e-4)
     with pytest.raises(GraphError, match="out"):
-        net.output
+        _ = net.output
     with pytest.raises(GraphError):
         Network({})
 
@@ -183,7 +183,7 @@ def test_network_is_a_pytree_of_its_parameters():
     net = Network(mlp_expr())
     leaves, treedef = jax.tree_util.tree_flatten(net)
     assert len(leaves) == 4
-    for leaf, name in zip(leaves, net.params):
+    for leaf, name in zip(leaves, net.params, strict=True):
         assert leaf is net.params[name]
     paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(net)[0]]
     assert paths == [f"[{name!r}]" for name in net.params]
@@ -249,7 +249,7 @@ def test_grad_takes_a_network_and_agrees_with_tape_backward():
         return jnp.sum((jax.nn.relu(inp @ w1 + b1) @ w2 + b2) ** 2)
 
     ref = jax.grad(by_hand, argnums=(0, 1, 2, 3))(*(net.params[k] for k in names))
-    for k, r in zip(names, ref):
+    for k, r in zip(names, ref, strict=True):
         np.testing.assert_allclose(grads.params[k], r, rtol=1e-5, atol=1e-6)
 
 

@@ -377,7 +377,7 @@ def weight_names(original: Layer, canonical: Layer) -> dict[int, str]:
         if isinstance(o, Weight):
             assert c.init == o.init and (o.name is None or c.name == o.name)
             names[id(o)] = c.name
-        stack.extend(zip(o.children, c.children))
+        stack.extend(zip(o.children, c.children, strict=True))
     return names
 
 
@@ -466,15 +466,15 @@ def expressions(draw) -> tuple[Layer, tuple[int, ...], list[Weight]]:
             if kind in ("softmax", "logsoftmax") and not sa:
                 kind = "tanh"
             node = {
-                "neg": lambda: -a,
-                "exp": lambda: Exp(Tanh(a)),
-                "log": lambda: Log(Sigmoid(a)),
-                "tanh": lambda: Tanh(a),
-                "sigmoid": lambda: Sigmoid(a),
-                "relu": lambda: ReLU(a),
-                "softmax": lambda: Softmax(a),
-                "logsoftmax": lambda: LogSoftmax(a),
-            }[kind]()
+                "neg": lambda v: -v,
+                "exp": lambda v: Exp(Tanh(v)),
+                "log": lambda v: Log(Sigmoid(v)),
+                "tanh": Tanh,
+                "sigmoid": Sigmoid,
+                "relu": ReLU,
+                "softmax": Softmax,
+                "logsoftmax": LogSoftmax,
+            }[kind](a)
             shape = sa
         else:  # dot, keeping the result broadcastable to F
             n = full[-1] if rank >= 1 else None

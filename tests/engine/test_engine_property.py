@@ -11,6 +11,7 @@ an Index the reference says is uncomputable must raise PlanError.
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import jax
@@ -438,7 +439,7 @@ def test_irregular_requests_match_reference(data):
 
 def _runs(ts: list[int]) -> list[tuple[int, int]]:
     runs, start = [], ts[0]
-    for a, b in zip(ts, ts[1:]):
+    for a, b in itertools.pairwise(ts):
         if b != a + 1:
             runs.append((start, a))
             start = b

@@ -76,12 +76,12 @@ def test_sample_shapes_dtypes_labels_lengths(task, data):
     lengths = data.lengths
     assert np.all((lengths >= 100) & (lengths <= 300)) and len(set(lengths.tolist())) > 5
     assert data.num_frames == lengths.sum()
-    for f, l, n in zip(data.features, data.labels, lengths):
+    for f, labels, n in zip(data.features, data.labels, lengths, strict=True):
         assert f.dtype == np.float32 and f.shape == (n, task.feat_dim)
-        assert l.dtype == np.int32 and l.shape == (n,)
-        assert l.min() >= 0 and l.max() < task.num_states
-        assert np.all(task.trans[l[:-1], l[1:]] > 0)  # labels follow the chain
-        assert task.init[l[0]] > 0
+        assert labels.dtype == np.int32 and labels.shape == (n,)
+        assert labels.min() >= 0 and labels.max() < task.num_states
+        assert np.all(task.trans[labels[:-1], labels[1:]] > 0)  # labels follow the chain
+        assert task.init[labels[0]] > 0
 
 
 def test_posteriors_match_brute_force_enumeration():
@@ -121,13 +121,13 @@ def test_window_accuracy_spans_single_frame_to_bayes():
     # brute force on each window, with the prior the window model documents for the window's first frame
     for context in (0, 1, 2):
         correct = 0
-        for f, l in zip(d.features[:6], d.labels[:6]):
-            for t in range(len(l)):
-                a, b = max(t - context, 0), min(t + context, len(l) - 1)
+        for f, labels in zip(d.features[:6], d.labels[:6], strict=True):
+            for t in range(len(labels)):
+                a, b = max(t - context, 0), min(t + context, len(labels) - 1)
                 prior = task.init if a == 0 else task.frame_marginal(1)
                 window_task = attrs.evolve(task, init=prior)
                 post = brute_force_posteriors(window_task, f[a : b + 1].astype(np.float64))
-                correct += post[t - a].argmax() == l[t]
+                correct += post[t - a].argmax() == labels[t]
         sub = Dataset(d.features[:6], d.labels[:6])
         assert task.window_accuracy(sub, context) == pytest.approx(correct / sub.num_frames)
 

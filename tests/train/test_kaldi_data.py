@@ -57,7 +57,7 @@ def test_reads_features_and_alignments_matched_by_utterance(archives, feats_spec
     assert data.utt_ids == tuple(LENGTHS)  # in the order of the features' table
     np.testing.assert_array_equal(data.lengths, list(LENGTHS.values()))
     assert data.num_frames == sum(LENGTHS.values()) and data.feat_dim == DIM
-    for u, f, t in zip(data.utt_ids, data.features, data.targets):
+    for u, f, t in zip(data.utt_ids, data.features, data.targets, strict=True):
         np.testing.assert_array_equal(f, feats[u])
         np.testing.assert_array_equal(t, ali[u])
         assert f.dtype == np.float32 and t.dtype == np.int32 and not f.flags.writeable

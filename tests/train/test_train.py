@@ -69,7 +69,7 @@ def params_equal(a, b):
 
 def tree_equal(a, b):
     la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
-    return len(la) == len(lb) and all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb))
+    return len(la) == len(lb) and all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True))
 
 
 # ----- examples: chunks with context, Kaldi's row order ------------------------------------------------
@@ -175,8 +175,8 @@ def test_fit_linear_learns_and_validates(data, capsys):
     assert all(0.0 <= h.valid_accuracy <= 1.0 and h.valid_loss is not None for h in history)
     # the validation score is the mean cross-entropy of the network's log-probabilities over all frames
     out = result.network.compute(list(valid.features))
-    ce = -np.mean(np.concatenate([np.asarray(o)[np.arange(len(l)), l] for o, l in zip(out, valid.labels)]))
-    acc = np.mean(np.concatenate([np.asarray(o).argmax(-1) == l for o, l in zip(out, valid.labels)]))
+    ce = -np.mean(np.concatenate([np.asarray(o)[np.arange(len(y)), y] for o, y in zip(out, valid.labels, strict=True)]))
+    acc = np.mean(np.concatenate([np.asarray(o).argmax(-1) == y for o, y in zip(out, valid.labels, strict=True)]))
     assert history[-1].valid_loss == pytest.approx(ce, rel=1e-4)
     assert history[-1].valid_accuracy == pytest.approx(acc, abs=1e-6)
     assert run(tdnn(), train, epochs=1).history[0].valid_loss is None
@@ -340,16 +340,16 @@ def bad_input_cases(train):
     nan[2][5, 1] = np.nan
     inf = [f.copy() for f in feats]
     inf[1][3, 0] = -np.inf
-    high = [l.copy() for l in labels]
+    high = [y.copy() for y in labels]
     high[3][4] = CLASSES + 3
-    low = [l.copy() for l in labels]
+    low = [y.copy() for y in labels]
     low[0][0] = -1
     return {
         "empty list": (([], []), ShapeError, "empty"),
         "empty dataset": (Dataset([], []), ShapeError, "empty"),
         "label too high": ((feats, high), ShapeError, f"label {CLASSES + 3} is out of range.*dim {CLASSES}"),
         "negative label": ((feats, low), ShapeError, "label -1 is out of range"),
-        "float labels": ((feats, [l.astype(np.float32) for l in labels]), ShapeError, "integer label"),
+        "float labels": ((feats, [y.astype(np.float32) for y in labels]), ShapeError, "integer label"),
         "feature dim": (([f[:, :3] for f in feats], labels), ShapeError, "dim 3.*'input' has dim 4"),
         "mixed dims": ((feats[:1] + [feats[1][:, :3]], labels[:2]), ShapeError, "sequence 1.*dim 3.*dim 4"),
         "nan": ((nan, labels), ShapeError, r"sequence 2: the features are nan at frame 5, dim 1"),
@@ -378,7 +378,7 @@ def test_bad_training_data_is_a_clear_error_and_keeps_the_checkpoint(data, tmp_p
 
 def test_bad_validation_data_and_settings_are_clear_errors(data):
     train, valid = data
-    labels = [l.copy() for l in valid.labels]
+    labels = [y.copy() for y in valid.labels]
     labels[1][2] = 99
     with pytest.raises(ShapeError, match="validation data: label 99 is out of range"):
         run(tdnn(), train, valid=(list(valid.features), labels))
