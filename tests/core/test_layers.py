@@ -257,7 +257,8 @@ def _has_unnamed_weight(layer: Layer) -> bool:
         (2.0 - x, "2.0 - x"),
         (Literal(1.0) + 2.0, "Literal(1.0) + 2.0"),
         (ReLU(x @ Weight(Normal((2, 3), 0.1), name="w") + Weight(Zeros(3), name="b")),
-         "ReLU(x @ Weight(Normal(shape=(2, 3), stddev=0.1, mean=0.0), name='w') + Weight(Zeros(shape=(3,)), name='b'))"),
+         "ReLU(x @ Weight(Normal(shape=(2, 3), stddev=0.1, mean=0.0), name='w') "
+         "+ Weight(Zeros(shape=(3,)), name='b'))"),
         (x @ Weight(Glorot((4, 4)), name="w") * 2.0, "x @ Weight(Glorot(shape=(4, 4)), name='w') * 2.0"),
         (x * (x @ Weight(Uniform((1, 1)), name="u")),
          "x * (x @ Weight(Uniform(shape=(1, 1), low=-1.0, high=1.0), name='u'))"),
@@ -342,13 +343,13 @@ def test_weight_name_must_be_a_nonempty_string(name):
 
 
 def test_every_layer_records_the_line_that_built_it():
-    w = Weight(2.0); w_line = here()  # noqa: E702
-    tree = (1.0 + x) * w; tree_line = here()  # noqa: E702
+    w, w_line = Weight(2.0), here()
+    tree, tree_line = (1.0 + x) * w, here()
     assert w.where == w_line
     assert tree.where == tree_line
     assert tree.lhs.where == tree_line  # the Plus
     assert tree.lhs.lhs.where == tree_line  # the Literal made from 1.0
-    r = ReLU(tree); r_line = here()  # noqa: E702
+    r, r_line = ReLU(tree), here()
     assert r.where == r_line
     assert x.where is not None and x.where.startswith(THIS_FILE + ":")
 

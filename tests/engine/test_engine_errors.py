@@ -101,31 +101,35 @@ def test_input_declared_with_two_dims():
 
 @pytest.mark.parametrize("modulus", [0, -3])
 def test_round_modulus_must_be_positive(modulus):
-    where = next_line()
-    with pytest.raises(DescriptorError) as err: Round(x, modulus)  # noqa: E701
+    with pytest.raises(DescriptorError) as err:
+        where = next_line()
+        Round(x, modulus)
     assert "Round" in str(err.value) and str(modulus) in str(err.value)
     assert where in str(err.value)
 
 
 def test_switch_needs_a_part():
-    where = next_line()
-    with pytest.raises(DescriptorError) as err: Switch()  # noqa: E701
+    with pytest.raises(DescriptorError) as err:
+        where = next_line()
+        Switch()
     assert "Switch" in str(err.value)
     assert where in str(err.value)
 
 
 @pytest.mark.parametrize("what", [Append, Sum])
 def test_append_and_sum_need_a_part(what):
-    where = next_line()
-    with pytest.raises(DescriptorError) as err: what()  # noqa: E701
+    with pytest.raises(DescriptorError) as err:
+        where = next_line()
+        what()
     assert what.__name__ in str(err.value)
     assert where in str(err.value)
 
 
 @pytest.mark.parametrize("variable", ["n", "y", "T"])
 def test_replace_index_replaces_only_t_or_x(variable):
-    where = next_line()
-    with pytest.raises(DescriptorError) as err: ReplaceIndex(x, variable, 0)  # noqa: E701
+    with pytest.raises(DescriptorError) as err:
+        where = next_line()
+        ReplaceIndex(x, variable, 0)
     assert repr(variable) in str(err.value)
     assert where in str(err.value)
 
@@ -305,8 +309,12 @@ def _rec(body_of_h):
 
 @pytest.mark.parametrize("kind", ["dot", "sum", "times"])
 def test_shape_error_inside_a_recurrence(kind):
-    where = next_line()
-    bad = {"dot": lambda p: Sum(x, p @ Weight(np.ones((3, 2)))), "sum": lambda p: Sum(x, Append(p, x)), "times": lambda p: x + p * Weight(np.ones(3))}[kind]  # noqa: E501
+    bad = {
+        "dot": lambda p: Sum(x, p @ Weight(np.ones((3, 2)))),
+        "sum": lambda p: Sum(x, Append(p, x)),
+        "times": lambda p: x + p * Weight(np.ones(3)),
+    }[kind]
+    where = f"{bad.__code__.co_filename}:{bad.__code__.co_firstlineno}"  # the line its layers are built on
     with pytest.raises(ShapeError) as err:
         run(_rec(bad))
     assert where in str(err.value)
