@@ -96,8 +96,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller workloads (smoke test)")
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args()
-    print(f"symnet {symnet.__version__}, jax {jax.__version__}, {jax.devices()[0].platform}, "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cpus")
+    print(
+        f"symnet {symnet.__version__}, jax {jax.__version__}, {jax.devices()[0].platform}, "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cpus"
+    )
     if args.quick:
         workloads = [w1(num_sequences=64), w2(num_sequences=4, frames_out=50), w3(num_sequences=8, frames=50)]
     else:

@@ -128,7 +128,9 @@ def w2_network(width: int = 512, outputs: int = 2000, seed: int = 0) -> Network:
     return Network(LogSoftmax(affine(h, width, outputs, "output")), seed=seed)
 
 
-def w2(num_sequences: int = 64, frames_out: int = 150, width: int = 512, outputs: int = 2000, seed: int = 0) -> Workload:
+def w2(
+    num_sequences: int = 64, frames_out: int = 150, width: int = 512, outputs: int = 2000, seed: int = 0
+) -> Workload:
     """The 7-layer TDNN, context (10, 10), `num_sequences` chunks of `frames_out` output frames."""
     net = w2_network(width, outputs, seed)
     frames_in = frames_out + 20

@@ -20,13 +20,23 @@ def test_info_on_a_config(capsys):
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert err == ""
-    assert lines[:6] == ["input-dim: 12", "ivector-dim: -1", "output-dim: 115", "left-context: 1",
-                         "right-context: 2", "num-parameters: 10775"]
-    assert ("component-node name=affine1_node component=affine1 input=Append(Offset(input, -1), input, "
-            "Offset(input, 1), Offset(input, 2)) input-dim=48 output-dim=65") in lines
+    assert lines[:6] == [
+        "input-dim: 12",
+        "ivector-dim: -1",
+        "output-dim: 115",
+        "left-context: 1",
+        "right-context: 2",
+        "num-parameters: 10775",
+    ]
+    assert (
+        "component-node name=affine1_node component=affine1 input=Append(Offset(input, -1), input, "
+        "Offset(input, 1), Offset(input, 2)) input-dim=48 output-dim=65"
+    ) in lines
     assert "output-node name=output input=output_nonlin dim=115 objective=linear" in lines
-    assert ("component name=affine1 type=NaturalGradientAffineComponent input-dim=48 output-dim=65 "
-            "num-parameters=3185 linear_params=[65,48] bias_params=[65]") in lines
+    assert (
+        "component name=affine1 type=NaturalGradientAffineComponent input-dim=48 output-dim=65 "
+        "num-parameters=3185 linear_params=[65,48] bias_params=[65]"
+    ) in lines
     assert "component name=relu1 type=RectifiedLinearComponent input-dim=65 output-dim=65" in lines
 
 
@@ -44,8 +54,10 @@ def test_init_then_info_on_the_model(tmp_path, capsys):
     out, _ = capsys.readouterr()
     assert "left-context: 0" in out and "right-context: 0" in out
     assert "dim-range-node name=lstm1.m input-node=lstm1.lstm_nonlin dim-offset=8 dim=8" in out
-    assert ("component name=lstm1.lstm_nonlin type=LstmNonlinearityComponent input-dim=40 output-dim=16 "
-            "num-parameters=24 params=[3,8]") in out
+    assert (
+        "component name=lstm1.lstm_nonlin type=LstmNonlinearityComponent input-dim=40 output-dim=16 "
+        "num-parameters=24 params=[3,8]"
+    ) in out
 
 
 def test_init_with_an_existing_model(tmp_path, capsys):
@@ -57,8 +69,10 @@ def test_init_with_an_existing_model(tmp_path, capsys):
     assert main(["init", str(first), str(more), str(second)]) == 0
     model = load_model(second)
     assert dict(model.objectives) == {"output": "linear", "aux": "quadratic"}
-    np.testing.assert_array_equal(np.asarray(model.network.params["affine1.linear_params"]),
-                                  np.asarray(load_model(first).network.params["affine1.linear_params"]))
+    np.testing.assert_array_equal(
+        np.asarray(model.network.params["affine1.linear_params"]),
+        np.asarray(load_model(first).network.params["affine1.linear_params"]),
+    )
 
 
 def test_config_error_is_one_line_and_leaves_no_output(tmp_path, capsys):

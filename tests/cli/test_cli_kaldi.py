@@ -123,20 +123,41 @@ def test_compute_matches_nnet3_computer(tmp_path, capsys, tdnn_model):
     feats = _features(4)
     kaldiio.save_ark(str(tmp_path / "feats.ark"), feats, scp=str(tmp_path / "feats.scp"))
     out_ark, out_scp = tmp_path / "out.ark", tmp_path / "out.scp"
-    status, out, err = run(["compute", "--frames-per-chunk=5", "--extra-left-context=2",
-                            str(model_path), f"scp:{tmp_path / 'feats.scp'}", f"ark,scp:{out_ark},{out_scp}"], capsys)
+    status, out, err = run(
+        [
+            "compute",
+            "--frames-per-chunk=5",
+            "--extra-left-context=2",
+            str(model_path),
+            f"scp:{tmp_path / 'feats.scp'}",
+            f"ark,scp:{out_ark},{out_scp}",
+        ],
+        capsys,
+    )
     assert status == 0, err
     assert "done 3 utterances, failed for 0" in out
-    computer = Nnet3Computer(read_model(model_path).network.network,
-                             ComputeOptions(frames_per_chunk=5, extra_left_context=2))
+    computer = Nnet3Computer(
+        read_model(model_path).network.network, ComputeOptions(frames_per_chunk=5, extra_left_context=2)
+    )
     got = dict(kaldiio.load_scp(str(out_scp)))
     assert list(got) == list(feats)
     for utt, mat in feats.items():
         np.testing.assert_array_equal(got[utt], computer(mat))
     # the same through a text archive, read from the binary archive
     text_out = tmp_path / "out.txt"
-    assert main(["compute", "--frames-per-chunk=5", "--extra-left-context=2", str(model_path),
-                 f"ark:{tmp_path / 'feats.ark'}", f"ark,t:{text_out}"]) == 0
+    assert (
+        main(
+            [
+                "compute",
+                "--frames-per-chunk=5",
+                "--extra-left-context=2",
+                str(model_path),
+                f"ark:{tmp_path / 'feats.ark'}",
+                f"ark,t:{text_out}",
+            ]
+        )
+        == 0
+    )
     with kaldiio.ReadHelper(f"ark:{text_out}") as reader:
         for utt, mat in reader:
             np.testing.assert_allclose(mat, got[utt], rtol=1e-5, atol=1e-6)
@@ -149,12 +170,24 @@ def test_compute_with_priors_of_an_acoustic_model(tmp_path, capsys):
     feats = _features(3, lengths=(4, 6))
     kaldiio.save_ark(str(tmp_path / "feats.ark"), feats)
     out = tmp_path / "post.ark"
-    status, _, err = run(["compute", "--use-priors", "--apply-exp=true", "--acoustic-scale=0.5", "--use-gpu=no",
-                          str(am), f"ark:{tmp_path / 'feats.ark'}", f"ark:{out}"], capsys)
+    status, _, err = run(
+        [
+            "compute",
+            "--use-priors",
+            "--apply-exp=true",
+            "--acoustic-scale=0.5",
+            "--use-gpu=no",
+            str(am),
+            f"ark:{tmp_path / 'feats.ark'}",
+            f"ark:{out}",
+        ],
+        capsys,
+    )
     assert status == 0, err
     model = read_model(am)
-    computer = Nnet3Computer(model.network.network, ComputeOptions(acoustic_scale=0.5, apply_exp=True),
-                             priors=model.priors)
+    computer = Nnet3Computer(
+        model.network.network, ComputeOptions(acoustic_scale=0.5, apply_exp=True), priors=model.priors
+    )
     plain = Nnet3Computer(model.network.network)
     with kaldiio.ReadHelper(f"ark:{out}") as reader:
         got = dict(reader)
@@ -166,8 +199,16 @@ def test_compute_with_priors_of_an_acoustic_model(tmp_path, capsys):
 def test_use_priors_needs_an_acoustic_model(tmp_path, capsys, tdnn_model):
     model_path, _ = tdnn_model
     kaldiio.save_ark(str(tmp_path / "feats.ark"), _features(4))
-    status, out, err = run(["compute", "--use-priors=true", str(model_path), f"ark:{tmp_path / 'feats.ark'}",
-                            f"ark:{tmp_path / 'out.ark'}"], capsys)
+    status, out, err = run(
+        [
+            "compute",
+            "--use-priors=true",
+            str(model_path),
+            f"ark:{tmp_path / 'feats.ark'}",
+            f"ark:{tmp_path / 'out.ark'}",
+        ],
+        capsys,
+    )
     assert status == 1 and len(err.splitlines()) == 1
     assert "--use-priors=true needs an acoustic model" in err
     assert "out.ark" not in _listing(tmp_path)
@@ -176,8 +217,10 @@ def test_use_priors_needs_an_acoustic_model(tmp_path, capsys, tdnn_model):
 def test_use_gpu_is_accepted_and_ignored(tmp_path, capsys, tdnn_model):
     model_path, _ = tdnn_model
     kaldiio.save_ark(str(tmp_path / "feats.ark"), _features(4, lengths=(5,)))
-    status, _, err = run(["compute", "--use-gpu=yes", str(model_path), f"ark:{tmp_path / 'feats.ark'}",
-                          f"ark:{tmp_path / 'out.ark'}"], capsys)
+    status, _, err = run(
+        ["compute", "--use-gpu=yes", str(model_path), f"ark:{tmp_path / 'feats.ark'}", f"ark:{tmp_path / 'out.ark'}"],
+        capsys,
+    )
     assert status == 0 and "--use-gpu=yes is ignored" in err
 
 
@@ -187,11 +230,19 @@ def test_features_of_the_wrong_dim_are_a_one_line_error_and_nothing_is_written(t
     feats["utt9"] = rng.standard_normal((5, 6)).astype(np.float32)
     kaldiio.save_ark(str(tmp_path / "feats.ark"), feats)
     before = _listing(tmp_path)
-    status, out, err = run(["compute", str(model_path), f"ark:{tmp_path / 'feats.ark'}",
-                            f"ark,scp:{tmp_path / 'out.ark'},{tmp_path / 'out.scp'}"], capsys)
+    status, out, err = run(
+        [
+            "compute",
+            str(model_path),
+            f"ark:{tmp_path / 'feats.ark'}",
+            f"ark,scp:{tmp_path / 'out.ark'},{tmp_path / 'out.scp'}",
+        ],
+        capsys,
+    )
     assert status == 1
-    assert err.splitlines() == ["symnet compute: utterance utt9: the features have dim 6, but the network's input "
-                                "has dim 4"]
+    assert err.splitlines() == [
+        "symnet compute: utterance utt9: the features have dim 6, but the network's input has dim 4"
+    ]
     assert _listing(tmp_path) == before
 
 
@@ -204,8 +255,16 @@ def test_a_missing_ivector_skips_the_utterance_with_a_warning(tmp_path, capsys):
     ivectors = {"utt1": np.float32([0.5, -1.0])}
     kaldiio.save_ark(str(tmp_path / "ivectors.ark"), ivectors, scp=str(tmp_path / "ivectors.scp"))
     out = tmp_path / "out.ark"
-    status, stdout, err = run(["compute", f"--ivectors=scp:{tmp_path / 'ivectors.scp'}", str(model_path),
-                               f"ark:{tmp_path / 'feats.ark'}", f"ark:{out}"], capsys)
+    status, stdout, err = run(
+        [
+            "compute",
+            f"--ivectors=scp:{tmp_path / 'ivectors.scp'}",
+            str(model_path),
+            f"ark:{tmp_path / 'feats.ark'}",
+            f"ark:{out}",
+        ],
+        capsys,
+    )
     assert status == 0
     assert "no i-vector for utterance utt0" in err and "done 1 utterances, failed for 1" in stdout
     with kaldiio.ReadHelper(f"ark:{out}") as reader:
@@ -216,8 +275,16 @@ def test_a_missing_ivector_skips_the_utterance_with_a_warning(tmp_path, capsys):
     # none computed: status 1 and no output
     only0 = {"utt0": feats["utt0"]}
     kaldiio.save_ark(str(tmp_path / "only0.ark"), only0)
-    status, _, err = run(["compute", f"--ivectors=ark:{tmp_path / 'ivectors.ark'}", str(model_path),
-                          f"ark:{tmp_path / 'only0.ark'}", f"ark:{tmp_path / 'none.ark'}"], capsys)
+    status, _, err = run(
+        [
+            "compute",
+            f"--ivectors=ark:{tmp_path / 'ivectors.ark'}",
+            str(model_path),
+            f"ark:{tmp_path / 'only0.ark'}",
+            f"ark:{tmp_path / 'none.ark'}",
+        ],
+        capsys,
+    )
     assert status == 1 and "no utterance was computed" in err.splitlines()[-1]
     assert "none.ark" not in _listing(tmp_path)
 
@@ -230,15 +297,17 @@ def test_damaged_model_files_are_one_line_errors(tmp_path, capsys, tdnn_model, d
         data = data[: len(data) // 2]
     elif damage == "corrupted":
         at = data.index(b"<NumComponents>") + len(b"<NumComponents> ") + 1
-        data = data[:at] + b"\xff\xff\xff\x7f" + data[at + 4:]
+        data = data[:at] + b"\xff\xff\xff\x7f" + data[at + 4 :]
     else:
         data = b"\0B<Nnet3> garbage"
     bad = tmp_path / "bad.raw"
     bad.write_bytes(data)
     kaldiio.save_ark(str(tmp_path / "feats.ark"), _features(4))
     before = _listing(tmp_path)
-    for argv in (["copy", str(bad), str(tmp_path / "copy.raw")],
-                 ["compute", str(bad), f"ark:{tmp_path / 'feats.ark'}", f"ark:{tmp_path / 'out.ark'}"]):
+    for argv in (
+        ["copy", str(bad), str(tmp_path / "copy.raw")],
+        ["compute", str(bad), f"ark:{tmp_path / 'feats.ark'}", f"ark:{tmp_path / 'out.ark'}"],
+    ):
         status, out, err = run(argv, capsys)
         assert status == 1, err
         assert len(err.splitlines()) == 1 and "bad.raw" in err
@@ -255,8 +324,9 @@ def test_truncated_text_model_via_copy(tmp_path, capsys):
 
 def test_bad_specifiers_are_one_line_errors(tmp_path, capsys, tdnn_model):
     model_path, _ = tdnn_model
-    status, _, err = run(["compute", str(model_path), f"ark:{tmp_path / 'missing.ark'}", f"ark:{tmp_path / 'o.ark'}"],
-                         capsys)
+    status, _, err = run(
+        ["compute", str(model_path), f"ark:{tmp_path / 'missing.ark'}", f"ark:{tmp_path / 'o.ark'}"], capsys
+    )
     assert status == 1 and len(err.splitlines()) == 1 and "missing.ark" in err
     status, _, err = run(["compute", str(model_path), f"ark:{tmp_path / 'missing.ark'}", "o.ark"], capsys)
     assert status == 1 and len(err.splitlines()) == 1 and "wspecifier" in err

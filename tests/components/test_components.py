@@ -69,11 +69,13 @@ class Run:
             if isinstance(weights[name], FixedWeight):
                 np.testing.assert_array_equal(np.asarray(self.grads[name]), 0.0, err_msg=name)
             else:
-                np.testing.assert_allclose(np.asarray(self.grads[name]), np.asarray(ref), rtol=rtol, atol=atol,
-                                           err_msg=name)
+                np.testing.assert_allclose(
+                    np.asarray(self.grads[name]), np.asarray(ref), rtol=rtol, atol=atol, err_msg=name
+                )
         if input_delta:
-            np.testing.assert_allclose(np.asarray(self.dx), np.asarray(self.ref_dx), rtol=rtol, atol=atol,
-                                       err_msg="input delta")
+            np.testing.assert_allclose(
+                np.asarray(self.dx), np.asarray(self.ref_dx), rtol=rtol, atol=atol, err_msg="input delta"
+            )
         return self
 
 
@@ -253,8 +255,10 @@ def _bn_train_ref(x, block_dim, eps, rms):
 
 @pytest.mark.parametrize("block_dim", [4, 2])
 def test_batchnorm_test_mode(block_dim):
-    layer = build("BatchNormComponent", {"dim": 4, "block-dim": block_dim, "test-mode": "true", "target-rms": 0.5,
-                                         "epsilon": 0.01})
+    layer = build(
+        "BatchNormComponent",
+        {"dim": 4, "block-dim": block_dim, "test-mode": "true", "target-rms": 0.5, "epsilon": 0.01},
+    )
     x = rand(6, 4)
     r = Run(layer, x)
     close(r.value, _bn_test_ref(x, r.p["c.stats_mean"], r.p["c.stats_var"], block_dim, 0.01, 0.5))
@@ -353,8 +357,9 @@ def test_fixed_scale_and_bias():
 
 @pytest.mark.parametrize("updatable", [True, False])
 def test_constant_function(updatable):
-    layer = build("ConstantFunctionComponent", {"input-dim": 3, "output-dim": 2, "is-updatable": updatable,
-                                                "output-mean": 0.5})
+    layer = build(
+        "ConstantFunctionComponent", {"input-dim": 3, "output-dim": 2, "is-updatable": updatable, "output-mean": 0.5}
+    )
     assert np.all(np.asarray(symnet.Network(layer).params["c.output"]) == 0.5)
     x = rand(2, 4, 3)
     r = Run(layer, x)
@@ -382,8 +387,9 @@ def test_elementwise_product():
     r.check_backward()
 
 
-@pytest.mark.parametrize("options,sizes", [({"sizes": "2,3,1"}, (2, 3, 1)), ({"input-dim": 6, "output-dim": 3},
-                                                                            (2, 2, 2))])
+@pytest.mark.parametrize(
+    "options,sizes", [({"sizes": "2,3,1"}, (2, 3, 1)), ({"input-dim": 6, "output-dim": 3}, (2, 2, 2))]
+)
 def test_sum_group(options, sizes):
     layer = build("SumGroupComponent", options)
     assert layer.sizes == sizes and (layer.input_dim, layer.output_dim) == (6, 3)
@@ -447,8 +453,10 @@ def test_clip_gradient(norm_based):
 
 
 def test_backprop_truncation():
-    layer = build("BackpropTruncationComponent", {"dim": 2, "scale": 2.0, "clipping-threshold": 3.0,
-                                                  "zeroing-threshold": 1.0, "zeroing-interval": 4})
+    layer = build(
+        "BackpropTruncationComponent",
+        {"dim": 2, "scale": 2.0, "clipping-threshold": 3.0, "zeroing-threshold": 1.0, "zeroing-interval": 4},
+    )
     x = rand(6, 2)
     delta = np.array([[0.1, 0.1], [5.0, 0.0], [0.3, 0.4], [2.0, 2.0], [0.1, 0.0], [1.0, 1.0]], np.float32)
     r = Run(layer, x, delta=delta)
@@ -527,19 +535,46 @@ def test_output_gru_nonlinearity():
 
 def test_every_registered_type_is_tested_and_dims_checked():
     tested = {
-        "AffineComponent", "NaturalGradientAffineComponent", "LinearComponent", "FixedAffineComponent",
+        "AffineComponent",
+        "NaturalGradientAffineComponent",
+        "LinearComponent",
+        "FixedAffineComponent",
         "TdnnComponent",  # tested in tests/test_kaldi_network.py
         # tested in tests/test_components_nonsimple.py:
-        "StatisticsExtractionComponent", "StatisticsPoolingComponent", "TimeHeightConvolutionComponent",
-        "ConvolutionComponent", "MaxpoolingComponent", "RestrictedAttentionComponent", "DistributeComponent",
-        "CompositeComponent", "SpecAugmentTimeMaskComponent",
-        "BlockAffineComponent", "RepeatedAffineComponent", "NaturalGradientRepeatedAffineComponent",
-        "PnormComponent", "NormalizeComponent", "BatchNormComponent", "ScaleAndOffsetComponent",
-        "PerElementScaleComponent", "PerElementOffsetComponent", "NaturalGradientPerElementScaleComponent",
-        "FixedScaleComponent", "FixedBiasComponent", "ConstantFunctionComponent", "NoOpComponent",
-        "ElementwiseProductComponent", "SumGroupComponent", "SumBlockComponent", "PermuteComponent",
-        "DropoutComponent", "GeneralDropoutComponent", "ClipGradientComponent", "BackpropTruncationComponent",
-        "LstmNonlinearityComponent", "GruNonlinearityComponent", "OutputGruNonlinearityComponent",
+        "StatisticsExtractionComponent",
+        "StatisticsPoolingComponent",
+        "TimeHeightConvolutionComponent",
+        "ConvolutionComponent",
+        "MaxpoolingComponent",
+        "RestrictedAttentionComponent",
+        "DistributeComponent",
+        "CompositeComponent",
+        "SpecAugmentTimeMaskComponent",
+        "BlockAffineComponent",
+        "RepeatedAffineComponent",
+        "NaturalGradientRepeatedAffineComponent",
+        "PnormComponent",
+        "NormalizeComponent",
+        "BatchNormComponent",
+        "ScaleAndOffsetComponent",
+        "PerElementScaleComponent",
+        "PerElementOffsetComponent",
+        "NaturalGradientPerElementScaleComponent",
+        "FixedScaleComponent",
+        "FixedBiasComponent",
+        "ConstantFunctionComponent",
+        "NoOpComponent",
+        "ElementwiseProductComponent",
+        "SumGroupComponent",
+        "SumBlockComponent",
+        "PermuteComponent",
+        "DropoutComponent",
+        "GeneralDropoutComponent",
+        "ClipGradientComponent",
+        "BackpropTruncationComponent",
+        "LstmNonlinearityComponent",
+        "GruNonlinearityComponent",
+        "OutputGruNonlinearityComponent",
     } | set(NONLINEAR)
     assert set(COMPONENTS) == tested
     layer = build("AffineComponent", {"input-dim": 4, "output-dim": 3})
@@ -565,7 +600,8 @@ def test_components_in_a_jitted_network():
 
     value, grads = loss_and_grads(net, data)
     ref_value, ref_grads = jax.jit(jax.value_and_grad(lambda n: n.forward(Tape(symnet.Identity(), data)).value.sum()))(
-        net)
+        net
+    )
     close(value, ref_value)
     for name in ("a1.linear_params", "a1.bias_params", "a2.linear_params", "a2.bias_params"):
         close(grads[name], ref_grads.params[name], rtol=1e-4)

@@ -37,8 +37,12 @@ def test_affine_defaults_follow_kaldi():
     assert layer.bias_params.init == Normal((8,), 1.0, 0.0)
     assert layer.linear_params.name == "c.linear_params" and layer.bias_params.name == "c.bias_params"
     assert options_of(layer) == {
-        "learning-rate": 0.001, "learning-rate-factor": 1.0, "max-change": 0.0, "l2-regularize": 0.0,
-        "is-gradient": False, "orthonormal-constraint": 0.0,
+        "learning-rate": 0.001,
+        "learning-rate-factor": 1.0,
+        "max-change": 0.0,
+        "l2-regularize": 0.0,
+        "is-gradient": False,
+        "orthonormal-constraint": 0.0,
     }
     assert layer.option("learning-rate") == 0.001 and layer.option("missing", 7) == 7
     # Built twice from the same config: equal (and equally hashed) trees, so compiled code is shared.
@@ -47,9 +51,19 @@ def test_affine_defaults_follow_kaldi():
 
 
 def test_affine_explicit_options_and_metadata():
-    layer = build("AffineComponent", {"input-dim": 4, "output-dim": 2, "param-stddev": "0", "bias-stddev": "0",
-                                      "learning-rate-factor": "0.5", "max-change": "0.75", "l2-regularize": "1e-4",
-                                      "orthonormal-constraint": "-1"})
+    layer = build(
+        "AffineComponent",
+        {
+            "input-dim": 4,
+            "output-dim": 2,
+            "param-stddev": "0",
+            "bias-stddev": "0",
+            "learning-rate-factor": "0.5",
+            "max-change": "0.75",
+            "l2-regularize": "1e-4",
+            "orthonormal-constraint": "-1",
+        },
+    )
     assert layer.linear_params.init == Zeros((2, 4)) and layer.bias_params.init == Zeros((2,))
     opts = options_of(layer)
     assert opts["learning-rate-factor"] == 0.5 and opts["max-change"] == 0.75 and opts["l2-regularize"] == 1e-4
@@ -74,8 +88,12 @@ def test_linear_defaults():
     assert layer.params.init == Normal((3, 9), 1 / 3, 0.0) and layer.params.name == "c.params"
     opts = options_of(layer)
     assert opts["use-natural-gradient"] is True and (opts["rank-in"], opts["rank-out"]) == (5, 2)
-    assert build("LinearComponent", {"input-dim": 9, "output-dim": 3, "use-natural-gradient": "false"}).option(
-        "use-natural-gradient") is False
+    assert (
+        build("LinearComponent", {"input-dim": 9, "output-dim": 3, "use-natural-gradient": "false"}).option(
+            "use-natural-gradient"
+        )
+        is False
+    )
 
 
 def test_block_and_repeated_affine_defaults():
@@ -85,8 +103,9 @@ def test_block_and_repeated_affine_defaults():
     rep = build("RepeatedAffineComponent", {"input-dim": 8, "output-dim": 6, "num-repeats": 2})
     assert rep.linear_params.init == Normal((3, 4), 0.5, 0.0)
     assert rep.bias_params.init == Zeros((3,))  # Kaldi's bias-stddev default is 0 here
-    rep = build("NaturalGradientRepeatedAffineComponent",
-                {"input-dim": 8, "output-dim": 6, "num-repeats": 2, "bias-mean": 1})
+    rep = build(
+        "NaturalGradientRepeatedAffineComponent", {"input-dim": 8, "output-dim": 6, "num-repeats": 2, "bias-mean": 1}
+    )
     assert rep.bias_params.init == Constant((3,), 1.0)
 
 
@@ -136,12 +155,21 @@ def test_matrix_files(tmp_path):
 
 
 def test_nonlinear_defaults():
-    for kaldi_type in ("RectifiedLinearComponent", "SigmoidComponent", "TanhComponent", "SoftmaxComponent",
-                       "LogSoftmaxComponent"):
+    for kaldi_type in (
+        "RectifiedLinearComponent",
+        "SigmoidComponent",
+        "TanhComponent",
+        "SoftmaxComponent",
+        "LogSoftmaxComponent",
+    ):
         layer = build(kaldi_type, {"dim": 12, "self-repair-scale": "1e-5"})
         assert (layer.input_dim, layer.output_dim) == (12, 12)
-        assert options_of(layer) == {"block-dim": 12, "self-repair-lower-threshold": -1000.0,
-                                     "self-repair-upper-threshold": -1000.0, "self-repair-scale": 1e-5}
+        assert options_of(layer) == {
+            "block-dim": 12,
+            "self-repair-lower-threshold": -1000.0,
+            "self-repair-upper-threshold": -1000.0,
+            "self-repair-scale": 1e-5,
+        }
     with pytest.raises(ComponentConfigError, match="block-dim=5"):
         build("RectifiedLinearComponent", {"dim": 12, "block-dim": 5})
 
@@ -186,11 +214,19 @@ def test_misc_defaults():
     assert noop.backprop_scale == 1.0
     clip = build("ClipGradientComponent", {"dim": 3})
     assert (clip.clipping_threshold, clip.norm_based_clipping) == (15.0, False)
-    assert options_of(clip) == {"self-repair-clipped-proportion-threshold": 0.01, "self-repair-target": 0.0,
-                                "self-repair-scale": 1.0}
+    assert options_of(clip) == {
+        "self-repair-clipped-proportion-threshold": 0.01,
+        "self-repair-target": 0.0,
+        "self-repair-scale": 1.0,
+    }
     trunc = build("BackpropTruncationComponent", {"dim": 3})
-    assert (trunc.scale, trunc.clipping_threshold, trunc.zeroing_threshold, trunc.zeroing_interval,
-            trunc.recurrence_interval) == (1.0, 30.0, 15.0, 20, 1)
+    assert (
+        trunc.scale,
+        trunc.clipping_threshold,
+        trunc.zeroing_threshold,
+        trunc.zeroing_interval,
+        trunc.recurrence_interval,
+    ) == (1.0, 30.0, 15.0, 20, 1)
     drop = build("DropoutComponent", {"dim": 3, "dropout-proportion": 0.1})
     assert (drop.dropout_per_frame, drop.test_mode) == (False, False)
     gdrop = build("GeneralDropoutComponent", {"dim": 4})
@@ -237,8 +273,12 @@ def test_recurrent_defaults():
         ("SumGroupComponent", {"sizes": "2,0"}, "sizes", "must be positive"),
         ("ElementwiseProductComponent", {"input-dim": 4, "output-dim": 4}, "input-dim", "larger"),
         ("LstmNonlinearityComponent", {}, "cell-dim", "required"),
-        ("LstmNonlinearityComponent", {"cell-dim": 4, "sigmoid-self-repair-threshold": 0.5},
-         "sigmoid-self-repair-threshold", "[0, 0.25]"),
+        (
+            "LstmNonlinearityComponent",
+            {"cell-dim": 4, "sigmoid-self-repair-threshold": 0.5},
+            "sigmoid-self-repair-threshold",
+            "[0, 0.25]",
+        ),
         ("GruNonlinearityComponent", {"cell-dim": 4, "recurrent-dim": 5}, "recurrent-dim", "1..cell-dim"),
         ("BackpropTruncationComponent", {"dim": 4, "zeroing-interval": 0}, "zeroing-interval", "positive"),
         ("ClipGradientComponent", {"dim": 4, "clipping-threshold": -1}, "clipping-threshold", "negative"),

@@ -76,8 +76,22 @@ def input_grads(tape, delta):
 # ----- statistics: a reference from Kaldi's formulas ------------------------------------------------------
 
 
-def stats_reference(X, t0, out_ts, *, in_period=1, out_period=1, variance=True, pool_period=1, left=0, right=1,
-                    log_counts=0, stddevs=False, floor=1e-10, xp=np):
+def stats_reference(
+    X,
+    t0,
+    out_ts,
+    *,
+    in_period=1,
+    out_period=1,
+    variance=True,
+    pool_period=1,
+    left=0,
+    right=1,
+    log_counts=0,
+    stddevs=False,
+    floor=1e-10,
+    xp=np,
+):
     """Pooling outputs (None where not computable) at `out_ts`; X is `[T, N, D]` at frames t0, t0+1, ..."""
     T = X.shape[0]
     available = range(t0, t0 + T)
@@ -123,14 +137,37 @@ STATS_CASES = [
 
 def _stats_net(dim, case):
     x = Input("input", dim)
-    ext = Node("ext", build("StatisticsExtractionComponent", {
-        "input-dim": dim, "input-period": case["in_period"], "output-period": case["out_period"],
-        "include-variance": case["variance"]}, x, "ext"))
+    ext = Node(
+        "ext",
+        build(
+            "StatisticsExtractionComponent",
+            {
+                "input-dim": dim,
+                "input-period": case["in_period"],
+                "output-period": case["out_period"],
+                "include-variance": case["variance"],
+            },
+            x,
+            "ext",
+        ),
+    )
     stats_dim = 1 + dim * (2 if case["variance"] else 1)
-    pool = Node("pool", build("StatisticsPoolingComponent", {
-        "input-dim": stats_dim, "input-period": case["pool_period"], "left-context": case["left"],
-        "right-context": case["right"], "num-log-count-features": case["log_counts"],
-        "output-stddevs": case["stddevs"]}, ext, "pool"))
+    pool = Node(
+        "pool",
+        build(
+            "StatisticsPoolingComponent",
+            {
+                "input-dim": stats_dim,
+                "input-period": case["pool_period"],
+                "left-context": case["left"],
+                "right-context": case["right"],
+                "num-log-count-features": case["log_counts"],
+                "output-stddevs": case["stddevs"],
+            },
+            ext,
+            "pool",
+        ),
+    )
     return Network(pool)
 
 
@@ -155,22 +192,32 @@ def test_statistics_extraction_rounds_t_down_also_for_negative_t():
     x = Input("input", 1)
     net = Network(Node("ext", build("StatisticsExtractionComponent", {"input-dim": 1, "output-period": 3}, x)))
     X = np.arange(-6.0, 3.0).reshape(-1, 1)  # frames -6..2 hold their own t
-    _, out = run(net, {"input": IndexSet.range(n=1, t=(-6, 3))}, {"output": IndexSet.of([(0, -1), (0, 0), (0, 2)])},
-                 {"input": X})
+    _, out = run(
+        net, {"input": IndexSet.range(n=1, t=(-6, 3))}, {"output": IndexSet.of([(0, -1), (0, 0), (0, 2)])}, {"input": X}
+    )
     np.testing.assert_allclose(out["output"], [[3, -6, 14], [3, 3, 5], [3, 3, 5]])
 
 
 def test_statistics_computability_at_the_edges():
     # Extraction: computable when any input of its block is (input-period 2, output-period 6: s, s+2, s+4).
     x = Input("input", 1)
-    ext = Network(Node("e", build("StatisticsExtractionComponent",
-                                  {"input-dim": 1, "input-period": 2, "output-period": 6}, x)))
+    ext = Network(
+        Node("e", build("StatisticsExtractionComponent", {"input-dim": 1, "input-period": 2, "output-period": 6}, x))
+    )
     got = computable_frames(ext, (3, 11), (-12, 24))
     want = [t for t in range(-12, 24) if any(3 <= (t // 6) * 6 + k < 11 for k in (0, 2, 4))]
     assert got == want and got[0] == 0 and got[-1] == 11  # frames 3..10 reach blocks 0 and 6 only
     # Pooling: only multiples of input-period, and any of t-3 .. t+6 (step 3).
-    pool = Network(Node("p", build("StatisticsPoolingComponent",
-                                   {"input-dim": 3, "input-period": 3, "left-context": 3, "right-context": 6}, x)))
+    pool = Network(
+        Node(
+            "p",
+            build(
+                "StatisticsPoolingComponent",
+                {"input-dim": 3, "input-period": 3, "left-context": 3, "right-context": 6},
+                x,
+            ),
+        )
+    )
     got = computable_frames(pool, (4, 8), (-12, 24))
     assert got == [t for t in range(-12, 24) if t % 3 == 0 and any(4 <= u < 8 for u in (t - 3, t, t + 3, t + 6))]
     assert got == [0, 3, 6, 9]
@@ -192,8 +239,9 @@ component-node name=embedding component=embedding input=Round(stats-pooling, 2)
 output-node name=output input=embedding
 """
 
-XVECTOR_STATS = dict(in_period=1, out_period=2, variance=True, pool_period=2, left=0, right=10, log_counts=1,
-                     stddevs=True)
+XVECTOR_STATS = dict(
+    in_period=1, out_period=2, variance=True, pool_period=2, left=0, right=10, log_counts=1, stddevs=True
+)
 
 
 def _xvector_reference(params, X, t0, out_ts, xp=np):
@@ -239,23 +287,33 @@ def test_xvector_gradients_tape_engine_and_reference():
         n, T = 2, 14
         X = rng.normal(size=(T, n, 3))
         out_ts = [0, 2, 5]
-        req = ComputationRequest(inputs={"input": frames(n, T)},
-                                 outputs={"output": IndexSet.of([(i, t) for t in out_ts for i in range(n)])})
+        req = ComputationRequest(
+            inputs={"input": frames(n, T)}, outputs={"output": IndexSet.of([(i, t) for t in out_ts for i in range(n)])}
+        )
         comp = compile(net, req)
         delta = rng.normal(size=(len(out_ts) * n, 2))
         inputs = {"input": jnp.asarray(tn(X))}
-        tape_grads, d_in = jax.jit(lambda i: (lambda tape: (tape.backward(delta), input_grads(tape, delta)["input"]))(
-            comp.forward(net, i)["output"]))(inputs)
+        tape_grads, d_in = jax.jit(
+            lambda i: (lambda tape: (tape.backward(delta), input_grads(tape, delta)["input"]))(
+                comp.forward(net, i)["output"]
+            )
+        )(inputs)
         engine_grads = jax.grad(lambda p: jnp.sum(comp(net.replace(params=p), inputs)["output"] * delta))(net.params)
-        ref_grads = jax.jit(jax.grad(lambda p: jnp.sum(
-            _xvector_reference(p, jnp.asarray(X), 0, out_ts, xp=jnp).reshape(-1, 2) * delta)))(dict(net.params))
+        ref_grads = jax.jit(
+            jax.grad(lambda p: jnp.sum(_xvector_reference(p, jnp.asarray(X), 0, out_ts, xp=jnp).reshape(-1, 2) * delta))
+        )(dict(net.params))
         for name in net.params:
             np.testing.assert_allclose(tape_grads[name], engine_grads[name], rtol=1e-9, atol=1e-12, err_msg=name)
             np.testing.assert_allclose(tape_grads[name], ref_grads[name], rtol=1e-7, atol=1e-10, err_msg=name)
             assert np.abs(np.asarray(tape_grads[name])).max() > 0
         # Input deltas too (need_input_derivatives: the tape reaches the input node).
-        ref_in = jax.jit(jax.grad(lambda x: jnp.sum(_xvector_reference(
-            net.params, x.reshape(T, n, 3), 0, out_ts, xp=jnp).reshape(-1, 2) * delta)))(jnp.asarray(tn(X)))
+        ref_in = jax.jit(
+            jax.grad(
+                lambda x: jnp.sum(
+                    _xvector_reference(net.params, x.reshape(T, n, 3), 0, out_ts, xp=jnp).reshape(-1, 2) * delta
+                )
+            )
+        )(jnp.asarray(tn(X)))
         np.testing.assert_allclose(d_in, ref_in, rtol=1e-7, atol=1e-10)
 
 
@@ -263,8 +321,11 @@ def test_statistics_pooling_variance_floor_passes_the_gradient_through():
     # Kaldi's backprop ignores the floor: d stddev / d E[x^2] = 0.5 / stddev even where the variance is floored.
     with jax.enable_x64(True):
         x = Input("input", 3)
-        pool = build("StatisticsPoolingComponent", {"input-dim": 3, "left-context": 0, "right-context": 1,
-                                                    "output-stddevs": True, "variance-floor": 0.25}, x)
+        pool = build(
+            "StatisticsPoolingComponent",
+            {"input-dim": 3, "left-context": 0, "right-context": 1, "output-stddevs": True, "variance-floor": 0.25},
+            x,
+        )
         net = Network(Node("p", pool))
         X = jnp.asarray([[1.0, 2.0, 4.0], [1.0, 2.0, 4.0]])  # count 2, mean 2, E[x^2] 4: variance 0 -> 0.25
         req = ComputationRequest(inputs={"input": frames(1, 2)}, outputs={"output": IndexSet.of([(0, 0)])})
@@ -280,8 +341,9 @@ def test_statistics_pooling_variance_floor_passes_the_gradient_through():
 # ----- TimeHeightConvolution ---------------------------------------------------------------------
 
 
-def time_height_reference(params, X, t0, out_ts, *, nfi, height_in, height_out, subsample, time_offsets,
-                          height_offsets, required, xp=np):
+def time_height_reference(
+    params, X, t0, out_ts, *, nfi, height_in, height_out, subsample, time_offsets, height_offsets, required, xp=np
+):
     W, b = params["conv.linear_params"], params["conv.bias_params"]
     T, N = X.shape[:2]
     nfo = W.shape[0]
@@ -303,15 +365,20 @@ def time_height_reference(params, X, t0, out_ts, *, nfi, height_in, height_out, 
     return xp.stack(out)
 
 
-THC = dict(nfi=2, height_in=5, height_out=3, subsample=2, time_offsets=(-1, 0, 2), height_offsets=(-1, 0, 1),
-           required=(0,))
-THC_CONFIG = ("num-filters-in=2 num-filters-out=3 height-in=5 height-out=3 height-subsample-out=2 "
-              "height-offsets=-1,0,1 time-offsets=-1,0,2 required-time-offsets=0 bias-stddev=0.5")
+THC = dict(
+    nfi=2, height_in=5, height_out=3, subsample=2, time_offsets=(-1, 0, 2), height_offsets=(-1, 0, 1), required=(0,)
+)
+THC_CONFIG = (
+    "num-filters-in=2 num-filters-out=3 height-in=5 height-out=3 height-subsample-out=2 "
+    "height-offsets=-1,0,1 time-offsets=-1,0,2 required-time-offsets=0 bias-stddev=0.5"
+)
 
 
 def _thc_net(config=THC_CONFIG, seed=6):
-    text = (f"input-node name=input dim=10\ncomponent name=conv type=TimeHeightConvolutionComponent {config}\n"
-            "component-node name=conv component=conv input=input\noutput-node name=output input=conv\n")
+    text = (
+        f"input-node name=input dim=10\ncomponent name=conv type=TimeHeightConvolutionComponent {config}\n"
+        "component-node name=conv component=conv input=input\noutput-node name=output input=conv\n"
+    )
     return parse_network(text, seed=seed)
 
 
@@ -346,8 +413,9 @@ def test_time_height_convolution_required_offsets_set_the_context():
     params = {k: np.asarray(v, np.float64) for k, v in full.params.items()}
     X = np.random.default_rng(8).normal(size=(2, 9, 10))
     y = np.asarray(full.compute(X, mode="valid"))  # [N, 6, 9]
-    want = time_height_reference(params, np.transpose(X, (1, 0, 2)), 0, list(range(1, 7)),
-                                 **{**THC, "required": (-1, 0, 2)})
+    want = time_height_reference(
+        params, np.transpose(X, (1, 0, 2)), 0, list(range(1, 7)), **{**THC, "required": (-1, 0, 2)}
+    )
     np.testing.assert_allclose(np.transpose(y, (1, 0, 2)), want, rtol=1e-5, atol=1e-5)
 
 
@@ -363,8 +431,13 @@ def test_time_height_convolution_gradients():
         delta = rng.normal(size=(T * n, 9))
         tape_grads = comp.forward(net, inputs)["output"].backward(delta)
         engine = jax.grad(lambda p: jnp.sum(comp(net.replace(params=p), inputs)["output"] * delta))(net.params)
-        ref = jax.jit(jax.grad(lambda p: jnp.sum(time_height_reference(
-            p, jnp.asarray(X), 0, list(range(T)), xp=jnp, **THC).reshape(-1, 9) * delta)))(dict(net.params))
+        ref = jax.jit(
+            jax.grad(
+                lambda p: jnp.sum(
+                    time_height_reference(p, jnp.asarray(X), 0, list(range(T)), xp=jnp, **THC).reshape(-1, 9) * delta
+                )
+            )
+        )(dict(net.params))
         for name in net.params:
             np.testing.assert_allclose(tape_grads[name], engine[name], rtol=1e-9, atol=1e-12)
             np.testing.assert_allclose(tape_grads[name], ref[name], rtol=1e-9, atol=1e-12)
@@ -372,8 +445,14 @@ def test_time_height_convolution_gradients():
 
 def test_time_height_convolution_init_unit_and_bad_options():
     x = Input("input", 6)
-    base = {"num-filters-in": 2, "num-filters-out": 2, "height-in": 3, "height-out": 3, "height-offsets": "-1,0,1",
-            "time-offsets": "0,1"}
+    base = {
+        "num-filters-in": 2,
+        "num-filters-out": 2,
+        "height-in": 3,
+        "height-out": 3,
+        "height-offsets": "-1,0,1",
+        "time-offsets": "0,1",
+    }
     unit = build("TimeHeightConvolutionComponent", {**base, "init-unit": "true"}, x)
     W = np.asarray(unit.linear_params.init.array)
     assert W.shape == (2, 12) and np.array_equal(W[:, 2:4], np.eye(2)) and W.sum() == 2.0  # (0, 0) is offset 1
@@ -405,8 +484,9 @@ def convolution_reference(X, W, b, *, xd, yd, zd, fx, fy, sx, sy, order):
     out = []
     for xs in range(0, xd - fx + 1, sx):
         for ys in range(0, yd - fy + 1, sy):
-            patch = np.stack([X[:, col(xs + i, ys + j, k)] for i in range(fx) for j in range(fy) for k in range(zd)],
-                             axis=-1)
+            patch = np.stack(
+                [X[:, col(xs + i, ys + j, k)] for i in range(fx) for j in range(fy) for k in range(zd)], axis=-1
+            )
             out.append(patch @ W.T + b)
     return np.concatenate(out, axis=-1)
 
@@ -414,8 +494,17 @@ def convolution_reference(X, W, b, *, xd, yd, zd, fx, fy, sx, sy, order):
 @pytest.mark.parametrize("order", ["zyx", "yzx"])
 def test_convolution_component_equals_reference(order):
     x = symnet.Identity()
-    options = {"input-x-dim": 4, "input-y-dim": 5, "input-z-dim": 2, "filt-x-dim": 2, "filt-y-dim": 3,
-               "filt-x-step": 2, "filt-y-step": 1, "num-filters": 3, "input-vectorization-order": order}
+    options = {
+        "input-x-dim": 4,
+        "input-y-dim": 5,
+        "input-z-dim": 2,
+        "filt-x-dim": 2,
+        "filt-y-dim": 3,
+        "filt-x-step": 2,
+        "filt-y-step": 1,
+        "num-filters": 3,
+        "input-vectorization-order": order,
+    }
     conv = build("ConvolutionComponent", options, x, "conv")
     assert (conv.input_dim, conv.output_dim) == (40, 2 * 3 * 3)
     assert conv.filter_params.init == Normal((3, 12), 1 / math.sqrt(12), 0.0)
@@ -427,14 +516,22 @@ def test_convolution_component_equals_reference(order):
     W, b = np.asarray(net.params["conv.filter_params"]), np.asarray(net.params["conv.bias_params"])
     want = convolution_reference(X, W, b, xd=4, yd=5, zd=2, fx=2, fy=3, sx=2, sy=1, order=order)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert dict(component_options(conv)) == {k: str(v) for k, v in options.items()
-                                             if k != "input-vectorization-order" or v != "zyx"}
+    assert dict(component_options(conv)) == {
+        k: str(v) for k, v in options.items() if k != "input-vectorization-order" or v != "zyx"
+    }
 
 
 def test_convolution_component_matrix_and_bad_options(tmp_path):
     x = Input("input", 8)
-    base = {"input-x-dim": 2, "input-y-dim": 2, "input-z-dim": 2, "filt-x-dim": 1, "filt-y-dim": 2, "filt-x-step": 1,
-            "filt-y-step": 1}
+    base = {
+        "input-x-dim": 2,
+        "input-y-dim": 2,
+        "input-z-dim": 2,
+        "filt-x-dim": 1,
+        "filt-y-dim": 2,
+        "filt-x-step": 1,
+        "filt-y-step": 1,
+    }
     mat = np.arange(10.0).reshape(2, 5)
     path = tmp_path / "m.npy"
     np.save(path, mat)
@@ -460,33 +557,64 @@ def maxpool_reference(X, *, dims, sizes, steps):
     for xp_ in range(0, xd - px + 1, sx):
         for yp in range(0, yd - py + 1, sy):
             for zp in range(0, zd - pz + 1, sz):
-                cols = [((xp_ + i) * yd + yp + j) * zd + zp + k
-                        for i in range(px) for j in range(py) for k in range(pz)]
+                cols = [
+                    ((xp_ + i) * yd + yp + j) * zd + zp + k for i in range(px) for j in range(py) for k in range(pz)
+                ]
                 out.append(X[:, cols].max(axis=-1))
     return np.stack(out, axis=-1)
 
 
 def test_maxpooling_component_equals_reference_and_passes_ties_like_kaldi():
     x = symnet.Identity()
-    options = {"input-x-dim": 4, "input-y-dim": 3, "input-z-dim": 4, "pool-x-size": 2, "pool-y-size": 1,
-               "pool-z-size": 2, "pool-x-step": 2, "pool-y-step": 1, "pool-z-step": 1}
+    options = {
+        "input-x-dim": 4,
+        "input-y-dim": 3,
+        "input-z-dim": 4,
+        "pool-x-size": 2,
+        "pool-y-size": 1,
+        "pool-z-size": 2,
+        "pool-x-step": 2,
+        "pool-y-step": 1,
+        "pool-z-step": 1,
+    }
     pool = build("MaxpoolingComponent", options, x)
     assert (pool.input_dim, pool.output_dim) == (48, 2 * 3 * 3)
     net = Network(Node("p", pool))
     X = np.random.default_rng(11).normal(size=(5, 48))
-    np.testing.assert_allclose(np.asarray(net(X)), maxpool_reference(X, dims=(4, 3, 4), sizes=(2, 1, 2),
-                                                                      steps=(2, 1, 1)), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(net(X)), maxpool_reference(X, dims=(4, 3, 4), sizes=(2, 1, 2), steps=(2, 1, 1)), rtol=1e-6
+    )
     # Ties: Kaldi gives the delta to every input equal to the maximum (overlapping pools add up).
-    small = Network(Node("p", build("MaxpoolingComponent", {
-        "input-x-dim": 1, "input-y-dim": 1, "input-z-dim": 3, "pool-x-size": 1, "pool-y-size": 1, "pool-z-size": 2,
-        "pool-x-step": 1, "pool-y-step": 1, "pool-z-step": 1}, symnet.Identity())))
+    small = Network(
+        Node(
+            "p",
+            build(
+                "MaxpoolingComponent",
+                {
+                    "input-x-dim": 1,
+                    "input-y-dim": 1,
+                    "input-z-dim": 3,
+                    "pool-x-size": 1,
+                    "pool-y-size": 1,
+                    "pool-z-size": 2,
+                    "pool-x-step": 1,
+                    "pool-y-step": 1,
+                    "pool-z-step": 1,
+                },
+                symnet.Identity(),
+            ),
+        )
+    )
     g = jax.grad(lambda v: jnp.sum(small(v) * jnp.asarray([[1.0, 10.0]])))(jnp.asarray([[2.0, 2.0, 2.0]]))
     np.testing.assert_allclose(g, [[1.0, 11.0, 10.0]])
     tape = small.forward(jnp.asarray([[2.0, 2.0, 1.0]]))
     d = input_grads(tape, jnp.asarray([[1.0, 10.0]]))["input"]
     np.testing.assert_allclose(d, [[1.0, 11.0, 0.0]])
-    for bad, option in [({**options, "pool-x-step": 3}, "pool-x-step"), ({**options, "pool-z-size": 5}, "pool-z-size"),
-                        ({**options, "pool-y-step": 0}, "pool-y-step")]:
+    for bad, option in [
+        ({**options, "pool-x-step": 3}, "pool-x-step"),
+        ({**options, "pool-z-size": 5}, "pool-z-size"),
+        ({**options, "pool-y-step": 0}, "pool-y-step"),
+    ]:
         with pytest.raises(ComponentConfigError) as info:
             build("MaxpoolingComponent", bad, x)
         assert info.value.option == option
@@ -516,8 +644,16 @@ def attention_reference(X, t0, out_ts, *, heads, kd, vd, left, right, stride, ou
 
 
 def test_restricted_attention_equals_reference_and_computability():
-    options = {"num-heads": 2, "key-dim": 2, "value-dim": 3, "num-left-inputs": 2, "num-right-inputs": 1,
-               "time-stride": 2, "num-left-inputs-required": 1, "num-right-inputs-required": 0}
+    options = {
+        "num-heads": 2,
+        "key-dim": 2,
+        "value-dim": 3,
+        "num-left-inputs": 2,
+        "num-right-inputs": 1,
+        "time-stride": 2,
+        "num-left-inputs-required": 1,
+        "num-right-inputs-required": 0,
+    }
     x = Input("input", 22)
     att = build("RestrictedAttentionComponent", options, x, "att")
     assert (att.input_dim, att.output_dim, att.key_scale, att.output_context) == (22, 14, 1 / math.sqrt(2), True)
@@ -527,8 +663,19 @@ def test_restricted_attention_equals_reference_and_computability():
     assert computable_frames(net, (0, T), (-6, T + 6)) == list(range(2, T))
     X = np.random.default_rng(12).normal(size=(T, n, 22))
     _, out = run(net, {"input": frames(n, T)}, {"output": frames(n, (2, T))}, {"input": tn(X)})
-    want = attention_reference(X, 0, list(range(2, T)), heads=2, kd=2, vd=3, left=2, right=1, stride=2,
-                               output_context=True, key_scale=1 / math.sqrt(2))
+    want = attention_reference(
+        X,
+        0,
+        list(range(2, T)),
+        heads=2,
+        kd=2,
+        vd=3,
+        left=2,
+        right=1,
+        stride=2,
+        output_context=True,
+        key_scale=1 / math.sqrt(2),
+    )
     np.testing.assert_allclose(out["output"], want.reshape(-1, 14), rtol=1e-5, atol=1e-5)
     with jax.enable_x64(True):
         comp = compile(net, ComputationRequest(inputs={"input": frames(n, T)}, outputs={"output": frames(n, (2, T))}))
@@ -536,27 +683,57 @@ def test_restricted_attention_equals_reference_and_computability():
         Xj = jnp.asarray(tn(X))
         g = jax.grad(lambda v: jnp.sum(comp(net, {"input": v})["output"] * delta))(Xj)
         d = jax.jit(lambda v: input_grads(comp.forward(net, {"input": v})["output"], delta)["input"])(Xj)
-        r = jax.jit(jax.grad(lambda v: jnp.sum(attention_reference(
-            v.reshape(T, n, 22), 0, list(range(2, T)), heads=2, kd=2, vd=3, left=2, right=1, stride=2,
-            output_context=True, key_scale=1 / math.sqrt(2), xp=jnp).reshape(-1, 14) * delta)))(Xj)
+        r = jax.jit(
+            jax.grad(
+                lambda v: jnp.sum(
+                    attention_reference(
+                        v.reshape(T, n, 22),
+                        0,
+                        list(range(2, T)),
+                        heads=2,
+                        kd=2,
+                        vd=3,
+                        left=2,
+                        right=1,
+                        stride=2,
+                        output_context=True,
+                        key_scale=1 / math.sqrt(2),
+                        xp=jnp,
+                    ).reshape(-1, 14)
+                    * delta
+                )
+            )
+        )(Xj)
         np.testing.assert_allclose(d, g, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(d, r, rtol=1e-9, atol=1e-12)
 
 
 def test_restricted_attention_defaults_and_bad_options():
     x = Input("input", 8)
-    att = build("RestrictedAttentionComponent", {"key-dim": 1, "value-dim": 2, "num-left-inputs": 1,
-                                                 "num-right-inputs": 2, "output-context": "false", "key-scale": 0.5}, x)
+    att = build(
+        "RestrictedAttentionComponent",
+        {
+            "key-dim": 1,
+            "value-dim": 2,
+            "num-left-inputs": 1,
+            "num-right-inputs": 2,
+            "output-context": "false",
+            "key-scale": 0.5,
+        },
+        x,
+    )
     assert (att.num_left_inputs_required, att.num_right_inputs_required, att.time_stride, att.num_heads) == (1, 2, 1, 1)
     assert (att.input_dim, att.output_dim) == (1 * (2 + 2 + 4), 2)
     net = Network(Node("a", att))
     assert computable_frames(net, (0, 10), (-3, 13)) == list(range(1, 8))
     base = {"key-dim": 2, "value-dim": 2, "num-left-inputs": 1, "num-right-inputs": 1}
-    for options, option in [({**base, "key-scale": 2.0}, "key-scale"),
-                            ({**base, "num-left-inputs-required": 2}, "num-left-inputs-required"),
-                            ({**base, "num-left-inputs": 0, "num-right-inputs": 0}, "num-right-inputs"),
-                            ({**base, "time-stride": 0}, "time-stride"),
-                            ({k: v for k, v in base.items() if k != "value-dim"}, "value-dim")]:
+    for options, option in [
+        ({**base, "key-scale": 2.0}, "key-scale"),
+        ({**base, "num-left-inputs-required": 2}, "num-left-inputs-required"),
+        ({**base, "num-left-inputs": 0, "num-right-inputs": 0}, "num-right-inputs"),
+        ({**base, "time-stride": 0}, "time-stride"),
+        ({k: v for k, v in base.items() if k != "value-dim"}, "value-dim"),
+    ]:
         with pytest.raises(ComponentConfigError) as info:
             build("RestrictedAttentionComponent", options, x)
         assert info.value.option == option
@@ -584,8 +761,9 @@ def test_distribute_maps_x_with_floor_division():
     np.testing.assert_allclose(d, back, rtol=1e-6)
     # x = 3 would read x' = 1, which the input does not have.
     with pytest.raises(PlanError):
-        compile(net, ComputationRequest(inputs={"input": IndexSet.of(ins)},
-                                        outputs={"output": IndexSet.of([(0, 0, 3)])}))
+        compile(
+            net, ComputationRequest(inputs={"input": IndexSet.of(ins)}, outputs={"output": IndexSet.of([(0, 0, 3)])})
+        )
     with pytest.raises(ComponentConfigError) as info:
         build("DistributeComponent", {"input-dim": 6, "output-dim": 4}, x)
     assert info.value.option == "output-dim"
@@ -595,9 +773,11 @@ COMPOSITE = (
     "input-node name=input dim=3\n"
     "component name=comp type=CompositeComponent max-rows-process=64 num-components=3 "
     "component1='type=AffineComponent input-dim=3 output-dim=4' component2='type=RectifiedLinearComponent dim=4' "
-    "component3='type=NaturalGradientAffineComponent input-dim=4 output-dim=2 bias-stddev=0'\n" """
+    "component3='type=NaturalGradientAffineComponent input-dim=4 output-dim=2 bias-stddev=0'\n"
+    """
 component-node name=comp component=comp input=Append(Offset(input, -1), input)
-""")
+"""
+)
 
 
 def test_composite_component_from_config():
@@ -607,8 +787,12 @@ def test_composite_component_from_config():
     comp = net.structure.outputs[0][1].arg
     assert isinstance(comp, CompositeComponent) and comp.max_rows_process == 64
     assert (comp.input_dim, comp.output_dim) == (3, 2)
-    assert sorted(net.params) == ["comp.component1.bias_params", "comp.component1.linear_params",
-                                  "comp.component3.bias_params", "comp.component3.linear_params"]
+    assert sorted(net.params) == [
+        "comp.component1.bias_params",
+        "comp.component1.linear_params",
+        "comp.component3.bias_params",
+        "comp.component3.linear_params",
+    ]
     assert comp.parts[2].bias_params.init == Zeros((2,))
     p = {k: np.asarray(v, np.float64) for k, v in net.params.items()}
     X = np.random.default_rng(16).normal(size=(2, 6, 3))
@@ -617,10 +801,13 @@ def test_composite_component_from_config():
     want = h @ p["comp.component3.linear_params"].T + p["comp.component3.bias_params"]
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
     options = dict(component_options(comp))
-    assert options == {"max-rows-process": "64", "num-components": "3",
-                       "component1": "type=AffineComponent input-dim=3 output-dim=4",
-                       "component2": "type=RectifiedLinearComponent dim=4",
-                       "component3": "type=NaturalGradientAffineComponent input-dim=4 output-dim=2 bias-stddev=0"}
+    assert options == {
+        "max-rows-process": "64",
+        "num-components": "3",
+        "component1": "type=AffineComponent input-dim=3 output-dim=4",
+        "component2": "type=RectifiedLinearComponent dim=4",
+        "component3": "type=NaturalGradientAffineComponent input-dim=4 output-dim=2 bias-stddev=0",
+    }
     with pytest.raises(Exception, match="has input-dim 3"):  # the component-node's input has dim 6
         parse_network(COMPOSITE + "output-node name=output input=comp\n")
 
@@ -631,21 +818,36 @@ def test_composite_network_writes_and_reads_back():
     assert parse_network(write_network(kn), seed=2).network.structure == kn.network.structure
 
 
-@pytest.mark.parametrize("options, option", [
-    ({"num-components": 1}, "component1"),
-    ({"num-components": 0, "component1": "type=RectifiedLinearComponent dim=2"}, "num-components"),
-    ({"num-components": 2, "component1": "type=RectifiedLinearComponent dim=2",
-      "component2": "type=SigmoidComponent dim=3"}, "component2"),
-    ({"num-components": 1, "component1": "type=CompositeComponent num-components=1"}, "component1"),
-    ({"num-components": 1, "component1": "type=TdnnComponent input-dim=2 output-dim=2 time-offsets=0,1"},
-     "component1"),
-    ({"num-components": 1, "component1": "type=RectifiedLinearComponent dim=2 bogus=1"}, "component1"),
-    ({"num-components": 1, "component1": "dim=2"}, "component1"),
-    ({"num-components": 1, "component1": "type=RectifiedLinearComponent dim=2", "component2": "type=x"},
-     "component2"),
-    ({"num-components": 1, "component1": "type=RectifiedLinearComponent dim=2", "learning-rate": 0.1},
-     "learning-rate"),
-])
+@pytest.mark.parametrize(
+    "options, option",
+    [
+        ({"num-components": 1}, "component1"),
+        ({"num-components": 0, "component1": "type=RectifiedLinearComponent dim=2"}, "num-components"),
+        (
+            {
+                "num-components": 2,
+                "component1": "type=RectifiedLinearComponent dim=2",
+                "component2": "type=SigmoidComponent dim=3",
+            },
+            "component2",
+        ),
+        ({"num-components": 1, "component1": "type=CompositeComponent num-components=1"}, "component1"),
+        (
+            {"num-components": 1, "component1": "type=TdnnComponent input-dim=2 output-dim=2 time-offsets=0,1"},
+            "component1",
+        ),
+        ({"num-components": 1, "component1": "type=RectifiedLinearComponent dim=2 bogus=1"}, "component1"),
+        ({"num-components": 1, "component1": "dim=2"}, "component1"),
+        (
+            {"num-components": 1, "component1": "type=RectifiedLinearComponent dim=2", "component2": "type=x"},
+            "component2",
+        ),
+        (
+            {"num-components": 1, "component1": "type=RectifiedLinearComponent dim=2", "learning-rate": 0.1},
+            "learning-rate",
+        ),
+    ],
+)
 def test_composite_component_bad_options(options, option):
     with pytest.raises(ComponentConfigError) as info:
         build("CompositeComponent", options, Input("input", 2))
@@ -656,7 +858,12 @@ def test_spec_augment_time_mask_is_identity_in_test_mode():
     x = Input("input", 4)
     sa = build("SpecAugmentTimeMaskComponent", {"dim": 4, "zeroed-proportion": 0.2, "time-mask-max-frames": 5}, x)
     assert (sa.input_dim, sa.output_dim, sa.zeroed_proportion, sa.time_mask_max_frames, sa.test_mode) == (
-        4, 4, 0.2, 5, False)
+        4,
+        4,
+        0.2,
+        5,
+        False,
+    )
     assert build("SpecAugmentTimeMaskComponent", {"dim": 4}, x).time_mask_max_frames == 10
     net = Network(Node("sa", sa))
     X = np.random.default_rng(17).normal(size=(2, 5, 4))
@@ -665,8 +872,11 @@ def test_spec_augment_time_mask_is_identity_in_test_mode():
     np.testing.assert_allclose(np.asarray(set_test_mode(net).compute(X)), X, rtol=1e-6)
     off = Network(Node("sa", build("SpecAugmentTimeMaskComponent", {"dim": 4, "zeroed-proportion": 0}, x)))
     np.testing.assert_allclose(np.asarray(off.compute(X)), X, rtol=1e-6)
-    for options, option in [({"dim": 4, "time-mask-max-frames": 1}, "time-mask-max-frames"),
-                            ({"dim": 4, "test-mode": "true"}, "test-mode"), ({}, "dim")]:
+    for options, option in [
+        ({"dim": 4, "time-mask-max-frames": 1}, "time-mask-max-frames"),
+        ({"dim": 4, "test-mode": "true"}, "test-mode"),
+        ({}, "dim"),
+    ]:
         with pytest.raises(ComponentConfigError) as info:
             build("SpecAugmentTimeMaskComponent", options, x)
         assert info.value.option == option
@@ -676,23 +886,90 @@ def test_spec_augment_time_mask_is_identity_in_test_mode():
 
 SAMPLES = {
     "StatisticsExtractionComponent": ({"input-dim": 4, "output-period": 2, "include-variance": "false"}, 4, 5),
-    "StatisticsPoolingComponent": ({"input-dim": 9, "input-period": 2, "left-context": 4, "right-context": 0,
-                                    "num-log-count-features": 2, "output-stddevs": "true",
-                                    "variance-floor": 1e-6}, 9, 10),
-    "TimeHeightConvolutionComponent": ({"num-filters-in": 2, "num-filters-out": 3, "height-in": 4, "height-out": 2,
-                                        "height-subsample-out": 2, "height-offsets": "0,1", "time-offsets": "-2,0",
-                                        "required-time-offsets": "0", "param-stddev": 0.1, "alpha-in": 2.0,
-                                        "learning-rate-factor": 0.5}, 8, 6),
-    "ConvolutionComponent": ({"input-x-dim": 3, "input-y-dim": 2, "input-z-dim": 1, "filt-x-dim": 1, "filt-y-dim": 2,
-                              "filt-x-step": 1, "filt-y-step": 1, "num-filters": 4, "bias-stddev": 0.0,
-                              "input-vectorization-order": "yzx"}, 6, 12),
-    "MaxpoolingComponent": ({"input-x-dim": 2, "input-y-dim": 2, "input-z-dim": 2, "pool-x-size": 2, "pool-y-size": 1,
-                             "pool-z-size": 1, "pool-x-step": 1, "pool-y-step": 1, "pool-z-step": 1}, 8, 4),
-    "RestrictedAttentionComponent": ({"num-heads": 2, "key-dim": 1, "value-dim": 2, "num-left-inputs": 1,
-                                      "num-right-inputs": 0, "time-stride": 3, "output-context": "false"}, 12, 4),
+    "StatisticsPoolingComponent": (
+        {
+            "input-dim": 9,
+            "input-period": 2,
+            "left-context": 4,
+            "right-context": 0,
+            "num-log-count-features": 2,
+            "output-stddevs": "true",
+            "variance-floor": 1e-6,
+        },
+        9,
+        10,
+    ),
+    "TimeHeightConvolutionComponent": (
+        {
+            "num-filters-in": 2,
+            "num-filters-out": 3,
+            "height-in": 4,
+            "height-out": 2,
+            "height-subsample-out": 2,
+            "height-offsets": "0,1",
+            "time-offsets": "-2,0",
+            "required-time-offsets": "0",
+            "param-stddev": 0.1,
+            "alpha-in": 2.0,
+            "learning-rate-factor": 0.5,
+        },
+        8,
+        6,
+    ),
+    "ConvolutionComponent": (
+        {
+            "input-x-dim": 3,
+            "input-y-dim": 2,
+            "input-z-dim": 1,
+            "filt-x-dim": 1,
+            "filt-y-dim": 2,
+            "filt-x-step": 1,
+            "filt-y-step": 1,
+            "num-filters": 4,
+            "bias-stddev": 0.0,
+            "input-vectorization-order": "yzx",
+        },
+        6,
+        12,
+    ),
+    "MaxpoolingComponent": (
+        {
+            "input-x-dim": 2,
+            "input-y-dim": 2,
+            "input-z-dim": 2,
+            "pool-x-size": 2,
+            "pool-y-size": 1,
+            "pool-z-size": 1,
+            "pool-x-step": 1,
+            "pool-y-step": 1,
+            "pool-z-step": 1,
+        },
+        8,
+        4,
+    ),
+    "RestrictedAttentionComponent": (
+        {
+            "num-heads": 2,
+            "key-dim": 1,
+            "value-dim": 2,
+            "num-left-inputs": 1,
+            "num-right-inputs": 0,
+            "time-stride": 3,
+            "output-context": "false",
+        },
+        12,
+        4,
+    ),
     "DistributeComponent": ({"input-dim": 6, "output-dim": 3}, 6, 3),
-    "CompositeComponent": ({"num-components": 2, "component1": "type=AffineComponent input-dim=4 output-dim=3",
-                            "component2": "type=TanhComponent dim=3"}, 4, 3),
+    "CompositeComponent": (
+        {
+            "num-components": 2,
+            "component1": "type=AffineComponent input-dim=4 output-dim=3",
+            "component2": "type=TanhComponent dim=3",
+        },
+        4,
+        3,
+    ),
     "SpecAugmentTimeMaskComponent": ({"dim": 4, "zeroed-proportion": 0.1}, 4, 4),
 }
 
@@ -708,8 +985,10 @@ def test_component_config_round_trip(kind):
     assert len(written) <= len(options) + 2
     # Through parse_network: the component-node's input must have the component's input-dim.
     line = " ".join(f"{k}='{v}'" if " " in str(v) else f"{k}={v}" for k, v in options.items())
-    text = (f"input-node name=input dim={in_dim}\ncomponent name=c1 type={kind} {line}\n"
-            "component-node name=c1 component=c1 input=input\noutput-node name=output input=c1\n")
+    text = (
+        f"input-node name=input dim={in_dim}\ncomponent name=c1 type={kind} {line}\n"
+        "component-node name=c1 component=c1 input=input\noutput-node name=output input=c1\n"
+    )
     kn = parse_network(text)
     assert kn.network.structure.outputs[0][1].arg == COMPONENTS[kind]("c1", options, Input("input", in_dim))
     if kind != "CompositeComponent":  # see test_composite_network_writes_and_reads_back
@@ -718,22 +997,37 @@ def test_component_config_round_trip(kind):
         parse_network(text.replace(f"dim={in_dim}\n", f"dim={in_dim + 1}\n", 1))
 
 
-@pytest.mark.parametrize("kind, options, option", [
-    ("StatisticsExtractionComponent", {"input-dim": 2, "input-period": 2, "output-period": 3}, "output-period"),
-    ("StatisticsExtractionComponent", {"input-dim": 0}, "input-dim"),
-    ("StatisticsExtractionComponent", {"input-dim": 2, "bogus": 1}, "bogus"),
-    ("StatisticsPoolingComponent", {"input-dim": 5, "right-context": 2}, "left-context"),
-    ("StatisticsPoolingComponent", {"input-dim": 5, "left-context": 0, "right-context": 0}, "right-context"),
-    ("StatisticsPoolingComponent", {"input-dim": 5, "input-period": 2, "left-context": 1, "right-context": 2},
-     "left-context"),
-    ("StatisticsPoolingComponent", {"input-dim": 4, "left-context": 1, "right-context": 1, "output-stddevs": "true"},
-     "input-dim"),
-    ("StatisticsPoolingComponent", {"input-dim": 5, "left-context": 1, "right-context": 1, "variance-floor": 1.0},
-     "variance-floor"),
-    ("StatisticsPoolingComponent", {"input-dim": 5, "left-context": 1, "right-context": 1,
-                                    "num-log-count-features": -1}, "num-log-count-features"),
-    ("DistributeComponent", {"input-dim": 6}, "output-dim"),
-])
+@pytest.mark.parametrize(
+    "kind, options, option",
+    [
+        ("StatisticsExtractionComponent", {"input-dim": 2, "input-period": 2, "output-period": 3}, "output-period"),
+        ("StatisticsExtractionComponent", {"input-dim": 0}, "input-dim"),
+        ("StatisticsExtractionComponent", {"input-dim": 2, "bogus": 1}, "bogus"),
+        ("StatisticsPoolingComponent", {"input-dim": 5, "right-context": 2}, "left-context"),
+        ("StatisticsPoolingComponent", {"input-dim": 5, "left-context": 0, "right-context": 0}, "right-context"),
+        (
+            "StatisticsPoolingComponent",
+            {"input-dim": 5, "input-period": 2, "left-context": 1, "right-context": 2},
+            "left-context",
+        ),
+        (
+            "StatisticsPoolingComponent",
+            {"input-dim": 4, "left-context": 1, "right-context": 1, "output-stddevs": "true"},
+            "input-dim",
+        ),
+        (
+            "StatisticsPoolingComponent",
+            {"input-dim": 5, "left-context": 1, "right-context": 1, "variance-floor": 1.0},
+            "variance-floor",
+        ),
+        (
+            "StatisticsPoolingComponent",
+            {"input-dim": 5, "left-context": 1, "right-context": 1, "num-log-count-features": -1},
+            "num-log-count-features",
+        ),
+        ("DistributeComponent", {"input-dim": 6}, "output-dim"),
+    ],
+)
 def test_bad_options_name_the_option(kind, options, option):
     with pytest.raises(ComponentConfigError) as info:
         build(kind, options, Input("input", 2))

@@ -31,8 +31,9 @@ def test_dropout_masks_have_kaldis_proportion_and_values():
 def test_dropout_per_frame_drops_whole_rows():
     ones = jnp.ones((400, 4000))
     with rng.randomness(jax.random.PRNGKey(1)):
-        y = np.asarray(Network(dropout("DropoutComponent", **{"dropout-proportion": 0.5,
-                                                              "dropout-per-frame": "true"}))(ones))
+        y = np.asarray(
+            Network(dropout("DropoutComponent", **{"dropout-proportion": 0.5, "dropout-per-frame": "true"}))(ones)
+        )
     rows = y.mean(axis=1)
     assert set(np.unique(rows)) == {0.0, 1.0} and 0.4 < (rows == 0).mean() < 0.6
 
@@ -40,8 +41,9 @@ def test_dropout_per_frame_drops_whole_rows():
 @pytest.mark.parametrize("continuous", [False, True])
 def test_general_dropout_masks(continuous):
     ones = jnp.ones((50, 4000))
-    layer = dropout("GeneralDropoutComponent", **{"dropout-proportion": 0.2, "block-dim": 40,
-                                                  "continuous": str(continuous).lower()})
+    layer = dropout(
+        "GeneralDropoutComponent", **{"dropout-proportion": 0.2, "block-dim": 40, "continuous": str(continuous).lower()}
+    )
     with rng.randomness(jax.random.PRNGKey(2)):
         y = np.asarray(Network(layer)(ones)).reshape(50, 100, 40)
     assert np.all(y == y[:, :1, :])  # one mask row per row, shared by its blocks
@@ -99,13 +101,27 @@ def test_fit_trains_with_dropout_reproducibly_and_validates_in_test_mode():
     data_rng = np.random.default_rng(0)
     feats = [data_rng.standard_normal((30, 6)).astype(np.float32) for _ in range(6)]
     labels = [(f[:, 0] > 0).astype(np.int32) + (f[:, 1] > 0) for f in feats]
-    runs = [fit(net, (feats, labels), optax.adam(1e-2), valid=(feats, labels), epochs=3, batch_size=3, chunk=10,
-                seed=5, progress=False) for _ in range(2)]
+    runs = [
+        fit(
+            net,
+            (feats, labels),
+            optax.adam(1e-2),
+            valid=(feats, labels),
+            epochs=3,
+            batch_size=3,
+            chunk=10,
+            seed=5,
+            progress=False,
+        )
+        for _ in range(2)
+    ]
     for k in net.params:  # the same seed: the same masks, bit-identical parameters
         np.testing.assert_array_equal(np.asarray(runs[0].network.params[k]), np.asarray(runs[1].network.params[k]))
     other = fit(net, (feats, labels), optax.adam(1e-2), epochs=1, batch_size=3, chunk=10, seed=6, progress=False)
     first = fit(net, (feats, labels), optax.adam(1e-2), epochs=1, batch_size=3, chunk=10, seed=5, progress=False)
-    assert not np.array_equal(np.asarray(other.network.params["affine.linear_params"]),
-                              np.asarray(first.network.params["affine.linear_params"]))  # other masks
+    assert not np.array_equal(
+        np.asarray(other.network.params["affine.linear_params"]),
+        np.asarray(first.network.params["affine.linear_params"]),
+    )  # other masks
     history = runs[0].history
     assert history[-1].valid_loss < history[0].valid_loss

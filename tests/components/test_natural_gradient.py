@@ -76,7 +76,7 @@ class KaldiNG:
             self.skipped += 1
             tr_X = np.trace(X @ X.T)
             X_hat = X - H @ W
-            tr_hat = np.sum(X_hat ** 2)
+            tr_hat = np.sum(X_hat**2)
             return X_hat, (1.0 if tr_hat == 0 else math.sqrt(tr_X / tr_hat))
         J = H.T @ X
         K = J @ J.T
@@ -89,10 +89,12 @@ class KaldiNG:
         Z = np.zeros((R, R))
         for i in range(R):
             for j in range(R):
-                Z[i, j] = (etaN ** 2 * inv_sqrt_e[i] * K[i, j] * inv_sqrt_e[j]
-                           + etaN * eta1 * inv_sqrt_e[i] * L[i, j] * inv_sqrt_e[j] * dr[j]
-                           + etaN * eta1 * dr[i] * inv_sqrt_e[i] * L[i, j] * inv_sqrt_e[j]
-                           + (eta1 ** 2 * dr[i] ** 2 if i == j else 0.0))
+                Z[i, j] = (
+                    etaN**2 * inv_sqrt_e[i] * K[i, j] * inv_sqrt_e[j]
+                    + etaN * eta1 * inv_sqrt_e[i] * L[i, j] * inv_sqrt_e[j] * dr[j]
+                    + etaN * eta1 * dr[i] * inv_sqrt_e[i] * L[i, j] * inv_sqrt_e[j]
+                    + (eta1**2 * dr[i] ** 2 if i == j else 0.0)
+                )
         c, U = np.linalg.eigh(Z)
         order = np.argsort(-c)
         c, U = c[order], U[:, order]
@@ -102,7 +104,7 @@ class KaldiNG:
             must_reorth = True
         c = np.maximum(c, floor)
         X_hat = X - H @ W
-        tr_hat = np.sum(X_hat ** 2)
+        tr_hat = np.sum(X_hat**2)
         tr_X = tr_hat + sum(L[i, i] * (2.0 - e[i]) for i in range(R))
         gamma = 1.0 if tr_hat == 0 else math.sqrt(tr_X / tr_hat)
         sqrt_c = np.sqrt(c)
@@ -150,8 +152,13 @@ def test_precondition_matches_kaldi_formulas_over_steps(N):
         X_hat, scale, state = step(state, X)
         ref_hat, ref_scale = ref.precondition(X)
         # float32 against float64: errors relative to the largest element.
-        np.testing.assert_allclose(np.asarray(X_hat) * float(scale), ref_hat * ref_scale, rtol=2e-3,
-                                   atol=5e-4 * np.abs(ref_hat * ref_scale).max(), err_msg=f"step {i}")
+        np.testing.assert_allclose(
+            np.asarray(X_hat) * float(scale),
+            ref_hat * ref_scale,
+            rtol=2e-3,
+            atol=5e-4 * np.abs(ref_hat * ref_scale).max(),
+            err_msg=f"step {i}",
+        )
         assert (float(state.t), float(state.skipped)) == (ref.t, ref.skipped), i
         np.testing.assert_allclose(float(state.rho), ref.rho, rtol=2e-3)
         # d_t = sqrt(c_t) - rho_t cancels for the small ones: float32 against float64, relative to the largest.
@@ -240,8 +247,9 @@ def test_rank_at_least_dim():
 
 
 def ng_affine(name, in_dim, out_dim, x, **opts):
-    return build_component("NaturalGradientAffineComponent", name,
-                           {"input-dim": in_dim, "output-dim": out_dim, **opts}, x)
+    return build_component(
+        "NaturalGradientAffineComponent", name, {"input-dim": in_dim, "output-dim": out_dim, **opts}, x
+    )
 
 
 def mlp():
@@ -287,8 +295,7 @@ def test_off_switch_is_the_exact_gradient():
         assert np.array_equal(np.asarray(off[name]), np.asarray(plain[name])), name
         np.testing.assert_allclose(np.asarray(plain[name]), np.asarray(exact[name]), rtol=1e-5, atol=1e-7)
     assert np.array_equal(np.asarray(dx_off), np.asarray(dx_plain))
-    jax.tree_util.tree_map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), states_off,
-                           states)
+    jax.tree_util.tree_map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), states_off, states)
     # On: other weight gradients, the same input delta (Kaldi preconditions only the update)
     # for the first layer (whose input delta does not depend on any preconditioned gradient).
     for name in net.params:
@@ -312,8 +319,9 @@ def test_affine_component_update_is_kaldis():
         xp, s_in = ref_in.precondition(np.concatenate([X, np.ones((n, 1), np.float32)], axis=1))
         dp, s_out = ref_out.precondition(delta.astype(np.float64) * n)
         g = s_in * s_out / n * dp.T @ xp
-        np.testing.assert_allclose(np.asarray(grads["a.linear_params"]), g[:, :-1], rtol=3e-3, atol=1e-5,
-                                   err_msg=f"step {i}")
+        np.testing.assert_allclose(
+            np.asarray(grads["a.linear_params"]), g[:, :-1], rtol=3e-3, atol=1e-5, err_msg=f"step {i}"
+        )
         np.testing.assert_allclose(np.asarray(grads["a.bias_params"]), g[:, -1], rtol=3e-3, atol=1e-5)
     assert float(states["a"]["in"].t) == ref_in.t == 11 and float(states["a"]["in"].skipped) == ref_in.skipped
 
@@ -325,8 +333,12 @@ def _grads_on(net, states, x, delta):
 
 
 def test_repeated_affine_component_update_is_kaldis():
-    layer = build_component("NaturalGradientRepeatedAffineComponent", "r",
-                            {"input-dim": 12, "output-dim": 9, "num-repeats": 3}, symnet.Identity())
+    layer = build_component(
+        "NaturalGradientRepeatedAffineComponent",
+        "r",
+        {"input-dim": 12, "output-dim": 9, "num-repeats": 3},
+        symnet.Identity(),
+    )
     net = symnet.Network(layer, seed=2)
     states = ng.init_states(net)
     assert set(states["r"]) == {"in"} and states["r"]["in"].W.shape == (2, 5)  # rank min(40, 4 // 2)
@@ -365,8 +377,9 @@ def test_custom_vjp_affine_gives_the_same_gradients_and_states():
     dw, db, s1 = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(w, b, states["a"])
     np.testing.assert_allclose(np.asarray(dw), np.asarray(grads["a.linear_params"]), rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(np.asarray(db), np.asarray(grads["a.bias_params"]), rtol=1e-5, atol=1e-8)
-    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5),
-                           s1, new_states["a"])
+    jax.tree_util.tree_map(
+        lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5), s1, new_states["a"]
+    )
 
 
 # ----- training: states carried through the jitted step ---------------------------------------------
@@ -386,8 +399,9 @@ def tdnn(feat, classes, width=12, seed=0):
 def small_task():
     from symnet.datasets import HmmTask
 
-    task = HmmTask.create(seed=0, num_phones=3, successors=2, states_per_phone=2, feat_dim=4, min_length=20,
-                          max_length=40)
+    task = HmmTask.create(
+        seed=0, num_phones=3, successors=2, states_per_phone=2, feat_dim=4, min_length=20, max_length=40
+    )
     return task.sample(12, seed=1), task.sample(4, seed=2), task.num_states
 
 
@@ -435,14 +449,25 @@ def test_fit_checkpoints_and_resumes_the_preconditioners(small_task, tmp_path):
     whole = fit(small_tdnn(4, classes), train, ng.optimizer(optax.sgd(0.05), small_tdnn(4, classes)), **kw)
     assert float(whole.opt_state.preconditioners["affine"]["in"].t) > 2
     path = str(tmp_path / "ck.npz")
-    fit(small_tdnn(4, classes), train, ng.optimizer(optax.sgd(0.05), small_tdnn(4, classes)), checkpoint=path,
-        checkpoint_every=2, max_steps=3, **kw)
-    resumed = fit(small_tdnn(4, classes), train, ng.optimizer(optax.sgd(0.05), small_tdnn(4, classes)),
-                  checkpoint=path, **kw)
+    fit(
+        small_tdnn(4, classes),
+        train,
+        ng.optimizer(optax.sgd(0.05), small_tdnn(4, classes)),
+        checkpoint=path,
+        checkpoint_every=2,
+        max_steps=3,
+        **kw,
+    )
+    resumed = fit(
+        small_tdnn(4, classes), train, ng.optimizer(optax.sgd(0.05), small_tdnn(4, classes)), checkpoint=path, **kw
+    )
     for name in whole.network.params:
         np.testing.assert_array_equal(np.asarray(resumed.network.params[name]), np.asarray(whole.network.params[name]))
-    jax.tree_util.tree_map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)),
-                           resumed.opt_state.preconditioners, whole.opt_state.preconditioners)
+    jax.tree_util.tree_map(
+        lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)),
+        resumed.opt_state.preconditioners,
+        whole.opt_state.preconditioners,
+    )
 
 
 # ----- plain optax on every component with parameters ------------------------------------------------
@@ -468,13 +493,32 @@ OPTIONS = {
     "GruNonlinearityComponent": {"cell-dim": 4, "recurrent-dim": 2},
     "OutputGruNonlinearityComponent": {"cell-dim": 3},
     # Non-simple components (used only where they are registered).
-    "TimeHeightConvolutionComponent": {"num-filters-in": 2, "num-filters-out": 3, "height-in": 4, "height-out": 2,
-                                       "height-subsample-out": 2, "height-offsets": "0,1", "time-offsets": "-2,0",
-                                       "required-time-offsets": "0", "param-stddev": 0.1},
-    "ConvolutionComponent": {"input-x-dim": 3, "input-y-dim": 2, "input-z-dim": 1, "filt-x-dim": 1, "filt-y-dim": 2,
-                             "filt-x-step": 1, "filt-y-step": 1, "num-filters": 4},
-    "CompositeComponent": {"num-components": 2, "component1": "type=AffineComponent input-dim=4 output-dim=3",
-                           "component2": "type=TanhComponent dim=3"},
+    "TimeHeightConvolutionComponent": {
+        "num-filters-in": 2,
+        "num-filters-out": 3,
+        "height-in": 4,
+        "height-out": 2,
+        "height-subsample-out": 2,
+        "height-offsets": "0,1",
+        "time-offsets": "-2,0",
+        "required-time-offsets": "0",
+        "param-stddev": 0.1,
+    },
+    "ConvolutionComponent": {
+        "input-x-dim": 3,
+        "input-y-dim": 2,
+        "input-z-dim": 1,
+        "filt-x-dim": 1,
+        "filt-y-dim": 2,
+        "filt-x-step": 1,
+        "filt-y-step": 1,
+        "num-filters": 4,
+    },
+    "CompositeComponent": {
+        "num-components": 2,
+        "component1": "type=AffineComponent input-dim=4 output-dim=3",
+        "component2": "type=TanhComponent dim=3",
+    },
 }
 
 
@@ -514,8 +558,9 @@ def test_plain_optax_trains_every_component(kind, make_opt):
         net = net.replace(params=dict(net.params, **{"c.count": 1.0, "c.stats_var": np.ones(4, np.float32)}))
     left, right = net.context()
     T, B = 3, 2
-    request = ComputationRequest(inputs={"input": IndexSet.range(n=B, t=(-left, T + right))},
-                                 outputs={"output": IndexSet.range(n=B, t=T)})
+    request = ComputationRequest(
+        inputs={"input": IndexSet.range(n=B, t=(-left, T + right))}, outputs={"output": IndexSet.range(n=B, t=T)}
+    )
     computation = compile(net, request)
     x = jnp.asarray(data(B * (T + left + right), _input_dim(kind), 0.5))
     out_dim = computation(net, {"input": x})["output"].shape[-1]
@@ -540,7 +585,8 @@ def test_plain_optax_trains_every_component(kind, make_opt):
             assert np.array_equal(np.asarray(net2.params[n]), np.asarray(net.params[n])), n
     if not any(mask.values()):
         return
-    changed = [n for n in net.params if mask[n] and not np.array_equal(np.asarray(net1.params[n]),
-                                                                       np.asarray(net.params[n]))]
+    changed = [
+        n for n in net.params if mask[n] and not np.array_equal(np.asarray(net1.params[n]), np.asarray(net.params[n]))
+    ]
     assert changed, f"{kind}: no trainable parameter changed"
     assert float(loss1) < float(loss0), (kind, float(loss0), float(loss1))

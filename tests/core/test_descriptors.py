@@ -100,8 +100,12 @@ def test_offset_zero_is_identity():
 def test_offset_in_x():
     ins = [(n, t, xx) for t in range(3) for n in range(2) for xx in range(2)]
     # (n, t, x) reads (n, t + 1, x + 1)
-    check(Offset(x, 1, 1), [(0, 0, 0), (1, 1, 0), (0, 1, -1)],
-          [row(0, 1, 1), row(1, 2, 1), row(0, 2, 0)], inputs={"input": ins})
+    check(
+        Offset(x, 1, 1),
+        [(0, 0, 0), (1, 1, 0), (0, 1, -1)],
+        [row(0, 1, 1), row(1, 2, 1), row(0, 2, 0)],
+        inputs={"input": ins},
+    )
 
 
 def test_offset_edges_are_uncomputable():
@@ -289,8 +293,12 @@ def test_dim_range():
 
 def test_gaps_in_the_output_frames():
     outs = [(0, 1), (0, 3), (1, 7), (0, 8)]
-    check(Append(Offset(x, -1), x), outs, [[0, 0, 1, 0], [2, 0, 3, 0], [6, 10, 7, 10], [7, 0, 8, 0]],
-          inputs={"input": frames(2, 0, 10)})
+    check(
+        Append(Offset(x, -1), x),
+        outs,
+        [[0, 0, 1, 0], [2, 0, 3, 0], [6, 10, 7, 10], [7, 0, 8, 0]],
+        inputs={"input": frames(2, 0, 10)},
+    )
 
 
 def test_every_third_frame():
@@ -321,13 +329,21 @@ def test_output_rows_in_request_order():
 
 def test_input_rows_in_any_order():
     ins = [(1, 2), (0, 0), (1, 0), (0, 2), (0, 1), (1, 1)]
-    check(Append(x, Offset(x, 1)), frames(2, 0, 2), [[0, 0, 1, 0], [0, 10, 1, 10], [1, 0, 2, 0], [1, 10, 2, 10]],
-          inputs={"input": ins})
+    check(
+        Append(x, Offset(x, 1)),
+        frames(2, 0, 2),
+        [[0, 0, 1, 0], [0, 10, 1, 10], [1, 0, 2, 0], [1, 10, 2, 10]],
+        inputs={"input": ins},
+    )
 
 
 def test_sequences_not_starting_at_zero():
-    check(Offset(x, 1), IndexSet.range(n=(3, 5), t=(0, 2)), [[1, 30], [1, 40], [2, 30], [2, 40]],
-          inputs={"input": IndexSet.range(n=(3, 5), t=(0, 3))})
+    check(
+        Offset(x, 1),
+        IndexSet.range(n=(3, 5), t=(0, 2)),
+        [[1, 30], [1, 40], [2, 30], [2, 40]],
+        inputs={"input": IndexSet.range(n=(3, 5), t=(0, 3))},
+    )
 
 
 # ----- Nodes, Refs, several outputs ------------------------------------------------------------
@@ -346,8 +362,11 @@ def test_two_outputs():
 
 def test_the_input_itself_as_outputs():
     net = symnet.Network({"a": x, "b": Offset(x, 1), "c": Offset(x, 1)})
-    check(net, {"a": [(1, 2), (0, 0)], "b": frames(2, 1, 3), "c": [(1, 0)]},
-          {"a": [[2, 10], [0, 0]], "b": [[2, 0], [2, 10], [3, 0], [3, 10]], "c": [[1, 10]]})
+    check(
+        net,
+        {"a": [(1, 2), (0, 0)], "b": frames(2, 1, 3), "c": [(1, 0)]},
+        {"a": [[2, 10], [0, 0]], "b": [[2, 0], [2, 10], [3, 0], [3, 10]], "c": [[1, 10]]},
+    )
 
 
 def test_regular_outputs_at_another_x():
@@ -477,6 +496,8 @@ def test_w2_tdnn_lowers_without_gather_or_scatter():
     def tape_grad(p, i):
         return comp.forward(net.replace(params=p), i)["output"].backward(delta)
 
-    for text in (jax.jit(lambda p, i: comp(net.replace(params=p), i)["output"]).lower(net.params, inputs).as_text(),
-                 jax.jit(tape_grad).lower(net.params, inputs).as_text()):
+    for text in (
+        jax.jit(lambda p, i: comp(net.replace(params=p), i)["output"]).lower(net.params, inputs).as_text(),
+        jax.jit(tape_grad).lower(net.params, inputs).as_text(),
+    ):
         assert "gather" not in text and "scatter" not in text

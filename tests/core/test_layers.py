@@ -250,18 +250,22 @@ def _has_unnamed_weight(layer: Layer) -> bool:
         (-(x + 1.0), "-(x + 1.0)"),
         (-x * 2.0, "-x * 2.0"),
         (-(x * 2.0), "-(x * 2.0)"),
-        (-x**2, "-x ** 2.0"),
+        (-(x**2), "-x ** 2.0"),
         ((-x) ** 2, "(-x) ** 2.0"),
         ((x**2) ** 3, "(x ** 2.0) ** 3.0"),
         (x - -x, "x - -x"),
         (2.0 - x, "2.0 - x"),
         (Literal(1.0) + 2.0, "Literal(1.0) + 2.0"),
-        (ReLU(x @ Weight(Normal((2, 3), 0.1), name="w") + Weight(Zeros(3), name="b")),
-         "ReLU(x @ Weight(Normal(shape=(2, 3), stddev=0.1, mean=0.0), name='w') "
-         "+ Weight(Zeros(shape=(3,)), name='b'))"),
+        (
+            ReLU(x @ Weight(Normal((2, 3), 0.1), name="w") + Weight(Zeros(3), name="b")),
+            "ReLU(x @ Weight(Normal(shape=(2, 3), stddev=0.1, mean=0.0), name='w') "
+            "+ Weight(Zeros(shape=(3,)), name='b'))",
+        ),
         (x @ Weight(Glorot((4, 4)), name="w") * 2.0, "x @ Weight(Glorot(shape=(4, 4)), name='w') * 2.0"),
-        (x * (x @ Weight(Uniform((1, 1)), name="u")),
-         "x * (x @ Weight(Uniform(shape=(1, 1), low=-1.0, high=1.0), name='u'))"),
+        (
+            x * (x @ Weight(Uniform((1, 1)), name="u")),
+            "x * (x @ Weight(Uniform(shape=(1, 1), low=-1.0, high=1.0), name='u'))",
+        ),
         (LogSoftmax(Exp(x) + Log(Sigmoid(Tanh(x)))), "LogSoftmax(Exp(x) + Log(Sigmoid(Tanh(x))))"),
         (x + np.array([1.0, 2.0]), "x + array([1., 2.])"),
     ],
@@ -396,7 +400,7 @@ def test_bad_exponent_and_reflected_power():
     assert line in str(info.value)
     with pytest.raises(LayerTypeError, match="power") as info:
         line = next_line()
-        2.0 ** x
+        2.0**x
     assert line in str(info.value)
 
 

@@ -159,13 +159,15 @@ def test_one_name_with_different_initialisers_names_both_places():
 
 
 def test_initialisers():
-    net = Network({
-        "n": Weight(Normal((200, 100), 0.5, 1.0), name="n"),
-        "u": Weight(Uniform((200, 100), -2.0, 3.0), name="u"),
-        "g": Weight(Glorot((200, 100)), name="g"),
-        "z": Weight(Zeros((7,)), name="z"),
-        "a": Weight(np.arange(6.0).reshape(2, 3), name="a"),
-    })
+    net = Network(
+        {
+            "n": Weight(Normal((200, 100), 0.5, 1.0), name="n"),
+            "u": Weight(Uniform((200, 100), -2.0, 3.0), name="u"),
+            "g": Weight(Glorot((200, 100)), name="g"),
+            "z": Weight(Zeros((7,)), name="z"),
+            "a": Weight(np.arange(6.0).reshape(2, 3), name="a"),
+        }
+    )
     n, u, g = (np.asarray(net.params[k]) for k in "nug")
     assert n.shape == u.shape == g.shape == (200, 100)
     assert abs(n.mean() - 1.0) < 0.02 and abs(n.std() - 0.5) < 0.02

@@ -391,12 +391,12 @@ def expressions(draw) -> tuple[Layer, tuple[int, ...], list[Weight]]:
     rank = draw(st.integers(0, 3))
     # Fixed, distinct trailing sizes: an axis mix-up cannot go unnoticed, and the few
     # shapes that occur keep JAX's per-shape compilations (the test's main cost) cached.
-    full = (2, 3, 4)[3 - rank:]
+    full = (2, 3, 4)[3 - rank :]
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
 
     def sub_shape() -> tuple[int, ...]:
         k = draw(st.integers(0, rank))
-        return tuple(d if draw(st.booleans()) else 1 for d in full[rank - k:])
+        return tuple(d if draw(st.booleans()) else 1 for d in full[rank - k :])
 
     weights: list[Weight] = []
     named: dict[str, Any] = {}
@@ -442,9 +442,7 @@ def expressions(draw) -> tuple[Layer, tuple[int, ...], list[Weight]]:
         return pool[max(i, j) if draw(st.booleans()) else i]
 
     for _ in range(draw(st.integers(1, 10))):
-        op = draw(st.sampled_from(
-            ["binary", "binary", "unary", "unary", "divide", "dot", "leaf", "power"]
-        ))
+        op = draw(st.sampled_from(["binary", "binary", "unary", "unary", "divide", "dot", "leaf", "power"]))
         if op == "leaf":
             s = sub_shape()
             pool.append((new_weight(s), s) if draw(st.booleans()) else (literal(s), s))

@@ -31,8 +31,7 @@ from symnet import (
     display,
 )
 
-VOID = {"br", "hr", "img", "input", "meta", "link", "col", "wbr", "source", "area", "base", "embed", "param",
-        "track"}
+VOID = {"br", "hr", "img", "input", "meta", "link", "col", "wbr", "source", "area", "base", "embed", "param", "track"}
 
 
 class _Balance(HTMLParser):
@@ -93,8 +92,13 @@ def tdnn():
 
 def rnn():
     x = Input("input", 3)
-    h = Node("h", Tanh(x @ Weight(Normal((3, 5), 0.3), name="wx")
-                       + IfDefined(Offset(Ref("h"), -1)) @ Weight(Normal((5, 5), 0.2), name="wh")))
+    h = Node(
+        "h",
+        Tanh(
+            x @ Weight(Normal((3, 5), 0.3), name="wx")
+            + IfDefined(Offset(Ref("h"), -1)) @ Weight(Normal((5, 5), 0.2), name="wh")
+        ),
+    )
     return Network(h)
 
 
@@ -124,7 +128,7 @@ def test_layer_html_shows_shared_subtrees_once():
 
 
 def test_layer_html_escapes():
-    x = Input("a<b>&\"c", 2)
+    x = Input('a<b>&"c', 2)
     page = display.layer_html(Offset(x, -1))
     check_html(page)
     assert "<b>&" not in page.replace("<b>&amp;", "")
@@ -139,8 +143,19 @@ def test_network_html_nodes_parameters_dims_context():
     page = net._repr_html_()
     check_html(page)
     text = visible_text(page)
-    for part in ("w1", "w2", "(12, 8)", "(24, 5)", "96", "120", "216", "Node 'tdnn1'", "Input 'input' dim 4",
-                 "Offset t-2", "left 3, right 3"):
+    for part in (
+        "w1",
+        "w2",
+        "(12, 8)",
+        "(24, 5)",
+        "96",
+        "120",
+        "216",
+        "Node 'tdnn1'",
+        "Input 'input' dim 4",
+        "Offset t-2",
+        "left 3, right 3",
+    ):
         assert part in text, part
     # dims where known: the input (4), the Append (12 then 24), the output (5)
     rows = re.findall(r"<tr>(.*?)</tr>", page)
@@ -198,8 +213,9 @@ def test_tape_html_values_and_deltas():
 
 def test_tape_html_engine_rows_and_dict_of_tapes():
     net = tdnn()
-    request = ComputationRequest(inputs={"input": IndexSet.range(n=2, t=(-3, 5))},
-                                 outputs={"output": IndexSet.range(n=2, t=2)})
+    request = ComputationRequest(
+        inputs={"input": IndexSet.range(n=2, t=(-3, 5))}, outputs={"output": IndexSet.range(n=2, t=2)}
+    )
     computation = compile(net, request)
     x = jnp.asarray(np.random.default_rng(0).standard_normal((16, 4)), jnp.float32)
     tapes = computation.forward(net, {"input": x})
@@ -239,8 +255,9 @@ def test_tape_html_non_finite_values():
 
 def test_computation_html_index_ranges():
     net = tdnn()
-    request = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(-3, 5))},
-                                 outputs={"output": IndexSet.range(n=1, t=2)})
+    request = ComputationRequest(
+        inputs={"input": IndexSet.range(n=1, t=(-3, 5))}, outputs={"output": IndexSet.range(n=1, t=2)}
+    )
     computation = compile(net, request)
     page = computation._repr_html_()
     check_html(page)
@@ -253,7 +270,9 @@ def test_computation_html_index_ranges():
 
 def test_computation_html_scans():
     net = rnn()
-    request = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=4)}, outputs={"output": IndexSet.range(n=1, t=4)})
+    request = ComputationRequest(
+        inputs={"input": IndexSet.range(n=1, t=4)}, outputs={"output": IndexSet.range(n=1, t=4)}
+    )
     page = display.computation_html(compile(net, request))
     check_html(page)
     assert "scan 1" in page and "1 scan(s)" in page
@@ -262,7 +281,9 @@ def test_computation_html_scans():
 def test_index_map_html():
     x = Input("input", 1)
     net = Network(Append(IfDefined(Offset(x, -1)), Failover(Offset(x, 1), x)))
-    request = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=3)}, outputs={"output": IndexSet.range(n=1, t=3)})
+    request = ComputationRequest(
+        inputs={"input": IndexSet.range(n=1, t=3)}, outputs={"output": IndexSet.range(n=1, t=3)}
+    )
     computation = compile(net, request)
     page = display.index_map_html(computation, "output")
     check_html(page)

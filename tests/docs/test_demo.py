@@ -45,5 +45,7 @@ def test_quick_demo(tmp_path, capsys):
         for k in initial.params:  # both files hold the same trained parameters
             np.testing.assert_array_equal(np.asarray(symnet_model.params[k]), np.asarray(kaldi_model.params[k]))
             assert np.isfinite(np.asarray(symnet_model.params[k])).all()
-        assert any(not np.array_equal(np.asarray(symnet_model.params[k]), np.asarray(initial.params[k]))
-                   for k in initial.params), name  # trained, not the initial values
+        assert any(
+            not np.array_equal(np.asarray(symnet_model.params[k]), np.asarray(initial.params[k]))
+            for k in initial.params
+        ), name  # trained, not the initial values

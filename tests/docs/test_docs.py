@@ -22,23 +22,54 @@ def test_docs_build_strict(tmp_path):
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(REPO / "mkdocs.yml"),
-         "--site-dir", str(site)],
-        cwd=REPO, capture_output=True, text=True, timeout=300, env=env,
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(REPO / "mkdocs.yml"),
+            "--site-dir",
+            str(site),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "WARNING" not in result.stderr, result.stderr
 
     pages = {p.relative_to(site).as_posix() for p in site.rglob("index.html")}
-    for page in ("index.html", "concepts/layers-and-tape/index.html", "concepts/indexes-and-descriptors/index.html",
-                 "concepts/recurrence/index.html", "kaldi/index.html", "training/index.html",
-                 "performance/index.html", "design/index.html", "notebooks/index.html", "api/index.html"):
+    for page in (
+        "index.html",
+        "concepts/layers-and-tape/index.html",
+        "concepts/indexes-and-descriptors/index.html",
+        "concepts/recurrence/index.html",
+        "kaldi/index.html",
+        "training/index.html",
+        "performance/index.html",
+        "design/index.html",
+        "notebooks/index.html",
+        "api/index.html",
+    ):
         assert page in pages, page
 
     api = (site / "api" / "index.html").read_text()
-    for name in ("symnet.core.layer.Weight", "symnet.core.tape.Tape", "symnet.network.Network",
-                 "symnet.core.descriptor.Offset", "symnet.core.index.IndexSet", "symnet.engine.computation.compile", "symnet.kaldi.network.read_network",
-                 "symnet.train.loop.fit", "symnet.datasets.HmmTask", "symnet.display.receptive_field"):
+    for name in (
+        "symnet.core.layer.Weight",
+        "symnet.core.tape.Tape",
+        "symnet.network.Network",
+        "symnet.core.descriptor.Offset",
+        "symnet.core.index.IndexSet",
+        "symnet.engine.computation.compile",
+        "symnet.kaldi.network.read_network",
+        "symnet.train.loop.fit",
+        "symnet.datasets.HmmTask",
+        "symnet.display.receptive_field",
+    ):
         assert f'id="{name}"' in api, name
 
     # offline: no web fonts, scripts or style sheets from elsewhere

@@ -13,6 +13,11 @@ def test_every_component_is_in_the_table_with_its_model_support():
     rows = dict(re.findall(r"^\| [^|]+ \| `(\w+)` \| ([^|]+) \|$", DOC.read_text(), flags=re.M))
     assert set(rows) == set(COMPONENTS)
     for kaldi_type, support in rows.items():
-        want = ("read and write" if kaldi_type in WRITABLE_TYPES and kaldi_type in READABLE_TYPES
-                else "read" if kaldi_type in READABLE_TYPES else "config only")
+        want = (
+            "read and write"
+            if kaldi_type in WRITABLE_TYPES and kaldi_type in READABLE_TYPES
+            else "read"
+            if kaldi_type in READABLE_TYPES
+            else "config only"
+        )
         assert support.strip() == want, kaldi_type

@@ -26,8 +26,13 @@ KERNEL = "symnet-test-python"
 
 def test_there_are_notebooks():
     names = [p.name for p in PATHS]
-    for expected in ("01-expressions-and-tape.ipynb", "02-descriptors.ipynb", "03-kaldi.ipynb",
-                     "04-recurrence.ipynb", "05-training.ipynb"):
+    for expected in (
+        "01-expressions-and-tape.ipynb",
+        "02-descriptors.ipynb",
+        "03-kaldi.ipynb",
+        "04-recurrence.ipynb",
+        "05-training.ipynb",
+    ):
         assert expected in names
 
 
@@ -46,12 +51,16 @@ def kernel_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("jupyter")
     spec = root / "kernels" / KERNEL
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "symnet tests",
-        "language": "python",
-        "env": {"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
-    }))
+    (spec / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "symnet tests",
+                "language": "python",
+                "env": {"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
+            }
+        )
+    )
     return root
 
 
@@ -61,7 +70,10 @@ def test_notebook_runs(path, kernel_dir, monkeypatch):
     monkeypatch.setenv("JUPYTER_PATH", os.pathsep.join([str(kernel_dir), os.environ.get("JUPYTER_PATH", "")]))
     nb = nbformat.read(str(path), as_version=4)
     client = nbclient.NotebookClient(
-        nb, kernel_name=KERNEL, timeout=300, startup_timeout=120,
+        nb,
+        kernel_name=KERNEL,
+        timeout=300,
+        startup_timeout=120,
         resources={"metadata": {"path": str(NOTEBOOKS)}},
     )
     started = time.perf_counter()

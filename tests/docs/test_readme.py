@@ -41,8 +41,9 @@ def test_readme_examples_run_and_claims_hold(monkeypatch):
             if isinstance(want, dict):
                 assert {k: float(v) for k, v in got.items()} == want, (expr, got)
             else:
-                np.testing.assert_allclose(np.asarray(got, dtype=float), np.asarray(want, dtype=float), rtol=1e-4,
-                                           err_msg=expr)
+                np.testing.assert_allclose(
+                    np.asarray(got, dtype=float), np.asarray(want, dtype=float), rtol=1e-4, err_msg=expr
+                )
 
 
 def test_readme_repr_claim():

@@ -149,8 +149,19 @@ def test_replace_index_replaces_only_t_or_x(variable):
         lambda: Node("", x),
         lambda: Ref(3),
     ],
-    ids=["offset-float", "offset-x-str", "input-dim0", "const-dim0", "const-str", "dimrange-neg", "dimrange-0",
-         "replace-float", "round-bool", "node-empty-name", "ref-int"],
+    ids=[
+        "offset-float",
+        "offset-x-str",
+        "input-dim0",
+        "const-dim0",
+        "const-str",
+        "dimrange-neg",
+        "dimrange-0",
+        "replace-float",
+        "round-bool",
+        "node-empty-name",
+        "ref-int",
+    ],
 )
 def test_bad_descriptor_arguments(build):
     with pytest.raises(DescriptorError) as err:
@@ -178,8 +189,11 @@ def test_input_matrix_missing():
 
 def test_input_matrix_not_in_the_request():
     with pytest.raises(PlanError) as err:
-        run(Offset(x, 1), outputs={"output": frames(t=(0, 3))},
-            values={"input": np.zeros((8, 2)), "speaker": np.zeros((8, 2))})
+        run(
+            Offset(x, 1),
+            outputs={"output": frames(t=(0, 3))},
+            values={"input": np.zeros((8, 2)), "speaker": np.zeros((8, 2))},
+        )
     assert "'speaker'" in str(err.value)
 
 
@@ -332,8 +346,11 @@ def test_recurrence_that_never_starts():
     # h[t] = x[t] + h[t-1] with nothing to start it: no frame is computable (and planning must not recurse
     # once per frame into a RecursionError).
     with pytest.raises(PlanError) as err:
-        plan(Node("h", Sum(x, Offset(Ref("h"), -1))), inputs={"input": frames(t=(0, 3000))},
-             outputs={"output": frames(t=(0, 3000))})
+        plan(
+            Node("h", Sum(x, Offset(Ref("h"), -1))),
+            inputs={"input": frames(t=(0, 3000))},
+            outputs={"output": frames(t=(0, 3000))},
+        )
     assert "'output'" in str(err.value)
     assert "h" in str(err.value)
 

@@ -107,9 +107,33 @@ class NetGen:
         if depth <= 0 or self.budget <= 0:
             return self.leaf()
         kinds = [
-            "leaf", "share", "offset", "append", "sum", "ifdefined", "failover", "switch", "round",
-            "replace_t", "scale", "dimrange", "affine", "relu", "tanh", "sigmoid", "times", "literal",
-            "minus", "negate", "power", "exp", "log", "divide", "softmax", "logsoftmax", "node",
+            "leaf",
+            "share",
+            "offset",
+            "append",
+            "sum",
+            "ifdefined",
+            "failover",
+            "switch",
+            "round",
+            "replace_t",
+            "scale",
+            "dimrange",
+            "affine",
+            "relu",
+            "tanh",
+            "sigmoid",
+            "times",
+            "literal",
+            "minus",
+            "negate",
+            "power",
+            "exp",
+            "log",
+            "divide",
+            "softmax",
+            "logsoftmax",
+            "node",
         ]
         if self.x_moves:
             kinds += ["offset_x", "replace_x"]
@@ -172,7 +196,9 @@ class NetGen:
             out = ReLU(e @ self.weight((d, d)) + self.weight((d,)))
         elif kind in ("tanh", "sigmoid", "negate", "softmax", "logsoftmax"):
             e, d = sub()
-            out = {"tanh": Tanh, "sigmoid": Sigmoid, "negate": Negate, "softmax": Softmax, "logsoftmax": LogSoftmax}[kind](e)
+            out = {"tanh": Tanh, "sigmoid": Sigmoid, "negate": Negate, "softmax": Softmax, "logsoftmax": LogSoftmax}[
+                kind
+            ](e)
         elif kind in ("times", "minus"):
             (a, da), (b, db) = sub(), sub()
             b = self.to_dim(b, db, da)
@@ -188,7 +214,7 @@ class NetGen:
                 out = e * np.linspace(0.5, 1.5, d)
         elif kind == "power":
             e, d = sub()
-            out = e ** 2.0
+            out = e**2.0
         elif kind == "exp":
             e, d = sub()
             out = Exp(Tanh(e))
@@ -288,7 +314,9 @@ def check_against_reference(net, req, values, rng):
     deltas = {k: rng.normal(size=got[k].shape) for k in wanted}
     tapes = comp.forward(net, values)
     for k in wanted:
-        np.testing.assert_allclose(np.asarray(tapes[k].value), got[k], rtol=RTOL, atol=ATOL, err_msg=f"tape value of {k}")
+        np.testing.assert_allclose(
+            np.asarray(tapes[k].value), got[k], rtol=RTOL, atol=ATOL, err_msg=f"tape value of {k}"
+        )
         assert row_labels(tapes[k].rows) == wanted[k], f"row labels of the tape of {k}"
 
     def engine_loss(params):
@@ -309,10 +337,20 @@ def check_against_reference(net, req, values, rng):
     engine_grads = jax.grad(engine_loss)(net.params)
     reference_grads = jax.grad(reference_loss)(dict(net.params))
     for name in net.params:
-        np.testing.assert_allclose(tape_grads[name], np.asarray(engine_grads[name]), rtol=1e-7, atol=1e-9,
-                                   err_msg=f"tape.backward vs jax.grad(engine), {name}")
-        np.testing.assert_allclose(tape_grads[name], np.asarray(reference_grads[name]), rtol=1e-7, atol=1e-9,
-                                   err_msg=f"tape.backward vs jax.grad(reference), {name}")
+        np.testing.assert_allclose(
+            tape_grads[name],
+            np.asarray(engine_grads[name]),
+            rtol=1e-7,
+            atol=1e-9,
+            err_msg=f"tape.backward vs jax.grad(engine), {name}",
+        )
+        np.testing.assert_allclose(
+            tape_grads[name],
+            np.asarray(reference_grads[name]),
+            rtol=1e-7,
+            atol=1e-9,
+            err_msg=f"tape.backward vs jax.grad(reference), {name}",
+        )
 
 
 def row_labels(rows) -> list[Index]:
@@ -408,8 +446,9 @@ def test_irregular_requests_match_reference(data):
         gen = NetGen(data, rng, dim, x_moves=x_moves, recurrent=False, t_range=(t0, t0 + frames))
         net = draw_network(gen)
         universe = [(n, t, x) for n in range(3) for t in range(t0, t0 + frames) for x in xs]
-        given_rows = data.draw(st.lists(st.sampled_from(universe), min_size=1, max_size=len(universe), unique=True),
-                               label="input Indexes")
+        given_rows = data.draw(
+            st.lists(st.sampled_from(universe), min_size=1, max_size=len(universe), unique=True), label="input Indexes"
+        )
         in_set = IndexSet.of(given_rows)
         values = {"input": input_matrix(rng, len(in_set), dim)}
         ref_inputs = {"input": rows_to_dict(in_set, values["input"])}
@@ -425,8 +464,9 @@ def test_irregular_requests_match_reference(data):
             if bad:
                 uncomputable[name] = data.draw(st.sampled_from(bad), label=f"bad Index of {name}")
             if ok:
-                outputs[name] = data.draw(st.lists(st.sampled_from(ok), min_size=1, max_size=10, unique=True),
-                                          label=f"Indexes of {name}")
+                outputs[name] = data.draw(
+                    st.lists(st.sampled_from(ok), min_size=1, max_size=10, unique=True), label=f"Indexes of {name}"
+                )
         if outputs:
             req = ComputationRequest(inputs=given_inputs, outputs=outputs)
             check_against_reference(net, req, values, rng)
@@ -453,14 +493,18 @@ def _runs(ts: list[int]) -> list[tuple[int, int]]:
 def _gather_case():
     x = Input("input", 1)
     net = symnet.Network(ReplaceIndex(x, "t", 0))
-    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 12))}, outputs={"output": IndexSet.range(n=1, t=(0, 12))})
+    req = ComputationRequest(
+        inputs={"input": IndexSet.range(n=1, t=(0, 12))}, outputs={"output": IndexSet.range(n=1, t=(0, 12))}
+    )
     compile(net, req)(net, {"input": np.arange(12.0)[:, None]})
 
 
 def _unused_operand_case():
     x = Input("input", 1)
     net = symnet.Network(IfDefined(Offset(x, 9)))
-    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 2))}, outputs={"output": IndexSet.range(n=1, t=(0, 2))})
+    req = ComputationRequest(
+        inputs={"input": IndexSet.range(n=1, t=(0, 2))}, outputs={"output": IndexSet.range(n=1, t=(0, 2))}
+    )
     compile(net, req)(net, {"input": np.zeros((2, 1))})
 
 
@@ -468,7 +512,9 @@ def _recurrent_failover_case(dim: int = 2):
     x = Input("input", dim)
     h = Node("probe_h", Sum(x, Failover(Offset(Ref("probe_h"), -1), Const(1.0, dim))))
     net = symnet.Network(h)
-    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 3))}, outputs={"output": IndexSet.range(n=1, t=(0, 3))})
+    req = ComputationRequest(
+        inputs={"input": IndexSet.range(n=1, t=(0, 3))}, outputs={"output": IndexSet.range(n=1, t=(0, 3))}
+    )
     values = np.repeat(np.array([[1.0], [2.0], [3.0]]), dim, axis=1)
     out = np.asarray(compile(net, req)(net, {"input": values})["output"])
     # h0 = x0 + 1 (no h at -1), h1 = x1 + h0, h2 = x2 + h1; taking the Const every time would give 2, 3, 4.
@@ -482,7 +528,9 @@ def _recurrence_of_dim_one_case():
 def _relu_tie_case():
     x = Input("input", 1)
     net = symnet.Network(ReLU(x + Weight(0.0)))  # the pre-activation is exactly 0; d/dw = ReLU'(0)
-    req = ComputationRequest(inputs={"input": IndexSet.range(n=1, t=(0, 1))}, outputs={"output": IndexSet.range(n=1, t=(0, 1))})
+    req = ComputationRequest(
+        inputs={"input": IndexSet.range(n=1, t=(0, 1))}, outputs={"output": IndexSet.range(n=1, t=(0, 1))}
+    )
     comp = compile(net, req)
     inp = {"input": np.zeros((1, 1))}
     a = comp.forward(net, inp)["output"].backward(1.0)

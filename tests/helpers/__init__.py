@@ -1,8 +1,8 @@
 """Shared test helpers, importable from every test module as `helpers` (pytest puts tests/ on the path).
 
-    from helpers import EXAMPLES, REPO                 # the repository and its examples/ folder
-    from helpers.reference import Reference            # the reference evaluator over Indexes
-    from helpers.kaldi_models import NNET_TEXT         # small Kaldi model files written by hand
+from helpers import EXAMPLES, REPO                 # the repository and its examples/ folder
+from helpers.reference import Reference            # the reference evaluator over Indexes
+from helpers.kaldi_models import NNET_TEXT         # small Kaldi model files written by hand
 """
 
 from __future__ import annotations

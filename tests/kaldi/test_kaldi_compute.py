@@ -73,8 +73,13 @@ D, H = 3, 4
 
 def rnn_net():
     x = Input("input", D)
-    h = Node("h", Tanh(x @ Weight(Normal((D, H), 0.7), name="w")
-                       + IfDefined(Offset(Ref("h"), -1)) @ Weight(Normal((H, H), 0.7), name="u")))
+    h = Node(
+        "h",
+        Tanh(
+            x @ Weight(Normal((D, H), 0.7), name="w")
+            + IfDefined(Offset(Ref("h"), -1)) @ Weight(Normal((H, H), 0.7), name="u")
+        ),
+    )
     return Network(h)
 
 
@@ -126,8 +131,7 @@ def test_ivector_and_online_ivectors():
     got = nnet3_compute(net, feats, ComputeOptions(frames_per_chunk=5), ivector=ivector)
     np.testing.assert_allclose(got, np.concatenate([feats, np.tile(ivector, (12, 1))], 1) @ w, atol=1e-5)
     online = rng.standard_normal((4, 2)).astype(np.float32)  # period 3
-    got = nnet3_compute(net, feats, ComputeOptions(frames_per_chunk=5), online_ivectors=online,
-                        online_ivector_period=3)
+    got = nnet3_compute(net, feats, ComputeOptions(frames_per_chunk=5), online_ivectors=online, online_ivector_period=3)
     # Chunks [0, 5), [5, 10), [10, 12): the i-vector of frame first + (last - first) // 2.
     rows = [online[(0 + 4 // 2) // 3]] * 5 + [online[(5 + 4 // 2) // 3]] * 5 + [online[(10 + 1 // 2) // 3]] * 2
     np.testing.assert_allclose(got, np.concatenate([feats, np.array(rows)], 1) @ w, atol=1e-5)

@@ -125,9 +125,12 @@ def d(text: str):
 
 def test_doc_example_lines():
     lines = parse_config(DOC_EXAMPLE, file="nnet.config")
-    assert [line.kind for line in lines] == ["component"] * 4 + ["input-node"] + ["component-node"] * 4 + ["output-node"]
-    assert lines[0] == ComponentLine(name="affine1", type="NaturalGradientAffineComponent",
-                                     options=[("input-dim", "48"), ("output-dim", "65")])
+    assert [line.kind for line in lines] == ["component"] * 4 + ["input-node"] + ["component-node"] * 4 + [
+        "output-node"
+    ]
+    assert lines[0] == ComponentLine(
+        name="affine1", type="NaturalGradientAffineComponent", options=[("input-dim", "48"), ("output-dim", "65")]
+    )
     assert lines[4] == InputNode(name="input", dim=12)
     x = Ref("input")
     assert lines[5].descriptor == Append(Offset(x, -1), x, Offset(x, 1), Offset(x, 2))
@@ -136,8 +139,10 @@ def test_doc_example_lines():
     check_config(lines)
     # Kaldi writes Offset(input, 0) as input, and adds objective=linear.
     text = write_config(lines)
-    assert ("component-node name=affine1_node component=affine1 "
-            "input=Append(Offset(input, -1), input, Offset(input, 1), Offset(input, 2))\n") in text
+    assert (
+        "component-node name=affine1_node component=affine1 "
+        "input=Append(Offset(input, -1), input, Offset(input, 1), Offset(input, 2))\n"
+    ) in text
     assert "output-node name=output input=output_nonlin objective=linear\n" in text
     assert parse_config(text) == lines
 
@@ -178,7 +183,8 @@ def test_lstm_recurrences_and_dim_ranges():
     w_all = by_name["component-node", "lstm1.W_all"].descriptor
     assert w_all == Append(Ref("input"), IfDefined(Offset(Ref("lstm1.r_trunc"), -3)))
     assert by_name["dim-range-node", "lstm1.r_trunc"] == DimRangeNode(
-        name="lstm1.r_trunc", input_node="lstm1.cr_trunc", dim_offset=1024, dim=256)
+        name="lstm1.r_trunc", input_node="lstm1.cr_trunc", dim_offset=1024, dim=256
+    )
     text = write_config(lines)
     assert "input=Append(input, IfDefined(Offset(lstm1.r_trunc, -3)))" in text
     assert "dim-range-node name=lstm1.c input-node=lstm1.lstm_nonlin dim-offset=0 dim=1024\n" in text
@@ -221,8 +227,7 @@ def test_line_objects_built_in_python_are_normalised():
     line = ComponentNode(name="a", component="c", descriptor=Offset(Append(Ref("x"), Input("y", 3)), 0))
     assert line.descriptor == Append(Ref("x"), Input("y", 3))
     assert line.to_text() == "component-node name=a component=c input=Append(x, y)"
-    assert parse_line(line.to_text()) == ComponentNode(name="a", component="c",
-                                                        descriptor=Append(Ref("x"), Ref("y")))
+    assert parse_line(line.to_text()) == ComponentNode(name="a", component="c", descriptor=Append(Ref("x"), Ref("y")))
     with pytest.raises(ConfigError):
         InputNode(name="bad name", dim=3)
     with pytest.raises(ConfigError):
@@ -322,8 +327,14 @@ def test_python_built_descriptors():
     )
     normal = normalize_descriptor(layer)
     assert normal.parts[0].parts[1].parts[1] is x  # leaves are kept as they were
-    for bad in (ReLU(y), Scale(2.0, IfDefined(y)), Ref("Sum"), Offset(Const(1.0, 2), 1),
-                Sum(Append(x, y), x), Scale(float("inf"), y)):
+    for bad in (
+        ReLU(y),
+        Scale(2.0, IfDefined(y)),
+        Ref("Sum"),
+        Offset(Const(1.0, 2), 1),
+        Sum(Append(x, y), x),
+        Scale(float("inf"), y),
+    ):
         with pytest.raises(DescriptorError):
             write_descriptor(bad)
 
@@ -410,8 +421,13 @@ def test_error_columns(line, token):
 
 
 def test_missing_options_point_at_end_of_line():
-    for line in ("input-node name=input", "component-node name=a input=x", "component type=X",
-                 "dim-range-node name=r input-node=x dim=3", "output-node name=o"):
+    for line in (
+        "input-node name=input",
+        "component-node name=a input=x",
+        "component type=X",
+        "dim-range-node name=r input-node=x dim=3",
+        "output-node name=o",
+    ):
         with pytest.raises(ConfigError) as info:
             parse_line(line + "   # c")
         assert info.value.column == len(line) + 1
@@ -446,15 +462,39 @@ def test_option_reader_kaldi_rules():
     assert info.value.column == line.source.key_column("v")
 
 
-@pytest.mark.parametrize("value, ok", [("12", 12), (" 12 ", 12), ("+3", 3), ("2147483647", 2**31 - 1),
-                                       ("2147483648", None), ("1.0", None), ("0x10", None), ("", None)])
+@pytest.mark.parametrize(
+    "value, ok",
+    [
+        ("12", 12),
+        (" 12 ", 12),
+        ("+3", 3),
+        ("2147483647", 2**31 - 1),
+        ("2147483648", None),
+        ("1.0", None),
+        ("0x10", None),
+        ("", None),
+    ],
+)
 def test_parse_int(value, ok):
     assert parse_int(value) == ok
 
 
-@pytest.mark.parametrize("value, ok", [("1", 1.0), (".5", 0.5), ("5.", 5.0), ("-1e-3", -1e-3), ("INF", float("inf")),
-                                       ("-Infinity", float("-inf")), ("1e39", None), ("1e", None), ("0x1p3", None),
-                                       ("1.5abc", None), ("", None)])
+@pytest.mark.parametrize(
+    "value, ok",
+    [
+        ("1", 1.0),
+        (".5", 0.5),
+        ("5.", 5.0),
+        ("-1e-3", -1e-3),
+        ("INF", float("inf")),
+        ("-Infinity", float("-inf")),
+        ("1e39", None),
+        ("1e", None),
+        ("0x1p3", None),
+        ("1.5abc", None),
+        ("", None),
+    ],
+)
 def test_parse_real(value, ok):
     assert parse_real(value) == ok
 
@@ -479,14 +519,20 @@ def test_merge_config_kaldi_rules():
     )
     merged = merge_config(existing, new)
     names = [(line.kind, line.name) for line in merged]
-    assert names[:4] == [("component", "affine1"), ("component", "relu1"), ("component", "affine2"),
-                         ("component", "logsoftmax")]
+    assert names[:4] == [
+        ("component", "affine1"),
+        ("component", "relu1"),
+        ("component", "affine2"),
+        ("component", "logsoftmax"),
+    ]
     assert merged[1].type == "SigmoidComponent"  # replaced where it stood
     assert names[-3:] == [("component", "extra"), ("component-node", "extra"), ("output-node", "output")]
     assert names.count(("output-node", "output")) == 1 and merged[-1].objective == "quadratic"
     check_config(merged)
-    for twice in ("component name=a type=X\ncomponent name=a type=Y\n",
-                  "input-node name=a dim=3\noutput-node name=a input=x\n"):
+    for twice in (
+        "component name=a type=X\ncomponent name=a type=Y\n",
+        "input-node name=a dim=3\noutput-node name=a input=x\n",
+    ):
         with pytest.raises(ConfigError) as info:
             merge_config(existing, parse_config(twice))
         assert info.value.line == 2 and "appears twice" in info.value.message
@@ -535,8 +581,9 @@ _INTS = st.integers(-5, 5)
 
 def _descriptor_texts() -> st.SearchStrategy[str]:
     """Descriptor text from Kaldi's grammar, including combinations Kaldi rejects."""
-    leaf = st.one_of(_NAMES, st.builds("Const({}, {})".format, st.sampled_from(["0", "1", "-2.5", "0.1"]),
-                                       st.integers(1, 4)))
+    leaf = st.one_of(
+        _NAMES, st.builds("Const({}, {})".format, st.sampled_from(["0", "1", "-2.5", "0.1"]), st.integers(1, 4))
+    )
 
     def extend(inner):
         args = st.lists(inner, min_size=1, max_size=3).map(", ".join)
@@ -595,8 +642,25 @@ def _mutate(text: str, rng: random.Random) -> str:
                 del words[rng.randrange(len(words))]
             chars = list(" ".join(words))
         elif kind == 5:  # insert a keyword or number
-            word = rng.choice(["Append(", "Sum(", "Offset(", "IfDefined(", "Scale(2, ", "Const(1, 3)", "Switch(",
-                               "Round(", "ReplaceIndex(", ", -1)", "Failover(", "9999999999", "1e40", "nan", "=="])
+            word = rng.choice(
+                [
+                    "Append(",
+                    "Sum(",
+                    "Offset(",
+                    "IfDefined(",
+                    "Scale(2, ",
+                    "Const(1, 3)",
+                    "Switch(",
+                    "Round(",
+                    "ReplaceIndex(",
+                    ", -1)",
+                    "Failover(",
+                    "9999999999",
+                    "1e40",
+                    "nan",
+                    "==",
+                ]
+            )
             chars[i:i] = word
         else:  # swap two characters
             if len(chars) > 1:

@@ -225,37 +225,51 @@ def test_a_tdnn_built_from_a_config_is_read_back_equal(tmp_path, binary):
 def test_tokens_symnet_writes_follow_kaldis_write_functions():
     kn = parse_network(TDNN, seed=4)
     text = format_model(kn, binary=False).decode()
-    assert ("<ComponentName> tdnn1.affine <NaturalGradientAffineComponent> <LearningRateFactor> 0.5 <MaxChange> 0.75 "
-            "<L2Regularize> 0.008 <LearningRate> 0.001 <LinearParams>  [") in text
+    assert (
+        "<ComponentName> tdnn1.affine <NaturalGradientAffineComponent> <LearningRateFactor> 0.5 <MaxChange> 0.75 "
+        "<L2Regularize> 0.008 <LearningRate> 0.001 <LinearParams>  ["
+    ) in text
     assert "<RankIn> 6 <RankOut> 8 <UpdatePeriod> 4 <NumSamplesHistory> 2000 <Alpha> 4 </NaturalGradientAffine" in text
-    assert ("<ComponentName> tdnn1.relu <RectifiedLinearComponent> <Dim> 16 <ValueAvg>  [ ]\n<DerivAvg>  [ ]\n"
-            "<Count> 0 <OderivRms>  [ ]\n<OderivCount> 0 <NumDimsSelfRepaired> 0 <NumDimsProcessed> 0 "
-            "<SelfRepairScale> 1e-05 </RectifiedLinearComponent>") in text
-    assert ("<BatchNormComponent> <Dim> 16 <BlockDim> 8 <Epsilon> 0.001 <TargetRms> 0.5 <TestMode> F <Count> 0 "
-            "<StatsMean>  [ 0 0 0 0 0 0 0 0 ]\n<StatsVar>  [ 0 0 0 0 0 0 0 0 ]\n</BatchNormComponent>") in text
-    assert ("<DropoutComponent> <Dim> 16 <DropoutProportion> 0.25 <DropoutPerFrame> F <TestMode> F "
-            "</DropoutComponent>") in text
+    assert (
+        "<ComponentName> tdnn1.relu <RectifiedLinearComponent> <Dim> 16 <ValueAvg>  [ ]\n<DerivAvg>  [ ]\n"
+        "<Count> 0 <OderivRms>  [ ]\n<OderivCount> 0 <NumDimsSelfRepaired> 0 <NumDimsProcessed> 0 "
+        "<SelfRepairScale> 1e-05 </RectifiedLinearComponent>"
+    ) in text
+    assert (
+        "<BatchNormComponent> <Dim> 16 <BlockDim> 8 <Epsilon> 0.001 <TargetRms> 0.5 <TestMode> F <Count> 0 "
+        "<StatsMean>  [ 0 0 0 0 0 0 0 0 ]\n<StatsVar>  [ 0 0 0 0 0 0 0 0 ]\n</BatchNormComponent>"
+    ) in text
+    assert (
+        "<DropoutComponent> <Dim> 16 <DropoutProportion> 0.25 <DropoutPerFrame> F <TestMode> F </DropoutComponent>"
+    ) in text
     assert "<TdnnComponent> <LearningRate> 0.001 <TimeOffsets> [ -2 0 ]\n<LinearParams>  [" in text
-    assert ("<BiasParams>  [ ]\n<OrthonormalConstraint> -1 <UseNaturalGradient> F <NumSamplesHistory> 2000 "
-            "<AlphaInOut> 4 4 <RankInOut> 16 3 </TdnnComponent>") in text
-    assert ("<GeneralDropoutComponent> <Dim> 16 <BlockDim> 4 <TimePeriod> 0 <DropoutProportion> 0.1 <Continuous> "
-            "</GeneralDropoutComponent>") in text
+    assert (
+        "<BiasParams>  [ ]\n<OrthonormalConstraint> -1 <UseNaturalGradient> F <NumSamplesHistory> 2000 "
+        "<AlphaInOut> 4 4 <RankInOut> 16 3 </TdnnComponent>"
+    ) in text
+    assert (
+        "<GeneralDropoutComponent> <Dim> 16 <BlockDim> 4 <TimePeriod> 0 <DropoutProportion> 0.1 <Continuous> "
+        "</GeneralDropoutComponent>"
+    ) in text
     assert "<NoOpComponent> <Dim> 16 <BackpropScale> 0.5 </NoOpComponent>" in text
-    assert ("<NormalizeComponent> <InputDim> 16 <BlockDim> 8 <TargetRms> 2 <AddLogStddev> T "
-            "</NormalizeComponent>") in text
+    assert (
+        "<NormalizeComponent> <InputDim> 16 <BlockDim> 8 <TargetRms> 2 <AddLogStddev> T </NormalizeComponent>"
+    ) in text
     assert "<ScaleAndOffsetComponent> <LearningRate> 0.001 <Dim> 18 <Scales>  [ 1 1 1" in text
     assert "<UseNaturalGradient> T <Rank> 10 </ScaleAndOffsetComponent>" in text
     assert "<PerElementOffsetComponent> <LearningRate> 0.001 <Offsets>  [ 0 0 0 0 0 0 ]\n<Dim> 18 " in text
     assert "<SigmoidComponent> <Dim> 18 <BlockDim> 6 <ValueAvg>" in text
-    assert ("<UseNaturalGradient> T <RankInOut> 4 4 <Alpha> 4 <NumSamplesHistory> 2000 <UpdatePeriod> 4 "
-            "</LinearComponent>") in text
+    assert (
+        "<UseNaturalGradient> T <RankInOut> 4 4 <Alpha> 4 <NumSamplesHistory> 2000 <UpdatePeriod> 4 </LinearComponent>"
+    ) in text
     assert "<ComponentName> lda <FixedAffineComponent> <LinearParams>  [" in text
     assert "output-node name=output-xent input=xent.softmax objective=quadratic\n" in text
     # the config lines are Kaldi's node lines: no component lines
     header = text.split("\n\n<NumComponents>")[0]
     assert "component name=" not in header
-    assert ("component-node name=tdnnf2.noop component=tdnnf2.noop input=Sum(Scale(0.66, tdnn1.dropout), "
-            "tdnnf2.dropout)") in header
+    assert (
+        "component-node name=tdnnf2.noop component=tdnnf2.noop input=Sum(Scale(0.66, tdnn1.dropout), tdnnf2.dropout)"
+    ) in header
 
 
 @pytest.mark.parametrize("config", ["lstm.config", "kaldi-doc-example.config", "tdnnf.config"])
@@ -295,12 +309,17 @@ def test_statistics_components_round_trip():
         "component name=stats-pooling type=StatisticsPoolingComponent input-dim=7 input-period=2 left-context=4 "
         "right-context=2 output-stddevs=true num-log-count-features=1\n"
         "component-node name=stats-pooling component=stats-pooling input=stats-extraction\n"
-        "output-node name=output input=Round(stats-pooling, 2)\n")
+        "output-node name=output input=Round(stats-pooling, 2)\n"
+    )
     text = format_model(kn, binary=False).decode()
-    assert ("<StatisticsExtractionComponent> <InputDim> 3 <InputPeriod> 1 <OutputPeriod> 2 <IncludeVarinance> T "
-            "</StatisticsExtractionComponent>") in text
-    assert ("<StatisticsPoolingComponent> <InputDim> 7 <InputPeriod> 2 <LeftContext> 4 <RightContext> 2 "
-            "<NumLogCountFeatures> 1 <OutputStddevs> T <VarianceFloor> 1e-10 </StatisticsPoolingComponent>") in text
+    assert (
+        "<StatisticsExtractionComponent> <InputDim> 3 <InputPeriod> 1 <OutputPeriod> 2 <IncludeVarinance> T "
+        "</StatisticsExtractionComponent>"
+    ) in text
+    assert (
+        "<StatisticsPoolingComponent> <InputDim> 7 <InputPeriod> 2 <LeftContext> 4 <RightContext> 2 "
+        "<NumLogCountFeatures> 1 <OutputStddevs> T <VarianceFloor> 1e-10 </StatisticsPoolingComponent>"
+    ) in text
     assert parse_model(text.encode()).network.structure == kn.structure
 
 
@@ -325,17 +344,24 @@ def test_write_model_is_atomic(tmp_path, monkeypatch):
 
 def test_stored_dims_that_disagree_with_the_config_lines_name_the_component_and_token():
     bad = NNET_TEXT.replace("input-node name=input dim=3", "input-node name=input dim=5")
-    with pytest.raises(ModelFormatError, match=r"bad.raw: component 'affine1' \(NaturalGradientAffineComponent\): "
-                                               r"<LinearParams> has 3 columns.*input=input of dim 5"):
+    with pytest.raises(
+        ModelFormatError,
+        match=r"bad.raw: component 'affine1' \(NaturalGradientAffineComponent\): "
+        r"<LinearParams> has 3 columns.*input=input of dim 5",
+    ):
         parse_model(bad.encode(), file="bad.raw")
     bad = NNET_TEXT.replace("<StatsMean>  [ 0.5 -0.25 0.125 1.5 ]", "<StatsMean>  [ 0.5 -0.25 0.125 ]")
     with pytest.raises(ModelFormatError, match=r"component 'bn1' \(BatchNormComponent\) <StatsMean>: has shape \(3,\)"):
         parse_model(bad.encode())
-    bad = NNET_TEXT.replace("<LstmNonlinearityComponent> <MaxChange> 0.75 <LearningRate> 0.001 <Params>  [\n"
-                            "  -1.670642 -1.095184 \n", "<LstmNonlinearityComponent> <MaxChange> 0.75 "
-                            "<LearningRate> 0.001 <Params>  [\n")
-    with pytest.raises(ModelFormatError, match=r"component 'lstm1' \(LstmNonlinearityComponent\) <Params>: "
-                                               r"expected 3 rows"):
+    bad = NNET_TEXT.replace(
+        "<LstmNonlinearityComponent> <MaxChange> 0.75 <LearningRate> 0.001 <Params>  [\n  -1.670642 -1.095184 \n",
+        "<LstmNonlinearityComponent> <MaxChange> 0.75 <LearningRate> 0.001 <Params>  [\n",
+    )
+    with pytest.raises(
+        ModelFormatError,
+        match=r"component 'lstm1' \(LstmNonlinearityComponent\) <Params>: "
+        r"expected 3 rows",
+    ):
         parse_model(bad.encode())
 
 
@@ -344,9 +370,13 @@ def test_missing_tokens_unknown_types_and_missing_components():
     with pytest.raises(ModelFormatError, match=r"component 'affine2' \(AffineComponent\) <BiasParams>: missing"):
         parse_model(bad.encode())
     bad = NNET_TEXT.replace("<RectifiedLinearComponent>", "<FancyComponent>").replace(
-        "</RectifiedLinearComponent>", "</FancyComponent>")
-    with pytest.raises(ModelFormatError, match=r"component 'relu1' \(FancyComponent\): symnet cannot build a "
-                                               r"FancyComponent"):
+        "</RectifiedLinearComponent>", "</FancyComponent>"
+    )
+    with pytest.raises(
+        ModelFormatError,
+        match=r"component 'relu1' \(FancyComponent\): symnet cannot build a "
+        r"FancyComponent",
+    ):
         parse_model(bad.encode())
     bad = NNET_TEXT.replace("component=relu1", "component=relu9")
     with pytest.raises(ModelFormatError, match="uses component 'relu9', which the file does not have"):

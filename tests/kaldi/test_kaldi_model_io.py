@@ -67,8 +67,7 @@ ALL_TYPES = [
     "<ComponentName> distribute <DistributeComponent> <InputDim> 50 <OutputDim> 10 </DistributeComponent> \n",
     "<ComponentName> c6 <DropoutComponent> <Dim> 105 <DropoutProportion> 0.41229 <DropoutPerFrame> F "
     "<TestMode> F </DropoutComponent> \n",
-    "<ComponentName> m <ElementwiseProductComponent> <InputDim> 80 <OutputDim> 40 "
-    "</ElementwiseProductComponent> \n",
+    "<ComponentName> m <ElementwiseProductComponent> <InputDim> 80 <OutputDim> 40 </ElementwiseProductComponent> \n",
     "<ComponentName> c7 <FixedAffineComponent> <LinearParams>  [\n  -1.193738 1.820539 \n  2.852789 0.2631108 ]\n"
     "<BiasParams>  [ 0.2192917 -0.3739421 ]\n</FixedAffineComponent> \n",
     "<ComponentName> c8 <FixedBiasComponent> <Bias>  [ -1.193738 1.820539 ]\n</FixedBiasComponent> \n",
@@ -150,8 +149,10 @@ ALL_TYPES = [
     "<MaxMemoryMb> 200 <UseNaturalGradient> F <NumMinibatchesHistory> 4 <AlphaInOut> 4 4 <RankInOut> 4 4 "
     "</TimeHeightConvolutionComponent> \n",
 ]
-ALL_TYPES_TEXT = ("<Nnet3> \ninput-node name=input dim=3\noutput-node name=output input=input objective=linear\n\n"
-                  f"<NumComponents> {len(ALL_TYPES)} \n" + "".join(ALL_TYPES) + "</Nnet3> ")
+ALL_TYPES_TEXT = (
+    "<Nnet3> \ninput-node name=input dim=3\noutput-node name=output input=input objective=linear\n\n"
+    f"<NumComponents> {len(ALL_TYPES)} \n" + "".join(ALL_TYPES) + "</Nnet3> "
+)
 
 
 def text(nnet: NnetFile) -> str:
@@ -177,8 +178,17 @@ def test_text_round_trip_is_byte_identical(nnet):
 def test_values_have_kaldi_types(nnet):
     affine = nnet.component("affine1")
     assert affine.type == "NaturalGradientAffineComponent"
-    assert affine.tokens == ("MaxChange", "LearningRate", "LinearParams", "BiasParams", "RankIn", "RankOut",
-                             "UpdatePeriod", "NumSamplesHistory", "Alpha")
+    assert affine.tokens == (
+        "MaxChange",
+        "LearningRate",
+        "LinearParams",
+        "BiasParams",
+        "RankIn",
+        "RankOut",
+        "UpdatePeriod",
+        "NumSamplesHistory",
+        "Alpha",
+    )
     w = affine["LinearParams"]
     assert w.dtype == np.float32 and w.shape == (4, 3) and not w.flags.writeable
     np.testing.assert_array_equal(w[3], np.float32([1, -1.1, 1.2]))
@@ -225,8 +235,10 @@ def test_all_text_format_types_round_trip_in_both_formats():
 
 
 def test_unknown_types_are_read_by_the_generic_grammar_in_text():
-    body = ("<ComponentName> foo <FooComponent> <Dim> 3 <Scale> 0.5 <Vals>  [ 1 2.5 ]\n<Ints> [ 1 -2 ]\n"
-            "<Mat>  [\n  1 2 \n  3 4 ]\n<Flag> <Word> abc <Pair> 1 2 <On> T </FooComponent> \n")
+    body = (
+        "<ComponentName> foo <FooComponent> <Dim> 3 <Scale> 0.5 <Vals>  [ 1 2.5 ]\n<Ints> [ 1 -2 ]\n"
+        "<Mat>  [\n  1 2 \n  3 4 ]\n<Flag> <Word> abc <Pair> 1 2 <On> T </FooComponent> \n"
+    )
     source = "<Nnet3> \ninput-node name=input dim=3\n\n<NumComponents> 1 \n" + body + "</Nnet3> "
     nnet = parse_nnet(source.encode())
     foo = nnet.component("foo")
@@ -289,11 +301,21 @@ def test_binary_layout_follows_kaldi(nnet):
 
 def test_values_built_in_python_compare_equal_to_read_ones(nnet):
     affine = nnet.component("affine1")
-    built = NnetComponent("affine1", "NaturalGradientAffineComponent", [
-        ("MaxChange", 0.75), ("LearningRate", 0.001),
-        ("LinearParams", [[0.1, -0.2, 0.3], [0.4, 0.5, -0.6], [-0.7, 0.8, 0.9], [1, -1.1, 1.2]]),
-        ("BiasParams", [0.1, 0.2, -0.3, 0.4]), ("RankIn", 2), ("RankOut", 2), ("UpdatePeriod", 4),
-        ("NumSamplesHistory", 2000), ("Alpha", 4)])
+    built = NnetComponent(
+        "affine1",
+        "NaturalGradientAffineComponent",
+        [
+            ("MaxChange", 0.75),
+            ("LearningRate", 0.001),
+            ("LinearParams", [[0.1, -0.2, 0.3], [0.4, 0.5, -0.6], [-0.7, 0.8, 0.9], [1, -1.1, 1.2]]),
+            ("BiasParams", [0.1, 0.2, -0.3, 0.4]),
+            ("RankIn", 2),
+            ("RankOut", 2),
+            ("UpdatePeriod", 4),
+            ("NumSamplesHistory", 2000),
+            ("Alpha", 4),
+        ],
+    )
     assert built == affine and hash(built) == hash(affine)
     assert built.replace(RankIn=3) != affine and built.replace(RankIn=3)["RankIn"] == 3
     file = NnetFile(CONFIG.splitlines(), [built] + list(nnet.components[1:]))
@@ -321,8 +343,7 @@ def test_token_field_names():
 def test_read_kaldi_array(tmp_path):
     (tmp_path / "m.txt").write_text(" [\n  1 2 \n  3 4 ]\n")
     (tmp_path / "v.txt").write_text(" [ 1 2 3 ]\n")
-    (tmp_path / "m.bin").write_bytes(b"\0BFM \x04\x01\x00\x00\x00\x04\x02\x00\x00\x00"
-                                     + np.float32([5, 6]).tobytes())
+    (tmp_path / "m.bin").write_bytes(b"\0BFM \x04\x01\x00\x00\x00\x04\x02\x00\x00\x00" + np.float32([5, 6]).tobytes())
     (tmp_path / "v.bin").write_bytes(b"\0BDV \x04\x02\x00\x00\x00" + np.float64([7, 8]).tobytes())
     assert read_kaldi_array(tmp_path / "m.txt").tolist() == [[1, 2], [3, 4]]
     assert read_kaldi_array(tmp_path / "v.txt").tolist() == [1, 2, 3]
@@ -355,19 +376,40 @@ def test_acoustic_model_binary_keeps_and_converts_the_transition_model(tmp_path)
     am = parse_nnet(AM_TEXT.encode())
     binary = format_nnet(am, binary=True)
     # transition-model.cc / hmm-topology.cc binary layout: phones, phone2idx, entries, then the triples
-    expected_tm = (b"\0B<TransitionModel> <Topology> "
-                   b"\x04\x02\x00\x00\x00" + struct.pack("<2i", 1, 2)  # phones_ (WriteIntegerVector)
-                   + b"\x04\x03\x00\x00\x00" + struct.pack("<3i", -1, 0, 0)  # phone2idx_
-                   + b"\x04" + struct.pack("<i", 1)  # one entry
-                   + b"\x04" + struct.pack("<i", 2)  # two states
-                   + b"\x04" + struct.pack("<i", 0) + b"\x04" + struct.pack("<i", 2)  # pdf class 0, 2 transitions
-                   + b"\x04" + struct.pack("<i", 0) + b"\x04" + struct.pack("<f", 0.75)
-                   + b"\x04" + struct.pack("<i", 1) + b"\x04" + struct.pack("<f", 0.25)
-                   + b"\x04" + struct.pack("<i", -1) + b"\x04" + struct.pack("<i", 0)  # final state
-                   + b"</Topology> <Triples> \x04" + struct.pack("<i", 2))
+    expected_tm = (
+        b"\0B<TransitionModel> <Topology> "
+        b"\x04\x02\x00\x00\x00"
+        + struct.pack("<2i", 1, 2)  # phones_ (WriteIntegerVector)
+        + b"\x04\x03\x00\x00\x00"
+        + struct.pack("<3i", -1, 0, 0)  # phone2idx_
+        + b"\x04"
+        + struct.pack("<i", 1)  # one entry
+        + b"\x04"
+        + struct.pack("<i", 2)  # two states
+        + b"\x04"
+        + struct.pack("<i", 0)
+        + b"\x04"
+        + struct.pack("<i", 2)  # pdf class 0, 2 transitions
+        + b"\x04"
+        + struct.pack("<i", 0)
+        + b"\x04"
+        + struct.pack("<f", 0.75)
+        + b"\x04"
+        + struct.pack("<i", 1)
+        + b"\x04"
+        + struct.pack("<f", 0.25)
+        + b"\x04"
+        + struct.pack("<i", -1)
+        + b"\x04"
+        + struct.pack("<i", 0)  # final state
+        + b"</Topology> <Triples> \x04"
+        + struct.pack("<i", 2)
+    )
     assert binary.startswith(expected_tm)
-    assert binary.endswith(b"</Nnet3> <LeftContext> \x04\x00\x00\x00\x00<RightContext> \x04\x00\x00\x00\x00"
-                           b"<Priors> FV \x04\x02\x00\x00\x00" + np.float32([0.6, 0.4]).tobytes())
+    assert binary.endswith(
+        b"</Nnet3> <LeftContext> \x04\x00\x00\x00\x00<RightContext> \x04\x00\x00\x00\x00"
+        b"<Priors> FV \x04\x02\x00\x00\x00" + np.float32([0.6, 0.4]).tobytes()
+    )
     again = parse_nnet(binary)
     assert again == am
     assert again.transition_model.raw_binary is True
@@ -385,11 +427,13 @@ def test_acoustic_model_binary_keeps_and_converts_the_transition_model(tmp_path)
 
 
 def test_non_hmm_transition_model_uses_tuples():
-    tm = TransitionModel([TopologyEntry([3], [HmmState(0, 1, [(0, 0.5), (1, 0.5)]), HmmState(-1, -1)])],
-                         [(3, 0, 0, 1)], [0, -0.693147, -0.693147])
+    tm = TransitionModel(
+        [TopologyEntry([3], [HmmState(0, 1, [(0, 0.5), (1, 0.5)]), HmmState(-1, -1)])],
+        [(3, 0, 0, 1)],
+        [0, -0.693147, -0.693147],
+    )
     am = parse_nnet(AM_TEXT.encode())
-    am2 = NnetFile(am.config, am.components, transition_model=tm, left_context=1, right_context=2,
-                   priors=[0.5, 0.5])
+    am2 = NnetFile(am.config, am.components, transition_model=tm, left_context=1, right_context=2, priors=[0.5, 0.5])
     source = text(am2)
     assert "<ForwardPdfClass> 0 <SelfLoopPdfClass> 1 <Transition>" in source
     assert "<Tuples> 1 \n3 0 0 1 \n</Tuples> \n" in source
@@ -411,7 +455,7 @@ def test_errors_name_the_expected_token_and_place(nnet):
     with pytest.raises(ModelFormatError, match=r"small\.txt:\d+:\d+: expected an int32 for <RankOut>") as info:
         parse_nnet(bad.encode(), file="small.txt")
     line = bad.splitlines()[info.value.line - 1]
-    assert line[info.value.column - 1:].startswith("2.5")
+    assert line[info.value.column - 1 :].startswith("2.5")
     bad = NNET_TEXT.replace("</BatchNormComponent>", "</BatchNorm>")
     with pytest.raises(ModelFormatError, match="</BatchNormComponent>"):
         parse_nnet(bad.encode())
@@ -444,8 +488,12 @@ def _outcome(data: bytes, original: NnetFile) -> None:
 @pytest.fixture(scope="module")
 def samples(nnet) -> list[tuple[bytes, NnetFile]]:
     am = parse_nnet(AM_TEXT.encode())
-    return [(format_nnet(nnet, binary=True), nnet), (NNET_TEXT.encode(), nnet),
-            (format_nnet(am, binary=True), am), (AM_TEXT.encode(), am)]
+    return [
+        (format_nnet(nnet, binary=True), nnet),
+        (NNET_TEXT.encode(), nnet),
+        (format_nnet(am, binary=True), am),
+        (AM_TEXT.encode(), am),
+    ]
 
 
 def test_every_truncation_fails_cleanly(samples):
@@ -484,7 +532,7 @@ def test_random_corruption_gives_model_format_error_or_success(samples, data):
         elif action == "cut":
             del corrupted[i:]
         elif action == "delete":
-            del corrupted[i:i + data.draw(st.integers(1, 8))]
+            del corrupted[i : i + data.draw(st.integers(1, 8))]
         else:
             corrupted[i:i] = data.draw(st.binary(min_size=1, max_size=8))
     _outcome(bytes(corrupted), original)
@@ -493,14 +541,16 @@ def test_random_corruption_gives_model_format_error_or_success(samples, data):
 def test_huge_sizes_in_corrupt_binary_are_errors_not_allocations(nnet):
     binary = format_nnet(nnet, binary=True)
     i = binary.index(b"<LinearParams> FM \x04") + len(b"<LinearParams> FM \x04")
-    huge = binary[:i] + struct.pack("<i", 2**31 - 1) + binary[i + 4:]
+    huge = binary[:i] + struct.pack("<i", 2**31 - 1) + binary[i + 4 :]
     with pytest.raises(ModelFormatError, match="unexpected end of file"):
         parse_nnet(huge)
-    negative = binary[:i] + struct.pack("<i", -5) + binary[i + 4:]
+    negative = binary[:i] + struct.pack("<i", -5) + binary[i + 4 :]
     with pytest.raises(ModelFormatError, match="negative size"):
         parse_nnet(negative)
-    nested = ("<Nnet3> \ninput-node name=input dim=3\n\n<NumComponents> 1 \n<ComponentName> c <AComponent> "
-              + "<AComponent> " * 50)
+    nested = (
+        "<Nnet3> \ninput-node name=input dim=3\n\n<NumComponents> 1 \n<ComponentName> c <AComponent> "
+        + "<AComponent> " * 50
+    )
     with pytest.raises(ModelFormatError, match="nested"):
         parse_nnet(nested.encode())
 

@@ -76,8 +76,12 @@ def test_doc_example_structure(doc):
     assert dict(doc.objectives) == {"output": "linear"}
     with pytest.raises(TypeError):
         doc.objectives["output"] = "quadratic"  # read-only
-    assert sorted(net.params) == ["affine1.bias_params", "affine1.linear_params",
-                                  "affine2.bias_params", "affine2.linear_params"]
+    assert sorted(net.params) == [
+        "affine1.bias_params",
+        "affine1.linear_params",
+        "affine2.bias_params",
+        "affine2.linear_params",
+    ]
     assert net.params["affine1.linear_params"].shape == (65, 48)
     assert net.params["affine2.linear_params"].shape == (115, 65)
     out = net.outputs["output"]
@@ -185,8 +189,9 @@ def test_tdnnf_example_equals_numpy(tdnnf):
             return _np(seq[t])
 
         def tdnn1(t):
-            return node("tdnn1", t, lambda t: bn("tdnn1.batchnorm", np.maximum(
-                tdnn("tdnn1.affine", inp, (-1, 0, 1), t), 0.0)))
+            return node(
+                "tdnn1", t, lambda t: bn("tdnn1.batchnorm", np.maximum(tdnn("tdnn1.affine", inp, (-1, 0, 1), t), 0.0))
+            )
 
         def layer(name, prev, stride):
             def lin(t):
@@ -196,7 +201,9 @@ def test_tdnnf_example_equals_numpy(tdnnf):
                 def f(t):
                     a = tdnn(name + ".affine", lin, (0, stride), t)
                     return 0.66 * prev(t) + bn(name + ".batchnorm", np.maximum(a, 0.0))
+
                 return node(name, t, f)
+
             return out
 
         f2 = layer("tdnnf2", tdnn1, 1)
@@ -299,10 +306,18 @@ def test_unused_nodes_are_left_out_with_a_warning():
 
 def test_python_built_network_writes_and_reads_back():
     x = Input("input", 5)
-    h = Node("h", COMPONENTS["AffineComponent"]("aff", {"input-dim": 10, "output-dim": 3, "param-stddev": 0.5},
-                                                Append(Offset(x, -2), x)))
-    rec = Node("rec", COMPONENTS["AffineComponent"]("rec", {"input-dim": 6, "output-dim": 3},
-                                                    Append(h, IfDefined(Offset(Ref("rec"), -1)))))
+    h = Node(
+        "h",
+        COMPONENTS["AffineComponent"](
+            "aff", {"input-dim": 10, "output-dim": 3, "param-stddev": 0.5}, Append(Offset(x, -2), x)
+        ),
+    )
+    rec = Node(
+        "rec",
+        COMPONENTS["AffineComponent"](
+            "rec", {"input-dim": 6, "output-dim": 3}, Append(h, IfDefined(Offset(Ref("rec"), -1)))
+        ),
+    )
     top = Node("top", DimRange(rec, 1, 2))
     net = Network({"output": top}, seed=1)
     text = write_network(net)
@@ -316,8 +331,9 @@ def test_unwritable_networks():
     with pytest.raises(ConfigWriteError, match="not the operand of a Node"):
         write_network(Network(affine))
     with pytest.raises(ConfigWriteError, match="Identity"):
-        write_network(Network(Node("n", COMPONENTS["AffineComponent"]("a", {"input-dim": 1, "output-dim": 1},
-                                                                      Identity()))))
+        write_network(
+            Network(Node("n", COMPONENTS["AffineComponent"]("a", {"input-dim": 1, "output-dim": 1}, Identity())))
+        )
     with pytest.raises(ConfigWriteError, match="component or a DimRange"):
         write_network(Network(Node("n", x * 2.0)))
 
@@ -344,8 +360,9 @@ output-node name=aux input=nonlin1 objective=quadratic
 
 
 def test_tdnn_component_defaults_and_metadata():
-    c = COMPONENTS["TdnnComponent"]("t", {"input-dim": "6", "output-dim": "5", "time-offsets": "-2,0,3"},
-                                    Input("input", 6))
+    c = COMPONENTS["TdnnComponent"](
+        "t", {"input-dim": "6", "output-dim": "5", "time-offsets": "-2,0,3"}, Input("input", 6)
+    )
     assert (c.input_dim, c.output_dim, c.time_offsets, c.use_bias) == (6, 5, (-2, 0, 3), True)
     assert c.linear_params.shape == (5, 18) and c.bias_params.shape == (5,)
     assert c.linear_params.init.stddev == pytest.approx(1 / np.sqrt(18))
@@ -356,13 +373,16 @@ def test_tdnn_component_defaults_and_metadata():
     assert expanded.input == Append(Offset(Input("input", 6), -2), Input("input", 6), Offset(Input("input", 6), 3))
 
 
-@pytest.mark.parametrize("options, option, message", [
-    ({"input-dim": "6", "output-dim": "5"}, "time-offsets", "required"),
-    ({"input-dim": "6", "output-dim": "5", "time-offsets": "-1,0,-1"}, "time-offsets", "repeated"),
-    ({"input-dim": "6", "output-dim": "5", "time-offsets": "-1,,1"}, "time-offsets", "integers"),
-    ({"input-dim": "0", "output-dim": "5", "time-offsets": "0"}, "input-dim", "positive"),
-    ({"input-dim": "6", "output-dim": "5", "time-offsets": "0", "bias": "1"}, "bias", "unknown option"),
-])
+@pytest.mark.parametrize(
+    "options, option, message",
+    [
+        ({"input-dim": "6", "output-dim": "5"}, "time-offsets", "required"),
+        ({"input-dim": "6", "output-dim": "5", "time-offsets": "-1,0,-1"}, "time-offsets", "repeated"),
+        ({"input-dim": "6", "output-dim": "5", "time-offsets": "-1,,1"}, "time-offsets", "integers"),
+        ({"input-dim": "0", "output-dim": "5", "time-offsets": "0"}, "input-dim", "positive"),
+        ({"input-dim": "6", "output-dim": "5", "time-offsets": "0", "bias": "1"}, "bias", "unknown option"),
+    ],
+)
 def test_tdnn_component_bad_options(options, option, message):
     with pytest.raises(ComponentConfigError, match=message) as info:
         COMPONENTS["TdnnComponent"]("t", options, Input("input", 6))
@@ -378,8 +398,10 @@ def test_tdnn_component_equals_numpy(use_bias):
     y = _np(net.compute(X, mode="valid"))
     W, b = _np(net.params["t.linear_params"]), _np(net.params["t.bias_params"])
     assert b.shape == ((4,) if use_bias else (0,))
-    expected = np.stack([np.concatenate([X[:, t - 1], X[:, t], X[:, t + 2]], -1) @ W.T + (b if use_bias else 0.0)
-                         for t in range(1, 5)], axis=1)
+    expected = np.stack(
+        [np.concatenate([X[:, t - 1], X[:, t], X[:, t + 2]], -1) @ W.T + (b if use_bias else 0.0) for t in range(1, 5)],
+        axis=1,
+    )
     assert net.context() == (1, 2)
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
 
@@ -387,10 +409,21 @@ def test_tdnn_component_equals_numpy(use_bias):
 # ----- component options written back -------------------------------------------------------------
 
 SAMPLES = {
-    "AffineComponent": {"input-dim": 4, "output-dim": 3, "param-stddev": 0.2, "bias-stddev": 0.0,
-                        "learning-rate": 0.01, "orthonormal-constraint": 1.0},
-    "NaturalGradientAffineComponent": {"input-dim": 4, "output-dim": 3, "bias-mean": 1.0, "rank-in": 2,
-                                       "max-change": 0.75},
+    "AffineComponent": {
+        "input-dim": 4,
+        "output-dim": 3,
+        "param-stddev": 0.2,
+        "bias-stddev": 0.0,
+        "learning-rate": 0.01,
+        "orthonormal-constraint": 1.0,
+    },
+    "NaturalGradientAffineComponent": {
+        "input-dim": 4,
+        "output-dim": 3,
+        "bias-mean": 1.0,
+        "rank-in": 2,
+        "max-change": 0.75,
+    },
     "LinearComponent": {"input-dim": 4, "output-dim": 3, "use-natural-gradient": "false"},
     "FixedAffineComponent": {"input-dim": 4, "output-dim": 3},
     "BlockAffineComponent": {"input-dim": 4, "output-dim": 6, "num-blocks": 2, "bias-mean": 0.5},
@@ -413,8 +446,12 @@ SAMPLES = {
     "BackpropTruncationComponent": {"dim": 4, "zeroing-interval": 10, "scale": 0.9},
     "NormalizeComponent": {"input-dim": 4, "block-dim": 2, "add-log-stddev": "true"},
     "BatchNormComponent": {"dim": 4, "block-dim": 2, "epsilon": 0.01, "test-mode": "true"},
-    "LstmNonlinearityComponent": {"cell-dim": 3, "param-stddev": 0.5, "tanh-self-repair-threshold": 0.3,
-                                  "use-dropout": "true"},
+    "LstmNonlinearityComponent": {
+        "cell-dim": 3,
+        "param-stddev": 0.5,
+        "tanh-self-repair-threshold": 0.3,
+        "use-dropout": "true",
+    },
     "GruNonlinearityComponent": {"cell-dim": 4, "recurrent-dim": 2, "alpha": 3.0},
     "OutputGruNonlinearityComponent": {"cell-dim": 4, "param-mean": 0.5},
     "ScaleAndOffsetComponent": {"dim": 4, "block-dim": 2, "rank": 5},
@@ -424,8 +461,14 @@ SAMPLES = {
     "FixedScaleComponent": {"dim": 4, "scale": 2.0},
     "FixedBiasComponent": {"dim": 4},
     "ConstantFunctionComponent": {"input-dim": 4, "output-dim": 3, "is-updatable": "false", "output-mean": 1.0},
-    "TdnnComponent": {"input-dim": 4, "output-dim": 3, "time-offsets": "-1,1", "use-bias": "false",
-                      "param-stddev": 0.3, "alpha-in": 2.0},
+    "TdnnComponent": {
+        "input-dim": 4,
+        "output-dim": 3,
+        "time-offsets": "-1,1",
+        "use-bias": "false",
+        "param-stddev": 0.3,
+        "alpha-in": 2.0,
+    },
 }
 
 
@@ -691,8 +734,10 @@ def _random_config(seed: int) -> str:
         elif kind == "tdnn":
             out = rng.randint(1, 6)
             offsets = sorted(rng.sample(range(-2, 3), rng.randint(1, 3)))
-            lines.append(f"component name=c{i} type=TdnnComponent input-dim={dim} output-dim={out} "
-                         f"time-offsets={','.join(map(str, offsets))} use-bias={rng.choice(['true', 'false'])}")
+            lines.append(
+                f"component name=c{i} type=TdnnComponent input-dim={dim} output-dim={out} "
+                f"time-offsets={','.join(map(str, offsets))} use-bias={rng.choice(['true', 'false'])}"
+            )
             comps[f"c{i}"] = (out, dim)
         elif kind in ("relu", "noop"):
             out = dim
@@ -701,8 +746,9 @@ def _random_config(seed: int) -> str:
             comps[f"c{i}"] = (out, dim)
         elif kind == "recurrent":
             out = rng.randint(1, 4)
-            lines.append(f"component name=c{i} type=NaturalGradientAffineComponent input-dim={dim + out} "
-                         f"output-dim={out}")
+            lines.append(
+                f"component name=c{i} type=NaturalGradientAffineComponent input-dim={dim + out} output-dim={out}"
+            )
             comps[f"c{i}"] = (out, dim + out)
             text = f"Append({text}, IfDefined(Offset({name}, -1)))"
         if kind == "shared":

@@ -43,13 +43,16 @@ def archives(tmp_path, monkeypatch):
     return tmp_path, feats, ali
 
 
-@pytest.mark.parametrize("feats_spec,ali_spec", [
-    ("scp:feats.scp", "ark:ali.ark"),
-    ("ark:feats.ark", "ark,t:ali.txt"),
-    ("scp:{dir}/feats.scp", "ark:{dir}/ali.ark"),  # absolute paths
-    ("ark:cat feats.ark |", "ark,t:ali.txt"),  # a pipe, as Kaldi's rspecifiers allow
-    ("ark,s,cs:feats.ark", "ark,t,p:ali.txt"),  # Kaldi's reading options are accepted
-])
+@pytest.mark.parametrize(
+    "feats_spec,ali_spec",
+    [
+        ("scp:feats.scp", "ark:ali.ark"),
+        ("ark:feats.ark", "ark,t:ali.txt"),
+        ("scp:{dir}/feats.scp", "ark:{dir}/ali.ark"),  # absolute paths
+        ("ark:cat feats.ark |", "ark,t:ali.txt"),  # a pipe, as Kaldi's rspecifiers allow
+        ("ark,s,cs:feats.ark", "ark,t,p:ali.txt"),  # Kaldi's reading options are accepted
+    ],
+)
 def test_reads_features_and_alignments_matched_by_utterance(archives, feats_spec, ali_spec):
     folder, feats, ali = archives
     data = read_kaldi_data(feats_spec.format(dir=folder), ali_spec.format(dir=folder))
@@ -75,8 +78,9 @@ def test_read_table_is_an_ordered_mapping(archives):
 
 def tdnn():
     x = Input("input", DIM)
-    h = ReLU(Append(Offset(x, -1), x, Offset(x, 1)) @ Weight(Normal((3 * DIM, 8), 1 / math.sqrt(3 * DIM)))
-             + Weight(Zeros(8)))
+    h = ReLU(
+        Append(Offset(x, -1), x, Offset(x, 1)) @ Weight(Normal((3 * DIM, 8), 1 / math.sqrt(3 * DIM))) + Weight(Zeros(8))
+    )
     return Network(LogSoftmax(h @ Weight(Normal((8, CLASSES), 1 / math.sqrt(8))) + Weight(Zeros(CLASSES))))
 
 
@@ -88,8 +92,16 @@ def test_fit_trains_one_epoch_on_kaldi_archives(archives):
     assert np.isfinite(stats.train_loss) and 0.0 <= stats.valid_accuracy <= 1.0
     # the same result as training on the arrays themselves
     feats, ali = utterances()
-    direct = fit(tdnn(), ([feats[u] for u in LENGTHS], [ali[u] for u in LENGTHS]), optax.adam(1e-2), valid=data,
-                 epochs=1, batch_size=4, chunk=5, progress=False)
+    direct = fit(
+        tdnn(),
+        ([feats[u] for u in LENGTHS], [ali[u] for u in LENGTHS]),
+        optax.adam(1e-2),
+        valid=data,
+        epochs=1,
+        batch_size=4,
+        chunk=5,
+        progress=False,
+    )
     for name, value in direct.network.params.items():
         np.testing.assert_array_equal(np.asarray(value), np.asarray(result.network.params[name]))
 
@@ -123,22 +135,27 @@ def test_missing_utterances_are_an_error_or_skipped(archives):
 def test_length_mismatch_names_the_utterance_and_both_lengths(archives):
     _, _, ali = archives
     write("ark:short.ark", {**ali, "utt-b": ali["utt-b"][:-3]})
-    with pytest.raises(KaldiDataError, match=r"utterance 'utt-b': 9 frames of features but 6 targets.*one label per frame"):
+    with pytest.raises(
+        KaldiDataError, match=r"utterance 'utt-b': 9 frames of features but 6 targets.*one label per frame"
+    ):
         read_kaldi_data("scp:feats.scp", "ark:short.ark")
 
 
-@pytest.mark.parametrize("spec,message", [
-    ("feats.scp", "not a Kaldi rspecifier"),
-    ("foo:feats.scp", "not a Kaldi rspecifier"),
-    ("ark,scp:feats.ark,feats.scp", "either an ark or an scp"),
-    ("scp:", "no file name"),
-    ("scp:missing.scp", "cannot read it: FileNotFoundError.*missing.scp"),
-    ("ark:missing.ark", "cannot read it: FileNotFoundError"),
-    ("ark:feats.scp", "cannot read it"),  # an scp read as an archive
-    ("scp:ali.txt", "cannot read it"),  # an archive read as an scp
-    ("ark:garbage.ark", "cannot read it"),
-    (None, "expected a Kaldi rspecifier"),
-])
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("feats.scp", "not a Kaldi rspecifier"),
+        ("foo:feats.scp", "not a Kaldi rspecifier"),
+        ("ark,scp:feats.ark,feats.scp", "either an ark or an scp"),
+        ("scp:", "no file name"),
+        ("scp:missing.scp", "cannot read it: FileNotFoundError.*missing.scp"),
+        ("ark:missing.ark", "cannot read it: FileNotFoundError"),
+        ("ark:feats.scp", "cannot read it"),  # an scp read as an archive
+        ("scp:ali.txt", "cannot read it"),  # an archive read as an scp
+        ("ark:garbage.ark", "cannot read it"),
+        (None, "expected a Kaldi rspecifier"),
+    ],
+)
 def test_unreadable_specifiers_are_clear_errors(archives, spec, message):
     (archives[0] / "garbage.ark").write_bytes(b"utt-x \x00B\xfe\x01\x02")
     for feats, ali, what in [(spec, "ark:ali.ark", "features"), ("scp:feats.scp", spec, "targets")]:

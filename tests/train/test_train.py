@@ -25,7 +25,8 @@ FEAT, CLASSES, CHUNK, BATCH = 4, 6, 7, 3
 
 def affine(x, fan_in, fan_out, name):
     return x @ Weight(Normal((fan_in, fan_out), 1.0 / math.sqrt(fan_in)), name=f"{name}.w") + Weight(
-        Zeros(fan_out), name=f"{name}.b")
+        Zeros(fan_out), name=f"{name}.b"
+    )
 
 
 def splice(x, offsets):
@@ -41,8 +42,9 @@ def tdnn(seed=0, width=8):
 
 @pytest.fixture(scope="module")
 def data():
-    task = HmmTask.create(seed=0, num_phones=3, successors=2, states_per_phone=2, feat_dim=FEAT,
-                          min_length=20, max_length=40)
+    task = HmmTask.create(
+        seed=0, num_phones=3, successors=2, states_per_phone=2, feat_dim=FEAT, min_length=20, max_length=40
+    )
     return task.sample(8, seed=1), task.sample(3, seed=2)
 
 
@@ -106,8 +108,9 @@ def test_chunked_outputs_equal_whole_sequence_outputs(data):
     assert net.context() == (3, 3)
     chunks = loop.as_chunks(train, net, CHUNK, "output")
     assert (chunks.left, chunks.right) == net.context()
-    trainer = loop.Trainer(net, optax.sgd(0.1), batch_size=BATCH, chunks=chunks, kind="linear", input="input",
-                           output="output")
+    trainer = loop.Trainer(
+        net, optax.sgd(0.1), batch_size=BATCH, chunks=chunks, kind="linear", input="input", output="output"
+    )
     whole = net.compute([train.features[0]])
     out = np.asarray(trainer.computation(net, {"input": jnp.asarray(chunks.minibatch(np.arange(BATCH))[0])})["output"])
     out = out.reshape(CHUNK, BATCH, CLASSES)
@@ -116,7 +119,7 @@ def test_chunked_outputs_equal_whole_sequence_outputs(data):
     for n in range(BATCH):
         start = n * CHUNK
         valid = min(CHUNK, length - start)
-        np.testing.assert_allclose(out[:valid, n], np.asarray(whole[0])[start:start + valid], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out[:valid, n], np.asarray(whole[0])[start : start + valid], rtol=1e-5, atol=1e-5)
 
 
 def test_one_compiled_step_for_all_minibatches(data, monkeypatch):
@@ -198,7 +201,9 @@ def test_fit_is_deterministic_given_the_seed(data, whole):
     train, valid = data
     again = run(tdnn(), train, valid=valid, epochs=3, seed=7)
     assert params_equal(again.network.params, whole.network.params) and tree_equal(again.opt_state, whole.opt_state)
-    assert [(h.train_loss, h.valid_loss) for h in again.history] == [(h.train_loss, h.valid_loss) for h in whole.history]
+    assert [(h.train_loss, h.valid_loss) for h in again.history] == [
+        (h.train_loss, h.valid_loss) for h in whole.history
+    ]
     other = run(tdnn(), train, epochs=1, seed=8)  # another seed shuffles the minibatches differently
     assert not params_equal(other.network.params, run(tdnn(), train, epochs=1, seed=7).network.params)
 
@@ -214,8 +219,7 @@ def test_resume_after_interruption_is_bit_identical(data, whole, tmp_path, every
     per_epoch = whole.history[0].step
     path = str(tmp_path / "run.npz")
     stop = per_epoch + per_epoch // 2 + 1  # in the middle of epoch 1
-    first = run(tdnn(), train, valid=valid, epochs=3, seed=7, checkpoint=path, checkpoint_every=every,
-                max_steps=stop)
+    first = run(tdnn(), train, valid=valid, epochs=3, seed=7, checkpoint=path, checkpoint_every=every, max_steps=stop)
     assert len(first.history) == 1 and os.path.exists(path)
     saved = ckpt.load(path, tdnn(), optax.adam(1e-2).init(tdnn().params))[2]
     last = stop // every * every if every else 0  # the last step saved by checkpoint_every
@@ -225,7 +229,13 @@ def test_resume_after_interruption_is_bit_identical(data, whole, tmp_path, every
     assert tree_equal(resumed.opt_state, whole.opt_state)
     for h1, h2 in zip(resumed.history, whole.history, strict=True):
         assert (h1.epoch, h1.step, h1.train_loss, h1.train_accuracy, h1.valid_loss, h1.valid_accuracy) == (
-            h2.epoch, h2.step, h2.train_loss, h2.train_accuracy, h2.valid_loss, h2.valid_accuracy)
+            h2.epoch,
+            h2.step,
+            h2.train_loss,
+            h2.train_accuracy,
+            h2.valid_loss,
+            h2.valid_accuracy,
+        )
     # a finished run resumed with the same settings has nothing left to do
     again = run(tdnn(), train, valid=valid, epochs=3, seed=7, checkpoint=path)
     assert params_equal(again.network.params, whole.network.params) and len(again.history) == 3
@@ -360,8 +370,20 @@ def bad_input_cases(train):
     }
 
 
-BAD_INPUTS = ["empty list", "empty dataset", "label too high", "negative label", "float labels", "feature dim",
-              "mixed dims", "nan", "inf", "length mismatch", "counts", "not data"]
+BAD_INPUTS = [
+    "empty list",
+    "empty dataset",
+    "label too high",
+    "negative label",
+    "float labels",
+    "feature dim",
+    "mixed dims",
+    "nan",
+    "inf",
+    "length mismatch",
+    "counts",
+    "not data",
+]
 
 
 @pytest.mark.parametrize("case", BAD_INPUTS)
