@@ -1,13 +1,17 @@
 """The demo (`make demo`, quick settings): the TDNN beats the no-context baseline by a clear margin, stays
-under the Bayes limit, and writes the training curves (PNG) and the models."""
+under the Bayes limit, and writes the training curves (PNG) and the models; without matplotlib (the optional
+`plot` extra) it says how to install it."""
 
 from __future__ import annotations
 
 import os
+import re
+import sys
 
 import numpy as np
 import pytest
 
+from helpers import REPO
 from symnet import demo
 from symnet.datasets import HmmTask
 from symnet.kaldi import load_model, parse_network, read_model
@@ -49,3 +53,27 @@ def test_quick_demo(tmp_path, capsys):
             not np.array_equal(np.asarray(symnet_model.params[k]), np.asarray(initial.params[k]))
             for k in initial.params
         ), name  # trained, not the initial values
+
+
+def test_demo_without_matplotlib_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    path = tmp_path / "training.png"
+    assert demo.plot_curves({"TDNN": [0.5, 0.6]}, 0.55, 0.9, str(path)) is False
+    assert "pip install 'symnet[plot]'" in capsys.readouterr().out
+    assert not path.exists()
+
+
+def test_plot_curves_writes_a_png(tmp_path):
+    path = tmp_path / "training.png"
+    assert demo.plot_curves({"TDNN": [0.5, 0.6], "MLP": [0.4, 0.45]}, 0.55, 0.9, str(path)) is True
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_only_the_demo_imports_matplotlib():
+    """matplotlib is the optional `plot` extra: no other module of the package may need it."""
+    importers = sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "symnet").rglob("*.py")
+        if re.search(r"^\s*(import|from)\s+matplotlib\b", p.read_text(), flags=re.M)
+    )
+    assert importers == ["symnet/demo.py"]
