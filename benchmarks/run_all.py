@@ -1,6 +1,6 @@
 """Run the benchmark workloads and print the tables quoted in docs/performance.md.
 
-    python benchmarks/run_all.py            # full sizes of BENCHMARKS.md
+    python benchmarks/run_all.py            # full sizes (the workloads table of docs/performance.md)
     python benchmarks/run_all.py --quick    # smaller sizes, for a smoke test
 
 Every timing is a ratio against a reference measured in the same run: the

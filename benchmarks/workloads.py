@@ -1,4 +1,4 @@
-"""The benchmark workloads W1, W2, W3 (see BENCHMARKS.md): each with symnet and as hand-written JAX.
+"""The benchmark workloads W1, W2, W3 (docs/performance.md describes them): each with symnet and as hand-written JAX.
 
 Each builder returns a `Workload`: a symnet train step (`Computation.forward`
 + `tape.backward` + optax, one `jax.jit` with donated buffers) and the
@@ -36,7 +36,7 @@ class Workload:
 
 
 def affine(x, fan_in: int, fan_out: int, name: str):
-    """`x @ W + b` with BENCHMARKS.md's initialisation."""
+    """`x @ W + b` with W drawn from Normal(0, 1/sqrt(fan_in)) and b from Normal(0, 0.1) (standard deviations)."""
     w = Weight(Normal((fan_in, fan_out), 1.0 / math.sqrt(fan_in)), name=f"{name}.w")
     b = Weight(Normal((fan_out,), 0.1), name=f"{name}.b")
     return x @ w + b
@@ -119,7 +119,7 @@ W2_SPLICES = ((-2, -1, 0, 1, 2), (-1, 0, 1), (-1, 0, 1), (-3, 0, 3), (-3, 0, 3),
 
 
 def w2_network(width: int = 512, outputs: int = 2000, seed: int = 0) -> Network:
-    """The 7-layer TDNN of BENCHMARKS.md: six splice/affine/ReLU/normalise layers and a softmax layer."""
+    """The 7-layer TDNN W2: six splice/affine/ReLU/normalise layers and a softmax layer."""
     h, dim = Input("input", 40), 40
     for i, offsets in enumerate(W2_SPLICES, start=1):
         relu = ReLU(affine(splice(h, offsets), dim * len(offsets), width, f"tdnn{i}"))

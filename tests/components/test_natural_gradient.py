@@ -1,4 +1,4 @@
-"""Natural gradient (issue 6 item 4): Kaldi's OnlineNaturalGradient against a numpy version of Kaldi's
+"""Natural gradient: Kaldi's OnlineNaturalGradient against a numpy version of Kaldi's
 formulas, its invariants, the NaturalGradient* components' preconditioned backward with its state
 carried through a jitted step, the off switch, and plain optax on every component with parameters."""
 

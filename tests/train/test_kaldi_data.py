@@ -1,4 +1,4 @@
-"""Training data from Kaldi tables (issue 7 item 2): scp/ark/ark,t through kaldiio, matched by utterance id,
+"""Training data from Kaldi tables: scp/ark/ark,t through kaldiio, matched by utterance id,
 clear errors for missing utterances, length mismatches and unreadable specifiers; one tiny epoch of `fit`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Training (issue 7): chunked examples with context, one compiled step, `fit` with Kaldi's objectives,
+"""Training: chunked examples with context, one compiled step, `fit` with Kaldi's objectives,
 determinism, checkpoints (resume, refusal, no pickle, atomic writes) and clear errors on bad input."""
 
 from __future__ import annotations
