@@ -539,8 +539,8 @@ def test_every_registered_type_is_tested_and_dims_checked():
         "NaturalGradientAffineComponent",
         "LinearComponent",
         "FixedAffineComponent",
-        "TdnnComponent",  # tested in tests/test_kaldi_network.py
-        # tested in tests/test_components_nonsimple.py:
+        "TdnnComponent",  # tested in tests/kaldi/test_kaldi_network.py
+        # tested in tests/components/test_components_nonsimple.py:
         "StatisticsExtractionComponent",
         "StatisticsPoolingComponent",
         "TimeHeightConvolutionComponent",
