@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import symnet
+from helpers.component_samples import NONSIMPLE_SAMPLES
 from symnet import Input, Network, Node
 from symnet.components import (
     COMPONENTS,
@@ -883,100 +884,12 @@ def test_spec_augment_time_mask_is_identity_in_test_mode():
 
 
 # ----- configs: every type builds, checks its options and writes back -----------------------------------
-
-SAMPLES = {
-    "StatisticsExtractionComponent": ({"input-dim": 4, "output-period": 2, "include-variance": "false"}, 4, 5),
-    "StatisticsPoolingComponent": (
-        {
-            "input-dim": 9,
-            "input-period": 2,
-            "left-context": 4,
-            "right-context": 0,
-            "num-log-count-features": 2,
-            "output-stddevs": "true",
-            "variance-floor": 1e-6,
-        },
-        9,
-        10,
-    ),
-    "TimeHeightConvolutionComponent": (
-        {
-            "num-filters-in": 2,
-            "num-filters-out": 3,
-            "height-in": 4,
-            "height-out": 2,
-            "height-subsample-out": 2,
-            "height-offsets": "0,1",
-            "time-offsets": "-2,0",
-            "required-time-offsets": "0",
-            "param-stddev": 0.1,
-            "alpha-in": 2.0,
-            "learning-rate-factor": 0.5,
-        },
-        8,
-        6,
-    ),
-    "ConvolutionComponent": (
-        {
-            "input-x-dim": 3,
-            "input-y-dim": 2,
-            "input-z-dim": 1,
-            "filt-x-dim": 1,
-            "filt-y-dim": 2,
-            "filt-x-step": 1,
-            "filt-y-step": 1,
-            "num-filters": 4,
-            "bias-stddev": 0.0,
-            "input-vectorization-order": "yzx",
-        },
-        6,
-        12,
-    ),
-    "MaxpoolingComponent": (
-        {
-            "input-x-dim": 2,
-            "input-y-dim": 2,
-            "input-z-dim": 2,
-            "pool-x-size": 2,
-            "pool-y-size": 1,
-            "pool-z-size": 1,
-            "pool-x-step": 1,
-            "pool-y-step": 1,
-            "pool-z-step": 1,
-        },
-        8,
-        4,
-    ),
-    "RestrictedAttentionComponent": (
-        {
-            "num-heads": 2,
-            "key-dim": 1,
-            "value-dim": 2,
-            "num-left-inputs": 1,
-            "num-right-inputs": 0,
-            "time-stride": 3,
-            "output-context": "false",
-        },
-        12,
-        4,
-    ),
-    "DistributeComponent": ({"input-dim": 6, "output-dim": 3}, 6, 3),
-    "CompositeComponent": (
-        {
-            "num-components": 2,
-            "component1": "type=AffineComponent input-dim=4 output-dim=3",
-            "component2": "type=TanhComponent dim=3",
-        },
-        4,
-        3,
-    ),
-    "SpecAugmentTimeMaskComponent": ({"dim": 4, "zeroed-proportion": 0.1}, 4, 4),
-}
+# (one config per type in helpers/component_samples.py)
 
 
-@pytest.mark.parametrize("kind", sorted(SAMPLES))
+@pytest.mark.parametrize("kind", sorted(NONSIMPLE_SAMPLES))
 def test_component_config_round_trip(kind):
-    options, in_dim, out_dim = SAMPLES[kind]
+    options, in_dim, out_dim = NONSIMPLE_SAMPLES[kind]
     placeholder = Ref("x")
     component = COMPONENTS[kind]("c1", options, placeholder)
     assert (component.input_dim, component.output_dim, component.kaldi_type) == (in_dim, out_dim, kind)

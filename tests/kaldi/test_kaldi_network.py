@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from helpers import EXAMPLES
+from helpers.component_samples import NONSIMPLE_SAMPLES
 from symnet import Input, Network, Node
 from symnet.components import COMPONENTS, ComponentConfigError, TdnnComponent, set_test_mode
 from symnet.core.descriptor import Append, DimRange, IfDefined, Offset, Ref
@@ -473,9 +474,7 @@ SAMPLES = {
 
 
 def test_every_component_type_has_samples():
-    from test_components_nonsimple import SAMPLES as NONSIMPLE
-
-    assert set(SAMPLES) | set(NONSIMPLE) == set(COMPONENTS)
+    assert set(SAMPLES) | set(NONSIMPLE_SAMPLES) == set(COMPONENTS)
 
 
 @pytest.mark.parametrize("kind", sorted(SAMPLES))
