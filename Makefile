@@ -1,12 +1,12 @@
-# The two commands a new user runs: `make demo` and `make test`.
-# Both create .venv on first use and reinstall only when pyproject.toml changes.
+# The commands a new user runs: `make demo` and `make test`; a contributor also runs `make check`.
+# Each creates .venv on first use and reinstalls only when pyproject.toml changes.
 
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench docs notebooks clean
+.PHONY: demo test test-fast check bench docs notebooks clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -14,11 +14,23 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(STAMP)  ## the dev extra includes the plot extra (matplotlib) the demo draws its curves with
 	$(PY) -m symnet.demo
 
-test: $(STAMP)
+test: $(STAMP)  ## the whole suite
 	$(PY) -m pytest -n 2
+
+test-fast: $(STAMP)  ## everything but the slow tests (the documentation site, the notebooks, the demo)
+	$(PY) -m pytest -n 2 -m "not slow"
+
+# Lint, format, types and the import contract; every check runs, and the target fails if any failed.
+check: $(STAMP)
+	@status=0; \
+	echo "== ruff check"; $(PY) -m ruff check . || status=1; \
+	echo "== ruff format --check"; $(PY) -m ruff format --check . || status=1; \
+	echo "== mypy"; $(PY) -m mypy || status=1; \
+	echo "== import contract"; $(PY) tools/check_imports.py || status=1; \
+	exit $$status
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
@@ -27,7 +39,7 @@ docs: $(STAMP)  ## the documentation site, into site/ (strict: a broken link or 
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 notebooks: $(STAMP)  ## run every notebook in notebooks/ (outputs are not written back)
-	$(PY) -m pytest -n 2 tests/test_notebooks.py
+	$(PY) -m pytest -n 2 tests/docs/test_notebooks.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

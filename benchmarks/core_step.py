@@ -87,12 +87,20 @@ def _relative_grad_error(net: Network, x: jax.Array, y: jax.Array) -> float:
 
     tape_grads = _forward(net, x, net.params).backward(-y / y.shape[0])
     ref = jax.grad(loss)(net.params)
-    return max(float(jnp.max(jnp.abs(tape_grads[k] - ref[k])) / jnp.maximum(jnp.max(jnp.abs(ref[k])), 1e-30))
-               for k in ref)
+    return max(
+        float(jnp.max(jnp.abs(tape_grads[k] - ref[k])) / jnp.maximum(jnp.max(jnp.abs(ref[k])), 1e-30)) for k in ref
+    )
 
 
-def main(steps: int = 300, warmup: int = 20, batch: int = 256, n_in: int = 64, hidden: int = 256, n_out: int = 10,
-         verbose: bool = True) -> dict[str, float]:
+def main(
+    steps: int = 300,
+    warmup: int = 20,
+    batch: int = 256,
+    n_in: int = 64,
+    hidden: int = 256,
+    n_out: int = 10,
+    verbose: bool = True,
+) -> dict[str, float]:
     """Run the benchmark; return median step times (ms), their ratio and checks."""
     if steps < 30:
         raise ValueError("steps must be at least 30")
@@ -142,8 +150,10 @@ def main(steps: int = 300, warmup: int = 20, batch: int = 256, n_in: int = 64, h
         "relative_grad_error": grad_error,
     }
     if verbose:
-        print(f"MLP {n_in}-{hidden}-{hidden}-{n_out}, batch {batch}, Adam; median of {steps} interleaved steps "
-              f"after {warmup} warm-up, {jax.devices()[0].platform}\n")
+        print(
+            f"MLP {n_in}-{hidden}-{hidden}-{n_out}, batch {batch}, Adam; median of {steps} interleaved steps "
+            f"after {warmup} warm-up, {jax.devices()[0].platform}\n"
+        )
         print("| train step (one jax.jit) | median ms | vs value_and_grad | compiled HLO ops |")
         print("|---|---:|---:|---:|")
         print(f"| symnet tape.backward | {tape_ms:.3f} | {result['ratio']:.3f} | {hlo_ops['tape']} |")

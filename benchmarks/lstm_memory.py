@@ -9,12 +9,7 @@ the number of frames; the table shows bytes per frame staying constant.
 
 from __future__ import annotations
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from workloads import w3  # noqa: E402
+from workloads import w3
 
 
 def main(frames: tuple[int, ...] = (50, 200, 1000)) -> dict[int, int]:

@@ -32,21 +32,17 @@ the two are about even here (lr 1.0 diverges with and without).
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import jax
+import numpy as np
+import optax
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-
-import symnet  # noqa: E402
-from symnet import natural_gradient  # noqa: E402
-from symnet.components import build_component  # noqa: E402
-from symnet.datasets import HmmTask  # noqa: E402
-from symnet.train import loop  # noqa: E402
+import symnet
+from symnet import natural_gradient
+from symnet.components import build_component
+from symnet.datasets import HmmTask
+from symnet.train import loop
 
 
 def tdnn(feat: int, classes: int, width: int, seed: int) -> symnet.Network:
@@ -57,8 +53,12 @@ def tdnn(feat: int, classes: int, width: int, seed: int) -> symnet.Network:
         return symnet.Append(*[symnet.Offset(h, o) if o else h for o in offsets])
 
     def layer(name, h, offsets, dim_in, dim_out):
-        a = build_component("NaturalGradientAffineComponent", name,
-                            {"input-dim": len(offsets) * dim_in, "output-dim": dim_out}, splice(h, offsets))
+        a = build_component(
+            "NaturalGradientAffineComponent",
+            name,
+            {"input-dim": len(offsets) * dim_in, "output-dim": dim_out},
+            splice(h, offsets),
+        )
         return build_component("RectifiedLinearComponent", f"{name}.relu", {"dim": dim_out}, a)
 
     h = layer("tdnn1", x, (-2, -1, 0, 1, 2), feat, width)
@@ -69,8 +69,9 @@ def tdnn(feat: int, classes: int, width: int, seed: int) -> symnet.Network:
 
 
 def run(net, train_chunks, valid_chunks, opt, *, steps: int, batch_size: int, seed: int, evals: tuple[int, ...]):
-    trainer = loop.Trainer(net, opt, batch_size=batch_size, chunks=train_chunks, kind="linear", input="input",
-                           output="output")
+    trainer = loop.Trainer(
+        net, opt, batch_size=batch_size, chunks=train_chunks, kind="linear", input="input", output="output"
+    )
     state = opt.init(net.params)
     order: list = []
     epoch = 0
@@ -120,21 +121,30 @@ def main(argv: list[str] | None = None) -> list[dict]:
     net0 = tdnn(task.feat_dim, task.num_states, args.width, args.seed)
     train_chunks = loop.as_chunks(train, net0, args.chunk, "output")
     valid_chunks = loop.as_chunks(valid, net0, args.chunk, "output")
-    print(f"HmmTask: {len(train)} training sequences ({train.num_frames} frames), {len(valid)} validation "
-          f"({valid.num_frames} frames), {task.num_states} classes; TDNN width {args.width}, "
-          f"{sum(int(np.size(v)) for v in net0.params.values())} parameters; minibatches of {args.batch} x "
-          f"{args.chunk} frames; plain SGD, {args.steps} steps; jax {jax.__version__} on {jax.devices()[0].platform}")
+    print(
+        f"HmmTask: {len(train)} training sequences ({train.num_frames} frames), {len(valid)} validation "
+        f"({valid.num_frames} frames), {task.num_states} classes; TDNN width {args.width}, "
+        f"{sum(int(np.size(v)) for v in net0.params.values())} parameters; minibatches of {args.batch} x "
+        f"{args.chunk} frames; plain SGD, {args.steps} steps; jax {jax.__version__} on {jax.devices()[0].platform}"
+    )
     rows = []
     for lr in (float(s) for s in args.lrs.split(",")):
         for ng_on in (False, True):
             opt = optax.sgd(lr)
             if ng_on:
                 opt = natural_gradient.optimizer(opt, net0)
-            points = run(net0, train_chunks, valid_chunks, opt, steps=args.steps, batch_size=args.batch,
-                         seed=args.seed, evals=evals)
+            points = run(
+                net0,
+                train_chunks,
+                valid_chunks,
+                opt,
+                steps=args.steps,
+                batch_size=args.batch,
+                seed=args.seed,
+                evals=evals,
+            )
             rows.append({"lr": lr, "natural_gradient": ng_on, "points": points})
-    header = "| lr | natural gradient | " + " | ".join(f"valid acc / loss @ {s}" for s in evals) + \
-        " | train time (s) |"
+    header = "| lr | natural gradient | " + " | ".join(f"valid acc / loss @ {s}" for s in evals) + " | train time (s) |"
     print()
     print(header)
     print("|" + "---|" * (3 + len(evals)))
@@ -147,10 +157,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
             else:
                 cells.append("diverged")
         total = max(p[2] for p in row["points"].values()) if row["points"] else float("nan")
-        print(f"| {row['lr']:g} | {'on' if row['natural_gradient'] else 'off'} | " + " | ".join(cells) +
-              f" | {total:.1f} |")
-    print(f"\nsingle-frame Bayes accuracy {task.single_frame_accuracy(valid):.3f}, "
-          f"Bayes limit {task.bayes_accuracy(valid):.3f} (on the validation set)")
+        print(
+            f"| {row['lr']:g} | {'on' if row['natural_gradient'] else 'off'} | "
+            + " | ".join(cells)
+            + f" | {total:.1f} |"
+        )
+    print(
+        f"\nsingle-frame Bayes accuracy {task.single_frame_accuracy(valid):.3f}, "
+        f"Bayes limit {task.bayes_accuracy(valid):.3f} (on the validation set)"
+    )
     return rows
 
 

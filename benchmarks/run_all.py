@@ -1,6 +1,6 @@
 """Run the benchmark workloads and print the tables quoted in docs/performance.md.
 
-    python benchmarks/run_all.py            # full sizes of BENCHMARKS.md
+    python benchmarks/run_all.py            # full sizes (the workloads table of docs/performance.md)
     python benchmarks/run_all.py --quick    # smaller sizes, for a smoke test
 
 Every timing is a ratio against a reference measured in the same run: the
@@ -12,19 +12,16 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jax
+import numpy as np
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-
-import symnet  # noqa: E402
-from symnet.engine import ComputationRequest, compile  # noqa: E402
-from symnet.engine import computation as computation_module  # noqa: E402
-from symnet.core.index import IndexSet  # noqa: E402
-from workloads import lstm_network, w1, w2, w2_network, w3  # noqa: E402
+import symnet
+from symnet.core.index import IndexSet
+from symnet.engine import ComputationRequest, compile
+from symnet.engine import computation as computation_module
+from workloads import w1, w2, w2_network, w3
 
 
 def step_ratio(workload, steps: int) -> tuple[float, float, float]:
@@ -99,8 +96,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller workloads (smoke test)")
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args()
-    print(f"symnet {symnet.__version__}, jax {jax.__version__}, {jax.devices()[0].platform}, "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cpus")
+    print(
+        f"symnet {symnet.__version__}, jax {jax.__version__}, {jax.devices()[0].platform}, "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cpus"
+    )
     if args.quick:
         workloads = [w1(num_sequences=64), w2(num_sequences=4, frames_out=50), w3(num_sequences=8, frames=50)]
     else:

@@ -1,4 +1,4 @@
-"""The benchmark workloads W1, W2, W3 (see BENCHMARKS.md): each with symnet and as hand-written JAX.
+"""The benchmark workloads W1, W2, W3 (docs/performance.md describes them): each with symnet and as hand-written JAX.
 
 Each builder returns a `Workload`: a symnet train step (`Computation.forward`
 + `tape.backward` + optax, one `jax.jit` with donated buffers) and the
@@ -9,7 +9,8 @@ sharing the initial parameters and data so both do the same math.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import jax
@@ -17,12 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import symnet
 from symnet import Input, LogSoftmax, Network, Normal, ReLU, Sigmoid, Tanh, Weight
-from symnet.engine import ComputationRequest, compile
 from symnet.components import NormalizeComponent
 from symnet.core.descriptor import Append, DimRange, IfDefined, Node, Offset, Ref
 from symnet.core.index import IndexSet
+from symnet.engine import ComputationRequest, compile
 
 
 @attrs.define
@@ -36,7 +36,7 @@ class Workload:
 
 
 def affine(x, fan_in: int, fan_out: int, name: str):
-    """`x @ W + b` with BENCHMARKS.md's initialisation."""
+    """`x @ W + b` with W drawn from Normal(0, 1/sqrt(fan_in)) and b from Normal(0, 0.1) (standard deviations)."""
     w = Weight(Normal((fan_in, fan_out), 1.0 / math.sqrt(fan_in)), name=f"{name}.w")
     b = Weight(Normal((fan_out,), 0.1), name=f"{name}.b")
     return x @ w + b
@@ -119,7 +119,7 @@ W2_SPLICES = ((-2, -1, 0, 1, 2), (-1, 0, 1), (-1, 0, 1), (-3, 0, 3), (-3, 0, 3),
 
 
 def w2_network(width: int = 512, outputs: int = 2000, seed: int = 0) -> Network:
-    """The 7-layer TDNN of BENCHMARKS.md: six splice/affine/ReLU/normalise layers and a softmax layer."""
+    """The 7-layer TDNN W2: six splice/affine/ReLU/normalise layers and a softmax layer."""
     h, dim = Input("input", 40), 40
     for i, offsets in enumerate(W2_SPLICES, start=1):
         relu = ReLU(affine(splice(h, offsets), dim * len(offsets), width, f"tdnn{i}"))
@@ -128,7 +128,9 @@ def w2_network(width: int = 512, outputs: int = 2000, seed: int = 0) -> Network:
     return Network(LogSoftmax(affine(h, width, outputs, "output")), seed=seed)
 
 
-def w2(num_sequences: int = 64, frames_out: int = 150, width: int = 512, outputs: int = 2000, seed: int = 0) -> Workload:
+def w2(
+    num_sequences: int = 64, frames_out: int = 150, width: int = 512, outputs: int = 2000, seed: int = 0
+) -> Workload:
     """The 7-layer TDNN, context (10, 10), `num_sequences` chunks of `frames_out` output frames."""
     net = w2_network(width, outputs, seed)
     frames_in = frames_out + 20

@@ -7,7 +7,8 @@ Part 1 fits `(1.0 + x) * Weight(2.0)` to data made with the weight 3.5.
 Part 2 trains three networks, written as Kaldi nnet3 configs, on
 `symnet.datasets.HmmTask` and prints their frame accuracy next to the best a
 classifier without context can reach and the Bayes-optimal limit; it writes
-training curves (PNG) and the models, as symnet files and as Kaldi nnet3 files.
+the models, as symnet files and as Kaldi nnet3 files, and the training curves
+(a PNG, with matplotlib: `pip install 'symnet[plot]'`; `make demo` installs it).
 """
 
 from __future__ import annotations
@@ -146,15 +147,29 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         write_model(base + ".raw", trained, binary=True)  # a Kaldi nnet3 model (nnet3-copy reads it)
     print(f"\n  {'best without context':20s}                  {single:.3f}   (Bayes-optimal single-frame classifier)")
     print(f"  {'Bayes limit':20s}                  {bayes:.3f}   (exact forward-backward posteriors)")
-    _plot(curves, single, bayes, os.path.join(args.out, "training.png"))
-    print(f"\nwrote {args.out}/training.png, the models as symnet files ({args.out}/*.npz) and as Kaldi "
+    plotted = plot_curves(curves, single, bayes, os.path.join(args.out, "training.png"))
+    png = f"{args.out}/training.png, " if plotted else ""
+    print(f"\nwrote {png}the models as symnet files ({args.out}/*.npz) and as Kaldi "
           f"nnet3 files ({args.out}/*.raw) in {time.perf_counter() - started:.0f} s")
     results.update({"bayes": bayes, "single_frame": single})
     return results
 
 
-def _plot(curves: dict[str, list[float]], single: float, bayes: float, path: str) -> None:
-    import matplotlib
+#: What the demo prints when it cannot draw the training curves.
+NO_MATPLOTLIB = ("matplotlib is not installed, so there is no training.png: install the plot extra "
+                 "(pip install 'symnet[plot]'; make demo does) to get it")
+
+
+def plot_curves(curves: dict[str, list[float]], single: float, bayes: float, path: str) -> bool:
+    """Write the validation accuracy per epoch of each network, with both ceilings, as a PNG at `path`.
+
+    matplotlib is optional (the `plot` extra): without it, print how to install it and return False.
+    """
+    try:
+        import matplotlib
+    except ImportError:
+        print(NO_MATPLOTLIB)
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -172,6 +187,7 @@ def _plot(curves: dict[str, list[float]], single: float, bayes: float, path: str
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+    return True
 
 
 if __name__ == "__main__":

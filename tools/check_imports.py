@@ -59,7 +59,8 @@ def _type_checking_block(node: ast.AST) -> bool:
         return False
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports_of(path: Path, modules: set[str]) -> set[tuple[str, int]]:
@@ -84,8 +85,9 @@ def imports_of(path: Path, modules: set[str]) -> set[tuple[str, int]]:
                 prefix = ".".join(base + ([node.module] if node.module else []))
             else:
                 prefix = node.module or ""
-            targets = [f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in modules else prefix
-                       for alias in node.names]
+            targets = [
+                f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in modules else prefix for alias in node.names
+            ]
         else:
             continue
         for target in targets:

@@ -1,0 +1,79 @@
+"""The demo (`make demo`, quick settings): the TDNN beats the no-context baseline by a clear margin, stays
+under the Bayes limit, and writes the training curves (PNG) and the models; without matplotlib (the optional
+`plot` extra) it says how to install it."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+
+from helpers import REPO
+from symnet import demo
+from symnet.datasets import HmmTask
+from symnet.kaldi import load_model, parse_network, read_model
+
+
+@pytest.mark.slow
+def test_quick_demo(tmp_path, capsys):
+    out = tmp_path / "out"
+    results = demo.main(["--quick", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert "w = 3.5000" in printed  # the seed example fits the weight the data was made with
+
+    tdnn, mlp, doc = results["TDNN"], results["no context (MLP)"], results["Kaldi doc example"]
+    bayes, single = results["bayes"], results["single_frame"]
+    # the margins leave room: with the quick settings (150 training sequences, 3 epochs, width 64)
+    # the TDNN is about 0.23 above the MLP and 0.16 above the best single-frame classifier
+    assert tdnn > mlp + 0.15, results
+    assert tdnn > single + 0.08, results  # better than any classifier without context can be
+    assert mlp < single + 0.01, results  # the baseline cannot beat its own ceiling
+    assert tdnn > doc, results  # more context helps
+    assert max(tdnn, mlp, doc) < bayes, results
+    assert 0.85 < bayes < 0.95
+
+    png = out / "training.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    files = sorted(p for p in os.listdir(out) if p != "training.png")
+    assert files == ["kaldi-doc.npz", "kaldi-doc.raw", "mlp.npz", "mlp.raw", "tdnn.npz", "tdnn.raw"]
+    task = HmmTask.create(seed=0)
+    for seed, (name, config) in enumerate(demo.configs(task.feat_dim, task.num_states, 64).items(), start=1):
+        initial = parse_network(config, seed=seed).network
+        base = out / demo.FILES[name]
+        symnet_model = load_model(str(base) + ".npz").network
+        kaldi_model = read_model(str(base) + ".raw").network.network
+        assert symnet_model.structure == initial.structure, name
+        for k in initial.params:  # both files hold the same trained parameters
+            np.testing.assert_array_equal(np.asarray(symnet_model.params[k]), np.asarray(kaldi_model.params[k]))
+            assert np.isfinite(np.asarray(symnet_model.params[k])).all()
+        assert any(
+            not np.array_equal(np.asarray(symnet_model.params[k]), np.asarray(initial.params[k]))
+            for k in initial.params
+        ), name  # trained, not the initial values
+
+
+def test_demo_without_matplotlib_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    path = tmp_path / "training.png"
+    assert demo.plot_curves({"TDNN": [0.5, 0.6]}, 0.55, 0.9, str(path)) is False
+    assert "pip install 'symnet[plot]'" in capsys.readouterr().out
+    assert not path.exists()
+
+
+def test_plot_curves_writes_a_png(tmp_path):
+    path = tmp_path / "training.png"
+    assert demo.plot_curves({"TDNN": [0.5, 0.6], "MLP": [0.4, 0.45]}, 0.55, 0.9, str(path)) is True
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_only_the_demo_imports_matplotlib():
+    """matplotlib is the optional `plot` extra: no other module of the package may need it."""
+    importers = sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "symnet").rglob("*.py")
+        if re.search(r"^\s*(import|from)\s+matplotlib\b", p.read_text(), flags=re.M)
+    )
+    assert importers == ["symnet/demo.py"]
