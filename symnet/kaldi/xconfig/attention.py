@@ -19,7 +19,8 @@ __all__ = ["XAttention"]
 @layer_types("attention-renorm-layer", "attention-relu-renorm-layer", "attention-relu-batchnorm-layer",
              "relu-renorm-attention-layer")
 class XAttention(XLayer):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "max-change": 0.75, "self-repair-scale": 1.0e-05, "target-rms": 1.0,
                 "learning-rate-factor": 1.0, "ng-affine-options": "", "num-left-inputs-required": -1,
                 "num-right-inputs-required": -1, "output-context": True, "time-stride": 1, "num-heads": 1,

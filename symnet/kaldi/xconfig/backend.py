@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from ...components import read_kaldi_text_object
 from ..config import ConfigLine, OutputNode, Source, parse_line
+from ..descriptor_text import write_descriptor
 from ..network import KaldiNetwork, build_network
 
 __all__ = ["ConfigLine", "KaldiNetwork", "OutputNode", "Source", "build_network", "parse_line",
-           "read_kaldi_text_object"]
+           "read_kaldi_text_object", "write_descriptor"]

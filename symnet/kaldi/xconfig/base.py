@@ -143,7 +143,8 @@ class XLayer:
 
     # ----- what subclasses provide -----------------------------------------------------------
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         raise NotImplementedError
 
     def derive(self) -> None:
@@ -239,7 +240,8 @@ class XInput(XLayer):
 
     descriptor_keys = ()
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"dim": -1}
 
     def check(self) -> None:

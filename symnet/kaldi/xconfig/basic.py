@@ -36,7 +36,8 @@ class XOutput(XLayer):
 
     referable = False
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "objective-type": "linear", "output-delay": 0}
 
     def check(self) -> None:
@@ -63,7 +64,8 @@ class XOutputLayer(XLayer):
 
     referable = False
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "bottleneck-dim": -1, "orthonormal-constraint": 1.0,
                 "include-log-softmax": True, "objective-type": "linear", "output-delay": 0,
                 "ng-affine-options": "", "ng-linear-options": "",
@@ -133,7 +135,8 @@ _NONLINEARITIES = ("relu", "sigmoid", "tanh", "renorm", "batchnorm", "so", "drop
 class XBasic(XLayer):
     """An affine component and the components the layer's name lists (`relu-batchnorm-layer`)."""
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "bottleneck-dim": -1, "self-repair-scale": 1.0e-05,
                 "target-rms": 1.0, "ng-affine-options": "", "ng-linear-options": "", "dropout-proportion": 0.5,
                 "dropout-per-dim": False, "dropout-per-dim-continuous": False, "add-log-stddev": False,
@@ -216,7 +219,8 @@ class XBasic(XLayer):
 class XFixedAffine(XLayer):
     """`fixed-affine-layer name=lda input=Append(-2,-1,0,1,2,ReplaceIndex(ivector, t, 0)) affine-transform-file=...`"""
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "affine-transform-file": "", "delay": 0, "write-init-config": True}
 
     def check(self) -> None:
@@ -250,7 +254,8 @@ class XFixedAffine(XLayer):
 class XAffine(XLayer):
     """`affine-layer name=affine1 dim=512`: a NaturalGradientAffineComponent with its initialisation spelled out."""
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "param-stddev": -1.0, "bias-stddev": 1.0, "bias-mean": 0.0,
                 "max-change": 0.75, "learning-rate-factor": 1.0, "ng-affine-options": ""}
 
@@ -293,7 +298,8 @@ def idct_matrix(input_dim: int, output_dim: int, cepstral_lifter: float) -> np.n
 class XIdct(XLayer):
     """`idct-layer name=idct dim=40 cepstral-lifter=22 affine-transform-file=idct.mat`: MFCCs to filterbanks."""
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "cepstral-lifter": 22.0, "affine-transform-file": ""}
 
     def check(self) -> None:

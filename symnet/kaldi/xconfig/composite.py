@@ -27,7 +27,8 @@ __all__ = ["XPrefinal", "XTdnnf"]
 
 @layer_types("tdnnf-layer")
 class XTdnnf(XLayer):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "bottleneck-dim": -1, "bypass-scale": 0.66, "dropout-proportion": -1.0,
                 "time-stride": 1, "l2-regularize": 0.0, "max-change": 0.75, "self-repair-scale": 1.0e-05,
                 "context": "default"}
@@ -97,7 +98,8 @@ class XTdnnf(XLayer):
 
 @layer_types("prefinal-layer")
 class XPrefinal(XLayer):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "big-dim": -1, "small-dim": -1, "l2-regularize": 0.0, "max-change": 0.75,
                 "self-repair-scale": 1.0e-05}
 

@@ -45,7 +45,8 @@ def _offsets_ok(text: str) -> bool:
              "conv-relu-batchnorm-layer", "conv-relu-batchnorm-so-layer", "conv-relu-batchnorm-dropout-layer",
              "conv-relu-dropout-layer")
 class XConv(XLayer):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "height-in": -1, "height-subsample-out": 1, "height-out": -1,
                 "height-offsets": "", "num-filters-out": -1, "time-offsets": "", "required-time-offsets": "",
                 "target-rms": 1.0, "self-repair-scale": 2.0e-05, "self-repair-lower-threshold": 0.05,
@@ -154,7 +155,8 @@ class XResidual(XLayer):
 
 @layer_types("res-block")
 class XResBlock(XResidual):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "height": -1, "num-filters": -1, "num-bottleneck-filters": -1, "height-period": 1,
                 "bypass-source": "noop", **_RES_DEFAULTS}
 
@@ -212,7 +214,8 @@ class XResBlock(XResidual):
 
 @layer_types("res2-block")
 class XRes2Block(XResidual):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "height": -1, "height-in": -1, "height-out": -1, "num-filters": -1,
                 "num-bottleneck-filters": -1, **_RES_DEFAULTS}
 
@@ -294,7 +297,8 @@ class XRes2Block(XResidual):
 class XChannelAverage(XLayer):
     """`channel-average-layer name=channel-average input=Append(2, 4, 6, 8) dim=64`: the mean of dim-sized blocks."""
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1}
 
     def derive(self) -> None:

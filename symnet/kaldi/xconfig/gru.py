@@ -30,7 +30,8 @@ def _one_minus(node: str, dim: int) -> str:
 
 @layer_types("gru-layer")
 class XGru(XRecurrent):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "cell-dim": -1, "ng-per-element-scale-options": " max-change=0.75", **_DEFAULTS}
 
     def output_name(self, aux: str | None = None) -> str:
@@ -84,7 +85,8 @@ class XProjectedGru(XRecurrent):
     projected = True
     aux = ("h_t",)
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "cell-dim": -1, "recurrent-projection-dim": -1, "non-recurrent-projection-dim": -1,
                 "ng-per-element-scale-options": " max-change=0.75 ", **_DEFAULTS}
 
@@ -199,7 +201,8 @@ class XOpgru(XProjectedGru):
 
 @layer_types("fast-gru-layer")
 class XFastGru(XRecurrent):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "cell-dim": -1, "ng-per-element-scale-options": " max-change=0.75", **_DEFAULTS,
                 "gru-nonlinearity-options": " max-change=0.75"}
 
@@ -244,7 +247,8 @@ class XFastPgru(XRecurrent):
     projected = True
     aux = ("c_t",)
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "cell-dim": -1, "recurrent-projection-dim": -1, "non-recurrent-projection-dim": -1,
                 "ng-per-element-scale-options": " max-change=0.75 ", **_DEFAULTS,
                 "gru-nonlinearity-options": " max-change=0.75"}

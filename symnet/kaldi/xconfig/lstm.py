@@ -111,7 +111,8 @@ _SCALE_DEFAULTS = {"clipping-threshold": 30.0, "zeroing-interval": 20, "zeroing-
 class XLstm(XRecurrent):
     aux = ("c_t",)
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "cell-dim": -1, **_SCALE_DEFAULTS,
                 "ng-per-element-scale-options": " max-change=0.75", "ng-affine-options": " max-change=0.75 ",
                 "self-repair-scale-nonlinearity": 0.00001, "l2-regularize": 0.0, "decay-time": -1.0}
@@ -168,7 +169,8 @@ class XLstmp(XRecurrent):
     aux = ("c_t",)
     projected = True
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "cell-dim": -1, "recurrent-projection-dim": -1, "non-recurrent-projection-dim": -1,
                 **_SCALE_DEFAULTS, "ng-per-element-scale-options": " max-change=0.75 ",
                 "ng-affine-options": " max-change=0.75 ", "self-repair-scale-nonlinearity": 0.00001,
@@ -250,7 +252,8 @@ _FAST_DEFAULTS = {"lstm-nonlinearity-options": " max-change=0.75", "ng-affine-op
 class XFastLstm(XRecurrent):
     aux = ("c",)
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "cell-dim": -1, **_SCALE_DEFAULTS, **_FAST_DEFAULTS}
 
     def output_name(self, aux: str | None = None) -> str:
@@ -294,7 +297,8 @@ class XFastLstmp(XRecurrent):
     aux = ("c",)
     projected = True
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "cell-dim": -1, "recurrent-projection-dim": -1, "non-recurrent-projection-dim": -1,
                 **_SCALE_DEFAULTS, **_FAST_DEFAULTS, "dropout-proportion": -1.0}
 
@@ -353,7 +357,8 @@ class XFastLstmp(XRecurrent):
 
 @layer_types("lstmb-layer")
 class XLstmb(XRecurrent):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "cell-dim": -1, "bottleneck-dim": -1, **_SCALE_DEFAULTS,
                 "orthonormal-constraint": 1.0, "lstm-nonlinearity-options": " max-change=0.75", "self-scale": 1.0,
                 "ng-affine-options": " max-change=1.5", "l2-regularize": 0.0, "decay-time": -1.0}

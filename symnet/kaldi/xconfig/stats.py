@@ -27,7 +27,8 @@ _CONFIG = re.compile(r"(mean|mean\+stddev|mean\+count|mean\+stddev\+count)\((-?\
 
 @layer_types("stats-layer")
 class XStats(XLayer):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "config": ""}
 
     def derive(self) -> None:

@@ -48,7 +48,8 @@ class XSingleComponent(XLayer):
 
 @layer_types("renorm-component")
 class XRenorm(XSingleComponent):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "target-rms": 1.0}
 
     def check(self) -> None:
@@ -61,7 +62,8 @@ class XRenorm(XSingleComponent):
 
 @layer_types("batchnorm-component")
 class XBatchnorm(XSingleComponent):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "target-rms": 1.0, "include-in-init": False}
 
     def check(self) -> None:
@@ -78,7 +80,8 @@ class XBatchnorm(XSingleComponent):
 
 @layer_types("no-op-component")
 class XNoOp(XSingleComponent):
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]"}
 
     def component_line(self) -> str:
@@ -89,7 +92,8 @@ class XNoOp(XSingleComponent):
 class XLinear(XSingleComponent):
     passed = ("orthonormal-constraint", "max-change", "l2-regularize", "param-stddev", "learning-rate-factor")
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "orthonormal-constraint": "", "max-change": 0.75, "l2-regularize": "",
                 "param-stddev": "", "learning-rate-factor": ""}
 
@@ -105,7 +109,8 @@ class XLinear(XSingleComponent):
 class XAffineComponent(XSingleComponent):
     passed = ("orthonormal-constraint", "max-change", "l2-regularize", "param-stddev", "bias-stddev")
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "orthonormal-constraint": "", "max-change": 0.75, "param-stddev": "",
                 "bias-stddev": "", "l2-regularize": ""}
 
@@ -121,7 +126,8 @@ class XAffineComponent(XSingleComponent):
 class XPerElement(XSingleComponent):
     passed = ("learning-rate-factor", "max-change", "l2-regularize", "param-mean", "param-stddev")
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "l2-regularize": "", "max-change": 0.75, "param-mean": "", "param-stddev": "",
                 "learning-rate-factor": ""}
 
@@ -135,7 +141,8 @@ class XPerElement(XSingleComponent):
 class XDimRange(XLayer):
     """`dim-range-component name=feature1 input=... dim=40 dim-offset=0`: a dim-range-node."""
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "dim": -1, "dim-offset": 0}
 
     def check(self) -> None:
@@ -163,7 +170,8 @@ class XDimRange(XLayer):
 class XCombineFeatureMaps(XSingleComponent):
     """Interleaves feature maps of `num-filters1`, `num-filters2` (and `num-filters3`) filters of one height."""
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "num-filters1": -1, "num-filters2": -1, "num-filters3": 0, "height": -1}
 
     def check(self) -> None:
@@ -190,7 +198,8 @@ class XCombineFeatureMaps(XSingleComponent):
 class XDelta(XLayer):
     """The input, its deltas (-1,0,1) and delta-deltas (1,0,-2,0,1), appended and batch-normalised."""
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]"}
 
     def check(self) -> None:
@@ -221,7 +230,8 @@ class XDelta(XLayer):
 class XSpecAugment(XLayer):
     """SpecAugment: a random frequency mask, then random time masks (both the identity in test mode)."""
 
-    def defaults(self) -> dict[str, Any]:
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
         return {"input": "[-1]", "freq-max-proportion": 0.5, "time-zeroed-proportion": 0.2,
                 "time-mask-max-frames": 10, "include-in-init": False}
 
