@@ -29,7 +29,7 @@ from typing import Any, Callable, ClassVar, Iterable, Sequence
 import attrs
 
 from ...errors import ConfigError
-from .descriptor import XDescriptor, parse_xdescriptor
+from .descriptor import DimMismatch, XDescriptor, parse_xdescriptor
 from .syntax import XconfigLine
 
 __all__ = ["LAYER_TYPES", "XLayer", "XInput", "both", "closest", "fmt", "layer_types"]
@@ -210,29 +210,33 @@ class XLayer:
             return self.source.error(f"{self.what}: {key}={text}: {message}", where or self.source.type_column)
 
         descriptor = parse_xdescriptor(text, [layer.name for layer in self.previous], fail=fail)
+
+        def lookup(name: str) -> tuple[XLayer, str | None]:
+            return self._lookup(name, lambda message: fail(message, max(text.find(name.split(".")[0]), 0)))
+
         try:
-            dim = descriptor.dim(lambda name: self._lookup(name, fail)[0].output_dim(self._lookup(name, fail)[1]))
-        except ValueError as e:
+            dim = descriptor.dim(lambda name: lookup(name)[0].output_dim(lookup(name)[1]))
+        except DimMismatch as e:
             raise fail(str(e), 0) from None
-        final = descriptor.config_text(lambda name: self._lookup(name, fail)[0].output_name(self._lookup(name, fail)[1]))
+        final = descriptor.config_text(lambda name: lookup(name)[0].output_name(lookup(name)[1]))
         return Resolved(descriptor, dim, final)
 
-    def _lookup(self, full: str, fail: Callable[[str, int], ConfigError]) -> tuple[XLayer, str | None]:
+    def _lookup(self, full: str, fail: Callable[[str], ConfigError]) -> tuple[XLayer, str | None]:
         """Kaldi's rule: the first earlier layer named `full`, or named `a` for `a.aux` with that auxiliary output."""
         head, _, aux = full.partition(".")
         for layer in self.previous:
             if layer.name in (full, head):
                 if not layer.referable:
-                    raise fail(f"{layer.layer_type} {layer.name} is an output; other layers cannot use it", 0)
+                    raise fail(f"{layer.layer_type} {layer.name} is an output; other layers cannot use it")
                 if layer.name == full:
                     return layer, None
                 if aux not in layer.aux:
                     hint = f" (it has {', '.join(layer.aux)})" if layer.aux else ""
-                    raise fail(f"layer {head} ({layer.layer_type}) has no auxiliary output {aux!r}{hint}", 0)
+                    raise fail(f"layer {head} ({layer.layer_type}) has no auxiliary output {aux!r}{hint}")
                 layer.used_aux.add(aux)
                 return layer, aux
         raise fail(f"no layer named {head!r} before this line"
-                   f"{closest(head, [layer.name for layer in self.previous])}", 0)
+                   f"{closest(head, [layer.name for layer in self.previous])}")
 
 
 class XInput(XLayer):

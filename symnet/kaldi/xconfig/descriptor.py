@@ -25,12 +25,16 @@ import attrs
 
 from ...errors import ConfigError
 
-__all__ = ["XDescriptor", "parse_xdescriptor"]
+__all__ = ["DimMismatch", "XDescriptor", "parse_xdescriptor"]
 
 _VALID_NAME = re.compile(r"[a-zA-Z_][-a-zA-Z_0-9.]*")
 _INT = re.compile(r"[+-]?[0-9]+\Z")
 _OPERATORS = ("Offset", "Round", "ReplaceIndex", "Append", "Sum", "Switch", "Failover", "IfDefined")
 _SAME_DIM = ("Sum", "Failover", "IfDefined", "Switch")
+
+
+class DimMismatch(Exception):
+    """Parts of a Sum, Failover, IfDefined or Switch with different dims."""
 
 
 class DescriptorSyntaxError(Exception):
@@ -68,7 +72,7 @@ class XDescriptor:
         return [name for item in self.items if isinstance(item, XDescriptor) for name in item.names()]
 
     def dim(self, dim_of: Callable[[str], int]) -> int:
-        """The dimension, given the dimension of each layer name; ValueError names mismatched parts."""
+        """The dimension, given the dimension of each layer name; DimMismatch names mismatched parts."""
         if self.operator is None:
             return dim_of(str(self.items[0]))
         parts = [item for item in self.items if isinstance(item, XDescriptor)]
@@ -77,7 +81,7 @@ class XDescriptor:
         if self.operator in _SAME_DIM:
             dims = [part.dim(dim_of) for part in parts]
             if len(set(dims)) > 1:
-                raise ValueError(f"the parts of {self} have different dims: {', '.join(map(str, dims))}")
+                raise DimMismatch(f"the parts of {self} have different dims: {', '.join(map(str, dims))}")
             return dims[0]
         return parts[0].dim(dim_of)
 

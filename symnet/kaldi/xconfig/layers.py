@@ -37,7 +37,7 @@ from typing import Any, Callable
 from ...core.descriptor import Append, DimRange, Input, Node, Offset, Ref
 from ...core.layer import Layer
 from ...core.source import user_line
-from ...core.walk import rewrite
+from ...core.walk import rewrite, walk
 from ...errors import SymnetError
 from .backend import write_descriptor
 from .base import LAYER_TYPES, XInput, XLayer
@@ -45,7 +45,7 @@ from .basic import XOutput
 from .expand import Xconfig
 from .syntax import parse_xconfig_line
 
-__all__ = ["apply_layer", "function_name", "splice"]
+__all__ = ["apply_layer", "function_name", "node_dims", "splice"]
 
 
 def splice(x: Layer, *offsets: int) -> Layer:
@@ -84,6 +84,19 @@ def _dim(leaf: Layer) -> int:
     if not isinstance(dim, int):
         raise SymnetError(f"node {leaf.name!r} is not a component or dim-range node, so its dim is not known")
     return dim
+
+
+def node_dims(network: Any) -> dict[str, int]:
+    """The dim of every input and component or dim-range node of a Network (or KaldiNetwork)."""
+    network = getattr(network, "network", network)
+    dims: dict[str, int] = {}
+    for layer in walk([layer for _, layer in network.structure.outputs]):
+        if isinstance(layer, (Input, Node)):
+            try:
+                dims.setdefault(layer.name, _dim(layer))
+            except SymnetError:
+                pass
+    return dims
 
 
 def _text(value: Any) -> str:
