@@ -24,7 +24,6 @@ import numpy as np
 from .base import LAYER_TYPES
 from .expand import CONFIG_NAMES, Xconfig, parse_xconfig, read_xconfig, write_kaldi_matrix
 from .backend import KaldiNetwork
-from .syntax import parse_xconfig_line
 
 __all__ = ["CONFIG_NAMES", "LAYER_TYPES", "Xconfig", "is_xconfig", "parse_xconfig", "parse_xconfig_network",
            "read_xconfig", "read_xconfig_network", "write_kaldi_matrix"]

@@ -66,11 +66,12 @@ class XStats(XLayer):
     def lines(self) -> Lines:
         n, s, dim = self.name, self.suffix, self.input.dim
         variance = "true" if self.stddev else "false"
+        stats_dim = 1 + dim * (2 if self.stddev else 1)
         return both([
             f"component name={n}-extraction-{s} type=StatisticsExtractionComponent input-dim={dim} "
             f"input-period={self.input_period} output-period={self.stats_period} include-variance={variance} ",
             f"component-node name={n}-extraction-{s} component={n}-extraction-{s} input={self.input.text} ",
-            f"component name={n}-pooling-{s} type=StatisticsPoolingComponent input-dim={1 + dim * (2 if self.stddev else 1)} "
+            f"component name={n}-pooling-{s} type=StatisticsPoolingComponent input-dim={stats_dim} "
             f"input-period={self.stats_period} left-context={self.left} right-context={self.right} "
             f"num-log-count-features={1 if self.count else 0} output-stddevs={variance} ",
             f"component-node name={n}-pooling-{s} component={n}-pooling-{s} input={n}-extraction-{s} ",
