@@ -26,7 +26,7 @@ KERNEL = "symnet-test-python"
 def test_there_are_notebooks():
     names = [p.name for p in PATHS]
     for expected in ("01-expressions-and-tape.ipynb", "02-descriptors.ipynb", "03-kaldi.ipynb",
-                     "04-recurrence.ipynb", "05-training.ipynb"):
+                     "04-recurrence.ipynb", "05-training.ipynb", "06-xconfig.ipynb"):
         assert expected in names
 
 
