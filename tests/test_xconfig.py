@@ -338,6 +338,15 @@ def test_is_xconfig_tells_xconfigs_from_configs(tmp_path):
     (tmp_path / "a").write_text("# a comment\n\ninput dim=3 name=input\noutput name=output\n")
     (tmp_path / "b").write_text("input-node name=input dim=3\noutput-node name=output input=input\n")
     assert is_xconfig(tmp_path / "a") and not is_xconfig(tmp_path / "b") and not is_xconfig(tmp_path / "none")
+    # an xconfig given to the nnet3 config reader gets a hint
+    with pytest.raises(ConfigError, match="looks like a Kaldi xconfig line"):
+        parse_network((tmp_path / "a").read_text())
+
+
+def test_the_example_xconfig_reads():
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "tdnnf.xconfig")
+    assert is_xconfig(path)
+    assert read_xconfig_network(path).network.context("output") == (5, 5)
 
 
 # ----- the Python layer functions ------------------------------------------------------------------

@@ -187,19 +187,18 @@ class XLayer:
     def input(self) -> Resolved:
         return self.inputs["input"]
 
-    def describe(self) -> str:
-        """The layer as xconfig_to_configs.py writes it to xconfig.expanded.*: every option, sorted."""
+    def describe(self, normalized: bool = False) -> str:
+        """The layer as xconfig_to_configs.py writes it to xconfig.expanded.1 (every option, sorted) or, with
+        `normalized`, to xconfig.expanded.2 (descriptors with the shorthands expanded)."""
+        config = dict(self.config)
+        if normalized:
+            config.update({key: str(resolved.descriptor) for key, resolved in self.inputs.items()})
         words = [f"{self.layer_type} name={self.name}"]
-        for key in sorted(self.config):
-            value = self.config[key]
+        for key in sorted(config):
+            value = config[key]
             text = fmt(value)
             words.append(f'{key}="{text}"' if isinstance(value, str) and "=" in text else f"{key}={text}")
         return " ".join(words)
-
-    def normalize_descriptors(self) -> None:
-        """Replace descriptor options by their normalized text (xconfig.expanded.2)."""
-        for key, resolved in self.inputs.items():
-            self.config[key] = str(resolved.descriptor)
 
     def _resolve(self, key: str) -> Resolved:
         text = str(self.config[key])

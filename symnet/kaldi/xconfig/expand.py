@@ -102,17 +102,7 @@ class Xconfig:
 
     def expanded(self, normalized: bool = False) -> str:
         """xconfig.expanded.1 (`normalized=False`) or xconfig.expanded.2: each layer with all its options."""
-        out = []
-        for layer in self.layers:
-            if normalized:
-                config = dict(layer.config)
-                layer.normalize_descriptors()
-                out.append(layer.describe())
-                layer.config.clear()
-                layer.config.update(config)
-            else:
-                out.append(layer.describe())
-        return "".join(line + "\n" for line in out)
+        return "".join(layer.describe(normalized) + "\n" for layer in self.layers)
 
     def network(self, *, seed: int = 0, base: Any = None,
                 read_matrix: Callable[[str], np.ndarray] | None = None) -> KaldiNetwork:
