@@ -252,6 +252,14 @@ def test_every_layer_type_builds_a_network_of_its_dims(layer_type, tmp_path):
     assert computed.shape[1] == layer.output_dim()
 
 
+@pytest.mark.xfail(strict=True, reason="symnet has no DropoutMaskComponent (a Kaldi-fidelity gap)")
+def test_fast_lstmp_with_dropout_builds():
+    x = parse_xconfig("input name=input dim=6\nfast-lstmp-layer name=l cell-dim=8 dropout-proportion=0.1\n"
+                      "output name=output input=l")
+    assert "DropoutMaskComponent" in x.config_text("final")
+    x.network()
+
+
 def test_tdnnf_time_offsets_and_bypass():
     def offsets(options: str) -> list[str]:
         x = parse_xconfig(f"input name=input dim=8\ntdnnf-layer name=f dim=8 bottleneck-dim=2 {options}\n"
