@@ -10,11 +10,14 @@
                                          a Kaldi model file (nnet3-copy; nnet3-am-copy for acoustic models)
     symnet compute [options] MODEL FEATS_RSPECIFIER MATRIX_WSPECIFIER
                                          nnet3-compute: the network's 'output' for every utterance
+    symnet xconfig [-o FINAL_CONFIG | --config-dir DIR] XCONFIG
+                                         steps/nnet3/xconfig_to_configs.py: an xconfig expanded to final.config
 
 MODEL_OR_CONFIG is a Kaldi nnet3 model file (text or binary, raw nnet or
 acoustic model, see `symnet.kaldi.model`), a symnet model file (`symnet
-init`'s output, see `symnet.kaldi.network.save_model`) or a Kaldi nnet3
-config file. OUT is written atomically: on any error it is left as it was
+init`'s output, see `symnet.kaldi.network.save_model`), a Kaldi nnet3
+config file or a Kaldi xconfig file (told apart by its first line, see
+`symnet.kaldi.xconfig`); so is CONFIG. OUT is written atomically: on any error it is left as it was
 (or absent). Kaldi's boolean options take `--name=true|false`; a bare
 `--name` means true.
 
@@ -40,13 +43,25 @@ PROG = "symnet"
 def _load_model(path: str, seed: int = 0) -> Any:
     """A KaldiModel from a Kaldi model file (text or binary, raw or acoustic), a symnet model file or a config."""
     from .kaldi.model import KaldiModel, is_kaldi_model, read_model
-    from .kaldi.network import load_model, read_network
+    from .kaldi.network import load_model
 
     if is_kaldi_model(path):
         return read_model(path)
     if zipfile.is_zipfile(path):
         return KaldiModel(load_model(path))
-    return KaldiModel(read_network(path, seed=seed))
+    return KaldiModel(_read_config(path, seed))
+
+
+def _read_config(path: str, seed: int = 0, base: Any = None) -> Any:
+    """The KaldiNetwork of a Kaldi nnet3 config or xconfig file (an xconfig may refer to `base`'s nodes)."""
+    from .kaldi.network import read_network
+    from .kaldi.xconfig import is_xconfig, read_xconfig
+    from .kaldi.xconfig.layers import node_dims
+
+    if is_xconfig(path):
+        existing = node_dims(base) if base is not None else {}
+        return read_xconfig(path, existing=existing).network(seed=seed, base=base)
+    return read_network(path, seed=seed, base=base)
 
 
 def _load(path: str, seed: int = 0) -> Any:
@@ -152,14 +167,14 @@ def _info(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def _init(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .kaldi.network import read_network, save_model
+    from .kaldi.network import save_model
 
     paths = args.paths
     if len(paths) not in (2, 3):
         raise _UsageError("init takes [EXISTING] CONFIG OUT")
     base = _load(paths[0]) if len(paths) == 3 else None
     config, out = paths[-2], paths[-1]
-    network = read_network(config, seed=args.seed, base=base)
+    network = _read_config(config, seed=args.seed, base=base)
     save_model(out, network)
     count = sum(int(np.prod(np.shape(v))) for v in network.params.values())
     print(f"wrote {out}: {len(network.params)} parameter arrays, {count} values", file=stdout)
@@ -481,6 +496,26 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     return 0
 
 
+def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .atomic import atomic_open
+    from .kaldi.xconfig import read_xconfig
+
+    if args.output and args.config_dir:
+        raise _UsageError("give -o or --config-dir, not both")
+    xconfig = read_xconfig(args.xconfig)
+    xconfig.network()  # the check xconfig_to_configs.py makes with nnet3-init: errors name the xconfig line
+    if args.config_dir:
+        for path in xconfig.write_config_dir(args.config_dir):
+            print(f"wrote {path}", file=stdout)
+    elif args.output:
+        with atomic_open(args.output, "w") as f:
+            f.write(xconfig.config_text("final"))
+        print(f"wrote {args.output}", file=stdout)
+    else:
+        stdout.write(xconfig.config_text("final"))
+    return 0
+
+
 class _UsageError(Exception):
     pass
 
@@ -559,6 +594,16 @@ def _parser() -> argparse.ArgumentParser:
     compute.add_argument("feats_rspecifier", metavar="FEATS_RSPECIFIER")
     compute.add_argument("matrix_wspecifier", metavar="MATRIX_WSPECIFIER")
     compute.set_defaults(run=_compute)
+    xconfig = commands.add_parser(
+        "xconfig", help="expand a Kaldi xconfig to an nnet3 config (xconfig_to_configs.py)",
+        description="Expand the layers of a Kaldi xconfig as steps/nnet3/xconfig_to_configs.py does and check the "
+                    "network builds. Prints final.config, or writes it (atomically) to -o; --config-dir writes "
+                    "init.config (if any), ref.config, final.config, xconfig.expanded.1 and .2 and the matrices "
+                    "the layers write (idct-layer).")
+    xconfig.add_argument("-o", "--output", metavar="FINAL_CONFIG", help="write final.config here")
+    xconfig.add_argument("--config-dir", metavar="DIR", help="write every config file into DIR")
+    xconfig.add_argument("xconfig", metavar="XCONFIG")
+    xconfig.set_defaults(run=_xconfig)
     return parser
 
 

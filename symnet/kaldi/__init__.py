@@ -9,6 +9,7 @@ from a config; `write_network` writes a Network back as a config;
 `save_model` / `load_model` are symnet's own (pickle-free) model files.
 Kaldi's own model files: `read_nnet` / `write_nnet` hold them at the token
 level (`NnetFile`), `read_model` / `write_model` as networks (`KaldiModel`).
+Kaldi's xconfig files are read by the subpackage `symnet.kaldi.xconfig`.
 """
 
 from .config import (

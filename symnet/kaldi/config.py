@@ -362,9 +362,12 @@ def _split(body: str, source: Source) -> tuple[str, list[tuple[str, str, int, in
     kind = body[start:pos]
     if kind not in _LINE_TYPES:
         word = body[start:].split()[0].split("=")[0] if kind == "" else kind
+        xconfig = word in ("input", "output") or word.endswith(("-layer", "-component", "-block"))
+        hint = ("; this looks like a Kaldi xconfig line: read the file with symnet.kaldi.xconfig "
+                "(or `symnet xconfig`)") if xconfig else ""
         raise source.error(
             f"expected a line type (input-node, component, component-node, output-node or dim-range-node), "
-            f"got {word!r}", start + 1,
+            f"got {word!r}{hint}", start + 1,
         )
     options: list[tuple[str, str, int, int]] = []
     while pos < n:

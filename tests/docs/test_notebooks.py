@@ -32,6 +32,7 @@ def test_there_are_notebooks():
         "03-kaldi.ipynb",
         "04-recurrence.ipynb",
         "05-training.ipynb",
+        "06-xconfig.ipynb",
     ):
         assert expected in names
 

@@ -1,0 +1,15 @@
+"""What the xconfig package expands into: Kaldi config lines and the network builder.
+
+This is the one module of the package that imports symnet's Kaldi config and
+network code, so that a change there is one change here.
+"""
+
+from __future__ import annotations
+
+from ...components import read_kaldi_text_object
+from ..config import ConfigLine, OutputNode, Source, parse_line
+from ..descriptor_text import write_descriptor
+from ..network import KaldiNetwork, build_network
+
+__all__ = ["ConfigLine", "KaldiNetwork", "OutputNode", "Source", "build_network", "parse_line",
+           "read_kaldi_text_object", "write_descriptor"]

@@ -1,0 +1,189 @@
+"""Reading an xconfig and expanding it, as steps/nnet3/xconfig_to_configs.py does.
+
+`parse_xconfig(text)` reads every line into a layer object, in order (each
+sees the layers before it); an `Xconfig` holds them and gives
+
+- `config_text(which)`: `final.config` (the whole network), `ref.config`
+  (the same with random stand-ins for matrices read from files, for working out
+  the context) or `init.config` (what the LDA-like transform is estimated
+  from; None when the xconfig has none), as Kaldi writes them;
+- `config_lines(which)`: those lines as symnet's config line objects, each
+  with the xconfig file, line and text it came from, so that an error found
+  while building the network names the xconfig line and the layer;
+- `expanded(normalized)`: `xconfig.expanded.1` / `.2` (every layer with all
+  its options, before and after the descriptors are normalized);
+- `matrices`: the files the layers write (the idct-layer's matrix);
+- `network()`: the KaldiNetwork of `final.config`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import attrs
+import numpy as np
+
+from ...errors import ConfigError, SymnetError
+from . import attention, basic, composite, convolution, gru, lstm, stats, trivial  # noqa: F401  (register the layers)
+from .backend import ConfigLine, KaldiNetwork, OutputNode, Source, build_network, parse_line, read_kaldi_text_object
+from .base import LAYER_TYPES, XInput, XLayer, closest
+from .syntax import XconfigLine, xconfig_lines
+
+__all__ = ["CONFIG_NAMES", "Xconfig", "parse_xconfig", "read_xconfig", "write_kaldi_matrix"]
+
+#: The config files xconfig_to_configs.py writes, by the name it gives them.
+CONFIG_NAMES = ("init", "ref", "final")
+
+_HEADERS = {
+    "init": "# It contains the parts of the network that can be used to\n"
+            "# accumulate statistics on the input features (the LDA-like transform).",
+    "ref": "# It contains the entire neural network, but with the components that\n"
+           "# would read fixed matrices from disk replaced with random ones; it is\n"
+           "# used only to work out the left-context and right-context of the network.",
+    "final": "# It contains the entire neural network.",
+}
+
+
+def _layer(line: XconfigLine, previous: Sequence[XLayer]) -> XLayer:
+    cls = LAYER_TYPES.get(line.type)
+    if cls is None:
+        raise line.error(f"unknown layer type {line.type}{closest(line.type, LAYER_TYPES)}")
+    return cls(line, previous)
+
+
+def existing_layer(name: str, dim: int) -> XLayer:
+    """A node of an existing network that the xconfig may refer to (Kaldi's `existing` layers)."""
+    return XInput(XconfigLine("existing", (("name", name), ("dim", str(dim)))), [])
+
+
+@attrs.frozen(eq=False)
+class Xconfig:
+    """The layers of an xconfig file, in order, and what they expand to (see the module doc)."""
+
+    layers: tuple[XLayer, ...]
+    file: str = "<xconfig>"
+
+    def pairs(self, which: str) -> list[tuple[XLayer, str]]:
+        """(layer, generated line) for config `which`, comment lines included."""
+        if which not in CONFIG_NAMES:
+            raise SymnetError(f"which must be one of {', '.join(CONFIG_NAMES)}, not {which!r}")
+        return [(layer, text) for layer in self.layers for names, text in layer.lines() if which in names]
+
+    def has(self, which: str) -> bool:
+        """Whether xconfig_to_configs.py writes `which`.config (init.config only when it has an output-node)."""
+        return which != "init" or any(text.startswith("output-node") for _, text in self.pairs("init"))
+
+    def config_text(self, which: str = "final") -> str | None:
+        """The text of `which`.config as Kaldi writes it (with a header and the layers' comments)."""
+        if not self.has(which):
+            return None
+        header = f"# This file was created by symnet from the xconfig {self.file}\n{_HEADERS[which]}\n"
+        return header + "\n" + "".join(text + "\n" for _, text in self.pairs(which))
+
+    def config_lines(self, which: str = "final") -> list[ConfigLine]:
+        """The lines of `which`.config as config line objects whose sources are the xconfig lines."""
+        lines: list[ConfigLine] = []
+        for layer, text in self.pairs(which):
+            try:
+                parsed = parse_line(text, file=self.file, line=layer.source.line)
+            except ConfigError as e:
+                raise layer.error(f"the generated config line is not valid ({e.message}): {text}") from None
+            if parsed is not None:
+                lines.append(attrs.evolve(parsed, source=_source(layer.source, parsed.source)))
+        if which != "init" and not any(isinstance(line, OutputNode) for line in lines):
+            raise ConfigError("the xconfig has no output (an output-layer or an output line)", file=self.file)
+        return lines
+
+    @property
+    def matrices(self) -> dict[str, np.ndarray]:
+        """The matrices the layers write, by file name."""
+        return {name: matrix for layer in self.layers for name, matrix in layer.matrices().items()}
+
+    def expanded(self, normalized: bool = False) -> str:
+        """xconfig.expanded.1 (`normalized=False`) or xconfig.expanded.2: each layer with all its options."""
+        return "".join(layer.describe(normalized) + "\n" for layer in self.layers)
+
+    def network(self, *, seed: int = 0, base: Any = None,
+                read_matrix: Callable[[str], np.ndarray] | None = None) -> KaldiNetwork:
+        """The KaldiNetwork of final.config; errors name the xconfig line and the layer.
+
+        Matrices the layers write (the idct-layer's) are used as they are;
+        other files are read with `read_matrix` (default: Kaldi text or .npy).
+        """
+        generated = self.matrices
+        reader = read_matrix or read_kaldi_text_object
+
+        def read(path: str) -> np.ndarray:
+            return generated[path] if path in generated else reader(path)
+
+        lines = self.config_lines("final")
+        try:
+            return build_network(lines, seed=seed, base=base, read_matrix=read)
+        except ConfigError as e:
+            layer = next((layer for layer in self.layers if e.file == self.file and layer.source.line == e.line),
+                         None)
+            if layer is None or e.message.startswith(layer.what):
+                raise
+            raise ConfigError(f"{layer.what}: {e.message}", file=e.file, line=e.line, column=e.column,
+                              text=e.text) from None
+
+    def write_config_dir(self, directory: str | os.PathLike[str]) -> list[str]:
+        """Write what xconfig_to_configs.py writes to its --config-dir; returns the paths written."""
+        os.makedirs(directory, exist_ok=True)
+        files = {f"{which}.config": self.config_text(which) for which in CONFIG_NAMES if self.has(which)}
+        files["xconfig.expanded.1"] = self.expanded(False)
+        files["xconfig.expanded.2"] = self.expanded(True)
+        written = []
+        for name, text in files.items():
+            path = os.path.join(directory, name)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            written.append(path)
+        for name, matrix in self.matrices.items():
+            write_kaldi_matrix(name, matrix)
+            written.append(name)
+        return written
+
+
+def _source(xline: XconfigLine, generated: Source | None) -> Source:
+    """The xconfig line as the source of a generated config line; options the xconfig line sets keep columns."""
+    keys = generated.options if generated is not None else ()
+    options = tuple((key, value, xline.key_column(key), xline.value_column(key)) for key, value, *_ in keys
+                    if xline.value(key) is not None)
+    return Source(xline.file, xline.line, xline.text, kind_column=xline.type_column, end_column=len(xline.text) + 1,
+                  options=options)
+
+
+def write_kaldi_matrix(path: str | os.PathLike[str], matrix: np.ndarray) -> None:
+    """A matrix in Kaldi's text format (`[ a b\\n c d ]`), as Kaldi's scripts write it."""
+    rows = [" ".join(repr(float(v)) for v in row) for row in np.asarray(matrix, dtype=np.float64)]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("[ " + "\n".join(rows) + " ]")
+
+
+def parse_xconfig(text: str, *, file: str = "<xconfig>", existing: Mapping[str, int] | Iterable = ()) -> Xconfig:
+    """The layers of an xconfig text. `existing`: names and dims of nodes of a network it adds to."""
+    items = existing.items() if isinstance(existing, Mapping) else existing
+    previous: list[XLayer] = [existing_layer(name, dim) for name, dim in items]
+    layers: list[XLayer] = []
+    for line in xconfig_lines(text, file=file):
+        layer = _layer(line, previous)
+        previous.append(layer)
+        layers.append(layer)
+    if not layers:
+        raise ConfigError("the xconfig is empty (no layer line)", file=file)
+    return Xconfig(tuple(layers), file)
+
+
+def read_xconfig(source: str | os.PathLike[str] | Any, *, file: str | None = None,
+                 existing: Mapping[str, int] | Iterable = ()) -> Xconfig:
+    """The layers of an xconfig file, given as a path or an open text file."""
+    if hasattr(source, "read"):
+        text = source.read()
+        name = file or getattr(source, "name", "<xconfig>")
+    else:
+        with open(source, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        name = file or os.fspath(source)
+    return parse_xconfig(text, file=str(name), existing=existing)

@@ -1,0 +1,159 @@
+"""Kaldi's xconfig layers as Python functions that build symnet expressions.
+
+Each xconfig layer type is a function named after it (`-layer` dropped,
+dashes as underscores): `tdnnf-layer` is `tdnnf`, `fast-lstmp-layer`
+`fast_lstmp`, `relu-batchnorm-layer` `relu_batchnorm`, `output-layer`
+`output_layer`, `linear-component` `linear_component`, `res-block`
+`res_block`. It takes the layer's input (a symnet descriptor over `Input`s and
+the outputs of other layer functions), its `name`, and its xconfig options as
+keywords with underscores (`bottleneck_dim=160`), and returns the layer's
+output: the `Node` (or descriptor) that a later xconfig line would see.
+
+    x = Input("input", 40)
+    h = relu_batchnorm(splice(x, -1, 0, 1), name="tdnn1", dim=512)
+    h = tdnnf(h, name="tdnnf2", dim=512, bottleneck_dim=64, time_stride=1)
+    net = Network({"output": output_layer(h, name="output", dim=3000)}, seed=0)
+
+is the network of the xconfig
+
+    input name=input dim=40
+    relu-batchnorm-layer name=tdnn1 dim=512 input=Append(-1,0,1)
+    tdnnf-layer name=tdnnf2 dim=512 bottleneck-dim=64 time-stride=1
+    output-layer name=output dim=3000
+
+(`read_xconfig_network(...).network` equals it). There is one code path: a
+function makes the layer's xconfig line (its input written as a descriptor
+over the node names), expands it with the same layer class as the xconfig
+reader, and builds the config lines with the same network builder; the nodes
+it returns hold the input's own nodes.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any, Callable
+
+from ...core.descriptor import Append, DimRange, Input, Node, Offset, Ref
+from ...core.layer import Layer
+from ...core.source import user_line
+from ...core.walk import rewrite, walk
+from ...errors import SymnetError
+from .backend import write_descriptor
+from .base import LAYER_TYPES, XInput, XLayer
+from .basic import XOutput
+from .expand import Xconfig
+from .syntax import parse_xconfig_line
+
+__all__ = ["apply_layer", "function_name", "node_dims", "splice"]
+
+
+def splice(x: Layer, *offsets: int) -> Layer:
+    """`Append(Offset(x, o) for o in offsets)` with no Offset for 0: the xconfig `Append(-1,0,1)` of `x`."""
+    return Append(*(x if o == 0 else Offset(x, o) for o in offsets))
+
+
+def function_name(layer_type: str) -> str:
+    """The Python name of an xconfig layer type: `tdnnf-layer` -> `tdnnf`, `output-layer` -> `output_layer`."""
+    if layer_type == "output-layer":
+        return "output_layer"
+    return layer_type.removesuffix("-layer").replace("-", "_")
+
+
+def _leaves(x: Layer) -> dict[str, Layer]:
+    """The Inputs and Nodes a descriptor refers to, by name."""
+    found: dict[str, Layer] = {}
+    stack = [x]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (Input, Node)):
+            if found.setdefault(item.name, item) is not item and found[item.name] != item:
+                raise SymnetError(f"the input refers to two different nodes named {item.name!r}")
+        elif isinstance(item, Ref):
+            raise SymnetError(f"the input of a layer function cannot be a Ref ({item.name!r}); pass the node")
+        else:
+            stack.extend(item.children)
+    return found
+
+
+def _dim(leaf: Layer) -> int:
+    if isinstance(leaf, Input):
+        return leaf.dim
+    arg = leaf.arg
+    dim = arg.dim if isinstance(arg, DimRange) else getattr(arg, "output_dim", None)
+    if not isinstance(dim, int):
+        raise SymnetError(f"node {leaf.name!r} is not a component or dim-range node, so its dim is not known")
+    return dim
+
+
+def node_dims(network: Any) -> dict[str, int]:
+    """The dim of every input and component or dim-range node of a Network (or KaldiNetwork)."""
+    network = getattr(network, "network", network)
+    dims: dict[str, int] = {}
+    for layer in walk([layer for _, layer in network.structure.outputs]):
+        if isinstance(layer, (Input, Node)):
+            try:
+                dims.setdefault(layer.name, _dim(layer))
+            except SymnetError:
+                pass
+    return dims
+
+
+def _text(value: Any) -> str:
+    text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return f'"{text}"' if "=" in text or not text or any(c.isspace() for c in text) else text
+
+
+def _where() -> tuple[str, int]:
+    where = user_line() or "<python>:0"
+    match = re.match(r"(.*), line (\d+)\Z", where) or re.match(r"(.*):(\d+)\Z", where)
+    return (match.group(1), int(match.group(2))) if match else (where, 0)
+
+
+def apply_layer(layer_type: str, x: Layer, *, name: str, **options: Any) -> Layer:
+    """The output of xconfig layer `layer_type` named `name` on input `x`, with xconfig `options`."""
+    cls = LAYER_TYPES.get(layer_type)
+    if cls is None or layer_type == "input":
+        raise SymnetError(f"unknown xconfig layer type {layer_type!r}")
+    leaves = _leaves(x)
+    file, line = _where()
+    words = [layer_type, f"name={name}", f"input={write_descriptor(x)}"]
+    words += [f"{key.replace('_', '-')}={_text(value)}" for key, value in options.items()]
+    previous: list[XLayer] = []
+    for leaf_name, leaf in leaves.items():
+        source = parse_xconfig_line(f"input name={leaf_name} dim={_dim(leaf)}", file=file, line=line)
+        previous.append(XInput(source, previous))
+    layer = cls(parse_xconfig_line(" ".join(words), file=file, line=line), previous)
+    layers = [*previous, layer]
+    output = name
+    if layer.referable:
+        output = "_layer_output"
+        out_line = parse_xconfig_line(f"output name={output} input={name}", file=file, line=line)
+        layers.append(XOutput(out_line, layers))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is not used by any")
+        network = Xconfig(tuple(layers), file).network().network
+    built = network.outputs[output]
+    return rewrite([built], lambda l: leaves.get(l.name, l) if isinstance(l, Input) else l)[0]
+
+
+def _function(layer_type: str) -> Callable[..., Layer]:
+    cls = LAYER_TYPES[layer_type]
+    py_name = function_name(layer_type)
+
+    def function(x: Layer, *, name: str, **options: Any) -> Layer:
+        return apply_layer(layer_type, x, name=name, **options)
+
+    defaults = {k: v for k, v in cls.defaults().items() if k != "input"}
+    listed = ", ".join(f"{k.replace('-', '_')}={v!r}" for k, v in defaults.items())
+    function.__name__ = function.__qualname__ = py_name
+    function.__doc__ = (f"The xconfig `{layer_type}` on input `x`, named `name`: its output node.\n\n"
+                        f"{(cls.__doc__ or '').strip()}\n\nOptions (xconfig's, dashes as underscores) and "
+                        f"their defaults: {listed}.")
+    return function
+
+
+for _type in sorted(LAYER_TYPES):
+    if _type not in ("input", "output"):
+        globals()[function_name(_type)] = _function(_type)
+        __all__.append(function_name(_type))
