@@ -156,6 +156,11 @@ class Node(Layer):
     name: str = attrs.field(converter=_name)
     arg: Layer = child()
 
+    @property
+    def scope(self) -> str:  # type: ignore[override]
+        """Parameter paths below a Node start from its name."""
+        return self.name
+
     def apply(self, a):
         return a
 

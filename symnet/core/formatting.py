@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from .walk import walk
+
 if TYPE_CHECKING:
     from .layer import Layer
 
@@ -23,15 +25,19 @@ class Formatter:
 
     def __init__(self, budget: int = 4000):
         self.budget = budget
+        self._done: dict[int, tuple[str, int]] = {}
 
     def top(self, layer: Layer) -> str:
-        return self.sub(layer, 0)
+        """The text of `layer`: every sub-tree is formatted once, operands first (no recursion)."""
+        for node in walk([layer]):
+            text, prec = node._format(self)
+            self._done[id(node)] = (text if len(text) <= self.budget else text[: self.budget] + "…", prec)
+        return self._done[id(layer)][0]
 
     def sub(self, layer: Layer, min_prec: int) -> str:
-        if self.budget <= 0:
-            return "…"
-        text, prec = layer._format(self)
-        self.budget -= len(text)
+        """The text of an operand, in parentheses if it binds less tightly than `min_prec`."""
+        done = self._done.get(id(layer))
+        text, prec = done if done is not None else layer._format(self)
         return f"({text})" if prec < min_prec else text
 
     def arg(self, value: Any, field: attrs.Attribute) -> str | None:

@@ -14,6 +14,7 @@ engine's `[rows, batch, dim]` arrays alike, so row-wise layers keep row labels.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import zlib
 from typing import Any, ClassVar, Iterator, Mapping
@@ -55,6 +56,14 @@ def layer_class(cls: type | None = None, **options: Any) -> Any:
         c = attrs.frozen(c, **options)
         if options.get("eq", True) is not False:
             c.__eq__ = structurally_equal
+            attrs_init = c.__init__
+
+            @functools.wraps(attrs_init)
+            def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+                attrs_init(self, *args, **kwargs)
+                hash(self)  # cached now, while the operands' hashes are: hashing never recurses deeply
+
+            c.__init__ = __init__
         return c
 
     if cls is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..core.descriptor import Descriptor, Input, Node, Offset, Ref, ReplaceIndex, Round
+from ..core.descriptor import Descriptor, IndexedLayer, Input, Node, Offset, Ref, ReplaceIndex, Round
 from ..errors import GraphError, PlanError, at
 from ..core.layer import Identity, Layer, Literal, Weight
 
@@ -32,6 +32,7 @@ class Graph:
         self._collect_named(list(outputs.values()))
         self.outputs = {name: self._add(layer) for name, layer in outputs.items()}
         self.indexed = self._indexed()
+        self._check_rows_moved()
         self._check_cycles()
 
     # ----- building ------------------------------------------------------------------
@@ -124,14 +125,28 @@ class Graph:
     def _indexed(self) -> list[bool]:
         """Whether each node's value has rows (depends on Indexes) or is one array for all rows."""
         indexed = [isinstance(layer, (Descriptor, Identity)) for layer in self.layers]
+        order = self.operands_first()
         changed = True
-        while changed:
+        while changed:  # one pass in operands-first order, another where a recurrence closes
             changed = False
-            for nid, layer in enumerate(self.layers):
-                if not indexed[nid] and not isinstance(layer, (Weight, Literal)):
+            for nid in order:
+                if not indexed[nid] and not isinstance(self.layers[nid], (Weight, Literal)):
                     if any(indexed[c] for c in self.operands[nid]):
                         indexed[nid] = changed = True
         return indexed
+
+    def _check_rows_moved(self) -> None:
+        """A descriptor that moves or combines rows must read values that have rows (that depend on inputs)."""
+        for nid, layer in enumerate(self.layers):
+            if not isinstance(layer, Descriptor) or layer.rowwise or isinstance(layer, (Input, Ref, IndexedLayer)):
+                continue
+            for op in self.operands[nid]:
+                if not self.indexed[op]:
+                    raise GraphError(
+                        f"{type(layer).__name__} reads {self.describe(op)}, which has no rows: it does not depend "
+                        f"on any input, so it is the same at every frame; descriptors move rows of values "
+                        f"computed from the inputs (use the value itself, or Const for a constant row)"
+                        f"{at(layer.where)}")
 
     def _check_cycles(self) -> None:
         """A cycle whose every edge keeps t (no time offset) can never be computed."""

@@ -261,22 +261,29 @@ class RecurrentBlock:
         return masks
 
     def _step_order(self, members: list[int]) -> list[int]:
+        """The members in the order one step computes them: each after the members it reads at the same frame."""
         order: list[int] = []
-        done: set[int] = set()
-
-        def visit(m: int, path: tuple[int, ...]) -> None:
-            if m in done:
-                return
-            if m in path:
-                raise PlanError("a cycle with no time offset: " + " -> ".join(self.graph.describe(p) for p in path))
-            for e in self.edges[m]:
-                if e.kind == "same":
-                    visit(e.op, path + (m,))
-            done.add(m)
-            order.append(m)
-
-        for m in members:
-            visit(m, ())
+        state: dict[int, int] = {}  # 1: on the path, 2: placed
+        for root in members:
+            if root in state:
+                continue
+            path = [(root, iter(self.edges[root]))]
+            state[root] = 1
+            while path:
+                m, edges = path[-1]
+                e = next(edges, None)
+                if e is None:
+                    path.pop()
+                    state[m] = 2
+                    order.append(m)
+                elif e.kind == "same":
+                    if state.get(e.op) == 1:
+                        cycle = [n for n, _ in path]
+                        raise PlanError("a cycle with no time offset: "
+                                        + " -> ".join(self.graph.describe(n) for n in cycle[cycle.index(e.op):]))
+                    if e.op not in state:
+                        state[e.op] = 1
+                        path.append((e.op, iter(self.edges[e.op])))
         return order
 
     # ----- running ----------------------------------------------------------------------
