@@ -44,7 +44,7 @@ import optax  # noqa: E402
 
 import symnet  # noqa: E402
 from symnet import natural_gradient  # noqa: E402
-from symnet.components import build_component  # noqa: E402
+from symnet.kaldi import build_component  # noqa: E402
 from symnet.datasets import HmmTask  # noqa: E402
 from symnet.train import loop  # noqa: E402
 

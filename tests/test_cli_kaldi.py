@@ -12,8 +12,7 @@ from test_kaldi_model_io import AM_NNET, AM_TEXT, NNET_TEXT
 from symnet.cli import main
 from symnet.kaldi import parse_network, read_model, save_model, write_model
 from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
-from symnet.kaldi.model import format_model, parse_model
-from symnet.kaldi.model_io import format_nnet, parse_nnet
+from symnet.kaldi import format_model, format_nnet, parse_model, parse_nnet
 
 rng = np.random.default_rng(1)
 

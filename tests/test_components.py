@@ -9,16 +9,15 @@ import pytest
 
 import symnet
 from symnet.components import (
-    COMPONENTS,
     BatchNormComponent,
     ComponentModeError,
     FixedWeight,
     batchnorm_stats_updates,
-    build_component,
     set_test_mode,
     trainable_mask,
 )
 from symnet.core.tape import Tape
+from symnet.kaldi import COMPONENTS, build_component
 
 RNG = np.random.default_rng(1234)
 

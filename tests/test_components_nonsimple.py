@@ -20,7 +20,6 @@ import pytest
 import symnet
 from symnet import Input, Network, Node
 from symnet.components import (
-    COMPONENTS,
     ComponentConfigError,
     ComponentModeError,
     CompositeComponent,
@@ -34,7 +33,7 @@ from symnet.engine.request import ComputationRequest
 from symnet.errors import PlanError
 from symnet.core.index import IndexSet
 from symnet.core.initializers import Normal, Zeros
-from symnet.kaldi import component_options, parse_network, write_network
+from symnet.kaldi import COMPONENTS, component_options, parse_network, write_network
 
 
 def build(kind, options, input, name="c"):

@@ -35,7 +35,7 @@ def test_docs_build_strict(tmp_path):
 
     api = (site / "api" / "index.html").read_text()
     for name in ("symnet.core.layer.Weight", "symnet.core.tape.Tape", "symnet.network.Network",
-                 "symnet.core.descriptor.Offset", "symnet.core.index.IndexSet", "symnet.engine.computation.compile", "symnet.kaldi.network.read_network",
+                 "symnet.core.descriptor.Offset", "symnet.core.index.IndexSet", "symnet.engine.computation.compile", "symnet.kaldi.build.read_network",
                  "symnet.train.loop.fit", "symnet.datasets.HmmTask", "symnet.display.receptive_field"):
         assert f'id="{name}"' in api, name
 

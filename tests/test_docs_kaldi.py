@@ -3,8 +3,7 @@
 import os
 import re
 
-from symnet.components import COMPONENTS
-from symnet.kaldi.model import READABLE_TYPES, WRITABLE_TYPES
+from symnet.kaldi import COMPONENTS, READABLE_TYPES, WRITABLE_TYPES
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "docs", "kaldi.md")
 

@@ -17,13 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from symnet.errors import ModelFormatError
-from symnet.kaldi.model_io import (
-    TOKEN_KINDS,
-    HmmState,
+from symnet.kaldi.components import TOKEN_KINDS
+from symnet.kaldi.nnet_file import (
     NnetComponent,
     NnetFile,
-    TopologyEntry,
-    TransitionModel,
     field_to_token,
     format_nnet,
     parse_nnet,
@@ -32,6 +29,7 @@ from symnet.kaldi.model_io import (
     token_to_field,
     write_nnet,
 )
+from symnet.kaldi.transition_model import HmmState, TopologyEntry, TransitionModel
 
 # ----- a small network in Kaldi's text layout -----------------------------------------------------
 

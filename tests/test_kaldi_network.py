@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from symnet import Input, Network, Node
-from symnet.components import COMPONENTS, ComponentConfigError, TdnnComponent, set_test_mode
+from symnet.components import ComponentConfigError, TdnnComponent, set_test_mode
 from symnet.core.descriptor import Append, DimRange, IfDefined, Offset, Ref
 from symnet.errors import ConfigError, ModelFormatError
 from symnet.kaldi import (
+    COMPONENTS,
     ConfigWriteError,
     KaldiNetwork,
     component_options,
