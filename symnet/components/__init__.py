@@ -114,7 +114,8 @@ def set_test_mode(target: Any, test_mode: bool = True, *, dropout: bool = True, 
     if isinstance(target, Mapping):
         names = list(target)
         return dict(zip(names, _set_mode_in_tree([target[n] for n in names], test_mode, kinds)))
-    raise ArgumentTypeError(f"set_test_mode takes a Layer, a mapping of layers or a Network, not {type(target).__name__}")
+    raise ArgumentTypeError(
+        f"set_test_mode takes a Layer, a mapping of layers or a Network, not {type(target).__name__}")
 
 
 __all__ = [

@@ -342,4 +342,3 @@ def read_network(
 ) -> KaldiNetwork:
     """The KaldiNetwork of a config file, given as a path or an open text file."""
     return build_network(read_config(source, file=file), seed=seed, base=base, read_matrix=read_matrix)
-

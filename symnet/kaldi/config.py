@@ -21,9 +21,10 @@ the last blank before the next `=`, so descriptors may contain spaces;
 `key='a b'` and `key="a b"` quote. Node lines take exactly Kaldi's options
 (anything else is an error, as Kaldi's "Unused values"); an output-node
 without `objective=` gets `objective=linear`. Component lines keep their
-options as strings for the component to read with `OptionReader`, whose
-`finish()` reports the unread ones as Kaldi's "Could not process these
-elements in initializer" does.
+options as strings for the component's builder to read (with
+`symnet.kaldi.components.ComponentOptionReader`), whose `finish()` reports
+the unread ones as Kaldi's "Could not process these elements in
+initializer" does.
 
 Deliberate differences from Kaldi: a key given twice is an error (Kaldi keeps
 the first silently); a trailing carriage return is ignored (Kaldi fails on

@@ -137,7 +137,6 @@ def as_model(value: Any) -> KaldiModel:
     raise ArgumentTypeError(f"expected a KaldiModel, KaldiNetwork or Network, got {type(value).__name__}")
 
 
-
 # ----- writing ---------------------------------------------------------------------------------
 
 
@@ -327,4 +326,3 @@ def write_model(path: str | os.PathLike[str], model: KaldiModel | KaldiNetwork |
                 raw: bool = False) -> None:
     """Write a Kaldi model file, atomically (a failure leaves any existing file untouched)."""
     write_nnet(path, model_to_nnet(model, raw=raw), binary=binary)
-

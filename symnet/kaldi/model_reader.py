@@ -206,4 +206,3 @@ def is_kaldi_model(path: str | os.PathLike[str]) -> bool:
         return True
     word = head.lstrip().split(b" ", 1)[0].split(b"\n", 1)[0]
     return word in (b"<Nnet3>", b"<TransitionModel>")
-

@@ -113,7 +113,6 @@ class KaldiNetwork:
         return write_network(self)
 
 
-
 jax.tree_util.register_pytree_node(
     KaldiNetwork,
     lambda k: ((k.network,), tuple(k.objectives.items())),
@@ -121,7 +120,8 @@ jax.tree_util.register_pytree_node(
 )
 
 
-def unwrap_network(network: Network | KaldiNetwork, objectives: Mapping[str, str] | None) -> tuple[Network, dict[str, str]]:
+def unwrap_network(network: Network | KaldiNetwork,
+                   objectives: Mapping[str, str] | None) -> tuple[Network, dict[str, str]]:
     """The Network of `network` (a Network or KaldiNetwork) and its objectives, updated by `objectives`."""
     if isinstance(network, KaldiNetwork):
         merged = dict(network.objectives)
@@ -130,7 +130,6 @@ def unwrap_network(network: Network | KaldiNetwork, objectives: Mapping[str, str
     if not isinstance(network, Network):
         raise ArgumentTypeError(f"expected a Network or KaldiNetwork, got {type(network).__name__}")
     return network, dict(objectives or {})
-
 
 
 # ----- descriptors ----------------------------------------------------------------------------
@@ -182,7 +181,6 @@ def substitute_nodes(layer: Layer, resolve: Callable[[str], Layer]) -> Layer:
     if not children:
         return layer
     return layer.with_children(tuple(substitute_nodes(c, resolve) for c in children))
-
 
 
 # ----- writing ----------------------------------------------------------------------------------
@@ -338,4 +336,3 @@ def _node_lines(node: Node, components: dict[str, Component], exact: bool) -> li
 def write_network(network: Network | KaldiNetwork, objectives: Mapping[str, str] | None = None) -> str:
     """The config text of a Network (see `network_config_lines`)."""
     return write_config(network_config_lines(network, objectives))
-

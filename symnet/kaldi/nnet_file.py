@@ -73,7 +73,17 @@ import numpy as np
 
 from ..atomic import atomic_write
 from ..errors import ArgumentTypeError, ModelFormatError, ModelKeyError
-from .binary import INT32_MAX, INT32_MIN, NUMBER_RE, BinaryReader, TextReader, Writer, make_reader, model_error, parse_real
+from .binary import (
+    INT32_MAX,
+    INT32_MIN,
+    NUMBER_RE,
+    BinaryReader,
+    TextReader,
+    Writer,
+    make_reader,
+    model_error,
+    parse_real,
+)
 from .components import TOKEN_KINDS
 from .token_kinds import ARRAYS, BOOL, DMATRIX, DOUBLE, DVECTOR, FLAG, FLOAT, INT, INTS, MATRIX, PAIRS, VECTOR, Kind
 from .token_values import ByValue, array_value, scalar_value, value_key
@@ -618,4 +628,3 @@ def read_kaldi_array(path: str | os.PathLike[str]) -> np.ndarray:
     if not r.at_end():
         raise r.error("unexpected data after the matrix or vector", expected="end of file")
     return array
-

@@ -124,4 +124,3 @@ class ByValue:
 
     def __hash__(self) -> int:
         return hash(self.key())
-

@@ -305,4 +305,3 @@ def write_transition_model(w: Writer, tm: TransitionModel) -> None:
     w.newline()
     w.token("</TransitionModel>")
     w.newline()
-

@@ -204,7 +204,6 @@ def maxpooling_component(name: str, options: Mapping[str, Any], input: Layer, *,
     return MaxpoolingComponent(name, input, *(values[k] for k in keys))
 
 
-
 def _time_height_options(c: Any) -> list[tuple[str, Any]]:
     out = [("num-filters-in", c.num_filters_in), ("num-filters-out", c.num_filters_out), ("height-in", c.height_in),
            ("height-out", c.height_out), ("height-subsample-out", c.height_subsample_out),

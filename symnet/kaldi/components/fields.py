@@ -87,7 +87,8 @@ class ModelFields:
 
     def error(self, message: str, token: str | None = None) -> ModelFormatError:
         where = f" <{token}>" if token else ""
-        return ModelFormatError(f"{self.file}: component {self.component.name!r} ({self.component.type}){where}: {message}")
+        c = self.component
+        return ModelFormatError(f"{self.file}: component {c.name!r} ({c.type}){where}: {message}")
 
     def has(self, token: str) -> bool:
         return token in self.component

@@ -270,8 +270,6 @@ def _read_backprop_truncation(f: ModelFields) -> dict[str, Any]:
             "recurrence-interval": f.int("RecurrenceInterval")}
 
 
-
-
 # ----- writing model-file fields ---------------------------------------------------------------
 
 

@@ -147,7 +147,8 @@ def _gru_options(c: Any) -> list[tuple[str, Any]]:
 
 def _output_gru_options(c: Any) -> list[tuple[str, Any]]:
     return ([("cell-dim", c.cell_dim)] + init_options(c.w_h, "param-stddev", "param-mean")
-            + meta_options(c, LEARNING + ("self-repair-threshold", "self-repair-scale", "alpha", "rank", "update-period")))
+            + meta_options(c, LEARNING + ("self-repair-threshold", "self-repair-scale", "alpha", "rank",
+                                          "update-period")))
 
 
 # ----- model-file fields -----------------------------------------------------------------------

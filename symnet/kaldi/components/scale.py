@@ -242,7 +242,6 @@ def _read_scale_and_offset(f: ModelFields) -> dict[str, Any]:
     return out
 
 
-
 def _read_per_element_scale(f: ModelFields) -> dict[str, Any]:
     return {"dim": vector_dim(f, "Params"), **updatable_field_options(f)}
 
@@ -254,7 +253,6 @@ def _read_natural_gradient_per_element_scale(f: ModelFields) -> dict[str, Any]:
         if f.has(token):
             out[key] = read(token)
     return out
-
 
 
 def _read_per_element_offset(f: ModelFields) -> dict[str, Any]:

@@ -104,7 +104,6 @@ def spec_augment_time_mask_component(name: str, options: Mapping[str, Any], inpu
     return SpecAugmentTimeMaskComponent(name, input, dim, proportion, max_frames)
 
 
-
 # ----- config options and model-file fields ------------------------------------------------------
 
 

@@ -75,7 +75,6 @@ def tdnn_component(name: str, options: Mapping[str, Any], input: Layer, *, read_
     )
 
 
-
 def _tdnn_options(c: Any) -> list[tuple[str, Any]]:
     out = [("input-dim", c.input_dim), ("output-dim", c.output_dim), ("time-offsets", c.time_offsets),
            ("use-bias", c.use_bias)]
@@ -84,7 +83,6 @@ def _tdnn_options(c: Any) -> list[tuple[str, Any]]:
         out += init_options(c.bias_params, "bias-stddev", "bias-mean")
     return out + meta_options(c, LEARNING + ("orthonormal-constraint", "use-natural-gradient", "rank-in", "rank-out",
                                        "alpha-in", "alpha-out", "num-samples-history"))
-
 
 
 def _read_tdnn(f: ModelFields) -> dict[str, Any]:
