@@ -8,7 +8,7 @@ fresh component is written with empty statistics.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from .registry import KaldiComponentType, register
 UNSET_THRESHOLD = -1000.0
 
 
-def nonlinear_builder(cls: type):
+def nonlinear_builder(cls: type) -> Callable[..., Layer]:
     """The builder of a NonlinearComponent type: dim (required), block-dim (dim),
     self-repair-lower-threshold, self-repair-upper-threshold, self-repair-scale (kept as metadata)."""
 
