@@ -14,8 +14,8 @@
                                          steps/nnet3/xconfig_to_configs.py: an xconfig expanded to final.config
 
 MODEL_OR_CONFIG is a Kaldi nnet3 model file (text or binary, raw nnet or
-acoustic model, see `symnet.kaldi.model`), a symnet model file (`symnet
-init`'s output, see `symnet.kaldi.network.save_model`), a Kaldi nnet3
+acoustic model, see `symnet.kaldi.model_reader`), a symnet model file (`symnet
+init`'s output, see `symnet.kaldi.symnet_file.save_model`), a Kaldi nnet3
 config file or a Kaldi xconfig file (told apart by its first line, see
 `symnet.kaldi.xconfig`); so is CONFIG. OUT is written atomically: on any error it is left as it was
 (or absent). Kaldi's boolean options take `--name=true|false`; a bare
@@ -42,8 +42,10 @@ PROG = "symnet"
 
 def _load_model(path: str, seed: int = 0) -> Any:
     """A KaldiModel from a Kaldi model file (text or binary, raw or acoustic), a symnet model file or a config."""
-    from .kaldi.model import KaldiModel, is_kaldi_model, read_model
-    from .kaldi.network import load_model
+    from .kaldi.build import read_network
+    from .kaldi.model import KaldiModel
+    from .kaldi.model_reader import is_kaldi_model, read_model
+    from .kaldi.symnet_file import load_model
 
     if is_kaldi_model(path):
         return read_model(path)
@@ -54,7 +56,7 @@ def _load_model(path: str, seed: int = 0) -> Any:
 
 def _read_config(path: str, seed: int = 0, base: Any = None) -> Any:
     """The KaldiNetwork of a Kaldi nnet3 config or xconfig file (an xconfig may refer to `base`'s nodes)."""
-    from .kaldi.network import read_network
+    from .kaldi.build import read_network
     from .kaldi.xconfig import is_xconfig, read_xconfig
     from .kaldi.xconfig.layers import node_dims
 
@@ -85,7 +87,7 @@ def info_lines(kaldi_network: Any) -> list[str]:
     from .components.base import trainable_mask
     from .kaldi.config import ComponentLine, ComponentNode, DimRangeNode, InputNode, OutputNode
     from .kaldi.descriptor_text import write_descriptor
-    from .kaldi.network import KaldiNetwork, _descriptor_dim, network_config_lines
+    from .kaldi.network import KaldiNetwork, descriptor_dim, network_config_lines
 
     if not isinstance(kaldi_network, KaldiNetwork):
         kaldi_network = KaldiNetwork(kaldi_network)
@@ -100,7 +102,7 @@ def info_lines(kaldi_network: Any) -> list[str]:
             dims[line.name] = components[line.component].output_dim
         elif isinstance(line, DimRangeNode):
             dims[line.name] = line.dim
-    out_dims = {line.name: _descriptor_dim(line.descriptor, dims, line) for line in lines
+    out_dims = {line.name: descriptor_dim(line.descriptor, dims, line) for line in lines
                 if isinstance(line, OutputNode)}
     output_names = [name for name, _ in net.structure.outputs]
     default = "output" if "output" in output_names else output_names[0]
@@ -167,7 +169,8 @@ def _info(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def _init(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .kaldi.network import save_model
+    from .kaldi.build import read_network
+    from .kaldi.symnet_file import save_model
 
     paths = args.paths
     if len(paths) not in (2, 3):
@@ -238,7 +241,7 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
 def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     import optax
 
-    from .kaldi.network import save_model
+    from .kaldi.symnet_file import save_model
     from .train import fit
 
     source = _network_source(args.network, args.seed)

@@ -7,10 +7,10 @@ token names in lower case: `affine1.linear_params`, `affine1.bias_params`),
 whose hyper-parameters are fields, and whose unused Kaldi metadata is in
 `options`. Each has `input_dim` and `output_dim`.
 
-`COMPONENTS[kaldi_type](name, options, input, read_matrix=None)` builds one
-from Kaldi config options (strings or Python values), with Kaldi's defaults,
-checks and initialisation; `build_component(kaldi_type, name, options, input)`
-does the same with an error for unknown types.
+Building a component from Kaldi config options (with Kaldi's defaults, checks
+and initialisation) and reading or writing it in a model file is
+`symnet.kaldi`'s job: `symnet.kaldi.build_component(kaldi_type, name, options,
+input)`, one record per Kaldi type in `symnet.kaldi.components`.
 
 Modes: DropoutComponent, GeneralDropoutComponent, SpecAugmentTimeMaskComponent
 and BatchNormComponent have a `test_mode` field; `set_test_mode(net_or_layer, True)` rewrites a tree (or a
@@ -24,6 +24,7 @@ from typing import Any, Mapping
 import attrs
 
 from ..core.layer import Layer
+from ..errors import ArgumentTypeError, ComponentConfigError, ComponentModeError
 from .affine import (
     AffineComponent,
     BlockAffineComponent,
@@ -33,18 +34,7 @@ from .affine import (
     NaturalGradientRepeatedAffineComponent,
     RepeatedAffineComponent,
 )
-from .base import (
-    COMPONENTS,
-    Component,
-    ComponentConfigError,
-    ComponentModeError,
-    Constant,
-    FixedWeight,
-    OptionReader,
-    build_component,
-    read_kaldi_text_object,
-    trainable_mask,
-)
+from .base import Component, Constant, FixedWeight, trainable_mask
 from .misc import (
     BackpropTruncationComponent,
     ClipGradientComponent,
@@ -124,11 +114,11 @@ def set_test_mode(target: Any, test_mode: bool = True, *, dropout: bool = True, 
     if isinstance(target, Mapping):
         names = list(target)
         return dict(zip(names, _set_mode_in_tree([target[n] for n in names], test_mode, kinds)))
-    raise TypeError(f"set_test_mode takes a Layer, a mapping of layers or a Network, not {type(target).__name__}")
+    raise ArgumentTypeError(
+        f"set_test_mode takes a Layer, a mapping of layers or a Network, not {type(target).__name__}")
 
 
 __all__ = [
-    "COMPONENTS",
     "MODE_COMPONENTS",
     "AffineComponent",
     "BackpropTruncationComponent",
@@ -160,7 +150,6 @@ __all__ = [
     "NaturalGradientRepeatedAffineComponent",
     "NoOpComponent",
     "NormalizeComponent",
-    "OptionReader",
     "OutputGruNonlinearityComponent",
     "PerElementOffsetComponent",
     "PerElementScaleComponent",
@@ -181,8 +170,6 @@ __all__ = [
     "TdnnComponent",
     "TimeHeightConvolutionComponent",
     "batchnorm_stats_updates",
-    "build_component",
-    "read_kaldi_text_object",
     "set_test_mode",
     "trainable_mask",
 ]

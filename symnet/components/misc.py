@@ -7,7 +7,7 @@ scaling forward, Kaldi's clipping of the backward delta).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 import jax
@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core import rng
 from ..core.layer import Layer, child, layer_class
-from .base import Component, ComponentModeError, OptionReader, auto_vjp, register
+from .base import Component, ComponentModeError, auto_vjp
 
 
 def _int_tuple(value: Any) -> tuple[int, ...]:
@@ -330,163 +330,3 @@ class BackpropTruncationComponent(_SameDim):
         # Without row Indexes only the scaling and clipping apply; the engine, which knows
         # each row's (n, t), should call backprop(delta, zeroing_rows(n, t)) instead.
         return (self.backprop(delta),)
-
-
-# ----- builders ----------------------------------------------------------------------
-
-
-def _dim(opts: OptionReader, key: str = "dim") -> int:
-    dim = opts.int(key)
-    opts.positive(key, dim)
-    return dim
-
-
-@register("NoOpComponent")
-def no_op_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim (required), backprop-scale (1.0)."""
-    opts = OptionReader("NoOpComponent", name, options)
-    backprop_scale = opts.float("backprop-scale", 1.0)
-    dim = _dim(opts)
-    opts.finish()
-    return NoOpComponent(name, input, dim, backprop_scale)
-
-
-def _in_out(opts: OptionReader) -> tuple[int, int]:
-    output_dim = opts.int("output-dim")
-    input_dim = opts.int("input-dim")
-    opts.positive("output-dim", output_dim)
-    opts.positive("input-dim", input_dim)
-    opts.require(input_dim % output_dim == 0, f"output-dim={output_dim} must divide input-dim={input_dim}",
-                 "output-dim")
-    return input_dim, output_dim
-
-
-@register("ElementwiseProductComponent")
-def elementwise_product_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: input-dim, output-dim (required); output-dim divides input-dim and is smaller."""
-    opts = OptionReader("ElementwiseProductComponent", name, options)
-    input_dim, output_dim = _in_out(opts)
-    opts.require(input_dim > output_dim, f"input-dim={input_dim} must be larger than output-dim={output_dim}",
-                 "input-dim")
-    opts.finish()
-    return ElementwiseProductComponent(name, input, input_dim, output_dim)
-
-
-@register("SumGroupComponent")
-def sum_group_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: sizes=S1,S2,... (positive; nothing else), or input-dim and output-dim (equal groups)."""
-    opts = OptionReader("SumGroupComponent", name, options)
-    if opts.has("sizes"):
-        sizes = opts.int_list("sizes")
-        opts.require(len(sizes) > 0 and all(s > 0 for s in sizes), f"sizes={opts.raw['sizes']} must be positive",
-                     "sizes")
-    else:
-        input_dim = opts.int("input-dim")
-        output_dim = opts.int("output-dim")
-        opts.positive("input-dim", input_dim)
-        opts.positive("output-dim", output_dim)
-        opts.require(input_dim % output_dim == 0, f"output-dim={output_dim} must divide input-dim={input_dim}",
-                     "output-dim")
-        sizes = (input_dim // output_dim,) * output_dim
-    opts.finish()
-    return SumGroupComponent(name, input, sizes)
-
-
-@register("SumBlockComponent")
-def sum_block_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: input-dim, output-dim (required; output-dim divides input-dim), scale (1.0)."""
-    opts = OptionReader("SumBlockComponent", name, options)
-    input_dim = opts.int("input-dim")
-    output_dim = opts.int("output-dim")
-    opts.positive("output-dim", output_dim)
-    opts.require(input_dim > 0 and input_dim % output_dim == 0,
-                 f"invalid input-dim={input_dim} for output-dim={output_dim}", "input-dim")
-    scale = opts.float("scale", 1.0)
-    opts.finish()
-    return SumBlockComponent(name, input, input_dim, output_dim, scale)
-
-
-@register("PermuteComponent")
-def permute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: column-map=C0,C1,... (required): a permutation of 0 .. dim-1."""
-    opts = OptionReader("PermuteComponent", name, options)
-    column_map = opts.int_list("column-map")
-    opts.require(len(column_map) > 0 and sorted(column_map) == list(range(len(column_map))),
-                 f"column-map={opts.raw['column-map']} is not a permutation of 0..{len(column_map) - 1}", "column-map")
-    opts.finish()
-    return PermuteComponent(name, input, column_map)
-
-
-@register("DropoutComponent")
-def dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim, dropout-proportion (required, in [0, 1]), dropout-per-frame (false), test-mode (false)."""
-    opts = OptionReader("DropoutComponent", name, options)
-    dim = _dim(opts)
-    proportion = opts.float("dropout-proportion")
-    per_frame = opts.bool("dropout-per-frame", False)
-    test_mode = opts.bool("test-mode", False)
-    opts.require(0.0 <= proportion <= 1.0, f"dropout-proportion={proportion} must be in [0, 1]",
-                 "dropout-proportion")
-    opts.finish()
-    return DropoutComponent(name, input, dim, proportion, per_frame, test_mode)
-
-
-@register("GeneralDropoutComponent")
-def general_dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim (required), block-dim (dim), time-period (0), dropout-proportion (0.5), continuous (false),
-    test-mode (false)."""
-    opts = OptionReader("GeneralDropoutComponent", name, options)
-    dim = _dim(opts)
-    block_dim = opts.int("block-dim", dim)
-    opts.require(block_dim > 0 and dim % block_dim == 0,
-                 f"block-dim={block_dim} must be positive and divide dim={dim}", "block-dim")
-    time_period = opts.int("time-period", 0)
-    proportion = opts.float("dropout-proportion", 0.5)
-    continuous = opts.bool("continuous", False)
-    test_mode = opts.bool("test-mode", False)
-    opts.finish()
-    return GeneralDropoutComponent(name, input, dim, block_dim, time_period, proportion, continuous, test_mode)
-
-
-@register("ClipGradientComponent")
-def clip_gradient_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim (required), clipping-threshold (15.0), norm-based-clipping (false),
-    self-repair-clipped-proportion-threshold (0.01), self-repair-target (0.0), self-repair-scale (1.0)."""
-    opts = OptionReader("ClipGradientComponent", name, options)
-    dim = opts.int("dim")
-    clipping_threshold = opts.float("clipping-threshold", 15.0)
-    norm_based = opts.bool("norm-based-clipping", False)
-    meta = [
-        ("self-repair-clipped-proportion-threshold", opts.float("self-repair-clipped-proportion-threshold", 0.01)),
-        ("self-repair-target", opts.float("self-repair-target", 0.0)),
-        ("self-repair-scale", opts.float("self-repair-scale", 1.0)),
-    ]
-    opts.positive("dim", dim)
-    opts.nonnegative("clipping-threshold", clipping_threshold)
-    for key, value in meta:
-        opts.nonnegative(key, value)
-    opts.finish()
-    return ClipGradientComponent(name, input, dim, clipping_threshold, norm_based, options=meta)
-
-
-@register("BackpropTruncationComponent")
-def backprop_truncation_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                  read_matrix=None) -> Layer:
-    """Options: dim (required), scale (1.0), clipping-threshold (30.0), zeroing-threshold (15.0),
-    zeroing-interval (20), recurrence-interval (1)."""
-    opts = OptionReader("BackpropTruncationComponent", name, options)
-    dim = opts.int("dim")
-    scale = opts.float("scale", 1.0)
-    clipping_threshold = opts.float("clipping-threshold", 30.0)
-    zeroing_threshold = opts.float("zeroing-threshold", 15.0)
-    zeroing_interval = opts.int("zeroing-interval", 20)
-    recurrence_interval = opts.int("recurrence-interval", 1)
-    opts.positive("dim", dim)
-    opts.positive("scale", scale)
-    opts.nonnegative("clipping-threshold", clipping_threshold)
-    opts.nonnegative("zeroing-threshold", zeroing_threshold)
-    opts.positive("zeroing-interval", zeroing_interval)
-    opts.positive("recurrence-interval", recurrence_interval)
-    opts.finish()
-    return BackpropTruncationComponent(name, input, dim, scale, clipping_threshold, zeroing_threshold,
-                                       zeroing_interval, recurrence_interval)

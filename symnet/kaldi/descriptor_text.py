@@ -67,6 +67,7 @@ from ..errors import ConfigError, DescriptorError, at
 from ..core.layer import Layer
 
 __all__ = [
+    "C_SPACE",
     "KEYWORDS",
     "Token",
     "format_real",
@@ -82,7 +83,8 @@ __all__ = [
 
 # ----- Kaldi's scalar syntax (util/text-utils.cc) ---------------------------------------
 
-_C_SPACE = " \t\n\v\f\r"  # C's isspace
+#: The characters C's isspace takes as blanks.
+C_SPACE = " \t\n\v\f\r"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 _INT = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)[ \t\n\v\f\r]*\Z")
 _REAL = re.compile(r"[ \t\n\v\f\r]*([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[ \t\n\v\f\r]*\Z")
@@ -129,8 +131,8 @@ def parse_real(text: str) -> float | None:
     if m:
         value = float(m.group(1))
         return value if math.isfinite(to_float32(value)) else None
-    word = text.strip(_C_SPACE).upper()
-    return _INF_NAN.get(word) if word and not any(c in _C_SPACE for c in word) else None
+    word = text.strip(C_SPACE).upper()
+    return _INF_NAN.get(word) if word and not any(c in C_SPACE for c in word) else None
 
 
 def format_real(value: float) -> str:

@@ -10,10 +10,17 @@ import pytest
 
 from helpers.kaldi_models import AM_NNET, AM_TEXT, NNET_TEXT
 from symnet.cli import main
-from symnet.kaldi import parse_network, read_model, save_model, write_model
+from symnet.kaldi import (
+    format_model,
+    format_nnet,
+    parse_model,
+    parse_network,
+    parse_nnet,
+    read_model,
+    save_model,
+    write_model,
+)
 from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
-from symnet.kaldi.model import format_model, parse_model
-from symnet.kaldi.model_io import format_nnet, parse_nnet
 
 rng = np.random.default_rng(1)
 

@@ -11,14 +11,13 @@ import pytest
 
 import symnet
 from symnet.components import (
-    COMPONENTS,
     FixedWeight,
     batchnorm_stats_updates,
-    build_component,
     set_test_mode,
     trainable_mask,
 )
 from symnet.core.tape import Tape
+from symnet.kaldi import COMPONENTS, build_component
 
 RNG = np.random.default_rng(1234)
 

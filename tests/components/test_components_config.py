@@ -8,16 +8,11 @@ import numpy as np
 import pytest
 
 import symnet
-from symnet.components import (
-    COMPONENTS,
-    ComponentConfigError,
-    Constant,
-    FixedWeight,
-    build_component,
-    read_kaldi_text_object,
-)
+from symnet.components import ComponentConfigError, Constant, FixedWeight
 from symnet.core.initializers import Normal, Zeros
 from symnet.errors import SymnetError
+from symnet.kaldi import COMPONENTS, build_component
+from symnet.kaldi.components import read_kaldi_text_object
 
 
 def build(kaldi_type, options, name="c", **kwargs):

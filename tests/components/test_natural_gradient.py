@@ -14,10 +14,11 @@ import pytest
 
 import symnet
 from symnet import natural_gradient as ng
-from symnet.components import COMPONENTS, FixedWeight, build_component
+from symnet.components import FixedWeight
 from symnet.core.index import IndexSet
 from symnet.core.tape import Tape
 from symnet.engine import ComputationRequest, compile
+from symnet.kaldi import COMPONENTS, build_component
 
 RNG = np.random.default_rng(7)
 

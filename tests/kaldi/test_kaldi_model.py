@@ -11,27 +11,30 @@ import pytest
 
 from helpers import EXAMPLES
 from helpers.kaldi_models import AM_NNET, AM_TEXT, NNET_TEXT
-from symnet.components import COMPONENTS, set_test_mode
+from symnet.components import set_test_mode
 from symnet.components.base import Component
 from symnet.core.descriptor import Input
 from symnet.core.layer import Layer, child, layer_class
 from symnet.core.walk import walk
 from symnet.errors import ModelFormatError
-from symnet.kaldi import parse_network, read_network
-from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
-from symnet.kaldi.model import (
+from symnet.kaldi import (
+    COMPONENTS,
     KaldiModel,
     ModelWriteError,
     component_line,
     format_model,
+    format_nnet,
     model_to_nnet,
     nnet_component,
     output_dims,
     parse_model,
+    parse_network,
+    parse_nnet,
     read_model,
+    read_network,
     write_model,
 )
-from symnet.kaldi.model_io import format_nnet, parse_nnet
+from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
 
 rng = np.random.default_rng(0)
 

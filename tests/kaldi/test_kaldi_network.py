@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 from helpers import EXAMPLES
-from helpers.component_samples import NONSIMPLE_SAMPLES
+from helpers.component_samples import NONSIMPLE_SAMPLES, SAMPLES
 from symnet import Input, Network, Node
-from symnet.components import COMPONENTS, ComponentConfigError, TdnnComponent, set_test_mode
+from symnet.components import ComponentConfigError, TdnnComponent, set_test_mode
 from symnet.core.descriptor import Append, DimRange, IfDefined, Offset, Ref
 from symnet.core.layer import Identity
 from symnet.errors import ConfigError, ModelFormatError
 from symnet.kaldi import (
+    COMPONENTS,
     ConfigWriteError,
     KaldiNetwork,
     component_options,
@@ -408,69 +409,6 @@ def test_tdnn_component_equals_numpy(use_bias):
 
 
 # ----- component options written back -------------------------------------------------------------
-
-SAMPLES = {
-    "AffineComponent": {
-        "input-dim": 4,
-        "output-dim": 3,
-        "param-stddev": 0.2,
-        "bias-stddev": 0.0,
-        "learning-rate": 0.01,
-        "orthonormal-constraint": 1.0,
-    },
-    "NaturalGradientAffineComponent": {
-        "input-dim": 4,
-        "output-dim": 3,
-        "bias-mean": 1.0,
-        "rank-in": 2,
-        "max-change": 0.75,
-    },
-    "LinearComponent": {"input-dim": 4, "output-dim": 3, "use-natural-gradient": "false"},
-    "FixedAffineComponent": {"input-dim": 4, "output-dim": 3},
-    "BlockAffineComponent": {"input-dim": 4, "output-dim": 6, "num-blocks": 2, "bias-mean": 0.5},
-    "RepeatedAffineComponent": {"input-dim": 4, "output-dim": 6, "num-repeats": 2, "bias-stddev": 1.0},
-    "NaturalGradientRepeatedAffineComponent": {"input-dim": 4, "output-dim": 6, "num-repeats": 2},
-    "RectifiedLinearComponent": {"dim": 4, "self-repair-scale": 1e-5, "block-dim": 2},
-    "SigmoidComponent": {"dim": 4},
-    "TanhComponent": {"dim": 4, "self-repair-lower-threshold": 0.1},
-    "SoftmaxComponent": {"dim": 4},
-    "LogSoftmaxComponent": {"dim": 4},
-    "PnormComponent": {"input-dim": 4, "output-dim": 2},
-    "NoOpComponent": {"dim": 4, "backprop-scale": 0.5},
-    "ElementwiseProductComponent": {"input-dim": 4, "output-dim": 2},
-    "SumGroupComponent": {"sizes": "1,3"},
-    "SumBlockComponent": {"input-dim": 4, "output-dim": 2, "scale": 0.5},
-    "PermuteComponent": {"column-map": "2,0,1,3"},
-    "DropoutComponent": {"dim": 4, "dropout-proportion": 0.25, "test-mode": "true"},
-    "GeneralDropoutComponent": {"dim": 4, "block-dim": 2, "continuous": "true", "dropout-proportion": 0.0},
-    "ClipGradientComponent": {"dim": 4, "clipping-threshold": 3.0, "self-repair-target": 0.1},
-    "BackpropTruncationComponent": {"dim": 4, "zeroing-interval": 10, "scale": 0.9},
-    "NormalizeComponent": {"input-dim": 4, "block-dim": 2, "add-log-stddev": "true"},
-    "BatchNormComponent": {"dim": 4, "block-dim": 2, "epsilon": 0.01, "test-mode": "true"},
-    "LstmNonlinearityComponent": {
-        "cell-dim": 3,
-        "param-stddev": 0.5,
-        "tanh-self-repair-threshold": 0.3,
-        "use-dropout": "true",
-    },
-    "GruNonlinearityComponent": {"cell-dim": 4, "recurrent-dim": 2, "alpha": 3.0},
-    "OutputGruNonlinearityComponent": {"cell-dim": 4, "param-mean": 0.5},
-    "ScaleAndOffsetComponent": {"dim": 4, "block-dim": 2, "rank": 5},
-    "PerElementScaleComponent": {"dim": 4, "param-stddev": 0.1},
-    "NaturalGradientPerElementScaleComponent": {"dim": 4, "rank": 3},
-    "PerElementOffsetComponent": {"dim": 4, "block-dim": 2, "param-mean": 0.5},
-    "FixedScaleComponent": {"dim": 4, "scale": 2.0},
-    "FixedBiasComponent": {"dim": 4},
-    "ConstantFunctionComponent": {"input-dim": 4, "output-dim": 3, "is-updatable": "false", "output-mean": 1.0},
-    "TdnnComponent": {
-        "input-dim": 4,
-        "output-dim": 3,
-        "time-offsets": "-1,1",
-        "use-bias": "false",
-        "param-stddev": 0.3,
-        "alpha-in": 2.0,
-    },
-}
 
 
 def test_every_component_type_has_samples():
