@@ -84,7 +84,6 @@ def _components(network: Any) -> dict[str, Any]:
 
 def info_lines(kaldi_network: Any) -> list[str]:
     """The lines `symnet info` prints for a KaldiNetwork (or a Network)."""
-    from .components.base import trainable_mask
     from .kaldi.config import ComponentLine, ComponentNode, DimRangeNode, InputNode, OutputNode
     from .kaldi.descriptor_text import write_descriptor
     from .kaldi.network import KaldiNetwork, descriptor_dim, network_config_lines
@@ -117,9 +116,8 @@ def info_lines(kaldi_network: Any) -> list[str]:
     except SymnetError as e:
         reason = str(e).splitlines()[0]
         out += [f"left-context: unknown ({reason})", "right-context: unknown"]
-    mask = trainable_mask(net)
-    trainable = sum(int(np.prod(np.shape(v))) for n, v in net.params.items() if mask.get(n, True))
-    fixed = sum(int(np.prod(np.shape(v))) for n, v in net.params.items() if not mask.get(n, True))
+    trainable = sum(int(np.prod(np.shape(v))) for v in net.params.values())
+    fixed = sum(int(np.prod(np.shape(v))) for v in net.state.values())
     out.append(f"num-parameters: {trainable}")
     if fixed:
         out.append(f"num-fixed-parameters: {fixed}")
@@ -140,11 +138,12 @@ def info_lines(kaldi_network: Any) -> list[str]:
         component = components[line.name]
         shapes = []
         counts = {True: 0, False: 0}  # trainable or fixed -> values
+        values = net.values
         for field in component.param_fields:
             name = getattr(getattr(component, field), "name", None)
-            if name in net.params:
-                shape = tuple(np.shape(net.params[name]))
-                counts[mask.get(name, True)] += int(np.prod(shape))
+            if name in values:
+                shape = tuple(np.shape(values[name]))
+                counts[name in net.params] += int(np.prod(shape))
                 shapes.append(f"{field}=[{','.join(map(str, shape))}]")
         words = [f"component name={line.name} type={line.type}",
                  f"input-dim={component.input_dim}", f"output-dim={component.output_dim}"]
@@ -179,8 +178,9 @@ def _init(args: argparse.Namespace, stdout: TextIO) -> int:
     config, out = paths[-2], paths[-1]
     network = _read_config(config, seed=args.seed, base=base)
     save_model(out, network)
-    count = sum(int(np.prod(np.shape(v))) for v in network.params.values())
-    print(f"wrote {out}: {len(network.params)} parameter arrays, {count} values", file=stdout)
+    values = network.network.values if hasattr(network, "network") else network.values
+    count = sum(int(np.prod(np.shape(v))) for v in values.values())
+    print(f"wrote {out}: {len(values)} parameter arrays, {count} values", file=stdout)
     return 0
 
 

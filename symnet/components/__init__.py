@@ -34,7 +34,7 @@ from .affine import (
     NaturalGradientRepeatedAffineComponent,
     RepeatedAffineComponent,
 )
-from .base import Component, Constant, FixedWeight, trainable_mask
+from .base import Component, Constant, FixedWeight
 from .misc import (
     BackpropTruncationComponent,
     ClipGradientComponent,
@@ -108,7 +108,7 @@ def set_test_mode(target: Any, test_mode: bool = True, *, dropout: bool = True, 
     if isinstance(target, Network):
         names = [name for name, _ in target.structure.outputs]
         new = _set_mode_in_tree([layer for _, layer in target.structure.outputs], test_mode, kinds)
-        return Network(dict(zip(names, new)), params=target.params)
+        return Network(dict(zip(names, new)), params=target.params, state=target.state)
     if isinstance(target, Layer):
         return _set_mode_in_tree([target], test_mode, kinds)[0]
     if isinstance(target, Mapping):
@@ -171,5 +171,4 @@ __all__ = [
     "TimeHeightConvolutionComponent",
     "batchnorm_stats_updates",
     "set_test_mode",
-    "trainable_mask",
 ]

@@ -28,28 +28,10 @@ from ..errors import ComponentConfigError, ComponentModeError, ShapeError, Unkno
 from ..core.frozen import FrozenArray
 from ..core.initializers import Initializer
 from ..core.formatting import Formatter
-from ..core.layer import Layer, Literal, Weight, layer_class
+from ..core.layer import FixedWeight, Layer, Literal, Weight, layer_class
 
 
 # ----- parameters ------------------------------------------------------------------
-
-
-@layer_class
-class FixedWeight(Weight):
-    """A parameter that training must leave alone.
-
-    Kaldi's fixed components (FixedAffine, FixedScale, FixedBias, a
-    ConstantFunction with is-updatable=false) and batch-norm statistics keep
-    arrays that live in the model file but are never trained. They live in the
-    Network's parameter mapping like any Weight (so model files map 1:1), but
-    the components return no delta for them, so their gradients are zeros; an
-    optimiser should also mask them (`trainable_mask`), e.g. against weight
-    decay.
-    """
-
-    def _format(self, fmt: Formatter) -> tuple[str, int]:
-        name = f", name={self.name!r}" if self.name else ""
-        return f"FixedWeight({self.init!r}{name})", Formatter.ATOM
 
 
 @attrs.frozen
@@ -60,14 +42,6 @@ class Constant(Initializer):
 
     def init(self, key: jax.Array, dtype: Any) -> jax.Array:
         return jnp.full(self.shape, self.value, dtype)
-
-
-def trainable_mask(net: Any) -> dict[str, bool]:
-    """Parameter name -> whether training may change it (False for a FixedWeight), for `optax.masked`.
-
-    `net` is a Network (or anything with a `weights` mapping of name -> Weight).
-    """
-    return {name: not isinstance(weight, FixedWeight) for name, weight in net.weights.items()}
 
 
 def shape_of(layer: Layer) -> tuple[int, ...] | None:
@@ -209,5 +183,4 @@ __all__ = [
     "rows_matmul_t",
     "rows_sum",
     "shape_of",
-    "trainable_mask",
 ]

@@ -159,8 +159,11 @@ class Layer:
         is given. Equivalent to `Network(self).forward(input, params)`.
         """
         canonical, weights = canonicalize({"output": self})
-        values = initial_values(weights, 0) if params is None else checked_params(weights, params)
-        return evaluate([canonical["output"]], None if input is None else input_tape(input), values)[0]
+        trainable = {n: w for n, w in weights.items() if w.trainable}
+        fixed = {n: w for n, w in weights.items() if not w.trainable}
+        values = initial_values(trainable, 0) if params is None else checked_params(trainable, params)
+        given = None if input is None else input_tape(input)
+        return evaluate([canonical["output"]], given, values, initial_values(fixed, 0))[0]
 
     # ----- operators ---------------------------------------------------------
 
@@ -331,6 +334,9 @@ class Weight(Layer):
         default=attrs.Factory(lambda self: None if self.name else _Token(), takes_self=True), kw_only=True
     )
 
+    #: Whether gradients train it (a `Weight`) or its value is state (a `FixedWeight`).
+    trainable: ClassVar[bool] = True
+
     @property
     def shape(self) -> tuple[int, ...]:
         if isinstance(self.init, Initializer):
@@ -348,6 +354,25 @@ class Weight(Layer):
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         name = f", name={self.name!r}" if self.name else ""
         return f"Weight({self.init!r}{name})", Formatter.ATOM
+
+
+@layer_class
+class FixedWeight(Weight):
+    """A value the network keeps but gradients never change: it lives in `network.state`, not `network.params`.
+
+    Kaldi's fixed components (FixedAffine, FixedScale, FixedBias, a
+    ConstantFunction with is-updatable=false) and batch-norm statistics are
+    such values: model files store them like parameters, but training leaves
+    them alone (batch-norm statistics are updated outside gradients). Keeping
+    them apart from `params` means an optimiser sees only what it may train,
+    with no mask.
+    """
+
+    trainable: ClassVar[bool] = False
+
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
+        name = f", name={self.name!r}" if self.name else ""
+        return f"FixedWeight({self.init!r}{name})", Formatter.ATOM
 
 
 # ----- arithmetic ------------------------------------------------------------------
@@ -538,8 +563,18 @@ class Structure:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """The parameter names, in leaf order."""
+        """The names of every Weight (parameters and state), in name order."""
         return tuple(w.name for w in self.weights)  # type: ignore[misc]
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        """The names of the trainable Weights (`network.params`), in leaf order."""
+        return tuple(w.name for w in self.weights if w.trainable)  # type: ignore[misc]
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """The names of the FixedWeights (`network.state`), in leaf order."""
+        return tuple(w.name for w in self.weights if not w.trainable)  # type: ignore[misc]
 
 
 def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[str, Weight]]:
@@ -592,15 +627,18 @@ def initial_values(weights: Mapping[str, Weight], seed: int) -> dict[str, jax.Ar
     return {name: w.initial_value(parameter_key(seed, name)) for name, w in weights.items()}
 
 
-def checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any]) -> dict[str, jax.Array]:
-    """Parameters as arrays, after checking names and shapes against the Weights."""
+def checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any], what: str = "parameter"
+                   ) -> dict[str, jax.Array]:
+    """Values of these Weights as arrays, after checking names and shapes (`what` names them in errors)."""
+    if not isinstance(params, Mapping):
+        raise ParameterError(f"{what} values must be a mapping of name -> array, got {type(params).__name__}")
     missing = [n for n in weights if n not in params]
     if missing:
         w = weights[missing[0]]
-        raise ParameterError(f"missing parameter(s) {missing}: Weight {w!r}{at(w.where)}")
+        raise ParameterError(f"missing {what}(s) {missing}: Weight {w!r}{at(w.where)}")
     unknown = [n for n in params if n not in weights]
     if unknown:
-        raise ParameterError(f"unknown parameter(s) {unknown}; the network has {list(weights)}")
+        raise ParameterError(f"unknown {what}(s) {unknown}; the network has {list(weights)}")
     out = {}
     for name, w in weights.items():
         value = params[name]
@@ -608,10 +646,10 @@ def checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any]) -> 
             try:
                 value = jnp.asarray(value, dtype=jnp.result_type(float))
             except (TypeError, ValueError):
-                raise ParameterError(f"parameter {name!r} is {value!r}, not an array") from None
+                raise ParameterError(f"{what} {name!r} is {value!r}, not an array") from None
         if tuple(value.shape) != w.shape:
             raise ParameterError(
-                f"parameter {name!r} has shape {tuple(value.shape)}, but its Weight has shape {w.shape}{at(w.where)}"
+                f"{what} {name!r} has shape {tuple(value.shape)}, but its Weight has shape {w.shape}{at(w.where)}"
             )
         out[name] = value
     return out
@@ -634,8 +672,14 @@ def input_tape(value: Any) -> Tape:
     return Tape(Identity(), array)
 
 
-def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Array]) -> list[Tape]:
-    """Run canonical trees on plain arrays (no Indexes), building one Tape per layer."""
+def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Array],
+             state: Mapping[str, jax.Array] | None = None) -> list[Tape]:
+    """Run canonical trees on plain arrays (no Indexes), building one Tape per layer.
+
+    `params` are the trainable Weights' values (their tapes get gradients),
+    `state` the FixedWeights'.
+    """
+    values = {**params, **(state or {})}
     tapes: dict[int, Tape] = {}
     for layer in walk(roots):
         name = layer.input_name
@@ -651,7 +695,8 @@ def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Ar
                                  f"{at(layer.where)}")
             tape = input
         elif isinstance(layer, Weight):
-            tape = Tape(layer, params[layer.name], parameter=layer.name, parameters=params)  # type: ignore[index]
+            name = layer.name if layer.trainable else None
+            tape = Tape(layer, values[layer.name], parameter=name, parameters=params)  # type: ignore[index]
         elif isinstance(layer, Literal):
             tape = Tape(layer, layer.array, parameters=params)
         elif not layer.rowwise or type(layer).apply is Layer.apply:

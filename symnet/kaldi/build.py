@@ -313,11 +313,10 @@ def _component_params(network: Network) -> dict[str, str]:
 def _keep_base_params(network: Network, base: Network, redefined: set[str]) -> Network:
     """`network` with the values in `base` of every parameter of a component not in `redefined`."""
     owner = _component_params(network)
-    params = dict(network.params)
-    for name, value in base.params.items():
-        if name in params and owner.get(name) not in redefined and tuple(value.shape) == tuple(params[name].shape):
-            params[name] = value
-    return network.replace(params=params)
+    values = network.values
+    kept = {name: value for name, value in base.values.items()
+            if name in values and owner.get(name) not in redefined and tuple(value.shape) == tuple(values[name].shape)}
+    return network.assign(kept)
 
 
 def parse_network(

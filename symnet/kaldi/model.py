@@ -108,7 +108,13 @@ class KaldiModel:
 
     @property
     def params(self) -> dict[str, Any]:
+        """The network's trainable parameters."""
         return self.network.params
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Parameters and state together, by Weight name (what the model file stores)."""
+        return self.network.values
 
     def replace(self, *, network: Network | KaldiNetwork | None = None, params: Mapping[str, Any] | None = None,
                 priors: Any = attrs.NOTHING) -> KaldiModel:
@@ -257,7 +263,7 @@ def model_to_nnet(model: KaldiModel | KaldiNetwork | Network, *, raw: bool = Fal
     kn = model.network
     net = kn.network
     source = model.source
-    params = net.params
+    params = net.values  # a model file stores parameters and state alike
     unchanged = (source is not None and model.reference is not None and net.structure == model.reference
                  and dict(kn.objectives) == _objectives(source.config))
     if unchanged:

@@ -129,7 +129,7 @@ def model_from_nnet(nnet: NnetFile, *, file: str = "<model>") -> KaldiModel:
     except (ConfigError, DescriptorError, ParameterError) as e:
         raise _config_error(file, e) from None
 
-    params = dict(network.params)
+    params = dict(network.network.values)  # parameters and state alike, by Weight name
     for layer in walk([layer for _, layer in network.structure.outputs]):
         if not isinstance(layer, Component) or layer.name not in stored:
             continue
@@ -148,7 +148,7 @@ def model_from_nnet(nnet: NnetFile, *, file: str = "<model>") -> KaldiModel:
                 raise fields.error(f"has shape {tuple(value.shape)}, but the component's other fields make it "
                                    f"{tuple(weight.shape)}", token)
             params[weight.name] = jnp.asarray(value, dtype=jnp.float32)
-    network = network.replace(params=params)
+    network = network.replace(network=network.network.assign(params))
     return KaldiModel(network, priors=nnet.priors, transition_model=nnet.transition_model, source=nnet,
                       reference=network.network.structure)
 

@@ -94,8 +94,19 @@ class KaldiNetwork:
         return self.network.structure
 
     @property
-    def params(self):
+    def params(self) -> dict[str, Any]:
+        """The network's trainable parameters."""
         return self.network.params
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The network's state (FixedWeights: fixed components, batch-norm statistics)."""
+        return self.network.state
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Parameters and state together, by Weight name (what a model file stores)."""
+        return self.network.values
 
     def replace(self, *, network: Network | None = None, params: Mapping[str, Any] | None = None) -> KaldiNetwork:
         """The same objectives with another network, or with new parameters."""

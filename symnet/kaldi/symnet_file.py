@@ -48,7 +48,7 @@ def save_model(path: str | os.PathLike[str], network: Network | KaldiNetwork,
       `{"format": "symnet-model", "version": 1, "symnet_version": ...,
       "parameters": {name: {"shape": [...], "dtype": "float32"}}, "objectives": {output: objective}}`;
     - `symnet.config`: a 0-d string array, the network as a Kaldi config (`write_network`);
-    - `params/NAME`: one array per parameter, named as in `network.params`.
+    - `params/NAME`: one array per Weight, named as in `network.params` and `network.state`.
 
     Loading (`load_model`) reads it with `allow_pickle=False`, rebuilds the
     network from the config and checks every parameter against the header
@@ -58,7 +58,7 @@ def save_model(path: str | os.PathLike[str], network: Network | KaldiNetwork,
     """
     net, objectives = unwrap_network(network, objectives)
     config = write_config(network_config_lines(net, objectives, exact=False))
-    params = {name: np.asarray(value) for name, value in net.params.items()}
+    params = {name: np.asarray(value) for name, value in net.values.items()}  # parameters and state
     header = {
         "format": MODEL_FORMAT,
         "version": MODEL_VERSION,
@@ -130,8 +130,11 @@ def load_model(path: str | os.PathLike[str], *, read_matrix: Callable[[str], np.
             built = parse_network(config, file=f"{path}[config]", read_matrix=read_matrix)
     except ConfigError as e:
         raise ModelFormatError(f"{path}: the stored config does not build: {e}") from None
+    missing = sorted(set(built.network.structure.names) - set(params))
     try:
-        network = built.network.replace(params=params)
+        if missing:
+            raise ParameterError(f"the file has no values for {missing}")
+        network = built.network.assign(params)
     except ParameterError as e:
         raise ModelFormatError(f"{path}: {e}") from None
     objectives = header.get("objectives") or {}

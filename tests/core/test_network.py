@@ -188,12 +188,31 @@ def test_network_is_a_pytree_of_its_parameters():
     for leaf, name in zip(leaves, net.params, strict=True):
         assert leaf is net.params[name]
     paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(net)[0]]
-    assert paths == [f"[{name!r}]" for name in net.params]
+    assert paths == [f".params[{name!r}]" for name in net.params]
     doubled = jax.tree_util.tree_map(lambda a: 2 * a, net)
     assert isinstance(doubled, Network) and doubled.structure is net.structure
     np.testing.assert_allclose(doubled.params["lhs.rhs"], 2 * net.params["lhs.rhs"])
     rebuilt = jax.tree_util.tree_unflatten(treedef, leaves)
     np.testing.assert_allclose(rebuilt(jnp.ones((4, 2))), net(jnp.ones((4, 2))))
+
+
+def test_state_is_apart_from_the_parameters():
+    from symnet.core.layer import FixedWeight
+
+    x = Identity()
+    net = Network((x @ Weight(np.ones((2, 3)), name="w")) * FixedWeight(np.full(3, 2.0), name="scale"))
+    assert list(net.params) == ["w"] and list(net.state) == ["scale"]
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(net)[0]]
+    assert paths == [".params['scale']", ".params['w']"][1:] + [".state['scale']"]
+    grads = net.forward(jnp.ones((4, 2))).backward(1.0)
+    assert list(grads) == ["w"]  # an optimiser over net.params never sees the state
+    np.testing.assert_allclose(grads["w"], 4 * 2.0 * np.ones((2, 3)))
+    moved = net.assign({"scale": jnp.full(3, 5.0)})
+    np.testing.assert_allclose(moved(jnp.ones((1, 2))), [[10.0, 10.0, 10.0]])
+    with pytest.raises(ParameterError):
+        net.replace(state={"w": jnp.ones((2, 3))})
+    with pytest.raises(ParameterError):
+        net.assign({"nope": jnp.ones(3)})
 
 
 def test_jit_takes_a_network_and_rebuilt_networks_share_the_compiled_code():

@@ -84,8 +84,8 @@ def test_doc_example_structure(doc):
         "affine2.bias_params",
         "affine2.linear_params",
     ]
-    assert net.params["affine1.linear_params"].shape == (65, 48)
-    assert net.params["affine2.linear_params"].shape == (115, 65)
+    assert net.values["affine1.linear_params"].shape == (65, 48)
+    assert net.values["affine2.linear_params"].shape == (115, 65)
     out = net.outputs["output"]
     assert isinstance(out, Node) and out.name == "output_nonlin"
     assert net.context() == (1, 2)
@@ -95,8 +95,8 @@ def test_doc_example_structure(doc):
     # the seed is the initialisation's
     again = read_network(DOC, seed=3).network
     other = read_network(DOC, seed=4).network
-    assert np.array_equal(again.params["affine1.linear_params"], net.params["affine1.linear_params"])
-    assert not np.array_equal(other.params["affine1.linear_params"], net.params["affine1.linear_params"])
+    assert np.array_equal(again.values["affine1.linear_params"], net.values["affine1.linear_params"])
+    assert not np.array_equal(other.values["affine1.linear_params"], net.values["affine1.linear_params"])
 
 
 def test_doc_example_output_equals_numpy(doc):
@@ -147,8 +147,8 @@ def test_tdnnf_example_context_and_layout(tdnnf):
     assert comps["tdnnf3.affine"].time_offsets == (0, 3)
     assert not comps["tdnnf2.linear"].use_bias and comps["tdnnf2.affine"].use_bias
     assert comps["tdnnf2.linear"].option("orthonormal-constraint") == -1.0
-    assert net.params["tdnnf2.linear.linear_params"].shape == (8, 64)
-    assert net.params["tdnnf2.linear.bias_params"].shape == (0,)
+    assert net.values["tdnnf2.linear.linear_params"].shape == (8, 64)
+    assert net.values["tdnnf2.linear.bias_params"].shape == (0,)
     # Kaldi's output-layer starts at zero: every output is -log(10).
     y = _np(set_test_mode(net).compute(_frames(np.random.default_rng(2), 1, 12, 20)))
     np.testing.assert_allclose(y, -np.log(10.0), rtol=1e-6)
@@ -159,13 +159,13 @@ def test_tdnnf_example_equals_numpy(tdnnf):
     rng = np.random.default_rng(5)
     net = set_test_mode(tdnnf.network)
     params = {}
-    for name, value in net.params.items():
+    for name, value in net.values.items():
         shape = np.shape(value)
         if name.endswith("stats_var"):
             params[name] = rng.uniform(0.5, 2.0, shape).astype(np.float32)
         else:
             params[name] = (0.3 * rng.standard_normal(shape)).astype(np.float32)
-    net = net.replace(params=params)
+    net = net.assign(params)
     p = {k: _np(v) for k, v in params.items()}
     x = _frames(rng, 2, 16, 20)
     y = _np(net.compute(x, mode="valid"))
@@ -287,7 +287,7 @@ def test_shared_component_is_one_parameter():
     out = net.outputs["output"]
     a, b = out.parts
     assert a.arg.linear_params == b.arg.linear_params
-    W, bias = _np(net.params["shared.linear_params"]), _np(net.params["shared.bias_params"])
+    W, bias = _np(net.values["shared.linear_params"]), _np(net.values["shared.bias_params"])
     x = _frames(np.random.default_rng(7), 1, 6, 4)
     y = _np(net.compute(x, mode="valid"))
     ha = x[0].astype(np.float64) @ W.T + bias
@@ -351,9 +351,9 @@ output-node name=aux input=nonlin1 objective=quadratic
 """
     merged = parse_network(more, base=doc, seed=9)
     net = merged.network
-    assert net.params["affine2.linear_params"].shape == (20, 65)
+    assert net.values["affine2.linear_params"].shape == (20, 65)
     # affine1 was not redefined: it keeps its values; affine2 was, and starts afresh.
-    assert np.array_equal(_np(net.params["affine1.linear_params"]), _np(doc.network.params["affine1.linear_params"]))
+    assert np.array_equal(_np(net.values["affine1.linear_params"]), _np(doc.network.values["affine1.linear_params"]))
     assert dict(merged.objectives) == {"output": "linear", "aux": "quadratic"}
     assert [name for name, _ in net.structure.outputs] == ["output", "aux"]
 
@@ -398,7 +398,7 @@ def test_tdnn_component_equals_numpy(use_bias):
     net = Network(Node("t", COMPONENTS["TdnnComponent"]("t", options, x)), seed=2)
     X = _frames(np.random.default_rng(8), 2, 7, 3)
     y = _np(net.compute(X, mode="valid"))
-    W, b = _np(net.params["t.linear_params"]), _np(net.params["t.bias_params"])
+    W, b = _np(net.values["t.linear_params"]), _np(net.values["t.bias_params"])
     assert b.shape == ((4,) if use_bias else (0,))
     expected = np.stack(
         [np.concatenate([X[:, t - 1], X[:, t], X[:, t + 2]], -1) @ W.T + (b if use_bias else 0.0) for t in range(1, 5)],
@@ -549,7 +549,7 @@ def test_model_file_round_trip(tmp_path, lstm):
     assert loaded.network.structure == lstm.network.structure
     assert dict(loaded.objectives) == dict(lstm.objectives)
     for name, value in lstm.network.params.items():
-        np.testing.assert_array_equal(_np(loaded.network.params[name]), _np(value))
+        np.testing.assert_array_equal(_np(loaded.network.values[name]), _np(value))
 
 
 def test_model_file_errors(tmp_path, doc):
@@ -607,7 +607,7 @@ def test_tdnn_gradients_equal_jax_of_the_formula():
         y = jnp.stack([jnp.concatenate([X[:, t - 1], X[:, t], X[:, t + 2]], -1) @ W.T + b for t in range(1, 5)], 1)
         return jnp.sum(y**2)
 
-    gw, gb = jax.grad(formula, argnums=(0, 1))(net.params["t.linear_params"], net.params["t.bias_params"])
+    gw, gb = jax.grad(formula, argnums=(0, 1))(net.values["t.linear_params"], net.values["t.bias_params"])
     np.testing.assert_allclose(grads.params["t.linear_params"], gw, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(grads.params["t.bias_params"], gb, rtol=1e-4, atol=1e-4)
 

@@ -130,8 +130,9 @@ def test_symnet_compute_gives_kaldis_outputs(case):
     xconfig = _xconfig(case)
     network = xconfig.network(read_matrix=lambda path: read_kaldi_array(os.path.join(folder, path))).network
     kaldi = read_model(os.path.join(folder, "model.txt")).network.network
-    assert {k: np.shape(v) for k, v in network.params.items()} == {k: np.shape(kaldi.params[k]) for k in network.params}
-    network = network.replace(params={k: kaldi.params[k] for k in network.params})
+    values = network.values
+    assert {k: np.shape(v) for k, v in values.items()} == {k: np.shape(kaldi.values[k]) for k in values}
+    network = network.assign({k: kaldi.values[k] for k in values})
     ivectors = _outputs(folder, "ivectors.txt") if os.path.exists(os.path.join(folder, "ivectors.txt")) else None
     feats = _outputs(folder, "input.txt")
     runs = [("output.txt", "output", ComputeOptions(frames_per_chunk=840))]
@@ -154,4 +155,4 @@ def test_symnet_compute_gives_kaldis_outputs(case):
 def _renamed(network: Network, output: str) -> Network:
     """The network with `output` as its output named 'output' (as the corpus ran nnet3-copy --edits=rename-node)."""
     renamed = Network({"output": network.outputs[output]})
-    return renamed.replace(params={k: network.params[k] for k in renamed.params})
+    return renamed.assign({k: network.values[k] for k in renamed.values})
