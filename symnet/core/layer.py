@@ -31,7 +31,7 @@ from .frozen import FrozenArray, constant_array
 from .initializers import Initializer
 from .source import user_line
 from .tape import Tape
-from .walk import paths, structurally_equal, walk
+from .walk import first_uses, structurally_equal, walk
 
 
 def child(**kwargs: Any) -> Any:
@@ -132,6 +132,11 @@ class Layer:
     def input_name(self) -> str | None:
         """The name of the network input this layer stands for (`Identity()` is `'input'`), else None."""
         return None
+
+    @property
+    def weight_role(self) -> str:
+        """What an unnamed Weight operand of this layer is called in parameter names (the layer kind)."""
+        return type(self).__name__.lower()
 
     def expand(self) -> Layer | None:
         """For a macro layer (a composition of others, e.g. a TDNN), the layer it stands for; else None.
@@ -416,6 +421,7 @@ class BinaryLayer(Layer):
 class Plus(BinaryLayer):
     """Elementwise sum, broadcasting (`a + b`)."""
 
+    weight_role = "bias"  # type: ignore[assignment]
     symbol = "+"
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
@@ -429,6 +435,7 @@ class Plus(BinaryLayer):
 class Minus(BinaryLayer):
     """Elementwise difference, broadcasting (`a - b`)."""
 
+    weight_role = "bias"  # type: ignore[assignment]
     symbol = "-"
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
@@ -442,6 +449,7 @@ class Minus(BinaryLayer):
 class Times(BinaryLayer):
     """Elementwise product, broadcasting (`a * b`)."""
 
+    weight_role = "scale"  # type: ignore[assignment]
     symbol = "*"
     precedence = Formatter.PRODUCT
 
@@ -456,6 +464,7 @@ class Times(BinaryLayer):
 class Divide(BinaryLayer):
     """Elementwise quotient, broadcasting (`a / b`)."""
 
+    weight_role = "scale"  # type: ignore[assignment]
     symbol = "/"
     precedence = Formatter.PRODUCT
 
@@ -470,6 +479,7 @@ class Divide(BinaryLayer):
 class Dot(BinaryLayer):
     """Matrix product (`a @ b`), with numpy's `matmul` rules."""
 
+    weight_role = "weight"  # type: ignore[assignment]
     symbol = "@"
     precedence = Formatter.PRODUCT
 
@@ -580,14 +590,18 @@ class Structure:
 def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[str, Weight]]:
     """Give every Weight its final name; check that equally named Weights agree.
 
-    Unnamed weights are named by their first path from the outputs (`lhs.rhs`),
-    prefixed by the output name when there are several outputs: deterministic
-    from the structure alone. The identity token that keeps two `Weight(2.0)`
-    calls apart is dropped, so equal structures are equal values.
+    An unnamed weight is named after where a depth-first walk in field order
+    first meets it: the nearest enclosing named `Node` (or the output, when
+    there are several) and its role for the layer that uses it (`weight` of a
+    matrix product, `bias` of a sum, `scale` of a product): `h.weight`,
+    `h.bias`, and `h.weight_2` for a second one in `h`. Names depend on the
+    structure alone, and a change in one Node renames nothing in another. The
+    identity token that keeps two `Weight(2.0)` calls apart is dropped, so
+    equal structures are equal values.
     """
     roots = [(name if len(outputs) > 1 else "", layer) for name, layer in outputs.items()]
     order = walk([layer for _, layer in roots])
-    found = paths(roots)
+    uses = first_uses(roots)
     explicit: dict[str, Weight] = {}
     for layer in order:
         if isinstance(layer, Weight) and layer.name is not None:
@@ -602,10 +616,13 @@ def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[s
     for layer in order:
         if isinstance(layer, Weight):
             if layer.name is None:
-                name = found[id(layer)] or "weight"
-                base, k = name, 1
+                scope, user = uses[id(layer)]
+                role = "weight" if user is None else user.weight_role
+                base = f"{scope}.{role}" if scope else role
+                name, k = base, 1
                 while name in explicit or (name in weights and weights[name] is not layer):
-                    name, k = f"{base}_{k}", k + 1
+                    k += 1
+                    name = f"{base}_{k}"
                 new = attrs.evolve(layer, name=name, token=None)
             else:
                 new = explicit[layer.name]

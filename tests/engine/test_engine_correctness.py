@@ -166,7 +166,7 @@ def test_forward_recurrence_chunked_equals_one_pass():
 def test_jit_of_a_network():
     net = Network(Tanh(Identity() @ Weight(Normal((3, 4), 0.3))))
     xs = jnp.asarray(RNG.normal(size=(5, 3)))
-    want = np.tanh(np.asarray(xs) @ np.asarray(net.params["arg.rhs"]))
+    want = np.tanh(np.asarray(xs) @ np.asarray(net.params["weight"]))
     jitted = jax.jit(net)
     np.testing.assert_allclose(jitted(xs), want, rtol=1e-5)
     np.testing.assert_allclose(jitted(xs + 0), want, rtol=1e-5)  # the second call used to crash the interpreter
@@ -259,7 +259,7 @@ def test_a_thousand_node_chain_plans_without_recursion():
         h = Node(f"n{i}", Tanh(h @ Weight(Normal((2, 2), 0.5))))
     net = Network(h)
     assert len(repr(net.output)) > 0 and net.structure == Network(h).structure
-    assert "n999.arg.rhs" in net.params  # parameter paths restart at each Node's name
+    assert "n999.weight" in net.params  # parameter paths restart at each Node's name
     assert net.context() == (0, 0)
     comp = symnet.compile(net, ComputationRequest(inputs={"input": frames(1, 3)}, outputs={"output": frames(1, 3)}))
     assert len(comp.steps) > 1000
