@@ -201,7 +201,7 @@ def build_network(
     parameter's name). With `base`, `lines` add to or override that network
     (Kaldi's rules, `merge_config`): redefined components start afresh,
     every other parameter keeps its value in `base`. `read_matrix` reads the
-    files named by `matrix=`/`vector=` options (default: Kaldi text or .npy).
+    files named by `matrix=`/`vector=` options (default: Kaldi text or binary, or .npy).
     """
     lines = list(lines)
     base_net = None

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from . import affine, attention, convolution, misc, nonlinear, normalize, recurrent, scale, statistics, structure, tdnn
 from .convolution import CONVOLUTION_MODEL_KINDS
 from .fields import ModelFields, ParamValues
-from .options import ComponentOptionReader, MatrixReader, read_kaldi_text_object
+from .options import ComponentOptionReader, MatrixReader, read_matrix_file
 from .scale import CONSTANT_COMPONENT_KINDS
 from .registry import (
     PLACEHOLDER_INPUT,
@@ -70,7 +70,7 @@ __all__ = [
     "build_component",
     "component_options",
     "lookup",
-    "read_kaldi_text_object",
+    "read_matrix_file",
     "records",
     "register",
 ]
