@@ -24,7 +24,6 @@ from . import affine, attention, convolution, misc, nonlinear, normalize, recurr
 from .convolution import CONVOLUTION_MODEL_KINDS
 from .fields import ModelFields, ParamValues
 from .options import ComponentOptionReader, MatrixReader, read_matrix_file
-from .scale import CONSTANT_COMPONENT_KINDS
 from .registry import (
     PLACEHOLDER_INPUT,
     KaldiComponentType,
@@ -48,12 +47,10 @@ READABLE_TYPES = frozenset(name for name, r in records().items() if r.read_field
 WRITABLE_TYPES = frozenset(name for name, r in records().items() if r.write_fields is not None)
 
 #: Kaldi type -> token -> kind of its value (`symnet.kaldi.token_kinds`): every record's, plus the
-#: <ConvolutionModel> block nested in TimeHeightConvolutionComponent and Kaldi's ConstantComponent,
-#: which symnet reads at the token level only.
+#: <ConvolutionModel> block nested in TimeHeightConvolutionComponent.
 TOKEN_KINDS: Mapping[str, Mapping[str, Any]] = types.MappingProxyType({
     **{name: r.token_kinds for name, r in records().items()},
     "ConvolutionModel": types.MappingProxyType(CONVOLUTION_MODEL_KINDS),
-    "ConstantComponent": types.MappingProxyType(CONSTANT_COMPONENT_KINDS),
 })
 
 __all__ = [
