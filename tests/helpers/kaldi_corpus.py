@@ -94,8 +94,20 @@ def configs(folder: pathlib.Path) -> list[pathlib.Path]:
     return [folder / "net.config", *extra]
 
 
+_TEXT_ENTRY = re.compile(r"(\S+)\s+\[([^\]]*)\]")
+
+
 def read_ark(path: pathlib.Path) -> dict[str, np.ndarray]:
-    return {key: np.asarray(value) for key, value in kaldiio.load_ark(str(path))}
+    """A Kaldi archive: text (`key [ ... ]`, read with numpy, as kaldiio's text reader is slow) or binary."""
+    data = pathlib.Path(path).read_bytes()
+    if b"\0B" in data[:256]:
+        return {key: np.asarray(value) for key, value in kaldiio.load_ark(str(path))}
+    out = {}
+    for key, body in _TEXT_ENTRY.findall(data.decode("ascii")):
+        values = np.array(body.split(), dtype=np.float32)
+        rows = [line for line in body.split("\n") if line.strip()]
+        out[key] = values.reshape(len(rows), -1) if "\n" in body else values
+    return out
 
 
 def _commands(folder: pathlib.Path) -> list[str]:
