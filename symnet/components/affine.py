@@ -5,6 +5,7 @@ Parameters keep Kaldi's layout, so model files map 1:1: `linear_params` is
 """
 
 from __future__ import annotations
+import jax
 
 from typing import Any
 
@@ -35,10 +36,10 @@ class _AffineBase(Component):
         out, inp = known_shape(self, "linear_params")
         return {"linear_params": (out, inp), "bias_params": (out,)}
 
-    def apply(self, x, w, b):
+    def apply(self, x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
         return jnp.matmul(x, w.T) + b
 
-    def vjp(self, delta, value, x, w, b):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return jnp.matmul(delta, w), rows_matmul_t(delta, x), rows_sum(delta)
 
 
@@ -77,7 +78,7 @@ class NaturalGradientAffineComponent(AffineComponent):
         rank_out = rank_out if rank_out >= 0 else min(80, (out_dim + 1) // 2)
         return {"in": (in_dim + 1, max(rank_in, 1), opts), "out": (out_dim, max(rank_out, 1), opts)}
 
-    def vjp(self, delta, value, x, w, b):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         ng = natural_gradient.active()
         if ng is None:
             return _AffineBase.vjp(self, delta, value, x, w, b)
@@ -92,7 +93,7 @@ class FixedAffineComponent(_AffineBase):
 
     kaldi_type = "FixedAffineComponent"
 
-    def vjp(self, delta, value, x, w, b):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return jnp.matmul(delta, w), None, None
 
 
@@ -114,10 +115,10 @@ class LinearComponent(Component):
     def output_dim(self) -> int:
         return known_shape(self, "params")[0]
 
-    def apply(self, x, w):
+    def apply(self, x: jax.Array, w: jax.Array) -> jax.Array:
         return jnp.matmul(x, w.T)
 
-    def vjp(self, delta, value, x, w):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array) -> tuple[jax.Array | None, ...]:
         return jnp.matmul(delta, w), rows_matmul_t(delta, x)
 
 
@@ -149,14 +150,14 @@ class BlockAffineComponent(Component):
         out, in_b = known_shape(self, "linear_params")
         return {"bias_params": (out,)}
 
-    def apply(self, x, w, b):
+    def apply(self, x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
         nb = self.num_blocks
         out_b, in_b = w.shape[0] // nb, w.shape[1]
         xs = x.reshape(x.shape[:-1] + (nb, in_b))
         y = jnp.einsum("...ki,koi->...ko", xs, w.reshape(nb, out_b, in_b))
         return y.reshape(x.shape[:-1] + (nb * out_b,)) + b
 
-    def vjp(self, delta, value, x, w, b):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x, w, b)
 
 
@@ -188,13 +189,13 @@ class RepeatedAffineComponent(Component):
         out_b, _ = known_shape(self, "linear_params")
         return {"bias_params": (out_b,)}
 
-    def apply(self, x, w, b):
+    def apply(self, x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
         nr = self.num_repeats
         xs = x.reshape(x.shape[:-1] + (nr, w.shape[1]))
         y = jnp.matmul(xs, w.T) + b
         return y.reshape(x.shape[:-1] + (nr * w.shape[0],))
 
-    def vjp(self, delta, value, x, w, b):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         nr = self.num_repeats
         ds = delta.reshape(delta.shape[:-1] + (nr, w.shape[0]))
         xs = x.reshape(x.shape[:-1] + (nr, w.shape[1]))
@@ -219,7 +220,7 @@ class NaturalGradientRepeatedAffineComponent(RepeatedAffineComponent):
         rank_in = max(1, min(40, in_b // 2))
         return {"in": (in_b + 1, rank_in, {"update_period": 4, "num_samples_history": 2000.0, "alpha": 4.0})}
 
-    def vjp(self, delta, value, x, w, b):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         ng = natural_gradient.active()
         if ng is None:
             return RepeatedAffineComponent.vjp(self, delta, value, x, w, b)

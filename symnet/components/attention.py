@@ -66,7 +66,7 @@ class _AttentionCore(Component):
     def output_dim(self) -> int:
         return self.num_heads * (self.value_dim + (self.context_dim if self.output_context else 0))
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         lead = x.shape[:-1]
         c_dim, kd, vd = self.context_dim, self.key_dim, self.value_dim
         rows = x.reshape(lead + (c_dim, self.num_heads, self.head_dim))
@@ -80,7 +80,7 @@ class _AttentionCore(Component):
             out = jnp.concatenate([out, weights], axis=-1)
         return out.reshape(lead + (self.output_dim,))
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x)
 
 

@@ -104,7 +104,7 @@ class _HeightConvolution(Component):
         h = np.where((h >= 0) & (h < self.height_in), h, self.height_in)
         return k, h
 
-    def apply(self, x, w, b):
+    def apply(self, x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
         lead = x.shape[:-1]
         blocks = x.reshape(lead + (len(self.time_offsets), self.height_in, self.num_filters_in))
         pad = [(0, 0)] * len(lead) + [(0, 0), (0, 1), (0, 0)]
@@ -115,7 +115,7 @@ class _HeightConvolution(Component):
         y = jnp.matmul(patches, w.T) + b
         return y.reshape(lead + (self.height_out * w.shape[0],))
 
-    def vjp(self, delta, value, x, w, b):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x, w, b)
 
 
@@ -234,12 +234,12 @@ class ConvolutionComponent(Component):
             cols = (xs * self.input_z_dim + zs) * self.input_y_dim + ys
         return cols.reshape(nx * ny, self.filt_x_dim * self.filt_y_dim * self.input_z_dim)
 
-    def apply(self, x, w, b):
+    def apply(self, x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
         patches = x[..., self.column_map()]  # [..., num_patches, filter_dim]
         y = jnp.matmul(patches, w.T) + b
         return y.reshape(x.shape[:-1] + (-1,))
 
-    def vjp(self, delta, value, x, w, b):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x, w, b)
 
 
@@ -308,8 +308,8 @@ class MaxpoolingComponent(Component):
         cols = (xs * self.input_y_dim + ys) * self.input_z_dim + zs
         return cols.reshape(px * py * pz, self.pool_x_size * self.pool_y_size * self.pool_z_size)
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         return _kaldi_max(x[..., self.column_map()])
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x)

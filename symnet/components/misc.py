@@ -47,10 +47,10 @@ class NoOpComponent(_SameDim):
 
     kaldi_type = "NoOpComponent"
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         return x
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return (delta if self.backprop_scale == 1.0 else delta * self.backprop_scale,)
 
 
@@ -72,11 +72,11 @@ class ElementwiseProductComponent(Component):
     def output_dim(self) -> int:
         return self.out_dim
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         blocks = x.reshape(x.shape[:-1] + (self.in_dim // self.out_dim, self.out_dim))
         return jnp.prod(blocks, axis=-2)
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x)
 
 
@@ -105,13 +105,13 @@ class SumGroupComponent(Component):
         group = np.repeat(np.arange(len(self.sizes)), self.sizes)
         return (group[:, None] == np.arange(len(self.sizes))[None, :]).astype(np.float32)
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         size = self._uniform()
         if size is not None:
             return jnp.sum(x.reshape(x.shape[:-1] + (len(self.sizes), size)), axis=-1)
         return jnp.matmul(x, jnp.asarray(self._membership(), dtype=x.dtype))
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         group = np.repeat(np.arange(len(self.sizes)), self.sizes)
         return (jnp.take(delta, jnp.asarray(group), axis=-1),)
 
@@ -135,11 +135,11 @@ class SumBlockComponent(Component):
     def output_dim(self) -> int:
         return self.out_dim
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         blocks = x.reshape(x.shape[:-1] + (self.in_dim // self.out_dim, self.out_dim))
         return self.scale * jnp.sum(blocks, axis=-2)
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         k = self.in_dim // self.out_dim
         return (jnp.tile(self.scale * delta, (1,) * (delta.ndim - 1) + (k,)),)
 
@@ -168,10 +168,10 @@ class PermuteComponent(Component):
             reverse[c] = i
         return tuple(reverse)
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         return jnp.take(x, jnp.asarray(self.column_map), axis=-1)
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return (jnp.take(delta, jnp.asarray(self.reverse_column_map), axis=-1),)
 
 
@@ -195,14 +195,14 @@ class DropoutComponent(_SameDim):
         shape = x.shape[:-1] + (1,) if self.dropout_per_frame else x.shape
         return (jax.random.uniform(key, shape, x.dtype) >= self.dropout_proportion).astype(x.dtype)
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         if self.test_mode:
             return x * (1.0 - self.dropout_proportion)
         if self.dropout_proportion == 0.0:
             return x
         return x * self._mask(x)
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         if self.test_mode:
             return (delta * (1.0 - self.dropout_proportion),)
         if self.dropout_proportion == 0.0:
@@ -255,12 +255,12 @@ class GeneralDropoutComponent(_SameDim):
     def _identity(self) -> bool:
         return self.test_mode or (self.dropout_proportion == 0.0 and self.specaugment_max_proportion == 0.0)
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         if self._identity():
             return x
         return self._apply_mask(x, *self._mask(x))
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         if self._identity():
             return (delta,)
         return (self._apply_mask(delta, *self._mask(x)),)
@@ -284,7 +284,7 @@ class _DropoutMaskRows(Component):
     def output_dim(self) -> int:
         return self.dim
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         shape, p = x.shape[:-1] + (self.dim,), self.dropout_proportion
         if p == 0.0 or (self.test_mode and self.continuous):
             return jnp.ones(shape, x.dtype)
@@ -300,7 +300,7 @@ class _DropoutMaskRows(Component):
             mask = jnp.concatenate([(first > p), (first < 1.0 - p), mask[..., 2:]], axis=-1).astype(x.dtype)
         return mask
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return (None,)
 
 
@@ -359,10 +359,10 @@ class ClipGradientComponent(_SameDim):
 
     kaldi_type = "ClipGradientComponent"
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         return x
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         t = self.clipping_threshold
         if t == 0.0:
             return (jnp.zeros_like(delta),)
@@ -389,7 +389,7 @@ class BackpropTruncationComponent(_SameDim):
 
     kaldi_type = "BackpropTruncationComponent"
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         return x if self.scale == 1.0 else x * self.scale
 
     def zeroing_rows(self, n: Any, t: Any) -> np.ndarray:
@@ -414,7 +414,7 @@ class BackpropTruncationComponent(_SameDim):
             scales = jnp.where(kill, 0.0, scales)
         return d * scales
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         # Without row Indexes only the scaling and clipping apply; the engine, which knows
         # each row's (n, t), should call backprop(delta, zeroing_rows(n, t)) instead.
         return (self.backprop(delta),)

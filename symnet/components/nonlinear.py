@@ -72,10 +72,10 @@ class SoftmaxComponent(_Nonlinear):
 
     kaldi_type = "SoftmaxComponent"
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         return jnp.maximum(jax.nn.softmax(x, axis=-1), SOFTMAX_FLOOR)
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return (value * (delta - jnp.sum(delta * value, axis=-1, keepdims=True)),)
 
 
@@ -110,10 +110,10 @@ class PnormComponent(Component):
     def _groups(self, x):
         return x.reshape(x.shape[:-1] + (self.out_dim, self.in_dim // self.out_dim))
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         return jnp.sqrt(jnp.sum(jnp.square(self._groups(x)), axis=-1))
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         # d y_j / d x_i = x_i / y_j; Kaldi takes it as 0 where y_j == 0.
         safe = jnp.where(value == 0, 1.0, value)
         scale = jnp.where(value == 0, 0.0, delta / safe)

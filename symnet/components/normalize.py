@@ -56,7 +56,7 @@ class NormalizeComponent(Component):
         p = jnp.sum(xs * xs, axis=-1, keepdims=True) / d_scaled
         return jnp.maximum(p, SQUARED_NORM_FLOOR), p
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         xs = self._blocks(x)
         floored, _ = self._scale(xs)
         f = jax.lax.rsqrt(floored)
@@ -66,7 +66,7 @@ class NormalizeComponent(Component):
             y = jnp.concatenate([y, log_stddev], axis=-1)
         return y.reshape(x.shape[:-1] + (self.output_dim,))
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         # Kaldi's DiffNormalizePerRow: the exact derivative except where the floor is active.
         xs = self._blocks(x)
         nb, bd = self.in_dim // self.block_dim, self.block_dim
@@ -141,13 +141,13 @@ class BatchNormComponent(Component):
         scale = jax.lax.rsqrt(scaled_var + var_scale * self.epsilon)
         return ((xs - mean) * scale).reshape(x.shape)
 
-    def apply(self, x, mean, var, count):
+    def apply(self, x: jax.Array, mean: jax.Array, var: jax.Array, count: jax.Array) -> jax.Array:
         if not self.test_mode:
             return self._train(x)
         scale, offset = self.test_scale_offset(mean, var)
         return (self._blocks(x) * scale + offset).reshape(x.shape)
 
-    def vjp(self, delta, value, x, mean, var, count):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, mean: jax.Array, var: jax.Array, count: jax.Array) -> tuple[jax.Array | None, ...]:
         if self.test_mode:
             scale, _ = self.test_scale_offset(mean, var)
             return (self._blocks(delta) * scale).reshape(x.shape), None, None, None

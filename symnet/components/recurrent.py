@@ -57,7 +57,7 @@ class LstmNonlinearityComponent(Component):
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"params": (3, self.cell_dim)}
 
-    def apply(self, x, params):
+    def apply(self, x: jax.Array, params: jax.Array) -> jax.Array:
         c = params.shape[1]
         i_part, f_part, c_part, o_part, c_prev = (x[..., k * c : (k + 1) * c] for k in range(5))
         if self.use_dropout:
@@ -72,7 +72,7 @@ class LstmNonlinearityComponent(Component):
         m_t = o_t * o_scale * jnp.tanh(c_t)
         return jnp.concatenate([c_t, m_t], axis=-1)
 
-    def vjp(self, delta, value, x, params):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, params: jax.Array) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x, params)
 
 
@@ -111,7 +111,7 @@ class GruNonlinearityComponent(Component):
     def output_dim(self) -> int:
         return 2 * self.cell_dim
 
-    def apply(self, x, w_h):
+    def apply(self, x: jax.Array, w_h: jax.Array) -> jax.Array:
         c, r = w_h.shape
         z_t = x[..., :c]
         r_t = x[..., c : c + r]
@@ -122,7 +122,7 @@ class GruNonlinearityComponent(Component):
         c_t = (1.0 - z_t) * h_t + z_t * c_prev
         return jnp.concatenate([h_t, c_t], axis=-1)
 
-    def vjp(self, delta, value, x, w_h):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w_h: jax.Array) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x, w_h)
 
 
@@ -154,12 +154,12 @@ class OutputGruNonlinearityComponent(Component):
     def output_dim(self) -> int:
         return 2 * self.cell_dim
 
-    def apply(self, x, w_h):
+    def apply(self, x: jax.Array, w_h: jax.Array) -> jax.Array:
         c = w_h.shape[0]
         z_t, hpart_t, c_prev = x[..., :c], x[..., c : 2 * c], x[..., 2 * c : 3 * c]
         h_t = jnp.tanh(hpart_t + w_h * c_prev)
         c_t = (1.0 - z_t) * h_t + z_t * c_prev
         return jnp.concatenate([h_t, c_t], axis=-1)
 
-    def vjp(self, delta, value, x, w_h):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w_h: jax.Array) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x, w_h)

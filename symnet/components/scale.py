@@ -1,6 +1,7 @@
 """Per-element scales and offsets, fixed scales and biases, constant functions and constants."""
 
 from __future__ import annotations
+import jax
 
 from typing import ClassVar
 
@@ -55,11 +56,11 @@ class ScaleAndOffsetComponent(Component):
         block = _vector_dim(self, "scales")
         return {"scales": (block,), "offsets": (block,)}
 
-    def apply(self, x, scales, offsets):
+    def apply(self, x: jax.Array, scales: jax.Array, offsets: jax.Array) -> jax.Array:
         y = _blocks(x, scales.shape[0]) * ensure_nonzero(scales, SCALE_EPSILON) + offsets
         return y.reshape(x.shape)
 
-    def vjp(self, delta, value, x, scales, offsets):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, scales: jax.Array, offsets: jax.Array) -> tuple[jax.Array | None, ...]:
         block = scales.shape[0]
         ds, xs = _blocks(delta, block), _blocks(x, block)
         return (ds * scales).reshape(x.shape), rows_sum(xs * ds), rows_sum(ds)
@@ -83,10 +84,10 @@ class PerElementScaleComponent(Component):
     def output_dim(self) -> int:
         return self.input_dim
 
-    def apply(self, x, scales):
+    def apply(self, x: jax.Array, scales: jax.Array) -> jax.Array:
         return x * scales
 
-    def vjp(self, delta, value, x, scales):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, scales: jax.Array) -> tuple[jax.Array | None, ...]:
         return delta * scales, rows_sum(x * delta)
 
 
@@ -116,10 +117,10 @@ class PerElementOffsetComponent(Component):
     def output_dim(self) -> int:
         return self.dim
 
-    def apply(self, x, offsets):
+    def apply(self, x: jax.Array, offsets: jax.Array) -> jax.Array:
         return (_blocks(x, offsets.shape[0]) + offsets).reshape(x.shape)
 
-    def vjp(self, delta, value, x, offsets):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, offsets: jax.Array) -> tuple[jax.Array | None, ...]:
         return delta, rows_sum(_blocks(delta, offsets.shape[0]))
 
 
@@ -141,10 +142,10 @@ class FixedScaleComponent(Component):
     def output_dim(self) -> int:
         return self.input_dim
 
-    def apply(self, x, scales):
+    def apply(self, x: jax.Array, scales: jax.Array) -> jax.Array:
         return x * scales
 
-    def vjp(self, delta, value, x, scales):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, scales: jax.Array) -> tuple[jax.Array | None, ...]:
         return delta * scales, None
 
 
@@ -166,10 +167,10 @@ class FixedBiasComponent(Component):
     def output_dim(self) -> int:
         return self.input_dim
 
-    def apply(self, x, bias):
+    def apply(self, x: jax.Array, bias: jax.Array) -> jax.Array:
         return x + bias
 
-    def vjp(self, delta, value, x, bias):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, bias: jax.Array) -> tuple[jax.Array | None, ...]:
         return delta, None
 
 
@@ -193,10 +194,10 @@ class ConstantFunctionComponent(Component):
     def output_dim(self) -> int:
         return _vector_dim(self, "output")
 
-    def apply(self, x, output):
+    def apply(self, x: jax.Array, output: jax.Array) -> jax.Array:
         return jnp.broadcast_to(output, x.shape[:-1] + output.shape).astype(jnp.result_type(x, output))
 
-    def vjp(self, delta, value, x, output):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, output: jax.Array) -> tuple[jax.Array | None, ...]:
         return None, (rows_sum(delta) if self.is_updatable else None)
 
 

@@ -24,6 +24,7 @@ SpecAugmentTimeMaskComponent (nnet-general-component.cc)
 """
 
 from __future__ import annotations
+import jax
 
 from typing import ClassVar
 
@@ -167,12 +168,12 @@ class SpecAugmentTimeMaskComponent(Component):
     def output_dim(self) -> int:
         return self.dim
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         if self.test_mode or self.zeroed_proportion == 0.0:
             return x
         raise ComponentModeError(
             f"SpecAugmentTimeMaskComponent {self.name!r} in training mode needs random time masks, which symnet "
             "does not support yet; run it in test mode (symnet.components.set_test_mode)")
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return (delta,)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 import numbers
 import zlib
-from typing import Any, ClassVar, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, dataclass_transform
 
 import attrs
 import jax
@@ -44,6 +45,7 @@ def children_field(**kwargs: Any) -> Any:
     return attrs.field(converter=_as_layers, metadata={"children": True}, **kwargs)
 
 
+@dataclass_transform(frozen_default=True, field_specifiers=(attrs.field, child, children_field))
 def layer_class(cls: type | None = None, **options: Any) -> Any:
     """The decorator of every layer class: frozen, slotted, structural eq/hash (cached).
 
@@ -146,16 +148,17 @@ class Layer:
         """
         return None
 
-    def apply(self, *args: jax.Array) -> jax.Array:
+    # Subclasses take their own fixed operands; `*args: Any, **kwargs: Any` lets them (mypy treats it as `...`).
+    def apply(self, *args: Any, **kwargs: Any) -> jax.Array:
         """The value from the operands' values."""
         raise NotImplementedError(type(self).__name__)
 
-    def vjp(self, delta: jax.Array, value: jax.Array, *args: jax.Array) -> tuple[jax.Array | None, ...]:
-        """The deltas of the operands, given this layer's delta, value and operand values."""
+    def vjp(self, *args: Any, **kwargs: Any) -> tuple[jax.Array | None, ...]:
+        """`vjp(delta, value, *operands)`: the deltas of the operands, given this layer's delta, value and operand values."""
         raise NotImplementedError(type(self).__name__)
 
-    def check(self, *shapes: tuple[int, ...]) -> None:
-        """Raise ShapeError if operands of these shapes cannot be combined."""
+    def check(self, *shapes: Any, **kwargs: Any) -> None:
+        """`check(*operand_shapes)`: raise ShapeError if operands of these shapes cannot be combined."""
 
     def forward(self, input: Any = None, params: Mapping[str, Any] | None = None) -> Tape:
         """Evaluate on `input` (a Tape, a Literal, a number or an array) and return the Tape.
@@ -427,7 +430,7 @@ class Plus(BinaryLayer):
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a + b
 
-    def vjp(self, d, value, a, b):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return unbroadcast(d, a.shape), unbroadcast(d, b.shape)
 
 
@@ -441,7 +444,7 @@ class Minus(BinaryLayer):
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a - b
 
-    def vjp(self, d, value, a, b):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return unbroadcast(d, a.shape), unbroadcast(-d, b.shape)
 
 
@@ -456,7 +459,7 @@ class Times(BinaryLayer):
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a * b
 
-    def vjp(self, d, value, a, b):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return unbroadcast(d * b, a.shape), unbroadcast(d * a, b.shape)
 
 
@@ -471,7 +474,7 @@ class Divide(BinaryLayer):
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a / b
 
-    def vjp(self, d, value, a, b):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return unbroadcast(d / b, a.shape), unbroadcast(-d * value / b, b.shape)
 
 
@@ -500,7 +503,7 @@ class Dot(BinaryLayer):
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return jnp.matmul(a, b)
 
-    def vjp(self, d, value, a, b):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         # Promote vectors to matrices as matmul does, then transpose the product rule.
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
@@ -527,7 +530,7 @@ class Negate(Layer):
     def apply(self, a: jax.Array) -> jax.Array:
         return -a
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (-d,)
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:
@@ -550,7 +553,7 @@ class Power(Layer):
     def apply(self, a: jax.Array) -> jax.Array:
         return a**self.exponent
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (d * self.exponent * a ** (self.exponent - 1.0),)
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:

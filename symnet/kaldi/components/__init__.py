@@ -37,7 +37,7 @@ from .registry import (
 # The family modules register their records when imported.
 del affine, attention, convolution, misc, nonlinear, normalize, recurrent, scale, statistics, structure, tdnn
 
-#: Kaldi type name -> builder `(name, options, input, *, read_matrix=None) -> Layer`, for every known type.
+#: Kaldi type name -> builder `(name, options, input, *, read_matrix: MatrixReader | None = None) -> Layer`, for every known type.
 COMPONENTS: Mapping[str, Any] = types.MappingProxyType({name: r.build for name, r in records().items()})
 
 #: The Kaldi component types `read_model` turns into symnet components.

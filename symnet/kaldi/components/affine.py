@@ -121,19 +121,19 @@ def _affine(cls: type, name: str, options: Mapping[str, Any], input: Layer, read
     )
 
 
-def affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: input-dim, output-dim (or matrix=FILE, `[W b]`), param-stddev (1/sqrt(input-dim)),
     bias-stddev (1.0), orthonormal-constraint, and the learning-rate options."""
     return _affine(AffineComponent, name, options, input, read_matrix, natural_gradient=False)
 
 
 def natural_gradient_affine_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                      read_matrix=None) -> Layer:
+                                      read_matrix: MatrixReader | None = None) -> Layer:
     """As AffineComponent, plus bias-mean (0.0) and the natural-gradient options."""
     return _affine(NaturalGradientAffineComponent, name, options, input, read_matrix, natural_gradient=True)
 
 
-def linear_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def linear_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: input-dim, output-dim (or matrix=FILE), param-stddev (1/sqrt(input-dim)),
     use-natural-gradient and the natural-gradient options, orthonormal-constraint, learning rates."""
     opts = ComponentOptionReader("LinearComponent", name, options)
@@ -154,7 +154,7 @@ def linear_component(name: str, options: Mapping[str, Any], input: Layer, *, rea
     return LinearComponent(name, input, Weight(init, param_name(name, "params")), options=meta)
 
 
-def fixed_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def fixed_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: matrix=FILE (`[W b]`, nothing else allowed), or input-dim and output-dim
     (random N(0, 1) parameters, for tests)."""
     opts = ComponentOptionReader("FixedAffineComponent", name, options)
@@ -177,7 +177,7 @@ def fixed_affine_component(name: str, options: Mapping[str, Any], input: Layer, 
     )
 
 
-def block_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def block_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: input-dim, output-dim, num-blocks (all required), param-stddev
     (1/sqrt(input-dim/num-blocks)), bias-stddev (1.0), bias-mean (0.0), learning rates."""
     opts = ComponentOptionReader("BlockAffineComponent", name, options)
@@ -229,14 +229,14 @@ def _repeated(cls: type, name: str, options: Mapping[str, Any], input: Layer) ->
     )
 
 
-def repeated_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def repeated_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: num-repeats, input-dim, output-dim (required), param-stddev
     (1/sqrt(input-dim/num-repeats)), bias-mean (0.0), bias-stddev (0.0), learning rates."""
     return _repeated(RepeatedAffineComponent, name, options, input)
 
 
 def natural_gradient_repeated_affine_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                               read_matrix=None) -> Layer:
+                                               read_matrix: MatrixReader | None = None) -> Layer:
     """As RepeatedAffineComponent (Kaldi fixes its natural-gradient settings)."""
     return _repeated(NaturalGradientRepeatedAffineComponent, name, options, input)
 

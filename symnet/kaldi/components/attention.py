@@ -15,12 +15,12 @@ from ...components.attention import RestrictedAttentionComponent
 from ...core.layer import Layer
 from ..token_kinds import BOOL, DMATRIX, DOUBLE, DVECTOR, FLOAT, INT
 from .fields import ModelFields, ParamValues, f32
-from .options import ComponentOptionReader, field_options
+from .options import ComponentOptionReader, MatrixReader, field_options
 from .registry import KaldiComponentType, register
 
 
 def restricted_attention_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                   read_matrix=None) -> Layer:
+                                   read_matrix: MatrixReader | None = None) -> Layer:
     """Options (Kaldi's RestrictedAttentionComponent::InitFromConfig): key-dim, value-dim, num-left-inputs,
     num-right-inputs (required; not both 0), num-heads (1), time-stride (1), num-left-inputs-required and
     num-right-inputs-required (negative or absent: all of them; at most num-left/right-inputs),

@@ -88,7 +88,7 @@ def _offset_pairs(opts: ComponentOptionReader) -> tuple[tuple[int, int], ...]:
 
 
 def time_height_convolution_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                      read_matrix=None) -> Layer:
+                                      read_matrix: MatrixReader | None = None) -> Layer:
     """Options (Kaldi's TimeHeightConvolutionComponent::InitFromConfig): num-filters-in, num-filters-out,
     height-in, height-out (required); the offsets, either `offsets=t1,h1;t2,h2;...` or height-offsets and
     time-offsets (sorted and unique; the offsets are then every (time, height) pair);
@@ -218,7 +218,7 @@ def convolution_component(name: str, options: Mapping[str, Any], input: Layer, *
     )
 
 
-def maxpooling_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def maxpooling_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options (Kaldi's MaxpoolingComponent::InitFromConfig and Check), all required: input-x-dim, input-y-dim,
     input-z-dim, pool-x-size, pool-y-size, pool-z-size, pool-x-step, pool-y-step, pool-z-step; per axis
     size <= input dim, step <= size, and (input dim - size) divisible by the step."""

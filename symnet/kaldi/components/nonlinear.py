@@ -33,7 +33,7 @@ from .fields import (
     read_in_out,
     write_in_out,
 )
-from .options import ComponentOptionReader, in_out_options, meta_options
+from .options import ComponentOptionReader, MatrixReader, in_out_options, meta_options
 from .registry import KaldiComponentType, register
 
 #: Kaldi's "unset" self-repair threshold (kUnsetThreshold).
@@ -44,7 +44,7 @@ def nonlinear_builder(cls: type) -> Callable[..., Layer]:
     """The builder of a NonlinearComponent type: dim (required), block-dim (dim),
     self-repair-lower-threshold, self-repair-upper-threshold, self-repair-scale (kept as metadata)."""
 
-    def build(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    def build(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
         opts = ComponentOptionReader(cls.kaldi_type, name, options)
         dim = opts.int("dim")
         opts.positive("dim", dim)
@@ -66,7 +66,7 @@ def nonlinear_builder(cls: type) -> Callable[..., Layer]:
     return build
 
 
-def pnorm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def pnorm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: input-dim, output-dim (required); output-dim must divide input-dim."""
     opts = ComponentOptionReader("PnormComponent", name, options)
     output_dim = opts.int("output-dim")

@@ -18,11 +18,11 @@ from ...core.initializers import Zeros
 from ...core.layer import Layer
 from ..token_kinds import BOOL, DOUBLE, FLOAT, INT, VECTOR
 from .fields import ModelFields, ParamValues, dim_token, f32
-from .options import ComponentOptionReader, field_options
+from .options import ComponentOptionReader, MatrixReader, field_options
 from .registry import KaldiComponentType, register
 
 
-def normalize_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def normalize_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: dim or input-dim (required), block-dim (input-dim), target-rms (1.0), add-log-stddev (false)."""
     opts = ComponentOptionReader("NormalizeComponent", name, options)
     key = "dim" if opts.has("dim") else "input-dim"
@@ -38,7 +38,7 @@ def normalize_component(name: str, options: Mapping[str, Any], input: Layer, *, 
     return NormalizeComponent(name, input, input_dim, block_dim, target_rms, add_log_stddev)
 
 
-def batch_norm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def batch_norm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: dim (required), block-dim (dim), epsilon (0.001), target-rms (1.0), test-mode (false).
 
     The statistics start as Kaldi's fresh component's: count 0, mean 0, variance 0.

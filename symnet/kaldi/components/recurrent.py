@@ -29,11 +29,19 @@ from .fields import (
     updatable_field_options,
     updatable_fields,
 )
-from .options import LEARNING, ComponentOptionReader, init_options, meta_options, normal_init, updatable_options
+from .options import (
+    LEARNING,
+    ComponentOptionReader,
+    MatrixReader,
+    init_options,
+    meta_options,
+    normal_init,
+    updatable_options,
+)
 from .registry import KaldiComponentType, register
 
 
-def lstm_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def lstm_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: cell-dim (required), param-stddev (1.0), tanh-self-repair-threshold (0.2),
     sigmoid-self-repair-threshold (0.05), self-repair-scale (1e-5), use-dropout (false); learning rates.
 
@@ -66,7 +74,7 @@ def lstm_nonlinearity_component(name: str, options: Mapping[str, Any], input: La
     )
 
 
-def gru_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def gru_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: cell-dim (required), recurrent-dim (cell-dim; 0 < recurrent-dim <= cell-dim),
     param-stddev (1/sqrt(cell-dim)), self-repair-threshold (0.2), self-repair-scale (1e-5), alpha (4),
     rank-in (20), rank-out (80), update-period (4); learning rates."""
@@ -100,7 +108,7 @@ def gru_nonlinearity_component(name: str, options: Mapping[str, Any], input: Lay
 
 
 def output_gru_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                      read_matrix=None) -> Layer:
+                                      read_matrix: MatrixReader | None = None) -> Layer:
     """Options: cell-dim (required), param-mean (0.0), param-stddev (1.0), self-repair-threshold (0.2),
     self-repair-scale (1e-5), alpha (4), rank (8), update-period (10); learning rates."""
     opts = ComponentOptionReader("OutputGruNonlinearityComponent", name, options)

@@ -60,7 +60,7 @@ def _only(opts: ComponentOptionReader, key: str) -> None:
                  others[0] if others else None)
 
 
-def scale_and_offset_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def scale_and_offset_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: dim (required), block-dim (dim), use-natural-gradient (true), rank (20), learning rates.
     Scales start at 1, offsets at 0."""
     opts = ComponentOptionReader("ScaleAndOffsetComponent", name, options)
@@ -96,7 +96,7 @@ def _scale_vector(opts: ComponentOptionReader, read_matrix: MatrixReader | None,
     return normal_init((dim,), param_stddev, param_mean)
 
 
-def per_element_scale_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def per_element_scale_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: vector=FILE (optional dim must match), or dim with param-mean (1.0), param-stddev (0.0);
     learning rates."""
     opts = ComponentOptionReader("PerElementScaleComponent", name, options)
@@ -107,7 +107,7 @@ def per_element_scale_component(name: str, options: Mapping[str, Any], input: La
 
 
 def natural_gradient_per_element_scale_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                                 read_matrix=None) -> Layer:
+                                                 read_matrix: MatrixReader | None = None) -> Layer:
     """Options: scales=FILE, or dim with param-mean (1.0), param-stddev (0.0); rank (8), update-period (10),
     num-samples-history (2000), alpha (4); learning rates."""
     opts = ComponentOptionReader("NaturalGradientPerElementScaleComponent", name, options)
@@ -122,7 +122,7 @@ def natural_gradient_per_element_scale_component(name: str, options: Mapping[str
                                                    options=meta)
 
 
-def per_element_offset_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def per_element_offset_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: vector=FILE (dim defaults to its dimension), or dim with param-mean (0.0), param-stddev (0.0),
     block-dim (dim); use-natural-gradient (true); learning rates."""
     opts = ComponentOptionReader("PerElementOffsetComponent", name, options)
@@ -146,7 +146,7 @@ def per_element_offset_component(name: str, options: Mapping[str, Any], input: L
     return PerElementOffsetComponent(name, input, Weight(init, param_name(name, "offsets")), dim, options=meta)
 
 
-def fixed_scale_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def fixed_scale_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: scales=FILE (nothing else), or dim with scale (every element = scale; default random N(0, 1))."""
     opts = ComponentOptionReader("FixedScaleComponent", name, options)
     if opts.has("scales"):
@@ -160,7 +160,7 @@ def fixed_scale_component(name: str, options: Mapping[str, Any], input: Layer, *
     return FixedScaleComponent(name, input, FixedWeight(init, param_name(name, "scales")))
 
 
-def fixed_bias_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def fixed_bias_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: bias=FILE (nothing else), or dim (random N(0, 1) bias, for tests)."""
     opts = ComponentOptionReader("FixedBiasComponent", name, options)
     if opts.has("bias"):
@@ -172,7 +172,7 @@ def fixed_bias_component(name: str, options: Mapping[str, Any], input: Layer, *,
     return FixedBiasComponent(name, input, FixedWeight(init, param_name(name, "bias")))
 
 
-def constant_function_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def constant_function_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options: input-dim, output-dim (required), is-updatable (true), use-natural-gradient (true),
     output-mean (0.0), output-stddev (0.0); learning rates."""
     opts = ComponentOptionReader("ConstantFunctionComponent", name, options)
@@ -189,7 +189,7 @@ def constant_function_component(name: str, options: Mapping[str, Any], input: La
     return ConstantFunctionComponent(name, input, output, input_dim, is_updatable, options=meta)
 
 
-def constant_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def constant_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options (Kaldi's ConstantComponent::InitFromConfig): output-dim (required), is-updatable (true),
     use-natural-gradient (true), output-mean (0.0), output-stddev (0.0); learning rates. It reads no input."""
     opts = ComponentOptionReader("ConstantComponent", name, options)

@@ -27,11 +27,11 @@ from .fields import (
     updatable_fields,
     write_in_out,
 )
-from .options import ComponentOptionReader, field_options, in_out_options
+from .options import ComponentOptionReader, MatrixReader, field_options, in_out_options
 from .registry import KaldiComponentType, component_options, lookup, option_text, register
 
 
-def distribute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def distribute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options (Kaldi's DistributeComponent::InitFromConfig): input-dim, output-dim (required, positive,
     output-dim divides input-dim)."""
     opts = ComponentOptionReader("DistributeComponent", name, options)
@@ -63,7 +63,7 @@ def composite_part_name(name: str, i: int) -> str:
     return f"{name}.component{i}"
 
 
-def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options (Kaldi's CompositeComponent::InitFromConfig): num-components (required, >= 1), component1 ..
     componentN (required: each a nested config line `type=... options`, or a mapping with a `type`), of simple
     components (not CompositeComponent) whose dims chain; max-rows-process (4096)."""
@@ -101,7 +101,7 @@ def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, 
 
 
 def spec_augment_time_mask_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                     read_matrix=None) -> Layer:
+                                     read_matrix: MatrixReader | None = None) -> Layer:
     """Options (Kaldi's SpecAugmentTimeMaskComponent::InitFromConfig): dim (required), zeroed-proportion (0.25),
     time-mask-max-frames (10, more than 1). Kaldi's config has no test-mode option: the component starts in
     training mode; `set_test_mode` switches it."""

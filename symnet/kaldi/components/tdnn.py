@@ -24,11 +24,19 @@ from .fields import (
     updatable_field_options,
     updatable_fields,
 )
-from .options import LEARNING, ComponentOptionReader, init_options, meta_options, normal_init, updatable_options
+from .options import (
+    LEARNING,
+    ComponentOptionReader,
+    MatrixReader,
+    init_options,
+    meta_options,
+    normal_init,
+    updatable_options,
+)
 from .registry import KaldiComponentType, register
 
 
-def tdnn_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+def tdnn_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
     """Options (Kaldi's TdnnComponent::InitFromConfig): time-offsets (required, e.g. -1,0,1; distinct),
     input-dim, output-dim (required), use-bias (true), param-stddev (1/sqrt(input-dim * num-offsets); a
     negative value means the default), bias-stddev (1.0), bias-mean (0.0), orthonormal-constraint (0.0),
