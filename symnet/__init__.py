@@ -8,6 +8,8 @@ models are in `symnet.kaldi`, components in `symnet.components`, training in
 `symnet.train`, notebook views in `symnet.display`.
 """
 
+from . import display  # registers the notebook renderers of layers, tapes, networks and computations
+from .components import natural_gradient
 from .core import rng
 from .core.descriptor import (
     Append,
@@ -67,9 +69,6 @@ from .errors import (
     SymnetError,
 )
 from .network import Network
-from .components import natural_gradient
-from . import display  # registers the notebook renderers of layers, tapes, networks and computations
-
 from .version import __version__
 
 __all__ = [

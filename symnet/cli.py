@@ -455,7 +455,7 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     from .kaldi.model import output_dims
 
     if args.use_gpu != "no":
-        warnings.warn(f"--use-gpu={args.use_gpu} is ignored: symnet runs on JAX's default device")
+        warnings.warn(f"--use-gpu={args.use_gpu} is ignored: symnet runs on JAX's default device", stacklevel=2)
     model = _load_model(args.model)
     network = model.network.network
     priors = None
@@ -464,7 +464,7 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
             raise SymnetError(f"--use-priors=true needs an acoustic model (a .mdl with priors, nnet3-am-init); "
                               f"{args.model} is not one")
         if model.priors is None or len(model.priors) == 0:
-            warnings.warn(f"{args.model} has no priors; --use-priors has no effect (as in Kaldi)")
+            warnings.warn(f"{args.model} has no priors; --use-priors has no effect (as in Kaldi)", stacklevel=2)
         else:
             priors = model.priors
     if args.ivectors and args.online_ivectors:
@@ -494,7 +494,7 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
             if feats.ndim != 2:
                 raise SymnetError(f"utterance {utt}: the features are not a matrix (shape {feats.shape})")
             if len(feats) == 0:
-                warnings.warn(f"zero-length utterance {utt}: skipped")
+                warnings.warn(f"zero-length utterance {utt}: skipped", stacklevel=2)
                 failed += 1
                 continue
             if input_dim is not None and feats.shape[1] != input_dim:
@@ -503,13 +503,13 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
             extra: dict[str, Any] = {}
             if ivectors is not None:
                 if utt not in ivectors:
-                    warnings.warn(f"no i-vector for utterance {utt} in {args.ivectors}: skipped")
+                    warnings.warn(f"no i-vector for utterance {utt} in {args.ivectors}: skipped", stacklevel=2)
                     failed += 1
                     continue
                 extra["ivector"] = np.asarray(ivectors[utt]).reshape(-1)
             if online is not None:
                 if utt not in online:
-                    warnings.warn(f"no online i-vectors for utterance {utt} in {args.online_ivectors}: skipped")
+                    warnings.warn(f"no online i-vectors for utterance {utt} in {args.online_ivectors}: skipped", stacklevel=2)
                     failed += 1
                     continue
                 extra["online_ivectors"] = np.asarray(online[utt])

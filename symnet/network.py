@@ -9,7 +9,8 @@ two networks built the same way have equal structure (and share compiled code).
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 import jax

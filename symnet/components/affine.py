@@ -5,10 +5,10 @@ Parameters keep Kaldi's layout, so model files map 1:1: `linear_params` is
 """
 
 from __future__ import annotations
-import jax
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from ..core.layer import Layer, child, layer_class

@@ -17,19 +17,18 @@ type); this package only holds the layers.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import ComponentConfigError, ComponentModeError, ShapeError, UnknownShapeError, at
 from ..core.frozen import FrozenArray
 from ..core.initializers import Initializer
-from ..core.formatting import Formatter
 from ..core.layer import FixedWeight, Layer, Literal, Weight, layer_class
-
+from ..errors import ComponentConfigError, ComponentModeError, ShapeError, UnknownShapeError, at
 
 # ----- parameters ------------------------------------------------------------------
 

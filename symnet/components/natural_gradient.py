@@ -96,7 +96,8 @@ from __future__ import annotations
 
 import contextvars
 import math
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -290,10 +291,10 @@ def _update(s: State, X: jax.Array, num_samples_history: float, alpha: float, ep
     def reorthogonalize(W1: jax.Array) -> jax.Array:
         # ReorthogonalizeXt1: make R_{t+1} = E^{-1/2} W_{t+1} orthonormal again (Cholesky of R R^T).
         inv_sqrt_e1 = 1.0 / sqrt_e1
-        O = (W1 @ W1.T) * inv_sqrt_e1[:, None] * inv_sqrt_e1[None, :]
-        unit = jnp.max(jnp.abs(O - jnp.eye(R, dtype=O.dtype))) <= ORTHOGONALITY_THRESHOLD
-        C = jnp.linalg.cholesky(O)
-        C_inv = jax.scipy.linalg.solve_triangular(C, jnp.eye(R, dtype=O.dtype), lower=True)
+        ortho = (W1 @ W1.T) * inv_sqrt_e1[:, None] * inv_sqrt_e1[None, :]
+        unit = jnp.max(jnp.abs(ortho - jnp.eye(R, dtype=ortho.dtype))) <= ORTHOGONALITY_THRESHOLD
+        C = jnp.linalg.cholesky(ortho)
+        C_inv = jax.scipy.linalg.solve_triangular(C, jnp.eye(R, dtype=ortho.dtype), lower=True)
         fixed = (C_inv * sqrt_e1[:, None] * inv_sqrt_e1[None, :]) @ W1
         # Kaldi: if Cholesky fails, R_{t+1} = [I 0].
         fallback = jnp.eye(R, D, dtype=W1.dtype) * sqrt_e1[:, None]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..core.layer import Layer, child, layer_class
 from ..core.elementwise import LogSoftmax, ReLU, Sigmoid, Tanh
+from ..core.layer import Layer, child, layer_class
 from .base import Component
 
 #: SoftmaxComponent floors its output at this value (so log() of it stays finite).

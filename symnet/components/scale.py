@@ -1,10 +1,10 @@
 """Per-element scales and offsets, fixed scales and biases, constant functions and constants."""
 
 from __future__ import annotations
-import jax
 
 from typing import ClassVar
 
+import jax
 import jax.numpy as jnp
 
 from ..core.descriptor import Const

@@ -43,9 +43,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import IndexedLayer
-from ..errors import ShapeError, at
 from ..core.index import decode, encode
 from ..core.layer import Layer, child, layer_class
+from ..errors import ShapeError, at
 from .base import Component
 
 

@@ -24,18 +24,18 @@ SpecAugmentTimeMaskComponent (nnet-general-component.cc)
 """
 
 from __future__ import annotations
-import jax
 
 from typing import ClassVar
 
 import attrs
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import IndexedLayer, Ref
-from ..errors import ShapeError, at
 from ..core.index import decode, encode
 from ..core.layer import Layer, child, children_field, layer_class
+from ..errors import ShapeError, at
 from .base import Component, ComponentModeError
 
 # ----- DistributeComponent ------------------------------------------------------------------

@@ -28,8 +28,8 @@ import attrs
 
 from ..core.descriptor import Append, Offset
 from ..core.layer import Layer, child, layer_class
-from .affine import AffineComponent, LinearComponent
 from ..errors import UnknownShapeError
+from .affine import AffineComponent, LinearComponent
 from .base import Component, known_shape
 
 

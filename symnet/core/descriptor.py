@@ -30,12 +30,12 @@ from inside itself through a time offset (a recurrence).
 """
 
 from __future__ import annotations
-import jax
 
 import numbers
 from typing import Any, ClassVar
 
 import attrs
+import jax
 import jax.numpy as jnp
 import numpy as np
 

@@ -7,7 +7,8 @@ once per path, and none of them recurses, so a network of any depth is fine.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 

@@ -9,12 +9,14 @@ the Tape (one tape node per network node, each knowing its row labels) so that
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core import html, rng
 from ..core.descriptor import (
     Append,
     Const,
@@ -28,15 +30,14 @@ from ..core.descriptor import (
     Sum,
     Switch,
 )
-from ..core import html, rng
-from ..errors import PlanError, ShapeError, at
 from ..core.index import IndexSet, decode, encode
 from ..core.layer import Identity, Layer, Literal, Weight
 from ..core.tape import Tape
+from ..errors import PlanError, ShapeError, at
 from .cache import Cache
-from .graph import DEFAULT_INPUT, Graph
-from .plan import Planner
 from .dims import node_shapes, static_dim
+from .graph import Graph
+from .plan import Planner
 from .recurrence import RecurrentBlock, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap

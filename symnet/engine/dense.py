@@ -10,20 +10,22 @@ copies of its first and last frames so that every input frame gets an output;
 from __future__ import annotations
 
 import numbers
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import PlanError, ShapeError
 from ..core.descriptor import Node
 from ..core.index import IndexSet
+from ..errors import PlanError, ShapeError
 from .computation import compile
+from .context import context, output_name
 from .graph import Graph
 from .plan import time_reach
-from .context import context, output_name
 from .recurrence import RecurrentBlock
 from .request import ComputationRequest
+
 
 def compute(
     network: Any,

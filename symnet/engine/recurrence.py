@@ -18,18 +18,18 @@ per-frame masks computed in numpy.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import Append, Const, Failover, IfDefined, Node, Offset, ReplaceIndex, Round, Scale, Sum, Switch
-from ..errors import PlanError, ShapeError, at
+from ..core.descriptor import Append, Const, Failover, IfDefined, Node, Offset, ReplaceIndex, Round, Sum, Switch
 from ..core.index import decode
-from ..core.elementwise import Elementwise
-from ..core.layer import BinaryLayer, Dot, Layer, layer_class
+from ..core.layer import Layer, layer_class
 from ..core.tape import Tape
+from ..errors import PlanError, ShapeError, at
 from .dims import node_shapes, static_dim
 from .rowmap import RowMap
 
@@ -311,7 +311,7 @@ class RecurrentBlock:
         dims = self._dims([x.shape for x in xs_ext])
         dtype = jnp.result_type(*(x.dtype for x in xs_ext)) if xs_ext else jnp.result_type(float)
         carry0 = {}
-        for op, depth in self.depth.items():
+        for op, _depth in self.depth.items():
             source = given[op] if op in given else jnp.zeros((0, batch, dims[op]), dtype)
             carry0[op] = self.carry_maps[op](source.astype(dtype))
         masks = jnp.asarray(self.masks)
@@ -384,7 +384,7 @@ class RecurrentBlock:
 
     def exported_dims(self, ext_values: tuple, static_values: tuple) -> list[int]:
         """The dims of the exported members, given the scan's operand values."""
-        statics = dict(zip(self.statics, static_values))
+        dict(zip(self.statics, static_values))
         xs_shapes = [(self.num_steps, self.batch, v.shape[-1]) for v in ext_values]
         dims = self._dims(xs_shapes)
         return [dims[m] for m in self.exported]

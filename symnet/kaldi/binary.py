@@ -72,7 +72,7 @@ def format_real(value: float) -> str:
     value = float(value)
     if math.isnan(value):
         return "-nan" if math.copysign(1.0, value) < 0 else "nan"
-    return "%.7g" % value
+    return f"{value:.7g}"
 
 
 def _format_reals(values: list[float]) -> str:

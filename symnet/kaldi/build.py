@@ -45,7 +45,8 @@ from __future__ import annotations
 import difflib
 import os
 import warnings
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np

@@ -37,12 +37,13 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Callable, ClassVar, Iterable, Sequence, TextIO
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, TextIO
 
 import attrs
 
-from ..errors import ConfigError
 from ..core.layer import Layer
+from ..errors import ConfigError
 from .descriptor_text import (
     C_SPACE,
     is_valid_name,

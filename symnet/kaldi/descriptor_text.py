@@ -44,7 +44,7 @@ import dataclasses
 import math
 import re
 import warnings
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -63,8 +63,8 @@ from ..core.descriptor import (
     Sum,
     Switch,
 )
-from ..errors import ConfigError, DescriptorError, at
 from ..core.layer import Layer
+from ..errors import ConfigError, DescriptorError, at
 
 __all__ = [
     "C_SPACE",
@@ -138,7 +138,7 @@ def parse_real(text: str) -> float | None:
 def format_real(value: float) -> str:
     """A float32 value as C++'s `os << value` prints it (`%g`), with more digits only if needed to round-trip."""
     for precision in (6, 7, 8, 9):
-        text = "%.*g" % (precision, value)
+        text = f"{value:.{precision}g}"
         if not math.isfinite(value) or to_float32(float(text)) == value:
             return text
     return repr(value)

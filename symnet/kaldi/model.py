@@ -32,7 +32,8 @@ structure is unchanged, else the network's context; `<Priors>` are
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 import numpy as np

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import heapq
 import types
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import attrs
 import jax

@@ -66,7 +66,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
 import numpy as np
@@ -74,7 +75,6 @@ import numpy as np
 from ..atomic import atomic_write
 from ..errors import ArgumentTypeError, ModelFormatError, ModelKeyError
 from .binary import (
-    read_kaldi_array,
     INT32_MAX,
     INT32_MIN,
     NUMBER_RE,
@@ -84,6 +84,7 @@ from .binary import (
     make_reader,
     model_error,
     parse_real,
+    read_kaldi_array,
 )
 from .components import TOKEN_KINDS
 from .token_kinds import ARRAYS, BOOL, DMATRIX, DOUBLE, DVECTOR, FLAG, FLOAT, INT, INTS, MATRIX, PAIRS, VECTOR, Kind

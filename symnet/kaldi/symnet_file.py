@@ -13,7 +13,8 @@ import json
 import os
 import warnings
 import zipfile
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np

@@ -15,8 +15,6 @@ tuple of scalar kinds for a token followed by several values
 
 from __future__ import annotations
 
-from typing import Union
-
 __all__ = ["ARRAYS", "BOOL", "DMATRIX", "DOUBLE", "DVECTOR", "FLAG", "FLOAT", "INT", "INTS", "Kind", "MATRIX",
            "PAIRS", "VECTOR"]
 
@@ -25,4 +23,4 @@ VECTOR, MATRIX, INTS, PAIRS, FLAG = "vector", "matrix", "ints", "pairs", "flag"
 DVECTOR, DMATRIX = "dvector", "dmatrix"  # Vector<double> / Matrix<double>: DV / DM in binary
 #: The kinds whose values are arrays.
 ARRAYS = (VECTOR, MATRIX, DVECTOR, DMATRIX, INTS, PAIRS)
-Kind = Union[str, tuple]
+Kind = str | tuple

@@ -182,7 +182,7 @@ def _read_topology_binary(r: BinaryReader) -> list[TopologyEntry]:
     if size < 0 or size > _remaining(r):
         raise r.error(f"bad number of topology entries {size}", expected="the number of topology entries")
     entries = []
-    for i in range(size):
+    for _i in range(size):
         num_states = r.read_int("the number of states")
         if num_states < 0 or num_states > _remaining(r):
             raise r.error(f"bad number of states {num_states}", expected="the number of states")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import zipfile
 from typing import Any
 

@@ -14,7 +14,8 @@ import contextlib
 import os
 import sys
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import jax
@@ -22,13 +23,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..components import natural_gradient
+from ..components import batchnorm_stats_updates, natural_gradient, set_test_mode
 from ..core import rng
-from ..components import batchnorm_stats_updates, set_test_mode
-from ..engine import ComputationRequest, compile
-from ..errors import ShapeError, SymnetError
 from ..core.index import IndexSet
 from ..core.walk import walk
+from ..engine import ComputationRequest, compile
+from ..errors import ShapeError, SymnetError
 from ..network import Network
 from . import checkpoint as ckpt
 from .examples import Chunks, make_chunks

@@ -18,7 +18,8 @@ recovers them. The tables below are derived from the records.
 from __future__ import annotations
 
 import types
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from . import affine, attention, convolution, misc, nonlinear, normalize, recurrent, scale, statistics, structure, tdnn
 from .convolution import CONVOLUTION_MODEL_KINDS

@@ -10,7 +10,8 @@ a component again, the fields of its model files in Kaldi's write order
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ...components.affine import (
     AffineComponent,

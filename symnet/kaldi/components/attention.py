@@ -7,7 +7,8 @@ empty for a component built in symnet and kept as read otherwise).
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -10,7 +10,8 @@ model files in Kaldi's write order (the time-height convolution's nests its
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -17,7 +17,8 @@ Kaldi's default; `updatable_fields` are UpdatableComponent's fields.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np

@@ -8,7 +8,8 @@ their tokens, one record per type. BatchNorm's statistics (`<Count>`,
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

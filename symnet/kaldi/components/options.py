@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -10,7 +10,8 @@ their tokens, one record per type. The cells' statistics (`<ValueAvg>`,
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

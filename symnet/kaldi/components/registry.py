@@ -26,7 +26,8 @@ recovers the options of a component (checked by building it again).
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np

@@ -10,7 +10,8 @@ per type.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ...components.base import Constant, FixedWeight, param_name
 from ...components.scale import (

@@ -8,7 +8,8 @@ kinds of their tokens, one record per type.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ...components.statistics import StatisticsExtractionComponent, StatisticsPoolingComponent
 from ...core.layer import Layer

@@ -9,7 +9,8 @@ nested block, `<NumComponents>` of them after `<MaxRowsProcess>`).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ...components.structure import PART_INPUT, CompositeComponent, DistributeComponent, SpecAugmentTimeMaskComponent
 from ...core.layer import Layer

@@ -5,7 +5,8 @@ that build it again, the fields of its model files in Kaldi's write order and th
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -19,7 +19,8 @@ sees the layers before it); an `Xconfig` holds them and gives
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
