@@ -245,11 +245,11 @@ class Network:
     # Two children, the parameters and the state (dicts in name order): `jax.grad` of
     # a function of a Network gives a Network; train with the gradients of `params`.
 
-    def _tree_flatten_with_keys(self):
+    def _tree_flatten_with_keys(self) -> tuple[tuple[tuple[Any, dict[str, Any]], ...], Structure]:
         children = ((jax.tree_util.GetAttrKey("params"), self.params), (jax.tree_util.GetAttrKey("state"), self.state))
         return children, self.structure
 
-    def _tree_flatten(self):
+    def _tree_flatten(self) -> tuple[tuple[dict[str, Any], dict[str, Any]], Structure]:
         return (self.params, self.state), self.structure
 
     @classmethod

@@ -32,7 +32,8 @@ from inside itself through a time offset (a recurrence).
 from __future__ import annotations
 
 import numbers
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import attrs
 import jax
@@ -44,8 +45,10 @@ from .formatting import Formatter
 from .layer import Layer, child, children_field, layer_class
 from .source import user_line
 
+L = TypeVar("L", bound=Layer)
 
-def _int(name: str):
+
+def _int(name: str) -> Callable[[Any], int]:
     def convert(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise DescriptorError(f"{name} must be an integer, got {value!r}{at(user_line())}")
@@ -54,7 +57,7 @@ def _int(name: str):
     return convert
 
 
-def _float(name: str):
+def _float(name: str) -> Callable[[Any], float]:
     def convert(value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise DescriptorError(f"{name} must be a number, got {value!r}{at(user_line())}")
@@ -63,18 +66,18 @@ def _float(name: str):
     return convert
 
 
-def _variadic(cls: type) -> type:
+def _variadic(cls: type[L]) -> type[L]:
     """Let `cls(a, b, c)` build the tuple field `parts` (attrs' own init takes one tuple)."""
-    attrs_init = cls.__init__
+    attrs_init: Callable[..., None] = getattr(cls, "__init__")  # noqa: B009
 
-    def __init__(self, *parts: Any, where: str | None = None, **fields: Any) -> None:
+    def __init__(self: L, *parts: Any, where: str | None = None, **fields: Any) -> None:
         parts = fields.pop("parts", parts)
         if not parts:
             raise DescriptorError(f"{cls.__name__} needs at least one part{at(where or user_line())}")
         attrs_init(self, parts, where=where or user_line(), **fields)
 
     __init__.__doc__ = cls.__doc__
-    cls.__init__ = __init__
+    setattr(cls, "__init__", __init__)  # noqa: B010
     return cls
 
 
@@ -198,6 +201,10 @@ class Append(Descriptor):
 
     parts: tuple[Layer, ...] = children_field()
 
+    if TYPE_CHECKING:  # what `_variadic` makes of attrs' __init__
+
+        def __init__(self, *parts: Any, where: str | None = None) -> None: ...
+
 
 @_variadic
 @layer_class
@@ -205,6 +212,10 @@ class Sum(Descriptor):
     """Elementwise sum of the parts at the same Index; computable where all are."""
 
     parts: tuple[Layer, ...] = children_field()
+
+    if TYPE_CHECKING:  # what `_variadic` makes of attrs' __init__
+
+        def __init__(self, *parts: Any, where: str | None = None) -> None: ...
 
 
 @layer_class
@@ -228,6 +239,10 @@ class Switch(Descriptor):
     """At frame t, the part number `t mod k` (floor modulus, so t = -1 picks the last)."""
 
     parts: tuple[Layer, ...] = children_field()
+
+    if TYPE_CHECKING:  # what `_variadic` makes of attrs' __init__
+
+        def __init__(self, *parts: Any, where: str | None = None) -> None: ...
 
 
 @layer_class

@@ -11,7 +11,7 @@ order, so sets are sorted numpy arrays and set algebra is vectorised.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -102,7 +102,7 @@ class IndexSet:
     def __len__(self) -> int:
         return len(self.keys)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Index]:
         n, t, x = decode(self.keys)
         return (Index(int(a), int(b), int(c)) for a, b, c in zip(n, t, x))
 

@@ -32,7 +32,7 @@ def _uniform_block(key: jax.Array) -> jax.Array:
     return jax.random.uniform(key, (_BLOCK,), jnp.float32)
 
 
-def _draw(block: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any) -> jax.Array:
+def _draw(block: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """Random values of any shape from fixed-size blocks keyed `fold_in(key, i)`.
 
     Drawing in blocks of one size compiles the random generator once per

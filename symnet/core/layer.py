@@ -18,7 +18,7 @@ import functools
 import numbers
 import zlib
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar, dataclass_transform
 
 import attrs
 import jax
@@ -33,6 +33,8 @@ from .initializers import Initializer
 from .source import user_line
 from .tape import Tape
 from .walk import first_uses, structurally_equal, walk
+
+L = TypeVar("L", bound="Layer")
 
 
 def child(**kwargs: Any) -> Any:
@@ -57,15 +59,15 @@ def layer_class(cls: type | None = None, **options: Any) -> Any:
     def make(c: type) -> type:
         c = attrs.frozen(c, **options)
         if options.get("eq", True) is not False:
-            c.__eq__ = structurally_equal
-            attrs_init = c.__init__
+            setattr(c, "__eq__", structurally_equal)  # noqa: B010  (mypy refuses assigning a method)
+            attrs_init: Callable[..., None] = getattr(c, "__init__")  # noqa: B009
 
             @functools.wraps(attrs_init)
             def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
                 attrs_init(self, *args, **kwargs)
                 hash(self)  # cached now, while the operands' hashes are: hashing never recurses deeply
 
-            c.__init__ = __init__
+            setattr(c, "__init__", __init__)  # noqa: B010
         return c
 
     if cls is None:
@@ -73,11 +75,20 @@ def layer_class(cls: type | None = None, **options: Any) -> Any:
     return make(cls)
 
 
+def evolve(layer: L, **changes: Any) -> L:
+    """`layer` with some fields replaced (`attrs.evolve`, typed for layer classes)."""
+    new: L = attrs.evolve(layer, **changes)  # type: ignore[misc]  # mypy's attrs plugin misses dataclass_transform
+    return new
+
+
 @layer_class
 class Layer:
     """Base class of every node in a symnet expression tree."""
 
     where: str | None = attrs.field(kw_only=True, eq=False, factory=user_line)
+
+    if TYPE_CHECKING:  # what attrs adds, so that mypy takes layers as attrs classes (attrs.fields, attrs.evolve)
+        __attrs_attrs__: ClassVar[Any]
 
     # ----- structure -------------------------------------------------------
 
@@ -117,7 +128,7 @@ class Layer:
                 changes[field.name] = tuple(next(it) for _ in getattr(self, field.name))
         if all(a is b for a, b in zip(new_children, self.children)):
             return self
-        return attrs.evolve(self, **changes)
+        return evolve(self, **changes)
 
     # ----- evaluation --------------------------------------------------------
 
@@ -245,7 +256,7 @@ def as_layer(value: Any) -> Layer:
     if isinstance(value, Layer):
         return value
     if isinstance(value, (numbers.Number, np.ndarray, np.generic, jax.Array)) and not isinstance(value, bool):
-        return Literal(value, where=user_line())
+        return Literal(value, where=user_line())  # type: ignore[arg-type]  # the field's converter takes these
     raise LayerTypeError(
         f"cannot use {value!r} (a {type(value).__name__}) as a layer operand; "
         f"expected a Layer, a number or a numeric array{at(user_line())}"
@@ -424,7 +435,7 @@ class BinaryLayer(Layer):
 class Plus(BinaryLayer):
     """Elementwise sum, broadcasting (`a + b`)."""
 
-    weight_role = "bias"  # type: ignore[assignment]
+    weight_role = "bias"
     symbol = "+"
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
@@ -438,7 +449,7 @@ class Plus(BinaryLayer):
 class Minus(BinaryLayer):
     """Elementwise difference, broadcasting (`a - b`)."""
 
-    weight_role = "bias"  # type: ignore[assignment]
+    weight_role = "bias"
     symbol = "-"
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
@@ -452,7 +463,7 @@ class Minus(BinaryLayer):
 class Times(BinaryLayer):
     """Elementwise product, broadcasting (`a * b`)."""
 
-    weight_role = "scale"  # type: ignore[assignment]
+    weight_role = "scale"
     symbol = "*"
     precedence = Formatter.PRODUCT
 
@@ -467,7 +478,7 @@ class Times(BinaryLayer):
 class Divide(BinaryLayer):
     """Elementwise quotient, broadcasting (`a / b`)."""
 
-    weight_role = "scale"  # type: ignore[assignment]
+    weight_role = "scale"
     symbol = "/"
     precedence = Formatter.PRODUCT
 
@@ -482,7 +493,7 @@ class Divide(BinaryLayer):
 class Dot(BinaryLayer):
     """Matrix product (`a @ b`), with numpy's `matmul` rules."""
 
-    weight_role = "weight"  # type: ignore[assignment]
+    weight_role = "weight"
     symbol = "@"
     precedence = Formatter.PRODUCT
 
@@ -626,10 +637,10 @@ def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[s
                 while name in explicit or (name in weights and weights[name] is not layer):
                     k += 1
                     name = f"{base}_{k}"
-                new = attrs.evolve(layer, name=name, token=None)
+                new = evolve(layer, name=name, token=None)
             else:
                 new = explicit[layer.name]
-                new = attrs.evolve(new, token=None) if new.token is not None else new
+                new = evolve(new, token=None) if new.token is not None else new
             weights.setdefault(new.name, new)  # type: ignore[arg-type]
             rewritten[id(layer)] = weights[new.name]  # type: ignore[index]
         else:

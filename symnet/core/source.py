@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def user_line() -> str | None:
     """The `file:line` of the innermost caller outside symnet (and attrs' generated code)."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not (filename.startswith(_PACKAGE_DIR) or filename.startswith("<attrs")):

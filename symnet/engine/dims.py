@@ -96,7 +96,7 @@ def _rule(graph: Graph, nid: int, ops: Sequence[Shape | None], lenient: bool) ->
     if isinstance(layer, _PASS_THROUGH):
         return ops[0]
     if isinstance(layer, Append):
-        return (1, sum(s[-1] for s in ops)) if all(s for s in ops) else None  # type: ignore[index]
+        return (1, sum(s[-1] for s in ops if s is not None)) if all(s is not None for s in ops) else None
     if isinstance(layer, (Sum, Failover, Switch)):
         return _any_dim(ops, lenient)
     if isinstance(layer, Dot) and ops[0] is None and ops[1] is not None and len(ops[1]) == 2:

@@ -35,7 +35,7 @@ from ..core.descriptor import (
     Switch,
 )
 from ..core.index import decode, encode, format_indexes, shift
-from ..core.layer import Identity
+from ..core.layer import Identity, Layer
 from ..errors import PlanError
 from .graph import DEFAULT_INPUT, Graph
 from .recurrence import strongly_connected
@@ -260,7 +260,7 @@ class Planner:
         out[todo] = value
         return out
 
-    def _same_or_mapped(self, layer, keys: np.ndarray, count: int) -> list[np.ndarray]:
+    def _same_or_mapped(self, layer: Layer, keys: np.ndarray, count: int) -> list[np.ndarray]:
         """Operand keys for layers whose every operand is needed at one mapped Index."""
         if isinstance(layer, Offset):
             return [shift(keys, layer.t_offset, layer.x_offset)]
@@ -359,8 +359,8 @@ class Planner:
         counts: dict[int, int] = {}
         for nid_seen, _ in seen:
             counts[nid_seen] = counts.get(nid_seen, 0) + 1
-        recurrent = sorted({self.graph.layers[n].name for n, c in counts.items()
-                            if c > 1 and isinstance(self.graph.layers[n], Node)})
+        recurrent = sorted({layer.name for n, c in counts.items()
+                            if c > 1 and isinstance(layer := self.graph.layers[n], Node)})
         if recurrent:
             lines.append(f"  node(s) {', '.join(recurrent)} read themselves at other frames with no IfDefined or "
                          "Failover to start the recurrence, so no frame of them is computable")
