@@ -17,19 +17,18 @@ type); this package only holds the layers.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import ComponentConfigError, ComponentModeError, ShapeError, UnknownShapeError, at
 from ..core.frozen import FrozenArray
 from ..core.initializers import Initializer
-from ..core.formatting import Formatter
 from ..core.layer import FixedWeight, Layer, Literal, Weight, layer_class
-
+from ..errors import ComponentConfigError, ComponentModeError, ShapeError, UnknownShapeError, at
 
 # ----- parameters ------------------------------------------------------------------
 
@@ -116,6 +115,10 @@ class Component(Layer):
     kaldi_type: ClassVar[str] = ""
     #: The Kaldi token (lower-cased) of each parameter operand, in operand order.
     param_fields: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def own_name(self) -> str | None:
+        return self.name
 
     @property
     def input_dim(self) -> int:
