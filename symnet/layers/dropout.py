@@ -53,6 +53,8 @@ class Dropout(Typed, GeneralDropoutComponent):
         lambda self: 1 if self.per_frame else self.dim, converter=positive_int("Dropout", "block_dim")
     )
     time_period: int = attrs.field(default=0, init=False)
+    specaugment_max_proportion: float = attrs.field(default=0.0, init=False)
+    specaugment_max_regions: int = attrs.field(default=1, init=False)
 
     name_stem = "dropout"
     keeps_layout = True
