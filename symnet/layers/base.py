@@ -13,7 +13,7 @@ Where Kaldi has a component with the layer's math, the typed layer is a
 subclass of that component (so batch-norm statistics, test mode, dropout
 keys and model files work as for the component) and `kaldi_form` gives the
 plain component; a Network writes as a Kaldi config through it
-(`symnet.kaldi.lowering`).
+(`symnet.layers.kaldi.kaldi_forms`, which `symnet.kaldi.network_config_lines` applies).
 """
 
 from __future__ import annotations

@@ -252,6 +252,9 @@ class ImageLayer(Typed):
 
     __slots__ = ()
 
+    def __attrs_post_init__(self) -> None:
+        self.image_shape  # noqa: B018  (a window larger than the image is an error where the layer is built)
+
     def _images(self, x: jax.Array) -> jax.Array:
         """`[..., h*w*c]` rows as `[batch, h, w, c]` images (every leading axis is a row axis)."""
         h, w, c = self.image  # type: ignore[attr-defined]
