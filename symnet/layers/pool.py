@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ..components.base import auto_vjp
@@ -65,7 +66,7 @@ class _Pool(ImageLayer):
         (t, b), (left, r) = self.pads
         return lax.reduce_window(
             self._images(x),
-            jnp.asarray(init, x.dtype),
+            np.asarray(init, x.dtype),
             op,
             (1, kh, kw, 1),
             (1, sh, sw, 1),
