@@ -27,6 +27,11 @@ class GraphError(SymnetError, ValueError):
     """A network graph that cannot be built: unknown references, bad cycles."""
 
 
+class LayerOptionError(SymnetError, ValueError):
+    """A typed layer (`BatchNorm`, `Conv2d`, ...) built with an option of the wrong kind or out of range;
+    names the layer, the option and the line."""
+
+
 class DescriptorError(SymnetError, ValueError):
     """A descriptor built with arguments Kaldi does not allow."""
 

@@ -3,7 +3,7 @@
 Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
-    errors, atomic  ->  core  ->  engine  ->  network  ->  components
+    errors, atomic  ->  core  ->  engine  ->  network  ->  components, layers
         ->  kaldi | train | datasets  ->  display  ->  cli, demo, the package itself
 
 A module may import modules of its own layer or lower ones, never higher;
@@ -31,6 +31,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet.engine": (2, "engine"),
     "symnet.network": (3, "network"),
     "symnet.components": (4, "components"),
+    "symnet.layers": (4, "components"),
     "symnet.kaldi": (5, "kaldi"),
     "symnet.train": (5, "train"),
     "symnet.datasets": (5, "datasets"),

@@ -121,6 +121,10 @@ class Component(Layer):
     reads_input: ClassVar[bool] = True
 
     @property
+    def own_name(self) -> str | None:
+        return self.name
+
+    @property
     def input_dim(self) -> int:
         raise NotImplementedError(type(self).__name__)
 

@@ -30,9 +30,10 @@ from . import html
 from .formatting import Formatter
 from .frozen import FrozenArray, constant_array
 from .initializers import Initializer
+from .naming import default_names, unique_name
 from .source import user_line
 from .tape import Tape
-from .walk import first_uses, structurally_equal, walk
+from .walk import structurally_equal, walk
 
 L = TypeVar("L", bound="Layer")
 
@@ -150,6 +151,18 @@ class Layer:
     def weight_role(self) -> str:
         """What an unnamed Weight operand of this layer is called in parameter names (the layer kind)."""
         return type(self).__name__.lower()
+
+    #: The operand fields that hold the layer's own parameters: unnamed Weights there are named
+    #: `{layer name}.{field}` (Kaldi's `affine1.linear_params`) when the layer has a name.
+    param_fields: ClassVar[tuple[str, ...]] = ()
+    #: For a layer with a `name` of its own that may be left out (a typed layer): the stem of the
+    #: default name a Network gives it (`batchnorm`: see `symnet.core.naming`); else None.
+    name_stem: ClassVar[str | None] = None
+
+    @property
+    def own_name(self) -> str | None:
+        """The layer's own name (a component's, a typed layer's) if it has one, else None."""
+        return None
 
     def expand(self) -> Layer | None:
         """For a macro layer (a composition of others, e.g. a TDNN), the layer it stands for; else None.
@@ -602,20 +615,23 @@ class Structure:
 
 
 def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[str, Weight]]:
-    """Give every Weight its final name; check that equally named Weights agree.
+    """Give every Weight its final name, and every typed layer built without a name its default one;
+    check that equally named Weights agree.
 
-    An unnamed weight is named after where a depth-first walk in field order
-    first meets it: the nearest enclosing named `Node` (or the output, when
-    there are several) and its role for the layer that uses it (`weight` of a
-    matrix product, `bias` of a sum, `scale` of a product): `h.weight`,
-    `h.bias`, and `h.weight_2` for a second one in `h`. Names depend on the
-    structure alone, and a change in one Node renames nothing in another. The
-    identity token that keeps two `Weight(2.0)` calls apart is dropped, so
-    equal structures are equal values.
+    Names come from where a depth-first walk in field order first meets a
+    layer (`symnet.core.naming`): an unnamed Weight is named after the nearest
+    enclosing named `Node` (or the output, when there are several) and its
+    role for the layer that uses it (`weight` of a matrix product, `bias` of a
+    sum, `scale` of a product): `h.weight`, `h.bias`, and `h.weight_2` for a
+    second one in `h`; a parameter of a named layer after the layer and the
+    field (`h.batchnorm.stats_mean`). Names depend on the structure alone, and
+    a change in one Node renames nothing in another. The identity token that
+    keeps two `Weight(2.0)` calls apart is dropped, so equal structures are
+    equal values.
     """
     roots = [(name if len(outputs) > 1 else "", layer) for name, layer in outputs.items()]
     order = walk([layer for _, layer in roots])
-    uses = first_uses(roots)
+    bases, names = default_names(roots)
     explicit: dict[str, Weight] = {}
     for layer in order:
         if isinstance(layer, Weight) and layer.name is not None:
@@ -627,16 +643,12 @@ def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[s
                 )
     weights: dict[str, Weight] = {}
     rewritten: dict[int, Layer] = {}
+    taken = set(explicit)
     for layer in order:
         if isinstance(layer, Weight):
             if layer.name is None:
-                scope, user = uses[id(layer)]
-                role = "weight" if user is None else user.weight_role
-                base = f"{scope}.{role}" if scope else role
-                name, k = base, 1
-                while name in explicit or (name in weights and weights[name] is not layer):
-                    k += 1
-                    name = f"{base}_{k}"
+                name = unique_name(bases[id(layer)], taken)
+                taken.add(name)
                 new = evolve(layer, name=name, token=None)
             else:
                 new = explicit[layer.name]
@@ -644,7 +656,8 @@ def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[s
             weights.setdefault(new.name, new)  # type: ignore[arg-type]
             rewritten[id(layer)] = weights[new.name]  # type: ignore[index]
         else:
-            rewritten[id(layer)] = layer.with_children(tuple(rewritten[id(c)] for c in layer.children))
+            new = layer.with_children(tuple(rewritten[id(c)] for c in layer.children))
+            rewritten[id(layer)] = attrs.evolve(new, name=names[id(layer)]) if id(layer) in names else new
     return {name: rewritten[id(layer)] for name, layer in outputs.items()}, dict(sorted(weights.items()))
 
 

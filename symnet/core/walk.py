@@ -50,27 +50,6 @@ def rewrite(roots: Iterable[Layer], fn: Callable[[Layer], Layer]) -> list[Layer]
     return [done[id(r)] for r in roots]
 
 
-def first_uses(roots: Iterable[tuple[str, Layer]]) -> dict[int, tuple[str, Layer | None]]:
-    """For every layer (by identity), where a depth-first walk in field order first meets it.
-
-    The result is `(scope, user)`: `scope` is the name of the nearest enclosing
-    layer with a `scope` (a named `Node`), else the root's prefix; `user` is the
-    layer whose operand it is there (None for a root).
-    """
-    found: dict[int, tuple[str, Layer | None]] = {}
-    stack: list[tuple[str, Layer | None, Layer]] = [(prefix, None, layer) for prefix, layer in reversed(list(roots))]
-    while stack:
-        scope, user, layer = stack.pop()
-        if id(layer) in found:
-            continue
-        found[id(layer)] = (scope, user)
-        inner = layer.scope or scope
-        for c in reversed(layer.children):
-            if id(c) not in found:
-                stack.append((inner, layer, c))
-    return found
-
-
 def structurally_equal(self: Layer, other: Any) -> Any:
     """attrs' structural `==`, walking shared sub-trees once.
 

@@ -50,6 +50,8 @@ from ..core.descriptor import (
 from ..core.layer import Identity, Layer
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, ConfigWriteError, DescriptorError
+from ..layers.base import Typed
+from ..layers.kaldi import kaldi_forms
 from ..network import Network
 from .components import PLACEHOLDER_INPUT, component_options
 from .config import ComponentLine, ComponentNode, ConfigLine, DimRangeNode, InputNode, OutputNode, write_config
@@ -218,7 +220,12 @@ def network_config_lines(
     `component_options`). ConfigWriteError for what a config cannot say.
     """
     net, objectives = unwrap_network(network, objectives)
-    roots = [layer for _, layer in net.structure.outputs]
+    output_names = [name for name, _ in net.structure.outputs]
+    typed = [layer for _, layer in net.structure.outputs]
+    # Typed layers as Kaldi's components; those keep Kaldi's default training options, so only their parameters
+    # (names, shapes, initialisers) must come back from the options written.
+    lowered = {layer.name for layer in walk(typed) if isinstance(layer, Node) and isinstance(layer.arg, Typed)}
+    roots = kaldi_forms(typed)
     inputs: dict[str, Input] = {}
     nodes: dict[str, Node] = {}
     under_node: set[int] = set()
@@ -249,9 +256,9 @@ def network_config_lines(
     lines: list[ConfigLine] = [InputNode(name=name, dim=layer.dim) for name, layer in inputs.items()]
     components: dict[str, Component] = {}
     for name in write_order(nodes):
-        lines += _node_lines(nodes[name], components, exact)
+        lines += _node_lines(nodes[name], components, exact and name not in lowered)
     names = {line.name for line in lines if not isinstance(line, ComponentLine)}
-    for name, layer in net.structure.outputs:
+    for name, layer in zip(output_names, roots, strict=True):
         if name in names:
             raise ConfigWriteError(f"output {name!r} has the name of a node; Kaldi's node names are one namespace")
         objective = objectives.get(name, "linear")

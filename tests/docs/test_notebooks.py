@@ -33,6 +33,7 @@ def test_there_are_notebooks():
         "04-recurrence.ipynb",
         "05-training.ipynb",
         "06-xconfig.ipynb",
+        "07-cnn.ipynb",
     ):
         assert expected in names
 
