@@ -31,7 +31,8 @@ import argparse
 import sys
 import warnings
 import zipfile
-from typing import Any, Sequence, TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -83,6 +84,8 @@ def _components(network: Any) -> dict[str, Any]:
 
 def info_lines(kaldi_network: Any) -> list[str]:
     """The lines `symnet info` prints for a KaldiNetwork (or a Network)."""
+    from .engine.context import modulus as graph_modulus
+    from .engine.graph import Graph
     from .kaldi.config import ComponentLine, ComponentNode, DimRangeNode, InputNode, OutputNode
     from .kaldi.descriptor_text import write_descriptor
     from .kaldi.network import KaldiNetwork, descriptor_dim, network_config_lines
@@ -120,6 +123,7 @@ def info_lines(kaldi_network: Any) -> list[str]:
     out.append(f"num-parameters: {trainable}")
     if fixed:
         out.append(f"num-fixed-parameters: {fixed}")
+    out.append(f"modulus: {graph_modulus(Graph(dict(net.structure.outputs)))}")
     for line in lines:
         if isinstance(line, ComponentLine):
             continue
@@ -429,6 +433,34 @@ class _ArchiveWriter:
         self.targets = []
 
 
+#: `symnet compute` computes the chunks of this many utterances (or frames) together (Nnet3Computer.compute_many).
+_BATCH_UTTERANCES, _BATCH_FRAMES = 64, 20000
+
+
+def _compute_batch(computer: Any, batch: list[tuple[str, np.ndarray, dict[str, Any]]], period: int,
+                   writer: _ArchiveWriter) -> int:
+    """Compute and write the utterances of `batch`, in order; an error names the utterance at fault."""
+    if not batch:
+        return 0
+    given = batch[0][2]
+    try:
+        outs = computer.compute_many(
+            [f for _, f, _ in batch],
+            ivectors=[e["ivector"] for _, _, e in batch] if "ivector" in given else None,
+            online_ivectors=[e["online_ivectors"] for _, _, e in batch] if "online_ivectors" in given else None,
+            online_ivector_period=period)
+    except SymnetError:  # find the utterance: each alone
+        outs = []
+        for utt, feats, extra in batch:
+            try:
+                outs.append(computer(feats, **extra, online_ivector_period=period))
+            except SymnetError as e:
+                raise SymnetError(f"utterance {utt}: {str(e).splitlines()[0]}") from None
+    for (utt, _, _), out in zip(batch, outs, strict=True):
+        writer.write(utt, out)
+    return len(batch)
+
+
 def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     from .kaldi.compute import ComputeOptions, Nnet3Computer
     from .kaldi.model import output_dims
@@ -466,6 +498,7 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     online = _random_access(args.online_ivectors, "online i-vectors") if args.online_ivectors else None
     writer = _ArchiveWriter(args.matrix_wspecifier)
     done = failed = 0
+    batch: list[tuple[str, np.ndarray, dict[str, Any]]] = []
     try:
         for utt, feats in _read_table(args.feats_rspecifier, "features"):
             feats = np.asarray(feats)
@@ -491,13 +524,11 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
                     failed += 1
                     continue
                 extra["online_ivectors"] = np.asarray(online[utt])
-                extra["online_ivector_period"] = args.online_ivector_period
-            try:
-                out = computer(feats, **extra)
-            except SymnetError as e:
-                raise SymnetError(f"utterance {utt}: {str(e).splitlines()[0]}") from None
-            writer.write(utt, out)
-            done += 1
+            batch.append((utt, feats, extra))
+            if len(batch) >= _BATCH_UTTERANCES or sum(len(f) for _, f, _ in batch) >= _BATCH_FRAMES:
+                done += _compute_batch(computer, batch, args.online_ivector_period, writer)
+                batch = []
+        done += _compute_batch(computer, batch, args.online_ivector_period, writer)
         if done == 0:
             raise SymnetError(f"no utterance was computed (failed for {failed}); nothing written")
         writer.commit()

@@ -12,14 +12,16 @@ and initialisation) and reading or writing it in a model file is
 `symnet.kaldi`'s job: `symnet.kaldi.build_component(kaldi_type, name, options,
 input)`, one record per Kaldi type in `symnet.kaldi.components`.
 
-Modes: DropoutComponent, GeneralDropoutComponent, SpecAugmentTimeMaskComponent
-and BatchNormComponent have a `test_mode` field; `set_test_mode(net_or_layer, True)` rewrites a tree (or a
-Network) with every such component switched, as Kaldi's nnet3-compute does.
+Modes: DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent,
+SpecAugmentTimeMaskComponent and BatchNormComponent have a `test_mode` field;
+`set_test_mode(net_or_layer, True)` rewrites a tree (or a Network) with every
+such component switched, as Kaldi's nnet3-compute does.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -34,11 +36,14 @@ from .affine import (
     NaturalGradientRepeatedAffineComponent,
     RepeatedAffineComponent,
 )
+from .attention import RestrictedAttentionComponent
 from .base import Component, Constant, FixedWeight
+from .convolution import ConvolutionComponent, MaxpoolingComponent, TimeHeightConvolutionComponent
 from .misc import (
     BackpropTruncationComponent,
     ClipGradientComponent,
     DropoutComponent,
+    DropoutMaskComponent,
     ElementwiseProductComponent,
     GeneralDropoutComponent,
     NoOpComponent,
@@ -57,6 +62,7 @@ from .nonlinear import (
 from .normalize import BatchNormComponent, NormalizeComponent, batchnorm_stats_updates
 from .recurrent import GruNonlinearityComponent, LstmNonlinearityComponent, OutputGruNonlinearityComponent
 from .scale import (
+    ConstantComponent,
     ConstantFunctionComponent,
     FixedBiasComponent,
     FixedScaleComponent,
@@ -65,14 +71,13 @@ from .scale import (
     PerElementScaleComponent,
     ScaleAndOffsetComponent,
 )
-from .tdnn import TdnnComponent
-from .attention import RestrictedAttentionComponent
-from .convolution import ConvolutionComponent, MaxpoolingComponent, TimeHeightConvolutionComponent
 from .statistics import StatisticsExtractionComponent, StatisticsPoolingComponent
 from .structure import CompositeComponent, DistributeComponent, SpecAugmentTimeMaskComponent
+from .tdnn import TdnnComponent
 
 #: The component classes that have a test mode.
-MODE_COMPONENTS = (DropoutComponent, GeneralDropoutComponent, SpecAugmentTimeMaskComponent, BatchNormComponent)
+MODE_COMPONENTS = (DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent, SpecAugmentTimeMaskComponent,
+                   BatchNormComponent)
 
 
 def _set_mode_in_tree(roots: list[Layer], test_mode: bool, kinds: tuple[type, ...]) -> list[Layer]:
@@ -96,14 +101,16 @@ def _set_mode_in_tree(roots: list[Layer], test_mode: bool, kinds: tuple[type, ..
 
 def set_test_mode(target: Any, test_mode: bool = True, *, dropout: bool = True, batchnorm: bool = True) -> Any:
     """`target` (a Layer, a mapping of name -> Layer, or a Network) with its dropout components
-    (DropoutComponent, GeneralDropoutComponent) and batch-norm components in test mode, or with
+    (DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent, SpecAugmentTimeMaskComponent) and
+    batch-norm components in test mode, or with
     `test_mode=False` in training mode: Kaldi's SetDropoutTestMode and SetBatchnormTestMode.
 
     `dropout=False` or `batchnorm=False` leaves that kind alone. A Network keeps its parameters.
     """
     from ..network import Network
 
-    kinds = ((DropoutComponent, GeneralDropoutComponent, SpecAugmentTimeMaskComponent) if dropout else ()) + (
+    kinds = ((DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent, SpecAugmentTimeMaskComponent)
+             if dropout else ()) + (
         (BatchNormComponent,) if batchnorm else ())
     if isinstance(target, Network):
         names = [name for name, _ in target.structure.outputs]
@@ -130,10 +137,12 @@ __all__ = [
     "ComponentModeError",
     "CompositeComponent",
     "Constant",
+    "ConstantComponent",
     "ConstantFunctionComponent",
     "ConvolutionComponent",
     "DistributeComponent",
     "DropoutComponent",
+    "DropoutMaskComponent",
     "ElementwiseProductComponent",
     "FixedAffineComponent",
     "FixedBiasComponent",

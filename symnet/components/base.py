@@ -116,6 +116,10 @@ class Component(Layer):
     kaldi_type: ClassVar[str] = ""
     #: The Kaldi token (lower-cased) of each parameter operand, in operand order.
     param_fields: ClassVar[tuple[str, ...]] = ()
+    #: Whether the component reads its input at all. Kaldi's ConstantComponent and DropoutMaskComponent
+    #: do not (their nodes are written `input=<the node itself>`): such a component's input is kept for
+    #: writing the node line, and `expand()` leaves it out, so no cycle or dependency comes from it.
+    reads_input: ClassVar[bool] = True
 
     @property
     def input_dim(self) -> int:

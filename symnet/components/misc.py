@@ -1,13 +1,14 @@
 """Column-wise rearrangements, dropout, and the gradient-shaping components.
 
-NoOp, ElementwiseProduct, SumGroup, SumBlock, Permute, Dropout (test mode),
-GeneralDropout (test mode), ClipGradient and BackpropTruncation (identity or
-scaling forward, Kaldi's clipping of the backward delta).
+NoOp, ElementwiseProduct, SumGroup, SumBlock, Permute, Dropout, GeneralDropout
+(with SpecAugment's frequency masks), DropoutMask (the dropout scales of an
+LSTM, with no input), ClipGradient and BackpropTruncation (identity or scaling
+forward, Kaldi's clipping of the backward delta).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import jax
@@ -15,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import rng
+from ..core.descriptor import Const
 from ..core.layer import Layer, child, layer_class
 from .base import Component, ComponentModeError, auto_vjp
 
@@ -214,6 +216,9 @@ class GeneralDropoutComponent(_SameDim):
     multiplied by one mask row of `block_dim` values: uniform on `[1 - 2p, 1 + 2p]` with
     `continuous`, else 0 with probability p and `1 / (1 - p)` otherwise. Test mode: the identity.
     Masks shared over `time_period` frames need the rows' Indexes and are not supported.
+    `specaugment_max_proportion` > 0 makes it SpecAugment's frequency mask (random bands of at most
+    that proportion of the columns, in at most `specaugment_max_regions` regions): the identity in
+    test mode as in Kaldi; its random bands in training mode are not supported yet.
     """
 
     block_dim: int = 0
@@ -221,6 +226,8 @@ class GeneralDropoutComponent(_SameDim):
     dropout_proportion: float = 0.5
     continuous: bool = False
     test_mode: bool = False
+    specaugment_max_proportion: float = 0.0
+    specaugment_max_regions: int = 1
 
     kaldi_type = "GeneralDropoutComponent"
 
@@ -230,6 +237,10 @@ class GeneralDropoutComponent(_SameDim):
                 f"GeneralDropoutComponent {self.name!r}: training with time-period={self.time_period} "
                 "(masks shared across frames) is not supported; use time-period=0 or test mode"
             )
+        if self.specaugment_max_proportion > 0.0:
+            raise ComponentModeError(
+                f"GeneralDropoutComponent {self.name!r}: SpecAugment's random frequency masks in training mode "
+                "are not supported yet; run it in test mode (symnet.components.set_test_mode)")
         key = rng.key_for(self.name, f"GeneralDropoutComponent {self.name!r}")
         block = self.block_dim or x.shape[-1]
         u = jax.random.uniform(key, x.shape[:-1] + (1, block), x.dtype)
@@ -241,15 +252,92 @@ class GeneralDropoutComponent(_SameDim):
         blocks = v.reshape(v.shape[:-1] + (v.shape[-1] // block, block))
         return (blocks * mask).reshape(v.shape)
 
+    def _identity(self) -> bool:
+        return self.test_mode or (self.dropout_proportion == 0.0 and self.specaugment_max_proportion == 0.0)
+
     def apply(self, x):
-        if self.test_mode or self.dropout_proportion == 0.0:
+        if self._identity():
             return x
         return self._apply_mask(x, *self._mask(x))
 
     def vjp(self, delta, value, x):
-        if self.test_mode or self.dropout_proportion == 0.0:
+        if self._identity():
             return (delta,)
         return (self._apply_mask(delta, *self._mask(x)),)
+
+
+@layer_class
+class _DropoutMaskRows(Component):
+    """The rows of DropoutMaskComponent (see there); its input only supplies the rows."""
+
+    input: Layer = child()
+    dim: int = 1
+    dropout_proportion: float = 0.5
+    continuous: bool = False
+    test_mode: bool = False
+
+    @property
+    def input_dim(self) -> int:
+        return 1
+
+    @property
+    def output_dim(self) -> int:
+        return self.dim
+
+    def apply(self, x):
+        shape, p = x.shape[:-1] + (self.dim,), self.dropout_proportion
+        if p == 0.0 or (self.test_mode and self.continuous):
+            return jnp.ones(shape, x.dtype)
+        if self.test_mode:
+            return jnp.full(shape, 1.0 - p, x.dtype)
+        key = rng.key_for(self.name, f"DropoutMaskComponent {self.name!r}")
+        u = jax.random.uniform(key, shape, x.dtype)
+        if self.continuous:
+            return 1.0 - 2.0 * p + 4.0 * p * u
+        mask = (u > p).astype(x.dtype)
+        if self.dim in (2, 3):  # Kaldi's LSTM case: the first two scales of a row are never both zero
+            first = u[..., :1]
+            mask = jnp.concatenate([(first > p), (first < 1.0 - p), mask[..., 2:]], axis=-1).astype(x.dtype)
+        return mask
+
+    def vjp(self, delta, value, x):
+        return (None,)
+
+
+@layer_class
+class DropoutMaskComponent(Component):
+    """Kaldi's DropoutMaskComponent: a dropout mask of `dim` columns at every Index, with no input.
+
+    It feeds the dropout scales of an LstmNonlinearityComponent (`use-dropout`);
+    its node is written `input=<itself>`. Test mode: every value `1 - p` (1 with
+    `continuous`). Training mode: per value 1 where a uniform draw exceeds p, else
+    0; with 2 or 3 columns the first two come from one draw u, `u > p` and
+    `u < 1 - p`, so a row never drops both; with `continuous`, uniform on
+    `[1 - 2p, 1 + 2p]`. `input` is kept only for writing the node line (see
+    `Component.reads_input`).
+    """
+
+    input: Layer = child()
+    dim: int = 1
+    dropout_proportion: float = 0.5
+    continuous: bool = False
+    test_mode: bool = False
+
+    kaldi_type = "DropoutMaskComponent"
+    rowwise: ClassVar[bool] = False
+    reads_input: ClassVar[bool] = False
+
+    @property
+    def input_dim(self) -> int:
+        return self.dim  # Kaldi's InputDim: a don't-care that makes `input=<itself>` type-check
+
+    @property
+    def output_dim(self) -> int:
+        return self.dim
+
+    def expand(self) -> Layer:
+        return _DropoutMaskRows(self.name, Const(0.0, 1, where=self.where), self.dim, self.dropout_proportion,
+                                self.continuous, self.test_mode, where=self.where)
 
 
 def _row_norm_scales(delta, threshold: float):

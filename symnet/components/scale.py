@@ -1,9 +1,12 @@
-"""Per-element scales and offsets, fixed scales and biases, constant functions."""
+"""Per-element scales and offsets, fixed scales and biases, constant functions and constants."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax.numpy as jnp
 
+from ..core.descriptor import Const
 from ..core.layer import Layer, child, layer_class
 from .base import Component, known_shape, rows_sum
 
@@ -195,3 +198,35 @@ class ConstantFunctionComponent(Component):
 
     def vjp(self, delta, value, x, output):
         return None, (rows_sum(delta) if self.is_updatable else None)
+
+
+@layer_class
+class ConstantComponent(Component):
+    """Kaldi's ConstantComponent: every output row is the vector `output`, at every Index, with no input.
+
+    Kaldi's component reads no input Indexes, so every output Index is computable
+    (nnet-general-component.h); its node is written `input=<itself>`. `input` is
+    kept only for writing that node line: the engine plans `expand()`, the
+    constant rows of `output`, so the input adds no dependency and no cycle.
+    """
+
+    input: Layer = child()
+    output: Layer = child()
+    is_updatable: bool = True
+
+    kaldi_type = "ConstantComponent"
+    param_fields = ("output",)
+    rowwise: ClassVar[bool] = False
+    reads_input: ClassVar[bool] = False
+
+    @property
+    def input_dim(self) -> int:
+        return self.output_dim  # Kaldi's InputDim: a don't-care that makes `input=<itself>` type-check
+
+    @property
+    def output_dim(self) -> int:
+        return _vector_dim(self, "output")
+
+    def expand(self) -> Layer:
+        return ConstantFunctionComponent(self.name, Const(0.0, 1, where=self.where), self.output, 1,
+                                         self.is_updatable, where=self.where)

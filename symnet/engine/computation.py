@@ -240,6 +240,9 @@ class Computation:
                 tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
         for step in self.steps:
             if isinstance(step, RecurrentBlock):
+                for edge in step.externals:  # an operand no row of this request reads (e.g. a Failover's)
+                    if edge.op not in tapes:
+                        tapes[edge.op] = self._absent(edge.op, tapes)
                 step.tapes(tapes, self.rows, params, given)
             elif step.nid not in tapes:
                 tapes[step.nid] = self._tape(step, tapes, params, state)

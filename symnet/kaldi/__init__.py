@@ -17,7 +17,9 @@ Modules: `config` (config lines), `descriptor_text` (the descriptor grammar),
 configs), `components` (the component records), `nnet_file`, `binary`,
 `token_kinds`, `token_values`, `transition_model` (model files at the token
 level), `model` and `model_reader` (model files as networks), `compute`
-(nnet3-compute); the subpackage `xconfig` reads Kaldi's xconfig files.
+(nnet3-compute), `exact` (every computable output frame, as the corpus's
+nnet3-eval-exact), `scales` (Kaldi's compile-time rule on descriptor scales);
+the subpackage `xconfig` reads Kaldi's xconfig files.
 """
 
 from ..errors import ComponentConfigError, ConfigWriteError, ModelWriteError

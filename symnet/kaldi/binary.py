@@ -28,6 +28,7 @@ for text. The error carries ``file``, ``offset`` (binary), ``line`` and
 from __future__ import annotations
 
 import math
+import os
 import re
 import struct
 from typing import Any
@@ -37,7 +38,7 @@ import numpy as np
 from ..errors import ModelFormatError, ModelWriteError
 
 __all__ = ["INT32_MAX", "INT32_MIN", "NUMBER_RE", "BinaryReader", "TextReader", "Writer", "format_real", "make_reader",
-           "model_error", "parse_real"]
+           "model_error", "parse_real", "read_kaldi_array"]
 
 _WS = b" \t\n\v\f\r"
 _WS_STR = " \t\n\v\f\r"
@@ -570,3 +571,27 @@ class Writer:
             self.parts.append(("[ " + "".join(f"{a},{b} " for a, b in array.tolist()) + "]\n").encode())
         else:
             self.parts.append(("[ " + "".join(f"{v} " for v in array.tolist()) + "]\n").encode())
+
+
+# ----- single matrices and vectors -------------------------------------------------------------
+
+
+def read_kaldi_array(path: str | os.PathLike[str]) -> np.ndarray:
+    """A Kaldi matrix or vector file (``copy-matrix``/``copy-vector`` output, text or binary) as a
+    read-only array: float32 or float64 as stored; a text ``[ ... ]`` on one line is a vector."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    r = make_reader(data, path)
+    if r.binary:
+        token = r.peek_array_token()  # type: ignore[union-attr]
+        array = r.read_vector("the vector") if token in ("FV", "DV") else r.read_matrix("the matrix")
+    else:
+        r.skip_ws()
+        end = r.text.find("]", r.pos)  # type: ignore[union-attr]
+        content = r.text[r.pos + 1:end] if end >= 0 else ""  # type: ignore[union-attr]
+        multiline = r.peek() == "[" and ("\n" in content.strip(" \t\n\r") or content.lstrip(" \t")[:1] == "\n")
+        array = r.read_matrix("the matrix") if multiline else r.read_vector("the vector")  # type: ignore[union-attr]
+    if not r.at_end():
+        raise r.error("unexpected data after the matrix or vector", expected="end of file")
+    return array

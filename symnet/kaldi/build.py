@@ -153,12 +153,16 @@ def _visit_order(
     return order, back
 
 
-def _check_instant_cycles(node_lines: Mapping[str, ConfigLine]) -> None:
-    """ConfigError for nodes that depend on themselves at the same frame (no time offset on the cycle)."""
+def _check_instant_cycles(node_lines: Mapping[str, ConfigLine], components: Mapping[str, Layer]) -> None:
+    """ConfigError for nodes that depend on themselves at the same frame (no time offset on the cycle).
+
+    A component that reads no input (ConstantComponent, `input=<itself>`) adds no dependency."""
     deps: dict[str, list[str]] = {}
     for name, line in node_lines.items():
         if isinstance(line, ComponentNode):
-            deps[name] = list(dict.fromkeys(ref for ref, shifted in strong_refs(line.descriptor) if not shifted))
+            reads = getattr(components[line.component], "reads_input", True)
+            refs = strong_refs(line.descriptor) if reads else []
+            deps[name] = list(dict.fromkeys(ref for ref, shifted in refs if not shifted))
         elif isinstance(line, DimRangeNode):
             deps[name] = [line.input_node]
         else:
@@ -201,7 +205,7 @@ def build_network(
     parameter's name). With `base`, `lines` add to or override that network
     (Kaldi's rules, `merge_config`): redefined components start afresh,
     every other parameter keeps its value in `base`. `read_matrix` reads the
-    files named by `matrix=`/`vector=` options (default: Kaldi text or .npy).
+    files named by `matrix=`/`vector=` options (default: Kaldi text or binary, or .npy).
     """
     lines = list(lines)
     base_net = None
@@ -242,7 +246,7 @@ def build_network(
     for line in output_lines:
         descriptor_dim(line.descriptor, dims, line)
 
-    _check_instant_cycles(node_lines)
+    _check_instant_cycles(node_lines, components)
 
     # Depth-first from the outputs: post-order to build, back edges stay Refs.
     deps: dict[str, list[str]] = {}

@@ -44,6 +44,7 @@ from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, DescriptorError, ModelFormatError, ModelWriteError, SymnetError
 from ..network import Network
 from .components import PLACEHOLDER_INPUT, WRITABLE_TYPES, ParamValues, lookup
+from .components.fields import Block
 from .config import ComponentNode, ConfigLine, DimRangeNode, InputNode, OutputNode, parse_config, write_config
 from .descriptor_text import write_descriptor
 from .network import KaldiNetwork, by_name, descriptor_dim, write_order
@@ -159,11 +160,26 @@ def nnet_component(component: Component, params: Mapping[str, Any]) -> NnetCompo
         fields = record.write_fields(component, ParamValues(component, params))
     except (TypeError, AttributeError) as e:
         raise ModelWriteError(f"component {component.name!r} ({kind}): cannot write it: {e}") from None
-    return NnetComponent(component.name, kind, fields)
+    return NnetComponent(component.name, kind, _blocks(fields))
+
+
+def _blocks(fields: Any) -> list[tuple[str, Any]]:
+    """Fields with every nested `Block` made an `NnetComponent` (name "", token its type)."""
+    return [(token, NnetComponent("", value.type, _blocks(value.fields)) if isinstance(value, Block) else value)
+            for token, value in fields]
 
 
 def _updated(stored: NnetComponent, component: Component, params: Mapping[str, Any]) -> NnetComponent:
-    """`stored` (as read) with the network's current parameter values; unchanged values keep their bits."""
+    """`stored` (as read) with the network's current parameter values; unchanged values keep their bits.
+    The parts of a CompositeComponent are its nested component blocks, in order."""
+    parts = getattr(component, "parts", ())
+    if parts:
+        fields = list(stored.fields)
+        blocks = [i for i, (token, value) in enumerate(fields)
+                  if isinstance(value, NnetComponent) and token.endswith("Component")]
+        for part, i in zip(parts, blocks, strict=False):
+            fields[i] = (fields[i][0], _updated(fields[i][1], part, params))
+        stored = attrs.evolve(stored, fields=tuple(fields))
     values: dict[str, Any] = {}
     for field in component.param_fields:
         weight = getattr(component, field)

@@ -28,7 +28,8 @@ read from (`KaldiModel.source`), so writing it back unchanged
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -131,26 +132,32 @@ def model_from_nnet(nnet: NnetFile, *, file: str = "<model>") -> KaldiModel:
 
     params = dict(network.network.values)  # parameters and state alike, by Weight name
     for layer in walk([layer for _, layer in network.structure.outputs]):
-        if not isinstance(layer, Component) or layer.name not in stored:
-            continue
-        c, fields = stored[layer.name], built[layer.name][1]
-        for field in layer.param_fields:
-            weight = getattr(layer, field)
-            if not isinstance(weight, Weight) or weight.name not in params:
-                continue
-            token = find_token(c, field)
-            if token is None:
-                raise fields.error(f"missing the parameter <{field_to_token(field)}>", field_to_token(field))
-            value = np.asarray(c[token])
-            if value.dtype.kind != "f":
-                raise fields.error(f"expected numbers, got {describe_value(c[token])}", token)
-            if tuple(value.shape) != tuple(weight.shape):
-                raise fields.error(f"has shape {tuple(value.shape)}, but the component's other fields make it "
-                                   f"{tuple(weight.shape)}", token)
-            params[weight.name] = jnp.asarray(value, dtype=jnp.float32)
+        if isinstance(layer, Component) and layer.name in stored:
+            _set_params(layer, built[layer.name][1], params)
     network = network.replace(network=network.network.assign(params))
     return KaldiModel(network, priors=nnet.priors, transition_model=nnet.transition_model, source=nnet,
                       reference=network.network.structure)
+
+
+def _set_params(layer: Component, fields: ModelFields, params: dict[str, Any]) -> None:
+    """Set `params` of `layer` (and of its parts, a CompositeComponent's) from its stored fields, shape-checked."""
+    c = fields.component
+    for field in layer.param_fields:
+        weight = getattr(layer, field)
+        if not isinstance(weight, Weight) or weight.name not in params:
+            continue
+        token = find_token(c, field)
+        if token is None:
+            raise fields.error(f"missing the parameter <{field_to_token(field)}>", field_to_token(field))
+        value = np.asarray(c[token])
+        if value.dtype.kind != "f":
+            raise fields.error(f"expected numbers, got {describe_value(c[token])}", token)
+        if tuple(value.shape) != tuple(weight.shape):
+            raise fields.error(f"has shape {tuple(value.shape)}, but the component's other fields make it "
+                               f"{tuple(weight.shape)}", token)
+        params[weight.name] = jnp.asarray(value, dtype=jnp.float32)
+    for part, block in zip(getattr(layer, "parts", ()), fields.blocks(), strict=False):
+        _set_params(part, block, params)
 
 
 def _check_dims(lines: list[ConfigLine], built: Mapping[str, tuple[Component, ModelFields]], file: str) -> None:

@@ -74,6 +74,7 @@ import numpy as np
 from ..atomic import atomic_write
 from ..errors import ArgumentTypeError, ModelFormatError, ModelKeyError
 from .binary import (
+    read_kaldi_array,
     INT32_MAX,
     INT32_MIN,
     NUMBER_RE,
@@ -604,27 +605,3 @@ def write_nnet(path: str | os.PathLike[str], nnet: NnetFile, *, binary: bool = T
     """Write `nnet` to `path` as Kaldi does, atomically: the bytes are made first, written to a
     temporary file beside `path` and moved over it, so a failure leaves any existing file untouched."""
     atomic_write(path, format_nnet(nnet, binary=binary))
-
-
-# ----- single matrices and vectors -------------------------------------------------------------
-
-
-def read_kaldi_array(path: str | os.PathLike[str]) -> np.ndarray:
-    """A Kaldi matrix or vector file (``copy-matrix``/``copy-vector`` output, text or binary) as a
-    read-only array: float32 or float64 as stored; a text ``[ ... ]`` on one line is a vector."""
-    path = os.fspath(path)
-    with open(path, "rb") as f:
-        data = f.read()
-    r = make_reader(data, path)
-    if r.binary:
-        token = r.peek_array_token()  # type: ignore[union-attr]
-        array = r.read_vector("the vector") if token in ("FV", "DV") else r.read_matrix("the matrix")
-    else:
-        r.skip_ws()
-        end = r.text.find("]", r.pos)  # type: ignore[union-attr]
-        content = r.text[r.pos + 1:end] if end >= 0 else ""  # type: ignore[union-attr]
-        multiline = r.peek() == "[" and ("\n" in content.strip(" \t\n\r") or content.lstrip(" \t")[:1] == "\n")
-        array = r.read_matrix("the matrix") if multiline else r.read_vector("the vector")  # type: ignore[union-attr]
-    if not r.at_end():
-        raise r.error("unexpected data after the matrix or vector", expected="end of file")
-    return array

@@ -12,7 +12,7 @@ from symnet.components import ComponentConfigError, Constant, FixedWeight
 from symnet.core.initializers import Normal, Zeros
 from symnet.errors import SymnetError
 from symnet.kaldi import COMPONENTS, build_component
-from symnet.kaldi.components import read_kaldi_text_object
+from symnet.kaldi.components import read_matrix_file
 
 
 def build(kaldi_type, options, name="c", **kwargs):
@@ -140,7 +140,7 @@ def test_matrix_files(tmp_path):
     assert seen == ["exp/x.mat"] and (linear.input_dim, linear.output_dim) == (3, 2)
     vec = tmp_path / "v.vec"
     vec.write_text(" [ 1 2 3 ]\n")
-    np.testing.assert_array_equal(read_kaldi_text_object(str(vec)), [1, 2, 3])
+    np.testing.assert_array_equal(read_matrix_file(str(vec)), [1, 2, 3])
     scale = build("FixedScaleComponent", {"scales": str(vec)})
     assert scale.input_dim == 3
     offset = build("PerElementOffsetComponent", {"vector": str(vec), "dim": 6})

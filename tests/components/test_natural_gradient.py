@@ -490,6 +490,7 @@ OPTIONS = {
     "FixedScaleComponent": {"dim": 3, "scale": 2.5},
     "FixedBiasComponent": {"dim": 3},
     "ConstantFunctionComponent": {"input-dim": 3, "output-dim": 2, "is-updatable": True},
+    "ConstantComponent": {"output-dim": 2},
     "LstmNonlinearityComponent": {"cell-dim": 3},
     "GruNonlinearityComponent": {"cell-dim": 4, "recurrent-dim": 2},
     "OutputGruNonlinearityComponent": {"cell-dim": 3},
@@ -525,7 +526,9 @@ OPTIONS = {
 
 def _build(kind, name="c"):
     options = OPTIONS[kind]
-    return build_component(kind, name, options, symnet.Input("input", _input_dim(kind)))
+    x = symnet.Input("input", _input_dim(kind))
+    layer = build_component(kind, name, options, x)
+    return layer if layer.reads_input else symnet.Append(x, layer)  # a ConstantComponent reads no input
 
 
 def _input_dim(kind):

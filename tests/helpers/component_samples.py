@@ -92,6 +92,8 @@ NONSIMPLE_SAMPLES = {
         3,
     ),
     "SpecAugmentTimeMaskComponent": ({"dim": 4, "zeroed-proportion": 0.1}, 4, 4),
+    "ConstantComponent": ({"output-dim": 3, "output-mean": 0.5, "is-updatable": "false"}, 3, 3),
+    "DropoutMaskComponent": ({"output-dim": 3, "dropout-proportion": 0.25, "test-mode": "true"}, 3, 3),
 }
 
 #: One valid config per simple (row-wise) Kaldi component type: `SAMPLES[type] = (options, input dim)`.

@@ -11,9 +11,7 @@ import symnet.components as layers
 from helpers.component_samples import NONSIMPLE_SAMPLES
 from helpers.component_samples import SAMPLES as SIMPLE_SAMPLES
 from symnet.components.base import Component
-from symnet.core.descriptor import Ref
 from symnet.core.layer import Weight
-from symnet.errors import ModelWriteError
 from symnet.kaldi import (
     COMPONENTS,
     READABLE_TYPES,
@@ -26,20 +24,11 @@ from symnet.kaldi import (
 )
 from symnet.kaldi import token_kinds as kinds
 from symnet.kaldi.components import PLACEHOLDER_INPUT, ModelFields, ParamValues, records
-from symnet.kaldi.nnet_file import NnetComponent
+from symnet.kaldi.components.fields import Block
 
 SAMPLES = {**SIMPLE_SAMPLES, **{kind: options for kind, (options, _, _) in NONSIMPLE_SAMPLES.items()}}
 SCALAR_KINDS = {kinds.INT, kinds.FLOAT, kinds.DOUBLE, kinds.BOOL}
 ALL_KINDS = SCALAR_KINDS | {kinds.FLAG, *kinds.ARRAYS}
-
-#: The types symnet builds from configs but cannot read or write in model files (see docs/kaldi.md).
-CONFIG_ONLY = {
-    "CompositeComponent",
-    "ConvolutionComponent",
-    "TimeHeightConvolutionComponent",
-    "RestrictedAttentionComponent",
-}
-
 
 def _layer_classes() -> dict[str, type]:
     """Every component layer class symnet.components exports that names a Kaldi type."""
@@ -60,14 +49,10 @@ def test_every_layer_class_has_one_record_and_every_record_is_complete_or_says_w
         assert record.token_kinds, name
         for token, kind in record.token_kinds.items():
             assert kind in ALL_KINDS or (isinstance(kind, tuple) and set(kind) <= SCALAR_KINDS), (name, token, kind)
-        if name in CONFIG_ONLY:
-            assert record.read_fields is None and record.write_fields is None, name
-            assert len(record.limitation) > 20, name  # a reason, in words
-            assert record.model_support == "config only"
-        else:
-            assert callable(record.read_fields) and callable(record.write_fields), name
-            assert record.limitation == "", name
-            assert record.model_support == "read and write"
+        # Every type that loads from a config also loads from a model file and writes back.
+        assert callable(record.read_fields) and callable(record.write_fields), name
+        assert record.limitation == "", name
+        assert record.model_support == "read and write"
         assert lookup(name) is record
 
 
@@ -85,17 +70,17 @@ def test_the_derived_tables_are_the_records():
     assert dict(COMPONENTS) == {name: r.build for name, r in records().items()}
     assert READABLE_TYPES == {name for name, r in records().items() if r.read_fields is not None}
     assert WRITABLE_TYPES == {name for name, r in records().items() if r.write_fields is not None}
-    assert set(TOKEN_KINDS) - set(records()) == {"ConvolutionModel", "ConstantComponent"}
+    assert set(TOKEN_KINDS) - set(records()) == {"ConvolutionModel"}
     for name, record in records().items():
         assert dict(TOKEN_KINDS[name]) == dict(record.token_kinds)
-    assert lookup("ConstantComponent") is None and lookup("ConvolutionModel") is None
+    assert lookup("ConvolutionModel") is None
 
 
 def test_every_record_has_a_sample():
     assert set(SAMPLES) == set(records())
 
 
-@pytest.mark.parametrize("name", sorted(set(records()) - CONFIG_ONLY))
+@pytest.mark.parametrize("name", sorted(records()))
 def test_fields_written_by_a_record_are_read_back_by_it(name):
     """write_fields gives tokens of the record's kinds (NnetComponent normalises them by those kinds), and
     read_fields turns them into options that build the same component (up to initialisers: a model file
@@ -104,9 +89,10 @@ def test_fields_written_by_a_record_are_read_back_by_it(name):
     component = build_component(name, "c1", SAMPLES[name], PLACEHOLDER_INPUT)
     params = {w.name: np.full(w.shape, 0.25, np.float32) for w in _weights(component)}
     fields = record.write_fields(component, ParamValues(component, params))
-    assert {token for token, _ in fields} <= set(record.token_kinds), name
-    stored = NnetComponent("c1", name, fields)
-    assert stored == nnet_component(component, params)
+    blocks = {token for token, value in fields if isinstance(value, Block)}  # nested: a part, a ConvolutionModel
+    assert {token for token, _ in fields} - blocks <= set(record.token_kinds), name
+    stored = nnet_component(component, params)
+    assert stored.tokens == tuple(token for token, _ in fields)
     options = record.read_fields(ModelFields(stored, "<test>"))
     again = build_component(name, "c1", options, PLACEHOLDER_INPUT)
     assert type(again) is type(component)
@@ -114,15 +100,10 @@ def test_fields_written_by_a_record_are_read_back_by_it(name):
     assert {w.name: w.shape for w in _weights(again)} == {w.name: w.shape for w in _weights(component)}
 
 
-@pytest.mark.parametrize("name", sorted(CONFIG_ONLY))
-def test_config_only_records_refuse_model_files(name):
-    component = build_component(name, "c1", SAMPLES[name], Ref("x"))
-    with pytest.raises(ModelWriteError, match=f"cannot write a {name}"):
-        nnet_component(component, {})
-
-
 def _weights(component: Component) -> list[Weight]:
-    return [getattr(component, f) for f in component.param_fields if isinstance(getattr(component, f), Weight)]
+    """The component's Weights (a CompositeComponent's are its parts')."""
+    own = [getattr(component, f) for f in component.param_fields if isinstance(getattr(component, f), Weight)]
+    return own + [w for part in getattr(component, "parts", ()) for w in _weights(part)]
 
 
 def _hyper_parameters(component: Component) -> dict:

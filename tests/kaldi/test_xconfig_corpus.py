@@ -35,13 +35,6 @@ CASES = case_names("xconfig") or [
     pytest.param(None, marks=pytest.mark.skip(reason="the Kaldi corpus (shared/kaldi-oracle-dev.tar.xz) is absent"))
 ]
 
-#: Cases whose outputs symnet cannot reproduce yet, and why (strict: they fail once fixed).
-COMPUTE_GAPS = {
-    "x11_conv": "symnet cannot read a TimeHeightConvolutionComponent from a Kaldi model file, so Kaldi's "
-    "weights cannot be loaded",
-}
-
-
 def _case(case: str) -> str:
     return str(corpus_dir() / "cases" / case)
 
@@ -111,20 +104,11 @@ def test_written_matrices_are_the_corpus_files(case):
         np.testing.assert_allclose(matrix, read_kaldi_array(os.path.join(_case(case), name)), rtol=1e-6, atol=1e-7)
 
 
-def _compute_cases():
-    return [
-        pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=COMPUTE_GAPS[case]))
-        if case in COMPUTE_GAPS
-        else case
-        for case in CASES
-    ]
-
-
 def _outputs(folder: str, name: str) -> dict[str, np.ndarray]:
     return {key: np.asarray(value) for key, value in kaldiio.load_ark(os.path.join(folder, name))}
 
 
-@pytest.mark.parametrize("case", _compute_cases())
+@pytest.mark.parametrize("case", CASES)
 def test_symnet_compute_gives_kaldis_outputs(case):
     folder = _case(case)
     xconfig = _xconfig(case)

@@ -23,8 +23,7 @@ from typing import Any, Mapping
 from . import affine, attention, convolution, misc, nonlinear, normalize, recurrent, scale, statistics, structure, tdnn
 from .convolution import CONVOLUTION_MODEL_KINDS
 from .fields import ModelFields, ParamValues
-from .options import ComponentOptionReader, MatrixReader, read_kaldi_text_object
-from .scale import CONSTANT_COMPONENT_KINDS
+from .options import ComponentOptionReader, MatrixReader, read_matrix_file
 from .registry import (
     PLACEHOLDER_INPUT,
     KaldiComponentType,
@@ -48,12 +47,10 @@ READABLE_TYPES = frozenset(name for name, r in records().items() if r.read_field
 WRITABLE_TYPES = frozenset(name for name, r in records().items() if r.write_fields is not None)
 
 #: Kaldi type -> token -> kind of its value (`symnet.kaldi.token_kinds`): every record's, plus the
-#: <ConvolutionModel> block nested in TimeHeightConvolutionComponent and Kaldi's ConstantComponent,
-#: which symnet reads at the token level only.
+#: <ConvolutionModel> block nested in TimeHeightConvolutionComponent.
 TOKEN_KINDS: Mapping[str, Mapping[str, Any]] = types.MappingProxyType({
     **{name: r.token_kinds for name, r in records().items()},
     "ConvolutionModel": types.MappingProxyType(CONVOLUTION_MODEL_KINDS),
-    "ConstantComponent": types.MappingProxyType(CONSTANT_COMPONENT_KINDS),
 })
 
 __all__ = [
@@ -70,7 +67,7 @@ __all__ = [
     "build_component",
     "component_options",
     "lookup",
-    "read_kaldi_text_object",
+    "read_matrix_file",
     "records",
     "register",
 ]

@@ -1,6 +1,7 @@
 """Kaldi's RestrictedAttentionComponent (nnet-attention-component.cc): config options with Kaldi's
-defaults, the options that build it again and the kinds of the tokens of its model files. It is
-config-only: symnet does not read or write it in model files yet.
+defaults, the options that build it again, and its model-file fields in Kaldi's write order (the
+statistics it gathers in training, `<StatsCount>`, `<EntropyStats>`, `<PosteriorStats>`, are written
+empty for a component built in symnet and kept as read otherwise).
 """
 
 from __future__ import annotations
@@ -8,9 +9,12 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+import numpy as np
+
 from ...components.attention import RestrictedAttentionComponent
 from ...core.layer import Layer
 from ..token_kinds import BOOL, DMATRIX, DOUBLE, DVECTOR, FLOAT, INT
+from .fields import ModelFields, ParamValues, f32
 from .options import ComponentOptionReader, field_options
 from .registry import KaldiComponentType, register
 
@@ -61,6 +65,28 @@ def _restricted_attention_options(c: Any) -> list[tuple[str, Any]]:
                          "key_scale")
 
 
+#: The integer fields, in Kaldi's write order, and the options they are.
+_INT_FIELDS = (("NumHeads", "num-heads"), ("KeyDim", "key-dim"), ("ValueDim", "value-dim"),
+               ("NumLeftInputs", "num-left-inputs"), ("NumRightInputs", "num-right-inputs"),
+               ("TimeStride", "time-stride"), ("NumLeftInputsRequired", "num-left-inputs-required"),
+               ("NumRightInputsRequired", "num-right-inputs-required"))
+
+
+def _read_restricted_attention(f: ModelFields) -> dict[str, Any]:
+    out: dict[str, Any] = {key: f.int(token) for token, key in _INT_FIELDS}
+    out["output-context"] = f.bool("OutputContext")
+    out["key-scale"] = f.float("KeyScale")
+    f.origin["input"] = "<NumHeads>, <KeyDim>, <ValueDim>, <NumLeftInputs> and <NumRightInputs>"
+    return out
+
+
+def _write_restricted_attention(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = [(token, int(getattr(c, key.replace("-", "_")))) for token, key in _INT_FIELDS]
+    return out + [("OutputContext", bool(c.output_context)), ("KeyScale", f32(c.key_scale)),
+                  ("StatsCount", np.float64(0.0)), ("EntropyStats", np.zeros(0, np.float64)),
+                  ("PosteriorStats", np.zeros((0, 0), np.float64))]
+
+
 register(KaldiComponentType(
     "RestrictedAttentionComponent", RestrictedAttentionComponent, restricted_attention_component,
     _restricted_attention_options,
@@ -68,4 +94,4 @@ register(KaldiComponentType(
                          "NumLeftInputsRequired", "NumRightInputsRequired")},
      "OutputContext": BOOL, "KeyScale": FLOAT, "StatsCount": DOUBLE, "EntropyStats": DVECTOR,
      "PosteriorStats": DMATRIX},
-    limitation="its model-file fields are not mapped to its options yet"))
+    _read_restricted_attention, _write_restricted_attention))

@@ -2,9 +2,9 @@
 MaxpoolingComponent (nnet-convolutional-component.cc, nnet-simple-component.cc).
 
 Config options with Kaldi's defaults (ConvolutionModel::Check for the time-height
-convolution), the options that build a component again, and the kinds of the
-tokens of their model files; MaxpoolingComponent's fields too. The two
-convolutions are config-only: symnet does not read or write them in model files.
+convolution), the options that build a component again, and the fields of their
+model files in Kaldi's write order (the time-height convolution's nests its
+`<ConvolutionModel>`: the filter counts, heights and (time, height) offsets).
 """
 
 from __future__ import annotations
@@ -20,7 +20,17 @@ from ...core.frozen import FrozenArray
 from ...core.initializers import Normal, Zeros
 from ...core.layer import Layer, Weight
 from ..token_kinds import BOOL, FLAG, FLOAT, INT, INTS, MATRIX, PAIRS, VECTOR
-from .fields import UPDATABLE_KINDS, ModelFields, ParamValues
+from .fields import (
+    UPDATABLE_KINDS,
+    Block,
+    ModelFields,
+    ParamValues,
+    f32,
+    option_or,
+    stored_float,
+    updatable_field_options,
+    updatable_fields,
+)
 from .options import (
     LEARNING,
     ComponentOptionReader,
@@ -61,36 +71,59 @@ def _check_model(opts: ComponentOptionReader, num_filters_in: int, height_in: in
                  "the input height at every output height)", "height-offsets")
 
 
+def _offset_pairs(opts: ComponentOptionReader) -> tuple[tuple[int, int], ...]:
+    """Kaldi's `offsets=t1,h1;t2,h2;...` (sorted by Kaldi; a repeated pair is an error)."""
+    text = opts.str("offsets")
+    pairs = []
+    for part in text.split(";"):
+        fields = part.split(",")
+        try:
+            t, h = (int(v.strip(), 10) for v in fields)
+        except ValueError:
+            raise opts.bad("offsets", text, "a list of time,height pairs (t1,h1;t2,h2;...)") from None
+        pairs.append((t, h))
+    offsets = tuple(sorted(pairs))
+    opts.require(_sorted_unique(offsets), f"offsets={text} repeats an offset", "offsets")
+    return offsets
+
+
 def time_height_convolution_component(name: str, options: Mapping[str, Any], input: Layer, *,
                                       read_matrix=None) -> Layer:
     """Options (Kaldi's TimeHeightConvolutionComponent::InitFromConfig): num-filters-in, num-filters-out,
-    height-in, height-out, height-offsets, time-offsets (all required; offsets sorted and unique),
-    required-time-offsets (all time-offsets), height-subsample-out (1), max-memory-mb (200),
+    height-in, height-out (required); the offsets, either `offsets=t1,h1;t2,h2;...` or height-offsets and
+    time-offsets (sorted and unique; the offsets are then every (time, height) pair);
+    required-time-offsets (all time offsets), height-subsample-out (1), max-memory-mb (200),
     param-stddev (1/sqrt(num-filters-in * num-offsets); negative means the default), bias-stddev (0),
     init-unit (false: with true, linear_params is zero but for the unit matrix at offset (0, 0)),
     use-natural-gradient (true), rank-in (min(80, (num-offsets * num-filters-in + 2) / 2)),
     rank-out (min(80, (num-filters-out + 1) / 2)), alpha-in (4), alpha-out (4), num-minibatches-history (4);
-    learning rates. The offsets are every (time-offset, height-offset) pair."""
+    learning rates."""
     opts = ComponentOptionReader("TimeHeightConvolutionComponent", name, options)
     meta = updatable_options(opts)
     nfi = opts.int("num-filters-in")
     nfo = opts.int("num-filters-out")
     height_in = opts.int("height-in")
     height_out = opts.int("height-out")
-    height_offsets = opts.int_list("height-offsets")
-    time_offsets = opts.int_list("time-offsets")
-    required = opts.int_list("required-time-offsets", time_offsets)
+    if opts.has("offsets"):
+        offsets = _offset_pairs(opts)
+    else:
+        height_offsets = opts.int_list("height-offsets")
+        time_offsets = opts.int_list("time-offsets")
+        for key, values in (("height-offsets", height_offsets), ("time-offsets", time_offsets)):
+            opts.require(len(values) > 0 and _sorted_unique(values),
+                         f"{key}={','.join(map(str, values))} must be nonempty, sorted and unique", key)
+        offsets = tuple((t, h) for t in time_offsets for h in height_offsets)
+    all_time_offsets = tuple(sorted({t for t, _ in offsets}))
+    required = opts.int_list("required-time-offsets", all_time_offsets)
+    opts.require(len(required) > 0 and _sorted_unique(required),
+                 f"required-time-offsets={','.join(map(str, required))} must be nonempty, sorted and unique",
+                 "required-time-offsets")
     subsample = opts.int("height-subsample-out", 1)
     max_memory_mb = opts.float("max-memory-mb", 200.0)
     for key, value in (("num-filters-in", nfi), ("num-filters-out", nfo), ("height-in", height_in),
                        ("height-out", height_out), ("height-subsample-out", subsample),
                        ("max-memory-mb", max_memory_mb)):
         opts.positive(key, value)
-    for key, values in (("height-offsets", height_offsets), ("time-offsets", time_offsets),
-                        ("required-time-offsets", required)):
-        opts.require(len(values) > 0 and _sorted_unique(values),
-                     f"{key}={','.join(map(str, values))} must be nonempty, sorted and unique", key)
-    offsets = tuple((t, h) for t in time_offsets for h in height_offsets)
     _check_model(opts, nfi, height_in, height_out, subsample, offsets, required)
     param_stddev = opts.float("param-stddev", -1.0)
     bias_stddev = opts.float("bias-stddev", 0.0)
@@ -204,11 +237,19 @@ def maxpooling_component(name: str, options: Mapping[str, Any], input: Layer, *,
     return MaxpoolingComponent(name, input, *(values[k] for k in keys))
 
 
+def _offset_options(offsets: tuple[tuple[int, int], ...]) -> list[tuple[str, Any]]:
+    """height-offsets and time-offsets when the offsets are all their pairs, else `offsets=`."""
+    times = sorted({t for t, _ in offsets})
+    heights = sorted({h for _, h in offsets})
+    if len(offsets) == len(times) * len(heights):
+        return [("height-offsets", tuple(heights)), ("time-offsets", tuple(times))]
+    return [("offsets", ";".join(f"{t},{h}" for t, h in offsets))]
+
+
 def _time_height_options(c: Any) -> list[tuple[str, Any]]:
     out = [("num-filters-in", c.num_filters_in), ("num-filters-out", c.num_filters_out), ("height-in", c.height_in),
            ("height-out", c.height_out), ("height-subsample-out", c.height_subsample_out),
-           ("height-offsets", c.height_offsets), ("time-offsets", c.time_offsets),
-           ("required-time-offsets", c.required_time_offsets)]
+           *_offset_options(c.offsets), ("required-time-offsets", c.required_time_offsets)]
     if isinstance(getattr(c.linear_params, "init", None), (Normal, Zeros)):
         out += init_options(c.linear_params, "param-stddev", None)
     else:
@@ -228,6 +269,67 @@ def _convolution_options(c: Any) -> list[tuple[str, Any]]:
 def _maxpooling_options(c: Any) -> list[tuple[str, Any]]:
     return field_options(c, *(f"input_{a}_dim" for a in "xyz"), *(f"pool_{a}_size" for a in "xyz"),
                          *(f"pool_{a}_step" for a in "xyz"))
+
+
+def _read_time_height(f: ModelFields) -> dict[str, Any]:
+    m = f.nested("ConvolutionModel")
+    pairs = m.offset_pairs("Offsets")
+    out: dict[str, Any] = {
+        "num-filters-in": m.int("NumFiltersIn"), "num-filters-out": m.int("NumFiltersOut"),
+        "height-in": m.int("HeightIn"), "height-out": m.int("HeightOut"),
+        "height-subsample-out": m.int("HeightSubsampleOut"),
+        **dict(_offset_options(pairs)), "required-time-offsets": m.ints("RequiredTimeOffsets"),
+        **updatable_field_options(f),
+        "max-memory-mb": f.float("MaxMemoryMb", 200.0), "use-natural-gradient": f.bool("UseNaturalGradient", True),
+        "num-minibatches-history": f.float("NumMinibatchesHistory", 4.0)}
+    if f.has("AlphaInOut"):
+        out["alpha-in"], out["alpha-out"] = (stored_float(v) for v in f.pair("AlphaInOut"))
+    if f.has("RankInOut"):
+        out["rank-in"], out["rank-out"] = (int(v) for v in f.pair("RankInOut"))
+    f.origin["input"] = "<ConvolutionModel>'s <NumFiltersIn> x <HeightIn>"
+    return out
+
+
+def _write_time_height(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
+    model = Block("ConvolutionModel", [
+        ("NumFiltersIn", c.num_filters_in), ("NumFiltersOut", c.num_filters_out), ("HeightIn", c.height_in),
+        ("HeightOut", c.height_out), ("HeightSubsampleOut", c.height_subsample_out),
+        ("Offsets", np.array(c.offsets, dtype=np.int32).reshape(-1, 2)),
+        ("RequiredTimeOffsets", np.array(c.required_time_offsets, dtype=np.int32))])
+    return updatable_fields(c) + [
+        ("Model", None), ("ConvolutionModel", model), ("LinearParams", p("linear_params")),
+        ("BiasParams", p("bias_params")), ("MaxMemoryMb", f32(option_or(c, "max-memory-mb", 200.0))),
+        ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True))),
+        ("NumMinibatchesHistory", f32(option_or(c, "num-minibatches-history", 4.0))),
+        ("AlphaInOut", (f32(option_or(c, "alpha-in", 4.0)), f32(option_or(c, "alpha-out", 4.0)))),
+        ("RankInOut", (int(option_or(c, "rank-in", 20)), int(option_or(c, "rank-out", 80))))]
+
+
+#: ConvolutionComponent's dim fields, in Kaldi's write order, and their options.
+_CONVOLUTION_DIMS = (("InputXDim", "input-x-dim"), ("InputYDim", "input-y-dim"), ("InputZDim", "input-z-dim"),
+                     ("FiltXDim", "filt-x-dim"), ("FiltYDim", "filt-y-dim"), ("FiltXStep", "filt-x-step"),
+                     ("FiltYStep", "filt-y-step"))
+#: Kaldi's TensorVectorizationType: kYzx = 0, kZyx = 1 (`<InputVectorization>`).
+_VECTORIZATION = {0: "yzx", 1: "zyx"}
+
+
+def _read_convolution(f: ModelFields) -> dict[str, Any]:
+    out: dict[str, Any] = {key: f.int(token) for token, key in _CONVOLUTION_DIMS}
+    code = f.int("InputVectorization")
+    if code not in _VECTORIZATION:
+        raise f.error(f"expected 0 (yzx) or 1 (zyx), got {code}", "InputVectorization")
+    out["input-vectorization-order"] = _VECTORIZATION[code]
+    filters = f.array("FilterParams", 2)
+    out["num-filters"] = filters.shape[0]
+    f.origin["input"] = "<InputXDim> x <InputYDim> x <InputZDim>"
+    return {**out, **updatable_field_options(f)}
+
+
+def _write_convolution(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
+    code = next(k for k, v in _VECTORIZATION.items() if v == c.input_vectorization_order)
+    return (updatable_fields(c) + [(token, int(getattr(c, key.replace("-", "_")))) for token, key in _CONVOLUTION_DIMS]
+            + [("InputVectorization", code), ("FilterParams", p("filter_params")), ("BiasParams", p("bias_params")),
+               ("IsGradient", bool(option_or(c, "is-gradient", False)))])
 
 
 def _read_maxpooling(f: ModelFields) -> dict[str, Any]:
@@ -262,15 +364,13 @@ register(KaldiComponentType(
     {**UPDATABLE_KINDS, "Model": FLAG, "LinearParams": MATRIX, "BiasParams": VECTOR, "MaxMemoryMb": FLOAT,
      "UseNaturalGradient": BOOL, "NumMinibatchesHistory": FLOAT, "AlphaInOut": (FLOAT, FLOAT),
      "RankInOut": (INT, INT)},
-    limitation="its model-file form nests a <ConvolutionModel> (its offsets) that symnet does not map to the "
-               "component's options yet"))
+    _read_time_height, _write_time_height))
 register(KaldiComponentType(
     "ConvolutionComponent", ConvolutionComponent, convolution_component, _convolution_options,
     {**UPDATABLE_KINDS, **{t: INT for t in ("InputXDim", "InputYDim", "InputZDim", "FiltXDim", "FiltYDim",
                                             "FiltXStep", "FiltYStep", "InputVectorization")},
      "FilterParams": MATRIX, "BiasParams": VECTOR},
-    limitation="its model-file fields are not mapped yet (their token names are known, their order in Kaldi's "
-               "Write is unverified)"))
+    _read_convolution, _write_convolution))
 register(KaldiComponentType(
     "MaxpoolingComponent", MaxpoolingComponent, maxpooling_component, _maxpooling_options,
     {t: INT for t in ("InputXDim", "InputYDim", "InputZDim", "PoolXSize", "PoolYSize", "PoolZSize", "PoolXStep",

@@ -9,7 +9,7 @@ dims that disagree with the node lines. Stored float32 numbers become options
 by their shortest decimal (`stored_float`), so a config option survives the
 round trip config -> model file -> network exactly.
 
-Writing (a record's `write_fields`): `ParamValues` gives a component's
+Writing (a record's `write_fields`): nested blocks are `Block`s; `ParamValues` gives a component's
 parameter values as Kaldi's float32 arrays (a `ModelWriteError` for a
 parameter the network does not hold); `option_or` reads its metadata with
 Kaldi's default; `updatable_fields` are UpdatableComponent's fields.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+import attrs
 import numpy as np
 
 from ...components.base import Component
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from ..nnet_file import NnetComponent
 
 __all__ = [
+    "Block",
     "IN_OUT_KINDS",
     "NONLINEAR_KINDS",
     "UPDATABLE_KINDS",
@@ -79,16 +81,25 @@ def stored_float(value: Any) -> float:
 class ModelFields:
     """Typed access to a component's fields; errors name the file, component and token."""
 
-    def __init__(self, component: NnetComponent, file: str):
+    def __init__(self, component: NnetComponent, file: str, *, label: str | None = None):
         self.component = component
         self.file = file
+        #: How errors name the component: `component 'c1' (AffineComponent)`, or a nested block's owner.
+        self.label = label or f"component {component.name!r} ({component.type})"
         #: Where the component's dims come from, for error messages: "input"/"output" -> text.
         self.origin: dict[str, str] = {}
 
     def error(self, message: str, token: str | None = None) -> ModelFormatError:
         where = f" <{token}>" if token else ""
-        c = self.component
-        return ModelFormatError(f"{self.file}: component {c.name!r} ({c.type}){where}: {message}")
+        return ModelFormatError(f"{self.file}: {self.label}{where}: {message}")
+
+    def nested(self, token: str) -> ModelFields:
+        """The fields of the nested block `<token>` (a CompositeComponent's part, a `<ConvolutionModel>`);
+        its errors name this component too."""
+        value = self._get(token, _REQUIRED)
+        if not (hasattr(value, "fields") and hasattr(value, "type")):
+            raise self.error(f"expected a nested block, got {describe_value(value)}", token)
+        return ModelFields(value, self.file, label=f"{self.label} <{token}>")
 
     def has(self, token: str) -> bool:
         return token in self.component
@@ -134,6 +145,22 @@ class ModelFields:
         if not isinstance(value, np.ndarray) or value.dtype.kind != "f" or value.ndim != ndim:
             raise self.error(f"expected a {kind}, got {describe_value(value)}", token)
         return value
+
+    def blocks(self) -> list[ModelFields]:
+        """The nested component blocks (a CompositeComponent's parts), in file order."""
+        out = []
+        for token, value in self.component.fields:
+            if hasattr(value, "fields") and token.endswith("Component"):
+                out.append(ModelFields(value, self.file, label=f"{self.label} part {len(out) + 1} <{token}>"))
+        return out
+
+    def offset_pairs(self, token: str) -> tuple[tuple[int, int], ...]:
+        """An integer-pair vector (`[ -1,0 0,1 ]`) as a tuple of pairs."""
+        value = self._get(token, _REQUIRED)
+        if not (isinstance(value, np.ndarray) and value.dtype.kind in "iu" and value.ndim == 2
+                and value.shape[1] == 2):
+            raise self.error(f"expected a vector of integer pairs, got {describe_value(value)}", token)
+        return tuple((int(a), int(b)) for a, b in value)
 
     def ints(self, token: str) -> tuple[int, ...]:
         value = self._get(token, _REQUIRED)
@@ -201,6 +228,15 @@ def read_in_out(f: ModelFields) -> dict[str, Any]:
 
 
 # ----- writing: components -> fields ------------------------------------------------------------
+
+
+@attrs.frozen
+class Block:
+    """A nested block a record's `write_fields` gives (a CompositeComponent's part, a `<ConvolutionModel>`):
+    Kaldi's `type` and its (token, value) `fields`, written `<type> ... </type>`."""
+
+    type: str
+    fields: tuple[tuple[str, Any], ...] = attrs.field(converter=tuple)
 
 
 def option_or(c: Component, key: str, default: Any) -> Any:

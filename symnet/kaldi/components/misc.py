@@ -1,5 +1,6 @@
 """Kaldi's small components: NoOp, ElementwiseProduct, SumGroup, SumBlock, Permute, Dropout,
-GeneralDropout, ClipGradient and BackpropTruncation (nnet-simple-component.cc, nnet-general-component.cc).
+GeneralDropout, DropoutMask, ClipGradient and BackpropTruncation (nnet-simple-component.cc,
+nnet-general-component.cc).
 
 Config options with Kaldi's defaults, the options that build a component
 again, the fields of its model files in Kaldi's write order and the kinds of
@@ -16,6 +17,7 @@ from ...components.misc import (
     BackpropTruncationComponent,
     ClipGradientComponent,
     DropoutComponent,
+    DropoutMaskComponent,
     ElementwiseProductComponent,
     GeneralDropoutComponent,
     NoOpComponent,
@@ -126,7 +128,8 @@ def dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, re
 
 def general_dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
     """Options: dim (required), block-dim (dim), time-period (0), dropout-proportion (0.5), continuous (false),
-    test-mode (false)."""
+    test-mode (false), specaugment-max-proportion (0.0: no SpecAugment; else in (0, 1], with block-dim = dim and
+    not continuous), specaugment-max-regions (1, at least 1)."""
     opts = ComponentOptionReader("GeneralDropoutComponent", name, options)
     dim = positive_dim(opts)
     block_dim = opts.int("block-dim", dim)
@@ -134,10 +137,36 @@ def general_dropout_component(name: str, options: Mapping[str, Any], input: Laye
                  f"block-dim={block_dim} must be positive and divide dim={dim}", "block-dim")
     time_period = opts.int("time-period", 0)
     proportion = opts.float("dropout-proportion", 0.5)
+    specaugment = opts.float("specaugment-max-proportion", 0.0)
+    regions = opts.int("specaugment-max-regions", 1)
     continuous = opts.bool("continuous", False)
     test_mode = opts.bool("test-mode", False)
     opts.finish()
-    return GeneralDropoutComponent(name, input, dim, block_dim, time_period, proportion, continuous, test_mode)
+    if specaugment != 0.0:
+        opts.require(0.0 < specaugment <= 1.0, f"specaugment-max-proportion={specaugment} must be in (0, 1]",
+                     "specaugment-max-proportion")
+        opts.require(not continuous, "specaugment-max-proportion cannot be combined with continuous=true",
+                     "continuous")
+        opts.require(block_dim == dim, f"specaugment-max-proportion needs block-dim = dim (got {block_dim} and {dim})",
+                     "block-dim")
+        opts.require(regions >= 1, f"specaugment-max-regions={regions} must be at least 1",
+                     "specaugment-max-regions")
+    return GeneralDropoutComponent(name, input, dim, block_dim, time_period, proportion, continuous, test_mode,
+                                   specaugment, regions)
+
+
+def dropout_mask_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options (Kaldi's DropoutMaskComponent::InitFromConfig): output-dim (required), dropout-proportion (0.5, in
+    [0, 1]), continuous (false), test-mode (false). It reads no input."""
+    opts = ComponentOptionReader("DropoutMaskComponent", name, options)
+    dim = positive_dim(opts, "output-dim")
+    proportion = opts.float("dropout-proportion", 0.5)
+    continuous = opts.bool("continuous", False)
+    test_mode = opts.bool("test-mode", False)
+    opts.finish()
+    opts.require(0.0 <= proportion <= 1.0, f"dropout-proportion={proportion} must be in [0, 1]",
+                 "dropout-proportion")
+    return DropoutMaskComponent(name, input, dim, proportion, continuous, test_mode)
 
 
 def clip_gradient_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
@@ -206,7 +235,12 @@ def _dropout_options(c: Any) -> list[tuple[str, Any]]:
 
 
 def _general_dropout_options(c: Any) -> list[tuple[str, Any]]:
-    return field_options(c, "dim", "block_dim", "time_period", "dropout_proportion", "continuous", "test_mode")
+    return field_options(c, "dim", "block_dim", "time_period", "dropout_proportion", "continuous", "test_mode",
+                         "specaugment_max_proportion", "specaugment_max_regions")
+
+
+def _dropout_mask_options(c: Any) -> list[tuple[str, Any]]:
+    return [("output-dim", c.dim)] + field_options(c, "dropout_proportion", "continuous", "test_mode")
 
 
 def _clip_gradient_options(c: Any) -> list[tuple[str, Any]]:
@@ -250,10 +284,16 @@ def _read_dropout(f: ModelFields) -> dict[str, Any]:
 
 
 def _read_general_dropout(f: ModelFields) -> dict[str, Any]:
-    out = {"dim": dim_token(f), "block-dim": f.int("BlockDim"), "time-period": f.int("TimePeriod", 0),
-           "dropout-proportion": f.float("DropoutProportion"), "continuous": f.has("Continuous"),
-           "test-mode": f.has("TestMode")}
-    return out
+    return {"dim": dim_token(f), "block-dim": f.int("BlockDim"), "time-period": f.int("TimePeriod", 0),
+            "dropout-proportion": f.float("DropoutProportion"), "continuous": f.has("Continuous"),
+            "test-mode": f.has("TestMode"),
+            "specaugment-max-proportion": f.float("SpecAugmentMaxProportion", 0.0),
+            "specaugment-max-regions": f.int("SpecAugmentMaxRegions", 1)}
+
+
+def _read_dropout_mask(f: ModelFields) -> dict[str, Any]:
+    return {"output-dim": dim_token(f, "OutputDim"), "dropout-proportion": f.float("DropoutProportion"),
+            "continuous": f.has("Continuous"), "test-mode": f.bool("TestMode", False)}
 
 
 def _read_clip_gradient(f: ModelFields) -> dict[str, Any]:
@@ -297,10 +337,22 @@ def _write_dropout(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
 def _write_general_dropout(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = [("Dim", c.dim), ("BlockDim", c.block_dim), ("TimePeriod", c.time_period),
                                   ("DropoutProportion", f32(c.dropout_proportion))]
+    if c.specaugment_max_proportion != 0.0:
+        out.append(("SpecAugmentMaxProportion", f32(c.specaugment_max_proportion)))
+        if c.specaugment_max_regions != 1:
+            out.append(("SpecAugmentMaxRegions", int(c.specaugment_max_regions)))
     if c.continuous:
         out.append(("Continuous", None))
     if c.test_mode:
         out.append(("TestMode", None))
+    return out
+
+
+def _write_dropout_mask(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = [("OutputDim", c.dim), ("DropoutProportion", f32(c.dropout_proportion)),
+                                  ("TestMode", bool(c.test_mode))]
+    if c.continuous:
+        out.append(("Continuous", None))
     return out
 
 
@@ -346,9 +398,14 @@ register(KaldiComponentType(
     _read_dropout, _write_dropout))
 register(KaldiComponentType(
     "GeneralDropoutComponent", GeneralDropoutComponent, general_dropout_component, _general_dropout_options,
-    {"Dim": INT, "BlockDim": INT, "TimePeriod": INT, "DropoutProportion": FLOAT, "TestMode": FLAG,
-     "Continuous": FLAG},
+    {"Dim": INT, "BlockDim": INT, "TimePeriod": INT, "DropoutProportion": FLOAT,
+     "SpecAugmentMaxProportion": FLOAT, "SpecAugmentMaxRegions": INT, "TestMode": FLAG, "Continuous": FLAG},
     _read_general_dropout, _write_general_dropout))
+# Write order from Kaldi's DropoutMaskComponent::Write (nnet-general-component.cc).
+register(KaldiComponentType(
+    "DropoutMaskComponent", DropoutMaskComponent, dropout_mask_component, _dropout_mask_options,
+    {"OutputDim": INT, "DropoutProportion": FLOAT, "TestMode": BOOL, "Continuous": FLAG},
+    _read_dropout_mask, _write_dropout_mask))
 register(KaldiComponentType(
     "ClipGradientComponent", ClipGradientComponent, clip_gradient_component, _clip_gradient_options,
     {"Dim": INT, "ClippingThreshold": FLOAT, "NormBasedClipping": BOOL,

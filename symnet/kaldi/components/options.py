@@ -6,7 +6,7 @@ remembering which were used, so that `finish()` reports the unknown ones as
 Kaldi's `HasUnusedValues` does; errors are `ComponentConfigError`s naming the
 component and the option. `updatable_options` reads Kaldi's learning-rate
 options; `load_array` reads the file an option such as `matrix=` names (with
-`read_matrix`, or `read_kaldi_text_object`); `normal_init` is Kaldi's
+`read_matrix`, or `read_matrix_file`: Kaldi text or binary, or .npy); `normal_init` is Kaldi's
 `SetRandn(); Scale(stddev); Add(mean)` as an initialiser.
 
 Writing (a record's `config_options`): `meta_options` gives the metadata
@@ -27,6 +27,7 @@ from ...components.base import Component, Constant
 from ...core.initializers import Initializer, Normal, Zeros
 from ...core.layer import Layer
 from ...errors import ComponentConfigError, SymnetError
+from ..binary import read_kaldi_array
 
 __all__ = [
     "LEARNING",
@@ -41,7 +42,7 @@ __all__ = [
     "normal_init",
     "param_shape",
     "positive_dim",
-    "read_kaldi_text_object",
+    "read_matrix_file",
     "updatable_options",
 ]
 
@@ -199,35 +200,18 @@ def updatable_options(opts: ComponentOptionReader) -> list[tuple[str, Any]]:
 # ----- reading matrices named in configs -------------------------------------------------
 
 
-def read_kaldi_text_object(path: str) -> np.ndarray:
-    """A Kaldi matrix or vector written in text form (`[ 1 2\\n 3 4 ]`), or a `.npy` file.
-
-    Binary Kaldi files need a reader from symnet's Kaldi I/O, passed to the
-    builder as `read_matrix=`.
-    """
+def read_matrix_file(path: str) -> np.ndarray:
+    """The matrix or vector in a file a config option names, as Kaldi reads it: a Kaldi matrix or
+    vector, text (`[ 1 2\\n 3 4 ]`) or binary (what Kaldi's own scripts write), or a `.npy` file."""
     if str(path).endswith(".npy"):
         return np.load(path, allow_pickle=False)
-    with open(path, "rb") as f:
-        data = f.read()
-    if data.startswith(b"\0B"):
-        raise SymnetError(f"{path}: a binary Kaldi object; pass read_matrix= (symnet's Kaldi reader) to read it")
-    text = data.decode("ascii", errors="replace")
-    start, end = text.find("["), text.rfind("]")
-    if start < 0 or end < start:
-        raise SymnetError(f"{path}: not a Kaldi text matrix or vector (no [ ... ])")
-    rows = [line.split() for line in text[start + 1 : end].strip().splitlines() if line.strip()]
-    try:
-        if len(rows) <= 1 and "\n" not in text[start:end].strip():
-            return np.array([float(v) for v in (rows[0] if rows else [])])
-        return np.array([[float(v) for v in row] for row in rows])
-    except ValueError as e:
-        raise SymnetError(f"{path}: bad number in Kaldi text object: {e}") from None
+    return read_kaldi_array(path)
 
 
 def load_array(opts: ComponentOptionReader, key: str, read_matrix: MatrixReader | None, ndim: int) -> np.ndarray:
     path = opts.str(key)
     try:
-        array = np.asarray((read_matrix or read_kaldi_text_object)(path), dtype=np.float64)
+        array = np.asarray((read_matrix or read_matrix_file)(path), dtype=np.float64)
     except (OSError, SymnetError) as e:
         raise opts.error(f"cannot read {key}={path}: {e}", key) from None
     if array.ndim != ndim or array.size == 0:

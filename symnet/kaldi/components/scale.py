@@ -1,5 +1,6 @@
 """Kaldi's scaling components: ScaleAndOffset, PerElementScale, NaturalGradientPerElementScale,
-PerElementOffset, FixedScale, FixedBias and ConstantFunction (nnet-simple-component.cc).
+PerElementOffset, FixedScale, FixedBias, ConstantFunction (nnet-simple-component.cc) and Constant
+(nnet-general-component.cc).
 
 Config options with Kaldi's defaults (including the `vector=`, `scales=` and
 `bias=` files), the options that build a component again, the fields of its
@@ -13,6 +14,7 @@ from typing import Any, Mapping
 
 from ...components.base import Constant, FixedWeight, param_name
 from ...components.scale import (
+    ConstantComponent,
     ConstantFunctionComponent,
     FixedBiasComponent,
     FixedScaleComponent,
@@ -187,6 +189,22 @@ def constant_function_component(name: str, options: Mapping[str, Any], input: La
     return ConstantFunctionComponent(name, input, output, input_dim, is_updatable, options=meta)
 
 
+def constant_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
+    """Options (Kaldi's ConstantComponent::InitFromConfig): output-dim (required), is-updatable (true),
+    use-natural-gradient (true), output-mean (0.0), output-stddev (0.0); learning rates. It reads no input."""
+    opts = ComponentOptionReader("ConstantComponent", name, options)
+    meta = updatable_options(opts)
+    output_dim = positive_dim(opts, "output-dim")
+    is_updatable = opts.bool("is-updatable", True)
+    meta.append(("use-natural-gradient", opts.bool("use-natural-gradient", True)))
+    output_mean = opts.float("output-mean", 0.0)
+    output_stddev = opts.float("output-stddev", 0.0)
+    opts.finish()
+    weight_class = Weight if is_updatable else FixedWeight
+    output = weight_class(normal_init((output_dim,), output_stddev, output_mean), param_name(name, "output"))
+    return ConstantComponent(name, input, output, is_updatable, options=meta)
+
+
 # ----- config options ----------------------------------------------------------------------------
 
 
@@ -225,6 +243,12 @@ def _fixed_bias_options(c: Any) -> list[tuple[str, Any]]:
 
 def _constant_function_options(c: Any) -> list[tuple[str, Any]]:
     return ([("input-dim", c.in_dim), ("output-dim", c.output_dim), ("is-updatable", c.is_updatable)]
+            + init_options(c.output, "output-stddev", "output-mean")
+            + meta_options(c, LEARNING + ("use-natural-gradient",)))
+
+
+def _constant_options(c: Any) -> list[tuple[str, Any]]:
+    return ([("output-dim", c.output_dim), ("is-updatable", c.is_updatable)]
             + init_options(c.output, "output-stddev", "output-mean")
             + meta_options(c, LEARNING + ("use-natural-gradient",)))
 
@@ -271,6 +295,16 @@ def _read_constant_function(f: ModelFields) -> dict[str, Any]:
     f.dims_from("input", "InputDim", f"is {input_dim}")
     out = {"input-dim": input_dim, "output-dim": len(output), "is-updatable": f.bool("IsUpdatable", True),
            **updatable_field_options(f)}
+    if f.has("UseNaturalGradient"):
+        out["use-natural-gradient"] = f.bool("UseNaturalGradient")
+    return out
+
+
+def _read_constant(f: ModelFields) -> dict[str, Any]:
+    output = f.array("Output", 1)
+    f.dims_from("output", "Output", f"has {len(output)} elements")
+    f.dims_from("input", "Output", f"has {len(output)} elements (a ConstantComponent's input dim is its output dim)")
+    out = {"output-dim": len(output), "is-updatable": f.bool("IsUpdatable", True), **updatable_field_options(f)}
     if f.has("UseNaturalGradient"):
         out["use-natural-gradient"] = f.bool("UseNaturalGradient")
     return out
@@ -325,6 +359,12 @@ def _write_constant_function(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
         ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True)))]
 
 
+def _write_constant(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
+    return updatable_fields(c) + [
+        ("Output", p("output")), ("IsUpdatable", bool(c.is_updatable)),
+        ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True)))]
+
+
 # ----- the records ---------------------------------------------------------------------------
 
 register(KaldiComponentType(
@@ -351,12 +391,12 @@ register(KaldiComponentType(
 register(KaldiComponentType(
     "FixedBiasComponent", FixedBiasComponent, fixed_bias_component, _fixed_bias_options, {"Bias": VECTOR},
     _read_fixed_bias, _write_fixed_bias))
-#: The kinds of the tokens of Kaldi's ConstantComponent (a constant output with no input), which symnet
-#: has no layer for: a model file holding one reads at the token level only.
-CONSTANT_COMPONENT_KINDS = {**UPDATABLE_KINDS, "Output": VECTOR, "IsUpdatable": BOOL, "UseNaturalGradient": BOOL}
-
 register(KaldiComponentType(
     "ConstantFunctionComponent", ConstantFunctionComponent, constant_function_component,
     _constant_function_options,
     {**UPDATABLE_KINDS, "InputDim": INT, "Output": VECTOR, "IsUpdatable": BOOL, "UseNaturalGradient": BOOL},
     _read_constant_function, _write_constant_function))
+register(KaldiComponentType(
+    "ConstantComponent", ConstantComponent, constant_component, _constant_options,
+    {**UPDATABLE_KINDS, "Output": VECTOR, "IsUpdatable": BOOL, "UseNaturalGradient": BOOL},
+    _read_constant, _write_constant))

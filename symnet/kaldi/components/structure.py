@@ -2,9 +2,9 @@
 (nnet-general-component.cc, nnet-simple-component.cc).
 
 Config options with Kaldi's defaults, the options that build a component
-again and the kinds of the tokens of their model files; Distribute's and
-SpecAugmentTimeMask's fields too. A CompositeComponent's parts are built by
-their own records; it is config-only.
+again and the fields of their model files. A CompositeComponent's parts are
+built, read and written by their own records (in a model file each part is a
+nested block, `<NumComponents>` of them after `<MaxRowsProcess>`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,22 @@ from typing import Any, Mapping
 
 from ...components.structure import PART_INPUT, CompositeComponent, DistributeComponent, SpecAugmentTimeMaskComponent
 from ...core.layer import Layer
-from ...errors import ComponentConfigError, ConfigWriteError, SymnetError
+from ...errors import ComponentConfigError, ConfigWriteError, ModelWriteError, SymnetError
 from ..token_kinds import FLOAT, INT
-from .fields import IN_OUT_KINDS, UPDATABLE_KINDS, ModelFields, ParamValues, dim_token, f32, read_in_out, write_in_out
+from .fields import (
+    IN_OUT_KINDS,
+    UPDATABLE_KINDS,
+    Block,
+    ModelFields,
+    ParamValues,
+    dim_token,
+    f32,
+    read_in_out,
+    updatable_fields,
+    write_in_out,
+)
 from .options import ComponentOptionReader, field_options, in_out_options
-from .registry import KaldiComponentType, component_options, lookup, register
+from .registry import KaldiComponentType, component_options, lookup, option_text, register
 
 
 def distribute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
@@ -118,6 +129,35 @@ def _composite_options(c: Any) -> list[tuple[str, Any]]:
     return out
 
 
+def _read_composite(f: ModelFields) -> dict[str, Any]:
+    parts = f.blocks()
+    count = f.int("NumComponents")
+    if count != len(parts) or count < 1:
+        raise f.error(f"says {count} components, but {len(parts)} nested component blocks follow", "NumComponents")
+    out: dict[str, Any] = {"max-rows-process": f.int("MaxRowsProcess", 4096), "num-components": count}
+    for i, part in enumerate(parts, 1):
+        record = lookup(part.component.type)
+        if record is None or record.read_fields is None:
+            raise part.error(f"symnet cannot read a {part.component.type} from a model file")
+        options = record.read_fields(part)
+        out[f"component{i}"] = " ".join([f"type={part.component.type}"]
+                                        + [f"{k}={option_text(v)}" for k, v in options.items()])
+    f.origin["input"] = "its first part's fields"
+    return out
+
+
+def _write_composite(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = updatable_fields(c) + [("MaxRowsProcess", int(c.max_rows_process)),
+                                                        ("NumComponents", len(c.parts))]
+    for part in c.parts:
+        record = lookup(part.kaldi_type)
+        if record is None or record.write_fields is None:
+            raise ModelWriteError(f"component {c.name!r}: symnet cannot write its part {part.name!r} "
+                                  f"({part.kaldi_type}) to a model file")
+        out.append((part.kaldi_type, Block(part.kaldi_type, record.write_fields(part, ParamValues(part, p.params)))))
+    return out
+
+
 def _spec_augment_options(c: Any) -> list[tuple[str, Any]]:
     return field_options(c, "dim", "zeroed_proportion", "time_mask_max_frames")
 
@@ -140,7 +180,7 @@ register(KaldiComponentType(
 register(KaldiComponentType(
     "CompositeComponent", CompositeComponent, composite_component, _composite_options,
     {**UPDATABLE_KINDS, "MaxRowsProcess": INT, "NumComponents": INT},
-    limitation="its model-file form nests its parts' blocks, which symnet does not read into parts yet"))
+    _read_composite, _write_composite))
 # Token names from shared/KALDI-TEXT-FORMATS.md, not from its Write code.
 register(KaldiComponentType(
     "SpecAugmentTimeMaskComponent", SpecAugmentTimeMaskComponent, spec_augment_time_mask_component,
