@@ -22,6 +22,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from ..atomic import check_writable
 from ..errors import ArgumentTypeError, ModelFormatError, SymnetError
 from ..kaldi.network import KaldiNetwork
 from ..network import Network
@@ -54,8 +55,10 @@ def save(path: str | os.PathLike[str], network: Network | KaldiNetwork) -> None:
     null for a Network and the objectives of a KaldiNetwork. `path` is
     either left as it was or holds the whole new file. A layer whose class is
     not registered, or a field value the format cannot hold, is a SaveError
-    (nothing is written).
+    (nothing is written), and so is a path that cannot be written (an
+    OutputError: a folder, no permission).
     """
+    check_writable(path)
     if isinstance(network, KaldiNetwork):
         net, objectives = network.network, dict(network.objectives)
     elif isinstance(network, Network):
@@ -107,8 +110,16 @@ def load(path: str | os.PathLike[str]) -> Network | KaldiNetwork:
     if not isinstance(stored_outputs, list) or not stored_outputs:
         raise fail("the header's 'outputs' is not a non-empty list")
     for item in stored_outputs:
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], int)
-                and 0 <= item[1] < len(layers)) or item[0] in outputs:
+        if (
+            not (
+                isinstance(item, list)
+                and len(item) == 2
+                and isinstance(item[0], str)
+                and isinstance(item[1], int)
+                and 0 <= item[1] < len(layers)
+            )
+            or item[0] in outputs
+        ):
             raise fail(f"the header's output {item!r} is not a distinct [name, layer entry] pair")
         outputs[item[0]] = layers[item[1]]
     values = {}
@@ -140,16 +151,21 @@ def _array_table(header: dict[str, Any], fail: Any) -> list[tuple[tuple[int, ...
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise fail(f"the header's format version is {version!r}, not a version number")
     if version > VERSION:
-        raise fail(f"format version {version} (written by symnet {header.get('symnet_version', '?')}); this symnet "
-                   f"({__version__}) reads versions 1 to {VERSION}: upgrade symnet to read it")
+        raise fail(
+            f"format version {version} (written by symnet {header.get('symnet_version', '?')}); this symnet "
+            f"({__version__}) reads versions 1 to {VERSION}: upgrade symnet to read it"
+        )
     table = header.get("arrays")
     if not isinstance(table, list):
         raise fail("the header's 'arrays' is not a list")
     out = []
     for k, item in enumerate(table):
         shape, dtype = (item.get("shape"), item.get("dtype")) if isinstance(item, dict) else (None, None)
-        if not (isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                                for d in shape) and isinstance(dtype, str)):
+        if not (
+            isinstance(shape, list)
+            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+            and isinstance(dtype, str)
+        ):
             raise fail(f"the header's array #{k} is not {{'shape': [sizes], 'dtype': name}}: {item!r}")
         try:
             parsed = np.dtype(dtype)

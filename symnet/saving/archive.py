@@ -119,8 +119,9 @@ def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, fail: _Failure,
-                 spec: tuple[tuple[int, ...], np.dtype] | None) -> Any:
+def _read_member(
+    z: zipfile.ZipFile, info: zipfile.ZipInfo, fail: _Failure, spec: tuple[tuple[int, ...], np.dtype] | None
+) -> Any:
     """A member's array, after checking its `.npy` header against `spec` (None: the header, UTF-8 text)."""
     name = info.filename
     try:
@@ -133,8 +134,9 @@ def _read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo, fail: _Failure,
                 raise fail(f"member {name!r} holds {dtype} {list(shape)}, the header says {spec[1]} {list(spec[0])}")
             nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
             if offset + nbytes != info.file_size:
-                raise fail(f"member {name!r}: its .npy header says {nbytes} bytes of data, it holds "
-                           f"{info.file_size - offset}")
+                raise fail(
+                    f"member {name!r}: its .npy header says {nbytes} bytes of data, it holds {info.file_size - offset}"
+                )
             data = f.read(nbytes)
             if len(data) != nbytes or f.read(1):
                 raise fail(f"member {name!r} ends after {len(data)} of {nbytes} bytes")
@@ -186,5 +188,3 @@ def _parse_json(text: str, fail: _Failure) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
-
-

@@ -68,8 +68,10 @@ class _Encoder:
                 f"define it with @symnet.layer_class"
             )
         what = f"layer #{k} ({name}{', built at ' + layer.where if layer.where else ''})"
-        fields = {f.alias: self.value(getattr(layer, f.name), f"{what}, field {f.name!r}")
-                  for f in _constructor_fields(type(layer))}
+        fields = {
+            f.alias: self.value(getattr(layer, f.name), f"{what}, field {f.name!r}")
+            for f in _constructor_fields(type(layer))
+        }
         self.layer_ids[id(layer)] = k
         return {"class": name, "fields": fields}
 
@@ -99,13 +101,22 @@ class _Encoder:
         if isinstance(value, Initializer):
             name = INITIALIZER_CLASSES.name_of(type(value))
             if name is None:
-                raise SaveError(f"{what}: the initializer class {type(value).__qualname__} is not registered "
-                                f"(initializers are attrs frozen subclasses of symnet.Initializer)")
-            return {"initializer": name, "fields": {
-                f.alias: self.value(getattr(value, f.name), f"{what}.{f.name}")
-                for f in attrs.fields(type(value)) if f.init}}
-        raise SaveError(f"{what} is {value!r}, a {type(value).__name__}: symnet files hold numbers, strings, "
-                        f"booleans, None, tuples, arrays, initializers and layers")
+                raise SaveError(
+                    f"{what}: the initializer class {type(value).__qualname__} is not registered "
+                    f"(initializers are attrs frozen subclasses of symnet.Initializer)"
+                )
+            return {
+                "initializer": name,
+                "fields": {
+                    f.alias: self.value(getattr(value, f.name), f"{what}.{f.name}")
+                    for f in attrs.fields(type(value))
+                    if f.init
+                },
+            }
+        raise SaveError(
+            f"{what} is {value!r}, a {type(value).__name__}: symnet files hold numbers, strings, "
+            f"booleans, None, tuples, arrays, initializers and layers"
+        )
 
 
 def encode_layers(roots: Sequence[Layer], arrays: list[np.ndarray]) -> tuple[list[dict[str, Any]], list[int]]:
@@ -133,20 +144,23 @@ class _Decoder:
         name = entry["class"]
         cls = LAYER_CLASSES.lookup(name) if isinstance(name, str) else None
         if cls is None or not issubclass(cls, Layer):
-            raise self.fail(f"layer #{k} is of class {name!r}, which is not defined in this process: "
-                            + _unknown_class_hint(name))
+            raise self.fail(
+                f"layer #{k} is of class {name!r}, which is not defined in this process: " + _unknown_class_hint(name)
+            )
         what = f"layer #{k} ({name})"
         kwargs = self.fields(entry["fields"], cls, what)
+        build: Any = cls  # a registered Layer class, its fields known only at run time
         try:
-            layer = cls(**kwargs, where=f"{self.origin}, layer #{k}")
+            layer = build(**kwargs, where=f"{self.origin}, layer #{k}")
         except Exception as e:  # the class's own converters and validators: any error a layer class raises
             raise self.fail(f"{what} cannot be built from the stored fields: {type(e).__name__}: {e}") from None
         self.layers.append(layer)
         return layer
 
-    def fields(self, stored: dict[str, Any], cls: type, what: str) -> dict[str, Any]:
-        allowed = {f.alias for f in (_constructor_fields(cls) if issubclass(cls, Layer) else attrs.fields(cls))
-                   if f.init}
+    def fields(self, stored: dict[str, Any], cls: Any, what: str) -> dict[str, Any]:
+        allowed = {
+            f.alias for f in (_constructor_fields(cls) if issubclass(cls, Layer) else attrs.fields(cls)) if f.init
+        }
         unknown = sorted(set(stored) - allowed)
         if unknown:
             raise self.fail(f"{what}: {cls.__qualname__} has no field(s) {unknown}")
@@ -173,15 +187,18 @@ class _Decoder:
             name = value["initializer"]
             cls = INITIALIZER_CLASSES.lookup(name) if isinstance(name, str) else None
             if cls is None:
-                raise self.fail(f"{what}: initializer class {name!r} is not defined in this process: "
-                                + _unknown_class_hint(name))
+                raise self.fail(
+                    f"{what}: initializer class {name!r} is not defined in this process: " + _unknown_class_hint(name)
+                )
             kwargs = self.fields(value["fields"], cls, f"{what}, initializer {name}")
             try:
                 return cls(**kwargs)
             except Exception as e:  # the initializer's own checks
                 raise self.fail(f"{what}: initializer {name} cannot be built: {type(e).__name__}: {e}") from None
-        raise self.fail(f"{what}: {_short(value)} is not a layer of an earlier entry, an array of the file, "
-                        "an initializer or a float")
+        raise self.fail(
+            f"{what}: {_short(value)} is not a layer of an earlier entry, an array of the file, "
+            "an initializer or a float"
+        )
 
 
 def _is_index(value: Any, size: int) -> bool:
@@ -200,8 +217,9 @@ def _unknown_class_hint(name: Any) -> str:
     return "a newer symnet may have written the file, or the file is damaged"
 
 
-def decode_layers(entries: Any, arrays: Sequence[np.ndarray], fail: Callable[[str], ModelFormatError],
-                  origin: str) -> list[Layer]:
+def decode_layers(
+    entries: Any, arrays: Sequence[np.ndarray], fail: Callable[[str], ModelFormatError], origin: str
+) -> list[Layer]:
     """The layers of `entries` (as `encode_layers` wrote them), each built by its registered class.
 
     Layers record `where` as `origin, layer #K`; `fail(message)` makes the error for anything malformed.
