@@ -5,7 +5,8 @@ descriptors move rows labelled by Indexes (`Offset`, `Append`, ...), a
 `Network` holds a tree and its parameters as a JAX pytree, and `compile`
 plans a `ComputationRequest` into one jitted program. Kaldi configs and
 models are in `symnet.kaldi`, components in `symnet.components`, training in
-`symnet.train`, notebook views in `symnet.display`.
+`symnet.train`, notebook views in `symnet.display`; `save` and `load` keep any
+network in one file (`symnet.saving`).
 """
 
 from . import display  # registers the notebook renderers of layers, tapes, networks and computations
@@ -65,10 +66,12 @@ from .errors import (
     ModelFormatError,
     ParameterError,
     PlanError,
+    SaveError,
     ShapeError,
     SymnetError,
 )
 from .network import Network
+from .saving import load, save
 from .version import __version__
 
 __all__ = [
@@ -77,7 +80,7 @@ __all__ = [
     "GraphError", "Identity", "IfDefined", "Index", "IndexSet", "IndexedLayer", "Initializer", "Input", "Layer",
     "LayerTypeError", "Literal", "Log", "LogSoftmax", "Minus", "ModelFormatError", "Negate", "Network", "Node",
     "Normal", "Offset", "ParameterError", "PlanError", "Plus", "Power", "ReLU", "Ref", "ReplaceIndex", "Round",
-    "Scale", "ShapeError", "Sigmoid", "Softmax", "Structure", "Sum", "Switch", "SymnetError", "Tanh", "Tape",
+    "SaveError", "Scale", "ShapeError", "Sigmoid", "Softmax", "Structure", "Sum", "Switch", "SymnetError", "Tanh", "Tape",
     "Times", "Uniform", "Weight", "Zeros", "__version__", "child", "children_field", "clear_caches", "compile",
-    "display", "layer_class", "natural_gradient", "rewrite", "rng", "user_line", "walk",
+    "display", "layer_class", "load", "natural_gradient", "rewrite", "rng", "save", "user_line", "walk",
 ]

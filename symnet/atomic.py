@@ -8,10 +8,13 @@ new one, never a mix, and a failed write leaves the old file as it was.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
 from typing import IO
+
+from .errors import OutputError
 
 
 def _umask() -> int:
@@ -44,3 +47,23 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     """Write `data` to `path` atomically."""
     with atomic_open(path, "wb") as f:
         f.write(data)
+
+
+def check_writable(path: str | os.PathLike[str]) -> None:
+    """Refuse (OutputError) a path `atomic_open` would fail on, before long work (training) whose result goes there.
+
+    The path must not be a folder, and the nearest folder above it that exists
+    (`atomic_open` creates the missing ones) must be a folder this user can
+    create files in. Nothing is written.
+    """
+    user = os.fspath(path)
+    target = os.path.abspath(user)
+    if os.path.isdir(target):
+        raise OutputError(errno.EISDIR, "it is a folder", user)
+    folder = os.path.dirname(target)
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise OutputError(errno.ENOTDIR, f"{folder} is not a folder", user)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(errno.EACCES, f"no permission to create files in {folder}", user)

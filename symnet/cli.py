@@ -14,8 +14,8 @@
                                          steps/nnet3/xconfig_to_configs.py: an xconfig expanded to final.config
 
 MODEL_OR_CONFIG is a Kaldi nnet3 model file (text or binary, raw nnet or
-acoustic model, see `symnet.kaldi.model_reader`), a symnet model file (`symnet
-init`'s output, see `symnet.kaldi.symnet_file.save_model`), a Kaldi nnet3
+acoustic model, see `symnet.kaldi.model_reader`), a symnet network file
+(`symnet init`'s and `symnet train`'s output, see `symnet.save`), a Kaldi nnet3
 config file or a Kaldi xconfig file (told apart by its first line, see
 `symnet.kaldi.xconfig`); so is CONFIG. OUT is written atomically: on any error it is left as it was
 (or absent). Kaldi's boolean options take `--name=true|false`; a bare
@@ -42,15 +42,15 @@ PROG = "symnet"
 
 
 def _load_model(path: str, seed: int = 0) -> Any:
-    """A KaldiModel from a Kaldi model file (text or binary, raw or acoustic), a symnet model file or a config."""
+    """A KaldiModel from a Kaldi model file (text or binary, raw or acoustic), a symnet network file or a config."""
     from .kaldi.model import KaldiModel
     from .kaldi.model_reader import is_kaldi_model, read_model
-    from .kaldi.symnet_file import load_model
+    from .saving import load
 
     if is_kaldi_model(path):
         return read_model(path)
     if zipfile.is_zipfile(path):
-        return KaldiModel(load_model(path))
+        return KaldiModel(load(path))
     return KaldiModel(_read_config(path, seed))
 
 
@@ -67,7 +67,7 @@ def _read_config(path: str, seed: int = 0, base: Any = None) -> Any:
 
 
 def _load(path: str, seed: int = 0) -> Any:
-    """A KaldiNetwork from a Kaldi model file, a symnet model file or a config file."""
+    """A KaldiNetwork from a Kaldi model file, a symnet network file or a config file."""
     return _load_model(path, seed).network
 
 
@@ -164,14 +164,20 @@ def _line(lines: Sequence[Any], name: str) -> Any:
 
 
 def _info(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .errors import ConfigWriteError
+
     network = _load(args.model)
-    for line in info_lines(network):
+    try:
+        lines = info_lines(network)
+    except ConfigWriteError:  # a network from Python that Kaldi's config cannot say: symnet's own summary
+        lines = str(network.network.summary()).splitlines()
+    for line in lines:
         print(line, file=stdout)
     return 0
 
 
 def _init(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .kaldi.symnet_file import save_model
+    from .saving import save
 
     paths = args.paths
     if len(paths) not in (2, 3):
@@ -179,7 +185,7 @@ def _init(args: argparse.Namespace, stdout: TextIO) -> int:
     base = _load(paths[0]) if len(paths) == 3 else None
     config, out = paths[-2], paths[-1]
     network = _read_config(config, seed=args.seed, base=base)
-    save_model(out, network)
+    save(out, network)
     values = network.network.values if hasattr(network, "network") else network.values
     count = sum(int(np.prod(np.shape(v))) for v in values.values())
     print(f"wrote {out}: {len(values)} parameter arrays, {count} values", file=stdout)
@@ -201,8 +207,9 @@ def _network_source(spec: str, seed: int) -> Any:
     if ":" not in spec or os.path.exists(spec):
         return _load(spec, seed)
     module_name, attribute = spec.rsplit(":", 1)
-    if module_name.endswith(".py"):
-        loader = importlib.util.spec_from_file_location("_symnet_user_network", module_name)
+    if module_name.endswith(".py"):  # imported as its file name says, the module name its layer classes are saved by
+        stem = os.path.splitext(os.path.basename(module_name))[0]
+        loader = importlib.util.spec_from_file_location(stem, module_name)
         if loader is None or not os.path.exists(module_name):
             raise SymnetError(f"no such file: {module_name}")
         module = importlib.util.module_from_spec(loader)
@@ -243,9 +250,13 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
 def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     import optax
 
-    from .kaldi.symnet_file import save_model
+    from .atomic import check_writable
+    from .saving import save
     from .train import fit
 
+    check_writable(args.out)  # a typo in --out or --checkpoint found now, not after the run
+    if args.checkpoint:
+        check_writable(args.checkpoint)
     source = _network_source(args.network, args.seed)
     train, valid = _training_data(args)
     objective = source.objectives.get("output", "linear")
@@ -254,7 +265,7 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
                  chunk=args.chunk, objective=objective, seed=args.seed, checkpoint=args.checkpoint,
                  progress=not args.quiet)
     trained = source.replace(network=result.network)
-    save_model(args.out, trained)
+    save(args.out, trained if trained.objectives else trained.network)  # a Network from Python stays one
     last = result.history[-1] if result.history else None
     if last is not None:
         summary = f"train loss {last.train_loss:.4f} accuracy {last.train_accuracy:.4f}"

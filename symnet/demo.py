@@ -23,7 +23,8 @@ import optax
 
 from . import Identity, Literal, Network, Weight
 from .datasets import HmmTask
-from .kaldi import parse_network, save_model, write_model
+from .kaldi import parse_network, write_model
+from .saving import save
 from .train import fit
 
 
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
               f"({time.perf_counter() - t:.0f} s)")
         trained = kaldi.replace(network=result.network)
         base = os.path.join(args.out, FILES[name])
-        save_model(base + ".npz", trained)  # symnet's model file
+        save(base + ".npz", trained)  # symnet's network file
         write_model(base + ".raw", trained, binary=True)  # a Kaldi nnet3 model (nnet3-copy reads it)
     print(f"\n  {'best without context':20s}                  {single:.3f}   (Bayes-optimal single-frame classifier)")
     print(f"  {'Bayes limit':20s}                  {bayes:.3f}   (exact forward-backward posteriors)")

@@ -62,6 +62,13 @@ class ConfigError(SymnetError, ValueError):
         super().__init__(f"{file}:{line}:{column}: {message}{caret}")
 
 
+class OutputError(SymnetError, OSError):
+    """An output path that cannot be written (a folder, no permission, a full disk); names the user's path."""
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
 class ModelFormatError(SymnetError, ValueError):
     """A model file that is truncated, corrupted or inconsistent; names the token or byte offset."""
 
@@ -110,3 +117,8 @@ class ModelKeyError(SymnetError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class SaveError(SymnetError, ValueError):
+    """A network `symnet.save` cannot write: a class that is not registered, a field value the format does not
+    hold; names the layer and the field."""

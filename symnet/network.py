@@ -32,6 +32,7 @@ from .core.layer import (
 from .core.tape import Tape
 from .core.walk import rewrite, walk
 from .engine import dense
+from .engine.summary import Summary, infer_dims, summarize
 from .errors import GraphError, ParameterError
 
 DEFAULT_OUTPUT = "output"
@@ -215,6 +216,23 @@ class Network:
     def context(self, output: str | None = None) -> tuple[int, int]:
         """(left, right) frames of input context an output frame needs (nnet3-info's context)."""
         return dense.context(self, output)
+
+    def infer_dims(self, input_dims: Mapping[str, int] | None = None) -> dict[str, int]:
+        """The dim of every input, named Node and output, without running: `{'input': 40, 'h': 512, 'output': 10}`.
+
+        `input_dims` gives the dims of inputs that declare none (`Identity()`:
+        `{'input': 40}`). Operands that do not fit raise the layer's ShapeError,
+        as does a dim nothing determines. See `symnet.engine.summary`.
+        """
+        return infer_dims(self.outputs, input_dims)
+
+    def summary(self, input_dims: Mapping[str, int] | None = None) -> Summary:
+        """A table of the layers, operands first: output dim, parameter and state counts, time context.
+
+        `str(net.summary())` is a text table; in a notebook it shows as HTML.
+        `input_dims` is as for `infer_dims`. See `symnet.engine.summary`.
+        """
+        return summarize(self.outputs, input_dims)
 
     def compute(self, x: Any, *, mode: str = "same", output: str | None = None,
                 frames_per_chunk: int | None = None, carry_state: bool = True,

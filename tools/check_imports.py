@@ -4,10 +4,11 @@ Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
     errors, atomic  ->  core  ->  engine  ->  network  ->  components, layers
-        ->  kaldi | train | datasets  ->  display  ->  cli, demo, the package itself
+        ->  kaldi | train | datasets  ->  display | saving  ->  cli, demo, the package itself
 
 A module may import modules of its own layer or lower ones, never higher;
-`kaldi`, `train` and `datasets` share a layer but do not import each other.
+`kaldi`, `train` and `datasets` share a layer but do not import each other,
+nor do `display` and `saving`.
 There is no cycle at all, counting every import (modules of one layer
 included). Run `python tools/check_imports.py`; it prints each violation
 and exits 1 if there is one.
@@ -36,6 +37,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet.train": (5, "train"),
     "symnet.datasets": (5, "datasets"),
     "symnet.display": (6, "display"),
+    "symnet.saving": (6, "saving"),
     "symnet.cli": (7, "app"),
     "symnet.demo": (7, "app"),
     "symnet.__main__": (7, "app"),

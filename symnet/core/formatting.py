@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -33,6 +34,14 @@ class Formatter:
             text, prec = node._format(self)
             self._done[id(node)] = (text if len(text) <= self.budget else text[: self.budget] + "…", prec)
         return self._done[id(layer)][0]
+
+    def with_operands(self, layer: Layer, operands: Mapping[int, str]) -> str:
+        """The text of `layer` alone, with each operand in `operands` (by identity) printed as the text given.
+
+        For tables that refer to operands by name or row number (`#3 @ h.weight`).
+        """
+        self._done.update({key: (text, Formatter.ATOM) for key, text in operands.items()})
+        return layer._format(self)[0]
 
     def sub(self, layer: Layer, min_prec: int) -> str:
         """The text of an operand, in parentheses if it binds less tightly than `min_prec`."""

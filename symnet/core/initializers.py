@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ShapeError, at
+from .registry import INITIALIZER_CLASSES
 from .source import user_line
 
 _BLOCK = 1 << 16
@@ -64,9 +65,18 @@ def _shape(value: Any) -> tuple[int, ...]:
 
 @attrs.frozen
 class Initializer:
-    """Base class: `init(key, dtype)` returns the initial array."""
+    """Base class: `init(key, dtype)` returns the initial array.
+
+    Subclasses (attrs frozen classes, like the ones below) are registered by
+    their stable name (`symnet.core.registry`), so `symnet.save` can write a
+    Weight's initialiser and `symnet.load` build it again.
+    """
 
     shape: tuple[int, ...] = attrs.field(converter=_shape)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        INITIALIZER_CLASSES.register(cls)  # attrs' slotted class, made after the draft, replaces it
 
     def init(self, key: jax.Array, dtype: Any) -> jax.Array:
         raise NotImplementedError
@@ -108,7 +118,7 @@ class Glorot(Initializer):
 
     def __attrs_post_init__(self) -> None:
         if len(self.shape) != 2:
-                    raise ShapeError(f"Glorot needs a 2-d (fan_in, fan_out) shape, got {self.shape}{at(user_line())}")
+            raise ShapeError(f"Glorot needs a 2-d (fan_in, fan_out) shape, got {self.shape}{at(user_line())}")
 
     def init(self, key: jax.Array, dtype: Any) -> jax.Array:
         limit = math.sqrt(6.0 / (self.shape[0] + self.shape[1]))

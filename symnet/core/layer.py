@@ -31,6 +31,7 @@ from .formatting import Formatter
 from .frozen import FrozenArray, constant_array
 from .initializers import Initializer
 from .naming import default_names, unique_name
+from .registry import LAYER_CLASSES
 from .source import user_line
 from .tape import Tape
 from .walk import structurally_equal, walk
@@ -54,6 +55,8 @@ def layer_class(cls: type | None = None, **options: Any) -> Any:
 
     `==` is attrs' structural equality, except that it compares a DAG once per
     pair of nodes (`symnet.core.walk.structurally_equal`), not once per path.
+    The class is registered under its stable name (`symnet.core.registry`), so
+    `symnet.save` can write layers of it and `symnet.load` build them again.
     """
     options = {"slots": True, "cache_hash": True, "repr": False, **options}
 
@@ -69,6 +72,7 @@ def layer_class(cls: type | None = None, **options: Any) -> Any:
                 hash(self)  # cached now, while the operands' hashes are: hashing never recurses deeply
 
             setattr(c, "__init__", __init__)  # noqa: B010
+        LAYER_CLASSES.register(c)
         return c
 
     if cls is None:

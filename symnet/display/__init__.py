@@ -21,6 +21,8 @@ a notebook cell shows it and a test can parse it. One module per view:
 - `receptive.receptive_field(network)`: which frames of every node (down to the
   inputs) one output frame reads, planned by the engine; shows as an SVG grid
   of node x frame.
+- `summary.summary_html(summary)`: `Network.summary()`'s table (layers, dims,
+  parameter counts, context).
 - `html` (the `Html` and `Svg` types, tables, folds) and `labels` (`label`,
   a layer's one-line name) are what the views are made of.
 
@@ -36,6 +38,7 @@ from ..core import html as hooks
 from ..core.layer import Layer
 from ..core.tape import Tape
 from ..engine.computation import Computation
+from ..engine.summary import Summary
 from ..network import Network
 from .computation import computation_html, index_map_html
 from .graph import graph_svg
@@ -43,6 +46,7 @@ from .html import Html, Svg
 from .labels import label
 from .network import network_html
 from .receptive import ReceptiveField, receptive_field
+from .summary import summary_html
 from .tape import tape_html
 from .tree import layer_html
 
@@ -57,6 +61,7 @@ __all__ = [
     "layer_html",
     "network_html",
     "receptive_field",
+    "summary_html",
     "tape_html",
 ]
 
@@ -64,3 +69,4 @@ hooks.register(Layer, layer_html)
 hooks.register(Tape, tape_html)
 hooks.register(Network, network_html)
 hooks.register(Computation, computation_html)
+hooks.register(Summary, summary_html)

@@ -21,6 +21,7 @@ multiples of it, so shifts modulo it are all that can differ.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -72,42 +73,77 @@ def context(network: Any, output: str | None = None) -> tuple[int, int]:
     if hit is not None:
         return hit
     graph = Graph(dict(network.structure.outputs))
+    found = node_contexts(graph, [graph.outputs[name]])[graph.outputs[name]]
+    if found is None:
+        raise PlanError(_no_context(graph, name))
+    return _CONTEXTS.put(key, found)
+
+
+def node_contexts(graph: Graph, nids: Sequence[int]) -> dict[int, tuple[int, int] | None]:
+    """The (left, right) context of each node `nids`, as if it were the output; None where there is none.
+
+    One plan per probe serves every node: the planner answers computability
+    for any node, so a table of all nodes' contexts costs about one context.
+    """
     m = modulus(graph)
-    bound = 2 * (time_reach(graph) + m) + FIRST_WINDOW
+    result: dict[int, tuple[int, int] | None] = {}
+    pending = list(dict.fromkeys(nids))
+    for window in _windows(graph, m):
+        found: dict[int, list[tuple[int, int] | None]] = {nid: [] for nid in pending}
+        for start in range(m + 1):
+            planner, keys = _planner(graph, start, window, m)
+            for nid in pending:
+                found[nid].append(_probe(planner.computable(nid, keys), keys, window))
+        for nid in pending:
+            probes = found[nid]
+            if all(f is not None for f in probes):
+                result[nid] = (max(f[0] for f in probes), max(f[1] for f in probes))  # type: ignore[index]
+        pending = [nid for nid in pending if nid not in result]
+        if not pending:
+            break
+    result.update({nid: None for nid in pending})
+    return result
+
+
+def _windows(graph: Graph, m: int) -> Iterator[int]:
+    """The probe windows: 40 frames, doubling, up to the first beyond Kaldi's largest and the network's reach."""
+    bound = max(KALDI_LAST_WINDOW, 2 * (time_reach(graph) + m) + FIRST_WINDOW)
     window = FIRST_WINDOW
     while True:
-        found = [_probe(graph, name, start, window, m) for start in range(m + 1)]
-        if all(f is not None for f in found):
-            left = max(f[0] for f in found)  # type: ignore[index]
-            right = max(f[1] for f in found)  # type: ignore[index]
-            return _CONTEXTS.put(key, (left, right))
-        if window > max(KALDI_LAST_WINDOW, bound):
-            raise PlanError(_no_context(graph, name, window, m))
+        yield window
+        if window > bound:
+            return
         window *= 2
 
 
-def _no_context(graph: Graph, name: str, window: int, m: int) -> str:
+def _no_context(graph: Graph, name: str) -> str:
     """Why no window gave a context: the planner's explanation for the widest window, first input start."""
-    start = next(s for s in range(m + 1) if _probe(graph, name, s, window, m) is None)
-    planner, keys, ok = _plan(graph, name, start, window, m)
-    why = planner.uncomputable_message(name, graph.outputs[name], keys[~ok]).split("\n")[1:] if not ok.all() else []
+    m = modulus(graph)
+    window = list(_windows(graph, m))[-1]
+    nid = graph.outputs[name]
+    for start in range(m + 1):
+        planner, keys = _planner(graph, start, window, m)
+        ok = planner.computable(nid, keys)
+        if _probe(ok, keys, window) is None:
+            break
+    why = planner.uncomputable_message(name, nid, keys[~ok]).split("\n")[1:] if not ok.all() else []
     return "\n".join([f"output {name!r} has no context: with every input given on {window} frames (from t={start}) "
                       "no output frame in them is computable (an output that depends on absolute time, like "
                       "ReplaceIndex(input, t, 0), has none)", *why])
 
 
-def _plan(graph: Graph, name: str, start: int, window: int, m: int) -> tuple[Planner, np.ndarray, np.ndarray]:
+def _planner(graph: Graph, start: int, window: int, m: int) -> tuple[Planner, np.ndarray]:
+    """A planner with every input given on the window from `start`, and the keys of the window's frames."""
     frames = IndexSet.range(n=1, t=(start, start + window))
     inputs = {input_name: IndexSet.range(n=1, t=(start - m, start + window)) if input_name == "ivector" else frames
               for input_name in graph.inputs}
+    name = next(iter(graph.outputs))
     planner = Planner(graph, ComputationRequest(inputs=inputs, outputs={name: frames}))
-    keys = planner.wanted[name]
-    return planner, keys, planner.computable(graph.outputs[name], keys)
+    return planner, planner.wanted[name]
 
 
-def _probe(graph: Graph, name: str, start: int, window: int, m: int) -> tuple[int, int] | None:
-    """(left, right) for one input start, or None if no output in the window is computable."""
-    _, keys, ok = _plan(graph, name, start, window, m)
+def _probe(ok: np.ndarray, keys: np.ndarray, window: int) -> tuple[int, int] | None:
+    """(left, right) from which frames of the window are computable (`ok`, aligned with `keys`), or None if none is."""
     if not ok.any():
         return None
     t = decode(keys)[1]

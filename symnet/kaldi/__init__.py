@@ -9,18 +9,17 @@ from a config; `write_network` writes a Network back as a config.
 Components: one record per Kaldi type in `symnet.kaldi.components`
 (`build_component`, `component_options`, `COMPONENTS`). Kaldi's own model
 files: `read_nnet` / `write_nnet` hold them at the token level (`NnetFile`),
-`read_model` / `write_model` as networks (`KaldiModel`). `save_model` /
-`load_model` are symnet's own (pickle-free) model files.
+`read_model` / `write_model` as networks (`KaldiModel`). symnet's own files,
+which keep any network, are `symnet.save` / `symnet.load`.
 
 Modules: `config` (config lines), `descriptor_text` (the descriptor grammar),
 `build` (networks from configs), `network` (`KaldiNetwork`, networks as
 configs), `components` (the component records), `nnet_file`, `binary`,
 `token_kinds`, `token_values`, `transition_model` (model files at the token
-level), `model` and `model_reader` (model files as networks), `symnet_file`
-(symnet's `.npz` model files), `compute` (nnet3-compute), `exact` (every
-computable output frame, as the corpus's nnet3-eval-exact), `scales` (Kaldi's
-compile-time rule on descriptor scales); the subpackage `xconfig` reads
-Kaldi's xconfig files.
+level), `model` and `model_reader` (model files as networks), `compute`
+(nnet3-compute), `exact` (every computable output frame, as the corpus's
+nnet3-eval-exact), `scales` (Kaldi's compile-time rule on descriptor scales);
+the subpackage `xconfig` reads Kaldi's xconfig files.
 """
 
 from ..errors import ComponentConfigError, ConfigWriteError, ModelWriteError
@@ -56,7 +55,6 @@ from .model import KaldiModel, format_model, model_to_nnet, nnet_component, outp
 from .model_reader import component_line, is_kaldi_model, model_from_nnet, parse_model, read_model
 from .network import KaldiNetwork, network_config_lines, write_network
 from .nnet_file import NnetComponent, NnetFile, format_nnet, parse_nnet, read_kaldi_array, read_nnet, write_nnet
-from .symnet_file import load_model, save_model
 from .transition_model import TransitionModel
 
 __all__ = [
@@ -89,7 +87,6 @@ __all__ = [
     "format_model",
     "format_nnet",
     "is_kaldi_model",
-    "load_model",
     "lookup",
     "merge_config",
     "model_from_nnet",
@@ -109,7 +106,6 @@ __all__ = [
     "read_model",
     "read_network",
     "read_nnet",
-    "save_model",
     "write_config",
     "write_descriptor",
     "write_model",

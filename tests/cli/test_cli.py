@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from helpers import EXAMPLES
+from symnet import load
 from symnet.cli import main
-from symnet.kaldi import load_model, read_network
+from symnet.kaldi import read_network
 
 DOC = EXAMPLES / "kaldi-doc-example.config"
 LSTM = EXAMPLES / "lstm.config"
@@ -46,7 +47,7 @@ def test_init_then_info_on_the_model(tmp_path, capsys):
     assert main(["init", "--seed", "7", str(LSTM), str(out_path)]) == 0
     out, err = capsys.readouterr()
     assert str(out_path) in out and err == ""
-    model = load_model(out_path)
+    model = load(out_path)
     expected = read_network(LSTM, seed=7)
     assert model.network.structure == expected.network.structure
     for name, value in expected.network.params.items():
@@ -68,11 +69,11 @@ def test_init_with_an_existing_model(tmp_path, capsys):
     more.write_text("output-node name=aux input=nonlin1 objective=quadratic\n")
     second = tmp_path / "second.mdl"
     assert main(["init", str(first), str(more), str(second)]) == 0
-    model = load_model(second)
+    model = load(second)
     assert dict(model.objectives) == {"output": "linear", "aux": "quadratic"}
     np.testing.assert_array_equal(
         np.asarray(model.network.params["affine1.linear_params"]),
-        np.asarray(load_model(first).network.params["affine1.linear_params"]),
+        np.asarray(load(first).network.params["affine1.linear_params"]),
     )
 
 
@@ -90,11 +91,11 @@ def test_config_error_is_one_line_and_leaves_no_output(tmp_path, capsys):
 
 
 def test_failed_write_leaves_no_output(tmp_path, capsys, monkeypatch):
-    def broken(file, **arrays):
+    def broken(file, array, **options):
         file.write(b"half a model")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(np, "savez", broken)
+    monkeypatch.setattr(np.lib.format, "write_array", broken)
     out_path = tmp_path / "out.mdl"
     assert main(["init", str(DOC), str(out_path)]) == 1
     _, err = capsys.readouterr()
@@ -110,7 +111,7 @@ def test_errors_on_missing_and_damaged_files(tmp_path, capsys):
     damaged.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty zip archive
     assert main(["info", str(damaged)]) == 1
     _, err = capsys.readouterr()
-    assert "not a symnet model file" in err and err.count("\n") == 1
+    assert "not a symnet network file" in err and err.count("\n") == 1
 
 
 def test_usage_errors(capsys):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from helpers.kaldi_models import AM_NNET, AM_TEXT, NNET_TEXT
+from symnet import save
 from symnet.cli import main
 from symnet.kaldi import (
     format_model,
@@ -17,7 +18,6 @@ from symnet.kaldi import (
     parse_network,
     parse_nnet,
     read_model,
-    save_model,
     write_model,
 )
 from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
@@ -96,7 +96,7 @@ def test_copy_writes_configs_and_symnet_models_as_raw_nnet3(tmp_path, capsys):
     config.write_text(TDNN)
     kn = parse_network(TDNN, seed=3)
     symnet_model = tmp_path / "tdnn.npz"
-    save_model(symnet_model, kn)
+    save(symnet_model, kn)
     for source in (config, symnet_model):
         out = tmp_path / (source.name + ".raw")
         assert main(["copy", str(source), str(out)]) == 0

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from helpers import REPO
-from symnet import demo
+from symnet import demo, load
 from symnet.datasets import HmmTask
-from symnet.kaldi import load_model, parse_network, read_model
+from symnet.kaldi import parse_network, read_model
 
 
 @pytest.mark.slow
@@ -43,7 +43,7 @@ def test_quick_demo(tmp_path, capsys):
     for seed, (name, config) in enumerate(demo.configs(task.feat_dim, task.num_states, 64).items(), start=1):
         initial = parse_network(config, seed=seed).network
         base = out / demo.FILES[name]
-        symnet_model = load_model(str(base) + ".npz").network
+        symnet_model = load(str(base) + ".npz").network
         kaldi_model = read_model(str(base) + ".raw").network.network
         assert symnet_model.structure == initial.structure, name
         for k in initial.params:  # both files hold the same trained parameters

@@ -1,12 +1,9 @@
 """Networks from Kaldi nnet3 configs and back: building, dims, shared components, recurrences,
-TdnnComponent, writing, merging, model files, and config errors with file, line and column."""
+TdnnComponent, writing, merging, and config errors with file, line and column."""
 
 from __future__ import annotations
 
-import json
-import os
 import warnings
-import zipfile
 
 import numpy as np
 import pytest
@@ -17,18 +14,16 @@ from symnet import Input, Network, Node
 from symnet.components import ComponentConfigError, TdnnComponent, set_test_mode
 from symnet.core.descriptor import Append, DimRange, IfDefined, Offset, Ref
 from symnet.core.layer import Identity
-from symnet.errors import ConfigError, ModelFormatError
+from symnet.errors import ConfigError
 from symnet.kaldi import (
     COMPONENTS,
     ConfigWriteError,
     KaldiNetwork,
     component_options,
-    load_model,
     network_config_lines,
     parse_config,
     parse_network,
     read_network,
-    save_model,
     write_network,
 )
 
@@ -531,63 +526,6 @@ output-node name=output input=b
     assert e.line == 3 and "same frame" in e.message
     net = parse_network(text.replace("IfDefined(a)", "IfDefined(Offset(a, -1))")).network
     assert net.context() == (0, 0)
-
-
-# ----- model files --------------------------------------------------------------------------------
-
-
-def test_model_file_round_trip(tmp_path, lstm):
-    path = tmp_path / "lstm.mdl"
-    save_model(path, lstm)
-    assert sorted(os.listdir(tmp_path)) == ["lstm.mdl"]
-    with np.load(path, allow_pickle=False) as data:
-        header = json.loads(str(data["symnet.header"]))
-        assert header["format"] == "symnet-model" and header["version"] == 1
-        assert header["parameters"]["lstm1.lstm_nonlin.params"]["shape"] == [3, 8]
-        assert str(data["symnet.config"]) == write_network(lstm)
-    loaded = load_model(path)
-    assert loaded.network.structure == lstm.network.structure
-    assert dict(loaded.objectives) == dict(lstm.objectives)
-    for name, value in lstm.network.params.items():
-        np.testing.assert_array_equal(_np(loaded.network.values[name]), _np(value))
-
-
-def test_model_file_errors(tmp_path, doc):
-    bad = tmp_path / "bad.mdl"
-    bad.write_bytes(b"PK\x03\x04 truncated")
-    with pytest.raises(ModelFormatError):
-        load_model(bad)
-    np.savez(tmp_path / "other.npz", a=np.zeros(2))
-    with pytest.raises(ModelFormatError, match="not a symnet model"):
-        load_model(tmp_path / "other.npz")
-    good = tmp_path / "good.mdl"
-    save_model(good, doc)
-    with zipfile.ZipFile(good) as z:
-        entries = {name: z.read(name) for name in z.namelist()}
-    header = json.loads(np.load(good)["symnet.header"].item())
-    header["version"] = 99
-    newer = tmp_path / "newer.mdl"
-    arrays = {k[:-4]: np.load(good)[k[:-4]] for k in entries}
-    arrays["symnet.header"] = np.array(json.dumps(header))
-    np.savez(newer, **arrays)
-    os.rename(str(newer) + ".npz", newer)
-    with pytest.raises(ModelFormatError, match="version 99"):
-        load_model(newer)
-
-
-def test_save_model_is_atomic(tmp_path, doc, monkeypatch):
-    path = tmp_path / "model.mdl"
-    path.write_bytes(b"old contents")
-
-    def broken(file, **arrays):
-        file.write(b"partial")
-        raise OSError("disk full")
-
-    monkeypatch.setattr(np, "savez", broken)
-    with pytest.raises(OSError, match="disk full"):
-        save_model(path, doc)
-    assert path.read_bytes() == b"old contents"
-    assert sorted(os.listdir(tmp_path)) == ["model.mdl"]
 
 
 # ----- more properties ------------------------------------------------------------------------------

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from helpers import EXAMPLES
-from symnet import Append, Input, Network, Node
+from symnet import Append, Input, Network, Node, load
 from symnet.cli import main
 from symnet.errors import ConfigError, SymnetError
-from symnet.kaldi import KaldiNetwork, load_model, parse_network, write_network
+from symnet.kaldi import KaldiNetwork, parse_network, write_network
 from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
 from symnet.kaldi.config import ComponentLine, ComponentNode, DimRangeNode, OutputNode, parse_config
 from symnet.kaldi.xconfig import (
@@ -555,7 +555,7 @@ def test_cli_info_init_and_compute_take_an_xconfig(xconfig_file, tmp_path, capsy
     assert "input-dim: 16" in info and "output-dim: 30" in info and "left-context: 2" in info
     model = tmp_path / "model.mdl"
     assert main(["init", "--seed", "4", str(xconfig_file), str(model)]) == 0
-    loaded = load_model(model)
+    loaded = load(model)
     assert loaded.network.structure == read_xconfig_network(xconfig_file, seed=4).network.structure
     feats = {"utt1": np.random.default_rng(2).standard_normal((6, 16)).astype(np.float32)}
     kaldiio.save_ark(str(tmp_path / "feats.ark"), feats)
@@ -573,9 +573,9 @@ def test_cli_init_adds_an_xconfig_to_an_existing_model(xconfig_file, tmp_path, c
     more.write_text("relu-layer name=extra dim=7 input=tdnnf2.noop\noutput-layer name=output2 dim=3\n")
     out = tmp_path / "more.mdl"
     assert main(["init", str(base), str(more), str(out)]) == 0, capsys.readouterr().err
-    net = load_model(out).network
+    net = load(out).network
     assert set(net.outputs) == {"output", "output2"}
-    base_params = load_model(base).network.params
+    base_params = load(base).network.params
     assert all(np.array_equal(net.params[k], v) for k, v in base_params.items())
 
 
@@ -599,7 +599,7 @@ def test_cli_train_takes_an_xconfig(xconfig_file, tmp_path, capsys):
         )
         == 0
     ), capsys.readouterr().err
-    assert load_model(out).network.structure == read_xconfig_network(xconfig_file).network.structure
+    assert load(out).network.structure == read_xconfig_network(xconfig_file).network.structure
 
 
 def test_the_xconfig_network_is_a_kaldi_config_network():
