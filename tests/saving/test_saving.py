@@ -69,6 +69,18 @@ from symnet.engine.graph import Graph
 from symnet.engine.plan import Planner
 from symnet.errors import SaveError
 from symnet.kaldi import COMPONENTS, KaldiNetwork, read_network
+from symnet.layers import (
+    Affine,
+    AvgPool2d,
+    BatchNorm,
+    Conv2d,
+    Dropout,
+    Flatten,
+    LayerNorm,
+    MaxPool2d,
+    Reshape,
+    TimeConv,
+)
 
 
 def round_trip(tmp_path: pathlib.Path, network: Any, name: str = "net.npz") -> Any:
@@ -134,8 +146,15 @@ def core_networks() -> dict[str, Network]:
         + Power(x, 3.0) * Weight(np.array([1.0, 2.0, 3.0]))
         + x * Weight(Constant((3,), 0.25))
     )
+    t = Node("tc", ReLU(TimeConv(x, 4, offsets=(-1, 0, 1))))
+    t = Dropout(Node("ln", LayerNorm(Node("bn", BatchNorm(t)))), 0.1, test_mode=True)
+    image = Reshape(Input("image", 36), (6, 6, 1))
+    conv = Node("conv", ReLU(Conv2d(image, 2, kernel=3)))
+    pooled = Flatten(AvgPool2d(MaxPool2d(conv, 2, stride=1), 2, stride=1))
+    typed = Network({"output": LogSoftmax(Node("fc", Affine(t, 2))), "image": Node("fc2", Affine(pooled, 2))})
     return {
         "descriptors": Network({"output": LogSoftmax(arith @ Weight(Normal((3, 2), 0.1))), "aux": r}),
+        "typed layers": typed,
         "plain": Network((1.0 + Identity()) * Weight(2.0)),
         "literal arrays": Network(
             Input("input", 2) * Literal(np.array([1, 2], dtype=np.int32)) + np.array([0.5, 0.25])
@@ -204,7 +223,7 @@ def test_every_layer_class_is_covered(tmp_path: pathlib.Path) -> None:
     nets = list(core_networks().values()) + [component_network(k) for k in sorted(SAMPLES) + sorted(NONSIMPLE_SAMPLES)]
     for net in nets:
         seen.update(type(layer) for _, root in net.structure.outputs for layer in walk([root]))
-    abstract = {"Layer", "BinaryLayer", "Elementwise", "Descriptor", "IndexedLayer", "Component", "Recurrence"}
+    abstract = {"Layer", "BinaryLayer", "Elementwise", "Descriptor", "IndexedLayer", "Component", "Recurrence", "Typed"}
     builtin = {name for name in LAYER_CLASSES.names() if ":" not in name and not name.startswith("_")}
     missing = builtin - abstract - {LAYER_CLASSES.name_of(c) for c in seen}
     assert not missing, missing
