@@ -18,20 +18,35 @@ per-frame masks computed in numpy.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import contextlib
+import contextvars
+from typing import Any, Iterator, Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import Append, Const, Failover, IfDefined, Node, Offset, ReplaceIndex, Round, Scale, Sum, Switch
-from ..errors import PlanError, ShapeError, at
+from ..core.descriptor import IfDefined, Node, Offset, ReplaceIndex, Round
+from ..errors import PlanError
 from ..core.index import decode
-from ..core.elementwise import Elementwise
-from ..core.layer import BinaryLayer, Dot, Layer, layer_class
+from ..core.layer import Layer, layer_class
 from ..core.tape import Tape
 from .dims import node_shapes, static_dim
+from .frame import FrameProgram, step_value
+from .fused_scan import fused_scan
 from .rowmap import RowMap
+
+_PLAIN_SCANS = contextvars.ContextVar("plain_scans", default=False)
+
+
+@contextlib.contextmanager
+def plain_scans() -> Iterator[None]:
+    """Lower recurrences traced inside to a plain `lax.scan` that JAX differentiates (the fused scan's reference)."""
+    token = _PLAIN_SCANS.set(True)
+    try:
+        yield
+    finally:
+        _PLAIN_SCANS.reset(token)
 
 
 def _rows3(value: jax.Array, batch: int) -> jax.Array:
@@ -99,32 +114,6 @@ def strongly_connected(nodes: list[int], operands: list[tuple[int, ...]]) -> lis
     return out
 
 
-def step_value(layer: Layer, args: list[jax.Array], batch: int) -> jax.Array:
-    """A node's value at one frame (`[batch, dim]`) from its operands' values there.
-
-    Descriptors move nothing within one frame: the scan's buffers and masks have
-    already done their row movement.
-    """
-    if isinstance(layer, Append):
-        return jnp.concatenate(args, axis=-1)
-    if isinstance(layer, (Sum, Failover, Switch)):
-        dims = {a.shape[-1] for a in args}
-        if len(dims) > 1:
-            raise ShapeError(f"{type(layer).__name__}: parts of different dims {sorted(dims)}{at(layer.where)}")
-        out = args[0]
-        for a in args[1:]:
-            out = out + a
-        return out
-    if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
-        return args[0]
-    if isinstance(layer, Const):
-        return jnp.full((batch, layer.dim), layer.value, dtype=jnp.result_type(float))
-    if not layer.rowwise:
-        raise PlanError(f"{type(layer).__name__} cannot be part of a recurrence{at(layer.where)}")
-    layer.check(*(tuple(a.shape) for a in args))
-    return layer.apply(*args)
-
-
 class _Edge:
     __slots__ = ("kind", "op", "lag", "mask", "rowmap", "slot")
 
@@ -136,8 +125,15 @@ class _Edge:
 class RecurrentBlock:
     """The plan of one scanned group: steps, edges, buffers and what leaves the scan."""
 
-    def __init__(self, graph: Any, members: list[int], rows: Mapping[int, Any], maps: Mapping[int, tuple],
-                 exported: list[int], given: Mapping[int, np.ndarray] | None = None):
+    def __init__(
+        self,
+        graph: Any,
+        members: list[int],
+        rows: Mapping[int, Any],
+        maps: Mapping[int, tuple],
+        exported: list[int],
+        given: Mapping[int, np.ndarray] | None = None,
+    ):
         self.graph = graph
         self.batch = next(iter(rows.values())).batch
         self.exported = exported
@@ -232,6 +228,9 @@ class RecurrentBlock:
             if m in given:
                 src[~computed[m]] = np.searchsorted(given[m], rows[m].keys[~computed[m]])
             self.out_maps[m] = RowMap(src, num_given + self.num_steps)
+        self.frames = FrameProgram(
+            {m: graph.layers[m] for m in members}, self.order, self.edges, exported, self.depth, self.batch
+        )
 
     def _needed_masks(self) -> list[np.ndarray]:
         """Give a mask slot to each edge whose absent rows are not already zero; return the masks.
@@ -279,8 +278,10 @@ class RecurrentBlock:
                 elif e.kind == "same":
                     if state.get(e.op) == 1:
                         cycle = [n for n, _ in path]
-                        raise PlanError("a cycle with no time offset: "
-                                        + " -> ".join(self.graph.describe(n) for n in cycle[cycle.index(e.op):]))
+                        raise PlanError(
+                            "a cycle with no time offset: "
+                            + " -> ".join(self.graph.describe(n) for n in cycle[cycle.index(e.op) :])
+                        )
                     if e.op not in state:
                         state[e.op] = 1
                         path.append((e.op, iter(self.edges[e.op])))
@@ -301,8 +302,12 @@ class RecurrentBlock:
     def _value(self, layer: Layer, args: list[jax.Array]) -> jax.Array:
         return step_value(layer, args, self.batch)
 
-    def scan(self, ext_values: tuple[jax.Array, ...], static_values: tuple[jax.Array, ...],
-             given_values: tuple[jax.Array, ...] = ()) -> jax.Array:
+    def scan(
+        self,
+        ext_values: tuple[jax.Array, ...],
+        static_values: tuple[jax.Array, ...],
+        given_values: tuple[jax.Array, ...] = (),
+    ) -> jax.Array:
         """All exported members' values: `[given rows + steps, batch, sum of dims]`, flattened to rows."""
         batch = self.batch
         statics = dict(zip(self.statics, static_values))
@@ -314,6 +319,30 @@ class RecurrentBlock:
         for op, depth in self.depth.items():
             source = given[op] if op in given else jnp.zeros((0, batch, dims[op]), dtype)
             carry0[op] = self.carry_maps[op](source.astype(dtype))
+        if not _PLAIN_SCANS.get():
+            try:
+                ys = fused_scan(
+                    self.frames, xs_ext, statics, carry0, self.masks, reverse=self.reverse, dims=dims, dtype=dtype
+                )
+            except NotImplementedError:  # a member without a vjp: JAX differentiates its apply
+                ys = self._plain_scan(xs_ext, statics, carry0, dtype)
+        else:
+            ys = self._plain_scan(xs_ext, statics, carry0, dtype)
+        flat = []
+        for m, y in zip(self.exported, ys):
+            if m in given:  # the given rows come first, then the steps
+                y = jnp.concatenate([given[m].astype(y.dtype), y], axis=0)
+            flat.append(y.reshape(y.shape[0] * batch, y.shape[-1]))
+        return flat
+
+    def _plain_scan(
+        self,
+        xs_ext: tuple[jax.Array, ...],
+        statics: Mapping[int, jax.Array],
+        carry0: Mapping[int, jax.Array],
+        dtype: Any,
+    ) -> tuple[jax.Array, ...]:
+        """The exported members' values per frame by one `lax.scan` of `step_value`."""
         masks = jnp.asarray(self.masks)
 
         def step(carry, xs):
@@ -338,16 +367,11 @@ class RecurrentBlock:
             }
             return new, tuple(vals[m] for m in self.exported)
 
-        _, ys = jax.lax.scan(step, carry0, (xs_ext, masks), reverse=self.reverse)
-        flat = []
-        for m, y in zip(self.exported, ys):
-            if m in given:  # the given rows come first, then the steps
-                y = jnp.concatenate([given[m].astype(y.dtype), y], axis=0)
-            flat.append(y.reshape(y.shape[0] * batch, y.shape[-1]))
-        return flat
+        return jax.lax.scan(step, dict(carry0), (xs_ext, masks), reverse=self.reverse)[1]
 
-    def tapes(self, tapes: dict[int, Tape], rows: Mapping[int, Any], params: Any,
-              given: Mapping[int, Tape] | None = None) -> None:
+    def tapes(
+        self, tapes: dict[int, Tape], rows: Mapping[int, Any], params: Any, given: Mapping[int, Tape] | None = None
+    ) -> None:
         """Add the group's Tape node and one selection tape per exported member to `tapes`."""
         given = given or {}
         ext_tapes = tuple(tapes[e.op] for e in self.externals)
@@ -378,8 +402,9 @@ class RecurrentBlock:
                 return _flat(rowmap(_rows3(cols, self.batch)))
 
             member_value, member_vjp = jax.vjp(select, value)
-            tapes[m] = Tape(self.graph.layers[m], member_value, (block,), rows=rows[m], pullback=member_vjp,
-                            parameters=params)
+            tapes[m] = Tape(
+                self.graph.layers[m], member_value, (block,), rows=rows[m], pullback=member_vjp, parameters=params
+            )
             start += width
 
     def exported_dims(self, ext_values: tuple, static_values: tuple) -> list[int]:
