@@ -206,7 +206,7 @@ class Network:
         return children, self.structure
 
     def _tree_flatten(self):
-        return tuple(self.params[n] for n in self.structure.names), self.structure
+        return tuple(map(self.params.__getitem__, self.structure.names)), self.structure
 
     @classmethod
     def _tree_unflatten(cls, structure: Structure, leaves: Any) -> Network:

@@ -535,11 +535,11 @@ class Structure:
 
     outputs: tuple[tuple[str, Layer], ...]
     weights: tuple[Weight, ...]
+    #: The parameter names, in leaf order (computed once: every flatten of a Network reads them).
+    names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The parameter names, in leaf order."""
-        return tuple(w.name for w in self.weights)  # type: ignore[misc]
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "names", tuple(w.name for w in self.weights))
 
 
 def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[str, Weight]]:

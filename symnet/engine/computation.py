@@ -213,7 +213,9 @@ class Computation:
         for name, indexes in self.request.inputs.items():
             if name not in inputs:
                 raise PlanError(f"missing input matrix {name!r} (the request provides it)")
-            value = jnp.asarray(inputs[name])
+            value = inputs[name]
+            if not isinstance(value, jax.Array):  # jnp.asarray of a jax.Array costs a call's worth of host time
+                value = jnp.asarray(value)
             dim = self.graph.input_dims.get(name) if name in self.graph.inputs else None
             if value.ndim != 2 or value.shape[0] != len(indexes) or (dim is not None and value.shape[1] != dim):
                 want = f"({len(indexes)}, {dim if dim is not None else 'dim'})"

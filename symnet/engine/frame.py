@@ -381,8 +381,17 @@ class FrameProgram:
 
 
 def _vjp_uses(layer: Layer, value: Any, args: list[Any]) -> tuple[bool, list[bool]]:
-    """Which of (value, operands) `layer.vjp` reads, from the jaxpr it traces to."""
-    closed = jax.make_jaxpr(lambda d, v, *a: layer.vjp(d, v, *a))(value, value, *args)
+    """Which of (value, operands) `layer.vjp` reads, from the jaxpr it traces to.
+
+    A vjp that fails on these shapes is taken to read everything: the forward
+    pass then raises the layer's own error (its `check`), naming the layer.
+    """
+    try:
+        closed = jax.make_jaxpr(lambda d, v, *a: layer.vjp(d, v, *a))(value, value, *args)
+    except NotImplementedError:
+        raise
+    except Exception:  # noqa: BLE001 - any failure: see the docstring
+        return True, [True] * len(args)
     jaxpr = closed.jaxpr
     used = {id(v) for eqn in jaxpr.eqns for v in eqn.invars} | {id(v) for v in jaxpr.outvars}
     flags = [id(v) in used for v in jaxpr.invars]

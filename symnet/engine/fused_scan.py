@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core.descriptor import DimRange
 from .frame import FrameProgram, Needs
 
 UNROLL = 1  # frames per loop iteration (measured on CPU: see docs/performance.md)
@@ -67,6 +68,43 @@ def _frame_mask(mask: jax.Array) -> Callable[[jax.Array, int], jax.Array]:
 
 def _all_frames_mask(masks: jax.Array) -> Callable[[jax.Array, int], jax.Array]:
     return lambda v, slot: jnp.where(masks[:, slot, None, None], v, jnp.zeros_like(v))
+
+
+class _Delta:
+    """A member's delta at one frame, summed from whole arrays and column pieces (from its DimRanges).
+
+    Pieces that do not overlap are put side by side (one concatenation, zeros
+    between); XLA's CPU backend runs a sum of padded pieces as a slow loop.
+    """
+
+    __slots__ = ("whole", "pieces")
+
+    def __init__(self) -> None:
+        self.whole: jax.Array | None = None
+        self.pieces: list[tuple[int, jax.Array]] = []
+
+    def add(self, d: jax.Array) -> None:
+        self.whole = d if self.whole is None else self.whole + d
+
+    def total(self, width: int) -> jax.Array | None:
+        if not self.pieces:
+            return self.whole
+        pieces = sorted(self.pieces, key=lambda p: p[0])
+        ends = [start + p.shape[-1] for start, p in pieces]
+        if all(end <= nxt for end, (nxt, _) in zip(ends, pieces[1:])):
+            parts, at_col = [], 0
+            for (start, p), end in zip(pieces, ends):
+                if start > at_col:
+                    parts.append(jnp.zeros(p.shape[:-1] + (start - at_col,), p.dtype))
+                parts.append(p)
+                at_col = end
+            if at_col < width:
+                parts.append(jnp.zeros(pieces[0][1].shape[:-1] + (width - at_col,), pieces[0][1].dtype))
+            summed = jnp.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
+        else:
+            pad = [(0, 0)] * (pieces[0][1].ndim - 1)
+            summed = sum(jnp.pad(p, pad + [(start, width - end)]) for (start, p), end in zip(pieces, ends))
+        return summed if self.whole is None else self.whole + summed
 
 
 def _add(a: jax.Array | None, b: jax.Array | None) -> jax.Array | None:
@@ -220,20 +258,29 @@ def _backward(
 
             return lambda: [read(e, vals) if used else placeholder(e) for e, used in zip(edges[m], reads[m][1])]
 
-        deltas: dict[int, jax.Array | None] = {}
+        deltas: dict[int, _Delta] = {}
+
+        def delta_of(m: int) -> _Delta:
+            return deltas.setdefault(m, _Delta())
+
         for m, d in zip(program.exported, dy):
-            deltas[m] = d
+            delta_of(m).add(d)
         for op, buf in pending.items():
-            deltas[op] = _add(deltas.get(op), buf[0])
+            delta_of(op).add(buf[0])
         earlier: dict[int, list[jax.Array | None]] = {op: [None] * depth[op] for op in pending}
         d_ext: list[jax.Array | None] = [None] * num_ext
         acc = dict(acc)
         d_dots: dict[int, jax.Array] = {}
         for m in reversed(order):
-            d = deltas.pop(m, None)
+            gathered = deltas.pop(m, None)
+            d = None if gathered is None else gathered.total(dims[m])
             if m in program.deferred:
                 d_dots[m] = jnp.zeros(shapes[m], dtype) if d is None else d
             if d is None:
+                continue
+            layer = program.layers[m]
+            if isinstance(layer, DimRange) and edges[m][0].kind == "same" and edges[m][0].slot < 0:
+                delta_of(edges[m][0].op).pieces.append((layer.offset, d))
                 continue
             widths = lambda m=m: [width(e) for e in edges[m]]  # noqa: E731
             for e, c in zip(edges[m], program.member_vjp(m, d, value(m), operands(m), statics, widths)):
@@ -242,7 +289,7 @@ def _backward(
                 if e.kind in ("same", "lag") and e.slot >= 0:
                     c = jnp.where(mask[e.slot], c, jnp.zeros_like(c))
                 if e.kind == "same":
-                    deltas[e.op] = _add(deltas.get(e.op), c)
+                    delta_of(e.op).add(c)
                 elif e.kind == "lag":
                     earlier[e.op][abs(e.lag) - 1] = _add(earlier[e.op][abs(e.lag) - 1], c)
                 elif e.kind == "external":
