@@ -40,6 +40,7 @@ from .dims import node_shapes, static_dim
 from .recurrence import RecurrentBlock, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap
+from .scan_merge import MergedScans, run_schedule
 
 
 class Rows:
@@ -101,13 +102,19 @@ class Computation:
         self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(needed) if len(k)}
         self.output_ids = planner.output_ids
         self.given_state = {
-            nid: keys for nid, keys in planner.given.items()
+            nid: keys
+            for nid, keys in planner.given.items()
             if not isinstance(graph.layers[nid], (Input, Identity)) and nid in self.rows
         }
         self.steps = self._steps(planner)
+        # The order to run the steps in, independent scans over the same frames merged (engine/scan_merge.py).
+        self.schedule = run_schedule(self.steps, graph)
         self.input_maps = self._input_maps(planner)
         self.output_maps = {
-            name: RowMap(np.searchsorted(planner.requirements()[self.output_ids[name]], keys), len(planner.requirements()[self.output_ids[name]]))
+            name: RowMap(
+                np.searchsorted(planner.requirements()[self.output_ids[name]], keys),
+                len(planner.requirements()[self.output_ids[name]]),
+            )
             for name, keys in planner.wanted.items()
         }
         self._jitted = jax.jit(self._run)
@@ -139,8 +146,10 @@ class Computation:
             nid = group[0]
             if len(group) == 1 and nid not in graph.operands[nid]:
                 if nid in self.given_state:
-                    raise PlanError(f"the request gives values of {graph.describe(nid)}, which is not recurrent: "
-                                    "only recurrent nodes take given values (a state carried from an earlier chunk)")
+                    raise PlanError(
+                        f"the request gives values of {graph.describe(nid)}, which is not recurrent: "
+                        "only recurrent nodes take given values (a state carried from an earlier chunk)"
+                    )
                 units.append(_Step(nid, graph.layers[nid], graph.operands[nid], maps[nid]))
                 continue
             members = set(group)
@@ -158,7 +167,7 @@ class Computation:
         keys = planner.requirements()[nid]
         if isinstance(layer, IndexedLayer):
             required, owner = layer.requirements(keys)
-            (_, _, available), = planner.dependencies(nid, keys)
+            ((_, _, available),) = planner.dependencies(nid, keys)
             src = np.searchsorted(planner.requirements()[graph.operands[nid][0]], required[available])
             maps[0] = IndexedRows(src, len(planner.requirements()[graph.operands[nid][0]]), owner[available], len(keys))
             return tuple(maps)
@@ -199,8 +208,9 @@ class Computation:
         """
         return self._jitted(network.params, self._check_inputs(inputs), rng.active_key())
 
-    def _run(self, params: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array],
-             key: jax.Array | None) -> dict[str, jax.Array]:
+    def _run(
+        self, params: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array], key: jax.Array | None
+    ) -> dict[str, jax.Array]:
         with rng.randomness(key) if key is not None else contextlib.nullcontext():
             return {name: tape.value for name, tape in self._tapes(params, inputs).items()}
 
@@ -239,8 +249,8 @@ class Computation:
                 given[nid] = Tape(graph.layers[nid], value, rows=rows, parameters=params)
             else:
                 tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
-        for step in self.steps:
-            if isinstance(step, RecurrentBlock):
+        for step in self.schedule:
+            if isinstance(step, (RecurrentBlock, MergedScans)):
                 step.tapes(tapes, self.rows, params, given)
             elif step.nid not in tapes:
                 tapes[step.nid] = self._tape(step, tapes, params)
@@ -284,9 +294,7 @@ class Computation:
 
             def pullback(d, layer=layer, value=value, selected=tuple(selected), transposes=tuple(transposes)):
                 deltas = layer.vjp(d, value, *selected)
-                return tuple(
-                    dd if (t is None or dd is None) else t(dd)[0] for dd, t in zip(deltas, transposes)
-                )
+                return tuple(dd if (t is None or dd is None) else t(dd)[0] for dd, t in zip(deltas, transposes))
 
             return Tape(layer, value, upstream, rows=rows, pullback=pullback, parameters=params)
         if isinstance(layer, IndexedLayer):
@@ -336,14 +344,18 @@ def _descriptor_fn(layer: Layer, maps: tuple[RowMap | None, ...], batch: int, nu
     if isinstance(layer, Append):
         return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)
     if isinstance(layer, (Sum, Failover, Switch)):
+
         def total(*vs):
             terms = [take(i, v) for i, v in enumerate(vs) if maps[i] is not None]
             out = terms[0]
             for t in terms[1:]:
                 if t.shape != out.shape:
-                    raise ShapeError(f"{type(layer).__name__}: parts of dims {out.shape[-1]} and {t.shape[-1]}{at(layer.where)}")
+                    raise ShapeError(
+                        f"{type(layer).__name__}: parts of dims {out.shape[-1]} and {t.shape[-1]}{at(layer.where)}"
+                    )
                 out = out + t
             return out
+
         return total
     if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
         return lambda v: take(0, v)

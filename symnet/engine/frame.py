@@ -360,11 +360,13 @@ class FrameProgram:
     ) -> Sequence[jax.Array | None]:
         """The deltas of member `m`'s operands (one per edge; None for none), given its delta at this frame.
 
-        `value()` and `args()` give the forward values; `widths()` the operands' dims.
+        `value()` and `args()` give the forward values; `widths()` the operands' dims. For a deferred
+        Dot, `statics` maps its weight to the weight transposed.
         """
         layer, edges = self.layers[m], self.edges[m]
         if m in self.deferred:
-            return (jnp.matmul(d, statics[edges[1].op].T), None)  # the weight's gradient comes after the loop
+            # `statics` holds the weight transposed (made once, before the loop); its gradient comes after the loop
+            return (jnp.matmul(d, statics[edges[1].op]), None)
         if isinstance(layer, Append):
             out, start = [], 0
             for width in widths():

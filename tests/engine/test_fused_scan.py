@@ -41,6 +41,7 @@ from symnet.components.recurrent import (
 )
 from symnet.engine.frame import FrameProgram
 from symnet.engine.recurrence import RecurrentBlock, plain_scans
+from symnet.engine.scan_merge import MergedScans
 
 D, C, N, T = 3, 4, 2, 9
 x = Input("input", D)
@@ -291,3 +292,41 @@ def test_no_weight_gradient_is_accumulated_inside_the_backward_loop():
     with plain_scans():
         plain = loops()
     assert (4 * C, C) in plain[1]  # what JAX's transpose of the plain scan does per frame
+
+
+def test_the_two_directions_of_a_bidirectional_layer_share_one_loop():
+    """fw (reading t-1) and bw (reading t+1) do not read each other: one scan forward, one backward pass."""
+    net = Network(Append(lstm("fw", -1), lstm("bw", +1)))
+    c = compile(net, request())
+    (merged,) = [s for s in c.schedule if isinstance(s, MergedScans)]
+    assert sorted(b.reverse for b in merged.blocks) == [False, True]
+    inputs = inputs_for(T)
+
+    def loops() -> list:  # a new function each time: make_jaxpr caches traces by function
+        def grads(params):
+            return c.forward(net.replace(params=params), inputs)["output"].backward(1.0)
+
+        return scans(jax.make_jaxpr(grads)(net.params))
+
+    merged_loops = loops()
+    assert len(merged_loops) == 2  # the forward loop and the backward loop, each doing both directions
+    assert all(len(dots) == 2 for _, dots in merged_loops)  # one recurrent product per direction per frame
+    with plain_scans():
+        assert len(loops()) == 4
+
+
+def test_a_stacked_layer_waits_for_the_layer_below():
+    """A recurrence reading another one's output is never merged with it."""
+    net = Network(lstm("top", -1, lstm("low", -1), C))
+    c = compile(net, request())
+    assert not [s for s in c.schedule if isinstance(s, MergedScans)]
+    assert len([s for s in c.schedule if isinstance(s, RecurrentBlock)]) == 2
+
+
+def test_the_bias_added_to_the_input_projection_is_added_inside_the_loop():
+    """The scan reads x @ wx per frame; `+ b` is computed per frame, not as one more pass over all frames."""
+    c = compile(Network(lstm()), request())
+    (block,) = [s for s in c.steps if isinstance(s, RecurrentBlock)]
+    (external,) = block.externals
+    assert type(c.graph.layers[external.op]).__name__ == "Dot"
+    assert c.graph.layers[external.op].children[1].name == "m.wx"
