@@ -14,13 +14,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from workloads import Workload, _cross_entropy_delta, _make_steps, affine, lstm_reference
 
 from symnet import Input, LogSoftmax, Network, Normal, Sigmoid, Tanh, Weight
 from symnet.components.recurrent import LstmNonlinearityComponent
 from symnet.core.descriptor import Append, DimRange, IfDefined, Node, Offset, Ref
 from symnet.core.index import IndexSet
 from symnet.engine import ComputationRequest, compile
+from workloads import Workload, _cross_entropy_delta, _make_steps, affine, lstm_reference
 
 DIM, CELLS, OUTPUTS = 40, 256, 100
 

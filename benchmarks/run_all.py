@@ -21,13 +21,13 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from recurrent import blstm, gru, kaldi_lstm
-from workloads import w1, w2, w2_network, w3
 
 import symnet
+from recurrent import blstm, gru, kaldi_lstm
 from symnet.core.index import IndexSet
 from symnet.engine import ComputationRequest, compile
 from symnet.engine import computation as computation_module
+from workloads import w1, w2, w2_network, w3
 
 ROWS = {
     "w1": lambda quick: w1(num_sequences=64) if quick else w1(),

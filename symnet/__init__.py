@@ -8,6 +8,8 @@ models are in `symnet.kaldi`, components in `symnet.components`, training in
 `symnet.train`, notebook views in `symnet.display`.
 """
 
+from . import display  # registers the notebook renderers of layers, tapes, networks and computations
+from .components import natural_gradient
 from .core import rng
 from .core.descriptor import (
     Append,
@@ -35,6 +37,7 @@ from .core.layer import (
     BinaryLayer,
     Divide,
     Dot,
+    FixedWeight,
     Identity,
     Layer,
     Literal,
@@ -66,14 +69,11 @@ from .errors import (
     SymnetError,
 )
 from .network import Network
-from .components import natural_gradient
-from . import display  # registers the notebook renderers of layers, tapes, networks and computations
-
 from .version import __version__
 
 __all__ = [
     "Append", "BinaryLayer", "Computation", "ComputationRequest", "ConfigError", "Const", "Descriptor",
-    "DescriptorError", "DimRange", "Divide", "Dot", "Elementwise", "Exp", "Failover", "Formatter", "Glorot",
+    "DescriptorError", "DimRange", "Divide", "Dot", "Elementwise", "Exp", "Failover", "FixedWeight", "Formatter", "Glorot",
     "GraphError", "Identity", "IfDefined", "Index", "IndexSet", "IndexedLayer", "Initializer", "Input", "Layer",
     "LayerTypeError", "Literal", "Log", "LogSoftmax", "Minus", "ModelFormatError", "Negate", "Network", "Node",
     "Normal", "Offset", "ParameterError", "PlanError", "Plus", "Power", "ReLU", "Ref", "ReplaceIndex", "Round",

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 
 def _umask() -> int:

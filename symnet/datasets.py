@@ -41,7 +41,7 @@ frames of a state change).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import attrs
 import numpy as np
@@ -87,15 +87,15 @@ class Dataset:
 
     features: tuple[np.ndarray, ...] = attrs.field(converter=lambda fs: tuple(_readonly(np.float32)(f) for f in fs),
                                                    eq=lambda fs: tuple(map(_array_key, fs)), repr=False)
-    labels: tuple[np.ndarray, ...] = attrs.field(converter=lambda ls: tuple(_readonly(np.int32)(l) for l in ls),
+    labels: tuple[np.ndarray, ...] = attrs.field(converter=lambda ls: tuple(_readonly(np.int32)(lab) for lab in ls),
                                                  eq=lambda ls: tuple(map(_array_key, ls)), repr=False)
 
     def __attrs_post_init__(self) -> None:
         if len(self.features) != len(self.labels):
             raise ShapeError(f"{len(self.features)} feature arrays but {len(self.labels)} label arrays")
-        for i, (f, l) in enumerate(zip(self.features, self.labels)):
-            if f.ndim != 2 or l.ndim != 1 or f.shape[0] != l.shape[0] or f.shape[0] == 0:
-                raise ShapeError(f"sequence {i}: features of shape {f.shape} and labels of shape {l.shape}; "
+        for i, (f, lab) in enumerate(zip(self.features, self.labels)):
+            if f.ndim != 2 or lab.ndim != 1 or f.shape[0] != lab.shape[0] or f.shape[0] == 0:
+                raise ShapeError(f"sequence {i}: features of shape {f.shape} and labels of shape {lab.shape}; "
                                  "want [T, D] and [T] with T >= 1")
         dims = {f.shape[1] for f in self.features}
         if len(dims) > 1:
@@ -136,8 +136,8 @@ class Dataset:
         x = np.zeros((n, t_max, self.feat_dim), np.float32)
         y = np.full((n, t_max), pad_label, np.int32)
         mask = np.zeros((n, t_max), bool)
-        for i, (f, l) in enumerate(zip(self.features, self.labels)):
-            x[i, : len(l)], y[i, : len(l)], mask[i, : len(l)] = f, l, True
+        for i, (f, lab) in enumerate(zip(self.features, self.labels)):
+            x[i, : len(lab)], y[i, : len(lab)], mask[i, : len(lab)] = f, lab, True
         return x, y, mask
 
 
@@ -263,9 +263,9 @@ class HmmTask:
         _check_nonempty(dataset)
         if dataset.feat_dim != self.feat_dim:
             raise ShapeError(f"dataset feature dim {dataset.feat_dim} != task feature dim {self.feat_dim}")
-        for i, l in enumerate(dataset.labels):
-            if l.min() < 0 or l.max() >= self.num_states:
-                raise ShapeError(f"sequence {i}: labels in [{l.min()}, {l.max()}], outside [0, {self.num_states})")
+        for i, lab in enumerate(dataset.labels):
+            if lab.min() < 0 or lab.max() >= self.num_states:
+                raise ShapeError(f"sequence {i}: labels in [{lab.min()}, {lab.max()}], outside [0, {self.num_states})")
 
     def log_likelihoods(self, features: np.ndarray) -> np.ndarray:
         """log N(x_t | state s) for every frame and state, `[T, S]` float64."""
@@ -338,8 +338,8 @@ class HmmTask:
         self._check_dataset(dataset)
         log_prior = _log(self.frame_marginal())
         correct = 0
-        for f, l in zip(dataset.features, dataset.labels):
-            correct += int(np.sum((self._loglik(self._check_features(f)) + log_prior).argmax(-1) == l))
+        for f, lab in zip(dataset.features, dataset.labels):
+            correct += int(np.sum((self._loglik(self._check_features(f)) + log_prior).argmax(-1) == lab))
         return correct / dataset.num_frames
 
     def window_accuracy(self, dataset: Dataset, context: int, chunk: int = 4096) -> float:
@@ -364,7 +364,7 @@ class HmmTask:
             t, n, base = t_of[c : c + chunk], len_of[c : c + chunk], offsets[seq_of[c : c + chunk]]
             start = np.maximum(t - context, 0)
             end = np.minimum(t + context, n - 1)
-            at = lambda pos: flat[base + np.clip(pos, 0, n - 1)]  # noqa: E731  (ll rows at positions pos)
+            at = lambda pos, base=base, n=n: flat[base + np.clip(pos, 0, n - 1)]  # noqa: E731  (ll rows at positions pos)
             alpha = np.where((start == 0)[:, None], log_init, log_prior) + at(start)
             for j in range(-context + 1, 1):  # advance the windows that have started
                 pos = t + j
@@ -385,10 +385,10 @@ def accuracy(predictions: Sequence[np.ndarray], dataset: Dataset) -> float:
     if len(predictions) != len(dataset):
         raise ShapeError(f"{len(predictions)} predictions for {len(dataset)} sequences")
     correct = 0
-    for i, (p, l) in enumerate(zip(predictions, dataset.labels)):
+    for i, (p, lab) in enumerate(zip(predictions, dataset.labels)):
         p = np.asarray(p)
         p = p.argmax(-1) if p.ndim == 2 else p
-        if p.shape != l.shape:
-            raise ShapeError(f"sequence {i}: predictions of shape {p.shape} for labels of shape {l.shape}")
-        correct += int(np.sum(p == l))
+        if p.shape != lab.shape:
+            raise ShapeError(f"sequence {i}: predictions of shape {p.shape} for labels of shape {lab.shape}")
+        correct += int(np.sum(p == lab))
     return correct / dataset.num_frames

@@ -19,7 +19,6 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from . import Identity, Literal, Network, Weight

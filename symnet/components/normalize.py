@@ -10,14 +10,13 @@ accumulated statistics for the training loop to store (Kaldi's StoreStats).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from ..core.layer import Layer, child, layer_class
-from ..core.initializers import Zeros
-from .base import Component, FixedWeight, OptionReader, param_name, register
+from .base import Component
 
 #: Kaldi's floor on the squared norm (2^-66: its square root is exact in float).
 SQUARED_NORM_FLOOR = 2.0**-66
@@ -57,7 +56,7 @@ class NormalizeComponent(Component):
         p = jnp.sum(xs * xs, axis=-1, keepdims=True) / d_scaled
         return jnp.maximum(p, SQUARED_NORM_FLOOR), p
 
-    def apply(self, x):
+    def apply(self, x: jax.Array) -> jax.Array:
         xs = self._blocks(x)
         floored, _ = self._scale(xs)
         f = jax.lax.rsqrt(floored)
@@ -67,7 +66,7 @@ class NormalizeComponent(Component):
             y = jnp.concatenate([y, log_stddev], axis=-1)
         return y.reshape(x.shape[:-1] + (self.output_dim,))
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         # Kaldi's DiffNormalizePerRow: the exact derivative except where the floor is active.
         xs = self._blocks(x)
         nb, bd = self.in_dim // self.block_dim, self.block_dim
@@ -142,13 +141,13 @@ class BatchNormComponent(Component):
         scale = jax.lax.rsqrt(scaled_var + var_scale * self.epsilon)
         return ((xs - mean) * scale).reshape(x.shape)
 
-    def apply(self, x, mean, var, count):
+    def apply(self, x: jax.Array, mean: jax.Array, var: jax.Array, count: jax.Array) -> jax.Array:
         if not self.test_mode:
             return self._train(x)
         scale, offset = self.test_scale_offset(mean, var)
         return (self._blocks(x) * scale + offset).reshape(x.shape)
 
-    def vjp(self, delta, value, x, mean, var, count):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, mean: jax.Array, var: jax.Array, count: jax.Array) -> tuple[jax.Array | None, ...]:
         if self.test_mode:
             scale, _ = self.test_scale_offset(mean, var)
             return (self._blocks(delta) * scale).reshape(x.shape), None, None, None
@@ -192,55 +191,3 @@ def batchnorm_stats_updates(tape: Any) -> dict[str, jax.Array]:
         new = layer.accumulate_stats(x, count, mean, var)
         current.update(zip(names, new))
     return current
-
-
-# ----- builders ----------------------------------------------------------------------
-
-
-@register("NormalizeComponent")
-def normalize_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim or input-dim (required), block-dim (input-dim), target-rms (1.0), add-log-stddev (false)."""
-    opts = OptionReader("NormalizeComponent", name, options)
-    key = "dim" if opts.has("dim") else "input-dim"
-    input_dim = opts.int(key)
-    opts.positive(key, input_dim)
-    block_dim = opts.int("block-dim", input_dim)
-    target_rms = opts.float("target-rms", 1.0)
-    add_log_stddev = opts.bool("add-log-stddev", False)
-    opts.positive("target-rms", target_rms)
-    opts.require(block_dim > 0 and input_dim % block_dim == 0,
-                 f"block-dim={block_dim} must be positive and divide the input dim {input_dim}", "block-dim")
-    opts.finish()
-    return NormalizeComponent(name, input, input_dim, block_dim, target_rms, add_log_stddev)
-
-
-@register("BatchNormComponent")
-def batch_norm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim (required), block-dim (dim), epsilon (0.001), target-rms (1.0), test-mode (false).
-
-    The statistics start as Kaldi's fresh component's: count 0, mean 0, variance 0.
-    """
-    opts = OptionReader("BatchNormComponent", name, options)
-    dim = opts.int("dim")
-    opts.positive("dim", dim)
-    block_dim = opts.int("block-dim", dim)
-    epsilon = opts.float("epsilon", 1.0e-3)
-    target_rms = opts.float("target-rms", 1.0)
-    test_mode = opts.bool("test-mode", False)
-    opts.require(block_dim > 0 and dim % block_dim == 0,
-                 f"block-dim={block_dim} must be positive and divide dim={dim}", "block-dim")
-    opts.positive("epsilon", epsilon)
-    opts.positive("target-rms", target_rms)
-    opts.finish()
-    return BatchNormComponent(
-        name,
-        input,
-        FixedWeight(Zeros((block_dim,)), param_name(name, "stats_mean")),
-        FixedWeight(Zeros((block_dim,)), param_name(name, "stats_var")),
-        FixedWeight(0.0, param_name(name, "count")),
-        dim,
-        block_dim,
-        epsilon,
-        target_rms,
-        test_mode,
-    )

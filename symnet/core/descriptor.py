@@ -35,6 +35,7 @@ import numbers
 from typing import Any, ClassVar
 
 import attrs
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -161,10 +162,10 @@ class Node(Layer):
         """Parameter paths below a Node start from its name."""
         return self.name
 
-    def apply(self, a):
+    def apply(self, a: jax.Array) -> jax.Array:
         return a
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (d,)
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:
@@ -277,10 +278,10 @@ class Scale(Descriptor):
 
     rowwise: ClassVar[bool] = True
 
-    def apply(self, a):
+    def apply(self, a: jax.Array) -> jax.Array:
         return self.scale * a
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (self.scale * d,)
 
 
@@ -306,9 +307,9 @@ class DimRange(Descriptor):
                 f"DimRange(offset={self.offset}, dim={self.dim}) of a value of shape {a}{at(self.where)}"
             )
 
-    def apply(self, a):
+    def apply(self, a: jax.Array) -> jax.Array:
         return a[..., self.offset : self.offset + self.dim]
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         pad = [(0, 0)] * (a.ndim - 1) + [(self.offset, a.shape[-1] - self.offset - self.dim)]
         return (jnp.pad(d, pad),)

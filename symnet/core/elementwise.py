@@ -25,10 +25,10 @@ class Elementwise(Layer):
 class Exp(Elementwise):
     """`exp(a)`."""
 
-    def apply(self, a):
+    def apply(self, a: jax.Array) -> jax.Array:
         return jnp.exp(a)
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (d * value,)
 
 
@@ -36,10 +36,10 @@ class Exp(Elementwise):
 class Log(Elementwise):
     """Natural logarithm `log(a)`."""
 
-    def apply(self, a):
+    def apply(self, a: jax.Array) -> jax.Array:
         return jnp.log(a)
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (d / a,)
 
 
@@ -47,10 +47,10 @@ class Log(Elementwise):
 class Tanh(Elementwise):
     """`tanh(a)`."""
 
-    def apply(self, a):
+    def apply(self, a: jax.Array) -> jax.Array:
         return jnp.tanh(a)
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (d * (1.0 - value * value),)
 
 
@@ -58,10 +58,10 @@ class Tanh(Elementwise):
 class Sigmoid(Elementwise):
     """The logistic function `1 / (1 + exp(-a))`."""
 
-    def apply(self, a):
+    def apply(self, a: jax.Array) -> jax.Array:
         return jax.nn.sigmoid(a)
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (d * value * (1.0 - value),)
 
 
@@ -69,10 +69,10 @@ class Sigmoid(Elementwise):
 class ReLU(Elementwise):
     """`max(a, 0)`; the derivative at 0 is taken as 0 (as Kaldi and JAX do)."""
 
-    def apply(self, a):
+    def apply(self, a: jax.Array) -> jax.Array:
         return jax.nn.relu(a)  # NaN stays NaN (as in Kaldi), and the derivative at 0 is 0
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (jnp.where(a > 0, d, jnp.zeros_like(d)),)
 
 
@@ -84,10 +84,10 @@ class Softmax(Elementwise):
         if not a:
             raise ShapeError(f"Softmax needs at least one axis, got a scalar{at(self.where)}")
 
-    def apply(self, a):
+    def apply(self, a: jax.Array) -> jax.Array:
         return jax.nn.softmax(a, axis=-1)
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (value * (d - jnp.sum(d * value, axis=-1, keepdims=True)),)
 
 
@@ -97,8 +97,8 @@ class LogSoftmax(Elementwise):
 
     check = Softmax.check
 
-    def apply(self, a):
+    def apply(self, a: jax.Array) -> jax.Array:
         return jax.nn.log_softmax(a, axis=-1)
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (d - jnp.exp(value) * jnp.sum(d, axis=-1, keepdims=True),)

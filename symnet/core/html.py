@@ -10,7 +10,8 @@ the nearest class in the object's MRO.
 from __future__ import annotations
 
 import html
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _RENDERERS: dict[type, Callable[[Any], str]] = {}
 

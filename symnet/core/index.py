@@ -11,7 +11,8 @@ order, so sets are sorted numpy arrays and set algebra is vectorised.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import Any, NamedTuple
 
 import numpy as np
 

@@ -19,7 +19,6 @@ import numpy as np
 from ..errors import ShapeError, at
 from .source import user_line
 
-
 _BLOCK = 1 << 16
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 import numbers
 import zlib
-from typing import Any, ClassVar, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, dataclass_transform
 
 import attrs
 import jax
@@ -31,7 +32,7 @@ from .frozen import FrozenArray, constant_array
 from .initializers import Initializer
 from .source import user_line
 from .tape import Tape
-from .walk import paths, structurally_equal, walk
+from .walk import first_uses, structurally_equal, walk
 
 
 def child(**kwargs: Any) -> Any:
@@ -44,6 +45,7 @@ def children_field(**kwargs: Any) -> Any:
     return attrs.field(converter=_as_layers, metadata={"children": True}, **kwargs)
 
 
+@dataclass_transform(frozen_default=True, field_specifiers=(attrs.field, child, children_field))
 def layer_class(cls: type | None = None, **options: Any) -> Any:
     """The decorator of every layer class: frozen, slotted, structural eq/hash (cached).
 
@@ -133,6 +135,11 @@ class Layer:
         """The name of the network input this layer stands for (`Identity()` is `'input'`), else None."""
         return None
 
+    @property
+    def weight_role(self) -> str:
+        """What an unnamed Weight operand of this layer is called in parameter names (the layer kind)."""
+        return type(self).__name__.lower()
+
     def expand(self) -> Layer | None:
         """For a macro layer (a composition of others, e.g. a TDNN), the layer it stands for; else None.
 
@@ -141,16 +148,17 @@ class Layer:
         """
         return None
 
-    def apply(self, *args: jax.Array) -> jax.Array:
+    # Subclasses take their own fixed operands; `*args: Any, **kwargs: Any` lets them (mypy treats it as `...`).
+    def apply(self, *args: Any, **kwargs: Any) -> jax.Array:
         """The value from the operands' values."""
         raise NotImplementedError(type(self).__name__)
 
-    def vjp(self, delta: jax.Array, value: jax.Array, *args: jax.Array) -> tuple[jax.Array | None, ...]:
-        """The deltas of the operands, given this layer's delta, value and operand values."""
+    def vjp(self, *args: Any, **kwargs: Any) -> tuple[jax.Array | None, ...]:
+        """`vjp(delta, value, *operands)`: the deltas of the operands, given this layer's delta, value and operand values."""
         raise NotImplementedError(type(self).__name__)
 
-    def check(self, *shapes: tuple[int, ...]) -> None:
-        """Raise ShapeError if operands of these shapes cannot be combined."""
+    def check(self, *shapes: Any, **kwargs: Any) -> None:
+        """`check(*operand_shapes)`: raise ShapeError if operands of these shapes cannot be combined."""
 
     def forward(self, input: Any = None, params: Mapping[str, Any] | None = None) -> Tape:
         """Evaluate on `input` (a Tape, a Literal, a number or an array) and return the Tape.
@@ -159,8 +167,11 @@ class Layer:
         is given. Equivalent to `Network(self).forward(input, params)`.
         """
         canonical, weights = canonicalize({"output": self})
-        values = initial_values(weights, 0) if params is None else checked_params(weights, params)
-        return evaluate([canonical["output"]], None if input is None else input_tape(input), values)[0]
+        trainable = {n: w for n, w in weights.items() if w.trainable}
+        fixed = {n: w for n, w in weights.items() if not w.trainable}
+        values = initial_values(trainable, 0) if params is None else checked_params(trainable, params)
+        given = None if input is None else input_tape(input)
+        return evaluate([canonical["output"]], given, values, initial_values(fixed, 0))[0]
 
     # ----- operators ---------------------------------------------------------
 
@@ -331,6 +342,9 @@ class Weight(Layer):
         default=attrs.Factory(lambda self: None if self.name else _Token(), takes_self=True), kw_only=True
     )
 
+    #: Whether gradients train it (a `Weight`) or its value is state (a `FixedWeight`).
+    trainable: ClassVar[bool] = True
+
     @property
     def shape(self) -> tuple[int, ...]:
         if isinstance(self.init, Initializer):
@@ -348,6 +362,25 @@ class Weight(Layer):
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         name = f", name={self.name!r}" if self.name else ""
         return f"Weight({self.init!r}{name})", Formatter.ATOM
+
+
+@layer_class
+class FixedWeight(Weight):
+    """A value the network keeps but gradients never change: it lives in `network.state`, not `network.params`.
+
+    Kaldi's fixed components (FixedAffine, FixedScale, FixedBias, a
+    ConstantFunction with is-updatable=false) and batch-norm statistics are
+    such values: model files store them like parameters, but training leaves
+    them alone (batch-norm statistics are updated outside gradients). Keeping
+    them apart from `params` means an optimiser sees only what it may train,
+    with no mask.
+    """
+
+    trainable: ClassVar[bool] = False
+
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
+        name = f", name={self.name!r}" if self.name else ""
+        return f"FixedWeight({self.init!r}{name})", Formatter.ATOM
 
 
 # ----- arithmetic ------------------------------------------------------------------
@@ -391,12 +424,13 @@ class BinaryLayer(Layer):
 class Plus(BinaryLayer):
     """Elementwise sum, broadcasting (`a + b`)."""
 
+    weight_role = "bias"  # type: ignore[assignment]
     symbol = "+"
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a + b
 
-    def vjp(self, d, value, a, b):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return unbroadcast(d, a.shape), unbroadcast(d, b.shape)
 
 
@@ -404,12 +438,13 @@ class Plus(BinaryLayer):
 class Minus(BinaryLayer):
     """Elementwise difference, broadcasting (`a - b`)."""
 
+    weight_role = "bias"  # type: ignore[assignment]
     symbol = "-"
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a - b
 
-    def vjp(self, d, value, a, b):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return unbroadcast(d, a.shape), unbroadcast(-d, b.shape)
 
 
@@ -417,13 +452,14 @@ class Minus(BinaryLayer):
 class Times(BinaryLayer):
     """Elementwise product, broadcasting (`a * b`)."""
 
+    weight_role = "scale"  # type: ignore[assignment]
     symbol = "*"
     precedence = Formatter.PRODUCT
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a * b
 
-    def vjp(self, d, value, a, b):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return unbroadcast(d * b, a.shape), unbroadcast(d * a, b.shape)
 
 
@@ -431,13 +467,14 @@ class Times(BinaryLayer):
 class Divide(BinaryLayer):
     """Elementwise quotient, broadcasting (`a / b`)."""
 
+    weight_role = "scale"  # type: ignore[assignment]
     symbol = "/"
     precedence = Formatter.PRODUCT
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a / b
 
-    def vjp(self, d, value, a, b):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         return unbroadcast(d / b, a.shape), unbroadcast(-d * value / b, b.shape)
 
 
@@ -445,6 +482,7 @@ class Divide(BinaryLayer):
 class Dot(BinaryLayer):
     """Matrix product (`a @ b`), with numpy's `matmul` rules."""
 
+    weight_role = "weight"  # type: ignore[assignment]
     symbol = "@"
     precedence = Formatter.PRODUCT
 
@@ -465,7 +503,7 @@ class Dot(BinaryLayer):
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return jnp.matmul(a, b)
 
-    def vjp(self, d, value, a, b):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
         # Promote vectors to matrices as matmul does, then transpose the product rule.
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
@@ -492,7 +530,7 @@ class Negate(Layer):
     def apply(self, a: jax.Array) -> jax.Array:
         return -a
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (-d,)
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:
@@ -515,7 +553,7 @@ class Power(Layer):
     def apply(self, a: jax.Array) -> jax.Array:
         return a**self.exponent
 
-    def vjp(self, d, value, a):
+    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (d * self.exponent * a ** (self.exponent - 1.0),)
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:
@@ -535,24 +573,33 @@ class Structure:
 
     outputs: tuple[tuple[str, Layer], ...]
     weights: tuple[Weight, ...]
-    #: The parameter names, in leaf order (computed once: every flatten of a Network reads them).
+    #: The names of every Weight (parameters and state), of the trainable ones (`network.params`) and of the
+    #: FixedWeights (`network.state`), in name order; computed once (flattening a Network reads them).
     names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+    param_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+    state_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "names", tuple(w.name for w in self.weights))
+        object.__setattr__(self, "param_names", tuple(w.name for w in self.weights if w.trainable))
+        object.__setattr__(self, "state_names", tuple(w.name for w in self.weights if not w.trainable))
 
 
 def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[str, Weight]]:
     """Give every Weight its final name; check that equally named Weights agree.
 
-    Unnamed weights are named by their first path from the outputs (`lhs.rhs`),
-    prefixed by the output name when there are several outputs: deterministic
-    from the structure alone. The identity token that keeps two `Weight(2.0)`
-    calls apart is dropped, so equal structures are equal values.
+    An unnamed weight is named after where a depth-first walk in field order
+    first meets it: the nearest enclosing named `Node` (or the output, when
+    there are several) and its role for the layer that uses it (`weight` of a
+    matrix product, `bias` of a sum, `scale` of a product): `h.weight`,
+    `h.bias`, and `h.weight_2` for a second one in `h`. Names depend on the
+    structure alone, and a change in one Node renames nothing in another. The
+    identity token that keeps two `Weight(2.0)` calls apart is dropped, so
+    equal structures are equal values.
     """
     roots = [(name if len(outputs) > 1 else "", layer) for name, layer in outputs.items()]
     order = walk([layer for _, layer in roots])
-    found = paths(roots)
+    uses = first_uses(roots)
     explicit: dict[str, Weight] = {}
     for layer in order:
         if isinstance(layer, Weight) and layer.name is not None:
@@ -567,10 +614,13 @@ def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[s
     for layer in order:
         if isinstance(layer, Weight):
             if layer.name is None:
-                name = found[id(layer)] or "weight"
-                base, k = name, 1
+                scope, user = uses[id(layer)]
+                role = "weight" if user is None else user.weight_role
+                base = f"{scope}.{role}" if scope else role
+                name, k = base, 1
                 while name in explicit or (name in weights and weights[name] is not layer):
-                    name, k = f"{base}_{k}", k + 1
+                    k += 1
+                    name = f"{base}_{k}"
                 new = attrs.evolve(layer, name=name, token=None)
             else:
                 new = explicit[layer.name]
@@ -592,15 +642,18 @@ def initial_values(weights: Mapping[str, Weight], seed: int) -> dict[str, jax.Ar
     return {name: w.initial_value(parameter_key(seed, name)) for name, w in weights.items()}
 
 
-def checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any]) -> dict[str, jax.Array]:
-    """Parameters as arrays, after checking names and shapes against the Weights."""
+def checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any], what: str = "parameter"
+                   ) -> dict[str, jax.Array]:
+    """Values of these Weights as arrays, after checking names and shapes (`what` names them in errors)."""
+    if not isinstance(params, Mapping):
+        raise ParameterError(f"{what} values must be a mapping of name -> array, got {type(params).__name__}")
     missing = [n for n in weights if n not in params]
     if missing:
         w = weights[missing[0]]
-        raise ParameterError(f"missing parameter(s) {missing}: Weight {w!r}{at(w.where)}")
+        raise ParameterError(f"missing {what}(s) {missing}: Weight {w!r}{at(w.where)}")
     unknown = [n for n in params if n not in weights]
     if unknown:
-        raise ParameterError(f"unknown parameter(s) {unknown}; the network has {list(weights)}")
+        raise ParameterError(f"unknown {what}(s) {unknown}; the network has {list(weights)}")
     out = {}
     for name, w in weights.items():
         value = params[name]
@@ -608,10 +661,10 @@ def checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any]) -> 
             try:
                 value = jnp.asarray(value, dtype=jnp.result_type(float))
             except (TypeError, ValueError):
-                raise ParameterError(f"parameter {name!r} is {value!r}, not an array") from None
+                raise ParameterError(f"{what} {name!r} is {value!r}, not an array") from None
         if tuple(value.shape) != w.shape:
             raise ParameterError(
-                f"parameter {name!r} has shape {tuple(value.shape)}, but its Weight has shape {w.shape}{at(w.where)}"
+                f"{what} {name!r} has shape {tuple(value.shape)}, but its Weight has shape {w.shape}{at(w.where)}"
             )
         out[name] = value
     return out
@@ -634,8 +687,14 @@ def input_tape(value: Any) -> Tape:
     return Tape(Identity(), array)
 
 
-def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Array]) -> list[Tape]:
-    """Run canonical trees on plain arrays (no Indexes), building one Tape per layer."""
+def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Array],
+             state: Mapping[str, jax.Array] | None = None) -> list[Tape]:
+    """Run canonical trees on plain arrays (no Indexes), building one Tape per layer.
+
+    `params` are the trainable Weights' values (their tapes get gradients),
+    `state` the FixedWeights'.
+    """
+    values = {**params, **(state or {})}
     tapes: dict[int, Tape] = {}
     for layer in walk(roots):
         name = layer.input_name
@@ -651,7 +710,8 @@ def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Ar
                                  f"{at(layer.where)}")
             tape = input
         elif isinstance(layer, Weight):
-            tape = Tape(layer, params[layer.name], parameter=layer.name, parameters=params)  # type: ignore[index]
+            name = layer.name if layer.trainable else None
+            tape = Tape(layer, values[layer.name], parameter=name, parameters=params)  # type: ignore[index]
         elif isinstance(layer, Literal):
             tape = Tape(layer, layer.array, parameters=params)
         elif not layer.rowwise or type(layer).apply is Layer.apply:

@@ -9,7 +9,8 @@ forward and backward become one XLA program.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp

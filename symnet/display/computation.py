@@ -27,7 +27,7 @@ def _step_order(computation: Computation) -> list[tuple[int, str]]:
     """(node id, how it is computed) in evaluation order: inputs, then steps and scan members."""
     out: list[tuple[int, str]] = []
     seen: set[int] = set()
-    for name, (nid, _) in computation.input_maps.items():
+    for _name, (nid, _) in computation.input_maps.items():
         if nid not in seen:
             seen.add(nid)
             out.append((nid, "given" if nid in computation.given_state else "input"))

@@ -147,7 +147,7 @@ def draw_graph(info: GraphView, *, weights: bool = True, merge: bool = True, max
         for lvl in levels if down else reversed(levels):
             nodes = layers[lvl]
 
-            def bary(nid: int) -> float:
+            def bary(nid: int, down: bool = down) -> float:
                 near = neighbours(nid, up=down)
                 return sum(pos[m] for m in near) / len(near) if near else pos[nid]
 

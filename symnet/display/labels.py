@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..components.base import Component
 from ..core.descriptor import Const, Descriptor, DimRange, Input, Node, Offset, Ref, ReplaceIndex, Round, Scale

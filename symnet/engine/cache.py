@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import weakref
 from collections import OrderedDict
-from typing import Any, Generic, Hashable, TypeVar
+from collections.abc import Hashable
+from typing import Any, Generic, TypeVar
 
 V = TypeVar("V")
 

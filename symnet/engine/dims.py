@@ -15,7 +15,7 @@ no row reads, the buffers of scanned recurrences, and what display shows.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import jax
 import jax.numpy as jnp

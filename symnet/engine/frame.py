@@ -392,7 +392,7 @@ def _vjp_uses(layer: Layer, value: Any, args: list[Any]) -> tuple[bool, list[boo
         closed = jax.make_jaxpr(lambda d, v, *a: layer.vjp(d, v, *a))(value, value, *args)
     except NotImplementedError:
         raise
-    except Exception:  # noqa: BLE001 - any failure: see the docstring
+    except Exception:
         return True, [True] * len(args)
     jaxpr = closed.jaxpr
     used = {id(v) for eqn in jaxpr.eqns for v in eqn.invars} | {id(v) for v in jaxpr.outvars}

@@ -20,6 +20,7 @@ so do the gradients; tests compare both against `jax.grad`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -103,7 +104,8 @@ class _Delta:
             summed = jnp.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
         else:
             pad = [(0, 0)] * (pieces[0][1].ndim - 1)
-            summed = sum(jnp.pad(p, pad + [(start, width - end)]) for (start, p), end in zip(pieces, ends))
+            padded = [jnp.pad(p, pad + [(start, width - end)]) for (start, p), end in zip(pieces, ends)]
+            summed = functools.reduce(jnp.add, padded)
         return summed if self.whole is None else self.whole + summed
 
 
@@ -250,7 +252,8 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
         return tuple(g[0] for g in grads), tuple(g[1] for g in grads), tuple(g[2] for g in grads)
 
     run.defvjp(run_fwd, run_bwd)
-    return list(run(tuple(l.xs_ext for l in lanes), tuple(l.statics for l in lanes), tuple(l.carry0 for l in lanes)))
+    xs_ext = tuple(lane.xs_ext for lane in lanes)
+    return list(run(xs_ext, tuple(lane.statics for lane in lanes), tuple(lane.carry0 for lane in lanes)))
 
 
 class _LaneBackward:
@@ -413,7 +416,7 @@ class _LaneBackward:
             a = read(p.edges[m][0], vals)
             weight = p.edges[m][1].op
             d_statics[weight] = _add(d_statics.get(weight), jnp.tensordot(a, d, axes=((0, 1), (0, 1))))
-        d_statics_out = {}
+        d_statics_out: dict[int, Any] = {}
         for op, v in self.statics.items():
             g = d_statics.get(op)
             if not jnp.issubdtype(v.dtype, jnp.inexact):

@@ -10,11 +10,11 @@ node can depend on itself at another frame.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..core.descriptor import Descriptor, IndexedLayer, Input, Node, Offset, Ref, ReplaceIndex, Round
-from ..errors import GraphError, PlanError, at
 from ..core.layer import Identity, Layer, Literal, Weight
+from ..errors import GraphError, PlanError, at
 
 DEFAULT_INPUT = "input"
 

@@ -9,15 +9,15 @@ request a second time.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..core.layer import Layer
 from ..errors import PlanError
 from .computation import Computation, IndexedRows
-from .graph import DEFAULT_INPUT, Graph, shifts_time
 from .dims import node_shapes
+from .graph import Graph, shifts_time
 from .recurrence import strongly_connected
 
 Dim = int | tuple[int, ...] | None

@@ -23,7 +23,6 @@ import heapq
 import numpy as np
 
 from ..core.descriptor import (
-    Append,
     Const,
     Failover,
     IfDefined,
@@ -33,12 +32,11 @@ from ..core.descriptor import (
     Offset,
     ReplaceIndex,
     Round,
-    Sum,
     Switch,
 )
-from ..errors import PlanError, at
 from ..core.index import decode, encode, format_indexes, shift
 from ..core.layer import Identity
+from ..errors import PlanError
 from .graph import DEFAULT_INPUT, Graph
 from .recurrence import strongly_connected
 from .request import ComputationRequest

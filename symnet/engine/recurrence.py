@@ -28,10 +28,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import IfDefined, Node, Offset, ReplaceIndex, Round
-from ..errors import PlanError
 from ..core.index import decode
 from ..core.layer import Divide, Layer, Minus, Negate, Plus, Times, layer_class
 from ..core.tape import Tape
+from ..errors import PlanError
 from .dims import node_shapes, static_dim
 from .frame import FrameProgram, step_value
 from .fused_scan import Lane, fused_scan
@@ -448,7 +448,6 @@ class RecurrentBlock:
 
     def exported_dims(self, ext_values: tuple, static_values: tuple) -> list[int]:
         """The dims of the exported members, given the scan's operand values."""
-        statics = dict(zip(self.statics, static_values))
         xs_shapes = [(self.num_steps, self.batch, v.shape[-1]) for v in ext_values]
         dims = self._dims(xs_shapes)
         return [dims[m] for m in self.exported]
@@ -488,11 +487,11 @@ def scan_tapes(
         else:
             lanes, givens = [], []
             for b, args in zip(blocks, split, strict=True):
-                lane, gv = b.lane(*args)
+                lane, given_values = b.lane(*args)
                 lanes.append(lane)
-                givens.append(gv)
-            for b, ys, gv in zip(blocks, fused_scan(lanes), givens, strict=True):
-                parts.extend(b.finish(ys, gv))
+                givens.append(given_values)
+            for b, ys, given_values in zip(blocks, fused_scan(lanes), givens, strict=True):
+                parts.extend(b.finish(ys, given_values))
         if len(parts) == 1:
             return parts[0]
         longest = max(p.shape[0] for p in parts)  # members with more given rows are longer

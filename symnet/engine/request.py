@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from ..errors import PlanError
 from ..core.index import IndexSet
+from ..errors import PlanError
 
 
 def as_index_set(value: Any, what: str) -> IndexSet:

@@ -52,7 +52,7 @@ def run_schedule(steps: Sequence[Any], graph: Any) -> list[Any]:
         deps.append(reads - {i})
     # The scans each unit depends on, directly or through other units (steps are in dependency order).
     scans_above: list[set[int]] = []
-    for i, unit in enumerate(steps):
+    for i in range(len(steps)):
         above: set[int] = set()
         for d in deps[i]:
             above |= scans_above[d]

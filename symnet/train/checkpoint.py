@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import zipfile
 from typing import Any
 
@@ -41,8 +40,9 @@ class Position:
 def save(path: str, network: Any, opt_state: Any, position: Position, extra: dict | None = None) -> None:
     """Save a checkpoint of `network`'s parameters, the optimiser state and the position."""
     arrays: dict[str, np.ndarray] = {}
+    values = network.values  # parameters and state
     for name in network.structure.names:
-        arrays[f"param/{name}"] = np.asarray(network.params[name])
+        arrays[f"param/{name}"] = np.asarray(values[name])
     leaves = jax.tree_util.tree_leaves(opt_state)
     for i, leaf in enumerate(leaves):
         arrays[f"opt/{i}"] = np.asarray(leaf)
@@ -85,7 +85,7 @@ def load(path: str, network: Any, opt_state_template: Any) -> tuple[Any, Any, Po
                               f"expected {FORMAT!r} version {VERSION}")
     if header.get("fingerprint") != network.fingerprint():
         saved_shapes = {k[len("param/"):]: tuple(v.shape) for k, v in arrays.items() if k.startswith("param/")}
-        own_shapes = {n: tuple(np.shape(network.params[n])) for n in network.structure.names}
+        own_shapes = {n: tuple(np.shape(v)) for n, v in network.values.items()}
         detail = (f"its parameters are {saved_shapes}, this network's are {own_shapes}" if saved_shapes != own_shapes
                   else "the parameters have the same names and shapes but the expressions differ")
         raise CheckpointError(
@@ -110,4 +110,4 @@ def load(path: str, network: Any, opt_state_template: Any) -> tuple[Any, Any, Po
         position = Position(**header["position"])
     except (KeyError, TypeError) as e:
         raise CheckpointError(f"{path}: no valid position in the header ({e})") from None
-    return network.replace(params=params), opt_state, position, header.get("extra", {})
+    return network.assign(params), opt_state, position, header.get("extra", {})

@@ -9,7 +9,7 @@ is the same regular request: one compiled computation, slices only.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import attrs
 import numpy as np

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import attrs
 import numpy as np

@@ -14,7 +14,8 @@ import contextlib
 import os
 import sys
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 import jax
@@ -22,13 +23,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..components import natural_gradient
+from ..components import batchnorm_stats_updates, natural_gradient, set_test_mode
 from ..core import rng
-from ..components import batchnorm_stats_updates, set_test_mode
-from ..engine import ComputationRequest, compile
-from ..errors import ShapeError, SymnetError
 from ..core.index import IndexSet
 from ..core.walk import walk
+from ..engine import ComputationRequest, compile
+from ..errors import ShapeError, SymnetError
 from ..network import Network
 from . import checkpoint as ckpt
 from .examples import Chunks, make_chunks
@@ -100,19 +100,20 @@ class Trainer:
                 grads = tape.backward(delta)
             updates, opt_state = optimizer.update(grads, ng.carry(opt_state), network.params)
             params = optax.apply_updates(network.params, updates)
-            params.update(batchnorm_stats_updates(tape))  # training-mode batch-norm accumulates its stats
+            # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
+            state = {**network.state, **batchnorm_stats_updates(tape)}
             # Per parameter: are all its new values finite? (A huge step can overflow the
             # parameters while the loss, computed before the update, is still finite.)
-            finite = {name: jnp.isfinite(value).all() for name, value in params.items()}
-            return network.replace(params=params), opt_state, loss, correct, finite
+            finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
+            return Network.from_structure(network.structure, params, state), opt_state, loss, correct, finite
 
         # Validation runs in test mode (batch-norm's stored statistics, no dropout), as Kaldi's
         # nnet3-compute-prob does; the test-mode network has the same parameters.
         test_structure = set_test_mode(network).structure
-        test_computation = compile(Network.from_structure(test_structure, network.params), request)
+        test_computation = compile(Network.from_structure(test_structure, network.params, network.state), request)
 
         def evaluate(network, x, targets, weights):
-            test_network = Network.from_structure(test_structure, network.params)
+            test_network = Network.from_structure(test_structure, network.params, network.state)
             value = test_computation(test_network, {input: x})[output]
             loss, correct, _ = objective(kind, value, targets, weights)
             return loss, correct
@@ -312,9 +313,8 @@ def zero_batchnorm_stats(network: Any) -> Any:
             names += [getattr(layer, field).name for field in ("count", "stats_mean", "stats_var")]
     if not names:
         return network
-    params = dict(network.params)
-    params.update({name: jnp.zeros_like(params[name]) for name in names if name in params})
-    return network.replace(params=params)
+    values = network.values
+    return network.assign({name: jnp.zeros_like(values[name]) for name in names if name in values})
 
 
 def _check_data(network: Any, chunks: Chunks, kind: str, input: str, output: str, what: str = "training data",

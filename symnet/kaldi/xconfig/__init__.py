@@ -17,13 +17,14 @@ layers as Python functions.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from .backend import KaldiNetwork
 from .base import LAYER_TYPES
 from .expand import CONFIG_NAMES, Xconfig, parse_xconfig, read_xconfig, write_kaldi_matrix
-from .backend import KaldiNetwork
 
 __all__ = ["CONFIG_NAMES", "LAYER_TYPES", "Xconfig", "is_xconfig", "parse_xconfig", "parse_xconfig_network",
            "read_xconfig", "read_xconfig_network", "write_kaldi_matrix"]
@@ -35,7 +36,7 @@ def is_xconfig(path: str | os.PathLike[str]) -> bool:
     """Whether the file's first non-comment line starts with an xconfig layer type (not an nnet3 line type)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            for number, text in enumerate(f, 1):
+            for _number, text in enumerate(f, 1):
                 words = text.split("#", 1)[0].split()
                 if words:
                     return words[0] not in _CONFIG_KINDS and words[0].split("=")[0] in LAYER_TYPES

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Callable, ClassVar, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar
 
 import attrs
 

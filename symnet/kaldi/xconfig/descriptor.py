@@ -19,7 +19,7 @@ works out its dimension.
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ...core.descriptor import Append, DimRange, Input, Node, Offset, Ref
 from ...core.layer import Layer
@@ -134,7 +135,7 @@ def apply_layer(layer_type: str, x: Layer, *, name: str, **options: Any) -> Laye
         warnings.filterwarnings("ignore", message=".*is not used by any")
         network = Xconfig(tuple(layers), file).network().network
     built = network.outputs[output]
-    return rewrite([built], lambda l: leaves.get(l.name, l) if isinstance(l, Input) else l)[0]
+    return rewrite([built], lambda layer: leaves.get(layer.name, layer) if isinstance(layer, Input) else layer)[0]
 
 
 def _function(layer_type: str) -> Callable[..., Layer]:

@@ -18,7 +18,7 @@ Kaldi's rules (steps/libs/nnet3/xconfig/utils.py, parse_config_line):
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 import attrs
 
