@@ -1,10 +1,14 @@
 """Run the benchmark workloads and print the tables quoted in docs/performance.md.
 
-    python benchmarks/run_all.py            # full sizes (the workloads table of docs/performance.md)
-    python benchmarks/run_all.py --quick    # smaller sizes, for a smoke test
+    python benchmarks/run_all.py                       # every row and compiler figure, full sizes
+    python benchmarks/run_all.py --only w3,gru         # some rows (w1 w2 w3 gru blstm kaldi-lstm compiler)
+    python benchmarks/run_all.py --quick               # smaller sizes, for a smoke test
 
-Every timing is a ratio against a reference measured in the same run: the
-median of `--steps` interleaved steps after warm-up, blocking on results.
+Every timing is a ratio against a reference measured in the same run: per
+round, the median of `--steps` interleaved steps (symnet, reference, symnet,
+...) after warm-up, blocking on results. Rounds go over all selected
+workloads in turn, so a burst of load on the shared machine hits every row;
+the table gives the median ratio over `--rounds` rounds and its range.
 """
 
 from __future__ import annotations
@@ -15,33 +19,62 @@ import platform
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 import symnet
+from recurrent import blstm, gru, kaldi_lstm
 from symnet.core.index import IndexSet
 from symnet.engine import ComputationRequest, compile
 from symnet.engine import computation as computation_module
 from workloads import w1, w2, w2_network, w3
 
+ROWS = {
+    "w1": lambda quick: w1(num_sequences=64) if quick else w1(),
+    "w2": lambda quick: w2(num_sequences=4, frames_out=50) if quick else w2(),
+    "w3": lambda quick: w3(num_sequences=8, frames=50) if quick else w3(),
+    "gru": lambda quick: gru(num_sequences=8, frames=50) if quick else gru(),
+    "blstm": lambda quick: blstm(num_sequences=8, frames=50) if quick else blstm(),
+    "kaldi-lstm": lambda quick: kaldi_lstm(num_sequences=8, frames=50) if quick else kaldi_lstm(),
+}
 
-def step_ratio(workload, steps: int) -> tuple[float, float, float]:
-    """(symnet median, reference median, ratio) over interleaved steps after warm-up."""
+
+def step_times(workload, steps: int) -> tuple[float, float]:
+    """(symnet median, reference median) over `steps` interleaved steps after warm-up, seconds."""
     for _ in range(3):
         workload.symnet_step()
         workload.reference_step()
     a, b = [], []
-    for _ in range(steps):
-        t = time.perf_counter()
-        workload.symnet_step()
-        a.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        workload.reference_step()
-        b.append(time.perf_counter() - t)
-    return float(np.median(a)), float(np.median(b)), float(np.median(a) / np.median(b))
+    for i in range(steps):
+        for run, out in ((workload.symnet_step, a), (workload.reference_step, b))[:: 1 if i % 2 == 0 else -1]:
+            t = time.perf_counter()
+            run()
+            out.append(time.perf_counter() - t)
+    return float(np.median(a)), float(np.median(b))
 
 
 def gathers(hlo: str) -> tuple[int, int]:
     return hlo.count(" gather("), hlo.count(" scatter(")
+
+
+def matmul_rate(size: int = 2048, repeats: int = 10) -> float:
+    """The machine's measured float32 matrix-multiply rate (FLOP/s): the best of `repeats` square products."""
+    a = jnp.asarray(np.random.default_rng(0).standard_normal((size, size)), jnp.float32)
+    product = jax.jit(lambda a: a @ a)
+    jax.block_until_ready(product(a))
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        jax.block_until_ready(product(a))
+        best = min(best, time.perf_counter() - t)
+    return 2 * size**3 / best
+
+
+def step_flops(workload) -> float:
+    """XLA's count of the floating-point operations of one symnet train step."""
+    cost = workload.symnet_hlo_compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    return float(cost.get("flops", 0.0))
 
 
 def planning_times(sizes: tuple[int, ...]) -> dict[int, float]:
@@ -91,25 +124,43 @@ def lstm_compile_time(frames: int, sequences: int = 32) -> float:
     return time.perf_counter() - t
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller workloads (smoke test)")
-    parser.add_argument("--steps", type=int, default=30)
-    args = parser.parse_args()
+def workload_table(names: list[str], quick: bool, steps: int, rounds: int) -> None:
+    workloads = {name: ROWS[name](quick) for name in names}
+    ratios: dict[str, list[float]] = {name: [] for name in names}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name, wl in workloads.items():
+            s, ref = step_times(wl, steps)
+            ratios[name].append(s / ref)
+            times[name].append((s, ref))
+            print(f"round {r + 1}: {wl.name}: {s * 1e3:.1f} ms / {ref * 1e3:.1f} ms = {s / ref:.3f}", flush=True)
     print(
-        f"symnet {symnet.__version__}, jax {jax.__version__}, {jax.devices()[0].platform}, "
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cpus"
+        f"\n| workload | symnet step (ms) | reference step (ms) | ratio symnet/reference, median of {rounds} rounds "
+        "| range over rounds | gathers | scatters |"
     )
-    if args.quick:
-        workloads = [w1(num_sequences=64), w2(num_sequences=4, frames_out=50), w3(num_sequences=8, frames=50)]
-    else:
-        workloads = [w1(), w2(), w3()]
-    print("\n| workload | symnet step (ms) | reference step (ms) | ratio symnet/reference | gathers | scatters |")
-    print("|---|---|---|---|---|---|")
-    for wl in workloads:
-        s, r, ratio = step_ratio(wl, args.steps)
+    print("|---|---|---|---|---|---|---|")
+    for name, wl in workloads.items():
+        s = float(np.median([t[0] for t in times[name]]))
+        ref = float(np.median([t[1] for t in times[name]]))
         g, sc = gathers(wl.symnet_hlo())
-        print(f"| {wl.name} | {s * 1e3:.2f} | {r * 1e3:.2f} | {ratio:.3f} | {g} | {sc} |")
+        lo, hi = min(ratios[name]), max(ratios[name])
+        print(
+            f"| {wl.name} | {s * 1e3:.2f} | {ref * 1e3:.2f} | {np.median(ratios[name]):.3f} | {lo:.3f}-{hi:.3f} "
+            f"| {g} | {sc} |"
+        )
+    if "w2" in workloads:
+        rate = matmul_rate()
+        flops = step_flops(workloads["w2"])
+        s = float(np.median([t[0] for t in times["w2"]]))
+        ref = float(np.median([t[1] for t in times["w2"]]))
+        print(
+            f"\nW2: {flops / 1e9:.1f} GFLOP per step (XLA's count); this machine's matmul rate "
+            f"{rate / 1e9:.1f} GFLOP/s (best 2048x2048 product); symnet reaches {flops / s / rate:.2f} of it, "
+            f"the reference {flops / ref / rate:.2f}"
+        )
+
+
+def compiler_table() -> None:
     plan = planning_times((1, 64, 1024))
     print("\n| compiler figure | value |")
     print("|---|---|")
@@ -121,6 +172,28 @@ def main() -> None:
     print(f"| W3 plan + XLA compile, T = 50 | {short:.2f} s |")
     print(f"| W3 plan + XLA compile, T = 1000 | {long_:.2f} s |")
     print(f"| W3 compile ratio T=1000 / T=50 | {long_ / short:.2f} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller workloads (smoke test)")
+    parser.add_argument("--steps", type=int, default=30, help="interleaved steps per round (median)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default=",".join([*ROWS, "compiler"]), help="comma-separated rows")
+    args = parser.parse_args()
+    selected = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = sorted(set(selected) - set(ROWS) - {"compiler"})
+    if unknown:
+        parser.error(f"unknown rows {unknown}; choose from {[*ROWS, 'compiler']}")
+    print(
+        f"symnet {symnet.__version__}, jax {jax.__version__}, {jax.devices()[0].platform}, "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cpus"
+    )
+    names = [s for s in selected if s in ROWS]
+    if names:
+        workload_table(names, args.quick, args.steps, args.rounds)
+    if "compiler" in selected:
+        compiler_table()
 
 
 if __name__ == "__main__":

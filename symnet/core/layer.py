@@ -601,21 +601,16 @@ class Structure:
 
     outputs: tuple[tuple[str, Layer], ...]
     weights: tuple[Weight, ...]
+    #: The names of every Weight (parameters and state), of the trainable ones (`network.params`) and of the
+    #: FixedWeights (`network.state`), in name order; computed once (flattening a Network reads them).
+    names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+    param_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+    state_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The names of every Weight (parameters and state), in name order."""
-        return tuple(w.name for w in self.weights)  # type: ignore[misc]
-
-    @property
-    def param_names(self) -> tuple[str, ...]:
-        """The names of the trainable Weights (`network.params`), in leaf order."""
-        return tuple(w.name for w in self.weights if w.trainable)  # type: ignore[misc]
-
-    @property
-    def state_names(self) -> tuple[str, ...]:
-        """The names of the FixedWeights (`network.state`), in leaf order."""
-        return tuple(w.name for w in self.weights if not w.trainable)  # type: ignore[misc]
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "names", tuple(w.name for w in self.weights))
+        object.__setattr__(self, "param_names", tuple(w.name for w in self.weights if w.trainable))
+        object.__setattr__(self, "state_names", tuple(w.name for w in self.weights if not w.trainable))
 
 
 def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[str, Weight]]:

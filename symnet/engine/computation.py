@@ -41,6 +41,7 @@ from .plan import Planner
 from .recurrence import RecurrentBlock, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap
+from .scan_merge import MergedScans, run_schedule
 
 
 class Rows:
@@ -102,13 +103,19 @@ class Computation:
         self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(needed) if len(k)}
         self.output_ids = planner.output_ids
         self.given_state = {
-            nid: keys for nid, keys in planner.given.items()
+            nid: keys
+            for nid, keys in planner.given.items()
             if not isinstance(graph.layers[nid], (Input, Identity)) and nid in self.rows
         }
         self.steps = self._steps(planner)
+        # The order to run the steps in, independent scans over the same frames merged (engine/scan_merge.py).
+        self.schedule = run_schedule(self.steps, graph)
         self.input_maps = self._input_maps(planner)
         self.output_maps = {
-            name: RowMap(np.searchsorted(planner.requirements()[self.output_ids[name]], keys), len(planner.requirements()[self.output_ids[name]]))
+            name: RowMap(
+                np.searchsorted(planner.requirements()[self.output_ids[name]], keys),
+                len(planner.requirements()[self.output_ids[name]]),
+            )
             for name, keys in planner.wanted.items()
         }
         self._jitted = jax.jit(self._run)
@@ -140,8 +147,10 @@ class Computation:
             nid = group[0]
             if len(group) == 1 and nid not in graph.operands[nid]:
                 if nid in self.given_state:
-                    raise PlanError(f"the request gives values of {graph.describe(nid)}, which is not recurrent: "
-                                    "only recurrent nodes take given values (a state carried from an earlier chunk)")
+                    raise PlanError(
+                        f"the request gives values of {graph.describe(nid)}, which is not recurrent: "
+                        "only recurrent nodes take given values (a state carried from an earlier chunk)"
+                    )
                 units.append(_Step(nid, graph.layers[nid], graph.operands[nid], maps[nid]))
                 continue
             members = set(group)
@@ -159,7 +168,7 @@ class Computation:
         keys = planner.requirements()[nid]
         if isinstance(layer, IndexedLayer):
             required, owner = layer.requirements(keys)
-            (_, _, available), = planner.dependencies(nid, keys)
+            ((_, _, available),) = planner.dependencies(nid, keys)
             src = np.searchsorted(planner.requirements()[graph.operands[nid][0]], required[available])
             maps[0] = IndexedRows(src, len(planner.requirements()[graph.operands[nid][0]]), owner[available], len(keys))
             return tuple(maps)
@@ -200,8 +209,13 @@ class Computation:
         """
         return self._jitted(network.params, network.state, self._check_inputs(inputs), rng.active_key())
 
-    def _run(self, params: Mapping[str, jax.Array], state: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array],
-             key: jax.Array | None) -> dict[str, jax.Array]:
+    def _run(
+        self,
+        params: Mapping[str, jax.Array],
+        state: Mapping[str, jax.Array],
+        inputs: Mapping[str, jax.Array],
+        key: jax.Array | None,
+    ) -> dict[str, jax.Array]:
         with rng.randomness(key) if key is not None else contextlib.nullcontext():
             return {name: tape.value for name, tape in self._tapes(params, state, inputs).items()}
 
@@ -214,7 +228,9 @@ class Computation:
         for name, indexes in self.request.inputs.items():
             if name not in inputs:
                 raise PlanError(f"missing input matrix {name!r} (the request provides it)")
-            value = jnp.asarray(inputs[name])
+            value = inputs[name]
+            if not isinstance(value, jax.Array):  # jnp.asarray of a jax.Array costs a call's worth of host time
+                value = jnp.asarray(value)
             dim = self.graph.input_dims.get(name) if name in self.graph.inputs else None
             if value.ndim != 2 or value.shape[0] != len(indexes) or (dim is not None and value.shape[1] != dim):
                 want = f"({len(indexes)}, {dim if dim is not None else 'dim'})"
@@ -225,8 +241,9 @@ class Computation:
             raise PlanError(f"input matrices {sorted(unknown)} are not in the request")
         return out
 
-    def _tapes(self, params: Mapping[str, jax.Array], state: Mapping[str, jax.Array],
-               inputs: Mapping[str, jax.Array]) -> dict[str, Tape]:
+    def _tapes(
+        self, params: Mapping[str, jax.Array], state: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array]
+    ) -> dict[str, Tape]:
         graph, batch = self.graph, self.batch
         tapes: dict[int, Tape] = {}
         given: dict[int, Tape] = {}
@@ -239,11 +256,12 @@ class Computation:
                 given[nid] = Tape(graph.layers[nid], value, rows=rows, parameters=params)
             else:
                 tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
-        for step in self.steps:
-            if isinstance(step, RecurrentBlock):
-                for edge in step.externals:  # an operand no row of this request reads (e.g. a Failover's)
-                    if edge.op not in tapes:
-                        tapes[edge.op] = self._absent(edge.op, tapes)
+        for step in self.schedule:
+            if isinstance(step, (RecurrentBlock, MergedScans)):
+                for block in step.blocks if isinstance(step, MergedScans) else (step,):
+                    for edge in block.externals:  # an operand no row of this request reads (e.g. a Failover's)
+                        if edge.op not in tapes:
+                            tapes[edge.op] = self._absent(edge.op, tapes)
                 step.tapes(tapes, self.rows, params, given)
             elif step.nid not in tapes:
                 tapes[step.nid] = self._tape(step, tapes, params, state)
@@ -257,8 +275,9 @@ class Computation:
             out[name] = tape
         return out
 
-    def _tape(self, step: _Step, tapes: dict[int, Tape], params: Mapping[str, jax.Array],
-              state: Mapping[str, jax.Array]) -> Tape:
+    def _tape(
+        self, step: _Step, tapes: dict[int, Tape], params: Mapping[str, jax.Array], state: Mapping[str, jax.Array]
+    ) -> Tape:
         layer, batch = step.layer, self.batch
         if isinstance(layer, Weight):
             if not layer.trainable:
@@ -290,9 +309,7 @@ class Computation:
 
             def pullback(d, layer=layer, value=value, selected=tuple(selected), transposes=tuple(transposes)):
                 deltas = layer.vjp(d, value, *selected)
-                return tuple(
-                    dd if (t is None or dd is None) else t(dd)[0] for dd, t in zip(deltas, transposes)
-                )
+                return tuple(dd if (t is None or dd is None) else t(dd)[0] for dd, t in zip(deltas, transposes))
 
             return Tape(layer, value, upstream, rows=rows, pullback=pullback, parameters=params)
         if isinstance(layer, IndexedLayer):
@@ -342,14 +359,18 @@ def _descriptor_fn(layer: Layer, maps: tuple[RowMap | None, ...], batch: int, nu
     if isinstance(layer, Append):
         return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)
     if isinstance(layer, (Sum, Failover, Switch)):
+
         def total(*vs):
             terms = [take(i, v) for i, v in enumerate(vs) if maps[i] is not None]
             out = terms[0]
             for t in terms[1:]:
                 if t.shape != out.shape:
-                    raise ShapeError(f"{type(layer).__name__}: parts of dims {out.shape[-1]} and {t.shape[-1]}{at(layer.where)}")
+                    raise ShapeError(
+                        f"{type(layer).__name__}: parts of dims {out.shape[-1]} and {t.shape[-1]}{at(layer.where)}"
+                    )
                 out = out + t
             return out
+
         return total
     if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
         return lambda v: take(0, v)

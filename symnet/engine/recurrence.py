@@ -18,20 +18,37 @@ per-frame masks computed in numpy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import contextvars
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import Append, Const, Failover, IfDefined, Node, Offset, ReplaceIndex, Round, Sum, Switch
+from ..core.descriptor import IfDefined, Node, Offset, ReplaceIndex, Round
 from ..core.index import decode
-from ..core.layer import Layer, layer_class
+from ..core.layer import Divide, Layer, Minus, Negate, Plus, Times, layer_class
 from ..core.tape import Tape
-from ..errors import PlanError, ShapeError, at
+from ..errors import PlanError
 from .dims import node_shapes, static_dim
+from .frame import FrameProgram, step_value
+from .fused_scan import Lane, fused_scan
 from .rowmap import RowMap
+
+_PLAIN_SCANS = contextvars.ContextVar("plain_scans", default=False)
+_ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an external may be, computed per frame
+
+
+@contextlib.contextmanager
+def plain_scans() -> Iterator[None]:
+    """Lower recurrences traced inside to a plain `lax.scan` that JAX differentiates (the fused scan's reference)."""
+    token = _PLAIN_SCANS.set(True)
+    try:
+        yield
+    finally:
+        _PLAIN_SCANS.reset(token)
 
 
 def _rows3(value: jax.Array, batch: int) -> jax.Array:
@@ -99,32 +116,6 @@ def strongly_connected(nodes: list[int], operands: list[tuple[int, ...]]) -> lis
     return out
 
 
-def step_value(layer: Layer, args: list[jax.Array], batch: int) -> jax.Array:
-    """A node's value at one frame (`[batch, dim]`) from its operands' values there.
-
-    Descriptors move nothing within one frame: the scan's buffers and masks have
-    already done their row movement.
-    """
-    if isinstance(layer, Append):
-        return jnp.concatenate(args, axis=-1)
-    if isinstance(layer, (Sum, Failover, Switch)):
-        dims = {a.shape[-1] for a in args}
-        if len(dims) > 1:
-            raise ShapeError(f"{type(layer).__name__}: parts of different dims {sorted(dims)}{at(layer.where)}")
-        out = args[0]
-        for a in args[1:]:
-            out = out + a
-        return out
-    if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
-        return args[0]
-    if isinstance(layer, Const):
-        return jnp.full((batch, layer.dim), layer.value, dtype=jnp.result_type(float))
-    if not layer.rowwise:
-        raise PlanError(f"{type(layer).__name__} cannot be part of a recurrence{at(layer.where)}")
-    layer.check(*(tuple(a.shape) for a in args))
-    return layer.apply(*args)
-
-
 class _Edge:
     __slots__ = ("kind", "op", "lag", "mask", "rowmap", "slot")
 
@@ -136,8 +127,15 @@ class _Edge:
 class RecurrentBlock:
     """The plan of one scanned group: steps, edges, buffers and what leaves the scan."""
 
-    def __init__(self, graph: Any, members: list[int], rows: Mapping[int, Any], maps: Mapping[int, tuple],
-                 exported: list[int], given: Mapping[int, np.ndarray] | None = None):
+    def __init__(
+        self,
+        graph: Any,
+        members: list[int],
+        rows: Mapping[int, Any],
+        maps: Mapping[int, tuple],
+        exported: list[int],
+        given: Mapping[int, np.ndarray] | None = None,
+    ):
         self.graph = graph
         self.batch = next(iter(rows.values())).batch
         self.exported = exported
@@ -199,8 +197,8 @@ class RecurrentBlock:
                 + ", ".join(graph.describe(m) for m in members)
             )
         self.reverse = any(lag < 0 for lag in lags)
-        self.externals = externals
-        self.order = self._step_order(members)
+        self.externals = self._absorb_externals(graph, rows, maps, externals)
+        self.order = self._step_order(list(self.edges))
         masks = self._needed_masks()
         self.masks = np.stack(masks, axis=1) if masks else np.zeros((self.num_steps, 0), dtype=bool)
         self.depth: dict[int, int] = {}
@@ -208,7 +206,7 @@ class RecurrentBlock:
             for e in self.edges[m]:
                 if e.kind == "lag":
                     self.depth[e.op] = max(self.depth.get(e.op, 0), abs(e.lag))
-        self.statics = sorted({e.op for m in members for e in self.edges[m] if e.kind == "static"})
+        self.statics = sorted({e.op for edges in self.edges.values() for e in edges if e.kind == "static"})
         for m in self.given:
             inside = (self.step_of[m] >= 0) & (self.step_of[m] < self.num_steps) & ~computed[m]
             if inside.any():
@@ -232,6 +230,68 @@ class RecurrentBlock:
             if m in given:
                 src[~computed[m]] = np.searchsorted(given[m], rows[m].keys[~computed[m]])
             self.out_maps[m] = RowMap(src, num_given + self.num_steps)
+        self.frames = FrameProgram(
+            {m: graph.layers[m] for m in self.order}, self.order, self.edges, exported, self.depth, self.batch
+        )
+
+    def _absorb_externals(
+        self, graph: Any, rows: Mapping[int, Any], maps: Mapping[int, tuple], externals: list[_Edge]
+    ) -> list[_Edge]:
+        """Compute cheap row-wise externals per frame (a bias added to the hoisted input projection).
+
+        An external that is a sum, difference, product or quotient of one indexed
+        operand and weights, read only by the group and at every frame, is
+        computed inside the loop from its indexed operand (where XLA fuses it
+        with the frame's other work) instead of as one more pass over all
+        frames before the scan. Its own tape still exists; nothing reads it.
+        Returns the externals, renumbered.
+        """
+        users: dict[int, set[int]] = {}
+        for nid in rows:
+            for op in graph.operands[nid]:
+                users.setdefault(op, set()).add(nid)
+        while True:
+            readers: dict[int, list[_Edge]] = {}
+            for edges in self.edges.values():
+                for e in edges:
+                    if e.kind == "external":
+                        readers.setdefault(e.op, []).append(e)
+            for op, edges in readers.items():
+                new_edges = self._absorbed_edges(graph, maps, op, edges, users)
+                if new_edges is not None:
+                    self.edges[op] = new_edges
+                    for e in edges:
+                        e.kind, e.rowmap, e.mask, e.slot = "same", None, np.ones(self.num_steps, dtype=bool), -1
+                    break
+            else:
+                break
+        out = [e for edges in self.edges.values() for e in edges if e.kind == "external"]
+        for slot, e in enumerate(out):
+            e.slot = slot
+        return out
+
+    def _absorbed_edges(
+        self, graph: Any, maps: Mapping[int, tuple], op: int, readers: list[_Edge], users: Mapping[int, set[int]]
+    ) -> list[_Edge] | None:
+        """The frame edges of external `op` computed per frame, or None where it cannot be."""
+        if type(graph.layers[op]) not in _ABSORBABLE or users.get(op, set()) - set(self.edges):
+            return None
+        src = readers[0].rowmap.src
+        if (src < 0).any() or any(not np.array_equal(e.rowmap.src, src) for e in readers[1:]):
+            return None
+        if sum(graph.indexed[o] for o in graph.operands[op]) != 1:
+            return None
+        edges = []
+        for pos, o in enumerate(graph.operands[op]):
+            if not graph.indexed[o]:
+                edges.append(_Edge("static", o))
+                continue
+            inner = maps[op][pos]  # op's rows -> o's rows
+            composed = inner.src[src]
+            if (composed < 0).any():
+                return None
+            edges.append(_Edge("external", o, rowmap=RowMap(composed, inner.num_src)))
+        return edges
 
     def _needed_masks(self) -> list[np.ndarray]:
         """Give a mask slot to each edge whose absent rows are not already zero; return the masks.
@@ -279,8 +339,10 @@ class RecurrentBlock:
                 elif e.kind == "same":
                     if state.get(e.op) == 1:
                         cycle = [n for n, _ in path]
-                        raise PlanError("a cycle with no time offset: "
-                                        + " -> ".join(self.graph.describe(n) for n in cycle[cycle.index(e.op):]))
+                        raise PlanError(
+                            "a cycle with no time offset: "
+                            + " -> ".join(self.graph.describe(n) for n in cycle[cycle.index(e.op) :])
+                        )
                     if e.op not in state:
                         state[e.op] = 1
                         path.append((e.op, iter(self.edges[e.op])))
@@ -301,19 +363,57 @@ class RecurrentBlock:
     def _value(self, layer: Layer, args: list[jax.Array]) -> jax.Array:
         return step_value(layer, args, self.batch)
 
-    def scan(self, ext_values: tuple[jax.Array, ...], static_values: tuple[jax.Array, ...],
-             given_values: tuple[jax.Array, ...] = ()) -> jax.Array:
-        """All exported members' values: `[given rows + steps, batch, sum of dims]`, flattened to rows."""
+    def lane(
+        self,
+        ext_values: tuple[jax.Array, ...],
+        static_values: tuple[jax.Array, ...],
+        given_values: tuple[jax.Array, ...] = (),
+    ) -> tuple[Lane, dict[int, jax.Array]]:
+        """The group's operands per frame as a fused-scan lane, and the given values (`[rows, batch, dim]`)."""
         batch = self.batch
-        statics = dict(zip(self.statics, static_values))
-        given = {m: _rows3(v, batch) for m, v in zip(self.given, given_values)}
-        xs_ext = tuple(e.rowmap(_rows3(v, batch)) for e, v in zip(self.externals, ext_values))
+        statics = dict(zip(self.statics, static_values, strict=True))
+        given = {m: _rows3(v, batch) for m, v in zip(self.given, given_values, strict=True)}
+        xs_ext = tuple(e.rowmap(_rows3(v, batch)) for e, v in zip(self.externals, ext_values, strict=True))
         dims = self._dims([x.shape for x in xs_ext])
         dtype = jnp.result_type(*(x.dtype for x in xs_ext)) if xs_ext else jnp.result_type(float)
         carry0 = {}
-        for op, _depth in self.depth.items():
+        for op in self.depth:
             source = given[op] if op in given else jnp.zeros((0, batch, dims[op]), dtype)
             carry0[op] = self.carry_maps[op](source.astype(dtype))
+        return Lane(self.frames, xs_ext, statics, carry0, self.masks, dims, dtype, self.reverse), given
+
+    def finish(self, ys: Sequence[jax.Array], given: Mapping[int, jax.Array]) -> list[jax.Array]:
+        """The exported members' rows: the given ones first, then the scan's frames, flattened."""
+        flat = []
+        for m, y in zip(self.exported, ys, strict=True):
+            if m in given:
+                y = jnp.concatenate([given[m].astype(y.dtype), y], axis=0)
+            flat.append(y.reshape(y.shape[0] * self.batch, y.shape[-1]))
+        return flat
+
+    def scan(
+        self,
+        ext_values: tuple[jax.Array, ...],
+        static_values: tuple[jax.Array, ...],
+        given_values: tuple[jax.Array, ...] = (),
+    ) -> list[jax.Array]:
+        """All exported members' values: `[given rows + steps, batch, dim]` each, flattened to rows."""
+        lane, given = self.lane(ext_values, static_values, given_values)
+        if not _PLAIN_SCANS.get():
+            try:
+                return self.finish(fused_scan([lane])[0], given)
+            except NotImplementedError:  # a member without a vjp: JAX differentiates its apply
+                pass
+        return self.finish(self._plain_scan(lane.xs_ext, lane.statics, lane.carry0, lane.dtype), given)
+
+    def _plain_scan(
+        self,
+        xs_ext: tuple[jax.Array, ...],
+        statics: Mapping[int, jax.Array],
+        carry0: Mapping[int, jax.Array],
+        dtype: Any,
+    ) -> tuple[jax.Array, ...]:
+        """The exported members' values per frame by one `lax.scan` of `step_value`."""
         masks = jnp.asarray(self.masks)
 
         def step(carry, xs):
@@ -338,53 +438,83 @@ class RecurrentBlock:
             }
             return new, tuple(vals[m] for m in self.exported)
 
-        _, ys = jax.lax.scan(step, carry0, (xs_ext, masks), reverse=self.reverse)
-        flat = []
-        for m, y in zip(self.exported, ys):
-            if m in given:  # the given rows come first, then the steps
-                y = jnp.concatenate([given[m].astype(y.dtype), y], axis=0)
-            flat.append(y.reshape(y.shape[0] * batch, y.shape[-1]))
-        return flat
+        return jax.lax.scan(step, dict(carry0), (xs_ext, masks), reverse=self.reverse)[1]
 
-    def tapes(self, tapes: dict[int, Tape], rows: Mapping[int, Any], params: Any,
-              given: Mapping[int, Tape] | None = None) -> None:
+    def tapes(
+        self, tapes: dict[int, Tape], rows: Mapping[int, Any], params: Any, given: Mapping[int, Tape] | None = None
+    ) -> None:
         """Add the group's Tape node and one selection tape per exported member to `tapes`."""
-        given = given or {}
-        ext_tapes = tuple(tapes[e.op] for e in self.externals)
-        static_tapes = tuple(tapes[op] for op in self.statics)
-        given_tapes = tuple(given[m] for m in self.given)
-        n_ext, n_static = len(ext_tapes), len(static_tapes)
-
-        def fn(*values):
-            parts = self.scan(values[:n_ext], values[n_ext : n_ext + n_static], values[n_ext + n_static :])
-            if len(parts) == 1:
-                return parts[0]
-            longest = max(p.shape[0] for p in parts)  # members with more given rows are longer
-            return jnp.concatenate([jnp.pad(p, ((0, longest - p.shape[0]), (0, 0))) for p in parts], axis=-1)
-
-        upstream = ext_tapes + static_tapes + given_tapes
-        value, vjp = jax.vjp(fn, *(t.value for t in upstream))
-        layer = Recurrence(tuple(self.graph.layers[m] for m in self.order))
-        block = Tape(layer, value, upstream, pullback=vjp, parameters=params)
-        widths = self.exported_dims(tuple(t.value for t in ext_tapes), tuple(t.value for t in static_tapes))
-        # Exported members have different numbers of given rows: split columns, then rows.
-        start = 0
-        for m, width in zip(self.exported, widths):
-            rowmap, begin = self.out_maps[m], start
-            num_rows = rowmap.num_src
-
-            def select(v, rowmap=rowmap, begin=begin, width=width, num_rows=num_rows):
-                cols = v[: num_rows * self.batch, begin : begin + width]
-                return _flat(rowmap(_rows3(cols, self.batch)))
-
-            member_value, member_vjp = jax.vjp(select, value)
-            tapes[m] = Tape(self.graph.layers[m], member_value, (block,), rows=rows[m], pullback=member_vjp,
-                            parameters=params)
-            start += width
+        scan_tapes([self], tapes, rows, params, given)
 
     def exported_dims(self, ext_values: tuple, static_values: tuple) -> list[int]:
         """The dims of the exported members, given the scan's operand values."""
-        dict(zip(self.statics, static_values))
         xs_shapes = [(self.num_steps, self.batch, v.shape[-1]) for v in ext_values]
         dims = self._dims(xs_shapes)
         return [dims[m] for m in self.exported]
+
+
+def scan_tapes(
+    blocks: Sequence[RecurrentBlock],
+    tapes: dict[int, Tape],
+    rows: Mapping[int, Any],
+    params: Any,
+    given: Mapping[int, Tape] | None = None,
+) -> None:
+    """Run scanned groups in one loop; add their Tape node and one selection tape per exported member to `tapes`.
+
+    Several groups (independent of each other, with the same frames: the two
+    directions of a bidirectional layer) share the loop, each running through
+    the frames in its own direction.
+    """
+    given = given or {}
+    operands = []
+    for b in blocks:
+        ext = tuple(tapes[e.op] for e in b.externals)
+        operands.append((ext, tuple(tapes[op] for op in b.statics), tuple(given[m] for m in b.given)))
+    upstream = tuple(t for ext, st, gv in operands for t in ext + st + gv)
+
+    def fn(*values: jax.Array) -> jax.Array:
+        parts, at_value = [], 0
+        split = []
+        for ext, st, gv in operands:
+            n_ext, n_st, n_gv = len(ext), len(st), len(gv)
+            chunk = values[at_value : at_value + n_ext + n_st + n_gv]
+            split.append((chunk[:n_ext], chunk[n_ext : n_ext + n_st], chunk[n_ext + n_st :]))
+            at_value += n_ext + n_st + n_gv
+        if len(blocks) == 1 or _PLAIN_SCANS.get():
+            for b, args in zip(blocks, split, strict=True):
+                parts.extend(b.scan(*args))
+        else:
+            lanes, givens = [], []
+            for b, args in zip(blocks, split, strict=True):
+                lane, given_values = b.lane(*args)
+                lanes.append(lane)
+                givens.append(given_values)
+            for b, ys, given_values in zip(blocks, fused_scan(lanes), givens, strict=True):
+                parts.extend(b.finish(ys, given_values))
+        if len(parts) == 1:
+            return parts[0]
+        longest = max(p.shape[0] for p in parts)  # members with more given rows are longer
+        return jnp.concatenate([jnp.pad(p, ((0, longest - p.shape[0]), (0, 0))) for p in parts], axis=-1)
+
+    value, vjp = jax.vjp(fn, *(t.value for t in upstream))
+    layer = Recurrence(tuple(b.graph.layers[m] for b in blocks for m in b.order))
+    block_tape = Tape(layer, value, upstream, pullback=vjp, parameters=params)
+    start = 0
+    for b, (ext, st, _) in zip(blocks, operands, strict=True):
+        widths = b.exported_dims(tuple(t.value for t in ext), tuple(t.value for t in st))
+        # Exported members have different numbers of given rows: split columns, then rows.
+        for m, width in zip(b.exported, widths, strict=True):
+            rowmap, begin = b.out_maps[m], start
+
+            def select(
+                v: jax.Array, rowmap: RowMap = rowmap, begin: int = begin, width: int = width, batch: int = b.batch
+            ) -> jax.Array:
+                cols = v[: rowmap.num_src * batch, begin : begin + width]
+                return _flat(rowmap(_rows3(cols, batch)))
+
+            member_value, member_vjp = jax.vjp(select, value)
+            tapes[m] = Tape(
+                b.graph.layers[m], member_value, (block_tape,), rows=rows[m], pullback=member_vjp, parameters=params
+            )
+            start += width

@@ -1,0 +1,428 @@
+"""A recurrence's scan with a hand-written backward pass (a custom VJP of the whole scan).
+
+Left to `jax.vjp`, the backward of a `lax.scan` is JAX's transpose of it: it
+saves what partial evaluation keeps and accumulates each weight's gradient
+inside the loop, one small `[dim, batch] x [batch, dim]` product per frame.
+Here instead:
+
+- the forward scan computes the frames as `FrameProgram.values` does (gate
+  activations fused) and saves, per frame, only the members' values that the
+  backward reads;
+- the backward is one reverse scan carrying the deltas of the lagged members;
+  each frame pulls its deltas through the members' `vjp`s (`FrameProgram.member_vjp`);
+- the weight of every `Dot(member, weight)` gets its gradient after the loop,
+  from the frames' saved operands and the deltas the loop emits: one large
+  matrix product.
+
+The values equal the plain scan's (the fused activations to float rounding) and
+so do the gradients; tests compare both against `jax.grad`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core.descriptor import DimRange
+from .frame import FrameProgram
+
+UNROLL = 1  # frames per loop iteration (measured on CPU: see docs/performance.md)
+
+Read = Callable[[Any, Mapping[int, jax.Array]], jax.Array]
+
+
+def shifted(values: jax.Array, k: int, init: jax.Array, reverse: bool) -> jax.Array:
+    """Per frame (in `values`' order), the value `k` frames earlier in scan order; `init` before the first."""
+    steps = values.shape[0]
+    if not reverse:  # init[j] is frame -1 - j
+        return jnp.concatenate([init[:k][::-1], values], axis=0)[:steps]
+    return jnp.concatenate([values, init[:k]], axis=0)[k : k + steps]  # init[j] is frame steps + j
+
+
+def _reader(
+    statics: Mapping[int, jax.Array],
+    ext: Mapping[int, jax.Array],
+    lagged: Callable[[int, int], jax.Array],
+    masked: Callable[[jax.Array, int], jax.Array],
+) -> Read:
+    """`read(edge, values)`: an operand's value from statics, externals, members at this frame or lagged ones."""
+
+    def read(e: Any, vals: Mapping[int, jax.Array]) -> jax.Array:
+        if e.kind == "static":
+            return statics[e.op]
+        if e.kind == "external":
+            return ext[e.slot]
+        v = vals[e.op] if e.kind == "same" else lagged(e.op, abs(e.lag))
+        return v if e.slot < 0 else masked(v, e.slot)
+
+    return read
+
+
+def _frame_mask(mask: jax.Array) -> Callable[[jax.Array, int], jax.Array]:
+    return lambda v, slot: jnp.where(mask[slot], v, jnp.zeros_like(v))
+
+
+def _all_frames_mask(masks: jax.Array) -> Callable[[jax.Array, int], jax.Array]:
+    return lambda v, slot: jnp.where(masks[:, slot, None, None], v, jnp.zeros_like(v))
+
+
+class _Delta:
+    """A member's delta at one frame, summed from whole arrays and column pieces (from its DimRanges).
+
+    Pieces that do not overlap are put side by side (one concatenation, zeros
+    between); XLA's CPU backend runs a sum of padded pieces as a slow loop.
+    """
+
+    __slots__ = ("whole", "pieces")
+
+    def __init__(self) -> None:
+        self.whole: jax.Array | None = None
+        self.pieces: list[tuple[int, jax.Array]] = []
+
+    def add(self, d: jax.Array) -> None:
+        self.whole = d if self.whole is None else self.whole + d
+
+    def total(self, width: int) -> jax.Array | None:
+        if not self.pieces:
+            return self.whole
+        pieces = sorted(self.pieces, key=lambda p: p[0])
+        ends = [start + p.shape[-1] for start, p in pieces]
+        if all(end <= nxt for end, (nxt, _) in zip(ends, pieces[1:])):
+            parts, at_col = [], 0
+            for (start, p), end in zip(pieces, ends):
+                if start > at_col:
+                    parts.append(jnp.zeros(p.shape[:-1] + (start - at_col,), p.dtype))
+                parts.append(p)
+                at_col = end
+            if at_col < width:
+                parts.append(jnp.zeros(pieces[0][1].shape[:-1] + (width - at_col,), pieces[0][1].dtype))
+            summed = jnp.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
+        else:
+            pad = [(0, 0)] * (pieces[0][1].ndim - 1)
+            padded = [jnp.pad(p, pad + [(start, width - end)]) for (start, p), end in zip(pieces, ends)]
+            summed = functools.reduce(jnp.add, padded)
+        return summed if self.whole is None else self.whole + summed
+
+
+def _add(a: jax.Array | None, b: jax.Array | None) -> jax.Array | None:
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
+class Lane:
+    """One scanned group's part of a loop: its frame program and operands (several lanes can share one loop).
+
+    `xs_ext` are the external operands per frame (`[steps, batch, dim]`),
+    `statics` the weights by node id, `carry0` each lagged member's buffer
+    before the first frame (`[depth, batch, dim]`, most recent first), `masks`
+    the per-frame masks of masked edges, `dims` every member's dim; `reverse`
+    runs it from the last frame to the first.
+    """
+
+    def __init__(
+        self,
+        program: FrameProgram,
+        xs_ext: tuple[jax.Array, ...],
+        statics: Mapping[int, jax.Array],
+        carry0: Mapping[int, jax.Array],
+        masks: np.ndarray,
+        dims: Mapping[int, int],
+        dtype: Any,
+        reverse: bool,
+    ):
+        self.reverse = reverse
+        self.program, self.xs_ext, self.statics, self.carry0 = program, tuple(xs_ext), dict(statics), dict(carry0)
+        self.masks, self.dims, self.dtype = masks, dims, dtype
+        p = program
+        self.shapes = {m: (p.batch, dims[m]) for m in p.order}
+        static_specs = {op: jax.ShapeDtypeStruct(v.shape, v.dtype) for op, v in self.statics.items()}
+        self.reads = p.vjp_reads(self.shapes, static_specs, [tuple(x.shape[1:]) for x in self.xs_ext], dtype)
+        self.loop = p.needs(p.read_roots(p.edges, self.reads))  # what the backward loop reads per frame
+        self.after = p.needs([("edge", p.edges[m][0]) for m in p.deferred])  # the deferred Dots' operands
+        self.outs = p.exported + sorted((self.loop.stored | self.after.stored) - set(p.exported))
+
+    def forward_step(
+        self,
+        carry: dict[int, jax.Array],
+        ext: tuple[jax.Array, ...],
+        mask: jax.Array,
+        statics: Mapping[int, jax.Array],
+        names: Sequence[int],
+    ) -> tuple[dict, tuple[jax.Array, ...]]:
+        """One frame: the new buffers and the values of `names`."""
+        read = _reader(statics, dict(enumerate(ext)), lambda op, k: carry[op][k - 1], _frame_mask(mask))
+        vals = self.program.values(read, self.dims, self.dtype)
+        new = {op: jnp.concatenate([vals[op][None], buf[:-1]], axis=0) for op, buf in carry.items()}
+        return new, tuple(vals[m] for m in names)
+
+
+def scan_lanes(
+    step: Callable[[tuple, tuple], tuple[tuple, tuple]], carry0: tuple, xs: tuple, backward: Sequence[bool], unroll: int
+) -> tuple[tuple, tuple]:
+    """`lax.scan` where each lane reads its frames in its own direction (`backward[k]`: last frame first).
+
+    `xs[k]` are lane k's per-frame operands (leading axis: frames); `step`
+    maps (carries, one frame of each lane) to (carries, one frame of each
+    lane's outputs), and the outputs come back in frame order. Lanes of one
+    direction are a plain scan; mixed directions index the frames explicitly,
+    as `lax.scan` does inside.
+    """
+    if len(set(backward)) <= 1:
+        return jax.lax.scan(step, carry0, xs, reverse=bool(backward and backward[0]), unroll=unroll)
+    steps = jax.tree.leaves(xs)[0].shape[0]
+
+    def frame(i: jax.Array, k: int) -> jax.Array:
+        return steps - 1 - i if backward[k] else i
+
+    def take(i: jax.Array) -> tuple:
+        return tuple(
+            jax.tree.map(lambda a, k=k: jax.lax.dynamic_index_in_dim(a, frame(i, k), 0, keepdims=False), x)
+            for k, x in enumerate(xs)
+        )
+
+    _, out_shapes = jax.eval_shape(step, carry0, take(jnp.int32(0)))
+    buffers0 = jax.tree.map(lambda s: jnp.zeros((steps,) + s.shape, s.dtype), out_shapes)
+
+    def body(state: tuple, i: jax.Array) -> tuple[tuple, None]:
+        carries, buffers = state
+        carries, ys = step(carries, take(i))
+        buffers = tuple(
+            jax.tree.map(lambda b, y, k=k: jax.lax.dynamic_update_index_in_dim(b, y, frame(i, k), 0), buf, y)
+            for k, (buf, y) in enumerate(zip(buffers, ys))
+        )
+        return (carries, buffers), None
+
+    (carries, buffers), _ = jax.lax.scan(body, (carry0, buffers0), jnp.arange(steps, dtype=jnp.int32), unroll=unroll)
+    return carries, buffers
+
+
+def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tuple[jax.Array, ...]]:
+    """Per lane, its exported members' values at every frame (`[steps, batch, dim]` each), differentiable.
+
+    All lanes run in one loop, each in its own direction (`lane.reverse`), and
+    so does their backward pass.
+    """
+    lanes = list(lanes)
+    unroll = UNROLL if unroll is None else unroll
+    masks = tuple(jnp.asarray(lane.masks) for lane in lanes)
+    directions = [lane.reverse for lane in lanes]
+
+    def forward(xs_ext: tuple, statics: tuple, carry0: tuple, save: bool) -> tuple:
+        names = [lane.outs if save else lane.program.exported for lane in lanes]
+
+        def step(carries: tuple, xs: tuple) -> tuple[tuple, tuple]:
+            out = [
+                lane.forward_step(c, ext, mask, st, nm)
+                for lane, c, (ext, mask), st, nm in zip(lanes, carries, xs, statics, names)
+            ]
+            return tuple(o[0] for o in out), tuple(o[1] for o in out)
+
+        return scan_lanes(step, carry0, tuple(zip(xs_ext, masks)), directions, unroll)[1]
+
+    @jax.custom_vjp
+    def run(xs_ext: tuple, statics: tuple, carry0: tuple) -> tuple:
+        return forward(xs_ext, statics, carry0, save=False)
+
+    def run_fwd(xs_ext: tuple, statics: tuple, carry0: tuple) -> tuple[tuple, tuple]:
+        ys = forward(xs_ext, statics, carry0, save=True)
+        exported = tuple(y[: len(lane.program.exported)] for lane, y in zip(lanes, ys))
+        return exported, (xs_ext, statics, carry0, ys)
+
+    def run_bwd(res: tuple, dys: tuple) -> tuple:
+        xs_ext, statics, carry0, ys = res
+        backs = [
+            _LaneBackward(lane, x, st, c0, dict(zip(lane.outs, y)), dy, m)
+            for lane, x, st, c0, y, dy, m in zip(lanes, xs_ext, statics, carry0, ys, dys, masks)
+        ]
+
+        def step(carries: tuple, xs: tuple) -> tuple[tuple, tuple]:
+            out = [b.step(c, x) for b, c, x in zip(backs, carries, xs)]
+            return tuple(o[0] for o in out), tuple(o[1] for o in out)
+
+        finals, per_frame = scan_lanes(
+            step, tuple(b.carry0() for b in backs), tuple(b.xs() for b in backs), [not d for d in directions], unroll
+        )
+        grads = [b.finish(f, pf) for b, f, pf in zip(backs, finals, per_frame)]
+        return tuple(g[0] for g in grads), tuple(g[1] for g in grads), tuple(g[2] for g in grads)
+
+    run.defvjp(run_fwd, run_bwd)
+    xs_ext = tuple(lane.xs_ext for lane in lanes)
+    return list(run(xs_ext, tuple(lane.statics for lane in lanes), tuple(lane.carry0 for lane in lanes)))
+
+
+class _LaneBackward:
+    """One lane's part of the reverse scan, and its deltas once the scan is done.
+
+    The loop carries the deltas of the lagged members (`pending[op][j]`: the
+    delta of `op` at `j` frames before the current one, from later frames) and
+    of weights used inside the frame; it emits, per frame, the deltas of the
+    external operands and of the deferred Dots' outputs.
+    """
+
+    def __init__(
+        self,
+        lane: Lane,
+        xs_ext: tuple,
+        statics: Mapping[int, jax.Array],
+        carry0: Mapping[int, jax.Array],
+        saved: Mapping[int, jax.Array],
+        dys: tuple,
+        masks: jax.Array,
+    ):
+        self.lane, self.xs_ext, self.statics, self.carry0_values = lane, xs_ext, statics, carry0
+        self.saved, self.dys, self.masks = saved, dys, masks
+        p = lane.program
+        self.lagged = {
+            (op, k): shifted(saved[op], k, carry0[op], lane.reverse) for op, k in lane.loop.lags | lane.after.lags
+        }
+        self.stored_names = sorted(lane.loop.stored)
+        self.lag_names = sorted(lane.loop.lags)
+        self.ext_slots = sorted(lane.loop.externals)
+        self.accumulated = sorted(
+            {
+                e.op
+                for m in p.order
+                if m not in p.deferred
+                for e in p.edges[m]
+                if e.kind == "static" and jnp.issubdtype(statics[e.op].dtype, jnp.inexact)
+            }
+        )
+        # The deferred Dots' weights, transposed once: inside the loop `d @ W^T` is then a plain product (XLA's
+        # CPU backend runs a transposed-operand product slower); the barrier keeps XLA from folding it back.
+        self.transposed = {
+            p.edges[m][1].op: jax.lax.optimization_barrier(statics[p.edges[m][1].op].T) for m in p.deferred
+        }
+        self.layout: dict[str, list[int]] = {}  # which emitted per-frame array holds each delta (set while tracing)
+
+    def carry0(self) -> tuple:
+        lane, p = self.lane, self.lane.program
+        pending = {op: jnp.zeros((p.depth[op],) + lane.shapes[op], lane.dtype) for op in p.depth}
+        return pending, {op: jnp.zeros_like(self.statics[op]) for op in self.accumulated}
+
+    def xs(self) -> tuple:
+        return (
+            tuple(self.dys),
+            tuple(self.saved[m] for m in self.stored_names),
+            tuple(self.lagged[k] for k in self.lag_names),
+            tuple(self.xs_ext[s] for s in self.ext_slots),
+            self.masks,
+        )
+
+    def width(self, e: Any) -> int:
+        if e.kind == "static":
+            return int(self.statics[e.op].shape[-1])
+        return int(self.xs_ext[e.slot].shape[-1]) if e.kind == "external" else self.lane.dims[e.op]
+
+    def step(self, carry: tuple, xs: tuple) -> tuple[tuple, tuple[jax.Array, ...]]:
+        lane, p = self.lane, self.lane.program
+        edges, shapes, dtype, reads, statics = p.edges, lane.shapes, lane.dtype, lane.reads, self.statics
+        pending, acc = carry
+        dy, stored, lags, ext, mask = xs
+        frame_lags = dict(zip(self.lag_names, lags))
+        read = _reader(statics, dict(zip(self.ext_slots, ext)), lambda op, k: frame_lags[(op, k)], _frame_mask(mask))
+        vals = p.resolve(lane.loop, read, dict(zip(self.stored_names, stored)), (p.batch,), lane.dims, dtype)
+
+        def value(m: int) -> Callable[[], jax.Array]:
+            return lambda: vals[m] if reads[m][0] else jnp.zeros(shapes[m], dtype)
+
+        def operands(m: int) -> Callable[[], list[jax.Array]]:
+            def placeholder(e: Any) -> jax.Array:  # a value this vjp does not read
+                if e.kind == "static":
+                    return statics[e.op]
+                shape = shapes[e.op] if e.kind in ("same", "lag") else tuple(self.xs_ext[e.slot].shape[1:])
+                return jnp.zeros(shape, dtype)
+
+            return lambda: [read(e, vals) if used else placeholder(e) for e, used in zip(edges[m], reads[m][1])]
+
+        deltas: dict[int, _Delta] = {}
+
+        def delta_of(m: int) -> _Delta:
+            return deltas.setdefault(m, _Delta())
+
+        for m, d in zip(p.exported, dy):
+            delta_of(m).add(d)
+        for op, buf in pending.items():
+            delta_of(op).add(buf[0])
+        earlier: dict[int, list[jax.Array | None]] = {op: [None] * p.depth[op] for op in pending}
+        d_ext: list[jax.Array | None] = [None] * len(self.xs_ext)
+        acc = dict(acc)
+        d_dots: dict[int, jax.Array] = {}
+        for m in reversed(p.order):
+            gathered = deltas.pop(m, None)
+            d = None if gathered is None else gathered.total(lane.dims[m])
+            if m in p.deferred:
+                d_dots[m] = jnp.zeros(shapes[m], dtype) if d is None else d
+            if d is None:
+                continue
+            layer = p.layers[m]
+            if isinstance(layer, DimRange) and edges[m][0].kind == "same" and edges[m][0].slot < 0:
+                delta_of(edges[m][0].op).pieces.append((layer.offset, d))
+                continue
+            widths = lambda m=m: [self.width(e) for e in edges[m]]  # noqa: E731
+            vjp_statics = self.transposed if m in p.deferred else statics
+            for e, c in zip(edges[m], p.member_vjp(m, d, value(m), operands(m), vjp_statics, widths)):
+                if c is None:
+                    continue
+                if e.kind in ("same", "lag") and e.slot >= 0:
+                    c = jnp.where(mask[e.slot], c, jnp.zeros_like(c))
+                if e.kind == "same":
+                    delta_of(e.op).add(c)
+                elif e.kind == "lag":
+                    earlier[e.op][abs(e.lag) - 1] = _add(earlier[e.op][abs(e.lag) - 1], c)
+                elif e.kind == "external":
+                    d_ext[e.slot] = _add(d_ext[e.slot], c)
+                elif e.op in acc:
+                    acc[e.op] = acc[e.op] + c
+        new_pending = {}
+        for op, buf in pending.items():
+            depth = p.depth[op]
+            rows = [_add(buf[j + 1] if j + 1 < depth else None, earlier[op][j]) for j in range(depth)]
+            new_pending[op] = jnp.stack([jnp.zeros(shapes[op], dtype) if r is None else r for r in rows])
+        emitted: list[jax.Array] = []
+        position: dict[int, int] = {}
+
+        def emit(v: jax.Array | None) -> int:
+            if v is None:
+                return -1
+            if id(v) not in position:
+                position[id(v)] = len(emitted)
+                emitted.append(v)
+            return position[id(v)]
+
+        self.layout["ext"] = [emit(v) for v in d_ext]
+        self.layout["dots"] = [emit(d_dots[m]) for m in p.deferred]
+        return (new_pending, acc), tuple(emitted)
+
+    def finish(self, final: tuple, per_frame: tuple) -> tuple[tuple, dict, dict]:
+        """(deltas of the external operands, of the statics, of the initial buffers), after the scan."""
+        lane, p = self.lane, self.lane.program
+        d_carry, acc = final
+        d_statics: dict[int, jax.Array | None] = dict(acc)
+        d_ext = [per_frame[i] if i >= 0 else None for i in self.layout["ext"]]
+        d_dots = [per_frame[i] for i in self.layout["dots"]]
+        # The deferred weight gradients: all frames' operands against all frames' deltas, one product each.
+        read = _reader(
+            self.statics, dict(enumerate(self.xs_ext)), lambda op, k: self.lagged[(op, k)], _all_frames_mask(self.masks)
+        )
+        frames = (self.masks.shape[0], p.batch)
+        vals = p.resolve(lane.after, read, {m: self.saved[m] for m in lane.after.stored}, frames, lane.dims, lane.dtype)
+        for m, d in zip(p.deferred, d_dots):
+            a = read(p.edges[m][0], vals)
+            weight = p.edges[m][1].op
+            d_statics[weight] = _add(d_statics.get(weight), jnp.tensordot(a, d, axes=((0, 1), (0, 1))))
+        d_statics_out: dict[int, Any] = {}
+        for op, v in self.statics.items():
+            g = d_statics.get(op)
+            if not jnp.issubdtype(v.dtype, jnp.inexact):
+                d_statics_out[op] = np.zeros(v.shape, dtype=jax.dtypes.float0)
+            else:
+                d_statics_out[op] = jnp.zeros_like(v) if g is None else g.astype(v.dtype)
+        d_ext_out = tuple(jnp.zeros_like(x) if g is None else g.astype(x.dtype) for x, g in zip(self.xs_ext, d_ext))
+        d_carry_out = {op: d_carry[op].astype(v.dtype) for op, v in self.carry0_values.items()}
+        return d_ext_out, d_statics_out, d_carry_out

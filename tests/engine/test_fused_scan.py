@@ -1,0 +1,332 @@
+"""The fused scan (engine/frame.py, engine/fused_scan.py) against the plain `lax.scan` JAX differentiates.
+
+Every recurrence below is run both ways (`plain_scans()` forces the plain
+lowering): the outputs, the Tape's gradients and `jax.grad` with respect to
+parameters, input matrices and given state must agree, and both must agree with
+hand-written references where the test file has one (test_recurrence.py).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from symnet import (
+    Append,
+    ComputationRequest,
+    Const,
+    DimRange,
+    Failover,
+    IfDefined,
+    IndexSet,
+    Input,
+    LogSoftmax,
+    Network,
+    Node,
+    Normal,
+    Offset,
+    Ref,
+    Sigmoid,
+    Sum,
+    Tanh,
+    Weight,
+    compile,
+)
+from symnet.components.recurrent import (
+    GruNonlinearityComponent,
+    LstmNonlinearityComponent,
+    OutputGruNonlinearityComponent,
+)
+from symnet.engine.frame import FrameProgram
+from symnet.engine.recurrence import RecurrentBlock, plain_scans
+from symnet.engine.scan_merge import MergedScans
+
+D, C, N, T = 3, 4, 2, 9
+x = Input("input", D)
+
+
+def weight(name: str, *shape: int, scale: float = 0.5) -> Weight:
+    return Weight(Normal(shape, scale), name=name)
+
+
+def prev(name: str, lag: int = -1):
+    return IfDefined(Offset(Ref(name), lag))
+
+
+def rnn(lag: int = -1, name: str = "h", inp=x, dim: int = D):
+    return Node(name, Tanh(inp @ weight(f"{name}.w", dim, C) + prev(name, lag) @ weight(f"{name}.u", C, C)))
+
+
+def lstm(name: str = "m", lag: int = -1, inp=x, dim: int = D):
+    """The documentation's LSTM: one input projection, one recurrent matrix, gates by DimRange."""
+    gates = inp @ weight(f"{name}.wx", dim, 4 * C) + weight(f"{name}.b", 4 * C, scale=0.1)
+    gates = gates + prev(name, lag) @ weight(f"{name}.wh", C, 4 * C)
+    i, f = Sigmoid(DimRange(gates, 0, C)), Sigmoid(DimRange(gates, C, C))
+    g, o = Tanh(DimRange(gates, 2 * C, C)), Sigmoid(DimRange(gates, 3 * C, C))
+    c = Node(f"{name}.c", f * prev(f"{name}.c", lag) + i * g)
+    return Node(name, o * Tanh(c))
+
+
+def lstm_gate_equations():
+    """An LSTM written gate by gate, with peepholes on i and f."""
+    h, c_prev = prev("h"), prev("c")
+
+    def gate(k: str):
+        return x @ weight(f"w{k}", D, C) + h @ weight(f"u{k}", C, C) + weight(f"b{k}", C, scale=0.1)
+
+    i = Sigmoid(gate("i") + c_prev * weight("pi", C))
+    f = Sigmoid(gate("f") + c_prev * weight("pf", C))
+    c = Node("c", f * c_prev + i * Tanh(gate("g")))
+    return Node("h", Sigmoid(gate("o")) * Tanh(c))
+
+
+def lstmp():
+    """An LSTM with a recurrent projection inside the recurrence (the state read back is r = m W_r)."""
+    gates = x @ weight("wx", D, 4 * C) + prev("r") @ weight("wr", 2, 4 * C)
+    i, f = Sigmoid(DimRange(gates, 0, C)), Sigmoid(DimRange(gates, C, C))
+    g, o = Tanh(DimRange(gates, 2 * C, C)), Sigmoid(DimRange(gates, 3 * C, C))
+    c = Node("c", f * prev("c") + i * g)
+    m = Node("m", o * Tanh(c))
+    return Append(m, Node("r", m @ weight("proj", C, 2)))
+
+
+def gru():
+    zr = x @ weight("wzr", D, 2 * C) + prev("h") @ weight("uzr", C, 2 * C)
+    z, r = Sigmoid(DimRange(zr, 0, C)), Sigmoid(DimRange(zr, C, C))
+    n = Tanh(x @ weight("wn", D, C) + (r * prev("h")) @ weight("un", C, C))
+    return Node("h", (1.0 - z) * n + z * prev("h"))
+
+
+def kaldi_lstm():
+    """Kaldi's fast-LSTM cell: LstmNonlinearityComponent over [gates, c_prev]."""
+    gates = x @ weight("wx", D, 4 * C) + prev("m") @ weight("wm", C, 4 * C)
+    out = LstmNonlinearityComponent("lstm", Append(gates, prev("c")), weight("lstm.params", 3, C))
+    return Append(Node("m", DimRange(out, C, C)), Node("c", DimRange(out, 0, C)))
+
+
+def kaldi_gru():
+    zr = Sigmoid(x @ weight("wzr", D, 2 * C) + prev("c") @ weight("uzr", C, 2 * C))
+    hpart = x @ weight("wh", D, C)
+    out = GruNonlinearityComponent("gru", Append(zr, hpart, prev("c")), weight("gru.w_h", C, C))
+    return Append(DimRange(out, 0, C), Node("c", DimRange(out, C, C)))
+
+
+def kaldi_output_gru():
+    z = Sigmoid(x @ weight("wz", D, C) + prev("c") @ weight("uz", C, C))
+    out = OutputGruNonlinearityComponent("ogru", Append(z, x @ weight("wh", D, C), prev("c")), weight("ogru.w_h", C))
+    return Node("c", DimRange(out, C, C))
+
+
+def bidirectional():
+    both = Append(lstm("fw", -1), lstm("bw", +1))
+    return lstm("top", -1, both, 2 * C)
+
+
+def failover_start():
+    h = Failover(Offset(Ref("h"), -1), Const(0.5, C))
+    return Node("h", Tanh(x @ weight("w", D, C) + h @ weight("u", C, C)))
+
+
+def two_lags():
+    """Reads itself one and two frames back: two masked edges, a buffer of depth two."""
+    both = Sum(prev("h", -1), prev("h", -2) * 0.5)
+    return Node("h", Tanh(x @ weight("w", D, C) + both @ weight("u", C, C)))
+
+
+NETWORKS = {
+    "rnn": lambda: rnn(),
+    "rnn lag 2": lambda: rnn(-2),
+    "rnn backward in time": lambda: rnn(+1),
+    "lstm": lambda: lstm(),
+    "lstm gate equations": lstm_gate_equations,
+    "lstmp": lstmp,
+    "gru": gru,
+    "kaldi lstm": kaldi_lstm,
+    "kaldi gru": kaldi_gru,
+    "kaldi output gru": kaldi_output_gru,
+    "bidirectional": bidirectional,
+    "failover start": failover_start,
+    "two lags": two_lags,
+}
+
+
+def request(frames=(0, T), given: dict | None = None) -> ComputationRequest:
+    inputs = {"input": IndexSet.range(n=N, t=frames)}
+    inputs.update({k: IndexSet.range(n=N, t=v) for k, v in (given or {}).items()})
+    return ComputationRequest(inputs=inputs, outputs={"output": IndexSet.range(n=N, t=frames)})
+
+
+def outputs_and_grads(net, req, inputs):
+    """Output, Tape gradients, and jax.grad w.r.t. parameters and every input matrix, of one weighted sum."""
+    c = compile(net, req)
+    tape = c.forward(net, inputs)["output"]
+    delta = jnp.asarray(np.random.default_rng(7).standard_normal(tape.value.shape), jnp.float32)
+
+    def loss(params, inputs):
+        return (c.forward(net.replace(params=params), inputs)["output"].value * delta).sum()
+
+    return tape.value, tape.backward(delta), jax.grad(loss, argnums=(0, 1))(net.params, inputs)
+
+
+def assert_trees_close(a, b, atol=2e-5, what=""):
+    for path, (u, v) in zip(jax.tree_util.tree_leaves_with_path(a), zip(jax.tree.leaves(a), jax.tree.leaves(b))):
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), atol=atol, rtol=1e-4, err_msg=f"{what} {path[0]}")
+
+
+def check_against_plain(net, req, inputs):
+    fused = outputs_and_grads(net, req, inputs)
+    with plain_scans():
+        plain = outputs_and_grads(net, req, inputs)
+    np.testing.assert_allclose(fused[0], plain[0], atol=1e-5, err_msg="outputs")
+    assert_trees_close(fused[1], plain[1], what="tape gradients")
+    assert_trees_close(fused[2], plain[2], what="jax.grad")
+    assert_trees_close(fused[1], fused[2][0], what="tape against jax.grad")
+    return fused
+
+
+def inputs_for(frames: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"input": jnp.asarray(rng.standard_normal((frames * N, D)), jnp.float32)}
+
+
+@pytest.mark.parametrize("name", list(NETWORKS))
+def test_fused_scan_matches_the_plain_scan(name):
+    net = Network(NETWORKS[name]())
+    check_against_plain(net, request(), inputs_for(T))
+
+
+@pytest.mark.parametrize("name", ["rnn", "lstm", "two lags", "kaldi lstm"])
+def test_inputs_that_start_late_mask_the_first_frames_alike(name):
+    # The state starts (zero) where the inputs start; the output frames past the inputs' end are absent.
+    net = Network(NETWORKS[name]())
+    req = ComputationRequest(
+        inputs={"input": IndexSet.range(n=N, t=(2, 2 + T))}, outputs={"output": IndexSet.range(n=N, t=(2, 2 + T))}
+    )
+    check_against_plain(net, req, inputs_for(T))
+
+
+def test_a_lookahead_input_is_masked_at_the_end():
+    h = Node("h", Tanh(IfDefined(Offset(x, 2)) @ weight("w", D, C) + prev("h") @ weight("u", C, C)))
+    check_against_plain(Network(h), request(), inputs_for(T))
+
+
+@pytest.mark.parametrize("name", ["lstm", "kaldi lstm", "two lags"])
+def test_given_state_gets_its_gradient(name):
+    """A state carried in from an earlier chunk (a given node value): values and its delta agree."""
+    net = Network(NETWORKS[name]())
+    states = {"lstm": {"m": 1, "m.c": 1}, "kaldi lstm": {"m": 1, "c": 1}, "two lags": {"h": 2}}[name]
+    req = request(given={k: (-depth, 0) for k, depth in states.items()})
+    rng = np.random.default_rng(3)
+    inputs = inputs_for(T)
+    inputs.update({k: jnp.asarray(rng.standard_normal((depth * N, C)), jnp.float32) for k, depth in states.items()})
+    fused = check_against_plain(net, req, inputs)
+    for k in states:
+        assert float(jnp.abs(fused[2][1][k]).max()) > 1e-3  # the given state does matter
+
+
+def test_chunks_with_carried_state_equal_one_pass_fused_and_plain():
+    net = Network(LogSoftmax(lstm() @ weight("out", C, 3)))
+    xs = np.random.default_rng(1).standard_normal((N, 60, D)).astype(np.float32)
+    one_pass = np.asarray(net.compute(xs))
+    chunked = np.asarray(net.compute(xs, frames_per_chunk=7))
+    with plain_scans():
+        plain = np.asarray(net.compute(xs, frames_per_chunk=7))
+    np.testing.assert_allclose(chunked, one_pass, atol=1e-5)
+    np.testing.assert_allclose(chunked, plain, atol=1e-5)
+
+
+def frame_programs(net, req=None) -> list[FrameProgram]:
+    c = compile(net, req or request())
+    return [s.frames for s in c.steps if isinstance(s, RecurrentBlock)]
+
+
+def test_the_lstm_gates_are_one_tanh_over_adjacent_columns():
+    (program,) = frame_programs(Network(lstm()))
+    (group,) = program.groups
+    assert [type(program.layers[m]).__name__ for m in group.members] == ["Sigmoid", "Sigmoid", "Tanh", "Sigmoid"]
+    assert group.source is not None and group.source[1:] == (0, 4 * C)  # reads the gates' columns directly
+    (dot,) = program.deferred
+    assert program.layers[dot].children[1].name == "m.wh"
+
+
+def test_the_gru_groups_its_update_and_reset_gates_and_defers_both_matrices():
+    (program,) = frame_programs(Network(gru()))
+    (group,) = program.groups
+    assert len(group.members) == 2
+    assert sorted(program.layers[m].children[1].name for m in program.deferred) == ["un", "uzr"]
+
+
+def scans(jaxpr) -> list:
+    """Every scan in a jaxpr and the jaxprs nested in it: (reverse, output shapes of the dot_generals of its body)."""
+    found, stack = [], [jaxpr]
+    while stack:
+        j = stack.pop()
+        j = getattr(j, "jaxpr", j)
+        for eqn in j.eqns:
+            subs = [v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(v, "jaxpr")]
+            if eqn.primitive.name == "scan":
+                body = eqn.params["jaxpr"].jaxpr
+                dots = [tuple(e.outvars[0].aval.shape) for e in body.eqns if e.primitive.name == "dot_general"]
+                found.append((eqn.params["reverse"], dots))
+            stack.extend(subs)
+    return found
+
+
+def test_no_weight_gradient_is_accumulated_inside_the_backward_loop():
+    """The recurrent matrix's gradient is one product after the loop, not a [C, N] x [N, 4C] product per frame."""
+    net = Network(lstm())
+    c = compile(net, request())
+    inputs = inputs_for(T)
+
+    def loops():  # a new function each time: make_jaxpr caches traces by function
+        def grads(params):
+            return c.forward(net.replace(params=params), inputs)["output"].backward(1.0)
+
+        return [dots for _, dots in sorted(scans(jax.make_jaxpr(grads)(net.params)))]
+
+    forward_dots, backward_dots = loops()
+    assert forward_dots == [(N, 4 * C)]  # h @ W_h, all four gates
+    assert backward_dots == [(N, C)]  # d @ W_h^T only; W_h's gradient comes after the loop
+    with plain_scans():
+        plain = loops()
+    assert (4 * C, C) in plain[1]  # what JAX's transpose of the plain scan does per frame
+
+
+def test_the_two_directions_of_a_bidirectional_layer_share_one_loop():
+    """fw (reading t-1) and bw (reading t+1) do not read each other: one scan forward, one backward pass."""
+    net = Network(Append(lstm("fw", -1), lstm("bw", +1)))
+    c = compile(net, request())
+    (merged,) = [s for s in c.schedule if isinstance(s, MergedScans)]
+    assert sorted(b.reverse for b in merged.blocks) == [False, True]
+    inputs = inputs_for(T)
+
+    def loops() -> list:  # a new function each time: make_jaxpr caches traces by function
+        def grads(params):
+            return c.forward(net.replace(params=params), inputs)["output"].backward(1.0)
+
+        return scans(jax.make_jaxpr(grads)(net.params))
+
+    merged_loops = loops()
+    assert len(merged_loops) == 2  # the forward loop and the backward loop, each doing both directions
+    assert all(len(dots) == 2 for _, dots in merged_loops)  # one recurrent product per direction per frame
+    with plain_scans():
+        assert len(loops()) == 4
+
+
+def test_a_stacked_layer_waits_for_the_layer_below():
+    """A recurrence reading another one's output is never merged with it."""
+    net = Network(lstm("top", -1, lstm("low", -1), C))
+    c = compile(net, request())
+    assert not [s for s in c.schedule if isinstance(s, MergedScans)]
+    assert len([s for s in c.schedule if isinstance(s, RecurrentBlock)]) == 2
+
+
+def test_the_bias_added_to_the_input_projection_is_added_inside_the_loop():
+    """The scan reads x @ wx per frame; `+ b` is computed per frame, not as one more pass over all frames."""
+    c = compile(Network(lstm()), request())
+    (block,) = [s for s in c.steps if isinstance(s, RecurrentBlock)]
+    (external,) = block.externals
+    assert type(c.graph.layers[external.op]).__name__ == "Dot"
+    assert c.graph.layers[external.op].children[1].name == "m.wx"
