@@ -29,8 +29,9 @@ chunks of many utterances together, each chunk its own sequence n of one
 request (as Kaldi's batched computer does; no descriptor or component lets
 one n see another). Where padding cannot change an output
 (`symnet.engine.buckets.padding_side`), a short last chunk is padded to the
-full chunk size (after its end, or before its start for networks whose
-recurrences all run backward) and a fixed number of chunks goes in each
+full chunk size or to a bucket length (`symnet.engine.buckets`) where that is
+shorter, after its end (or before its start for networks whose recurrences
+all run backward) and a fixed number of chunks goes in each
 call, so that a job of any number of utterances compiles a few programs: one
 per chunk shape (first, middle, last chunk where their contexts differ).
 Otherwise chunks of one shape are one regular request, and a network without
@@ -50,7 +51,7 @@ import numpy as np
 
 from ..core.index import IndexSet, encode
 from ..engine import ComputationRequest, compile
-from ..engine.buckets import batch_size, fill, padding_side
+from ..engine.buckets import batch_size, bucket_length, fill, padding_side
 from ..engine.context import modulus as graph_modulus
 from ..engine.graph import Graph
 from ..engine.inspect import recurrent_edges
@@ -217,7 +218,9 @@ class Nnet3Computer:
             if start + count == num_subsampled and options.extra_right_context_final >= 0:
                 extra_right = options.extra_right_context_final
             row = _ivector(ivector, online, period, first_out, (count - 1) * f)
-            padding = per_chunk - count if self.side == "end" or (per_chunk - count) * f % self.modulus == 0 else 0
+            padding = min(per_chunk, bucket_length(count)) - count
+            if self.side == "start" and padding * f % self.modulus:
+                padding = 0
             left, right = self.left + extra_left, self.right + extra_right
             out.append(_Chunk(utterance, first_out, count, left, right, row, 0 if self.side is None else padding))
         return out

@@ -162,4 +162,4 @@ def test_nnet3_compute_many_compiles_once_per_chunk_shape(make):
         want = np.concatenate(
             [unpadded(net, seq, first=s, count=min(50, len(seq) - s)) for s in range(0, len(seq), 50)]
         )
-        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)  # batched matmuls round differently
