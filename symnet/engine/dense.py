@@ -46,7 +46,10 @@ def compute(
     `mode='same'` gives one output frame per input frame, repeating the first
     and last input frames for the context (nnet3-compute's convention);
     `mode='valid'` gives the `T - left - right` frames that need no padding.
-    A list in gives a list out; sequences of one length share one computation.
+    A list in gives a list out. Without `frames_per_chunk`, sequences are
+    padded to bucket lengths where that changes no output
+    (`symnet.engine.buckets`), so any set of lengths up to 2,000 frames
+    compiles at most 8 programs.
 
     `frames_per_chunk` computes `mode='same'` output in chunks of that many
     frames, in one of two ways:
