@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -85,7 +87,7 @@ def sequences(lengths: list[int]) -> list[np.ndarray]:
     return [rng.standard_normal((n, D)).astype(np.float32) for n in lengths]
 
 
-def test_bucket_lengths():
+def test_bucket_lengths() -> None:
     assert [bucket_length(n) for n in (1, 128, 129, 2000, 2048, 2049)] == [128, 128, 256, 2048, 2048, 4096]
     assert bucket_length(100, 3) == 129
     assert len(BUCKETS) == 8
@@ -102,11 +104,11 @@ def test_bucket_lengths():
         (backward_with_modulus, "start"),
     ],
 )
-def test_padding_side(make, side):
+def test_padding_side(make: Callable[[], Network], side: str | None) -> None:
     assert padding_side(Graph(dict(make().structure.outputs))) == side
 
 
-def test_a_free_optional_read_is_not_padded():
+def test_a_free_optional_read_is_not_padded() -> None:
     net = Network({"output": Append(x, IfDefined(Offset(x, 5))) @ weight("w", 2 * D)})
     assert padding_side(Graph(dict(net.structure.outputs))) is None
     seqs = sequences([9, 12])
@@ -115,7 +117,7 @@ def test_a_free_optional_read_is_not_padded():
 
 
 @pytest.mark.parametrize("make", [tdnn, forward_rnn, backward_rnn, bidirectional, backward_with_modulus])
-def test_bucketed_outputs_equal_unpadded(make):
+def test_bucketed_outputs_equal_unpadded(make: Callable[[], Network]) -> None:
     net = make()
     seqs = sequences([1, 2, 5, 17, 127, 128, 129, 300])
     got = net.compute(seqs)
@@ -125,7 +127,7 @@ def test_bucketed_outputs_equal_unpadded(make):
 
 
 @pytest.mark.parametrize("make", [tdnn, backward_rnn])
-def test_valid_mode_is_unchanged(make):
+def test_valid_mode_is_unchanged(make: Callable[[], Network]) -> None:
     net = make()
     seqs = sequences([9, 40, 200])
     for seq, out in zip(seqs, net.compute(seqs, mode="valid"), strict=True):
@@ -133,7 +135,7 @@ def test_valid_mode_is_unchanged(make):
 
 
 @pytest.mark.parametrize("make", [tdnn, forward_rnn, backward_rnn])
-def test_at_most_eight_compilations_for_any_lengths(make):
+def test_at_most_eight_compilations_for_any_lengths(make: Callable[[], Network]) -> None:
     net = make()
     lengths = [1, 2000, *(b - 1 for b in BUCKETS), *rng.integers(1, 2001, size=30).tolist()]  # every bucket
     seqs = sequences(lengths)
@@ -149,7 +151,7 @@ def test_at_most_eight_compilations_for_any_lengths(make):
 
 
 @pytest.mark.parametrize("make", [tdnn, forward_rnn, backward_rnn])
-def test_nnet3_compute_many_compiles_once_per_chunk_shape(make):
+def test_nnet3_compute_many_compiles_once_per_chunk_shape(make: Callable[[], Network]) -> None:
     net = make()
     lengths = rng.integers(1, 2001, size=30).tolist()
     feats = sequences(lengths)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import jax.monitoring
 
@@ -17,7 +16,7 @@ def count_compilations() -> Iterator[list[str]]:
     """Yields a list that gets one entry per XLA compilation made inside the block."""
     seen: list[str] = []
 
-    def listener(event: str, duration: float, **kwargs: Any) -> None:
+    def listener(event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event == BACKEND_COMPILE:
             seen.append(str(kwargs.get("fun_name", "")))
 
