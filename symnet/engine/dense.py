@@ -117,12 +117,19 @@ def compute(
                     ],
                     axis=0,
                 )
-            out = np.asarray(out)
+            out = host(out)
             for j, i in enumerate(members):
                 results[i] = out[:, j]
+    if any(isinstance(r, jax.core.Tracer) for r in results):  # under jax.grad and the like
+        return results if ragged else jnp.stack(results)
     if not ragged:  # device_put, unlike jnp.asarray, compiles nothing per shape
         return jax.device_put(np.stack(results))
     return [jax.device_put(r) for r in results]
+
+
+def host(value: Any) -> Any:
+    """A concrete array as numpy (slicing it compiles nothing); a traced one (under jax.grad) as it is."""
+    return value if isinstance(value, jax.core.Tracer) else np.asarray(value)
 
 
 def _compute_bucketed(
@@ -169,16 +176,14 @@ def _compute_bucketed(
                 results[i] = out[s : s + count, j]
 
 
-def _run(
-    network: Any, name: str, blocks: dict[str, np.ndarray], in_t: tuple[int, int], out_t: tuple[int, int]
-) -> np.ndarray:
+def _run(network: Any, name: str, blocks: dict[str, np.ndarray], in_t: tuple[int, int], out_t: tuple[int, int]) -> Any:
     """Output frames `out_t` `[frames, n, dim]` for input blocks `[frames of in_t, n, dim]`, one regular request."""
     n = len(next(iter(blocks.values()))[0])
     inputs = {k: IndexSet.range(n=n, t=in_t) for k in blocks}
     matrices = {k: jax.device_put(b.reshape(-1, b.shape[-1])) for k, b in blocks.items()}
     request = ComputationRequest(inputs=inputs, outputs={name: IndexSet.range(n=n, t=out_t)})
     result = compile(network, request)(network, matrices)
-    return np.asarray(result[name]).reshape(out_t[1] - out_t[0], n, -1)
+    return host(result[name]).reshape(out_t[1] - out_t[0], n, -1)
 
 
 def _sequences(x: Any, graph: Graph) -> tuple[dict[str, list[np.ndarray]], bool]:
