@@ -13,14 +13,17 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import Node
 from ..core.index import IndexSet
 from ..errors import PlanError, ShapeError
+from .buckets import batch_size, bucket_length, fill, padding_side
 from .computation import compile
 from .context import context, output_name
+from .context import modulus as graph_modulus
 from .graph import Graph
 from .plan import time_reach
 from .recurrence import RecurrentBlock
@@ -43,7 +46,10 @@ def compute(
     `mode='same'` gives one output frame per input frame, repeating the first
     and last input frames for the context (nnet3-compute's convention);
     `mode='valid'` gives the `T - left - right` frames that need no padding.
-    A list in gives a list out; sequences of one length share one computation.
+    A list in gives a list out. Without `frames_per_chunk`, sequences are
+    padded to bucket lengths where that changes no output
+    (`symnet.engine.buckets`), so any set of lengths up to 2,000 frames
+    compiles at most 8 programs.
 
     `frames_per_chunk` computes `mode='same'` output in chunks of that many
     frames, in one of two ways:
@@ -62,16 +68,22 @@ def compute(
     if mode not in ("same", "valid"):
         raise PlanError(f"mode must be 'same' or 'valid', got {mode!r}")
     if frames_per_chunk is not None:
-        if isinstance(frames_per_chunk, bool) or not isinstance(frames_per_chunk, numbers.Integral) \
-                or frames_per_chunk <= 0 or mode != "same":
-            raise PlanError(f"frames_per_chunk must be a positive number of frames (with mode='same'), "
-                            f"got {frames_per_chunk!r}")
+        if (
+            isinstance(frames_per_chunk, bool)
+            or not isinstance(frames_per_chunk, numbers.Integral)
+            or frames_per_chunk <= 0
+            or mode != "same"
+        ):
+            raise PlanError(
+                f"frames_per_chunk must be a positive number of frames (with mode='same'), got {frames_per_chunk!r}"
+            )
     for what, extra in (("extra_left_context", extra_left_context), ("extra_right_context", extra_right_context)):
         if isinstance(extra, bool) or not isinstance(extra, numbers.Integral) or extra < 0:
             raise PlanError(f"{what} must be a number of frames >= 0, got {extra!r}")
         if extra and (frames_per_chunk is None or carry_state):
-            raise PlanError(f"{what} applies to chunks computed on their own: pass frames_per_chunk and "
-                            "carry_state=False")
+            raise PlanError(
+                f"{what} applies to chunks computed on their own: pass frames_per_chunk and carry_state=False"
+            )
     name = output_name(network, output)
     graph = Graph(dict(network.structure.outputs))
     seqs, ragged = _sequences(x, graph)
@@ -79,24 +91,99 @@ def compute(
     main = "input" if "input" in seqs else next(iter(seqs))
     lengths = [len(s) for s in seqs[main]]
     results: list[Any] = [None] * len(lengths)
-    for length in sorted(set(lengths)):
-        members = [i for i, n in enumerate(lengths) if n == length]
-        group = {k: [v[i] for i in members] for k, v in seqs.items()}
-        if frames_per_chunk is None:
-            out = _compute_span(network, name, group, length, (0, length) if mode == "same" else (left, length - right),
-                                mode, left, right, {})[0]
-        elif carry_state:
-            out = _compute_chunked(network, name, group, length, frames_per_chunk, left, right)
-        else:
-            out = jnp.concatenate([
-                _compute_span(network, name, group, length, (start, min(start + frames_per_chunk, length)), "same",
-                              left + extra_left_context, right + extra_right_context, {})[0]
-                for start in range(0, length, frames_per_chunk)], axis=0)
-        for j, i in enumerate(members):
-            results[i] = out[:, j]
-    if not ragged:
-        return jnp.stack(results)
-    return results
+    if frames_per_chunk is None:
+        _compute_bucketed(network, name, graph, seqs, lengths, mode, left, right, results)
+    else:
+        for length in sorted(set(lengths)):
+            members = [i for i, n in enumerate(lengths) if n == length]
+            group = {k: [v[i] for i in members] for k, v in seqs.items()}
+            if carry_state:
+                out = _compute_chunked(network, name, group, length, frames_per_chunk, left, right)
+            else:
+                out = jnp.concatenate(
+                    [
+                        _compute_span(
+                            network,
+                            name,
+                            group,
+                            length,
+                            (start, min(start + frames_per_chunk, length)),
+                            "same",
+                            left + extra_left_context,
+                            right + extra_right_context,
+                            {},
+                        )[0]
+                        for start in range(0, length, frames_per_chunk)
+                    ],
+                    axis=0,
+                )
+            out = host(out)
+            for j, i in enumerate(members):
+                results[i] = out[:, j]
+    if any(isinstance(r, jax.core.Tracer) for r in results):  # under jax.grad and the like
+        return results if ragged else jnp.stack(results)
+    if not ragged:  # device_put, unlike jnp.asarray, compiles nothing per shape
+        return jax.device_put(np.stack(results))
+    return [jax.device_put(r) for r in results]
+
+
+def host(value: Any) -> Any:
+    """A concrete array as numpy (slicing it compiles nothing); a traced one (under jax.grad) as it is."""
+    return value if isinstance(value, jax.core.Tracer) else np.asarray(value)
+
+
+def _compute_bucketed(
+    network: Any,
+    name: str,
+    graph: Graph,
+    seqs: dict[str, list[np.ndarray]],
+    lengths: list[int],
+    mode: str,
+    left: int,
+    right: int,
+    results: list[Any],
+) -> None:
+    """One pass per sequence, sequences padded to bucket lengths (symnet.engine.buckets) and computed a fixed
+    number per call, so that a few programs serve every length; fills `results[i]` `[frames, dim]`."""
+    side = padding_side(graph)
+    step = graph_modulus(graph) if side == "start" else 1
+    groups: dict[int, list[int]] = {}
+    for i, length in enumerate(lengths):
+        if mode == "valid" and length <= left + right:
+            raise ShapeError(f"sequences of {length} frames are too short for context ({left}, {right})")
+        padded = length if side is None else bucket_length(length)
+        padded += (length - padded) % step  # a start shift must be a multiple of the modulus
+        groups.setdefault(padded, []).append(i)
+    for padded, members in sorted(groups.items()):
+        size = len(members) if side is None else batch_size(padded)
+        in_t = (-left, padded + right) if mode == "same" else (0, padded)
+        out_t = (0, padded) if mode == "same" else (left, padded - right)
+        for batch in fill(members, size):
+            shifts = [padded - lengths[i] if side == "start" else 0 for i in batch]
+            blocks = {
+                k: np.stack(
+                    [
+                        v[i][np.clip(np.arange(*in_t) - s, 0, min(lengths[i], len(v[i])) - 1)]
+                        for i, s in zip(batch, shifts, strict=True)
+                    ],
+                    axis=1,
+                )
+                for k, v in seqs.items()
+            }
+            out = _run(network, name, blocks, in_t, out_t)
+            for j, (i, s) in enumerate(zip(batch, shifts, strict=True)):
+                count = lengths[i] if mode == "same" else lengths[i] - left - right
+                results[i] = out[s : s + count, j]
+
+
+def _run(network: Any, name: str, blocks: dict[str, np.ndarray], in_t: tuple[int, int], out_t: tuple[int, int]) -> Any:
+    """Output frames `out_t` `[frames, n, dim]` for input blocks `[frames of in_t, n, dim]`, one regular request."""
+    n = len(next(iter(blocks.values()))[0])
+    inputs = {k: IndexSet.range(n=n, t=in_t) for k in blocks}
+    matrices = {k: jax.device_put(b.reshape(-1, b.shape[-1])) for k, b in blocks.items()}
+    request = ComputationRequest(inputs=inputs, outputs={name: IndexSet.range(n=n, t=out_t)})
+    result = compile(network, request)(network, matrices)
+    return host(result[name]).reshape(out_t[1] - out_t[0], n, -1)
 
 
 def _sequences(x: Any, graph: Graph) -> tuple[dict[str, list[np.ndarray]], bool]:
@@ -113,8 +200,10 @@ def _sequences(x: Any, graph: Graph) -> tuple[dict[str, list[np.ndarray]], bool]
     for k, v in inputs.items():
         if hasattr(v, "ndim") and hasattr(v, "shape"):
             if v.ndim == 2:
-                raise ShapeError(f"input {k!r}: compute takes a batch [N, T, D] or a list of [T, D] sequences; got "
-                                 f"one array of shape {tuple(v.shape)}: add the batch axis (x[None]) for one sequence")
+                raise ShapeError(
+                    f"input {k!r}: compute takes a batch [N, T, D] or a list of [T, D] sequences; got "
+                    f"one array of shape {tuple(v.shape)}: add the batch axis (x[None]) for one sequence"
+                )
             if v.ndim != 3:
                 raise ShapeError(f"input {k!r}: expected a batch of shape [N, T, D], got shape {tuple(v.shape)}")
             seqs[k] = list(_numeric(v, f"input {k!r}"))
@@ -122,8 +211,9 @@ def _sequences(x: Any, graph: Graph) -> tuple[dict[str, list[np.ndarray]], bool]
             ragged = True
             seqs[k] = [_numeric(s, f"input {k!r} sequence {i}") for i, s in enumerate(v)]
         else:
-            raise ShapeError(f"input {k!r}: expected an [N, T, D] array or a list of [T, D] arrays, "
-                             f"got a {type(v).__name__}")
+            raise ShapeError(
+                f"input {k!r}: expected an [N, T, D] array or a list of [T, D] arrays, got a {type(v).__name__}"
+            )
     counts = {k: len(v) for k, v in seqs.items()}
     if len(set(counts.values())) != 1:
         raise ShapeError(f"inputs have different numbers of sequences: {counts}")
@@ -137,20 +227,35 @@ def _sequences(x: Any, graph: Graph) -> tuple[dict[str, list[np.ndarray]], bool]
             if not len(s):
                 raise ShapeError(f"input {k!r} sequence {i} has no frames")
             if dim is not None and s.shape[1] != dim:
-                raise ShapeError(f"input {k!r} sequence {i} has {s.shape[1]} features, but the network's input "
-                                 f"{k!r} takes {dim}")
+                raise ShapeError(
+                    f"input {k!r} sequence {i} has {s.shape[1]} features, but the network's input {k!r} takes {dim}"
+                )
     return seqs, ragged
 
 
 def _numeric(value: Any, what: str) -> np.ndarray:
     array = np.asarray(value) if not isinstance(value, str) else None
     if array is None or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
-        raise ShapeError(f"{what}: expected numbers, got {type(value).__name__}"
-                         + (f" of dtype {array.dtype}" if array is not None else ""))
+        raise ShapeError(
+            f"{what}: expected numbers, got {type(value).__name__}"
+            + (f" of dtype {array.dtype}" if array is not None else "")
+        )
     return array
 
 
-def _compute_span(network, name, group, length, out_t, mode, left, right, state, state_out=(), in_t=None):
+def _compute_span(
+    network: Any,
+    name: str,
+    group: dict[str, list[np.ndarray]],
+    length: int,
+    out_t: tuple[int, int],
+    mode: str,
+    left: int,
+    right: int,
+    state: dict[str, tuple[tuple[int, int], Any]],
+    state_out: tuple[tuple[str, int], ...] = (),
+    in_t: tuple[int, int] | None = None,
+) -> tuple[Any, dict[str, tuple[tuple[int, int], Any]]]:
     """Output frames `out_t` of sequences of `length` frames; `state` gives node values before them.
 
     The input is given on frames `in_t` (by default the span and its context),
@@ -176,24 +281,26 @@ def _compute_span(network, name, group, length, out_t, mode, left, right, state,
         outputs[node] = IndexSet.range(n=n, t=(out_t[1] - depth, out_t[1]))
     result = compile(network, ComputationRequest(inputs=inputs, outputs=outputs))(network, matrices)
     out = result[name].reshape(out_t[1] - out_t[0], n, -1)
-    carried = {
-        node: ((out_t[1] - depth, out_t[1]), result[node].reshape(depth, n, -1)) for node, depth in state_out
-    }
+    carried = {node: ((out_t[1] - depth, out_t[1]), result[node].reshape(depth, n, -1)) for node, depth in state_out}
     return out, carried
 
 
-def _compute_chunked(network, name, group, length, chunk, left, right):
+def _compute_chunked(
+    network: Any, name: str, group: dict[str, list[np.ndarray]], length: int, chunk: int, left: int, right: int
+) -> Any:
     """Chunks equal to one pass: each chunk sees every input frame that any of its outputs could read in
     one pass (optional reads through IfDefined and Failover reach beyond the context), and recurrent
     states carry over from the chunk before."""
     states = recurrent_states(network, name)
     reach = time_reach(Graph(dict(network.structure.outputs)))
-    pieces, state = [], {}
+    pieces: list[Any] = []
+    state: dict[str, tuple[tuple[int, int], Any]] = {}
     for start in range(0, length, chunk):
         end = min(start + chunk, length)
         in_t = (max(-left, start - left - reach), min(length + right, end + right + reach))
-        out, state = _compute_span(network, name, group, length, (start, end), "same", left, right, state,
-                                   tuple(states.items()), in_t)
+        out, state = _compute_span(
+            network, name, group, length, (start, end), "same", left, right, state, tuple(states.items()), in_t
+        )
         pieces.append(out)
     return jnp.concatenate(pieces, axis=0)
 
@@ -222,7 +329,8 @@ def recurrent_states(network: Any, output: str | None = None) -> dict[str, int]:
             raise PlanError(
                 f"cannot carry the state of a backward recurrence ({nodes}) from one chunk to the next: it reads "
                 "later frames of itself. Compute without frames_per_chunk (one pass), or compute each chunk on its "
-                "own as nnet3-compute does (carry_state=False, with extra_right_context frames of lookahead).")
+                "own as nnet3-compute does (carry_state=False, with extra_right_context frames of lookahead)."
+            )
         for nid, depth in step.depth.items():
             layer = computation.graph.layers[nid]
             if not isinstance(layer, Node):

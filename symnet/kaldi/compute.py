@@ -27,9 +27,16 @@ For each utterance:
 Chunks are independent computations, so `Nnet3Computer.compute_many` runs the
 chunks of many utterances together, each chunk its own sequence n of one
 request (as Kaldi's batched computer does; no descriptor or component lets
-one n see another): chunks of one shape are one regular request; a network
-without recurrences computes chunks of all shapes in one request. The numbers
-are those of one computation per chunk.
+one n see another). Where padding cannot change an output
+(`symnet.engine.buckets.padding_side`), a short last chunk is padded to the
+full chunk size or to a bucket length (`symnet.engine.buckets`) where that is
+shorter, after its end (or before its start for networks whose recurrences
+all run backward) and a fixed number of chunks goes in each
+call, so that a job of any number of utterances compiles a few programs: one
+per chunk shape (first, middle, last chunk where their contexts differ).
+Otherwise chunks of one shape are one regular request, and a network without
+recurrences computes chunks of all shapes in one request. The numbers are
+those of one computation per chunk.
 """
 
 from __future__ import annotations
@@ -39,11 +46,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import jax.numpy as jnp
+import jax
 import numpy as np
 
 from ..core.index import IndexSet, encode
 from ..engine import ComputationRequest, compile
+from ..engine.buckets import batch_size, bucket_length, fill, padding_side
 from ..engine.context import modulus as graph_modulus
 from ..engine.graph import Graph
 from ..engine.inspect import recurrent_edges
@@ -87,10 +95,11 @@ class _Chunk:
     left: int
     right: int
     ivector: np.ndarray | None = attrs.field(eq=False)
+    padding: int = 0  # output frames computed only to fill the chunk shape: before or after (Nnet3Computer.side)
 
     @property
     def shape(self) -> tuple[int, int, int, bool]:
-        return self.count, self.left, self.right, self.ivector is not None
+        return self.count + self.padding, self.left, self.right, self.ivector is not None
 
 
 class Nnet3Computer:
@@ -116,6 +125,8 @@ class Nnet3Computer:
         step = math.lcm(options.frame_subsampling_factor, graph_modulus(self.graph))
         self.frames_per_chunk = step * -(-options.frames_per_chunk // step)
         self.recurrent = bool(recurrent_edges(self.graph))
+        self.side = padding_side(self.graph)
+        self.modulus = graph_modulus(self.graph)
 
     def __call__(
         self,
@@ -173,7 +184,11 @@ class Nnet3Computer:
         groups: dict[tuple, list[_Chunk]] = {}
         for chunk in chunks:
             groups.setdefault(chunk.shape, []).append(chunk)
-        if self.recurrent or len(groups) == 1:  # a recurrence needs a regular request: one per chunk shape
+        if self.side is not None:  # a few chunk shapes, a fixed number of chunks per call
+            for group in groups.values():
+                for batch in fill(group, batch_size(group[0].shape[0] * self.options.frame_subsampling_factor)):
+                    pieces.update(self._regular(batch, utterances))
+        elif self.recurrent or len(groups) == 1:  # a recurrence needs a regular request: one per chunk shape
             for group in groups.values():
                 pieces.update(self._regular(group, utterances))
         else:
@@ -203,13 +218,24 @@ class Nnet3Computer:
             if start + count == num_subsampled and options.extra_right_context_final >= 0:
                 extra_right = options.extra_right_context_final
             row = _ivector(ivector, online, period, first_out, (count - 1) * f)
-            out.append(_Chunk(utterance, first_out, count, self.left + extra_left, self.right + extra_right, row))
+            padding = min(per_chunk, bucket_length(count)) - count
+            if self.side == "start" and padding * f % self.modulus:
+                padding = 0
+            left, right = self.left + extra_left, self.right + extra_right
+            out.append(_Chunk(utterance, first_out, count, left, right, row, 0 if self.side is None else padding))
         return out
 
     def _frames(self, chunk: _Chunk, feats: np.ndarray) -> np.ndarray:
-        last_out = chunk.first_out + (chunk.count - 1) * self.options.frame_subsampling_factor
-        frames = np.arange(chunk.first_out - chunk.left, last_out + chunk.right + 1)
+        f = self.options.frame_subsampling_factor
+        first_out = chunk.first_out - (chunk.padding * f if self.side == "start" else 0)
+        last_out = first_out + (chunk.shape[0] - 1) * f
+        frames = np.arange(first_out - chunk.left, last_out + chunk.right + 1)
         return feats[np.clip(frames, 0, len(feats) - 1)]
+
+    def _real(self, chunk: _Chunk, out: np.ndarray) -> np.ndarray:
+        """The chunk's own output frames of `out` (its padded shape's frames)."""
+        start = chunk.padding if self.side == "start" else 0
+        return out[start : start + chunk.count]
 
     def _run(self, inputs: dict[str, IndexSet], matrices: dict[str, Any], outputs: IndexSet) -> np.ndarray:
         request = ComputationRequest(inputs=inputs, outputs={"output": outputs})
@@ -218,17 +244,19 @@ class Nnet3Computer:
     def _regular(self, group: list[_Chunk], utterances: list[np.ndarray]) -> dict[_Chunk, np.ndarray]:
         """Chunks of one shape as the sequences of one regular request."""
         f, first = self.options.frame_subsampling_factor, group[0]
-        n = len(group)
-        span = (-first.left, (first.count - 1) * f + first.right + 1)
+        n, count = len(group), first.shape[0]
+        span = (-first.left, (count - 1) * f + first.right + 1)
         block = np.stack([self._frames(c, utterances[c.utterance]) for c in group], axis=1)  # [T', n, D]
         inputs = {"input": IndexSet.range(n=n, t=span)}
-        matrices: dict[str, Any] = {"input": jnp.asarray(block.reshape(-1, block.shape[-1]))}
+        matrices: dict[str, Any] = {"input": jax.device_put(block.reshape(-1, block.shape[-1]))}
         if first.ivector is not None:
             inputs["ivector"] = IndexSet.range(n=n, t=1)
-            matrices["ivector"] = jnp.asarray(np.stack([c.ivector for c in group]), jnp.float32)
-        out = self._run(inputs, matrices, IndexSet.range(n=n, t=range(0, first.count * f, f)))
-        out = out.reshape(first.count, n, -1)
-        return {c: out[:, j] for j, c in enumerate(group)}
+            matrices["ivector"] = jax.device_put(
+                np.stack([c.ivector for c in group if c.ivector is not None]).astype(np.float32)
+            )
+        out = self._run(inputs, matrices, IndexSet.range(n=n, t=range(0, count * f, f)))
+        out = out.reshape(count, n, -1)
+        return {c: self._real(c, out[:, j]) for j, c in enumerate(group)}
 
     def _irregular(self, chunks: list[_Chunk], utterances: list[np.ndarray]) -> dict[_Chunk, np.ndarray]:
         """Chunks of several shapes as the sequences of one request (for networks without recurrences)."""
@@ -244,10 +272,10 @@ class Nnet3Computer:
                 iv_keys.append(encode(np.array([j]), np.zeros(1, np.int64), np.zeros(1, np.int64)))
                 iv_rows.append(c.ivector)
         inputs = {"input": IndexSet(np.concatenate(in_keys))}
-        matrices: dict[str, Any] = {"input": jnp.asarray(np.concatenate(rows))}
+        matrices: dict[str, Any] = {"input": jax.device_put(np.concatenate(rows))}
         if iv_keys:
             inputs["ivector"] = IndexSet(np.concatenate(iv_keys))
-            matrices["ivector"] = jnp.asarray(np.stack(iv_rows), jnp.float32)
+            matrices["ivector"] = jax.device_put(np.stack(iv_rows).astype(np.float32))
         out = self._run(inputs, matrices, IndexSet(np.concatenate(out_keys)))
         ends = np.cumsum([c.count for c in chunks])
         return {c: piece for c, piece in zip(chunks, np.split(out, ends[:-1]), strict=True)}
