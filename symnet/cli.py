@@ -231,7 +231,7 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
         raise _UsageError("give --data builtin:hmm, or --feats and --targets")
     from .train.kaldi_data import read_kaldi_data
 
-    data = read_kaldi_data(args.feats, args.targets)
+    data = read_kaldi_data(args.feats, args.targets, allow_pipes=args.allow_pipes)
     return data, None
 
 
@@ -294,58 +294,15 @@ def _copy(args: argparse.Namespace, stdout: TextIO) -> int:
     return 0
 
 
-def _table_error(spec: str, what: str, error: BaseException) -> SymnetError:
-    text = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return SymnetError(f"cannot read {what} {spec}: {text}")
-
-
-def _read_table(spec: str, what: str) -> Any:
-    """(key, array) from a Kaldi rspecifier, in order; errors name the specifier."""
-    import kaldiio
-
-    try:
-        with warnings.catch_warnings():  # kaldiio warns about the options it ignores (s, cs, ...)
-            warnings.filterwarnings("ignore", message=".*option is given, but currently it never affects.*")
-            reader = kaldiio.ReadHelper(spec)
-    except Exception as e:  # kaldiio raises ValueError, OSError, ...
-        raise _table_error(spec, what, e) from None
-    it = iter(reader)
-    while True:
-        try:
-            item = next(it)
-        except StopIteration:
-            return
-        except Exception as e:
-            raise _table_error(spec, what, e) from None
-        yield item
-
-
-def _random_access(spec: str, what: str) -> Any:
-    """A Kaldi table for look-up by key: `scp:` lazily, `ark:` read whole."""
-    import kaldiio
-    from kaldiio.utils import parse_specifier
-
-    try:
-        parsed = parse_specifier(spec)
-    except ValueError as e:
-        raise _table_error(spec, what, e) from None
-    if parsed["scp"] is not None:
-        try:
-            return kaldiio.load_scp(parsed["scp"])
-        except Exception as e:
-            raise _table_error(spec, what, e) from None
-    return dict(_read_table(spec, what))
-
-
 class _ArchiveWriter:
-    """A Kaldi wspecifier (`ark:`, `ark,t:`, `ark,scp:A,S`) written atomically: to temporary files beside
-    the targets, moved over them by `commit`, removed by `abort` (`ark:-` streams to stdout)."""
+    """A Kaldi wspecifier (`ark:`, `ark,t:`, `ark,scp:A,S`) written as `symnet.atomic` writes files: to
+    temporary files beside the targets, moved over them by `commit`, removed by `abort` (written through to
+    a device or FIFO such as `ark:/dev/null`; `ark:-` streams to stdout)."""
 
     def __init__(self, spec: str):
-        import os
-        import tempfile
-
         from kaldiio.utils import parse_specifier
+
+        from .atomic import AtomicFile
 
         try:
             parsed = parse_specifier(spec)
@@ -355,71 +312,66 @@ class _ArchiveWriter:
             raise SymnetError(f"bad wspecifier {spec!r}: an archive is needed (ark:FILE or ark,scp:FILE,SCP)")
         self.text = bool(parsed["t"])
         self.ark, self.scp = parsed["ark"], parsed["scp"]
-        self.targets: list[tuple[str, str]] = []  # (temporary, final)
         self.stream = self.ark == "-"
+        self.written = 0  # bytes of the archive so far: the offsets the scp names
         if self.ark.startswith("|") or self.ark.endswith("|") or (self.scp and self.scp in ("-",)):
             raise SymnetError(f"wspecifier {spec!r}: pipes are not supported; write to a file (or ark:-)")
+        self.files: list[AtomicFile] = []
         if self.stream:
-            self.fark = sys.stdout.buffer
-            self.fscp = None
+            self.fark: Any = sys.stdout.buffer
+            self.fscp: Any = None
             return
-        self.fscp = None
-        for final in (self.ark, self.scp):
-            if final is None:
-                continue
-            directory = os.path.dirname(os.path.abspath(final))
-            fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(final) + ".", suffix=".tmp", dir=directory)
-            os.close(fd)
-            self.targets.append((tmp, final))
-        self.fark = open(self.targets[0][0], "wb")
-        if self.scp is not None:
-            self.fscp = open(self.targets[1][0], "w", encoding="utf-8")
+        try:
+            self.files.append(AtomicFile(self.ark, "wb"))
+            if self.scp is not None:
+                self.files.append(AtomicFile(self.scp, "w"))
+        except BaseException:
+            self.abort()
+            raise
+        self.fark = self.files[0].file
+        self.fscp = self.files[1].file if self.scp is not None else None
 
     def write(self, key: str, matrix: np.ndarray) -> None:
+        import io
+
         import kaldiio
 
-        offset = self.fark.tell() if not self.stream else 0
-        kaldiio.save_ark(self.fark, {key: np.asarray(matrix, dtype=np.float32)}, text=self.text)
+        buffer = io.BytesIO()
+        kaldiio.save_ark(buffer, {key: np.asarray(matrix, dtype=np.float32)}, text=self.text)
+        self.fark.write(buffer.getvalue())
         if self.fscp is not None:
-            self.fscp.write(f"{key} {self.ark}:{offset + len((key + ' ').encode('utf-8'))}\n")
+            self.fscp.write(f"{key} {self.ark}:{self.written + len((key + ' ').encode('utf-8'))}\n")
+        self.written += len(buffer.getvalue())
 
     def commit(self) -> None:
-        import os
-
         if self.stream:
             self.fark.flush()
             return
-        for f in (self.fark, self.fscp):
-            if f is not None:
-                f.flush()
-                os.fsync(f.fileno())
-                f.close()
-        mask = os.umask(0o022)
-        os.umask(mask)
-        for tmp, final in self.targets:
-            os.chmod(tmp, 0o666 & ~mask)
-            os.replace(tmp, final)
-        self.targets = []
+        for f in self.files:
+            f.commit()
 
     def abort(self) -> None:
-        import os
+        for f in self.files:
+            f.abort()
 
-        if self.stream:
-            return
-        for f in (self.fark, self.fscp):
-            if f is not None and not f.closed:
-                f.close()
-        for tmp, _ in self.targets:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        self.targets = []
+
+def warn_non_finite(utt: str, what: str, matrix: Any) -> None:
+    """Warn (naming the utterance) if `matrix` has NaN or Inf entries: they propagate through the network
+    as in Kaldi's arithmetic, so the output is not to be trusted."""
+    values = np.asarray(matrix)
+    if not np.issubdtype(values.dtype, np.floating):
+        return
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row, col = (int(i) for i in np.argwhere(bad)[0])
+        warnings.warn(f"utterance {utt}: the {what} have {int(bad.sum())} non-finite values (first {values[row, col]} "
+                      f"at frame {row}, dim {col})")
 
 
 def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     from .kaldi.compute import ComputeOptions, Nnet3Computer
     from .kaldi.model import output_dims
+    from .train.kaldi_data import iter_table, read_table
 
     if args.use_gpu != "no":
         warnings.warn(f"--use-gpu={args.use_gpu} is ignored: symnet runs on JAX's default device")
@@ -450,12 +402,13 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
         if dim is not None and dim != len(priors):
             raise SymnetError(f"the priors of {args.model} have dim {len(priors)}, but the output has dim {dim}")
     input_dim = computer.graph.input_dims.get("input")
-    ivectors = _random_access(args.ivectors, "i-vectors") if args.ivectors else None
-    online = _random_access(args.online_ivectors, "online i-vectors") if args.online_ivectors else None
+    ivectors = read_table(args.ivectors, "i-vectors", allow_pipes=args.allow_pipes) if args.ivectors else None
+    online = (read_table(args.online_ivectors, "online i-vectors", allow_pipes=args.allow_pipes)
+              if args.online_ivectors else None)
     writer = _ArchiveWriter(args.matrix_wspecifier)
     done = failed = 0
     try:
-        for utt, feats in _read_table(args.feats_rspecifier, "features"):
+        for utt, feats in iter_table(args.feats_rspecifier, "features", allow_pipes=args.allow_pipes):
             feats = np.asarray(feats)
             if feats.ndim != 2:
                 raise SymnetError(f"utterance {utt}: the features are not a matrix (shape {feats.shape})")
@@ -484,6 +437,8 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
                 out = computer(feats, **extra)
             except SymnetError as e:
                 raise SymnetError(f"utterance {utt}: {str(e).splitlines()[0]}") from None
+            warn_non_finite(utt, "input features", feats)
+            warn_non_finite(utt, "output", out)
             writer.write(utt, out)
             done += 1
         if done == 0:
@@ -520,6 +475,10 @@ class _UsageError(Exception):
     pass
 
 
+_ALLOW_PIPES_HELP = ("run the shell commands that scp entries name (`utt cmd |`), as Kaldi does; without it such "
+                     "an entry is an error (a command typed in the rspecifier itself, `ark:cmd |`, always runs)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="symnet: symbolic networks with Kaldi nnet3's engine")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -554,6 +513,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--checkpoint", help="checkpoint file: saved every epoch, resumed from if present")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
     train.set_defaults(run=_train)
     copy = commands.add_parser("copy", help="copy a Kaldi model file, or write a network as one (nnet3-copy)",
                                description="Read a Kaldi nnet3 model file (text or binary, raw nnet or acoustic "
@@ -590,6 +550,7 @@ def _parser() -> argparse.ArgumentParser:
     compute.add_argument("--online-ivector-period", type=int, default=0)
     compute.add_argument("--use-gpu", default="no", metavar="yes|no|optional|wait",
                          help="accepted for Kaldi compatibility and ignored (JAX picks the device)")
+    compute.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
     compute.add_argument("model", metavar="MODEL")
     compute.add_argument("feats_rspecifier", metavar="FEATS_RSPECIFIER")
     compute.add_argument("matrix_wspecifier", metavar="MATRIX_WSPECIFIER")

@@ -57,5 +57,12 @@ class ConfigError(SymnetError, ValueError):
         super().__init__(f"{file}:{line}:{column}: {message}{caret}")
 
 
+class OutputError(SymnetError, OSError):
+    """An output path that cannot be written (a folder, no permission, a full disk); names the user's path."""
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
+
+
 class ModelFormatError(SymnetError, ValueError):
     """A model file that is truncated, corrupted or inconsistent; names the token or byte offset."""
