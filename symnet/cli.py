@@ -35,6 +35,7 @@ from typing import Any, Sequence, TextIO
 
 import numpy as np
 
+from .core.index import INDEX_LIMIT
 from .errors import SymnetError
 
 PROG = "symnet"
@@ -203,7 +204,10 @@ def _network_source(spec: str, seed: int) -> Any:
         module = importlib.util.module_from_spec(loader)
         loader.loader.exec_module(module)
     else:
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            raise SymnetError(f"cannot import module {module_name!r} (from {spec!r}): {e}") from None
     value = getattr(module, attribute, None)
     if value is None:
         raise SymnetError(f"{module_name} has no attribute {attribute!r}")
@@ -241,13 +245,20 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     from .kaldi.network import save_model
     from .train import fit
 
+    from .atomic import check_writable
+
+    check_writable(args.out)  # a typo in --out or --checkpoint found now, not after the run
+    if args.checkpoint:
+        check_writable(args.checkpoint)
     source = _network_source(args.network, args.seed)
     train, valid = _training_data(args)
     objective = source.objectives.get("output", "linear")
     optimizer = {"sgd": optax.sgd, "adam": optax.adam}[args.optimizer](args.lr)
+    changes = [c.strip() for c in args.allow_changes.split(",") if c.strip()] if args.allow_changes else []
     result = fit(source.network, train, optimizer, valid=valid, epochs=args.epochs, batch_size=args.batch_size,
                  chunk=args.chunk, objective=objective, seed=args.seed, checkpoint=args.checkpoint,
-                 progress=not args.quiet)
+                 progress=not args.quiet, run={"optimizer": args.optimizer, "lr": args.lr},
+                 allow_changes=changes)
     trained = source.replace(network=result.network)
     save_model(args.out, trained)
     last = result.history[-1] if result.history else None
@@ -365,7 +376,7 @@ def warn_non_finite(utt: str, what: str, matrix: Any) -> None:
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])
         warnings.warn(f"utterance {utt}: the {what} have {int(bad.sum())} non-finite values (first {values[row, col]} "
-                      f"at frame {row}, dim {col})")
+                      f"at frame {row}, dim {col})", stacklevel=2)
 
 
 def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -475,6 +486,32 @@ class _UsageError(Exception):
     pass
 
 
+def _count(least: int, most: int | None = None) -> Any:
+    """An argparse type: an integer >= `least` (and <= `most`)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < least or (most is not None and value > most):
+            bound = f"in [{least}, {most}]" if most is not None else f">= {least}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
 _ALLOW_PIPES_HELP = ("run the shell commands that scp entries name (`utt cmd |`), as Kaldi does; without it such "
                      "an entry is an error (a command typed in the rspecifier itself, `ark:cmd |`, always runs)")
 
@@ -505,13 +542,17 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--feats", help="features rspecifier, e.g. scp:feats.scp")
     train.add_argument("--targets", help="targets rspecifier (alignments), e.g. ark:ali.ark")
     train.add_argument("--out", required=True, help="the trained model file")
-    train.add_argument("--epochs", type=int, default=3)
-    train.add_argument("--batch-size", type=int, default=32)
-    train.add_argument("--chunk", type=int, default=20, help="output frames per example")
+    train.add_argument("--epochs", type=_count(0), default=3)
+    train.add_argument("--batch-size", type=_count(1), default=32)
+    train.add_argument("--chunk", type=_count(1), default=20, help="output frames per example")
     train.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
-    train.add_argument("--lr", type=float, default=2e-3)
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--checkpoint", help="checkpoint file: saved every epoch, resumed from if present")
+    train.add_argument("--lr", type=_positive_float, default=2e-3)
+    train.add_argument("--seed", type=_count(0), default=0)
+    train.add_argument("--checkpoint", help="checkpoint file: saved every epoch, resumed from if present (only "
+                                            "with the settings it was saved with; locked while training)")
+    train.add_argument("--allow-changes", metavar="FIELD[,FIELD]",
+                       help="resume --checkpoint although these settings differ from the run that saved it "
+                            "(e.g. lr,optimizer; batch_size, chunk, seed and data only at an epoch boundary)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
     train.set_defaults(run=_train)
@@ -535,19 +576,20 @@ def _parser() -> argparse.ArgumentParser:
                     "(ark:, ark,t:, scp:, ark,scp:), atomically. As in Kaldi, an utterance without an i-vector "
                     "(--ivectors/--online-ivectors) or without frames is skipped with a warning; the status is 1 "
                     "if none was computed. Features of the wrong dim are an error.")
-    compute.add_argument("--frames-per-chunk", type=int, default=50)
-    compute.add_argument("--extra-left-context", type=int, default=0)
-    compute.add_argument("--extra-right-context", type=int, default=0)
-    compute.add_argument("--extra-left-context-initial", type=int, default=-1)
-    compute.add_argument("--extra-right-context-final", type=int, default=-1)
-    compute.add_argument("--frame-subsampling-factor", type=int, default=1)
+    frames = INDEX_LIMIT - 1  # the frames an Index can name: more context than that cannot be planned
+    compute.add_argument("--frames-per-chunk", type=_count(1, frames), default=50)
+    compute.add_argument("--extra-left-context", type=_count(0, frames), default=0)
+    compute.add_argument("--extra-right-context", type=_count(0, frames), default=0)
+    compute.add_argument("--extra-left-context-initial", type=_count(-1, frames), default=-1)
+    compute.add_argument("--extra-right-context-final", type=_count(-1, frames), default=-1)
+    compute.add_argument("--frame-subsampling-factor", type=_count(1, frames), default=1)
     compute.add_argument("--acoustic-scale", type=float, default=1.0)
     compute.add_argument("--apply-exp", type=_kaldi_bool, default=False, metavar="true|false")
     compute.add_argument("--use-priors", type=_kaldi_bool, default=False, metavar="true|false",
                          help="subtract the log-priors of an acoustic model")
     compute.add_argument("--ivectors", metavar="RSPECIFIER", help="one i-vector per utterance")
     compute.add_argument("--online-ivectors", metavar="RSPECIFIER", help="i-vectors every --online-ivector-period")
-    compute.add_argument("--online-ivector-period", type=int, default=0)
+    compute.add_argument("--online-ivector-period", type=_count(0, frames), default=0)
     compute.add_argument("--use-gpu", default="no", metavar="yes|no|optional|wait",
                          help="accepted for Kaldi compatibility and ignored (JAX picks the device)")
     compute.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)

@@ -14,7 +14,9 @@ import contextlib
 import os
 import sys
 import time
-from typing import Any, Callable, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import jax
@@ -22,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..atomic import check_writable
 from ..components import natural_gradient
 from ..core import rng
 from ..components import batchnorm_stats_updates, set_test_mode
@@ -31,6 +34,7 @@ from ..core.index import IndexSet
 from ..core.walk import walk
 from ..network import Network
 from . import checkpoint as ckpt
+from . import resume
 from .examples import Chunks, make_chunks
 from .objectives import OBJECTIVES, objective
 
@@ -200,43 +204,105 @@ def fit(
     input: str = "input",
     output: str = "output",
     on_epoch: Callable[[EpochStats], None] | None = None,
+    run: Mapping[str, Any] | None = None,
+    allow_changes: Sequence[str] = (),
 ) -> FitResult:
     """Train `network` on `train`; return the trained network and per-epoch statistics.
 
     `train`/`valid`: a `symnet.datasets.Dataset`, `Chunks`, or `(features, targets)`.
     With `checkpoint` (a file path) the run saves there at the end of every epoch
-    (and every `checkpoint_every` steps) and resumes from it if it exists.
+    (and every `checkpoint_every` steps) and resumes from it if it exists. The
+    checkpoint records what defines the run (batch size, chunk, seed, objective,
+    a digest of the data, and `run`: the caller's own settings such as the
+    optimiser and learning rate, which `fit` cannot see inside `optimizer`); a
+    resume with other settings is a CheckpointError naming them, unless they are
+    in `allow_changes` (see `symnet.train.resume`). While the run lasts the
+    checkpoint is locked: a second run on it is refused.
     `max_steps` stops early (a simulated interruption, for tests and time limits).
     """
-    for name, value, least in (("batch_size", batch_size, 1), ("chunk", chunk, 1), ("epochs", epochs, 0),
-                               ("checkpoint_every", checkpoint_every, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-            raise TrainingError(f"{name} must be an integer >= {least}, got {value!r}")
+    _check_arguments(network, optimizer, batch_size=batch_size, chunk=chunk, epochs=epochs,
+                     checkpoint_every=checkpoint_every, seed=seed, objective=objective, checkpoint=checkpoint,
+                     max_steps=max_steps, input=input, output=output, on_epoch=on_epoch, run=run,
+                     allow_changes=allow_changes)
     train_chunks = as_chunks(train, network, chunk, output)
     valid_chunks = as_chunks(valid, network, chunk, output) if valid is not None else None
     _check_data(network, train_chunks, objective, input, output)
     if valid_chunks is not None:
         _check_data(network, valid_chunks, objective, input, output, "validation data", like=train_chunks)
+    with ckpt.lock(checkpoint) if checkpoint else contextlib.nullcontext():
+        return _fit(network, optimizer, train_chunks, valid_chunks, epochs=epochs, batch_size=batch_size,
+                    chunk=chunk, objective=objective, seed=seed, checkpoint=checkpoint,
+                    checkpoint_every=checkpoint_every, progress=progress, max_steps=max_steps, input=input,
+                    output=output, on_epoch=on_epoch, run=run, allow_changes=allow_changes)
+
+
+def _check_arguments(network: Any, optimizer: Any, **args: Any) -> None:
+    """TrainingError for arguments of the wrong type or range (before any work is done)."""
+    if not isinstance(network, Network):
+        raise TrainingError(f"fit trains a symnet Network, got {type(network).__name__}")
+    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
+        raise TrainingError(f"optimizer must be an optax GradientTransformation (e.g. optax.adam(1e-3)), "
+                            f"got {optimizer!r:.60}")
+    for name, least in (("batch_size", 1), ("chunk", 1), ("epochs", 0), ("checkpoint_every", 0), ("seed", 0)):
+        value = args[name]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise TrainingError(f"{name} must be an integer >= {least}, got {value!r}")
+    max_steps = args["max_steps"]
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer))):
+        raise TrainingError(f"max_steps must be an integer or None, got {max_steps!r}")
+    for name in ("objective", "input", "output"):
+        if not isinstance(args[name], str):
+            raise TrainingError(f"{name} must be a string, got {args[name]!r}")
+    checkpoint = args["checkpoint"]
+    if checkpoint is not None:
+        if not isinstance(checkpoint, (str, os.PathLike)) or not os.fspath(checkpoint):
+            raise TrainingError(f"checkpoint must be a file path, got {checkpoint!r}")
+        check_writable(checkpoint)  # a typo found now, not after the run
+    if args["on_epoch"] is not None and not callable(args["on_epoch"]):
+        raise TrainingError(f"on_epoch must be a function or None, got {args['on_epoch']!r}")
+    if args["run"] is not None and not isinstance(args["run"], Mapping):
+        raise TrainingError(f"run must be a mapping of setting names to values, got {args['run']!r:.60}")
+    changes = args["allow_changes"]
+    if isinstance(changes, str) or not all(isinstance(c, str) for c in changes):
+        raise TrainingError(f"allow_changes must be a sequence of field names, got {changes!r}")
+
+
+def _fit(network: Any, optimizer: Any, train_chunks: Chunks, valid_chunks: Chunks | None, *, epochs: int,
+         batch_size: int, chunk: int, objective: str, seed: int, checkpoint: str | None, checkpoint_every: int,
+         progress: bool, max_steps: int | None, input: str, output: str,
+         on_epoch: Callable[[EpochStats], None] | None, run: Mapping[str, Any] | None,
+         allow_changes: Sequence[str]) -> FitResult:
     trainer = Trainer(network, optimizer, batch_size=batch_size, chunks=train_chunks,
                       kind=objective, input=input, output=output)
     opt_state = optimizer.init(network.params)
     position = ckpt.Position()
     history: list[EpochStats] = []
-    extra: dict = {}
+    record = resume.record(train=train_chunks, valid=valid_chunks, batch_size=batch_size, chunk=chunk, seed=seed,
+                           objective=objective, input=input, output=output, extra=run)
+    batches = len(trainer.batches(train_chunks, np.arange(len(train_chunks))))
+    sums = None
     if checkpoint and os.path.exists(checkpoint):
-        network, opt_state, position, extra = ckpt.load(checkpoint, network, opt_state)
-        history = [EpochStats(**h) for h in extra.get("history", [])]
-    bar = _progress(progress, epochs, len(trainer.batches(train_chunks, np.arange(len(train_chunks)))))
+        network, opt_state, position, extra, saved = ckpt.load_run(checkpoint, network, opt_state)
+        if saved is None:
+            warnings.warn(f"{checkpoint} is a version-1 checkpoint: it does not record its run's settings, so "
+                          "a resume with other settings cannot be detected", stacklevel=3)
+        resume.check(checkpoint, saved, record, position, allow_changes)
+        saved_history, sums = resume.check_extra(checkpoint, extra, position, batches)
+        try:
+            history = [EpochStats(**h) for h in saved_history]
+        except TypeError as e:
+            raise ckpt.CheckpointError(f"{checkpoint}: the header's history is damaged ({e})") from None
+    bar = _progress(progress, epochs, batches)
     try:
         return _train(trainer, network, opt_state, position, history, train_chunks, valid_chunks, bar, epochs=epochs,
                       seed=seed, checkpoint=checkpoint, checkpoint_every=checkpoint_every, max_steps=max_steps,
-                      on_epoch=on_epoch, sums=extra.get("sums") if position.batch else None)
+                      on_epoch=on_epoch, sums=sums, run=record)
     finally:
         bar.close()
 
 
 def _train(trainer, network, opt_state, position, history, train_chunks, valid_chunks, bar, *, epochs, seed,
-           checkpoint, checkpoint_every, max_steps, on_epoch, sums) -> FitResult:
+           checkpoint, checkpoint_every, max_steps, on_epoch, sums, run) -> FitResult:
     step = position.step
     base_key = jax.random.PRNGKey(seed)
     for epoch in range(position.epoch, epochs):
@@ -280,7 +346,7 @@ def _train(trainer, network, opt_state, position, history, train_chunks, valid_c
             if checkpoint and checkpoint_every and step % checkpoint_every == 0:
                 ckpt.save(checkpoint, network, opt_state, ckpt.Position(step, epoch, b + 1),
                           {"history": [attrs.asdict(h) for h in history],
-                           "sums": [loss_sum, correct_sum, frames_sum]})
+                           "sums": [loss_sum, correct_sum, frames_sum]}, run=run)
         valid_loss = valid_acc = None
         if valid_chunks is not None:
             valid_loss, valid_acc = trainer.score(network, valid_chunks)
@@ -292,7 +358,7 @@ def _train(trainer, network, opt_state, position, history, train_chunks, valid_c
             on_epoch(stats)
         if checkpoint:
             ckpt.save(checkpoint, network, opt_state, ckpt.Position(step, epoch + 1, 0),
-                      {"history": [attrs.asdict(h) for h in history]})
+                      {"history": [attrs.asdict(h) for h in history]}, run=run)
     return FitResult(network, tuple(history), opt_state)
 
 
