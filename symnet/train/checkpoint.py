@@ -147,7 +147,8 @@ def _check_header(path: str, header: Any) -> None:
     """Refuse a header whose fields are missing or of the wrong type (a damaged or crafted file)."""
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: no valid header (the header is a {type(header).__name__}, not an object)")
-    if header.get("format") != FORMAT or header.get("version") not in READABLE:
+    version = header.get("version")
+    if header.get("format") != FORMAT or isinstance(version, bool) or version not in READABLE:
         raise CheckpointError(
             f"{path}: format {header.get('format')!r:.40} version {header.get('version')!r:.20}, "
             f"expected {FORMAT!r} version {' or '.join(map(str, READABLE))}"

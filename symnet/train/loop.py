@@ -288,10 +288,7 @@ def _fit(network: Any, optimizer: Any, train_chunks: Chunks, valid_chunks: Chunk
                           "a resume with other settings cannot be detected", stacklevel=3)
         resume.check(checkpoint, saved, record, position, allow_changes)
         saved_history, sums = resume.check_extra(checkpoint, extra, position, batches)
-        try:
-            history = [EpochStats(**h) for h in saved_history]
-        except TypeError as e:
-            raise ckpt.CheckpointError(f"{checkpoint}: the header's history is damaged ({e})") from None
+        history = [EpochStats(**h) for h in saved_history]
     bar = _progress(progress, epochs, batches)
     try:
         return _train(trainer, network, opt_state, position, history, train_chunks, valid_chunks, bar, epochs=epochs,

@@ -123,21 +123,31 @@ def _show(name: str, value: Any) -> str:
     return f"{value!r:.40}"
 
 
+#: The fields of one epoch's statistics in a checkpoint's history (`symnet.train.EpochStats`), by type.
+HISTORY_FIELDS = {"epoch": int, "step": int, "train_loss": float, "train_accuracy": float, "valid_loss": float,
+                  "valid_accuracy": float, "frames_per_second": float}
+
+
 def check_extra(path: str, extra: Mapping[str, Any], position: Position, batches: int) -> tuple[list[dict], Any]:
     """The checkpoint's history (a list of per-epoch statistics) and mid-epoch sums, checked."""
     if position.batch > batches:
-        raise CheckpointError(
-            f"{path}: its position is minibatch {position.batch} of epoch {position.epoch}, but "
-            f"an epoch of this run has {batches} minibatches"
-        )
+        raise CheckpointError(f"{path}: its position is minibatch {position.batch} of epoch {position.epoch}, but "
+                              f"an epoch of this run has {batches} minibatches")
     history = extra.get("history", [])
-    if not isinstance(history, list) or not all(isinstance(h, dict) for h in history):
+    if not isinstance(history, list):
         raise CheckpointError(f"{path}: the header's history is not a list of epoch statistics")
+    for i, entry in enumerate(history):
+        if not isinstance(entry, dict) or set(entry) != set(HISTORY_FIELDS):
+            raise CheckpointError(f"{path}: entry {i} of the header's history is not an epoch's statistics "
+                                  f"({entry!r:.60})")
+        for name, kind in HISTORY_FIELDS.items():
+            value = entry[name]
+            ok = isinstance(value, int) if kind is int else (value is None and name.startswith("valid")) or \
+                isinstance(value, (int, float))
+            if isinstance(value, bool) or not ok:
+                raise CheckpointError(f"{path}: entry {i} of the header's history has {name}={value!r:.40}")
     sums = extra.get("sums") if position.batch else None
-    if sums is not None and (
-        not isinstance(sums, list)
-        or len(sums) != 3
-        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sums)
-    ):
+    if sums is not None and (not isinstance(sums, list) or len(sums) != 3
+                             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sums)):
         raise CheckpointError(f"{path}: the header's sums are {sums!r:.60}, not three numbers")
     return history, sums
