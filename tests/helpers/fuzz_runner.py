@@ -107,9 +107,7 @@ def checkpoint_network() -> tuple[Any, Any]:
 
 
 def _checkpoint(path: str, work: str) -> None:
-    from symnet.train import checkpoint
-
-    from symnet.train import resume
+    from symnet.train import checkpoint, resume
 
     net, state = checkpoint_network()
     _, _, position, extra, _ = checkpoint.load_run(path, net, state)
@@ -172,7 +170,10 @@ def job_inputs(job: dict[str, Any]) -> Iterator[tuple[str, bytes]]:
     from helpers import fuzz, fuzz_crafted
 
     if job.get("crafted"):
-        yield from fuzz_crafted.CRAFTED[job["crafted"]](job)
+        only = job.get("only")
+        for label, data in fuzz_crafted.CRAFTED[job["crafted"]](job):
+            if only is None or label in only:
+                yield label, data
         return
     rng = random.Random(job.get("seed", 0))
     seeds = [(name, Path(name).read_bytes()) for name in job["seeds"]]
