@@ -146,10 +146,18 @@ class NpzArchive:
                 return self._header(name, info, f)
         except SymnetError:
             raise
-        except Exception as e:
-            raise self._fail(f"member {name!r}: not a readable .npy header ({_reason(e)})") from None
+        except Exception as e:  # a damaged member: bad compressed data
+            raise self._fail(f"member {name!r} cannot be read ({_reason(e)})") from None
 
     def _header(self, name: str, info: zipfile.ZipInfo, f: IO[bytes]) -> ArraySpec:
+        try:
+            return self._parse_header(name, info, f)
+        except SymnetError:
+            raise
+        except Exception as e:  # numpy's ValueErrors, a SyntaxError of the header dict, zlib errors
+            raise self._fail(f"member {name!r}: not a readable .npy header ({_reason(e)})") from None
+
+    def _parse_header(self, name: str, info: zipfile.ZipInfo, f: IO[bytes]) -> ArraySpec:
         fmt = np.lib.format
         version = fmt.read_magic(f)
         if version == (1, 0):

@@ -129,17 +129,17 @@ class _Reader:
         """
         out = bytearray()
         while True:
+            if len(out) >= cap and self.peek(1):
+                raise self.error(key, f"{what} is longer than {cap} bytes")
             c = self.byte()
             if not c:
                 return bytes(out), False
             out += c
             if c in stop:
                 return bytes(out), True
-            if len(out) >= cap:
-                raise self.error(key, f"{what} is longer than {cap} bytes")
 
 
-def _int32(r: _Reader, key: str, what: str) -> tuple[bytes, int]:
+def _int32(r: _Reader, key: str | None, what: str) -> tuple[bytes, int]:
     data = r.read(5, key, what)
     if data[:1] != b"\x04":
         raise r.error(key, f"{what}: expected the size byte 4, found {data[:1]!r}")
@@ -149,7 +149,7 @@ def _int32(r: _Reader, key: str, what: str) -> tuple[bytes, int]:
     return data, value
 
 
-def _binary_entry(r: _Reader, key: str) -> bytes:
+def _binary_entry(r: _Reader, key: str | None) -> bytes:
     """The bytes of one binary object (from its `\\0B`)."""
     out = r.read(2, key, "the binary marker")
     if r.peek(1) == b"\x04":  # an int32 vector: its length, then a size byte and 4 bytes per element
@@ -178,7 +178,7 @@ def _binary_entry(r: _Reader, key: str) -> bytes:
     return out + data + r.read(width * rows * cols, key, f"a {rows} x {cols} matrix")
 
 
-def _text_entry(r: _Reader, key: str) -> bytes:
+def _text_entry(r: _Reader, key: str | None) -> bytes:
     """The bytes of one text object as kaldiio reads it: `[ ... ]` and the byte after, or one line."""
     out = bytearray()
     while r.peek(1) in (b" ", b"\n"):
@@ -196,12 +196,12 @@ def _text_entry(r: _Reader, key: str) -> bytes:
     return bytes(out + r.read_until(b"\n", cap, key, "a text vector")[0])
 
 
-def read_object(fd: IO[bytes], where: str, key: str) -> np.ndarray:
-    """One Kaldi object (matrix or vector) from `fd`, sizes checked before reading."""
+def read_object(fd: IO[bytes], where: str, key: str | None) -> np.ndarray:
+    """One Kaldi object (matrix or vector) from `fd`, sizes checked before reading (`key`: for messages)."""
     return _read_object(_Reader(fd, where), key)
 
 
-def _read_object(r: _Reader, key: str) -> np.ndarray:
+def _read_object(r: _Reader, key: str | None) -> np.ndarray:
     import kaldiio.matio
 
     head = r.peek(5)
@@ -313,13 +313,13 @@ def read_entry(entry: str, where: str, key: str, allow_pipes: bool = False) -> n
     import kaldiio
 
     name, offset, slices = _split_entry(entry)
-    label = f"{where}, utterance {key!r} ({entry[:80]})"
+    label = f"{where}, utterance {key!r} (entry {entry[:80]!r})"
     if is_command(name):
         if not allow_pipes:
             raise KaldiDataError(f"{where}: utterance {key!r} is {PIPE_HINT}: {entry[:80]!r}")
         try:
             with kaldiio.open_like_kaldi(name, "rb") as fd:
-                return read_object(fd, label, key)
+                return read_object(fd, label, None)
         except SymnetError:
             raise
         except Exception as e:
@@ -336,7 +336,7 @@ def read_entry(entry: str, where: str, key: str, allow_pipes: bool = False) -> n
         with open(name, "rb") as fd:
             if offset is not None:
                 fd.seek(offset)
-            value = read_object(fd, label, key)
+            value = read_object(fd, label, None)
     except OSError as e:
         raise KaldiDataError(f"{label}: cannot read {name}: {e.strerror or e}") from None
     if slices is not None:
