@@ -204,7 +204,7 @@ class AtomicFile:
 
 
 def _text(raw: IO[Any]) -> IO[Any]:
-    return io.TextIOWrapper(raw, encoding="utf-8")  # type: ignore[arg-type]
+    return io.TextIOWrapper(raw, encoding="utf-8")
 
 
 @contextlib.contextmanager

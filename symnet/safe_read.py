@@ -195,10 +195,10 @@ class NpzArchive:
                 spec = self._header(name, info, f)
                 self._expect(name, spec, shape, dtype, max_bytes, text)
                 out = np.empty(spec.count, dtype=spec.dtype)
-                view = memoryview(out.view(np.uint8).reshape(-1)) if spec.nbytes else memoryview(b"")
+                view = out.view(np.uint8).reshape(-1).data if spec.nbytes else memoryview(bytearray())
                 got = 0
                 while got < spec.nbytes:
-                    n = f.readinto(view[got:])
+                    n = f.readinto(view[got:])  # type: ignore[attr-defined]  # a ZipExtFile
                     if not n:
                         raise self._fail(f"member {name!r} ends after {got} of {spec.nbytes} bytes")
                     got += n

@@ -78,7 +78,7 @@ def save(
     }
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]
     atomic_write(path, buffer.getvalue())
 
 
@@ -130,14 +130,14 @@ def load_run(path: str, network: Any, opt_state_template: Any) -> tuple[Any, Any
             value = archive.read(f"param/{name}", shape=tuple(np.shape(own)), dtype=np.asarray(own).dtype)
             # Device arrays, like the ones a fresh run starts from (so the jitted step sees the same kind of input).
             params[name] = jax.numpy.asarray(value)
-        saved = []
+        state = []
         for i, leaf in enumerate(leaves):
             try:
                 value = archive.read(f"opt/{i}", shape=tuple(np.shape(leaf)), dtype=np.asarray(leaf).dtype)
             except CheckpointError as e:
                 raise CheckpointError(f"{e}: the optimiser state does not match this optimiser") from None
-            saved.append(jax.numpy.asarray(value))
-    opt_state = jax.tree_util.tree_unflatten(treedef, saved)
+            state.append(jax.numpy.asarray(value))
+    opt_state = jax.tree_util.tree_unflatten(treedef, state)
     position = Position(**header["position"])
     run = header.get("run") if header["version"] >= 2 else None
     return network.replace(params=params), opt_state, position, header["extra"], run

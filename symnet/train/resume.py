@@ -29,16 +29,22 @@ from .examples import Chunks
 EPOCH_FIELDS = ("batch_size", "chunk", "seed", "data")
 
 
-def digest(chunks: Chunks | None) -> str | None:
-    """A digest of training examples (features, targets, weights and context)."""
-    if chunks is None:
+def digest(data: Any) -> str | None:
+    """A digest of training data: the sequences of a Dataset, KaldiData or `(features, targets)` pair (so it
+    does not depend on the chunk size), or the examples of `Chunks`."""
+    if data is None:
         return None
     h = hashlib.blake2b(digest_size=16)
-    h.update(repr((chunks.left, chunks.right)).encode())
-    for array in (chunks.features, chunks.targets, chunks.weights):
+    if isinstance(data, Chunks):
+        h.update(repr((data.left, data.right)).encode())
+        arrays: Iterable[Any] = (data.features, data.targets, data.weights)
+    else:
+        features, targets = (data.features, data.labels) if hasattr(data, "labels") else data
+        arrays = (a for pair in zip(features, targets, strict=True) for a in pair)
+    for array in arrays:
         array = np.ascontiguousarray(array)
         h.update(repr((array.dtype.str, array.shape)).encode())
-        h.update(memoryview(array).cast("B"))
+        h.update(array.data.cast("B"))
     return h.hexdigest()
 
 
@@ -54,7 +60,8 @@ def record(
     output: str,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The defining settings of a run, as JSON values (`extra`: the caller's own, e.g. optimiser and lr)."""
+    """The defining settings of a run, as JSON values (`train`, `valid`: the data as given to `fit`; `extra`:
+    the caller's own settings, e.g. optimiser and lr)."""
     out: dict[str, Any] = {
         "batch_size": int(batch_size),
         "chunk": int(chunk),
@@ -124,30 +131,46 @@ def _show(name: str, value: Any) -> str:
 
 
 #: The fields of one epoch's statistics in a checkpoint's history (`symnet.train.EpochStats`), by type.
-HISTORY_FIELDS = {"epoch": int, "step": int, "train_loss": float, "train_accuracy": float, "valid_loss": float,
-                  "valid_accuracy": float, "frames_per_second": float}
+HISTORY_FIELDS = {
+    "epoch": int,
+    "step": int,
+    "train_loss": float,
+    "train_accuracy": float,
+    "valid_loss": float,
+    "valid_accuracy": float,
+    "frames_per_second": float,
+}
 
 
 def check_extra(path: str, extra: Mapping[str, Any], position: Position, batches: int) -> tuple[list[dict], Any]:
     """The checkpoint's history (a list of per-epoch statistics) and mid-epoch sums, checked."""
     if position.batch > batches:
-        raise CheckpointError(f"{path}: its position is minibatch {position.batch} of epoch {position.epoch}, but "
-                              f"an epoch of this run has {batches} minibatches")
+        raise CheckpointError(
+            f"{path}: its position is minibatch {position.batch} of epoch {position.epoch}, but "
+            f"an epoch of this run has {batches} minibatches"
+        )
     history = extra.get("history", [])
     if not isinstance(history, list):
         raise CheckpointError(f"{path}: the header's history is not a list of epoch statistics")
     for i, entry in enumerate(history):
         if not isinstance(entry, dict) or set(entry) != set(HISTORY_FIELDS):
-            raise CheckpointError(f"{path}: entry {i} of the header's history is not an epoch's statistics "
-                                  f"({entry!r:.60})")
+            raise CheckpointError(
+                f"{path}: entry {i} of the header's history is not an epoch's statistics ({entry!r:.60})"
+            )
         for name, kind in HISTORY_FIELDS.items():
             value = entry[name]
-            ok = isinstance(value, int) if kind is int else (value is None and name.startswith("valid")) or \
-                isinstance(value, (int, float))
+            ok = (
+                isinstance(value, int)
+                if kind is int
+                else (value is None and name.startswith("valid")) or isinstance(value, (int, float))
+            )
             if isinstance(value, bool) or not ok:
                 raise CheckpointError(f"{path}: entry {i} of the header's history has {name}={value!r:.40}")
     sums = extra.get("sums") if position.batch else None
-    if sums is not None and (not isinstance(sums, list) or len(sums) != 3
-                             or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sums)):
+    if sums is not None and (
+        not isinstance(sums, list)
+        or len(sums) != 3
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sums)
+    ):
         raise CheckpointError(f"{path}: the header's sums are {sums!r:.60}, not three numbers")
     return history, sums
