@@ -183,6 +183,16 @@ def job_inputs(job: dict[str, Any]) -> Iterator[tuple[str, bytes]]:
         yield f"{Path(name).name}#{i}", mutant
 
 
+def peak_rss_mb() -> int:
+    """This process's peak resident memory since it started its program (VmHWM; `ru_maxrss` would count the
+    parent it was forked from)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
 def _classify(error: BaseException) -> str:
     from symnet.errors import SymnetError
 
@@ -209,14 +219,13 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     start = job.get("start", 0)
 
     def summary() -> dict[str, Any]:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
         return {
             "target": job["target"],
             "inputs": sum(outcomes.values()),
             "outcomes": dict(outcomes),
             "others": others,
             "accepted": accepted,
-            "max_rss_mb": usage.ru_maxrss // 1024,
+            "max_rss_mb": peak_rss_mb(),
             "seconds": round(time.time() - started, 1),
         }
 
