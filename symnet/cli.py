@@ -45,7 +45,9 @@ def _load_model(path: str, seed: int = 0) -> Any:
     """A KaldiModel from a Kaldi model file (text or binary, raw or acoustic), a symnet model file or a config."""
     from .kaldi.model import KaldiModel, is_kaldi_model, read_model
     from .kaldi.network import load_model
+    from .safe_read import regular_file
 
+    regular_file(path, SymnetError, "model or config")  # a device or FIFO would be read until memory runs out
     if is_kaldi_model(path):
         return read_model(path)
     if zipfile.is_zipfile(path):
@@ -58,7 +60,9 @@ def _read_config(path: str, seed: int = 0, base: Any = None) -> Any:
     from .kaldi.network import read_network
     from .kaldi.xconfig import is_xconfig, read_xconfig
     from .kaldi.xconfig.layers import node_dims
+    from .safe_read import regular_file
 
+    regular_file(path, SymnetError, "config")
     if is_xconfig(path):
         existing = node_dims(base) if base is not None else {}
         return read_xconfig(path, existing=existing).network(seed=seed, base=base)
@@ -465,9 +469,11 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
 def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
     from .atomic import atomic_open
     from .kaldi.xconfig import read_xconfig
+    from .safe_read import regular_file
 
     if args.output and args.config_dir:
         raise _UsageError("give -o or --config-dir, not both")
+    regular_file(args.xconfig, SymnetError, "xconfig")
     xconfig = read_xconfig(args.xconfig)
     xconfig.network()  # the check xconfig_to_configs.py makes with nnet3-init: errors name the xconfig line
     if args.config_dir:

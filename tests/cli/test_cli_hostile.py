@@ -139,3 +139,44 @@ def test_train_refuses_a_resume_with_another_learning_rate_unless_allowed(tmp_pa
     assert status == 1 and "lr: saved 0.002, now 0.01" in err and "--allow-changes lr" in err
     status, _, err = run(*more, *paths, "--lr", "0.01", "--allow-changes", "lr")
     assert status == 0, err
+
+
+DEVICE_CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from symnet.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["info", "{path}"],
+        ["copy", "{path}", "/dev/null"],
+        ["init", "{path}", "{out}"],
+        ["xconfig", "{path}"],
+        ["compute", "{path}", "ark:x.ark", "ark:y.ark"],
+        ["train", "{path}", "--data", "builtin:hmm:6", "--out", "{out}"],
+    ],
+)
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "folder"])
+def test_models_and_configs_are_read_only_from_regular_files(args, kind, tmp_path):
+    """Before: `symnet info /dev/zero` read until the system ran out of memory; a FIFO blocked."""
+    import os
+    import subprocess
+    import sys
+
+    path = {"/dev/zero": "/dev/zero", "fifo": str(tmp_path / "fifo"), "folder": str(tmp_path)}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    argv = [a.format(path=path, out=tmp_path / "out.npz") for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-c", DEVICE_CHILD, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "not a regular file" in proc.stderr and path in proc.stderr
