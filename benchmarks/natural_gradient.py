@@ -40,8 +40,8 @@ import optax
 
 import symnet
 from symnet import natural_gradient
-from symnet.components import build_component
 from symnet.datasets import HmmTask
+from symnet.kaldi import build_component
 from symnet.train import loop
 
 

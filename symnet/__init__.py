@@ -35,6 +35,7 @@ from .core.layer import (
     BinaryLayer,
     Divide,
     Dot,
+    FixedWeight,
     Identity,
     Layer,
     Literal,
@@ -73,7 +74,7 @@ from .version import __version__
 
 __all__ = [
     "Append", "BinaryLayer", "Computation", "ComputationRequest", "ConfigError", "Const", "Descriptor",
-    "DescriptorError", "DimRange", "Divide", "Dot", "Elementwise", "Exp", "Failover", "Formatter", "Glorot",
+    "DescriptorError", "DimRange", "Divide", "Dot", "Elementwise", "Exp", "Failover", "FixedWeight", "Formatter", "Glorot",
     "GraphError", "Identity", "IfDefined", "Index", "IndexSet", "IndexedLayer", "Initializer", "Input", "Layer",
     "LayerTypeError", "Literal", "Log", "LogSoftmax", "Minus", "ModelFormatError", "Negate", "Network", "Node",
     "Normal", "Offset", "ParameterError", "PlanError", "Plus", "Power", "ReLU", "Ref", "ReplaceIndex", "Round",

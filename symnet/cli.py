@@ -14,8 +14,8 @@
                                          steps/nnet3/xconfig_to_configs.py: an xconfig expanded to final.config
 
 MODEL_OR_CONFIG is a Kaldi nnet3 model file (text or binary, raw nnet or
-acoustic model, see `symnet.kaldi.model`), a symnet model file (`symnet
-init`'s output, see `symnet.kaldi.network.save_model`), a Kaldi nnet3
+acoustic model, see `symnet.kaldi.model_reader`), a symnet model file (`symnet
+init`'s output, see `symnet.kaldi.symnet_file.save_model`), a Kaldi nnet3
 config file or a Kaldi xconfig file (told apart by its first line, see
 `symnet.kaldi.xconfig`); so is CONFIG. OUT is written atomically: on any error it is left as it was
 (or absent). Kaldi's boolean options take `--name=true|false`; a bare
@@ -31,7 +31,8 @@ import argparse
 import sys
 import warnings
 import zipfile
-from typing import Any, Sequence, TextIO
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -43,8 +44,9 @@ PROG = "symnet"
 
 def _load_model(path: str, seed: int = 0) -> Any:
     """A KaldiModel from a Kaldi model file (text or binary, raw or acoustic), a symnet model file or a config."""
-    from .kaldi.model import KaldiModel, is_kaldi_model, read_model
-    from .kaldi.network import load_model
+    from .kaldi.model import KaldiModel
+    from .kaldi.model_reader import is_kaldi_model, read_model
+    from .kaldi.symnet_file import load_model
     from .safe_read import regular_file
 
     regular_file(path, SymnetError, "model or config")  # a device or FIFO would be read until memory runs out
@@ -57,7 +59,7 @@ def _load_model(path: str, seed: int = 0) -> Any:
 
 def _read_config(path: str, seed: int = 0, base: Any = None) -> Any:
     """The KaldiNetwork of a Kaldi nnet3 config or xconfig file (an xconfig may refer to `base`'s nodes)."""
-    from .kaldi.network import read_network
+    from .kaldi.build import read_network
     from .kaldi.xconfig import is_xconfig, read_xconfig
     from .kaldi.xconfig.layers import node_dims
     from .safe_read import regular_file
@@ -87,10 +89,11 @@ def _components(network: Any) -> dict[str, Any]:
 
 def info_lines(kaldi_network: Any) -> list[str]:
     """The lines `symnet info` prints for a KaldiNetwork (or a Network)."""
-    from .components.base import trainable_mask
+    from .engine.context import modulus as graph_modulus
+    from .engine.graph import Graph
     from .kaldi.config import ComponentLine, ComponentNode, DimRangeNode, InputNode, OutputNode
     from .kaldi.descriptor_text import write_descriptor
-    from .kaldi.network import KaldiNetwork, _descriptor_dim, network_config_lines
+    from .kaldi.network import KaldiNetwork, descriptor_dim, network_config_lines
 
     if not isinstance(kaldi_network, KaldiNetwork):
         kaldi_network = KaldiNetwork(kaldi_network)
@@ -105,7 +108,7 @@ def info_lines(kaldi_network: Any) -> list[str]:
             dims[line.name] = components[line.component].output_dim
         elif isinstance(line, DimRangeNode):
             dims[line.name] = line.dim
-    out_dims = {line.name: _descriptor_dim(line.descriptor, dims, line) for line in lines
+    out_dims = {line.name: descriptor_dim(line.descriptor, dims, line) for line in lines
                 if isinstance(line, OutputNode)}
     output_names = [name for name, _ in net.structure.outputs]
     default = "output" if "output" in output_names else output_names[0]
@@ -120,12 +123,12 @@ def info_lines(kaldi_network: Any) -> list[str]:
     except SymnetError as e:
         reason = str(e).splitlines()[0]
         out += [f"left-context: unknown ({reason})", "right-context: unknown"]
-    mask = trainable_mask(net)
-    trainable = sum(int(np.prod(np.shape(v))) for n, v in net.params.items() if mask.get(n, True))
-    fixed = sum(int(np.prod(np.shape(v))) for n, v in net.params.items() if not mask.get(n, True))
+    trainable = sum(int(np.prod(np.shape(v))) for v in net.params.values())
+    fixed = sum(int(np.prod(np.shape(v))) for v in net.state.values())
     out.append(f"num-parameters: {trainable}")
     if fixed:
         out.append(f"num-fixed-parameters: {fixed}")
+    out.append(f"modulus: {graph_modulus(Graph(dict(net.structure.outputs)))}")
     for line in lines:
         if isinstance(line, ComponentLine):
             continue
@@ -143,11 +146,12 @@ def info_lines(kaldi_network: Any) -> list[str]:
         component = components[line.name]
         shapes = []
         counts = {True: 0, False: 0}  # trainable or fixed -> values
+        values = net.values
         for field in component.param_fields:
             name = getattr(getattr(component, field), "name", None)
-            if name in net.params:
-                shape = tuple(np.shape(net.params[name]))
-                counts[mask.get(name, True)] += int(np.prod(shape))
+            if name in values:
+                shape = tuple(np.shape(values[name]))
+                counts[name in net.params] += int(np.prod(shape))
                 shapes.append(f"{field}=[{','.join(map(str, shape))}]")
         words = [f"component name={line.name} type={line.type}",
                  f"input-dim={component.input_dim}", f"output-dim={component.output_dim}"]
@@ -172,7 +176,7 @@ def _info(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def _init(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .kaldi.network import save_model
+    from .kaldi.symnet_file import save_model
 
     paths = args.paths
     if len(paths) not in (2, 3):
@@ -181,8 +185,9 @@ def _init(args: argparse.Namespace, stdout: TextIO) -> int:
     config, out = paths[-2], paths[-1]
     network = _read_config(config, seed=args.seed, base=base)
     save_model(out, network)
-    count = sum(int(np.prod(np.shape(v))) for v in network.params.values())
-    print(f"wrote {out}: {len(network.params)} parameter arrays, {count} values", file=stdout)
+    values = network.network.values if hasattr(network, "network") else network.values
+    count = sum(int(np.prod(np.shape(v))) for v in values.values())
+    print(f"wrote {out}: {len(values)} parameter arrays, {count} values", file=stdout)
     return 0
 
 
@@ -246,7 +251,7 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
 def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     import optax
 
-    from .kaldi.network import save_model
+    from .kaldi.symnet_file import save_model
     from .train import fit
 
     from .atomic import check_writable
@@ -383,6 +388,36 @@ def warn_non_finite(utt: str, what: str, matrix: Any) -> None:
                       f"at frame {row}, dim {col})", stacklevel=2)
 
 
+#: `symnet compute` computes the chunks of this many utterances (or frames) together (Nnet3Computer.compute_many).
+_BATCH_UTTERANCES, _BATCH_FRAMES = 64, 20000
+
+
+def _compute_batch(computer: Any, batch: list[tuple[str, np.ndarray, dict[str, Any]]], period: int,
+                   writer: _ArchiveWriter) -> int:
+    """Compute and write the utterances of `batch`, in order; an error names the utterance at fault."""
+    if not batch:
+        return 0
+    given = batch[0][2]
+    try:
+        outs = computer.compute_many(
+            [f for _, f, _ in batch],
+            ivectors=[e["ivector"] for _, _, e in batch] if "ivector" in given else None,
+            online_ivectors=[e["online_ivectors"] for _, _, e in batch] if "online_ivectors" in given else None,
+            online_ivector_period=period)
+    except SymnetError:  # find the utterance: each alone
+        outs = []
+        for utt, feats, extra in batch:
+            try:
+                outs.append(computer(feats, **extra, online_ivector_period=period))
+            except SymnetError as e:
+                raise SymnetError(f"utterance {utt}: {str(e).splitlines()[0]}") from None
+    for (utt, feats, _), out in zip(batch, outs, strict=True):
+        warn_non_finite(utt, "input features", feats)
+        warn_non_finite(utt, "output", out)
+        writer.write(utt, out)
+    return len(batch)
+
+
 def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     from .kaldi.compute import ComputeOptions, Nnet3Computer
     from .kaldi.model import output_dims
@@ -422,6 +457,7 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
               if args.online_ivectors else None)
     writer = _ArchiveWriter(args.matrix_wspecifier)
     done = failed = 0
+    batch: list[tuple[str, np.ndarray, dict[str, Any]]] = []
     try:
         for utt, feats in iter_table(args.feats_rspecifier, "features", allow_pipes=args.allow_pipes):
             feats = np.asarray(feats)
@@ -447,15 +483,11 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
                     failed += 1
                     continue
                 extra["online_ivectors"] = np.asarray(online[utt])
-                extra["online_ivector_period"] = args.online_ivector_period
-            try:
-                out = computer(feats, **extra)
-            except SymnetError as e:
-                raise SymnetError(f"utterance {utt}: {str(e).splitlines()[0]}") from None
-            warn_non_finite(utt, "input features", feats)
-            warn_non_finite(utt, "output", out)
-            writer.write(utt, out)
-            done += 1
+            batch.append((utt, feats, extra))
+            if len(batch) >= _BATCH_UTTERANCES or sum(len(f) for _, f, _ in batch) >= _BATCH_FRAMES:
+                done += _compute_batch(computer, batch, args.online_ivector_period, writer)
+                batch = []
+        done += _compute_batch(computer, batch, args.online_ivector_period, writer)
         if done == 0:
             raise SymnetError(f"no utterance was computed (failed for {failed}); nothing written")
         writer.commit()

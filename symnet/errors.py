@@ -66,3 +66,49 @@ class OutputError(SymnetError, OSError):
 
 class ModelFormatError(SymnetError, ValueError):
     """A model file that is truncated, corrupted or inconsistent; names the token or byte offset."""
+
+
+class ArgumentTypeError(SymnetError, TypeError):
+    """A public function given an argument of a type it does not take; names the function and the type."""
+
+
+class UnknownShapeError(SymnetError, TypeError):
+    """A component's parameter operand whose shape is not known before running (not a Weight or Literal)."""
+
+
+class ComponentConfigError(SymnetError, ValueError):
+    """A component's config options are missing, unknown or out of range.
+
+    `component` is the component's name, `type` its Kaldi type and `option`
+    the option at fault (None when the fault is not one option's).
+    """
+
+    def __init__(self, message: str, *, component: str = "", type: str = "", option: str | None = None):
+        self.message = message
+        self.component = component
+        self.type = type
+        self.option = option
+        where = f"component {component!r} ({type})" if component else type
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class ComponentModeError(SymnetError, RuntimeError):
+    """A component run in a mode symnet does not support yet (e.g. dropout in training mode)."""
+
+
+class ConfigWriteError(SymnetError, ValueError):
+    """A Network that cannot be written as a Kaldi config (a node that is not a component or a
+    dim range, a component whose options cannot be recovered, an expression Kaldi's descriptors cannot say)."""
+
+
+class ModelWriteError(SymnetError, ValueError):
+    """A network that cannot be written as a Kaldi model file (a component type symnet cannot write,
+    a node that is not a component or a dim range, priors without a transition model, a value
+    Kaldi's writers cannot hold)."""
+
+
+class ModelKeyError(SymnetError, KeyError):
+    """A token or component that a model file's content does not have."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""

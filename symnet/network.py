@@ -31,30 +31,34 @@ from .core.layer import (
 from .core.tape import Tape
 from .core.walk import rewrite, walk
 from .engine import dense
-from .errors import GraphError
+from .errors import GraphError, ParameterError
 
 DEFAULT_OUTPUT = "output"
 
 
 class Network:
-    """An expression with named outputs and its parameters; a JAX pytree.
+    """An expression with named outputs, its parameters and its state; a JAX pytree.
 
     `Network(expr)` has one output named `output`; `Network({'out': e1, 'aux': e2})`
-    has several. Parameters start from each Weight's initialiser, with a
-    `jax.random` key derived from `seed` and the parameter's name, unless
-    `params` (name -> array) is given.
+    has several. `params` holds the trainable Weights' arrays, `state` the
+    FixedWeights' (values kept but never trained by gradients, such as
+    batch-norm statistics), each by name. Both start from the initialisers,
+    with a `jax.random` key derived from `seed` and the name, unless given.
+    An optimiser is given `net.params` only: it never sees the state.
     """
 
-    __slots__ = ("structure", "params", "__weakref__")  # jax.jit(network) keeps a weak reference
+    __slots__ = ("structure", "params", "state", "__weakref__")  # jax.jit(network) keeps a weak reference
 
     structure: Structure
     params: dict[str, jax.Array]
+    state: dict[str, jax.Array]
 
     def __init__(
         self,
         outputs: Layer | Mapping[str, Layer],
         *,
         params: Mapping[str, Any] | None = None,
+        state: Mapping[str, Any] | None = None,
         seed: int = 0,
     ):
         if not isinstance(outputs, Mapping):
@@ -64,27 +68,30 @@ class Network:
         outputs = {str(k): as_layer(v) for k, v in outputs.items()}
         canonical, weights = canonicalize(outputs)
         structure = Structure(tuple(canonical.items()), tuple(weights.values()))
-        if params is None:
-            params = initial_values(weights, seed)
-        else:
-            params = checked_params(weights, _mapping(params))
+        trainable = {n: w for n, w in weights.items() if w.trainable}
+        fixed = {n: w for n, w in weights.items() if not w.trainable}
+        params = initial_values(trainable, seed) if params is None else checked_params(trainable, _mapping(params))
+        state = initial_values(fixed, seed) if state is None else checked_params(fixed, state, "state value")
         object.__setattr__(self, "structure", structure)
         object.__setattr__(self, "params", params)
+        object.__setattr__(self, "state", state)
 
     @classmethod
-    def from_structure(cls, structure: Structure, params: Mapping[str, Any]) -> Network:
-        """The network of a `Structure` (another network's `structure`) with these parameters, unchecked.
+    def from_structure(cls, structure: Structure, params: Mapping[str, Any],
+                       state: Mapping[str, Any] | None = None) -> Network:
+        """The network of a `Structure` (another network's `structure`) with these arrays, unchecked.
 
         For code that keeps structures apart from arrays (a jitted step, a
-        checkpoint); `Network(...)` or `net.replace(params=...)` check them.
+        checkpoint); `Network(...)` or `net.replace(...)` check them.
         """
         net = object.__new__(cls)
         object.__setattr__(net, "structure", structure)
         object.__setattr__(net, "params", dict(params))
+        object.__setattr__(net, "state", dict(state or {}))
         return net
 
     def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("Network is immutable; use net.replace(params=...)")
+        raise AttributeError("Network is immutable; use net.replace(params=..., state=...)")
 
     # ----- structure ---------------------------------------------------------------
 
@@ -102,11 +109,16 @@ class Network:
 
     @property
     def weights(self) -> dict[str, Weight]:
-        """Parameter name -> its (canonical) Weight layer."""
-        return {w.name: w for w in self.structure.weights}
+        """Name -> its (canonical) Weight layer, for parameters and state alike."""
+        return {w.name: w for w in self.structure.weights}  # type: ignore[misc]
+
+    @property
+    def values(self) -> dict[str, jax.Array]:
+        """Every Weight's array by name: the parameters and the state together."""
+        return {**self.params, **self.state}
 
     def fingerprint(self) -> str:
-        """A digest of the structure (expression and parameter shapes), stable across runs.
+        """A digest of the structure (expression and the shapes of every Weight), stable across runs.
 
         Checkpoints and model files store it to refuse loading into another network.
         """
@@ -129,39 +141,67 @@ class Network:
             ids[id(layer)] = len(lines)
             lines.append(f"{type(layer).__name__}({', '.join(fields)})")
         lines.append(repr([name for name, _ in self.structure.outputs]))
-        lines.extend(f"{n}{tuple(np.shape(self.params[n]))}" for n in self.structure.names)
+        values = self.values
+        lines.extend(f"{n}{tuple(np.shape(values[n]))}" for n in self.structure.names)
         return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
-    def replace(self, *, params: Mapping[str, Any]) -> Network:
-        """A network with the same structure and new parameters (checked against the Weights)."""
-        return Network.from_structure(self.structure, checked_params(self.weights, _mapping(params)))
+    def replace(self, *, params: Mapping[str, Any] | None = None, state: Mapping[str, Any] | None = None
+                ) -> Network:
+        """A network with the same structure and new parameters and/or state (each checked against its Weights)."""
+        weights = self.weights
+        new_params = self.params if params is None else checked_params(
+            {n: weights[n] for n in self.structure.param_names}, _mapping(params))
+        new_state = self.state if state is None else checked_params(
+            {n: weights[n] for n in self.structure.state_names}, state, "state value")
+        return Network.from_structure(self.structure, new_params, new_state)
+
+    def assign(self, values: Mapping[str, Any]) -> Network:
+        """A network with new arrays for some Weights (parameters or state, by name), the others kept.
+
+        For readers of files and statistics updates, which hold values by Weight name.
+        """
+        unknown = sorted(set(values) - set(self.structure.names))
+        if unknown:
+            raise ParameterError(f"unknown Weight(s) {unknown}; the network has {list(self.structure.names)}")
+        params = {n: values.get(n, v) for n, v in self.params.items()}
+        state = {n: values.get(n, v) for n, v in self.state.items()}
+        return self.replace(params=params, state=state)
 
     def rewrite(self, fn: Callable[[Layer], Layer], *, seed: int = 0) -> Network:
-        """A network whose every layer is replaced by `fn(layer)`, operands first; parameters kept by name.
+        """A network whose every layer is replaced by `fn(layer)`, operands first; arrays kept by name.
 
         `fn` gets each layer with its operands already rewritten and returns the
         replacement or the layer itself; shared sub-trees stay shared. Every
-        Weight of this network has its final name, so a parameter that is still
-        there keeps its value; new Weights start from their initialisers
-        (`seed`). For example, every ReLU to a Tanh:
+        Weight of this network has its final name, so a parameter (or state
+        value) that is still there keeps its array; new Weights start from their
+        initialisers (`seed`). For example, every ReLU to a Tanh:
 
             net.rewrite(lambda layer: Tanh(layer.arg) if isinstance(layer, ReLU) else layer)
         """
         names = [name for name, _ in self.structure.outputs]
         outputs = dict(zip(names, rewrite([layer for _, layer in self.structure.outputs], fn)))
         fresh = Network(outputs, seed=seed)
-        kept = {n: self.params[n] if n in self.params and np.shape(self.params[n]) == np.shape(v) else v
-                for n, v in fresh.params.items()}
-        return Network.from_structure(fresh.structure, kept)
+        old = self.values
+
+        def kept(arrays: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+            return {n: old[n] if n in old and np.shape(old[n]) == np.shape(v) else v for n, v in arrays.items()}
+
+        return Network.from_structure(fresh.structure, kept(fresh.params), kept(fresh.state))
 
     # ----- running -----------------------------------------------------------------
 
     def forward(self, input: Any = None, params: Mapping[str, Any] | None = None) -> Tape | dict[str, Tape]:
-        """Run on `input` and return the output's Tape (a dict of Tapes for several outputs)."""
-        params = self.params if params is None else checked_params(self.weights, _mapping(params))
+        """Run on `input` and return the output's Tape (a dict of Tapes for several outputs).
+
+        `params` replaces the parameters for this run (e.g. inside `jax.grad`).
+        """
+        if params is not None:
+            weights = self.weights
+            params = checked_params({n: weights[n] for n in self.structure.param_names}, _mapping(params))
         given = None if input is None else input_tape(input)
         names = [name for name, _ in self.structure.outputs]
-        tapes = evaluate([layer for _, layer in self.structure.outputs], given, params)
+        roots = [layer for _, layer in self.structure.outputs]
+        tapes = evaluate(roots, given, self.params if params is None else params, self.state)
         return tapes[0] if len(names) == 1 else dict(zip(names, tapes))
 
     def __call__(self, input: Any = None) -> jax.Array | dict[str, jax.Array]:
@@ -193,24 +233,28 @@ class Network:
     def __repr__(self) -> str:
         outs = ", ".join(f"{name!r}: {layer!r}" for name, layer in self.structure.outputs)
         shapes = ", ".join(f"{n}{tuple(np.shape(v))}" for n, v in self.params.items())
-        return f"Network({{{outs}}}, params=[{shapes}])"
+        state = ", ".join(f"{n}{tuple(np.shape(v))}" for n, v in self.state.items())
+        return f"Network({{{outs}}}, params=[{shapes}]" + (f", state=[{state}])" if state else ")")
 
     def _repr_html_(self) -> str:
         """Nodes, dims, parameters, context and a picture, for notebooks (see `symnet.display`)."""
         return html.render(self)
 
     # ----- pytree ------------------------------------------------------------------
+    # Two children, the parameters and the state (dicts in name order): `jax.grad` of
+    # a function of a Network gives a Network; train with the gradients of `params`.
 
     def _tree_flatten_with_keys(self):
-        children = tuple((jax.tree_util.DictKey(n), self.params[n]) for n in self.structure.names)
+        children = ((jax.tree_util.GetAttrKey("params"), self.params), (jax.tree_util.GetAttrKey("state"), self.state))
         return children, self.structure
 
     def _tree_flatten(self):
-        return tuple(self.params[n] for n in self.structure.names), self.structure
+        return (self.params, self.state), self.structure
 
     @classmethod
-    def _tree_unflatten(cls, structure: Structure, leaves: Any) -> Network:
-        return cls.from_structure(structure, dict(zip(structure.names, leaves)))
+    def _tree_unflatten(cls, structure: Structure, children: Any) -> Network:
+        params, state = children
+        return cls.from_structure(structure, params, state)
 
 
 jax.tree_util.register_pytree_with_keys(

@@ -7,23 +7,26 @@ token names in lower case: `affine1.linear_params`, `affine1.bias_params`),
 whose hyper-parameters are fields, and whose unused Kaldi metadata is in
 `options`. Each has `input_dim` and `output_dim`.
 
-`COMPONENTS[kaldi_type](name, options, input, read_matrix=None)` builds one
-from Kaldi config options (strings or Python values), with Kaldi's defaults,
-checks and initialisation; `build_component(kaldi_type, name, options, input)`
-does the same with an error for unknown types.
+Building a component from Kaldi config options (with Kaldi's defaults, checks
+and initialisation) and reading or writing it in a model file is
+`symnet.kaldi`'s job: `symnet.kaldi.build_component(kaldi_type, name, options,
+input)`, one record per Kaldi type in `symnet.kaldi.components`.
 
-Modes: DropoutComponent, GeneralDropoutComponent, SpecAugmentTimeMaskComponent
-and BatchNormComponent have a `test_mode` field; `set_test_mode(net_or_layer, True)` rewrites a tree (or a
-Network) with every such component switched, as Kaldi's nnet3-compute does.
+Modes: DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent,
+SpecAugmentTimeMaskComponent and BatchNormComponent have a `test_mode` field;
+`set_test_mode(net_or_layer, True)` rewrites a tree (or a Network) with every
+such component switched, as Kaldi's nnet3-compute does.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
 from ..core.layer import Layer
+from ..errors import ArgumentTypeError, ComponentConfigError, ComponentModeError
 from .affine import (
     AffineComponent,
     BlockAffineComponent,
@@ -33,22 +36,14 @@ from .affine import (
     NaturalGradientRepeatedAffineComponent,
     RepeatedAffineComponent,
 )
-from .base import (
-    COMPONENTS,
-    Component,
-    ComponentConfigError,
-    ComponentModeError,
-    Constant,
-    FixedWeight,
-    OptionReader,
-    build_component,
-    read_kaldi_text_object,
-    trainable_mask,
-)
+from .attention import RestrictedAttentionComponent
+from .base import Component, Constant, FixedWeight
+from .convolution import ConvolutionComponent, MaxpoolingComponent, TimeHeightConvolutionComponent
 from .misc import (
     BackpropTruncationComponent,
     ClipGradientComponent,
     DropoutComponent,
+    DropoutMaskComponent,
     ElementwiseProductComponent,
     GeneralDropoutComponent,
     NoOpComponent,
@@ -67,6 +62,7 @@ from .nonlinear import (
 from .normalize import BatchNormComponent, NormalizeComponent, batchnorm_stats_updates
 from .recurrent import GruNonlinearityComponent, LstmNonlinearityComponent, OutputGruNonlinearityComponent
 from .scale import (
+    ConstantComponent,
     ConstantFunctionComponent,
     FixedBiasComponent,
     FixedScaleComponent,
@@ -75,14 +71,13 @@ from .scale import (
     PerElementScaleComponent,
     ScaleAndOffsetComponent,
 )
-from .tdnn import TdnnComponent
-from .attention import RestrictedAttentionComponent
-from .convolution import ConvolutionComponent, MaxpoolingComponent, TimeHeightConvolutionComponent
 from .statistics import StatisticsExtractionComponent, StatisticsPoolingComponent
 from .structure import CompositeComponent, DistributeComponent, SpecAugmentTimeMaskComponent
+from .tdnn import TdnnComponent
 
 #: The component classes that have a test mode.
-MODE_COMPONENTS = (DropoutComponent, GeneralDropoutComponent, SpecAugmentTimeMaskComponent, BatchNormComponent)
+MODE_COMPONENTS = (DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent, SpecAugmentTimeMaskComponent,
+                   BatchNormComponent)
 
 
 def _set_mode_in_tree(roots: list[Layer], test_mode: bool, kinds: tuple[type, ...]) -> list[Layer]:
@@ -106,29 +101,31 @@ def _set_mode_in_tree(roots: list[Layer], test_mode: bool, kinds: tuple[type, ..
 
 def set_test_mode(target: Any, test_mode: bool = True, *, dropout: bool = True, batchnorm: bool = True) -> Any:
     """`target` (a Layer, a mapping of name -> Layer, or a Network) with its dropout components
-    (DropoutComponent, GeneralDropoutComponent) and batch-norm components in test mode, or with
+    (DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent, SpecAugmentTimeMaskComponent) and
+    batch-norm components in test mode, or with
     `test_mode=False` in training mode: Kaldi's SetDropoutTestMode and SetBatchnormTestMode.
 
     `dropout=False` or `batchnorm=False` leaves that kind alone. A Network keeps its parameters.
     """
     from ..network import Network
 
-    kinds = ((DropoutComponent, GeneralDropoutComponent, SpecAugmentTimeMaskComponent) if dropout else ()) + (
+    kinds = ((DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent, SpecAugmentTimeMaskComponent)
+             if dropout else ()) + (
         (BatchNormComponent,) if batchnorm else ())
     if isinstance(target, Network):
         names = [name for name, _ in target.structure.outputs]
         new = _set_mode_in_tree([layer for _, layer in target.structure.outputs], test_mode, kinds)
-        return Network(dict(zip(names, new)), params=target.params)
+        return Network(dict(zip(names, new)), params=target.params, state=target.state)
     if isinstance(target, Layer):
         return _set_mode_in_tree([target], test_mode, kinds)[0]
     if isinstance(target, Mapping):
         names = list(target)
         return dict(zip(names, _set_mode_in_tree([target[n] for n in names], test_mode, kinds)))
-    raise TypeError(f"set_test_mode takes a Layer, a mapping of layers or a Network, not {type(target).__name__}")
+    raise ArgumentTypeError(
+        f"set_test_mode takes a Layer, a mapping of layers or a Network, not {type(target).__name__}")
 
 
 __all__ = [
-    "COMPONENTS",
     "MODE_COMPONENTS",
     "AffineComponent",
     "BackpropTruncationComponent",
@@ -140,10 +137,12 @@ __all__ = [
     "ComponentModeError",
     "CompositeComponent",
     "Constant",
+    "ConstantComponent",
     "ConstantFunctionComponent",
     "ConvolutionComponent",
     "DistributeComponent",
     "DropoutComponent",
+    "DropoutMaskComponent",
     "ElementwiseProductComponent",
     "FixedAffineComponent",
     "FixedBiasComponent",
@@ -160,7 +159,6 @@ __all__ = [
     "NaturalGradientRepeatedAffineComponent",
     "NoOpComponent",
     "NormalizeComponent",
-    "OptionReader",
     "OutputGruNonlinearityComponent",
     "PerElementOffsetComponent",
     "PerElementScaleComponent",
@@ -181,8 +179,5 @@ __all__ = [
     "TdnnComponent",
     "TimeHeightConvolutionComponent",
     "batchnorm_stats_updates",
-    "build_component",
-    "read_kaldi_text_object",
     "set_test_mode",
-    "trainable_mask",
 ]

@@ -27,15 +27,14 @@ gather-free. It has no parameters.
 
 from __future__ import annotations
 
-import math
-from typing import Any, ClassVar, Mapping
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
 from ..core.descriptor import Append, IfDefined, Offset
 from ..core.layer import Layer, child, layer_class
-from .base import Component, OptionReader, auto_vjp, register
+from .base import Component, auto_vjp
 
 
 @layer_class
@@ -127,44 +126,3 @@ class RestrictedAttentionComponent(Component):
         return _AttentionCore(self.name, Append(*parts, where=w), self.num_heads, self.key_dim, self.value_dim,
                               self.num_left_inputs, self.num_right_inputs, self.key_scale, self.output_context,
                               where=w)
-
-
-@register("RestrictedAttentionComponent")
-def restricted_attention_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                   read_matrix=None) -> Layer:
-    """Options (Kaldi's RestrictedAttentionComponent::InitFromConfig): key-dim, value-dim, num-left-inputs,
-    num-right-inputs (required; not both 0), num-heads (1), time-stride (1), num-left-inputs-required and
-    num-right-inputs-required (negative or absent: all of them; at most num-left/right-inputs),
-    output-context (true), key-scale (1/sqrt(key-dim) when absent or negative; in (0, 1])."""
-    opts = OptionReader("RestrictedAttentionComponent", name, options)
-    key_dim = opts.int("key-dim")
-    value_dim = opts.int("value-dim")
-    left = opts.int("num-left-inputs")
-    right = opts.int("num-right-inputs")
-    num_heads = opts.int("num-heads", 1)
-    stride = opts.int("time-stride", 1)
-    left_required = opts.int("num-left-inputs-required", -1)
-    right_required = opts.int("num-right-inputs-required", -1)
-    output_context = opts.bool("output-context", True)
-    key_scale = opts.float("key-scale", -1.0)
-    opts.finish()
-    if key_scale < 0.0:
-        key_scale = 1.0 / math.sqrt(key_dim) if key_dim > 0 else key_scale
-    if left_required < 0:
-        left_required = left
-    if right_required < 0:
-        right_required = right
-    for key, value in (("num-heads", num_heads), ("key-dim", key_dim), ("value-dim", value_dim),
-                       ("time-stride", stride)):
-        opts.positive(key, value)
-    opts.nonnegative("num-left-inputs", left)
-    opts.nonnegative("num-right-inputs", right)
-    opts.require(left + right > 0, "num-left-inputs and num-right-inputs must not both be 0", "num-right-inputs")
-    opts.require(left_required <= left, f"num-left-inputs-required={left_required} exceeds num-left-inputs={left}",
-                 "num-left-inputs-required")
-    opts.require(right_required <= right,
-                 f"num-right-inputs-required={right_required} exceeds num-right-inputs={right}",
-                 "num-right-inputs-required")
-    opts.require(0.0 < key_scale <= 1.0, f"key-scale={key_scale} must be in (0, 1]", "key-scale")
-    return RestrictedAttentionComponent(name, input, num_heads, key_dim, value_dim, left, right, stride,
-                                        left_required, right_required, output_context, key_scale)

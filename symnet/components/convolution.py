@@ -40,7 +40,7 @@ the delta to every input equal to the maximum (ties all get it), as Kaldi's.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 import attrs
 import jax
@@ -48,27 +48,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import Append, IfDefined, Offset
-from ..core.frozen import FrozenArray
-from ..core.layer import Layer, Weight, child, layer_class
-from .base import (
-    Component,
-    MatrixReader,
-    OptionReader,
-    auto_vjp,
-    load_array,
-    normal_init,
-    param_name,
-    register,
-    shape_of,
-    updatable_options,
-)
-
-
-def _shape(layer: Component, field: str) -> tuple[int, ...]:
-    shape = shape_of(getattr(layer, field))
-    if shape is None:
-        raise TypeError(f"{type(layer).__name__} {layer.name!r}: the shape of {field} is not known before running")
-    return shape
+from ..core.layer import Layer, child, layer_class
+from .base import Component, auto_vjp, known_shape
 
 
 def _pairs(value: Any) -> tuple[tuple[int, int], ...]:
@@ -77,10 +58,6 @@ def _pairs(value: Any) -> tuple[tuple[int, int], ...]:
 
 def _ints(value: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in value)
-
-
-def _sorted_unique(values: tuple) -> bool:
-    return all(a < b for a, b in zip(values, values[1:]))
 
 
 # ----- TimeHeightConvolutionComponent ---------------------------------------------------------
@@ -112,10 +89,10 @@ class _HeightConvolution(Component):
 
     @property
     def output_dim(self) -> int:
-        return self.height_out * _shape(self, "linear_params")[0]
+        return self.height_out * known_shape(self, "linear_params")[0]
 
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
-        out = _shape(self, "linear_params")[0]
+        out = known_shape(self, "linear_params")[0]
         return {"linear_params": (out, len(self.offsets) * self.num_filters_in), "bias_params": (out,)}
 
     def _gather_map(self) -> tuple[np.ndarray, np.ndarray]:
@@ -166,7 +143,7 @@ class TimeHeightConvolutionComponent(Component):
 
     @property
     def num_filters_out(self) -> int:
-        return _shape(self, "linear_params")[0]
+        return known_shape(self, "linear_params")[0]
 
     @property
     def time_offsets(self) -> tuple[int, ...]:
@@ -199,104 +176,6 @@ class TimeHeightConvolutionComponent(Component):
                                   self.height_in, self.height_out, self.height_subsample_out, self.offsets, where=w)
 
 
-def _check_model(opts: OptionReader, num_filters_in: int, height_in: int, height_out: int, subsample: int,
-                 offsets: tuple[tuple[int, int], ...], required: tuple[int, ...]) -> None:
-    """Kaldi's ConvolutionModel::Check(check_heights_used=false, allow_height_padding=true)."""
-    time_offsets = {t for t, _ in offsets}
-    missing = [t for t in required if t not in time_offsets]
-    opts.require(not missing, f"required-time-offsets {','.join(map(str, missing))} are not among the time-offsets",
-                 "required-time-offsets")
-    used = [False] * len(offsets)
-    for j in range(height_out):
-        h_out = j * subsample
-        available = False
-        for i, (t, h) in enumerate(offsets):
-            if 0 <= h_out + h < height_in:
-                used[i] = True
-                available = available or t in required
-        opts.require(available, f"output height {j} reads no input height at the required time offsets (height-in="
-                     f"{height_in}, height-out={height_out}, height-subsample-out={subsample})", "height-out")
-    unused = [offsets[i] for i, u in enumerate(used) if not u]
-    opts.require(not unused, f"the (time, height) offset {unused[0] if unused else ''} is never used (it reads outside "
-                 "the input height at every output height)", "height-offsets")
-
-
-@register("TimeHeightConvolutionComponent")
-def time_height_convolution_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                      read_matrix=None) -> Layer:
-    """Options (Kaldi's TimeHeightConvolutionComponent::InitFromConfig): num-filters-in, num-filters-out,
-    height-in, height-out, height-offsets, time-offsets (all required; offsets sorted and unique),
-    required-time-offsets (all time-offsets), height-subsample-out (1), max-memory-mb (200),
-    param-stddev (1/sqrt(num-filters-in * num-offsets); negative means the default), bias-stddev (0),
-    init-unit (false: with true, linear_params is zero but for the unit matrix at offset (0, 0)),
-    use-natural-gradient (true), rank-in (min(80, (num-offsets * num-filters-in + 2) / 2)),
-    rank-out (min(80, (num-filters-out + 1) / 2)), alpha-in (4), alpha-out (4), num-minibatches-history (4);
-    learning rates. The offsets are every (time-offset, height-offset) pair."""
-    opts = OptionReader("TimeHeightConvolutionComponent", name, options)
-    meta = updatable_options(opts)
-    nfi = opts.int("num-filters-in")
-    nfo = opts.int("num-filters-out")
-    height_in = opts.int("height-in")
-    height_out = opts.int("height-out")
-    height_offsets = opts.int_list("height-offsets")
-    time_offsets = opts.int_list("time-offsets")
-    required = opts.int_list("required-time-offsets", time_offsets)
-    subsample = opts.int("height-subsample-out", 1)
-    max_memory_mb = opts.float("max-memory-mb", 200.0)
-    for key, value in (("num-filters-in", nfi), ("num-filters-out", nfo), ("height-in", height_in),
-                       ("height-out", height_out), ("height-subsample-out", subsample),
-                       ("max-memory-mb", max_memory_mb)):
-        opts.positive(key, value)
-    for key, values in (("height-offsets", height_offsets), ("time-offsets", time_offsets),
-                        ("required-time-offsets", required)):
-        opts.require(len(values) > 0 and _sorted_unique(values),
-                     f"{key}={','.join(map(str, values))} must be nonempty, sorted and unique", key)
-    offsets = tuple((t, h) for t in time_offsets for h in height_offsets)
-    _check_model(opts, nfi, height_in, height_out, subsample, offsets, required)
-    param_stddev = opts.float("param-stddev", -1.0)
-    bias_stddev = opts.float("bias-stddev", 0.0)
-    init_unit = opts.bool("init-unit", False)
-    if param_stddev < 0.0:
-        param_stddev = 1.0 / math.sqrt(nfi * len(offsets))
-    cols = nfi * len(offsets)
-    if init_unit:
-        opts.require(nfi == nfo, f"init-unit needs num-filters-in == num-filters-out (got {nfi} and {nfo})",
-                     "init-unit")
-        opts.require((0, 0) in offsets, "init-unit needs the offset (0, 0) (time-offset 0 and height-offset 0)",
-                     "init-unit")
-        unit = np.zeros((nfo, cols))
-        start = offsets.index((0, 0)) * nfi
-        unit[:, start : start + nfi] = np.eye(nfi)
-        linear_init: Any = FrozenArray(unit)
-    else:
-        linear_init = normal_init((nfo, cols), param_stddev)
-    rank_in = opts.int("rank-in", -1)
-    rank_out = opts.int("rank-out", -1)
-    meta += [
-        ("max-memory-mb", max_memory_mb),
-        ("use-natural-gradient", opts.bool("use-natural-gradient", True)),
-        ("rank-in", rank_in if rank_in >= 0 else min(80, (cols + 2) // 2)),
-        ("rank-out", rank_out if rank_out >= 0 else min(80, (nfo + 1) // 2)),
-        ("alpha-in", opts.float("alpha-in", 4.0)),
-        ("alpha-out", opts.float("alpha-out", 4.0)),
-        ("num-minibatches-history", opts.float("num-minibatches-history", 4.0)),
-    ]
-    opts.finish()
-    return TimeHeightConvolutionComponent(
-        name,
-        input,
-        Weight(linear_init, param_name(name, "linear_params")),
-        Weight(normal_init((nfo,), bias_stddev), param_name(name, "bias_params")),
-        nfi,
-        height_in,
-        height_out,
-        subsample,
-        offsets,
-        required,
-        options=meta,
-    )
-
-
 # ----- ConvolutionComponent ----------------------------------------------------------------------
 
 
@@ -325,7 +204,7 @@ class ConvolutionComponent(Component):
 
     @property
     def num_filters(self) -> int:
-        return _shape(self, "filter_params")[0]
+        return known_shape(self, "filter_params")[0]
 
     @property
     def input_dim(self) -> int:
@@ -362,56 +241,6 @@ class ConvolutionComponent(Component):
 
     def vjp(self, delta, value, x, w, b):
         return auto_vjp(self, delta, x, w, b)
-
-
-@register("ConvolutionComponent")
-def convolution_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                          read_matrix: MatrixReader | None = None) -> Layer:
-    """Options (Kaldi's ConvolutionComponent::InitFromConfig): input-x-dim, input-y-dim, input-z-dim, filt-x-dim,
-    filt-y-dim, filt-x-step, filt-y-step (required; (input - filt) divisible by the step),
-    input-vectorization-order (zyx, or yzx); then matrix=FILE (`[filters bias]`, num-filters x
-    (filt-x-dim * filt-y-dim * input-z-dim + 1)) or num-filters (required), param-stddev
-    (1/sqrt(filt-x-dim * filt-y-dim * input-z-dim)), bias-stddev (1.0); learning rates."""
-    opts = OptionReader("ConvolutionComponent", name, options)
-    meta = updatable_options(opts)
-    dims = {}
-    for key in ("input-x-dim", "input-y-dim", "input-z-dim", "filt-x-dim", "filt-y-dim", "filt-x-step", "filt-y-step"):
-        dims[key] = opts.int(key)
-        opts.positive(key, dims[key])
-    order = opts.str("input-vectorization-order", "zyx")
-    opts.require(order in ("zyx", "yzx"), f"input-vectorization-order={order} is not zyx or yzx",
-                 "input-vectorization-order")
-    for axis in ("x", "y"):
-        size, filt, step = dims[f"input-{axis}-dim"], dims[f"filt-{axis}-dim"], dims[f"filt-{axis}-step"]
-        opts.require(filt <= size and (size - filt) % step == 0,
-                     f"filt-{axis}-dim={filt} and filt-{axis}-step={step} do not tile input-{axis}-dim={size}",
-                     f"filt-{axis}-dim")
-    filter_dim = dims["filt-x-dim"] * dims["filt-y-dim"] * dims["input-z-dim"]
-    if opts.has("matrix"):
-        mat = load_array(opts, "matrix", read_matrix, 2)
-        opts.require(mat.shape[1] == filter_dim + 1,
-                     f"matrix={opts.raw['matrix']} has {mat.shape[1]} columns, expected {filter_dim + 1} (filters "
-                     "and the bias)", "matrix")
-        w_init: Any = FrozenArray(mat[:, :filter_dim])
-        b_init: Any = FrozenArray(mat[:, filter_dim])
-    else:
-        num_filters = opts.int("num-filters")
-        opts.positive("num-filters", num_filters)
-        param_stddev = opts.float("param-stddev", 1.0 / math.sqrt(filter_dim))
-        bias_stddev = opts.float("bias-stddev", 1.0)
-        opts.nonnegative("param-stddev", param_stddev)
-        opts.nonnegative("bias-stddev", bias_stddev)
-        w_init = normal_init((num_filters, filter_dim), param_stddev)
-        b_init = normal_init((num_filters,), bias_stddev)
-    opts.finish()
-    return ConvolutionComponent(
-        name, input,
-        Weight(w_init, param_name(name, "filter_params")),
-        Weight(b_init, param_name(name, "bias_params")),
-        dims["input-x-dim"], dims["input-y-dim"], dims["input-z-dim"], dims["filt-x-dim"], dims["filt-y-dim"],
-        dims["filt-x-step"], dims["filt-y-step"], order,
-        options=meta,
-    )
 
 
 # ----- MaxpoolingComponent ------------------------------------------------------------------------
@@ -484,23 +313,3 @@ class MaxpoolingComponent(Component):
 
     def vjp(self, delta, value, x):
         return auto_vjp(self, delta, x)
-
-
-@register("MaxpoolingComponent")
-def maxpooling_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options (Kaldi's MaxpoolingComponent::InitFromConfig and Check), all required: input-x-dim, input-y-dim,
-    input-z-dim, pool-x-size, pool-y-size, pool-z-size, pool-x-step, pool-y-step, pool-z-step; per axis
-    size <= input dim, step <= size, and (input dim - size) divisible by the step."""
-    opts = OptionReader("MaxpoolingComponent", name, options)
-    keys = [f"input-{a}-dim" for a in "xyz"] + [f"pool-{a}-size" for a in "xyz"] + [f"pool-{a}-step" for a in "xyz"]
-    values = {key: opts.int(key) for key in keys}
-    opts.finish()
-    for key in keys:
-        opts.positive(key, values[key])
-    for a in "xyz":
-        dim, size, step = values[f"input-{a}-dim"], values[f"pool-{a}-size"], values[f"pool-{a}-step"]
-        opts.require(size <= dim, f"pool-{a}-size={size} exceeds input-{a}-dim={dim}", f"pool-{a}-size")
-        opts.require(step <= size, f"pool-{a}-step={step} exceeds pool-{a}-size={size}", f"pool-{a}-step")
-        opts.require((dim - size) % step == 0,
-                     f"pool-{a}-size={size} and pool-{a}-step={step} do not tile input-{a}-dim={dim}", f"pool-{a}-step")
-    return MaxpoolingComponent(name, input, *(values[k] for k in keys))

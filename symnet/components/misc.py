@@ -1,13 +1,14 @@
 """Column-wise rearrangements, dropout, and the gradient-shaping components.
 
-NoOp, ElementwiseProduct, SumGroup, SumBlock, Permute, Dropout (test mode),
-GeneralDropout (test mode), ClipGradient and BackpropTruncation (identity or
-scaling forward, Kaldi's clipping of the backward delta).
+NoOp, ElementwiseProduct, SumGroup, SumBlock, Permute, Dropout, GeneralDropout
+(with SpecAugment's frequency masks), DropoutMask (the dropout scales of an
+LSTM, with no input), ClipGradient and BackpropTruncation (identity or scaling
+forward, Kaldi's clipping of the backward delta).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, ClassVar
 
 import attrs
 import jax
@@ -15,8 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import rng
+from ..core.descriptor import Const
 from ..core.layer import Layer, child, layer_class
-from .base import Component, ComponentModeError, OptionReader, auto_vjp, register
+from .base import Component, ComponentModeError, auto_vjp
 
 
 def _int_tuple(value: Any) -> tuple[int, ...]:
@@ -214,6 +216,9 @@ class GeneralDropoutComponent(_SameDim):
     multiplied by one mask row of `block_dim` values: uniform on `[1 - 2p, 1 + 2p]` with
     `continuous`, else 0 with probability p and `1 / (1 - p)` otherwise. Test mode: the identity.
     Masks shared over `time_period` frames need the rows' Indexes and are not supported.
+    `specaugment_max_proportion` > 0 makes it SpecAugment's frequency mask (random bands of at most
+    that proportion of the columns, in at most `specaugment_max_regions` regions): the identity in
+    test mode as in Kaldi; its random bands in training mode are not supported yet.
     """
 
     block_dim: int = 0
@@ -221,6 +226,8 @@ class GeneralDropoutComponent(_SameDim):
     dropout_proportion: float = 0.5
     continuous: bool = False
     test_mode: bool = False
+    specaugment_max_proportion: float = 0.0
+    specaugment_max_regions: int = 1
 
     kaldi_type = "GeneralDropoutComponent"
 
@@ -230,6 +237,10 @@ class GeneralDropoutComponent(_SameDim):
                 f"GeneralDropoutComponent {self.name!r}: training with time-period={self.time_period} "
                 "(masks shared across frames) is not supported; use time-period=0 or test mode"
             )
+        if self.specaugment_max_proportion > 0.0:
+            raise ComponentModeError(
+                f"GeneralDropoutComponent {self.name!r}: SpecAugment's random frequency masks in training mode "
+                "are not supported yet; run it in test mode (symnet.components.set_test_mode)")
         key = rng.key_for(self.name, f"GeneralDropoutComponent {self.name!r}")
         block = self.block_dim or x.shape[-1]
         u = jax.random.uniform(key, x.shape[:-1] + (1, block), x.dtype)
@@ -241,15 +252,92 @@ class GeneralDropoutComponent(_SameDim):
         blocks = v.reshape(v.shape[:-1] + (v.shape[-1] // block, block))
         return (blocks * mask).reshape(v.shape)
 
+    def _identity(self) -> bool:
+        return self.test_mode or (self.dropout_proportion == 0.0 and self.specaugment_max_proportion == 0.0)
+
     def apply(self, x):
-        if self.test_mode or self.dropout_proportion == 0.0:
+        if self._identity():
             return x
         return self._apply_mask(x, *self._mask(x))
 
     def vjp(self, delta, value, x):
-        if self.test_mode or self.dropout_proportion == 0.0:
+        if self._identity():
             return (delta,)
         return (self._apply_mask(delta, *self._mask(x)),)
+
+
+@layer_class
+class _DropoutMaskRows(Component):
+    """The rows of DropoutMaskComponent (see there); its input only supplies the rows."""
+
+    input: Layer = child()
+    dim: int = 1
+    dropout_proportion: float = 0.5
+    continuous: bool = False
+    test_mode: bool = False
+
+    @property
+    def input_dim(self) -> int:
+        return 1
+
+    @property
+    def output_dim(self) -> int:
+        return self.dim
+
+    def apply(self, x):
+        shape, p = x.shape[:-1] + (self.dim,), self.dropout_proportion
+        if p == 0.0 or (self.test_mode and self.continuous):
+            return jnp.ones(shape, x.dtype)
+        if self.test_mode:
+            return jnp.full(shape, 1.0 - p, x.dtype)
+        key = rng.key_for(self.name, f"DropoutMaskComponent {self.name!r}")
+        u = jax.random.uniform(key, shape, x.dtype)
+        if self.continuous:
+            return 1.0 - 2.0 * p + 4.0 * p * u
+        mask = (u > p).astype(x.dtype)
+        if self.dim in (2, 3):  # Kaldi's LSTM case: the first two scales of a row are never both zero
+            first = u[..., :1]
+            mask = jnp.concatenate([(first > p), (first < 1.0 - p), mask[..., 2:]], axis=-1).astype(x.dtype)
+        return mask
+
+    def vjp(self, delta, value, x):
+        return (None,)
+
+
+@layer_class
+class DropoutMaskComponent(Component):
+    """Kaldi's DropoutMaskComponent: a dropout mask of `dim` columns at every Index, with no input.
+
+    It feeds the dropout scales of an LstmNonlinearityComponent (`use-dropout`);
+    its node is written `input=<itself>`. Test mode: every value `1 - p` (1 with
+    `continuous`). Training mode: per value 1 where a uniform draw exceeds p, else
+    0; with 2 or 3 columns the first two come from one draw u, `u > p` and
+    `u < 1 - p`, so a row never drops both; with `continuous`, uniform on
+    `[1 - 2p, 1 + 2p]`. `input` is kept only for writing the node line (see
+    `Component.reads_input`).
+    """
+
+    input: Layer = child()
+    dim: int = 1
+    dropout_proportion: float = 0.5
+    continuous: bool = False
+    test_mode: bool = False
+
+    kaldi_type = "DropoutMaskComponent"
+    rowwise: ClassVar[bool] = False
+    reads_input: ClassVar[bool] = False
+
+    @property
+    def input_dim(self) -> int:
+        return self.dim  # Kaldi's InputDim: a don't-care that makes `input=<itself>` type-check
+
+    @property
+    def output_dim(self) -> int:
+        return self.dim
+
+    def expand(self) -> Layer:
+        return _DropoutMaskRows(self.name, Const(0.0, 1, where=self.where), self.dim, self.dropout_proportion,
+                                self.continuous, self.test_mode, where=self.where)
 
 
 def _row_norm_scales(delta, threshold: float):
@@ -330,163 +418,3 @@ class BackpropTruncationComponent(_SameDim):
         # Without row Indexes only the scaling and clipping apply; the engine, which knows
         # each row's (n, t), should call backprop(delta, zeroing_rows(n, t)) instead.
         return (self.backprop(delta),)
-
-
-# ----- builders ----------------------------------------------------------------------
-
-
-def _dim(opts: OptionReader, key: str = "dim") -> int:
-    dim = opts.int(key)
-    opts.positive(key, dim)
-    return dim
-
-
-@register("NoOpComponent")
-def no_op_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim (required), backprop-scale (1.0)."""
-    opts = OptionReader("NoOpComponent", name, options)
-    backprop_scale = opts.float("backprop-scale", 1.0)
-    dim = _dim(opts)
-    opts.finish()
-    return NoOpComponent(name, input, dim, backprop_scale)
-
-
-def _in_out(opts: OptionReader) -> tuple[int, int]:
-    output_dim = opts.int("output-dim")
-    input_dim = opts.int("input-dim")
-    opts.positive("output-dim", output_dim)
-    opts.positive("input-dim", input_dim)
-    opts.require(input_dim % output_dim == 0, f"output-dim={output_dim} must divide input-dim={input_dim}",
-                 "output-dim")
-    return input_dim, output_dim
-
-
-@register("ElementwiseProductComponent")
-def elementwise_product_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: input-dim, output-dim (required); output-dim divides input-dim and is smaller."""
-    opts = OptionReader("ElementwiseProductComponent", name, options)
-    input_dim, output_dim = _in_out(opts)
-    opts.require(input_dim > output_dim, f"input-dim={input_dim} must be larger than output-dim={output_dim}",
-                 "input-dim")
-    opts.finish()
-    return ElementwiseProductComponent(name, input, input_dim, output_dim)
-
-
-@register("SumGroupComponent")
-def sum_group_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: sizes=S1,S2,... (positive; nothing else), or input-dim and output-dim (equal groups)."""
-    opts = OptionReader("SumGroupComponent", name, options)
-    if opts.has("sizes"):
-        sizes = opts.int_list("sizes")
-        opts.require(len(sizes) > 0 and all(s > 0 for s in sizes), f"sizes={opts.raw['sizes']} must be positive",
-                     "sizes")
-    else:
-        input_dim = opts.int("input-dim")
-        output_dim = opts.int("output-dim")
-        opts.positive("input-dim", input_dim)
-        opts.positive("output-dim", output_dim)
-        opts.require(input_dim % output_dim == 0, f"output-dim={output_dim} must divide input-dim={input_dim}",
-                     "output-dim")
-        sizes = (input_dim // output_dim,) * output_dim
-    opts.finish()
-    return SumGroupComponent(name, input, sizes)
-
-
-@register("SumBlockComponent")
-def sum_block_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: input-dim, output-dim (required; output-dim divides input-dim), scale (1.0)."""
-    opts = OptionReader("SumBlockComponent", name, options)
-    input_dim = opts.int("input-dim")
-    output_dim = opts.int("output-dim")
-    opts.positive("output-dim", output_dim)
-    opts.require(input_dim > 0 and input_dim % output_dim == 0,
-                 f"invalid input-dim={input_dim} for output-dim={output_dim}", "input-dim")
-    scale = opts.float("scale", 1.0)
-    opts.finish()
-    return SumBlockComponent(name, input, input_dim, output_dim, scale)
-
-
-@register("PermuteComponent")
-def permute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: column-map=C0,C1,... (required): a permutation of 0 .. dim-1."""
-    opts = OptionReader("PermuteComponent", name, options)
-    column_map = opts.int_list("column-map")
-    opts.require(len(column_map) > 0 and sorted(column_map) == list(range(len(column_map))),
-                 f"column-map={opts.raw['column-map']} is not a permutation of 0..{len(column_map) - 1}", "column-map")
-    opts.finish()
-    return PermuteComponent(name, input, column_map)
-
-
-@register("DropoutComponent")
-def dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim, dropout-proportion (required, in [0, 1]), dropout-per-frame (false), test-mode (false)."""
-    opts = OptionReader("DropoutComponent", name, options)
-    dim = _dim(opts)
-    proportion = opts.float("dropout-proportion")
-    per_frame = opts.bool("dropout-per-frame", False)
-    test_mode = opts.bool("test-mode", False)
-    opts.require(0.0 <= proportion <= 1.0, f"dropout-proportion={proportion} must be in [0, 1]",
-                 "dropout-proportion")
-    opts.finish()
-    return DropoutComponent(name, input, dim, proportion, per_frame, test_mode)
-
-
-@register("GeneralDropoutComponent")
-def general_dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim (required), block-dim (dim), time-period (0), dropout-proportion (0.5), continuous (false),
-    test-mode (false)."""
-    opts = OptionReader("GeneralDropoutComponent", name, options)
-    dim = _dim(opts)
-    block_dim = opts.int("block-dim", dim)
-    opts.require(block_dim > 0 and dim % block_dim == 0,
-                 f"block-dim={block_dim} must be positive and divide dim={dim}", "block-dim")
-    time_period = opts.int("time-period", 0)
-    proportion = opts.float("dropout-proportion", 0.5)
-    continuous = opts.bool("continuous", False)
-    test_mode = opts.bool("test-mode", False)
-    opts.finish()
-    return GeneralDropoutComponent(name, input, dim, block_dim, time_period, proportion, continuous, test_mode)
-
-
-@register("ClipGradientComponent")
-def clip_gradient_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim (required), clipping-threshold (15.0), norm-based-clipping (false),
-    self-repair-clipped-proportion-threshold (0.01), self-repair-target (0.0), self-repair-scale (1.0)."""
-    opts = OptionReader("ClipGradientComponent", name, options)
-    dim = opts.int("dim")
-    clipping_threshold = opts.float("clipping-threshold", 15.0)
-    norm_based = opts.bool("norm-based-clipping", False)
-    meta = [
-        ("self-repair-clipped-proportion-threshold", opts.float("self-repair-clipped-proportion-threshold", 0.01)),
-        ("self-repair-target", opts.float("self-repair-target", 0.0)),
-        ("self-repair-scale", opts.float("self-repair-scale", 1.0)),
-    ]
-    opts.positive("dim", dim)
-    opts.nonnegative("clipping-threshold", clipping_threshold)
-    for key, value in meta:
-        opts.nonnegative(key, value)
-    opts.finish()
-    return ClipGradientComponent(name, input, dim, clipping_threshold, norm_based, options=meta)
-
-
-@register("BackpropTruncationComponent")
-def backprop_truncation_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                  read_matrix=None) -> Layer:
-    """Options: dim (required), scale (1.0), clipping-threshold (30.0), zeroing-threshold (15.0),
-    zeroing-interval (20), recurrence-interval (1)."""
-    opts = OptionReader("BackpropTruncationComponent", name, options)
-    dim = opts.int("dim")
-    scale = opts.float("scale", 1.0)
-    clipping_threshold = opts.float("clipping-threshold", 30.0)
-    zeroing_threshold = opts.float("zeroing-threshold", 15.0)
-    zeroing_interval = opts.int("zeroing-interval", 20)
-    recurrence_interval = opts.int("recurrence-interval", 1)
-    opts.positive("dim", dim)
-    opts.positive("scale", scale)
-    opts.nonnegative("clipping-threshold", clipping_threshold)
-    opts.nonnegative("zeroing-threshold", zeroing_threshold)
-    opts.positive("zeroing-interval", zeroing_interval)
-    opts.positive("recurrence-interval", recurrence_interval)
-    opts.finish()
-    return BackpropTruncationComponent(name, input, dim, scale, clipping_threshold, zeroing_threshold,
-                                       zeroing_interval, recurrence_interval)

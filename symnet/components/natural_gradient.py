@@ -38,9 +38,16 @@ pytree: `init_states(network)` gives `{component name: {"in": State, "out":
 State}}` (only `"in"` for NaturalGradientRepeatedAffineComponent, which, like
 Kaldi, preconditions its gradient matrix with one preconditioner).
 
+A component takes part by declaring its preconditioners: a
+`natural_gradient_settings()` method giving `{key: (dim, rank, options)}`
+(NaturalGradientAffineComponent and NaturalGradientRepeatedAffineComponent
+have one). This module knows no component class: data flows one way, from
+the components (which import it) to the functions here.
+
 A training step is a pure function of the states too. The component's
-backward (the layer's `vjp`, which the Tape calls) reads its state from the
-active `Preconditioning` context and writes the new one back to it:
+backward (the layer's `vjp`, which the Tape calls) asks `active()` for the
+enabled `Preconditioning` context, reads its state from it (`state`), and
+writes the new one back (`update`):
 
     @jax.jit
     def step(network, opt_state, ng_states, x, targets):
@@ -95,7 +102,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import ShapeError, SymnetError
+from ..core.layer import Layer
+from ..errors import ArgumentTypeError, ShapeError, SymnetError
 
 #: Kaldi's constants (OnlineNaturalGradient's constructor and PreconditionDirectionsInternal).
 EPSILON = 1.0e-10
@@ -300,42 +308,18 @@ def _update(s: State, X: jax.Array, num_samples_history: float, alpha: float, ep
 # ----- the components' settings and states ----------------------------------------------------
 
 
-def _kaldi_type(layer: Any) -> str:
-    return getattr(type(layer), "kaldi_type", "")
-
-
 def is_natural_gradient(layer: Any) -> bool:
-    """Whether `layer` is a component Kaldi trains with natural gradient (and symnet can precondition)."""
-    return _kaldi_type(layer) in ("NaturalGradientAffineComponent", "NaturalGradientRepeatedAffineComponent")
+    """Whether `layer` is a component Kaldi trains with natural gradient (and symnet can precondition):
+    one that declares its preconditioners with a `natural_gradient_settings()` method."""
+    return callable(getattr(layer, "natural_gradient_settings", None))
 
 
-def settings(layer: Any) -> dict[str, tuple[int, dict[str, Any]]]:
-    """Per preconditioner of a component: `(dim, rank, options)` as Kaldi's SetNaturalGradientConfigs sets them.
-
-    NaturalGradientAffineComponent: `in` over `input_dim + 1` (the ones column) with rank-in, `out` over
-    `output_dim` with rank-out, and the component's update-period, num-samples-history and alpha
-    (Kaldi's defaults where the component has no such option). NaturalGradientRepeatedAffineComponent:
-    `in` over the block's `input_dim + 1`, rank `min(40, block input dim // 2)` (at least 1),
-    update period 4, Kaldi's default history and alpha.
-    """
-    kind = _kaldi_type(layer)
-    if kind == "NaturalGradientAffineComponent":
-        in_dim, out_dim = layer.input_dim, layer.output_dim
-        opts = {
-            "update_period": int(layer.option("update-period", 4)),
-            "num_samples_history": float(layer.option("num-samples-history", 2000.0)),
-            "alpha": float(layer.option("alpha", 4.0)),
-        }
-        rank_in = int(layer.option("rank-in", -1))
-        rank_out = int(layer.option("rank-out", -1))
-        rank_in = rank_in if rank_in >= 0 else min(20, (in_dim + 1) // 2)
-        rank_out = rank_out if rank_out >= 0 else min(80, (out_dim + 1) // 2)
-        return {"in": (in_dim + 1, max(rank_in, 1), opts), "out": (out_dim, max(rank_out, 1), opts)}
-    if kind == "NaturalGradientRepeatedAffineComponent":
-        out_b, in_b = layer.linear_params.shape
-        rank_in = max(1, min(40, in_b // 2))
-        return {"in": (in_b + 1, rank_in, {"update_period": 4, "num_samples_history": 2000.0, "alpha": 4.0})}
-    raise SymnetError(f"{type(layer).__name__} is not trained with natural gradient")
+def settings(layer: Any) -> dict[str, tuple[int, int, dict[str, Any]]]:
+    """Per preconditioner of a component: `(dim, rank, options)` as Kaldi's SetNaturalGradientConfigs sets
+    them, from the component's `natural_gradient_settings()`."""
+    if not is_natural_gradient(layer):
+        raise SymnetError(f"{type(layer).__name__} is not trained with natural gradient")
+    return layer.natural_gradient_settings()
 
 
 def components(target: Any) -> dict[str, Any]:
@@ -343,8 +327,6 @@ def components(target: Any) -> dict[str, Any]:
 
     `target` is a Network, a Layer or a mapping of name -> Layer.
     """
-    from ..core.layer import Layer
-
     if isinstance(target, Layer):
         roots = [target]
     elif isinstance(target, Mapping):
@@ -352,7 +334,7 @@ def components(target: Any) -> dict[str, Any]:
     elif hasattr(target, "structure"):
         roots = [layer for _, layer in target.structure.outputs]
     else:
-        raise TypeError(f"natural gradient: expected a Network, a Layer or a mapping of layers, "
+        raise ArgumentTypeError(f"natural gradient: expected a Network, a Layer or a mapping of layers, "
                         f"not {type(target).__name__}")
     found: dict[str, Any] = {}
     seen: set[int] = set()
@@ -451,7 +433,8 @@ class Preconditioning:
             return opt_state._replace(preconditioners=self.states)
         return opt_state
 
-    def _state(self, layer: Any) -> dict[str, State]:
+    def state(self, layer: Any) -> dict[str, State]:
+        """The preconditioner states of the component `layer` (by its name); SymnetError if there are none."""
         state = self.states.get(layer.name)
         if state is None:
             raise SymnetError(
@@ -460,17 +443,9 @@ class Preconditioning:
                 f"symnet.natural_gradient.init_states(network){_at(layer)}")
         return state
 
-    def vjp(self, layer: Any, delta: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array):
-        """The component's deltas `(input, linear_params, bias_params)` with preconditioned weight gradients."""
-        if _kaldi_type(layer) == "NaturalGradientRepeatedAffineComponent":
-            nr = layer.num_repeats
-            dx = jnp.matmul(delta.reshape(delta.shape[:-1] + (nr, w.shape[0])), w).reshape(x.shape)
-            dw, db, new = repeated_affine_gradients(settings(layer), self._state(layer), x, delta, nr)
-        else:
-            dx = jnp.matmul(delta, w)
-            dw, db, new = affine_gradients(settings(layer), self._state(layer), x, delta)
-        self.states[layer.name] = new
-        return dx, dw.astype(w.dtype), db.astype(b.dtype)
+    def update(self, layer: Any, states: Mapping[str, State]) -> None:
+        """Record the new preconditioner states of the component `layer`, after its backward pass."""
+        self.states[layer.name] = dict(states)
 
 
 def _at(layer: Any) -> str:

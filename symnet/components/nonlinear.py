@@ -8,17 +8,12 @@ derivative.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import jax
 import jax.numpy as jnp
 
 from ..core.layer import Layer, child, layer_class
 from ..core.elementwise import LogSoftmax, ReLU, Sigmoid, Tanh
-from .base import Component, OptionReader, register
-
-#: Kaldi's "unset" self-repair threshold (kUnsetThreshold).
-UNSET_THRESHOLD = -1000.0
+from .base import Component
 
 #: SoftmaxComponent floors its output at this value (so log() of it stays finite).
 SOFTMAX_FLOOR = 1.0e-20
@@ -123,48 +118,3 @@ class PnormComponent(Component):
         safe = jnp.where(value == 0, 1.0, value)
         scale = jnp.where(value == 0, 0.0, delta / safe)
         return ((self._groups(x) * scale[..., None]).reshape(x.shape),)
-
-
-# ----- builders ----------------------------------------------------------------------
-
-
-def _nonlinear(cls: type):
-    def build(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-        opts = OptionReader(cls.kaldi_type, name, options)
-        dim = opts.int("dim")
-        opts.positive("dim", dim)
-        block_dim = opts.int("block-dim", dim)
-        opts.require(block_dim > 0 and dim % block_dim == 0,
-                     f"block-dim={block_dim} must be positive and divide dim={dim}", "block-dim")
-        meta = [
-            ("block-dim", block_dim),
-            ("self-repair-lower-threshold", opts.float("self-repair-lower-threshold", UNSET_THRESHOLD)),
-            ("self-repair-upper-threshold", opts.float("self-repair-upper-threshold", UNSET_THRESHOLD)),
-            ("self-repair-scale", opts.float("self-repair-scale", 0.0)),
-        ]
-        opts.finish()
-        return cls(name, input, dim, options=meta)
-
-    build.__name__ = cls.kaldi_type
-    build.__doc__ = (f"{cls.kaldi_type}: dim (required), block-dim (dim), self-repair-lower-threshold, "
-                     "self-repair-upper-threshold, self-repair-scale (kept as metadata).")
-    return register(cls.kaldi_type)(build)
-
-
-for _cls in (RectifiedLinearComponent, SigmoidComponent, TanhComponent, SoftmaxComponent, LogSoftmaxComponent):
-    _nonlinear(_cls)
-del _cls
-
-
-@register("PnormComponent")
-def pnorm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: input-dim, output-dim (required); output-dim must divide input-dim."""
-    opts = OptionReader("PnormComponent", name, options)
-    output_dim = opts.int("output-dim")
-    input_dim = opts.int("input-dim")
-    opts.positive("output-dim", output_dim)
-    opts.positive("input-dim", input_dim)
-    opts.require(input_dim % output_dim == 0, f"output-dim={output_dim} must divide input-dim={input_dim}",
-                 "output-dim")
-    opts.finish()
-    return PnormComponent(name, input, input_dim, output_dim)

@@ -10,14 +10,13 @@ accumulated statistics for the training loop to store (Kaldi's StoreStats).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from ..core.layer import Layer, child, layer_class
-from ..core.initializers import Zeros
-from .base import Component, FixedWeight, OptionReader, param_name, register
+from .base import Component
 
 #: Kaldi's floor on the squared norm (2^-66: its square root is exact in float).
 SQUARED_NORM_FLOOR = 2.0**-66
@@ -192,55 +191,3 @@ def batchnorm_stats_updates(tape: Any) -> dict[str, jax.Array]:
         new = layer.accumulate_stats(x, count, mean, var)
         current.update(zip(names, new))
     return current
-
-
-# ----- builders ----------------------------------------------------------------------
-
-
-@register("NormalizeComponent")
-def normalize_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim or input-dim (required), block-dim (input-dim), target-rms (1.0), add-log-stddev (false)."""
-    opts = OptionReader("NormalizeComponent", name, options)
-    key = "dim" if opts.has("dim") else "input-dim"
-    input_dim = opts.int(key)
-    opts.positive(key, input_dim)
-    block_dim = opts.int("block-dim", input_dim)
-    target_rms = opts.float("target-rms", 1.0)
-    add_log_stddev = opts.bool("add-log-stddev", False)
-    opts.positive("target-rms", target_rms)
-    opts.require(block_dim > 0 and input_dim % block_dim == 0,
-                 f"block-dim={block_dim} must be positive and divide the input dim {input_dim}", "block-dim")
-    opts.finish()
-    return NormalizeComponent(name, input, input_dim, block_dim, target_rms, add_log_stddev)
-
-
-@register("BatchNormComponent")
-def batch_norm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: dim (required), block-dim (dim), epsilon (0.001), target-rms (1.0), test-mode (false).
-
-    The statistics start as Kaldi's fresh component's: count 0, mean 0, variance 0.
-    """
-    opts = OptionReader("BatchNormComponent", name, options)
-    dim = opts.int("dim")
-    opts.positive("dim", dim)
-    block_dim = opts.int("block-dim", dim)
-    epsilon = opts.float("epsilon", 1.0e-3)
-    target_rms = opts.float("target-rms", 1.0)
-    test_mode = opts.bool("test-mode", False)
-    opts.require(block_dim > 0 and dim % block_dim == 0,
-                 f"block-dim={block_dim} must be positive and divide dim={dim}", "block-dim")
-    opts.positive("epsilon", epsilon)
-    opts.positive("target-rms", target_rms)
-    opts.finish()
-    return BatchNormComponent(
-        name,
-        input,
-        FixedWeight(Zeros((block_dim,)), param_name(name, "stats_mean")),
-        FixedWeight(Zeros((block_dim,)), param_name(name, "stats_var")),
-        FixedWeight(0.0, param_name(name, "count")),
-        dim,
-        block_dim,
-        epsilon,
-        target_rms,
-        test_mode,
-    )

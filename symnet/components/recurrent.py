@@ -12,21 +12,11 @@ and the self-repair settings stay in `options`.
 
 from __future__ import annotations
 
-import math
-from typing import Any, Mapping
-
 import jax
 import jax.numpy as jnp
 
-from ..core.layer import Layer, Weight, child, layer_class
-from .base import Component, OptionReader, auto_vjp, normal_init, param_name, register, shape_of, updatable_options
-
-
-def _param_shape(layer: Component, field: str) -> tuple[int, ...]:
-    shape = shape_of(getattr(layer, field))
-    if shape is None:
-        raise TypeError(f"{type(layer).__name__} {layer.name!r}: the shape of {field} is not known before running")
-    return shape
+from ..core.layer import Layer, child, layer_class
+from .base import Component, auto_vjp, known_shape
 
 
 @layer_class
@@ -54,7 +44,7 @@ class LstmNonlinearityComponent(Component):
 
     @property
     def cell_dim(self) -> int:
-        return _param_shape(self, "params")[1]
+        return known_shape(self, "params")[1]
 
     @property
     def input_dim(self) -> int:
@@ -106,11 +96,11 @@ class GruNonlinearityComponent(Component):
 
     @property
     def cell_dim(self) -> int:
-        return _param_shape(self, "w_h")[0]
+        return known_shape(self, "w_h")[0]
 
     @property
     def recurrent_dim(self) -> int:
-        return _param_shape(self, "w_h")[1]
+        return known_shape(self, "w_h")[1]
 
     @property
     def input_dim(self) -> int:
@@ -154,7 +144,7 @@ class OutputGruNonlinearityComponent(Component):
 
     @property
     def cell_dim(self) -> int:
-        return _param_shape(self, "w_h")[0]
+        return known_shape(self, "w_h")[0]
 
     @property
     def input_dim(self) -> int:
@@ -173,103 +163,3 @@ class OutputGruNonlinearityComponent(Component):
 
     def vjp(self, delta, value, x, w_h):
         return auto_vjp(self, delta, x, w_h)
-
-
-# ----- builders ----------------------------------------------------------------------
-
-
-@register("LstmNonlinearityComponent")
-def lstm_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: cell-dim (required), param-stddev (1.0), tanh-self-repair-threshold (0.2),
-    sigmoid-self-repair-threshold (0.05), self-repair-scale (1e-5), use-dropout (false); learning rates.
-
-    `options` gets Kaldi's `self-repair-config` vector (thresholds of the five
-    nonlinearities i, f, c, o, m, then their five scales).
-    """
-    opts = OptionReader("LstmNonlinearityComponent", name, options)
-    meta = updatable_options(opts)
-    cell_dim = opts.int("cell-dim")
-    param_stddev = opts.float("param-stddev", 1.0)
-    tanh_threshold = opts.float("tanh-self-repair-threshold", 0.2)
-    sigmoid_threshold = opts.float("sigmoid-self-repair-threshold", 0.05)
-    self_repair_scale = opts.float("self-repair-scale", 1.0e-5)
-    use_dropout = opts.bool("use-dropout", False)
-    opts.finish()
-    opts.positive("cell-dim", cell_dim)
-    opts.nonnegative("param-stddev", param_stddev)
-    opts.require(0.0 <= tanh_threshold <= 1.0, f"tanh-self-repair-threshold={tanh_threshold} must be in [0, 1]",
-                 "tanh-self-repair-threshold")
-    opts.require(0.0 <= sigmoid_threshold <= 0.25,
-                 f"sigmoid-self-repair-threshold={sigmoid_threshold} must be in [0, 0.25]",
-                 "sigmoid-self-repair-threshold")
-    opts.require(0.0 <= self_repair_scale <= 0.1, f"self-repair-scale={self_repair_scale} must be in [0, 0.1]",
-                 "self-repair-scale")
-    thresholds = (sigmoid_threshold, sigmoid_threshold, tanh_threshold, sigmoid_threshold, tanh_threshold)
-    meta.append(("self-repair-config", thresholds + (self_repair_scale,) * 5))
-    return LstmNonlinearityComponent(
-        name, input, Weight(normal_init((3, cell_dim), param_stddev), param_name(name, "params")), use_dropout,
-        options=meta,
-    )
-
-
-@register("GruNonlinearityComponent")
-def gru_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options: cell-dim (required), recurrent-dim (cell-dim; 0 < recurrent-dim <= cell-dim),
-    param-stddev (1/sqrt(cell-dim)), self-repair-threshold (0.2), self-repair-scale (1e-5), alpha (4),
-    rank-in (20), rank-out (80), update-period (4); learning rates."""
-    opts = OptionReader("GruNonlinearityComponent", name, options)
-    meta = updatable_options(opts)
-    cell_dim = opts.int("cell-dim")
-    opts.positive("cell-dim", cell_dim)
-    param_stddev = opts.float("param-stddev", 1.0 / math.sqrt(cell_dim))
-    recurrent_dim = opts.int("recurrent-dim", -1)
-    threshold = opts.float("self-repair-threshold", 0.2)
-    scale = opts.float("self-repair-scale", 1.0e-5)
-    meta += [
-        ("self-repair-threshold", threshold),
-        ("self-repair-scale", scale),
-        ("alpha", opts.float("alpha", 4.0)),
-        ("rank-in", opts.int("rank-in", 20)),
-        ("rank-out", opts.int("rank-out", 80)),
-        ("update-period", opts.int("update-period", 4)),
-    ]
-    if recurrent_dim < 0:
-        recurrent_dim = cell_dim
-    opts.require(0 < recurrent_dim <= cell_dim,
-                 f"recurrent-dim={recurrent_dim} must be in 1..cell-dim ({cell_dim})", "recurrent-dim")
-    opts.nonnegative("self-repair-threshold", threshold)
-    opts.nonnegative("self-repair-scale", scale)
-    opts.finish()
-    return GruNonlinearityComponent(
-        name, input, Weight(normal_init((cell_dim, recurrent_dim), param_stddev), param_name(name, "w_h")),
-        options=meta,
-    )
-
-
-@register("OutputGruNonlinearityComponent")
-def output_gru_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                      read_matrix=None) -> Layer:
-    """Options: cell-dim (required), param-mean (0.0), param-stddev (1.0), self-repair-threshold (0.2),
-    self-repair-scale (1e-5), alpha (4), rank (8), update-period (10); learning rates."""
-    opts = OptionReader("OutputGruNonlinearityComponent", name, options)
-    meta = updatable_options(opts)
-    cell_dim = opts.int("cell-dim")
-    opts.positive("cell-dim", cell_dim)
-    threshold = opts.float("self-repair-threshold", 0.2)
-    scale = opts.float("self-repair-scale", 1.0e-5)
-    param_mean = opts.float("param-mean", 0.0)
-    param_stddev = opts.float("param-stddev", 1.0)
-    meta += [
-        ("self-repair-threshold", threshold),
-        ("self-repair-scale", scale),
-        ("alpha", opts.float("alpha", 4.0)),
-        ("rank", opts.int("rank", 8)),
-        ("update-period", opts.int("update-period", 10)),
-    ]
-    opts.nonnegative("self-repair-threshold", threshold)
-    opts.nonnegative("self-repair-scale", scale)
-    opts.finish()
-    return OutputGruNonlinearityComponent(
-        name, input, Weight(normal_init((cell_dim,), param_stddev, param_mean), param_name(name, "w_h")),
-        options=meta,
-    )

@@ -36,7 +36,7 @@ ignores the floor in its backprop).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -46,7 +46,7 @@ from ..core.descriptor import IndexedLayer
 from ..errors import ShapeError, at
 from ..core.index import decode, encode
 from ..core.layer import Layer, child, layer_class
-from .base import Component, OptionReader, register
+from .base import Component
 
 
 def _segment_sum(values: jnp.ndarray, owner: np.ndarray, num_rows: int) -> jnp.ndarray:
@@ -212,52 +212,3 @@ class StatisticsPoolingComponent(Component):
         return _StatisticsPooling(self.input, self.in_dim, self.input_period, self.left_context, self.right_context,
                                   self.num_log_count_features, self.output_stddevs, self.variance_floor,
                                   where=self.where)
-
-
-@register("StatisticsExtractionComponent")
-def statistics_extraction_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                    read_matrix=None) -> Layer:
-    """Options (Kaldi's StatisticsExtractionComponent::InitFromConfig): input-dim (required), input-period (1),
-    output-period (1; a multiple of input-period), include-variance (true)."""
-    opts = OptionReader("StatisticsExtractionComponent", name, options)
-    input_dim = opts.int("input-dim")
-    input_period = opts.int("input-period", 1)
-    output_period = opts.int("output-period", 1)
-    include_variance = opts.bool("include-variance", True)
-    opts.finish()
-    opts.positive("input-dim", input_dim)
-    opts.positive("input-period", input_period)
-    opts.positive("output-period", output_period)
-    opts.require(output_period % input_period == 0,
-                 f"output-period={output_period} must be a multiple of input-period={input_period}", "output-period")
-    return StatisticsExtractionComponent(name, input, input_dim, input_period, output_period, include_variance)
-
-
-@register("StatisticsPoolingComponent")
-def statistics_pooling_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options (Kaldi's StatisticsPoolingComponent::InitFromConfig and Check): input-dim (required),
-    input-period (1), left-context and right-context (required in effect: Kaldi's default -1 fails its check;
-    both >= 0, not both 0, multiples of input-period), num-log-count-features (0), output-stddevs (false; needs
-    an odd input-dim), variance-floor (1e-10, in (0, 1))."""
-    opts = OptionReader("StatisticsPoolingComponent", name, options)
-    input_dim = opts.int("input-dim")
-    input_period = opts.int("input-period", 1)
-    left = opts.int("left-context", -1)
-    right = opts.int("right-context", -1)
-    num_log_count = opts.int("num-log-count-features", 0)
-    output_stddevs = opts.bool("output-stddevs", False)
-    floor = opts.float("variance-floor", 1.0e-10)
-    opts.finish()
-    opts.positive("input-dim", input_dim)
-    opts.positive("input-period", input_period)
-    for key, value in (("left-context", left), ("right-context", right)):
-        opts.require(value >= 0, f"option {key} is required and must not be negative (got {value})", key)
-        opts.require(value % input_period == 0,
-                     f"{key}={value} must be a multiple of input-period={input_period}", key)
-    opts.require(left + right > 0, "left-context and right-context must not both be 0", "right-context")
-    opts.nonnegative("num-log-count-features", num_log_count)
-    opts.require(0.0 < floor < 1.0, f"variance-floor={floor} must be in (0, 1)", "variance-floor")
-    opts.require(not output_stddevs or (input_dim - 1) % 2 == 0,
-                 f"output-stddevs needs input-dim = 1 + 2 * feature-dim, got input-dim={input_dim}", "input-dim")
-    return StatisticsPoolingComponent(name, input, input_dim, input_period, left, right, num_log_count,
-                                      output_stddevs, floor)

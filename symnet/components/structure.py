@@ -25,17 +25,17 @@ SpecAugmentTimeMaskComponent (nnet-general-component.cc)
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from typing import ClassVar
 
 import attrs
 import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import IndexedLayer, Ref
-from ..errors import ShapeError, SymnetError, at
+from ..errors import ShapeError, at
 from ..core.index import decode, encode
 from ..core.layer import Layer, child, children_field, layer_class
-from .base import COMPONENTS, Component, ComponentConfigError, ComponentModeError, OptionReader, register
+from .base import Component, ComponentModeError
 
 # ----- DistributeComponent ------------------------------------------------------------------
 
@@ -109,21 +109,6 @@ class DistributeComponent(Component):
         return _Distribute(self.input, self.in_dim, self.out_dim, where=self.where)
 
 
-@register("DistributeComponent")
-def distribute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options (Kaldi's DistributeComponent::InitFromConfig): input-dim, output-dim (required, positive,
-    output-dim divides input-dim)."""
-    opts = OptionReader("DistributeComponent", name, options)
-    input_dim = opts.int("input-dim")
-    output_dim = opts.int("output-dim")
-    opts.finish()
-    opts.positive("input-dim", input_dim)
-    opts.positive("output-dim", output_dim)
-    opts.require(input_dim % output_dim == 0, f"output-dim={output_dim} must divide input-dim={input_dim}",
-                 "output-dim")
-    return DistributeComponent(name, input, input_dim, output_dim)
-
-
 # ----- CompositeComponent ------------------------------------------------------------------------
 
 #: The input every part of a CompositeComponent is built with; `expand()` replaces it.
@@ -159,65 +144,6 @@ class CompositeComponent(Component):
         return x
 
 
-def parse_nested_config(text: str) -> dict[str, str]:
-    """`key=value` pairs of a nested config line (`'type=AffineComponent input-dim=3 ...'`)."""
-    out: dict[str, str] = {}
-    for word in text.split():
-        key, equals, value = word.partition("=")
-        if not equals or not key:
-            raise ValueError(f"{word!r} is not key=value")
-        if key in out:
-            raise ValueError(f"{key} is given twice")
-        out[key] = value
-    return out
-
-
-def composite_part_name(name: str, i: int) -> str:
-    """The name of part number `i` (from 1, as in `component{i}=`) of the CompositeComponent `name`."""
-    return f"{name}.component{i}"
-
-
-@register("CompositeComponent")
-def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix=None) -> Layer:
-    """Options (Kaldi's CompositeComponent::InitFromConfig): num-components (required, >= 1), component1 ..
-    componentN (required: each a nested config line `type=... options`, or a mapping with a `type`), of simple
-    components (not CompositeComponent) whose dims chain; max-rows-process (4096)."""
-    opts = OptionReader("CompositeComponent", name, options)
-    max_rows = opts.int("max-rows-process", 4096)
-    num = opts.int("num-components")
-    opts.require(num >= 1, f"num-components={num} must be at least 1", "num-components")
-    parts = []
-    for i in range(1, num + 1):
-        key = f"component{i}"
-        opts.require(opts.has(key), f"option {key} is required (num-components={num})", key)
-        raw = opts.raw[key]
-        opts.used.add(key)
-        try:
-            sub = dict(raw) if isinstance(raw, Mapping) else parse_nested_config(str(raw))
-        except (TypeError, ValueError) as e:
-            raise opts.error(f"cannot parse {key}: {e}", key) from None
-        kind = sub.pop("type", None)
-        opts.require(bool(kind), f"{key} has no type=", key)
-        opts.require(kind != "CompositeComponent", f"{key}: a CompositeComponent cannot be nested in another", key)
-        builder = COMPONENTS.get(str(kind))
-        opts.require(builder is not None, f"{key}: unknown component type {kind}", key)
-        try:
-            part = builder(composite_part_name(name, i), sub, PART_INPUT, read_matrix=read_matrix)
-        except ComponentConfigError as e:
-            raise opts.error(f"{key} ({kind}): {e.message}", key) from None
-        except SymnetError as e:
-            raise opts.error(f"{key} ({kind}): {e}", key) from None
-        opts.require(type(part).rowwise and getattr(part, "input", None) is PART_INPUT,
-                     f"{key}: {kind} is not a simple (row-wise) component", key)
-        if parts:
-            opts.require(part.input_dim == parts[-1].output_dim,
-                         f"{key} has input-dim {part.input_dim}, but component{i - 1} has output-dim "
-                         f"{parts[-1].output_dim}", key)
-        parts.append(part)
-    opts.finish()
-    return CompositeComponent(name, input, tuple(parts), max_rows)
-
-
 # ----- SpecAugmentTimeMaskComponent -----------------------------------------------------------
 
 
@@ -250,19 +176,3 @@ class SpecAugmentTimeMaskComponent(Component):
 
     def vjp(self, delta, value, x):
         return (delta,)
-
-
-@register("SpecAugmentTimeMaskComponent")
-def spec_augment_time_mask_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                     read_matrix=None) -> Layer:
-    """Options (Kaldi's SpecAugmentTimeMaskComponent::InitFromConfig): dim (required), zeroed-proportion (0.25),
-    time-mask-max-frames (10, more than 1). Kaldi's config has no test-mode option: the component starts in
-    training mode; `set_test_mode` switches it."""
-    opts = OptionReader("SpecAugmentTimeMaskComponent", name, options)
-    dim = opts.int("dim")
-    proportion = opts.float("zeroed-proportion", 0.25)
-    max_frames = opts.int("time-mask-max-frames", 10)
-    opts.finish()
-    opts.positive("dim", dim)
-    opts.require(max_frames > 1, f"time-mask-max-frames={max_frames} must be more than 1", "time-mask-max-frames")
-    return SpecAugmentTimeMaskComponent(name, input, dim, proportion, max_frames)

@@ -15,6 +15,7 @@ engine's `[rows, batch, dim]` arrays alike, so row-wise layers keep row labels.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import zlib
 from typing import Any, ClassVar, Iterator, Mapping
@@ -31,7 +32,7 @@ from .frozen import FrozenArray, constant_array
 from .initializers import Initializer
 from .source import user_line
 from .tape import Tape
-from .walk import paths, structurally_equal, walk
+from .walk import first_uses, structurally_equal, walk
 
 
 def child(**kwargs: Any) -> Any:
@@ -133,6 +134,11 @@ class Layer:
         """The name of the network input this layer stands for (`Identity()` is `'input'`), else None."""
         return None
 
+    @property
+    def weight_role(self) -> str:
+        """What an unnamed Weight operand of this layer is called in parameter names (the layer kind)."""
+        return type(self).__name__.lower()
+
     def expand(self) -> Layer | None:
         """For a macro layer (a composition of others, e.g. a TDNN), the layer it stands for; else None.
 
@@ -159,8 +165,11 @@ class Layer:
         is given. Equivalent to `Network(self).forward(input, params)`.
         """
         canonical, weights = canonicalize({"output": self})
-        values = initial_values(weights, 0) if params is None else checked_params(weights, params)
-        return evaluate([canonical["output"]], None if input is None else input_tape(input), values)[0]
+        trainable = {n: w for n, w in weights.items() if w.trainable}
+        fixed = {n: w for n, w in weights.items() if not w.trainable}
+        values = initial_values(trainable, 0) if params is None else checked_params(trainable, params)
+        given = None if input is None else input_tape(input)
+        return evaluate([canonical["output"]], given, values, initial_values(fixed, 0))[0]
 
     # ----- operators ---------------------------------------------------------
 
@@ -331,6 +340,9 @@ class Weight(Layer):
         default=attrs.Factory(lambda self: None if self.name else _Token(), takes_self=True), kw_only=True
     )
 
+    #: Whether gradients train it (a `Weight`) or its value is state (a `FixedWeight`).
+    trainable: ClassVar[bool] = True
+
     @property
     def shape(self) -> tuple[int, ...]:
         if isinstance(self.init, Initializer):
@@ -348,6 +360,25 @@ class Weight(Layer):
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         name = f", name={self.name!r}" if self.name else ""
         return f"Weight({self.init!r}{name})", Formatter.ATOM
+
+
+@layer_class
+class FixedWeight(Weight):
+    """A value the network keeps but gradients never change: it lives in `network.state`, not `network.params`.
+
+    Kaldi's fixed components (FixedAffine, FixedScale, FixedBias, a
+    ConstantFunction with is-updatable=false) and batch-norm statistics are
+    such values: model files store them like parameters, but training leaves
+    them alone (batch-norm statistics are updated outside gradients). Keeping
+    them apart from `params` means an optimiser sees only what it may train,
+    with no mask.
+    """
+
+    trainable: ClassVar[bool] = False
+
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
+        name = f", name={self.name!r}" if self.name else ""
+        return f"FixedWeight({self.init!r}{name})", Formatter.ATOM
 
 
 # ----- arithmetic ------------------------------------------------------------------
@@ -391,6 +422,7 @@ class BinaryLayer(Layer):
 class Plus(BinaryLayer):
     """Elementwise sum, broadcasting (`a + b`)."""
 
+    weight_role = "bias"  # type: ignore[assignment]
     symbol = "+"
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
@@ -404,6 +436,7 @@ class Plus(BinaryLayer):
 class Minus(BinaryLayer):
     """Elementwise difference, broadcasting (`a - b`)."""
 
+    weight_role = "bias"  # type: ignore[assignment]
     symbol = "-"
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
@@ -417,6 +450,7 @@ class Minus(BinaryLayer):
 class Times(BinaryLayer):
     """Elementwise product, broadcasting (`a * b`)."""
 
+    weight_role = "scale"  # type: ignore[assignment]
     symbol = "*"
     precedence = Formatter.PRODUCT
 
@@ -431,6 +465,7 @@ class Times(BinaryLayer):
 class Divide(BinaryLayer):
     """Elementwise quotient, broadcasting (`a / b`)."""
 
+    weight_role = "scale"  # type: ignore[assignment]
     symbol = "/"
     precedence = Formatter.PRODUCT
 
@@ -445,6 +480,7 @@ class Divide(BinaryLayer):
 class Dot(BinaryLayer):
     """Matrix product (`a @ b`), with numpy's `matmul` rules."""
 
+    weight_role = "weight"  # type: ignore[assignment]
     symbol = "@"
     precedence = Formatter.PRODUCT
 
@@ -538,21 +574,35 @@ class Structure:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """The parameter names, in leaf order."""
+        """The names of every Weight (parameters and state), in name order."""
         return tuple(w.name for w in self.weights)  # type: ignore[misc]
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        """The names of the trainable Weights (`network.params`), in leaf order."""
+        return tuple(w.name for w in self.weights if w.trainable)  # type: ignore[misc]
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """The names of the FixedWeights (`network.state`), in leaf order."""
+        return tuple(w.name for w in self.weights if not w.trainable)  # type: ignore[misc]
 
 
 def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[str, Weight]]:
     """Give every Weight its final name; check that equally named Weights agree.
 
-    Unnamed weights are named by their first path from the outputs (`lhs.rhs`),
-    prefixed by the output name when there are several outputs: deterministic
-    from the structure alone. The identity token that keeps two `Weight(2.0)`
-    calls apart is dropped, so equal structures are equal values.
+    An unnamed weight is named after where a depth-first walk in field order
+    first meets it: the nearest enclosing named `Node` (or the output, when
+    there are several) and its role for the layer that uses it (`weight` of a
+    matrix product, `bias` of a sum, `scale` of a product): `h.weight`,
+    `h.bias`, and `h.weight_2` for a second one in `h`. Names depend on the
+    structure alone, and a change in one Node renames nothing in another. The
+    identity token that keeps two `Weight(2.0)` calls apart is dropped, so
+    equal structures are equal values.
     """
     roots = [(name if len(outputs) > 1 else "", layer) for name, layer in outputs.items()]
     order = walk([layer for _, layer in roots])
-    found = paths(roots)
+    uses = first_uses(roots)
     explicit: dict[str, Weight] = {}
     for layer in order:
         if isinstance(layer, Weight) and layer.name is not None:
@@ -567,10 +617,13 @@ def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[s
     for layer in order:
         if isinstance(layer, Weight):
             if layer.name is None:
-                name = found[id(layer)] or "weight"
-                base, k = name, 1
+                scope, user = uses[id(layer)]
+                role = "weight" if user is None else user.weight_role
+                base = f"{scope}.{role}" if scope else role
+                name, k = base, 1
                 while name in explicit or (name in weights and weights[name] is not layer):
-                    name, k = f"{base}_{k}", k + 1
+                    k += 1
+                    name = f"{base}_{k}"
                 new = attrs.evolve(layer, name=name, token=None)
             else:
                 new = explicit[layer.name]
@@ -587,20 +640,34 @@ def parameter_key(seed: int, name: str) -> jax.Array:
     return jax.random.PRNGKey(zlib.crc32(f"{seed}:{name}".encode()))
 
 
+#: The most values the Weights of one network may have (a gigabyte of float32: far beyond any real model),
+#: checked before anything is initialised, so that a config saying `output-dim=1000000000` is an error.
+MAX_PARAMETER_VALUES = 1 << 28
+
+
 def initial_values(weights: Mapping[str, Weight], seed: int) -> dict[str, jax.Array]:
     """Every Weight's initial array, random ones with a key derived from `seed` and the name."""
+    total = 0
+    for name, w in weights.items():
+        total += math.prod(w.shape)
+        if total > MAX_PARAMETER_VALUES:
+            raise ParameterError(f"Weight {name!r} of shape {w.shape}{at(w.where)} takes the network's parameters "
+                                 f"beyond {MAX_PARAMETER_VALUES} values; refusing to initialise them")
     return {name: w.initial_value(parameter_key(seed, name)) for name, w in weights.items()}
 
 
-def checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any]) -> dict[str, jax.Array]:
-    """Parameters as arrays, after checking names and shapes against the Weights."""
+def checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any], what: str = "parameter"
+                   ) -> dict[str, jax.Array]:
+    """Values of these Weights as arrays, after checking names and shapes (`what` names them in errors)."""
+    if not isinstance(params, Mapping):
+        raise ParameterError(f"{what} values must be a mapping of name -> array, got {type(params).__name__}")
     missing = [n for n in weights if n not in params]
     if missing:
         w = weights[missing[0]]
-        raise ParameterError(f"missing parameter(s) {missing}: Weight {w!r}{at(w.where)}")
+        raise ParameterError(f"missing {what}(s) {missing}: Weight {w!r}{at(w.where)}")
     unknown = [n for n in params if n not in weights]
     if unknown:
-        raise ParameterError(f"unknown parameter(s) {unknown}; the network has {list(weights)}")
+        raise ParameterError(f"unknown {what}(s) {unknown}; the network has {list(weights)}")
     out = {}
     for name, w in weights.items():
         value = params[name]
@@ -608,10 +675,10 @@ def checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any]) -> 
             try:
                 value = jnp.asarray(value, dtype=jnp.result_type(float))
             except (TypeError, ValueError):
-                raise ParameterError(f"parameter {name!r} is {value!r}, not an array") from None
+                raise ParameterError(f"{what} {name!r} is {value!r}, not an array") from None
         if tuple(value.shape) != w.shape:
             raise ParameterError(
-                f"parameter {name!r} has shape {tuple(value.shape)}, but its Weight has shape {w.shape}{at(w.where)}"
+                f"{what} {name!r} has shape {tuple(value.shape)}, but its Weight has shape {w.shape}{at(w.where)}"
             )
         out[name] = value
     return out
@@ -634,8 +701,14 @@ def input_tape(value: Any) -> Tape:
     return Tape(Identity(), array)
 
 
-def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Array]) -> list[Tape]:
-    """Run canonical trees on plain arrays (no Indexes), building one Tape per layer."""
+def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Array],
+             state: Mapping[str, jax.Array] | None = None) -> list[Tape]:
+    """Run canonical trees on plain arrays (no Indexes), building one Tape per layer.
+
+    `params` are the trainable Weights' values (their tapes get gradients),
+    `state` the FixedWeights'.
+    """
+    values = {**params, **(state or {})}
     tapes: dict[int, Tape] = {}
     for layer in walk(roots):
         name = layer.input_name
@@ -651,7 +724,8 @@ def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Ar
                                  f"{at(layer.where)}")
             tape = input
         elif isinstance(layer, Weight):
-            tape = Tape(layer, params[layer.name], parameter=layer.name, parameters=params)  # type: ignore[index]
+            name = layer.name if layer.trainable else None
+            tape = Tape(layer, values[layer.name], parameter=name, parameters=params)  # type: ignore[index]
         elif isinstance(layer, Literal):
             tape = Tape(layer, layer.array, parameters=params)
         elif not layer.rowwise or type(layer).apply is Layer.apply:

@@ -49,23 +49,24 @@ def rewrite(roots: Iterable[Layer], fn: Callable[[Layer], Layer]) -> list[Layer]
     return [done[id(r)] for r in roots]
 
 
-def paths(roots: Iterable[tuple[str, Layer]]) -> dict[int, str]:
-    """The first path (depth-first, field order) to every layer, keyed by identity.
+def first_uses(roots: Iterable[tuple[str, Layer]]) -> dict[int, tuple[str, Layer | None]]:
+    """For every layer (by identity), where a depth-first walk in field order first meets it.
 
-    Paths are field names joined by dots (`lhs.rhs`); below a layer with a
-    `scope` (a named `Node`) they start again from that name (`affine1.rhs`).
+    The result is `(scope, user)`: `scope` is the name of the nearest enclosing
+    layer with a `scope` (a named `Node`), else the root's prefix; `user` is the
+    layer whose operand it is there (None for a root).
     """
-    found: dict[int, str] = {}
-    stack = [(prefix, layer) for prefix, layer in reversed(list(roots))]
+    found: dict[int, tuple[str, Layer | None]] = {}
+    stack: list[tuple[str, Layer | None, Layer]] = [(prefix, None, layer) for prefix, layer in reversed(list(roots))]
     while stack:
-        path, layer = stack.pop()
+        scope, user, layer = stack.pop()
         if id(layer) in found:
             continue
-        found[id(layer)] = path
-        scope = layer.scope
-        for name, c in reversed(list(layer.named_children())):
+        found[id(layer)] = (scope, user)
+        inner = layer.scope or scope
+        for c in reversed(layer.children):
             if id(c) not in found:
-                stack.append((scope if scope else f"{path}.{name}" if path else name, c))
+                stack.append((inner, layer, c))
     return found
 
 

@@ -26,8 +26,10 @@ def network_html(network: Any, *, context: bool = True, picture: bool = True) ->
     objectives = dict(getattr(network, "objectives", {}) or {})
     params = net.params
     total = sum(int(np.size(v)) for v in params.values())
+    fixed = sum(int(np.size(v)) for v in net.state.values())
+    state_text = f", {len(net.state)} state array(s) ({count(fixed)} values)" if net.state else ""
     parts = [f"<div><b>Network</b>: {len(net.structure.outputs)} output(s), {len(params)} parameter array(s), "
-             f"{count(total)} parameters</div>"]
+             f"{count(total)} parameters{state_text}</div>"]
     try:
         info = GraphView(net)
     except Exception as e:
@@ -61,6 +63,12 @@ def network_html(network: Any, *, context: bool = True, picture: bool = True) ->
                      escape(getattr(value, "dtype", "")), escape(", ".join(users.get(name, [])))])
     parts.append(fold(f"<b>parameters</b> ({len(params)}, {count(total)} values)",
                       table(["name", "shape", "count", "dtype", "used by"], prow), open=len(params) <= 30))
+    if net.state:
+        srow = [[escape(name), escape(shape_text(np.shape(value))), escape(count(int(np.size(value)))),
+                 escape(getattr(value, "dtype", "")), escape(", ".join(users.get(name, [])))]
+                for name, value in net.state.items()]
+        parts.append(fold(f"<b>state</b> ({len(net.state)}, {count(fixed)} values: kept, not trained)",
+                          table(["name", "shape", "count", "dtype", "used by"], srow), open=len(net.state) <= 30))
     if info is not None and picture:
         try:
             parts.append(fold("<b>graph</b>", draw_graph(info)))
@@ -104,7 +112,7 @@ def nodes_table(info: GraphView) -> str:
         weights = []
         for op in info.weights_of(nid):
             w = g.layers[op]
-            value = info.network.params.get(w.name)
+            value = info.network.values.get(w.name)
             shape = np.shape(value) if value is not None else w.shape
             weights.append(f"{escape(w.name)} {escape(shape_text(shape))} = {escape(count(int(np.prod(shape))))}")
         name = escape(label(layer)) + (f' <b>→ output {escape(outputs[nid])}</b>' if nid in outputs else "")

@@ -198,16 +198,18 @@ class Computation:
         Inside `symnet.rng.randomness(key)` the key is an argument of the jitted
         program (training-mode dropout draws from it), never a constant of it.
         """
-        return self._jitted(self._check_network(network).params, self._check_inputs(inputs), rng.active_key())
+        network = self._check_network(network)
+        return self._jitted(network.params, network.state, self._check_inputs(inputs), rng.active_key())
 
-    def _run(self, params: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array],
+    def _run(self, params: Mapping[str, jax.Array], state: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array],
              key: jax.Array | None) -> dict[str, jax.Array]:
         with rng.randomness(key) if key is not None else contextlib.nullcontext():
-            return {name: tape.value for name, tape in self._tapes(params, inputs).items()}
+            return {name: tape.value for name, tape in self._tapes(params, state, inputs).items()}
 
     def forward(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, Tape]:
         """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step."""
-        return self._tapes(self._check_network(network).params, self._check_inputs(inputs))
+        network = self._check_network(network)
+        return self._tapes(network.params, network.state, self._check_inputs(inputs))
 
     def _check_network(self, network: Any) -> Any:
         """`network`, if it has the structure this Computation was compiled for (else its plan does not apply)."""
@@ -234,7 +236,8 @@ class Computation:
             raise PlanError(f"input matrices {sorted(unknown)} are not in the request")
         return out
 
-    def _tapes(self, params: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array]) -> dict[str, Tape]:
+    def _tapes(self, params: Mapping[str, jax.Array], state: Mapping[str, jax.Array],
+               inputs: Mapping[str, jax.Array]) -> dict[str, Tape]:
         graph, batch = self.graph, self.batch
         tapes: dict[int, Tape] = {}
         given: dict[int, Tape] = {}
@@ -249,9 +252,12 @@ class Computation:
                 tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
         for step in self.steps:
             if isinstance(step, RecurrentBlock):
+                for edge in step.externals:  # an operand no row of this request reads (e.g. a Failover's)
+                    if edge.op not in tapes:
+                        tapes[edge.op] = self._absent(edge.op, tapes)
                 step.tapes(tapes, self.rows, params, given)
             elif step.nid not in tapes:
-                tapes[step.nid] = self._tape(step, tapes, params)
+                tapes[step.nid] = self._tape(step, tapes, params, state)
         out = {}
         for name, rowmap in self.output_maps.items():
             tape = tapes[self.output_ids[name]]
@@ -262,10 +268,13 @@ class Computation:
             out[name] = tape
         return out
 
-    def _tape(self, step: _Step, tapes: dict[int, Tape], params: Mapping[str, jax.Array]) -> Tape:
+    def _tape(self, step: _Step, tapes: dict[int, Tape], params: Mapping[str, jax.Array],
+              state: Mapping[str, jax.Array]) -> Tape:
         layer, batch = step.layer, self.batch
         if isinstance(layer, Weight):
-            return Tape(layer, params[layer.name], parameter=layer.name, parameters=params)
+            if not layer.trainable:
+                return Tape(layer, state[layer.name], parameters=params)  # type: ignore[index]
+            return Tape(layer, params[layer.name], parameter=layer.name, parameters=params)  # type: ignore[index]
         if isinstance(layer, Literal):
             return Tape(layer, layer.array, parameters=params)
         upstream = tuple(tapes[op] if op in tapes else self._absent(op, tapes) for op in step.operands)

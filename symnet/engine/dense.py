@@ -20,6 +20,7 @@ from ..core.descriptor import Node
 from ..core.index import IndexSet
 from .computation import compile
 from .graph import Graph
+from .plan import time_reach
 from .context import context, output_name
 from .recurrence import RecurrentBlock
 from .request import ComputationRequest
@@ -147,15 +148,18 @@ def _numeric(value: Any, what: str) -> np.ndarray:
     return array
 
 
-def _compute_span(network, name, group, length, out_t, mode, left, right, state, state_out=()):
+def _compute_span(network, name, group, length, out_t, mode, left, right, state, state_out=(), in_t=None):
     """Output frames `out_t` of sequences of `length` frames; `state` gives node values before them.
 
+    The input is given on frames `in_t` (by default the span and its context),
+    edge frames repeated where they lie outside the sequence.
     Returns `([frames, n, dim] output, {state node: [frames, n, dim] at the span's last frames})`.
     """
     if out_t[1] <= out_t[0]:
         raise ShapeError(f"sequences of {length} frames are too short for context ({left}, {right})")
     n = len(next(iter(group.values())))
-    in_t = (out_t[0] - left, out_t[1] + right) if mode == "same" else (0, length)
+    if in_t is None:
+        in_t = (out_t[0] - left, out_t[1] + right) if mode == "same" else (0, length)
     frames = np.clip(np.arange(*in_t), 0, length - 1)
     inputs = {k: IndexSet.range(n=n, t=in_t) for k in group}
     matrices = {}
@@ -177,12 +181,17 @@ def _compute_span(network, name, group, length, out_t, mode, left, right, state,
 
 
 def _compute_chunked(network, name, group, length, chunk, left, right):
+    """Chunks equal to one pass: each chunk sees every input frame that any of its outputs could read in
+    one pass (optional reads through IfDefined and Failover reach beyond the context), and recurrent
+    states carry over from the chunk before."""
     states = recurrent_states(network, name)
+    reach = time_reach(Graph(dict(network.structure.outputs)))
     pieces, state = [], {}
     for start in range(0, length, chunk):
         end = min(start + chunk, length)
+        in_t = (max(-left, start - left - reach), min(length + right, end + right + reach))
         out, state = _compute_span(network, name, group, length, (start, end), "same", left, right, state,
-                                   tuple(states.items()))
+                                   tuple(states.items()), in_t)
         pieces.append(out)
     return jnp.concatenate(pieces, axis=0)
 

@@ -5,13 +5,36 @@ whose descriptors are symnet layers; `write_config` prints them back as Kaldi
 does; `merge_config` adds a further config by Kaldi's rules; `check_config`
 runs Kaldi's name and reference checks. `read_network` / `parse_network` /
 `build_network` build a `KaldiNetwork` (a Network plus output objectives)
-from a config; `write_network` writes a Network back as a config;
-`save_model` / `load_model` are symnet's own (pickle-free) model files.
-Kaldi's own model files: `read_nnet` / `write_nnet` hold them at the token
-level (`NnetFile`), `read_model` / `write_model` as networks (`KaldiModel`).
-Kaldi's xconfig files are read by the subpackage `symnet.kaldi.xconfig`.
+from a config; `write_network` writes a Network back as a config.
+Components: one record per Kaldi type in `symnet.kaldi.components`
+(`build_component`, `component_options`, `COMPONENTS`). Kaldi's own model
+files: `read_nnet` / `write_nnet` hold them at the token level (`NnetFile`),
+`read_model` / `write_model` as networks (`KaldiModel`). `save_model` /
+`load_model` are symnet's own (pickle-free) model files.
+
+Modules: `config` (config lines), `descriptor_text` (the descriptor grammar),
+`build` (networks from configs), `network` (`KaldiNetwork`, networks as
+configs), `components` (the component records), `nnet_file`, `binary`,
+`token_kinds`, `token_values`, `transition_model` (model files at the token
+level), `model` and `model_reader` (model files as networks), `symnet_file`
+(symnet's `.npz` model files), `compute` (nnet3-compute), `exact` (every
+computable output frame, as the corpus's nnet3-eval-exact), `scales` (Kaldi's
+compile-time rule on descriptor scales); the subpackage `xconfig` reads
+Kaldi's xconfig files.
 """
 
+from ..errors import ComponentConfigError, ConfigWriteError, ModelWriteError
+from .build import build_network, parse_network, read_network
+from .components import (
+    COMPONENTS,
+    READABLE_TYPES,
+    TOKEN_KINDS,
+    WRITABLE_TYPES,
+    KaldiComponentType,
+    build_component,
+    component_options,
+    lookup,
+)
 from .config import (
     ComponentLine,
     ComponentNode,
@@ -29,37 +52,26 @@ from .config import (
     write_config,
 )
 from .descriptor_text import normalize_descriptor, parse_descriptor, write_descriptor
-from .model import KaldiModel, ModelWriteError, format_model, parse_model, read_model, write_model
-from .model_io import (
-    NnetComponent,
-    NnetFile,
-    TransitionModel,
-    format_nnet,
-    parse_nnet,
-    read_kaldi_array,
-    read_nnet,
-    write_nnet,
-)
-from .network import (
-    ConfigWriteError,
-    KaldiNetwork,
-    build_network,
-    component_options,
-    load_model,
-    network_config_lines,
-    parse_network,
-    read_network,
-    save_model,
-    write_network,
-)
+from .model import KaldiModel, format_model, model_to_nnet, nnet_component, output_dims, write_model
+from .model_reader import component_line, is_kaldi_model, model_from_nnet, parse_model, read_model
+from .network import KaldiNetwork, network_config_lines, write_network
+from .nnet_file import NnetComponent, NnetFile, format_nnet, parse_nnet, read_kaldi_array, read_nnet, write_nnet
+from .symnet_file import load_model, save_model
+from .transition_model import TransitionModel
 
 __all__ = [
+    "COMPONENTS",
+    "READABLE_TYPES",
+    "TOKEN_KINDS",
+    "WRITABLE_TYPES",
+    "ComponentConfigError",
     "ComponentLine",
     "ComponentNode",
     "ConfigLine",
     "ConfigWriteError",
     "DimRangeNode",
     "InputNode",
+    "KaldiComponentType",
     "KaldiModel",
     "KaldiNetwork",
     "ModelWriteError",
@@ -69,15 +81,23 @@ __all__ = [
     "OutputNode",
     "Source",
     "TransitionModel",
+    "build_component",
     "build_network",
     "check_config",
+    "component_line",
     "component_options",
     "format_model",
     "format_nnet",
+    "is_kaldi_model",
     "load_model",
+    "lookup",
     "merge_config",
+    "model_from_nnet",
+    "model_to_nnet",
     "network_config_lines",
+    "nnet_component",
     "normalize_descriptor",
+    "output_dims",
     "parse_config",
     "parse_descriptor",
     "parse_line",

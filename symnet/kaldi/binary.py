@@ -28,15 +28,17 @@ for text. The error carries ``file``, ``offset`` (binary), ``line`` and
 from __future__ import annotations
 
 import math
+import os
 import re
 import struct
 from typing import Any
 
 import numpy as np
 
-from ..errors import ModelFormatError
+from ..errors import ModelFormatError, ModelWriteError
 
-__all__ = ["BinaryReader", "TextReader", "Writer", "format_real", "make_reader", "model_error"]
+__all__ = ["INT32_MAX", "INT32_MIN", "NUMBER_RE", "BinaryReader", "TextReader", "Writer", "format_real", "make_reader",
+           "model_error", "parse_real", "read_kaldi_array"]
 
 _WS = b" \t\n\v\f\r"
 _WS_STR = " \t\n\v\f\r"
@@ -45,7 +47,8 @@ _INT_RE = re.compile(r"[+-]?[0-9]+\Z")
 # string matches in one way only, and matched possessively, so that a bad word costs linear time.
 _NUM = (r"(?:[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+"
         r"|[+-]?+(?:[iI][nN][fF](?:[iI][nN][iI][tT][yY])?+|[nN][aA][nN]))")
-_NUM_RE = re.compile(_NUM + r"\Z")
+#: A whole word that is a number as Kaldi's readers take it.
+NUMBER_RE = re.compile(_NUM + r"\Z")
 _NUMS_RE = re.compile(r"(?:[ \t\n\v\f\r]*+" + _NUM + r"(?=[ \t\n\v\f\r]|\Z))*+[ \t\n\v\f\r]*+\Z")
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
@@ -198,7 +201,7 @@ class BinaryReader(_Reader):
     def read_int(self, what: str) -> int:
         size = self.peek()
         if size != 4:
-            raise self.error(f"expected an int32 for {what} (size byte 4), got {self._describe(size)}",
+            raise self.error(f"expected an int32 for {what} (size byte 4), got {self.describe(size)}",
                              expected=f"int32 {what}")
         self._need(5, f"the int32 {what}")
         value = struct.unpack_from("<i", self.data, self.pos + 1)[0]
@@ -217,18 +220,19 @@ class BinaryReader(_Reader):
             value = np.frombuffer(self.data, "<f8", 1, self.pos + 1)[0].astype(np.float64)
             self.pos += 9
         else:
-            raise self.error(f"expected a float for {what} (size byte 4 or 8), got {self._describe(size)}",
+            raise self.error(f"expected a float for {what} (size byte 4 or 8), got {self.describe(size)}",
                              expected=f"float {what}")
         return value
 
     def read_bool(self, what: str) -> bool:
         c = self.peek()
         if c not in (ord("T"), ord("F")):
-            raise self.error(f"expected T or F for {what}, got {self._describe(c)}", expected=f"bool {what}")
+            raise self.error(f"expected T or F for {what}, got {self.describe(c)}", expected=f"bool {what}")
         self.pos += 1
         return c == ord("T")
 
-    def _describe(self, byte: int) -> str:
+    def describe(self, byte: int) -> str:
+        """A byte of the data, described for an error message."""
         if byte < 0:
             return "end of file"
         return f"byte {byte:#04x}" + (f" ({chr(byte)!r})" if 32 < byte < 127 else "")
@@ -253,7 +257,7 @@ class BinaryReader(_Reader):
 
     def read_vector(self, what: str) -> np.ndarray:
         start = self.skip_ws()
-        token = self._peek_array_token()
+        token = self.peek_array_token()
         if token not in ("FV", "DV"):
             raise self.error(f"expected a vector (FV or DV) for {what}, got {self._array_got(token)}",
                              at=start, expected=f"vector {what}")
@@ -263,7 +267,7 @@ class BinaryReader(_Reader):
 
     def read_matrix(self, what: str) -> np.ndarray:
         start = self.skip_ws()
-        token = self._peek_array_token()
+        token = self.peek_array_token()
         if token in ("CM", "CM2", "CM3"):
             raise self.error(f"{what} is a compressed matrix ({token}), which symnet does not read", at=start,
                              expected=f"matrix {what}")
@@ -274,7 +278,8 @@ class BinaryReader(_Reader):
         rows, cols = self._dims(2, what)
         return self._floats("<f4" if token == "FM" else "<f8", (rows, cols), what)
 
-    def _peek_array_token(self) -> str:
+    def peek_array_token(self) -> str:
+        """The array token (FV, DV, FM, DM, CM, CM2, CM3) at the current position, or "" if none."""
         head = self.data[self.pos:self.pos + 4]
         for token in ("FV", "DV", "FM", "DM", "CM2", "CM3", "CM"):
             t = token.encode()
@@ -283,12 +288,12 @@ class BinaryReader(_Reader):
         return ""
 
     def _array_got(self, token: str) -> str:
-        return token if token else self._describe(self.peek())
+        return token if token else self.describe(self.peek())
 
     def read_int_vector(self, what: str, pairs: bool = False) -> np.ndarray:
         size = self.peek()
         if size != 4:
-            raise self.error(f"expected an integer vector for {what} (size byte 4), got {self._describe(size)}",
+            raise self.error(f"expected an integer vector for {what} (size byte 4), got {self.describe(size)}",
                              expected=f"integer vector {what}")
         self._need(5, f"the length of {what}")
         count = struct.unpack_from("<i", self.data, self.pos + 1)[0]
@@ -328,7 +333,8 @@ class TextReader(_Reader):
     def peek(self, k: int = 0) -> str:
         return self.text[self.pos + k] if self.pos + k < len(self.text) else ""
 
-    def _word(self) -> tuple[str, int]:
+    def word(self) -> tuple[str, int]:
+        """The next whitespace-delimited word and its position (after skipping whitespace)."""
         start = self.skip_ws()
         text, pos, n = self.text, self.pos, len(self.text)
         while pos < n and text[pos] not in _WS_STR:
@@ -338,12 +344,12 @@ class TextReader(_Reader):
 
     def peek_token(self) -> str:
         save = self.pos
-        word, _ = self._word()
+        word, _ = self.word()
         self.pos = save
         return word
 
     def read_token(self, expected: str, context: str = "") -> str:
-        word, start = self._word()
+        word, start = self.word()
         if not word:
             raise self.error(f"unexpected end of file, expected {expected}{context}", expected=expected)
         if self.pos >= len(self.text):
@@ -363,7 +369,7 @@ class TextReader(_Reader):
         return line
 
     def read_word(self, what: str) -> tuple[str, int]:
-        word, start = self._word()
+        word, start = self.word()
         if not word:
             raise self.error(f"unexpected end of file, expected {what}", expected=what)
         return word, start
@@ -378,9 +384,9 @@ class TextReader(_Reader):
 
     def read_real(self, what: str, double: bool = False) -> np.float32 | np.float64:
         word, start = self.read_word(f"a number for {what}")
-        if not _NUM_RE.match(word):
+        if not NUMBER_RE.match(word):
             raise self.error(f"expected a number for {what}, got {word!r}", at=start, expected=f"number {what}")
-        return _real(word, double)
+        return parse_real(word, double)
 
     def read_bool(self, what: str) -> bool:
         word, start = self.read_word(f"T or F for {what}")
@@ -408,7 +414,7 @@ class TextReader(_Reader):
     def _numbers(self, content: str, offset: int, what: str) -> None:
         if not _NUMS_RE.match(content):
             for m in re.finditer(r"[^ \t\n\v\f\r]+", content):
-                if not _NUM_RE.match(m.group()):
+                if not NUMBER_RE.match(m.group()):
                     raise self.error(f"expected a number in {what}, got {m.group()!r}", at=offset + m.start(),
                                      expected=f"number in {what}")
 
@@ -458,7 +464,8 @@ class TextReader(_Reader):
         return array
 
 
-def _real(word: str, double: bool) -> np.float32 | np.float64:
+def parse_real(word: str, double: bool) -> np.float32 | np.float64:
+    """A number word as float32 (or float64 with `double`); overflow gives inf, as in Kaldi's readers."""
     with np.errstate(over="ignore"):
         return np.float64(float(word)) if double else np.float32(float(word))
 
@@ -509,13 +516,13 @@ class Writer:
 
     def token(self, token: str) -> None:
         if not token or any(c in _WS_STR for c in token):
-            raise ValueError(f"a Kaldi token must be non-empty and without whitespace, got {token!r}")
+            raise ModelWriteError(f"a Kaldi token must be non-empty and without whitespace, got {token!r}")
         self.parts.append(token.encode("utf-8") + b" ")
 
     def int(self, value: int) -> None:
         value = int(value)
         if not INT32_MIN <= value <= INT32_MAX:
-            raise ValueError(f"{value} does not fit in an int32")
+            raise ModelWriteError(f"{value} does not fit in an int32")
         self.parts.append(b"\x04" + struct.pack("<i", value) if self.binary else f"{value} ".encode())
 
     def real(self, value: Any, double: bool) -> None:
@@ -564,3 +571,27 @@ class Writer:
             self.parts.append(("[ " + "".join(f"{a},{b} " for a, b in array.tolist()) + "]\n").encode())
         else:
             self.parts.append(("[ " + "".join(f"{v} " for v in array.tolist()) + "]\n").encode())
+
+
+# ----- single matrices and vectors -------------------------------------------------------------
+
+
+def read_kaldi_array(path: str | os.PathLike[str]) -> np.ndarray:
+    """A Kaldi matrix or vector file (``copy-matrix``/``copy-vector`` output, text or binary) as a
+    read-only array: float32 or float64 as stored; a text ``[ ... ]`` on one line is a vector."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    r = make_reader(data, path)
+    if r.binary:
+        token = r.peek_array_token()  # type: ignore[union-attr]
+        array = r.read_vector("the vector") if token in ("FV", "DV") else r.read_matrix("the matrix")
+    else:
+        r.skip_ws()
+        end = r.text.find("]", r.pos)  # type: ignore[union-attr]
+        content = r.text[r.pos + 1:end] if end >= 0 else ""  # type: ignore[union-attr]
+        multiline = r.peek() == "[" and ("\n" in content.strip(" \t\n\r") or content.lstrip(" \t")[:1] == "\n")
+        array = r.read_matrix("the matrix") if multiline else r.read_vector("the vector")  # type: ignore[union-attr]
+    if not r.at_end():
+        raise r.error("unexpected data after the matrix or vector", expected="end of file")
+    return array

@@ -23,22 +23,32 @@ For each utterance:
    50 frames off).
 7. Log-priors are subtracted (`use_priors`), the acoustic scale applied, and
    with `apply_exp` the exponential taken.
+
+Chunks are independent computations, so `Nnet3Computer.compute_many` runs the
+chunks of many utterances together, each chunk its own sequence n of one
+request (as Kaldi's batched computer does; no descriptor or component lets
+one n see another): chunks of one shape are one regular request; a network
+without recurrences computes chunks of all shapes in one request. The numbers
+are those of one computation per chunk.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import Round, Switch
+from ..core.index import IndexSet, encode
 from ..engine import ComputationRequest, compile
+from ..engine.context import modulus as graph_modulus
 from ..engine.graph import Graph
+from ..engine.inspect import recurrent_edges
 from ..errors import ShapeError, SymnetError
-from ..core.index import IndexSet
+from .scales import check_descriptor_scales
 
 
 @attrs.frozen
@@ -63,17 +73,28 @@ class ComputeOptions:
 
 def modulus(network: Any) -> int:
     """The network's shift-invariance modulus (Kaldi's Nnet::Modulus): lcm of Round moduli and Switch sizes."""
-    result = 1
-    for layer in Graph(dict(network.structure.outputs)).layers:
-        if isinstance(layer, Round):
-            result = math.lcm(result, layer.t_modulus)
-        elif isinstance(layer, Switch):
-            result = math.lcm(result, len(layer.parts))
-    return result
+    return graph_modulus(Graph(dict(network.structure.outputs)))
+
+
+@attrs.frozen
+class _Chunk:
+    """One chunk of one utterance: `count` output frames from `first_out` (subsampled by f), with `left`
+    input frames before the first and `right` after the last."""
+
+    utterance: int
+    first_out: int
+    count: int
+    left: int
+    right: int
+    ivector: np.ndarray | None = attrs.field(eq=False)
+
+    @property
+    def shape(self) -> tuple[int, int, int, bool]:
+        return self.count, self.left, self.right, self.ivector is not None
 
 
 class Nnet3Computer:
-    """nnet3-compute for one network and one set of options; call it once per utterance.
+    """nnet3-compute for one network and one set of options: call it on an utterance, or `compute_many`.
 
     Test mode, the context and the chunk size are worked out once; chunks of one
     shape share one compiled computation.
@@ -82,15 +103,19 @@ class Nnet3Computer:
     def __init__(self, network: Any, options: ComputeOptions = ComputeOptions(), *, priors: np.ndarray | None = None):
         from ..components import set_test_mode
 
+        check_descriptor_scales(network)
         self.network = set_test_mode(network, True)
         self.options = options
         self.log_priors = None if priors is None else np.log(np.asarray(priors, dtype=np.float32))
         self.graph = Graph(dict(self.network.structure.outputs))
         if "output" not in self.graph.outputs:
-            raise SymnetError(f"nnet3-compute reads the output node 'output'; this network has {list(self.graph.outputs)}")
+            raise SymnetError(
+                f"nnet3-compute reads the output node 'output'; this network has {list(self.graph.outputs)}"
+            )
         self.left, self.right = self.network.context("output")
-        step = math.lcm(options.frame_subsampling_factor, modulus(self.network))
+        step = math.lcm(options.frame_subsampling_factor, graph_modulus(self.graph))
         self.frames_per_chunk = step * -(-options.frames_per_chunk // step)
+        self.recurrent = bool(recurrent_edges(self.graph))
 
     def __call__(
         self,
@@ -101,56 +126,148 @@ class Nnet3Computer:
         online_ivector_period: int = 0,
     ) -> np.ndarray:
         """The `output` for one utterance `[T, D]`, as nnet3-compute writes it."""
-        options, network = self.options, self.network
-        features = np.asarray(features, dtype=np.float32)
-        if features.ndim != 2 or len(features) == 0:
-            raise ShapeError(f"features must be a non-empty [T, D] matrix, got shape {features.shape}")
-        if ivector is not None and online_ivectors is not None:
+        return self.compute_many(
+            [features],
+            ivectors=None if ivector is None else [ivector],
+            online_ivectors=None if online_ivectors is None else [online_ivectors],
+            online_ivector_period=online_ivector_period,
+        )[0]
+
+    def compute_many(
+        self,
+        features: Sequence[np.ndarray],
+        *,
+        ivectors: Sequence[np.ndarray] | None = None,
+        online_ivectors: Sequence[np.ndarray] | None = None,
+        online_ivector_period: int = 0,
+    ) -> list[np.ndarray]:
+        """The `output` of each utterance (`features[i]` `[T_i, D]`, with `ivectors[i]` or
+        `online_ivectors[i]` where given), as nnet3-compute writes it; all chunks computed together."""
+        if ivectors is not None and online_ivectors is not None:
             raise SymnetError("give --ivectors or --online-ivectors, not both")
         if online_ivectors is not None and online_ivector_period <= 0:
             raise SymnetError("--online-ivectors needs --online-ivector-period > 0")
-        _check_dims(self.graph, features, ivector, online_ivectors)
-        f = options.frame_subsampling_factor
-        num_frames = len(features)
+        utterances = [np.asarray(f, dtype=np.float32) for f in features]
+        for i, given in enumerate((ivectors, online_ivectors)):
+            if given is not None and len(given) != len(utterances):
+                what = ("ivectors", "online_ivectors")[i]
+                raise SymnetError(f"{len(utterances)} utterances but {len(given)} {what}")
+        chunks: list[_Chunk] = []
+        for i, feats in enumerate(utterances):
+            if feats.ndim != 2 or len(feats) == 0:
+                raise ShapeError(f"features must be a non-empty [T, D] matrix, got shape {feats.shape}")
+            _check_dims(
+                self.graph,
+                feats,
+                None if ivectors is None else ivectors[i],
+                None if online_ivectors is None else online_ivectors[i],
+            )
+            chunks += self._chunks(
+                i,
+                len(feats),
+                None if ivectors is None else ivectors[i],
+                None if online_ivectors is None else online_ivectors[i],
+                online_ivector_period,
+            )
+        pieces: dict[_Chunk, np.ndarray] = {}
+        groups: dict[tuple, list[_Chunk]] = {}
+        for chunk in chunks:
+            groups.setdefault(chunk.shape, []).append(chunk)
+        if self.recurrent or len(groups) == 1:  # a recurrence needs a regular request: one per chunk shape
+            for group in groups.values():
+                pieces.update(self._regular(group, utterances))
+        else:
+            pieces.update(self._irregular(chunks, utterances))
+        out = []
+        for i in range(len(utterances)):
+            value = np.concatenate([pieces[c] for c in chunks if c.utterance == i], axis=0)
+            if self.log_priors is not None:
+                value = value - self.log_priors[None, :]
+            value = value * self.options.acoustic_scale
+            out.append(np.exp(value) if self.options.apply_exp else value)
+        return out
+
+    def _chunks(
+        self, utterance: int, num_frames: int, ivector: np.ndarray | None, online: np.ndarray | None, period: int
+    ) -> list[_Chunk]:
+        options, f = self.options, self.options.frame_subsampling_factor
         num_subsampled = -(-num_frames // f)
         per_chunk = self.frames_per_chunk // f
-        pieces = []
+        out = []
         for start in range(0, num_subsampled, per_chunk):
             count = min(num_subsampled - start, per_chunk)
-            first_out, last_out = start * f, (start + count - 1) * f
-            extra_left = options.extra_left_context
-            extra_right = options.extra_right_context
+            first_out = start * f
+            extra_left, extra_right = options.extra_left_context, options.extra_right_context
             if first_out == 0 and options.extra_left_context_initial >= 0:
                 extra_left = options.extra_left_context_initial
             if start + count == num_subsampled and options.extra_right_context_final >= 0:
                 extra_right = options.extra_right_context_final
-            first_in, last_in = first_out - self.left - extra_left, last_out + self.right + extra_right
-            frames = np.clip(np.arange(first_in, last_in + 1), 0, num_frames - 1)
-            inputs = {"input": IndexSet.range(n=1, t=(first_in - first_out, last_in + 1 - first_out))}
-            matrices = {"input": jnp.asarray(features[frames])}
-            row = _ivector(ivector, online_ivectors, online_ivector_period, first_out, last_out - first_out)
-            if row is not None:
-                inputs["ivector"] = IndexSet.of([(0, 0, 0)])
-                matrices["ivector"] = jnp.asarray(row[None, :], jnp.float32)
-            outputs = {"output": IndexSet.of([(0, i * f) for i in range(count)])}
-            request = ComputationRequest(inputs=inputs, outputs=outputs)
-            pieces.append(np.asarray(compile(network, request)(network, matrices)["output"]))
-        out = np.concatenate(pieces, axis=0)
-        if self.log_priors is not None:
-            out = out - self.log_priors[None, :]
-        out = out * options.acoustic_scale
-        return np.exp(out) if options.apply_exp else out
+            row = _ivector(ivector, online, period, first_out, (count - 1) * f)
+            out.append(_Chunk(utterance, first_out, count, self.left + extra_left, self.right + extra_right, row))
+        return out
+
+    def _frames(self, chunk: _Chunk, feats: np.ndarray) -> np.ndarray:
+        last_out = chunk.first_out + (chunk.count - 1) * self.options.frame_subsampling_factor
+        frames = np.arange(chunk.first_out - chunk.left, last_out + chunk.right + 1)
+        return feats[np.clip(frames, 0, len(feats) - 1)]
+
+    def _run(self, inputs: dict[str, IndexSet], matrices: dict[str, Any], outputs: IndexSet) -> np.ndarray:
+        request = ComputationRequest(inputs=inputs, outputs={"output": outputs})
+        return np.asarray(compile(self.network, request)(self.network, matrices)["output"])
+
+    def _regular(self, group: list[_Chunk], utterances: list[np.ndarray]) -> dict[_Chunk, np.ndarray]:
+        """Chunks of one shape as the sequences of one regular request."""
+        f, first = self.options.frame_subsampling_factor, group[0]
+        n = len(group)
+        span = (-first.left, (first.count - 1) * f + first.right + 1)
+        block = np.stack([self._frames(c, utterances[c.utterance]) for c in group], axis=1)  # [T', n, D]
+        inputs = {"input": IndexSet.range(n=n, t=span)}
+        matrices: dict[str, Any] = {"input": jnp.asarray(block.reshape(-1, block.shape[-1]))}
+        if first.ivector is not None:
+            inputs["ivector"] = IndexSet.range(n=n, t=1)
+            matrices["ivector"] = jnp.asarray(np.stack([c.ivector for c in group]), jnp.float32)
+        out = self._run(inputs, matrices, IndexSet.range(n=n, t=range(0, first.count * f, f)))
+        out = out.reshape(first.count, n, -1)
+        return {c: out[:, j] for j, c in enumerate(group)}
+
+    def _irregular(self, chunks: list[_Chunk], utterances: list[np.ndarray]) -> dict[_Chunk, np.ndarray]:
+        """Chunks of several shapes as the sequences of one request (for networks without recurrences)."""
+        f = self.options.frame_subsampling_factor
+        in_keys, rows, out_keys, iv_keys, iv_rows = [], [], [], [], []
+        for j, c in enumerate(chunks):
+            t = np.arange(-c.left, (c.count - 1) * f + c.right + 1)
+            in_keys.append(encode(np.full(len(t), j), t, np.zeros(len(t), np.int64)))
+            rows.append(self._frames(c, utterances[c.utterance]))
+            t_out = np.arange(c.count) * f
+            out_keys.append(encode(np.full(c.count, j), t_out, np.zeros(c.count, np.int64)))
+            if c.ivector is not None:
+                iv_keys.append(encode(np.array([j]), np.zeros(1, np.int64), np.zeros(1, np.int64)))
+                iv_rows.append(c.ivector)
+        inputs = {"input": IndexSet(np.concatenate(in_keys))}
+        matrices: dict[str, Any] = {"input": jnp.asarray(np.concatenate(rows))}
+        if iv_keys:
+            inputs["ivector"] = IndexSet(np.concatenate(iv_keys))
+            matrices["ivector"] = jnp.asarray(np.stack(iv_rows), jnp.float32)
+        out = self._run(inputs, matrices, IndexSet(np.concatenate(out_keys)))
+        ends = np.cumsum([c.count for c in chunks])
+        return {c: piece for c, piece in zip(chunks, np.split(out, ends[:-1]), strict=True)}
 
 
-def nnet3_compute(network: Any, features: np.ndarray, options: ComputeOptions = ComputeOptions(), *,
-                  priors: np.ndarray | None = None, **ivectors: Any) -> np.ndarray:
+def nnet3_compute(
+    network: Any,
+    features: np.ndarray,
+    options: ComputeOptions = ComputeOptions(),
+    *,
+    priors: np.ndarray | None = None,
+    **ivectors: Any,
+) -> np.ndarray:
     """One utterance through `Nnet3Computer(network, options, priors=priors)`."""
     return Nnet3Computer(network, options, priors=priors)(features, **ivectors)
 
 
-def _ivector(ivector, online, period: int, first_out: int, num_out: int) -> np.ndarray | None:
+def _ivector(ivector: Any, online: Any, period: int, first_out: int, num_out: int) -> np.ndarray | None:
     if ivector is not None:
-        return np.asarray(ivector, dtype=np.float32)
+        return np.asarray(ivector, dtype=np.float32).reshape(-1)
     if online is None:
         return None
     frame = first_out + num_out // 2
@@ -165,17 +282,21 @@ def _ivector(ivector, online, period: int, first_out: int, num_out: int) -> np.n
     return np.asarray(online[row], dtype=np.float32)
 
 
-def _check_dims(graph: Graph, features: np.ndarray, ivector, online) -> None:
+def _check_dims(graph: Graph, features: np.ndarray, ivector: Any, online: Any) -> None:
     dim = graph.input_dims.get("input")
     if dim is not None and features.shape[1] != dim:
         raise ShapeError(f"the network expects 'input' features of dim {dim}, but these have dim {features.shape[1]}")
     has_ivector = "ivector" in graph.inputs
     given = ivector is not None or online is not None
     if has_ivector != given:
-        raise ShapeError("the network " + ("takes" if has_ivector else "has no") + " 'ivector' input, but i-vectors "
-                         + ("were not given" if has_ivector else "were given"))
+        raise ShapeError(
+            "the network "
+            + ("takes" if has_ivector else "has no")
+            + " 'ivector' input, but i-vectors "
+            + ("were not given" if has_ivector else "were given")
+        )
     if has_ivector:
-        width = (np.shape(ivector)[-1] if ivector is not None else np.shape(online)[-1])
+        width = np.shape(ivector)[-1] if ivector is not None else np.shape(online)[-1]
         want = graph.input_dims.get("ivector")
         if want is not None and width != want:
             raise ShapeError(f"the network expects i-vectors of dim {want}, but these have dim {width}")

@@ -21,9 +21,10 @@ the last blank before the next `=`, so descriptors may contain spaces;
 `key='a b'` and `key="a b"` quote. Node lines take exactly Kaldi's options
 (anything else is an error, as Kaldi's "Unused values"); an output-node
 without `objective=` gets `objective=linear`. Component lines keep their
-options as strings for the component to read with `OptionReader`, whose
-`finish()` reports the unread ones as Kaldi's "Could not process these
-elements in initializer" does.
+options as strings for the component's builder to read (with
+`symnet.kaldi.components.ComponentOptionReader`), whose `finish()` reports
+the unread ones as Kaldi's "Could not process these elements in
+initializer" does.
 
 Deliberate differences from Kaldi: a key given twice is an error (Kaldi keeps
 the first silently); a trailing carriage return is ignored (Kaldi fails on
@@ -43,7 +44,7 @@ import attrs
 from ..errors import ConfigError
 from ..core.layer import Layer
 from .descriptor_text import (
-    _C_SPACE,
+    C_SPACE,
     is_valid_name,
     normalize_descriptor,
     parse_descriptor,
@@ -336,7 +337,7 @@ def _quote(value: str, line: ConfigLine) -> str:
     """`value` as ParseLine will read it back: bare when safe, else in quotes."""
     if "#" in value or "\n" in value:
         raise line.error(f"option value {value!r} cannot be written in a config file")
-    if value and not any(c in value for c in _C_SPACE + "='\""):
+    if value and not any(c in value for c in C_SPACE + "='\""):
         return value
     if "'" not in value:
         return f"'{value}'"
@@ -351,10 +352,10 @@ def _quote(value: str, line: ConfigLine) -> str:
 def _split(body: str, source: Source) -> tuple[str, list[tuple[str, str, int, int]]]:
     """Kaldi's ConfigLine::ParseLine: the first word and the `key=value` options with 0-based positions."""
     n, pos = len(body), 0
-    while pos < n and body[pos] in _C_SPACE:
+    while pos < n and body[pos] in C_SPACE:
         pos += 1
     start = pos
-    while pos < n and body[pos] not in _C_SPACE:
+    while pos < n and body[pos] not in C_SPACE:
         if body[pos] == "=":  # `foo=bar ...`: no first word
             pos = start
             break
@@ -371,7 +372,7 @@ def _split(body: str, source: Source) -> tuple[str, list[tuple[str, str, int, in
         )
     options: list[tuple[str, str, int, int]] = []
     while pos < n:
-        if body[pos] in _C_SPACE:
+        if body[pos] in C_SPACE:
             pos += 1
             continue
         equals = body.find("=", pos)
@@ -395,7 +396,7 @@ def _split(body: str, source: Source) -> tuple[str, list[tuple[str, str, int, in
                 blank = max(body.rfind(" ", 0, next_equals), body.rfind("\t", 0, next_equals))
                 if blank > equals:
                     end = blank
-            while end > equals + 1 and body[end - 1] in _C_SPACE:
+            while end > equals + 1 and body[end - 1] in C_SPACE:
                 end -= 1
             value, value_pos, pos = body[equals + 1 : end], equals + 1, end
         if any(k == key for k, *_ in options):
@@ -446,14 +447,14 @@ def parse_line(text: str, *, file: str = "<config>", line: int = 1) -> ConfigLin
     if text.endswith("\r"):
         text = text[:-1]
     body = text.split("#", 1)[0]
-    if not body.strip(_C_SPACE):
+    if not body.strip(C_SPACE):
         return None
-    end = len(body.rstrip(_C_SPACE)) + 1
+    end = len(body.rstrip(C_SPACE)) + 1
     source = Source(file, line, text, end_column=end)
     kind, options = _split(body, source)
     source = attrs.evolve(
         source,
-        kind_column=len(body) - len(body.lstrip(_C_SPACE)) + 1,
+        kind_column=len(body) - len(body.lstrip(C_SPACE)) + 1,
         options=tuple((k, v, kp + 1, vp + 1) for k, v, kp, vp in options),
     )
     reader = _node_reader(kind, options, source)

@@ -67,6 +67,7 @@ from ..errors import ConfigError, DescriptorError, at
 from ..core.layer import Layer
 
 __all__ = [
+    "C_SPACE",
     "KEYWORDS",
     "Token",
     "format_real",
@@ -82,7 +83,8 @@ __all__ = [
 
 # ----- Kaldi's scalar syntax (util/text-utils.cc) ---------------------------------------
 
-_C_SPACE = " \t\n\v\f\r"  # C's isspace
+#: The characters C's isspace takes as blanks.
+C_SPACE = " \t\n\v\f\r"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 _INT = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)[ \t\n\v\f\r]*\Z")
 _REAL = re.compile(r"[ \t\n\v\f\r]*([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)[ \t\n\v\f\r]*\Z")
@@ -129,8 +131,8 @@ def parse_real(text: str) -> float | None:
     if m:
         value = float(m.group(1))
         return value if math.isfinite(to_float32(value)) else None
-    word = text.strip(_C_SPACE).upper()
-    return _INF_NAN.get(word) if word and not any(c in _C_SPACE for c in word) else None
+    word = text.strip(C_SPACE).upper()
+    return _INF_NAN.get(word) if word and not any(c in C_SPACE for c in word) else None
 
 
 def format_real(value: float) -> str:
@@ -439,52 +441,22 @@ def _check_forwarding(d: _D, parent: _D | None) -> None:
         raise _Fail(f"{d.op}(){inside} is not allowed", d.column, d.where)
 
 
-def _nodes(d: _D) -> list[str]:
-    return [d.name] if d.op == "node" else [n for p in d.parts for n in _nodes(p)]
-
-
-def _forwarding_scale(d: _D, node: str) -> float:
-    """GetScaleForNode of a forwarding descriptor: the node's scale, or inf where it does not appear."""
-    if d.op == "node":
-        return 1.0 if d.name == node else math.inf
-    if d.op == "Scale":
-        return d.alpha if d.parts[0].name == node else math.inf
-    if d.op == "Switch":
-        found = math.inf
-        for p in d.parts:
-            scale = _forwarding_scale(p, node)
-            if scale != math.inf:
-                if found != math.inf and found != scale:
-                    raise _Fail(f"node {node} has two different scales ({found:g} and {scale:g}) in Switch()",
-                                d.column, d.where)
-                found = scale
-        return found
-    return _forwarding_scale(d.parts[0], node)
-
-
-def _sum_scale(d: _D, node: str | None) -> float:
-    """GetScaleForNode of a Sum-level descriptor; `node=None` asks for the constant term."""
+def _const_term(d: _D) -> float:
+    """The constant a Sum-level descriptor adds (Kaldi's GetScaleForNode(-1)), checked as Kaldi checks it."""
     if d.op == "Const":
-        return d.alpha if node is None else math.inf
+        return d.alpha
     if d.op == "IfDefined":
-        scale = _sum_scale(d.parts[0], node)
-        if node is None and scale != 0.0:
+        if _const_term(d.parts[0]) != 0.0:
             raise _Fail("Kaldi does not allow a nonzero Const() inside IfDefined()", d.column, d.where)
-        return scale
+        return 0.0
     if d.op in ("Sum", "Failover"):
-        s1, s2 = _sum_scale(d.parts[0], node), _sum_scale(d.parts[1], node)
-        if node is None:
-            if d.op == "Sum":
-                return s1 + s2
-            if s1 != s2:
-                raise _Fail("Kaldi does not allow Failover() whose sides add different Const() values",
-                            d.column, d.where)
-            return s1
-        if s1 != math.inf and s2 != math.inf and s1 != s2:
-            raise _Fail(f"node {node} appears with two different scales ({s1:g} and {s2:g}) in {d.op}()",
-                        d.column, d.where)
-        return s1 if s2 == math.inf else s2
-    return 0.0 if node is None else _forwarding_scale(d, node)
+        s1, s2 = _const_term(d.parts[0]), _const_term(d.parts[1])
+        if d.op == "Sum":
+            return s1 + s2
+        if s1 != s2:
+            raise _Fail("Kaldi does not allow Failover() whose sides add different Const() values", d.column, d.where)
+        return s1
+    return 0.0
 
 
 def _normal_form(d: _D) -> list[_D]:
@@ -494,9 +466,9 @@ def _normal_form(d: _D) -> list[_D]:
     parts = [_normalize_term(t) for t in _append_terms(d)]
     for part in parts:
         _check_sum(part)
-        for node in dict.fromkeys(_nodes(part)):
-            _sum_scale(part, node)
-        _sum_scale(part, None)
+        _const_term(part)
+    # A node read with two scales in one part is accepted here, as by nnet3-init and nnet3-info; Kaldi's
+    # compiler refuses it (symnet.kaldi.scales.check_descriptor_scales, run by nnet3-compute's counterpart).
     return parts
 
 

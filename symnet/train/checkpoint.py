@@ -62,8 +62,9 @@ def save(
 ) -> None:
     """Save a checkpoint of `network`'s parameters, the optimiser state, the position and the `run` record."""
     arrays: dict[str, np.ndarray] = {}
+    values = network.values  # parameters and state
     for name in network.structure.names:
-        arrays[f"param/{name}"] = np.asarray(network.params[name])
+        arrays[f"param/{name}"] = np.asarray(values[name])
     leaves = jax.tree_util.tree_leaves(opt_state)
     for i, leaf in enumerate(leaves):
         arrays[f"opt/{i}"] = np.asarray(leaf)
@@ -101,7 +102,7 @@ def load_run(path: str, network: Any, opt_state_template: Any) -> tuple[Any, Any
         _check_header(path, header)
         if header["fingerprint"] != network.fingerprint():
             saved = {n[len("param/") :]: tuple(archive.spec(n).shape) for n in archive.names if n.startswith("param/")}
-            own = {n: tuple(np.shape(network.params[n])) for n in network.structure.names}
+            own = {n: tuple(np.shape(v)) for n, v in network.values.items()}
             detail = (
                 f"its parameters are {saved}, this network's are {own}"
                 if saved != own
@@ -125,8 +126,9 @@ def load_run(path: str, network: Any, opt_state_template: Any) -> tuple[Any, Any
                 "this run (a damaged or crafted checkpoint); refusing to load it"
             )
         params = {}
+        values = network.values  # parameters and state
         for name in network.structure.names:
-            own = network.params[name]
+            own = values[name]
             value = archive.read(f"param/{name}", shape=tuple(np.shape(own)), dtype=np.asarray(own).dtype)
             # Device arrays, like the ones a fresh run starts from (so the jitted step sees the same kind of input).
             params[name] = jax.numpy.asarray(value)
@@ -140,7 +142,7 @@ def load_run(path: str, network: Any, opt_state_template: Any) -> tuple[Any, Any
     opt_state = jax.tree_util.tree_unflatten(treedef, state)
     position = Position(**header["position"])
     run = header.get("run") if header["version"] >= 2 else None
-    return network.replace(params=params), opt_state, position, header["extra"], run
+    return network.assign(params), opt_state, position, header["extra"], run
 
 
 def _check_header(path: str, header: Any) -> None:

@@ -111,19 +111,20 @@ class Trainer:
                 grads = tape.backward(delta)
             updates, opt_state = optimizer.update(grads, ng.carry(opt_state), network.params)
             params = optax.apply_updates(network.params, updates)
-            params.update(batchnorm_stats_updates(tape))  # training-mode batch-norm accumulates its stats
+            # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
+            state = {**network.state, **batchnorm_stats_updates(tape)}
             # Per parameter: are all its new values finite? (A huge step can overflow the
             # parameters while the loss, computed before the update, is still finite.)
-            finite = {name: jnp.isfinite(value).all() for name, value in params.items()}
-            return network.replace(params=params), opt_state, loss, correct, finite
+            finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
+            return Network.from_structure(network.structure, params, state), opt_state, loss, correct, finite
 
         # Validation runs in test mode (batch-norm's stored statistics, no dropout), as Kaldi's
         # nnet3-compute-prob does; the test-mode network has the same parameters.
         test_structure = set_test_mode(network).structure
-        test_computation = compile(Network.from_structure(test_structure, network.params), request)
+        test_computation = compile(Network.from_structure(test_structure, network.params, network.state), request)
 
         def evaluate(network, x, targets, weights):
-            test_network = Network.from_structure(test_structure, network.params)
+            test_network = Network.from_structure(test_structure, network.params, network.state)
             value = test_computation(test_network, {input: x})[output]
             loss, correct, _ = objective(kind, value, targets, weights)
             return loss, correct
@@ -493,9 +494,8 @@ def zero_batchnorm_stats(network: Any) -> Any:
             names += [getattr(layer, field).name for field in ("count", "stats_mean", "stats_var")]
     if not names:
         return network
-    params = dict(network.params)
-    params.update({name: jnp.zeros_like(params[name]) for name in names if name in params})
-    return network.replace(params=params)
+    values = network.values
+    return network.assign({name: jnp.zeros_like(values[name]) for name in names if name in values})
 
 
 def _check_data(

@@ -20,13 +20,14 @@ def test_info_on_a_config(capsys):
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert err == ""
-    assert lines[:6] == [
+    assert lines[:7] == [
         "input-dim: 12",
         "ivector-dim: -1",
         "output-dim: 115",
         "left-context: 1",
         "right-context: 2",
         "num-parameters: 10775",
+        "modulus: 1",
     ]
     assert (
         "component-node name=affine1_node component=affine1 input=Append(Offset(input, -1), input, "

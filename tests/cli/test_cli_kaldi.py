@@ -10,10 +10,17 @@ import pytest
 
 from helpers.kaldi_models import AM_NNET, AM_TEXT, NNET_TEXT
 from symnet.cli import main
-from symnet.kaldi import parse_network, read_model, save_model, write_model
+from symnet.kaldi import (
+    format_model,
+    format_nnet,
+    parse_model,
+    parse_network,
+    parse_nnet,
+    read_model,
+    save_model,
+    write_model,
+)
 from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
-from symnet.kaldi.model import format_model, parse_model
-from symnet.kaldi.model_io import format_nnet, parse_nnet
 
 rng = np.random.default_rng(1)
 
@@ -191,8 +198,10 @@ def test_compute_with_priors_of_an_acoustic_model(tmp_path, capsys):
     plain = Nnet3Computer(model.network.network)
     with kaldiio.ReadHelper(f"ark:{out}") as reader:
         got = dict(reader)
+    together = dict(zip(feats, computer.compute_many(list(feats.values())), strict=True))  # as the CLI batches
     for utt, mat in feats.items():
-        np.testing.assert_array_equal(got[utt], computer(mat))
+        np.testing.assert_array_equal(got[utt], together[utt])
+        np.testing.assert_allclose(got[utt], computer(mat), rtol=1e-6)
         np.testing.assert_allclose(got[utt], np.exp(0.5 * (plain(mat) - np.log([0.6, 0.4]))), rtol=1e-5)
 
 

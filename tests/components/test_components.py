@@ -11,14 +11,12 @@ import pytest
 
 import symnet
 from symnet.components import (
-    COMPONENTS,
     FixedWeight,
     batchnorm_stats_updates,
-    build_component,
     set_test_mode,
-    trainable_mask,
 )
 from symnet.core.tape import Tape
+from symnet.kaldi import COMPONENTS, build_component
 
 RNG = np.random.default_rng(1234)
 
@@ -52,8 +50,8 @@ class Run:
     """
 
     def __init__(self, layer, x, params=None, delta=None):
-        self.net = symnet.Network(layer, params=random_params(layer) if params is None else params)
-        self.p = {k: np.asarray(v, dtype=np.float64) for k, v in self.net.params.items()}
+        self.net = symnet.Network(layer).assign(random_params(layer) if params is None else params)
+        self.p = {k: np.asarray(v, dtype=np.float64) for k, v in self.net.values.items()}
         x = jnp.asarray(x)
 
         def forward(net, x):
@@ -64,14 +62,9 @@ class Run:
         (self.value, self.grads, self.dx, self.ref_grads, self.ref_dx) = _evaluate(self.net, x, self.delta)
 
     def check_backward(self, rtol=2e-4, atol=2e-5, input_delta=True):
-        weights = self.net.weights
+        assert set(self.grads) == set(self.net.params)  # state (FixedWeights) gets no gradient
         for name, ref in self.ref_grads.items():
-            if isinstance(weights[name], FixedWeight):
-                np.testing.assert_array_equal(np.asarray(self.grads[name]), 0.0, err_msg=name)
-            else:
-                np.testing.assert_allclose(
-                    np.asarray(self.grads[name]), np.asarray(ref), rtol=rtol, atol=atol, err_msg=name
-                )
+            np.testing.assert_allclose(np.asarray(self.grads[name]), np.asarray(ref), rtol=rtol, atol=atol, err_msg=name)
         if input_delta:
             np.testing.assert_allclose(
                 np.asarray(self.dx), np.asarray(self.ref_dx), rtol=rtol, atol=atol, err_msg="input delta"
@@ -117,7 +110,7 @@ def test_linear():
     layer = build("LinearComponent", {"input-dim": 5, "output-dim": 2})
     x = rand(6, 5)
     r = Run(layer, x)
-    assert r.net.params["c.params"].shape == (2, 5)
+    assert r.net.values["c.params"].shape == (2, 5)
     close(r.value, x @ r.p["c.params"].T)
     r.check_backward()
 
@@ -129,7 +122,7 @@ def test_fixed_affine_is_not_trained():
     close(r.value, x @ r.p["c.linear_params"].T + r.p["c.bias_params"])
     r.check_backward()
     assert all(isinstance(w, FixedWeight) for w in r.net.weights.values())
-    assert trainable_mask(r.net) == {"c.bias_params": False, "c.linear_params": False}
+    assert r.net.params == {} and set(r.net.state) == {"c.bias_params", "c.linear_params"}
 
 
 def test_block_affine():
@@ -280,12 +273,12 @@ def test_batchnorm_stats_accumulate_like_kaldi():
     net = symnet.Network(layer)
     updates = batchnorm_stats_updates(net.forward(x1))
     assert set(updates) == {"c.count", "c.stats_mean", "c.stats_var"}
-    net = net.replace(params=updates)
-    net = net.replace(params=batchnorm_stats_updates(net.forward(x2)))
+    net = net.assign(updates)
+    net = net.assign(batchnorm_stats_updates(net.forward(x2)))
     both = np.concatenate([x1.reshape(-1, 2), x2.reshape(-1, 2)]).astype(np.float64)
-    close(net.params["c.count"], 16.0)
-    close(net.params["c.stats_mean"], both.mean(0))
-    close(net.params["c.stats_var"], both.var(0), rtol=1e-4)
+    close(net.values["c.count"], 16.0)
+    close(net.values["c.stats_mean"], both.mean(0))
+    close(net.values["c.stats_var"], both.var(0), rtol=1e-4)
     # Test mode then normalises with these statistics.
     test_net = set_test_mode(net)
     close(test_net(x2), _bn_test_ref(x2, both.mean(0), both.var(0), 2, 1e-3, 1.0), rtol=1e-4, atol=1e-4)
@@ -314,7 +307,7 @@ def test_scale_and_offset():
     layer = build("ScaleAndOffsetComponent", {"dim": 6, "block-dim": 3})
     x = rand(4, 6)
     net = symnet.Network(layer)
-    assert np.all(np.asarray(net.params["c.scales"]) == 1.0) and np.all(np.asarray(net.params["c.offsets"]) == 0.0)
+    assert np.all(np.asarray(net.values["c.scales"]) == 1.0) and np.all(np.asarray(net.values["c.offsets"]) == 0.0)
     r = Run(layer, x)
     s, o = r.p["c.scales"], r.p["c.offsets"]
     close(r.value, (x.reshape(4, 2, 3) * s + o).reshape(4, 6))
@@ -328,7 +321,7 @@ def test_scale_and_offset():
 @pytest.mark.parametrize("kaldi_type", ["PerElementScaleComponent", "NaturalGradientPerElementScaleComponent"])
 def test_per_element_scale(kaldi_type):
     layer = build(kaldi_type, {"dim": 5})
-    assert np.all(np.asarray(symnet.Network(layer).params["c.params"]) == 1.0)
+    assert np.all(np.asarray(symnet.Network(layer).values["c.params"]) == 1.0)
     x = rand(3, 2, 5)
     r = Run(layer, x)
     close(r.value, x * r.p["c.params"])
@@ -346,7 +339,7 @@ def test_per_element_offset_blocks():
 
 def test_fixed_scale_and_bias():
     scale = build("FixedScaleComponent", {"dim": 3, "scale": 2.5})
-    assert np.all(np.asarray(symnet.Network(scale).params["c.scales"]) == 2.5)
+    assert np.all(np.asarray(symnet.Network(scale).values["c.scales"]) == 2.5)
     bias = build("FixedBiasComponent", {"dim": 3})
     x = rand(4, 3)
     for layer, ref in ((scale, lambda p: x * p["c.scales"]), (bias, lambda p: x + p["c.bias"])):
@@ -360,12 +353,15 @@ def test_constant_function(updatable):
     layer = build(
         "ConstantFunctionComponent", {"input-dim": 3, "output-dim": 2, "is-updatable": updatable, "output-mean": 0.5}
     )
-    assert np.all(np.asarray(symnet.Network(layer).params["c.output"]) == 0.5)
+    assert np.all(np.asarray(symnet.Network(layer).values["c.output"]) == 0.5)
     x = rand(2, 4, 3)
     r = Run(layer, x)
     close(r.value, np.broadcast_to(r.p["c.output"], (2, 4, 2)))
     r.check_backward()
-    close(r.grads["c.output"], r.delta.sum((0, 1)) if updatable else 0.0)
+    if updatable:
+        close(r.grads["c.output"], r.delta.sum((0, 1)))
+    else:  # not updatable: a FixedWeight, part of the state, with no gradient at all
+        assert "c.output" not in r.grads and "c.output" in r.net.state
 
 
 # ----- rearrangements, dropout, gradient shaping ---------------------------------------------
@@ -550,6 +546,9 @@ def test_every_registered_type_is_tested_and_dims_checked():
         "DistributeComponent",
         "CompositeComponent",
         "SpecAugmentTimeMaskComponent",
+        # tested in tests/components/test_components_inputless.py:
+        "ConstantComponent",
+        "DropoutMaskComponent",
         "BlockAffineComponent",
         "RepeatedAffineComponent",
         "NaturalGradientRepeatedAffineComponent",
@@ -590,7 +589,7 @@ def test_components_in_a_jitted_network():
     h = build_component("AffineComponent", "a2", {"input-dim": 6, "output-dim": 3}, h)
     out = build_component("LogSoftmaxComponent", "s", {"dim": 3}, h)
     net = symnet.Network(out)
-    net = net.replace(params=dict(net.params, **{"bn1.count": 1.0, "bn1.stats_var": np.ones(6, np.float32)}))
+    net = net.assign({"bn1.count": 1.0, "bn1.stats_var": np.ones(6, np.float32)})
     data = rand(5, 4)
 
     @jax.jit
@@ -605,4 +604,4 @@ def test_components_in_a_jitted_network():
     close(value, ref_value)
     for name in ("a1.linear_params", "a1.bias_params", "a2.linear_params", "a2.bias_params"):
         close(grads[name], ref_grads.params[name], rtol=1e-4)
-    assert float(jnp.abs(grads["bn1.stats_var"]).sum()) == 0.0
+    assert "bn1.stats_var" not in grads and "bn1.stats_var" in net.state  # statistics are state, not trained

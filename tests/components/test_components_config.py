@@ -8,16 +8,11 @@ import numpy as np
 import pytest
 
 import symnet
-from symnet.components import (
-    COMPONENTS,
-    ComponentConfigError,
-    Constant,
-    FixedWeight,
-    build_component,
-    read_kaldi_text_object,
-)
+from symnet.components import ComponentConfigError, Constant, FixedWeight
 from symnet.core.initializers import Normal, Zeros
 from symnet.errors import SymnetError
+from symnet.kaldi import COMPONENTS, build_component
+from symnet.kaldi.components import read_matrix_file
 
 
 def build(kaldi_type, options, name="c", **kwargs):
@@ -69,7 +64,7 @@ def test_affine_explicit_options_and_metadata():
     assert opts["learning-rate-factor"] == 0.5 and opts["max-change"] == 0.75 and opts["l2-regularize"] == 1e-4
     assert opts["orthonormal-constraint"] == -1.0
     net = symnet.Network(layer)
-    assert np.all(np.asarray(net.params["c.linear_params"]) == 0.0)
+    assert np.all(np.asarray(net.values["c.linear_params"]) == 0.0)
 
 
 def test_natural_gradient_affine_defaults():
@@ -121,8 +116,8 @@ def test_matrix_files(tmp_path):
     path.write_text(" [\n  1 2 3 0.5\n  4 5 6 -0.5 ]\n")
     fixed = build("FixedAffineComponent", {"matrix": str(path)})
     net = symnet.Network(fixed)
-    np.testing.assert_array_equal(np.asarray(net.params["c.linear_params"]), [[1, 2, 3], [4, 5, 6]])
-    np.testing.assert_array_equal(np.asarray(net.params["c.bias_params"]), [0.5, -0.5])
+    np.testing.assert_array_equal(np.asarray(net.values["c.linear_params"]), [[1, 2, 3], [4, 5, 6]])
+    np.testing.assert_array_equal(np.asarray(net.values["c.bias_params"]), [0.5, -0.5])
     assert (fixed.input_dim, fixed.output_dim) == (3, 2)
     np.testing.assert_allclose(np.asarray(net(np.ones((1, 3), np.float32))), [[6.5, 14.5]])
     affine = build("AffineComponent", {"matrix": str(path), "input-dim": 3, "learning-rate": 0.01})
@@ -145,7 +140,7 @@ def test_matrix_files(tmp_path):
     assert seen == ["exp/x.mat"] and (linear.input_dim, linear.output_dim) == (3, 2)
     vec = tmp_path / "v.vec"
     vec.write_text(" [ 1 2 3 ]\n")
-    np.testing.assert_array_equal(read_kaldi_text_object(str(vec)), [1, 2, 3])
+    np.testing.assert_array_equal(read_matrix_file(str(vec)), [1, 2, 3])
     scale = build("FixedScaleComponent", {"scales": str(vec)})
     assert scale.input_dim == 3
     offset = build("PerElementOffsetComponent", {"vector": str(vec), "dim": 6})
@@ -186,7 +181,7 @@ def test_normalize_and_batchnorm_defaults():
     assert all(isinstance(w, FixedWeight) for w in bn.parameters.values())
     assert [w.name for w in bn.parameters.values()] == ["c.stats_mean", "c.stats_var", "c.count"]
     net = symnet.Network(bn)
-    assert float(net.params["c.count"]) == 0.0 and np.all(np.asarray(net.params["c.stats_var"]) == 0.0)
+    assert float(net.values["c.count"]) == 0.0 and np.all(np.asarray(net.values["c.stats_var"]) == 0.0)
     with pytest.raises(ComponentConfigError, match="epsilon"):
         build("BatchNormComponent", {"dim": 8, "epsilon": 0})
 

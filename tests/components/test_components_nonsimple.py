@@ -21,7 +21,6 @@ import symnet
 from helpers.component_samples import NONSIMPLE_SAMPLES
 from symnet import Input, Network, Node
 from symnet.components import (
-    COMPONENTS,
     ComponentConfigError,
     ComponentModeError,
     CompositeComponent,
@@ -35,7 +34,7 @@ from symnet.engine.graph import Graph
 from symnet.engine.plan import Planner
 from symnet.engine.request import ComputationRequest
 from symnet.errors import PlanError
-from symnet.kaldi import component_options, parse_network, write_network
+from symnet.kaldi import COMPONENTS, component_options, parse_network, write_network
 
 
 def build(kind, options, input, name="c"):

@@ -9,8 +9,8 @@ import optax
 import pytest
 
 from symnet import Identity, Network, SymnetError, Weight, rng
-from symnet.components import COMPONENTS, set_test_mode
-from symnet.kaldi import parse_network
+from symnet.components import set_test_mode
+from symnet.kaldi import COMPONENTS, parse_network
 from symnet.train import fit
 
 x = Identity()

@@ -20,6 +20,7 @@ from symnet import (
     Identity,
     LogSoftmax,
     Network,
+    Node,
     Normal,
     ParameterError,
     ReLU,
@@ -55,12 +56,12 @@ def seed_net() -> Network:
 def test_single_output_value_tape_and_params():
     net = seed_net()
     assert list(net.outputs) == ["output"]
-    assert repr(net.output) == "(1.0 + x) * Weight(2.0, name='rhs')"
-    assert list(net.params) == ["rhs"] and float(net.params["rhs"]) == 2.0
+    assert repr(net.output) == "(1.0 + x) * Weight(2.0, name='scale')"
+    assert list(net.params) == ["scale"] and float(net.params["scale"]) == 2.0
     assert float(net(3.0)) == 8.0
     tape = net.forward(3.0)
     assert isinstance(tape, Tape) and float(tape.value) == 8.0 and tape.layer == net.output
-    assert float(net.forward(3.0, {"rhs": 5.0}).value) == 20.0
+    assert float(net.forward(3.0, {"scale": 5.0}).value) == 20.0
     with pytest.raises(AttributeError):
         net.params = {}
 
@@ -106,11 +107,18 @@ def mlp_expr(order: str = "forward"):
 
 def test_unnamed_weights_are_named_by_their_path():
     net = Network(mlp_expr())
-    assert list(net.params) == ["lhs.lhs.arg.lhs.rhs", "lhs.lhs.arg.rhs", "lhs.rhs", "rhs"]
-    assert [net.params[k].shape for k in net.params] == [(2, 3), (3,), (3, 1), (1,)]
+    # named by their role (weight of a product, bias of a sum), numbered in depth-first field order
+    assert list(net.params) == ["bias", "bias_2", "weight", "weight_2"]
+    assert [net.params[k].shape for k in net.params] == [(3,), (1,), (2, 3), (3, 1)]
     assert list(Network(Weight(1.0)).params) == ["weight"]
     multi = Network({"a": x * Weight(1.0), "b": x + Weight(2.0)})
-    assert set(multi.params) == {"a.rhs", "b.rhs"}
+    assert set(multi.params) == {"a.scale", "b.bias"}
+    # below a named Node, names start from the node's: a change in one node renames nothing in another
+    h = Node("h", ReLU(x @ Weight(Normal((2, 3))) + Weight(Zeros(3))))
+    y = Node("y", h @ Weight(Normal((3, 1))))
+    assert list(Network(y).params) == ["h.bias", "h.weight", "y.weight"]
+    h2 = Node("h", ReLU(x @ Weight(Normal((2, 3))) + Weight(Zeros(3)) + Weight(Zeros(3))))
+    assert list(Network(Node("y", h2 @ Weight(Normal((3, 1))))).params) == ["h.bias", "h.bias_2", "h.weight", "y.weight"]
 
 
 def test_names_and_initial_values_do_not_depend_on_construction_order_or_history():
@@ -123,7 +131,7 @@ def test_names_and_initial_values_do_not_depend_on_construction_order_or_history
         np.testing.assert_array_equal(a.params[k], b.params[k])
     assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
     c = Network(mlp_expr(), seed=1)
-    assert not np.array_equal(c.params["lhs.lhs.arg.lhs.rhs"], a.params["lhs.lhs.arg.lhs.rhs"])
+    assert not np.array_equal(c.params["weight"], a.params["weight"])
     # distinct parameters with equal initialisers get distinct random values (keys from their names)
     d = Network(x @ Weight(Normal((2, 2))) + x @ Weight(Normal((2, 2))))
     v1, v2 = d.params.values()
@@ -140,9 +148,9 @@ def test_weight_identity_decides_sharing():
 
 
 def test_explicit_name_takes_precedence_over_a_path_name():
-    net = Network(x * Weight(1.0, name="rhs") + Weight(2.0))
-    assert set(net.params) == {"rhs", "rhs_1"}
-    assert float(net.params["rhs"]) == 1.0 and float(net.params["rhs_1"]) == 2.0
+    net = Network(x * Weight(1.0, name="bias") + Weight(2.0))
+    assert set(net.params) == {"bias", "bias_2"}
+    assert float(net.params["bias"]) == 1.0 and float(net.params["bias_2"]) == 2.0
 
 
 def test_one_name_with_different_initialisers_names_both_places():
@@ -188,12 +196,31 @@ def test_network_is_a_pytree_of_its_parameters():
     for leaf, name in zip(leaves, net.params, strict=True):
         assert leaf is net.params[name]
     paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(net)[0]]
-    assert paths == [f"[{name!r}]" for name in net.params]
+    assert paths == [f".params[{name!r}]" for name in net.params]
     doubled = jax.tree_util.tree_map(lambda a: 2 * a, net)
     assert isinstance(doubled, Network) and doubled.structure is net.structure
-    np.testing.assert_allclose(doubled.params["lhs.rhs"], 2 * net.params["lhs.rhs"])
+    np.testing.assert_allclose(doubled.params["weight_2"], 2 * net.params["weight_2"])
     rebuilt = jax.tree_util.tree_unflatten(treedef, leaves)
     np.testing.assert_allclose(rebuilt(jnp.ones((4, 2))), net(jnp.ones((4, 2))))
+
+
+def test_state_is_apart_from_the_parameters():
+    from symnet.core.layer import FixedWeight
+
+    x = Identity()
+    net = Network((x @ Weight(np.ones((2, 3)), name="w")) * FixedWeight(np.full(3, 2.0), name="scale"))
+    assert list(net.params) == ["w"] and list(net.state) == ["scale"]
+    paths = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(net)[0]]
+    assert paths == [".params['scale']", ".params['w']"][1:] + [".state['scale']"]
+    grads = net.forward(jnp.ones((4, 2))).backward(1.0)
+    assert list(grads) == ["w"]  # an optimiser over net.params never sees the state
+    np.testing.assert_allclose(grads["w"], 4 * 2.0 * np.ones((2, 3)))
+    moved = net.assign({"scale": jnp.full(3, 5.0)})
+    np.testing.assert_allclose(moved(jnp.ones((1, 2))), [[10.0, 10.0, 10.0]])
+    with pytest.raises(ParameterError):
+        net.replace(state={"w": jnp.ones((2, 3))})
+    with pytest.raises(ParameterError):
+        net.assign({"nope": jnp.ones(3)})
 
 
 def test_jit_takes_a_network_and_rebuilt_networks_share_the_compiled_code():
@@ -205,7 +232,7 @@ def test_jit_takes_a_network_and_rebuilt_networks_share_the_compiled_code():
         return net(3.0)
 
     assert float(apply(seed_net())) == 8.0
-    assert float(apply(seed_net().replace(params={"rhs": 4.0}))) == 16.0
+    assert float(apply(seed_net().replace(params={"scale": 4.0}))) == 16.0
     assert float(apply(seed_net())) == 8.0
     assert len(traces) == 1
 
@@ -245,7 +272,7 @@ def test_grad_takes_a_network_and_agrees_with_tape_backward():
     for k in net.params:
         np.testing.assert_allclose(grads.params[k], tape_grads[k], rtol=1e-5, atol=1e-6)
     # and both equal a hand-written jnp function of the parameters
-    names = list(net.params)
+    names = ["weight", "bias", "weight_2", "bias_2"]  # w1, b1, w2, b2
 
     def by_hand(w1, b1, w2, b2):
         return jnp.sum((jax.nn.relu(inp @ w1 + b1) @ w2 + b2) ** 2)
@@ -259,7 +286,7 @@ def test_vmap_over_a_batch_of_networks():
     net = seed_net()
     stacked = jax.tree_util.tree_map(lambda a: jnp.stack([a, 2 * a, 3 * a]), net)
     np.testing.assert_allclose(jax.vmap(lambda n: n(3.0))(stacked), [8.0, 16.0, 24.0])
-    np.testing.assert_allclose(jax.vmap(lambda p: net.forward(3.0, p).value)({"rhs": jnp.arange(3.0)}), [0, 4, 8])
+    np.testing.assert_allclose(jax.vmap(lambda p: net.forward(3.0, p).value)({"scale": jnp.arange(3.0)}), [0, 4, 8])
 
 
 def test_vmap_and_jit_over_inputs_given_as_tapes():
@@ -295,7 +322,7 @@ def test_optax_update_with_grads_from_jax_grad_on_the_network():
     updates, state = opt.update(grads, state, net)
     new = optax.apply_updates(net, updates)
     assert isinstance(new, Network)
-    np.testing.assert_allclose(new.params["rhs"], 2.0 - 0.1 * 4.0, rtol=1e-6)
+    np.testing.assert_allclose(new.params["scale"], 2.0 - 0.1 * 4.0, rtol=1e-6)
 
 
 def test_optax_update_with_grads_from_tape_backward_on_params():
@@ -305,24 +332,24 @@ def test_optax_update_with_grads_from_tape_backward_on_params():
     grads = net.forward(3.0).backward(1.0)
     updates, state = opt.update(grads, state, net.params)
     new = net.replace(params=optax.apply_updates(net.params, updates))
-    np.testing.assert_allclose(new.params["rhs"], 1.6, rtol=1e-6)
+    np.testing.assert_allclose(new.params["scale"], 1.6, rtol=1e-6)
     np.testing.assert_allclose(new(3.0), 6.4, rtol=1e-6)
 
 
 def test_replace_checks_its_parameters():
     net = seed_net()
-    assert float(net.replace(params={"rhs": 1.0})(3.0)) == 4.0
+    assert float(net.replace(params={"scale": 1.0})(3.0)) == 4.0
     with pytest.raises(ParameterError, match="missing"):
         net.replace(params={})
     with pytest.raises(ParameterError, match=r"\(2,\)"):
-        net.replace(params={"rhs": jnp.ones(2)})
+        net.replace(params={"scale": jnp.ones(2)})
     with pytest.raises(ParameterError, match="other"):
-        net.replace(params={"rhs": 1.0, "other": 2.0})
+        net.replace(params={"scale": 1.0, "other": 2.0})
 
 
 def test_non_numeric_parameter_is_a_symnet_error():
-    with pytest.raises(ParameterError, match="rhs"):
-        seed_net().forward(1.0, {"rhs": "abc"})
+    with pytest.raises(ParameterError, match="scale"):
+        seed_net().forward(1.0, {"scale": "abc"})
 
 
 def test_bad_initialiser_shape_is_a_symnet_error():
@@ -357,7 +384,7 @@ def test_seed_example_recovers_the_true_weight_with_jax_grad():
 
     for _ in range(300):
         net, state, loss = step(net, state)
-    assert abs(float(net.params["rhs"]) - 3.5) < 1e-3 and float(loss) < 1e-5
+    assert abs(float(net.params["scale"]) - 3.5) < 1e-3 and float(loss) < 1e-5
 
 
 def test_seed_example_recovers_the_true_weight_with_tape_backward():
@@ -377,7 +404,7 @@ def test_seed_example_recovers_the_true_weight_with_tape_backward():
     params, state = net.params, opt.init(net.params)
     for _ in range(300):
         params, state = step(params, state, xs, ys)
-    np.testing.assert_allclose(params["rhs"], 3.5, atol=1e-3)
+    np.testing.assert_allclose(params["scale"], 3.5, atol=1e-3)
 
 
 def _regression_problem():

@@ -65,7 +65,7 @@ def test_docs_build_strict(tmp_path):
         "symnet.core.descriptor.Offset",
         "symnet.core.index.IndexSet",
         "symnet.engine.computation.compile",
-        "symnet.kaldi.network.read_network",
+        "symnet.kaldi.build.read_network",
         "symnet.train.loop.fit",
         "symnet.datasets.HmmTask",
         "symnet.display.receptive.receptive_field",

@@ -3,8 +3,7 @@
 import re
 
 from helpers import REPO
-from symnet.components import COMPONENTS
-from symnet.kaldi.model import READABLE_TYPES, WRITABLE_TYPES
+from symnet.kaldi import COMPONENTS, READABLE_TYPES, WRITABLE_TYPES
 
 DOC = REPO / "docs" / "kaldi.md"
 

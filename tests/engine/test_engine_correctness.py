@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import symnet
+from helpers.reference import Reference
 from symnet import (
     Append,
     ComputationRequest,
@@ -44,8 +45,6 @@ from symnet import (
 from symnet.core import source
 from symnet.kaldi import parse_network
 
-from helpers.reference import Reference
-
 RNG = np.random.default_rng(7)
 
 
@@ -66,8 +65,11 @@ def test_failover_whose_first_part_no_row_uses():
     b = Weight(RNG.normal(size=(3, 2)), name="b")
     net = Network({"output": Failover(Offset(x, -50) @ a, x @ b)})
     features = RNG.normal(size=(12, 3))
-    out = run(net, ComputationRequest(inputs={"input": frames(1, 12)}, outputs={"output": frames(1, (0, 12))}),
-              {"input": jnp.asarray(features)})["output"]
+    out = run(
+        net,
+        ComputationRequest(inputs={"input": frames(1, 12)}, outputs={"output": frames(1, (0, 12))}),
+        {"input": jnp.asarray(features)},
+    )["output"]
     np.testing.assert_allclose(out, features @ np.asarray(net.params["b"]), rtol=1e-5)
 
 
@@ -77,8 +79,11 @@ def test_switch_whose_second_part_no_row_uses():
     b = Weight(RNG.normal(size=(3, 2)), name="B")
     net = Network(Switch(x @ a, Offset(x, 1) @ b))
     features = RNG.normal(size=(12, 3))
-    out = run(net, ComputationRequest(inputs={"input": frames(1, 12)}, outputs={"output": frames(1, 1)}),
-              {"input": jnp.asarray(features)})["output"]
+    out = run(
+        net,
+        ComputationRequest(inputs={"input": frames(1, 12)}, outputs={"output": frames(1, 1)}),
+        {"input": jnp.asarray(features)},
+    )["output"]
     np.testing.assert_allclose(out, features[:1] @ np.asarray(net.params["A"]), rtol=1e-5)
 
 
@@ -118,8 +123,11 @@ def test_round_context_is_the_maximum_over_input_starts():
 
 def _backward_net():
     x = Input("input", 3)
-    return Network(Node("bw", Tanh(x @ Weight(Normal((3, 4), 0.5)) + IfDefined(Offset(Ref("bw"), 1))
-                                   @ Weight(Normal((4, 4), 0.5)))))
+    return Network(
+        Node(
+            "bw", Tanh(x @ Weight(Normal((3, 4), 0.5)) + IfDefined(Offset(Ref("bw"), 1)) @ Weight(Normal((4, 4), 0.5)))
+        )
+    )
 
 
 def test_carrying_a_backward_recurrence_across_chunks_is_refused():
@@ -143,11 +151,13 @@ def test_independent_chunks_are_nnet3_computes_chunks():
 
 def test_forward_recurrence_chunked_equals_one_pass():
     x = Input("input", 3)
-    net = Network(Node("h", Tanh(x @ Weight(Normal((3, 4), 0.5)) + IfDefined(Offset(Ref("h"), -1))
-                                 @ Weight(Normal((4, 4), 0.5)))))
+    net = Network(
+        Node("h", Tanh(x @ Weight(Normal((3, 4), 0.5)) + IfDefined(Offset(Ref("h"), -1)) @ Weight(Normal((4, 4), 0.5))))
+    )
     features = RNG.normal(size=(2, 37, 3))
-    np.testing.assert_allclose(np.asarray(net.compute(features, frames_per_chunk=10)),
-                               np.asarray(net.compute(features)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(net.compute(features, frames_per_chunk=10)), np.asarray(net.compute(features)), rtol=1e-5, atol=1e-6
+    )
 
 
 # ----- 4. a Network as a function for jax.jit -------------------------------------------------------------------
@@ -156,7 +166,7 @@ def test_forward_recurrence_chunked_equals_one_pass():
 def test_jit_of_a_network():
     net = Network(Tanh(Identity() @ Weight(Normal((3, 4), 0.3))))
     xs = jnp.asarray(RNG.normal(size=(5, 3)))
-    want = np.tanh(np.asarray(xs) @ np.asarray(net.params["arg.rhs"]))
+    want = np.tanh(np.asarray(xs) @ np.asarray(net.params["weight"]))
     jitted = jax.jit(net)
     np.testing.assert_allclose(jitted(xs), want, rtol=1e-5)
     np.testing.assert_allclose(jitted(xs + 0), want, rtol=1e-5)  # the second call used to crash the interpreter
@@ -249,7 +259,7 @@ def test_a_thousand_node_chain_plans_without_recursion():
         h = Node(f"n{i}", Tanh(h @ Weight(Normal((2, 2), 0.5))))
     net = Network(h)
     assert len(repr(net.output)) > 0 and net.structure == Network(h).structure
-    assert "n999.arg.rhs" in net.params  # parameter paths restart at each Node's name
+    assert "n999.weight" in net.params  # parameter paths restart at each Node's name
     assert net.context() == (0, 0)
     comp = symnet.compile(net, ComputationRequest(inputs={"input": frames(1, 3)}, outputs={"output": frames(1, 3)}))
     assert len(comp.steps) > 1000
@@ -259,7 +269,7 @@ def test_a_thousand_node_chain_plans_without_recursion():
 def test_deep_networks_run_and_differentiate():
     y = Identity()
     weights = []
-    for i in range(200):
+    for _ in range(200):
         w = RNG.normal(size=(3, 3)) * 0.5
         weights.append(w)
         y = ReLU(y @ Weight(w) + Weight(Zeros((3,))))
@@ -279,8 +289,10 @@ def test_a_deep_kaldi_config_chain():
     lines = ["input-node name=input dim=4"]
     previous = "input"
     for i in range(300):
-        lines += [f"component name=a{i} type=AffineComponent input-dim=4 output-dim=4 param-stddev=0.3",
-                  f"component-node name=a{i} component=a{i} input={previous}"]
+        lines += [
+            f"component name=a{i} type=AffineComponent input-dim=4 output-dim=4 param-stddev=0.3",
+            f"component-node name=a{i} component=a{i} input={previous}",
+        ]
         previous = f"a{i}"
     lines.append(f"output-node name=output input={previous}")
     net = parse_network("\n".join(lines)).network

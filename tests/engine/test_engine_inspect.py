@@ -36,7 +36,6 @@ from symnet import (
     Weight,
     compile,
 )
-from symnet.components import COMPONENTS
 from symnet.core.index import decode
 from symnet.engine.context import output_name
 from symnet.engine.graph import Graph, shifts_time
@@ -50,7 +49,7 @@ from symnet.engine.inspect import (
     topological_order,
 )
 from symnet.errors import GraphError, PlanError
-from symnet.kaldi import read_network
+from symnet.kaldi import COMPONENTS, read_network
 
 
 def tdnn():

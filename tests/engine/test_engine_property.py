@@ -64,7 +64,10 @@ RTOL, ATOL = 1e-8, 1e-10
 class NetGen:
     """Draws a random network (layers with known dims) from hypothesis' `data`."""
 
-    def __init__(self, data, rng: np.random.Generator, dim: int, *, x_moves: bool, recurrent: bool, t_range):
+    def __init__(self, data, rng: np.random.Generator, dim: int, *, x_moves: bool, recurrent: bool, t_range,
+                 replace_t: bool = True, directions: tuple[int, ...] = (1, 2, -1)):
+        self.replace_t = replace_t
+        self.directions = directions
         self.data = data
         self.rng = rng
         self.x = Input("input", dim)
@@ -117,6 +120,7 @@ class NetGen:
             "switch",
             "round",
             "replace_t",
+            "far",
             "scale",
             "dimrange",
             "affine",
@@ -139,6 +143,8 @@ class NetGen:
             kinds += ["offset_x", "replace_x"]
         if self.recurrent:
             kinds += ["recurrence"]
+        if not self.replace_t:
+            kinds.remove("replace_t")
         kind = self.choice(kinds)
         sub = lambda: self.expr(depth - 1)  # noqa: E731
         if kind == "leaf":
@@ -163,6 +169,17 @@ class NetGen:
         elif kind == "ifdefined":
             e, d = sub()
             out = IfDefined(e)
+        elif kind == "far":
+            # A part that few or no requested rows use: an offset beyond the window, inside IfDefined or
+            # as the first part of a Failover (the other part of a different kind).
+            e, d = sub()
+            far = Offset(e, self.choice([-9, 9]))
+            if self.draw(st.booleans()):
+                out = IfDefined(far)
+            else:
+                other, od = sub()
+                out = Failover(far @ self.weight((d, od)), other)
+                d = od
         elif kind == "round":
             e, d = sub()
             out = Round(e, self.draw(st.integers(1, 3)))
@@ -249,7 +266,7 @@ class NetGen:
         self.names += 1
         self.has_recurrence = True
         e, d = self.expr(depth - 1)
-        k = self.choice([1, 2, -1])
+        k = self.choice(list(self.directions))
         hd = self.draw(st.integers(1, 3))
         o = self.draw(st.integers(-1, 1))
         # x comes first, so that the reference stops where x ends (a finite recursion).
@@ -485,6 +502,97 @@ def _runs(ts: list[int]) -> list[tuple[int, int]]:
             start = b
     runs.append((start, ts[-1]))
     return runs
+
+
+# ----- contexts and chunks ------------------------------------------------------------------------
+
+
+def _modulus(net) -> int:
+    from math import lcm
+
+    from symnet.core.walk import walk
+
+    m = 1
+    for layer in walk([layer for _, layer in net.structure.outputs]):
+        if isinstance(layer, Round):
+            m = lcm(m, layer.t_modulus)
+        elif isinstance(layer, Switch):
+            m = lcm(m, len(layer.parts))
+    return m
+
+
+def reference_context(net, rng, dim: int) -> tuple[int, int] | None:
+    """Kaldi's probe (ComputeSimpleNnetContext) run on the reference evaluator: None where it fails."""
+    m = _modulus(net)
+    for window in (40, 80, 160):
+        found = []
+        for start in range(m + 1):
+            frames = range(start, start + window)
+            rows = {Index(0, t): rng.normal(size=dim) for t in frames}
+            ref = Reference(net.outputs["output"], {"input": rows}, net.params, extra_roots=net.outputs.values())
+            ok = [ref.value(Index(0, t)) is not None for t in frames]
+            if not any(ok):
+                break
+            first_ok = ok.index(True)
+            first_not_ok = next((i for i in range(first_ok, window) if not ok[i]), window)
+            found.append((first_ok, window - first_not_ok))
+        else:
+            return max(f[0] for f in found), max(f[1] for f in found)
+    return None
+
+
+@SETTINGS
+@given(st.data())
+def test_context_matches_kaldis_probe_on_the_reference(data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    dim = data.draw(st.integers(1, 2), label="dim")
+    with jax.enable_x64(True):
+        gen = NetGen(data, rng, dim, x_moves=False, recurrent=data.draw(st.booleans(), label="recurrent"),
+                     t_range=(0, 8), replace_t=False)
+        net = symnet.Network({"output": gen.expr(gen.draw(st.integers(1, 3)))[0]})
+        if not reads_input(net):
+            return
+        want = reference_context(net, rng, dim)
+        if want is None:
+            with pytest.raises(PlanError):
+                net.context()
+            event("no context")
+        else:
+            assert net.context() == want
+            event("context checked")
+
+
+@SETTINGS
+@given(st.data())
+def test_chunks_carrying_state_equal_one_pass(data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    dim = data.draw(st.integers(1, 2), label="dim")
+    frames = data.draw(st.integers(4, 12), label="T")
+    chunk = data.draw(st.integers(1, 5), label="chunk")
+    backward = data.draw(st.booleans(), label="backward recurrences too")
+    with jax.enable_x64(True):
+        gen = NetGen(data, rng, dim, x_moves=False, recurrent=True, t_range=(0, frames), replace_t=False,
+                     directions=(1, 2, -1) if backward else (1, 2))
+        net = symnet.Network({"output": gen.expr(gen.draw(st.integers(1, 3)))[0]})
+        if not reads_input(net):
+            return
+        try:
+            left, right = net.context()
+        except PlanError:
+            event("no context")
+            return
+        if frames <= left + right:
+            return
+        x = rng.normal(size=(2, frames, dim))
+        whole = np.asarray(net.compute(x))
+        try:
+            chunked = np.asarray(net.compute(x, frames_per_chunk=chunk))
+        except PlanError as e:
+            assert backward and "backward recurrence" in str(e)
+            event("backward recurrence refused")
+            return
+        np.testing.assert_allclose(chunked, whole, rtol=1e-9, atol=1e-10)
+        event("chunked equals one pass")
 
 
 # ----- bugs this file found, kept as regression tests ------------------------------------------------

@@ -17,6 +17,7 @@ from symnet import (
     Ref,
     ReplaceIndex,
     ShapeError,
+    SymnetError,
     Tanh,
     Weight,
 )
@@ -149,3 +150,80 @@ def test_modulus_rounds_the_chunk_size_up():
 def test_bad_feature_dim_is_named():
     with pytest.raises(ShapeError, match="dim 12, but these have dim 5"):
         nnet3_compute(doc_example(), np.zeros((4, 5), np.float32))
+
+
+# ----- many utterances at once ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk", [4, 50])
+def test_compute_many_is_each_utterance_alone(chunk):
+    """Chunks are independent computations: computed together (one request for a network without
+    recurrences, one per chunk shape for a recurrent one) they give each utterance's own outputs."""
+    lengths = [1, 6, 9, 23]
+    doc, rnn = doc_example(), rnn_net()
+    feats = [rng.standard_normal((n, 12)).astype(np.float32) for n in lengths]
+    got = Nnet3Computer(doc, ComputeOptions(frames_per_chunk=chunk)).compute_many(feats)
+    for f, g in zip(feats, got, strict=True):
+        np.testing.assert_allclose(g, doc_reference(doc, f), atol=1e-4)
+    feats = [rng.standard_normal((n, D)).astype(np.float32) for n in lengths]
+    got = Nnet3Computer(rnn, ComputeOptions(frames_per_chunk=chunk, extra_left_context=2)).compute_many(feats)
+    for f, g in zip(feats, got, strict=True):
+        np.testing.assert_allclose(g, rnn_reference(rnn, f, chunk, extra_left=2), atol=1e-5)
+
+
+def test_compute_many_gives_each_utterance_its_ivector():
+    net = ivector_net()
+    w = np.asarray(net.params["w"])
+    feats = [rng.standard_normal((n, D)).astype(np.float32) for n in (3, 7)]
+    ivectors = [np.array([1.0, -2.0], np.float32), np.array([0.5, 3.0], np.float32)]
+    got = Nnet3Computer(net, ComputeOptions(frames_per_chunk=4)).compute_many(feats, ivectors=ivectors)
+    for f, iv, g in zip(feats, ivectors, got, strict=True):
+        np.testing.assert_allclose(g, np.concatenate([f, np.tile(iv, (len(f), 1))], 1) @ w, atol=1e-5)
+    with pytest.raises(SymnetError, match="2 utterances but 1 ivectors"):
+        Nnet3Computer(net).compute_many(feats, ivectors=ivectors[:1])
+
+
+# ----- exact evaluation --------------------------------------------------------------------------
+
+
+def test_exact_outputs_are_the_frames_the_input_makes_computable():
+    from symnet.kaldi.exact import exact_outputs
+
+    net = doc_example()  # context (1, 2)
+    feats = [rng.standard_normal((n, 12)).astype(np.float32) for n in (3, 4, 9)]
+    short, four, nine = exact_outputs(net, feats)
+    assert short["output"][0].tolist() == [] and short["output"][1].shape[0] == 0
+    assert four["output"][0].tolist() == [1]
+    assert nine["output"][0].tolist() == list(range(1, 7))
+    # No padding: the values are the formula's on real frames only (the clamped reference agrees inside).
+    np.testing.assert_allclose(nine["output"][1], doc_reference(net, feats[2])[1:7], atol=1e-4)
+    # A recurrence starts where its input starts: frame 0, not inside a padding.
+    rnn = rnn_net()
+    x = rng.standard_normal((7, D)).astype(np.float32)
+    ((t, values),) = (r["output"] for r in exact_outputs(rnn, [x]))
+    assert t.tolist() == list(range(7))
+    np.testing.assert_allclose(values, rnn_reference(rnn, x, 7), atol=1e-5)
+    with pytest.raises(SymnetError, match="no output 'bogus'"):
+        exact_outputs(net, feats, outputs=["bogus"])
+
+
+def test_a_binary_matrix_file_is_a_config_matrix(tmp_path):
+    """Kaldi's scripts write matrices such as lda.mat in binary (`\\0B` then `FM`)."""
+    matrix = np.arange(6, dtype=np.float32).reshape(2, 3)
+    header = b"\0BFM \x04" + np.int32(2).tobytes() + b"\x04" + np.int32(3).tobytes()
+    (tmp_path / "lda.mat").write_bytes(header + matrix.tobytes())
+    config = tmp_path / "net.config"
+    config.write_text(
+        "input-node name=input dim=2\ncomponent name=lda type=FixedAffineComponent matrix=lda.mat\n"
+        "component-node name=lda component=lda input=input\noutput-node name=output input=lda\n"
+    )
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # Kaldi reads matrix= relative to where it runs
+    try:
+        net = read_network("net.config").network
+    finally:
+        os.chdir(cwd)
+    np.testing.assert_array_equal(net.values["lda.linear_params"], matrix[:, :2])
+    np.testing.assert_array_equal(net.values["lda.bias_params"], matrix[:, 2])

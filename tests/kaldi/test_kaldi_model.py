@@ -11,27 +11,30 @@ import pytest
 
 from helpers import EXAMPLES
 from helpers.kaldi_models import AM_NNET, AM_TEXT, NNET_TEXT
-from symnet.components import COMPONENTS, set_test_mode
+from symnet.components import set_test_mode
 from symnet.components.base import Component
 from symnet.core.descriptor import Input
 from symnet.core.layer import Layer, child, layer_class
 from symnet.core.walk import walk
 from symnet.errors import ModelFormatError
-from symnet.kaldi import parse_network, read_network
-from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
-from symnet.kaldi.model import (
+from symnet.kaldi import (
+    COMPONENTS,
     KaldiModel,
     ModelWriteError,
     component_line,
     format_model,
+    format_nnet,
     model_to_nnet,
     nnet_component,
     output_dims,
     parse_model,
+    parse_network,
+    parse_nnet,
     read_model,
+    read_network,
     write_model,
 )
-from symnet.kaldi.model_io import format_nnet, parse_nnet
+from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
 
 rng = np.random.default_rng(0)
 
@@ -90,13 +93,13 @@ def _np(x):
 
 def _rounded(kn):
     """The network with parameters that text models keep exactly (multiples of 1/64 within +-8: 7 digits)."""
-    params = {}
-    for name, value in kn.params.items():
+    values = {}
+    for name, value in kn.network.values.items():
         v = np.clip(np.round(_np(value) * 64) / 64, -8, 8)
         if name.endswith("stats_var"):
             v = np.abs(v) + 0.5
-        params[name] = v.astype(np.float32)
-    return kn.replace(params=params)
+        values[name] = v.astype(np.float32)
+    return kn.replace(network=kn.network.assign(values))
 
 
 def _assert_same_params(a, b):
@@ -121,12 +124,12 @@ def test_a_hand_written_text_model_is_rewritten_byte_identically():
     assert format_model(again, binary=True) == binary
     assert format_model(again, binary=False) == NNET_TEXT.encode()
     assert again.network.structure == model.network.structure
-    _assert_same_params(again.network.params, model.network.params)
+    _assert_same_params(again.values, model.values)
 
 
 def test_parameters_and_options_come_from_the_fields():
     model = parse_model(NNET_TEXT.encode())
-    params = model.network.params
+    params = model.network.network.values
     np.testing.assert_array_equal(_np(params["affine1.linear_params"])[3], np.float32([1, -1.1, 1.2]))
     np.testing.assert_array_equal(_np(params["bn1.stats_mean"]), [0.5, -0.25, 0.125, 1.5])
     assert float(params["bn1.count"]) == 12.0
@@ -162,10 +165,8 @@ def test_an_acoustic_model_keeps_its_transition_model_and_priors(tmp_path):
 
 def test_changed_parameters_are_written_and_untouched_ones_keep_their_bits():
     model = parse_model(NNET_TEXT.encode())
-    params = dict(model.network.params)
-    params["affine2.bias_params"] = np.arange(10, dtype=np.float32) / 4
-    params["bn1.count"] = np.float32(13.0)
-    changed = model.replace(params=params)
+    values = {"affine2.bias_params": np.arange(10, dtype=np.float32) / 4, "bn1.count": np.float32(13.0)}
+    changed = model.replace(network=model.network.network.assign(values))
     nnet = model_to_nnet(changed)
     np.testing.assert_array_equal(nnet.component("affine2")["BiasParams"], np.arange(10) / 4)
     assert nnet.component("bn1")["Count"] == 13.0 and nnet.component("bn1")["Count"].dtype == np.float64
@@ -173,7 +174,7 @@ def test_changed_parameters_are_written_and_untouched_ones_keep_their_bits():
     assert nnet.component("affine2")["LinearParams"] is model.source.component("affine2")["LinearParams"]
     assert format_model(changed, binary=False) != NNET_TEXT.encode()
     again = parse_model(format_model(changed))
-    _assert_same_params(again.network.params, changed.network.params)
+    _assert_same_params(again.values, changed.values)
 
 
 def test_a_changed_component_is_written_afresh_and_the_others_as_read():

@@ -18,13 +18,10 @@ from hypothesis import strategies as st
 
 from helpers.kaldi_models import AM_TEXT, CONFIG, NNET_TEXT, TM_TEXT
 from symnet.errors import ModelFormatError
-from symnet.kaldi.model_io import (
-    TOKEN_KINDS,
-    HmmState,
+from symnet.kaldi.components import TOKEN_KINDS
+from symnet.kaldi.nnet_file import (
     NnetComponent,
     NnetFile,
-    TopologyEntry,
-    TransitionModel,
     field_to_token,
     format_nnet,
     parse_nnet,
@@ -33,6 +30,7 @@ from symnet.kaldi.model_io import (
     token_to_field,
     write_nnet,
 )
+from symnet.kaldi.transition_model import HmmState, TopologyEntry, TransitionModel
 
 # One component of each type in Kaldi's text layout (as its Write functions produce it), with concrete values.
 ALL_TYPES = [

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 from helpers import EXAMPLES
-from helpers.component_samples import NONSIMPLE_SAMPLES
+from helpers.component_samples import NONSIMPLE_SAMPLES, SAMPLES
 from symnet import Input, Network, Node
-from symnet.components import COMPONENTS, ComponentConfigError, TdnnComponent, set_test_mode
+from symnet.components import ComponentConfigError, TdnnComponent, set_test_mode
 from symnet.core.descriptor import Append, DimRange, IfDefined, Offset, Ref
 from symnet.core.layer import Identity
 from symnet.errors import ConfigError, ModelFormatError
 from symnet.kaldi import (
+    COMPONENTS,
     ConfigWriteError,
     KaldiNetwork,
     component_options,
@@ -83,8 +84,8 @@ def test_doc_example_structure(doc):
         "affine2.bias_params",
         "affine2.linear_params",
     ]
-    assert net.params["affine1.linear_params"].shape == (65, 48)
-    assert net.params["affine2.linear_params"].shape == (115, 65)
+    assert net.values["affine1.linear_params"].shape == (65, 48)
+    assert net.values["affine2.linear_params"].shape == (115, 65)
     out = net.outputs["output"]
     assert isinstance(out, Node) and out.name == "output_nonlin"
     assert net.context() == (1, 2)
@@ -94,8 +95,8 @@ def test_doc_example_structure(doc):
     # the seed is the initialisation's
     again = read_network(DOC, seed=3).network
     other = read_network(DOC, seed=4).network
-    assert np.array_equal(again.params["affine1.linear_params"], net.params["affine1.linear_params"])
-    assert not np.array_equal(other.params["affine1.linear_params"], net.params["affine1.linear_params"])
+    assert np.array_equal(again.values["affine1.linear_params"], net.values["affine1.linear_params"])
+    assert not np.array_equal(other.values["affine1.linear_params"], net.values["affine1.linear_params"])
 
 
 def test_doc_example_output_equals_numpy(doc):
@@ -146,8 +147,8 @@ def test_tdnnf_example_context_and_layout(tdnnf):
     assert comps["tdnnf3.affine"].time_offsets == (0, 3)
     assert not comps["tdnnf2.linear"].use_bias and comps["tdnnf2.affine"].use_bias
     assert comps["tdnnf2.linear"].option("orthonormal-constraint") == -1.0
-    assert net.params["tdnnf2.linear.linear_params"].shape == (8, 64)
-    assert net.params["tdnnf2.linear.bias_params"].shape == (0,)
+    assert net.values["tdnnf2.linear.linear_params"].shape == (8, 64)
+    assert net.values["tdnnf2.linear.bias_params"].shape == (0,)
     # Kaldi's output-layer starts at zero: every output is -log(10).
     y = _np(set_test_mode(net).compute(_frames(np.random.default_rng(2), 1, 12, 20)))
     np.testing.assert_allclose(y, -np.log(10.0), rtol=1e-6)
@@ -158,13 +159,13 @@ def test_tdnnf_example_equals_numpy(tdnnf):
     rng = np.random.default_rng(5)
     net = set_test_mode(tdnnf.network)
     params = {}
-    for name, value in net.params.items():
+    for name, value in net.values.items():
         shape = np.shape(value)
         if name.endswith("stats_var"):
             params[name] = rng.uniform(0.5, 2.0, shape).astype(np.float32)
         else:
             params[name] = (0.3 * rng.standard_normal(shape)).astype(np.float32)
-    net = net.replace(params=params)
+    net = net.assign(params)
     p = {k: _np(v) for k, v in params.items()}
     x = _frames(rng, 2, 16, 20)
     y = _np(net.compute(x, mode="valid"))
@@ -286,7 +287,7 @@ def test_shared_component_is_one_parameter():
     out = net.outputs["output"]
     a, b = out.parts
     assert a.arg.linear_params == b.arg.linear_params
-    W, bias = _np(net.params["shared.linear_params"]), _np(net.params["shared.bias_params"])
+    W, bias = _np(net.values["shared.linear_params"]), _np(net.values["shared.bias_params"])
     x = _frames(np.random.default_rng(7), 1, 6, 4)
     y = _np(net.compute(x, mode="valid"))
     ha = x[0].astype(np.float64) @ W.T + bias
@@ -350,9 +351,9 @@ output-node name=aux input=nonlin1 objective=quadratic
 """
     merged = parse_network(more, base=doc, seed=9)
     net = merged.network
-    assert net.params["affine2.linear_params"].shape == (20, 65)
+    assert net.values["affine2.linear_params"].shape == (20, 65)
     # affine1 was not redefined: it keeps its values; affine2 was, and starts afresh.
-    assert np.array_equal(_np(net.params["affine1.linear_params"]), _np(doc.network.params["affine1.linear_params"]))
+    assert np.array_equal(_np(net.values["affine1.linear_params"]), _np(doc.network.values["affine1.linear_params"]))
     assert dict(merged.objectives) == {"output": "linear", "aux": "quadratic"}
     assert [name for name, _ in net.structure.outputs] == ["output", "aux"]
 
@@ -397,7 +398,7 @@ def test_tdnn_component_equals_numpy(use_bias):
     net = Network(Node("t", COMPONENTS["TdnnComponent"]("t", options, x)), seed=2)
     X = _frames(np.random.default_rng(8), 2, 7, 3)
     y = _np(net.compute(X, mode="valid"))
-    W, b = _np(net.params["t.linear_params"]), _np(net.params["t.bias_params"])
+    W, b = _np(net.values["t.linear_params"]), _np(net.values["t.bias_params"])
     assert b.shape == ((4,) if use_bias else (0,))
     expected = np.stack(
         [np.concatenate([X[:, t - 1], X[:, t], X[:, t + 2]], -1) @ W.T + (b if use_bias else 0.0) for t in range(1, 5)],
@@ -408,69 +409,6 @@ def test_tdnn_component_equals_numpy(use_bias):
 
 
 # ----- component options written back -------------------------------------------------------------
-
-SAMPLES = {
-    "AffineComponent": {
-        "input-dim": 4,
-        "output-dim": 3,
-        "param-stddev": 0.2,
-        "bias-stddev": 0.0,
-        "learning-rate": 0.01,
-        "orthonormal-constraint": 1.0,
-    },
-    "NaturalGradientAffineComponent": {
-        "input-dim": 4,
-        "output-dim": 3,
-        "bias-mean": 1.0,
-        "rank-in": 2,
-        "max-change": 0.75,
-    },
-    "LinearComponent": {"input-dim": 4, "output-dim": 3, "use-natural-gradient": "false"},
-    "FixedAffineComponent": {"input-dim": 4, "output-dim": 3},
-    "BlockAffineComponent": {"input-dim": 4, "output-dim": 6, "num-blocks": 2, "bias-mean": 0.5},
-    "RepeatedAffineComponent": {"input-dim": 4, "output-dim": 6, "num-repeats": 2, "bias-stddev": 1.0},
-    "NaturalGradientRepeatedAffineComponent": {"input-dim": 4, "output-dim": 6, "num-repeats": 2},
-    "RectifiedLinearComponent": {"dim": 4, "self-repair-scale": 1e-5, "block-dim": 2},
-    "SigmoidComponent": {"dim": 4},
-    "TanhComponent": {"dim": 4, "self-repair-lower-threshold": 0.1},
-    "SoftmaxComponent": {"dim": 4},
-    "LogSoftmaxComponent": {"dim": 4},
-    "PnormComponent": {"input-dim": 4, "output-dim": 2},
-    "NoOpComponent": {"dim": 4, "backprop-scale": 0.5},
-    "ElementwiseProductComponent": {"input-dim": 4, "output-dim": 2},
-    "SumGroupComponent": {"sizes": "1,3"},
-    "SumBlockComponent": {"input-dim": 4, "output-dim": 2, "scale": 0.5},
-    "PermuteComponent": {"column-map": "2,0,1,3"},
-    "DropoutComponent": {"dim": 4, "dropout-proportion": 0.25, "test-mode": "true"},
-    "GeneralDropoutComponent": {"dim": 4, "block-dim": 2, "continuous": "true", "dropout-proportion": 0.0},
-    "ClipGradientComponent": {"dim": 4, "clipping-threshold": 3.0, "self-repair-target": 0.1},
-    "BackpropTruncationComponent": {"dim": 4, "zeroing-interval": 10, "scale": 0.9},
-    "NormalizeComponent": {"input-dim": 4, "block-dim": 2, "add-log-stddev": "true"},
-    "BatchNormComponent": {"dim": 4, "block-dim": 2, "epsilon": 0.01, "test-mode": "true"},
-    "LstmNonlinearityComponent": {
-        "cell-dim": 3,
-        "param-stddev": 0.5,
-        "tanh-self-repair-threshold": 0.3,
-        "use-dropout": "true",
-    },
-    "GruNonlinearityComponent": {"cell-dim": 4, "recurrent-dim": 2, "alpha": 3.0},
-    "OutputGruNonlinearityComponent": {"cell-dim": 4, "param-mean": 0.5},
-    "ScaleAndOffsetComponent": {"dim": 4, "block-dim": 2, "rank": 5},
-    "PerElementScaleComponent": {"dim": 4, "param-stddev": 0.1},
-    "NaturalGradientPerElementScaleComponent": {"dim": 4, "rank": 3},
-    "PerElementOffsetComponent": {"dim": 4, "block-dim": 2, "param-mean": 0.5},
-    "FixedScaleComponent": {"dim": 4, "scale": 2.0},
-    "FixedBiasComponent": {"dim": 4},
-    "ConstantFunctionComponent": {"input-dim": 4, "output-dim": 3, "is-updatable": "false", "output-mean": 1.0},
-    "TdnnComponent": {
-        "input-dim": 4,
-        "output-dim": 3,
-        "time-offsets": "-1,1",
-        "use-bias": "false",
-        "param-stddev": 0.3,
-        "alpha-in": 2.0,
-    },
-}
 
 
 def test_every_component_type_has_samples():
@@ -611,7 +549,7 @@ def test_model_file_round_trip(tmp_path, lstm):
     assert loaded.network.structure == lstm.network.structure
     assert dict(loaded.objectives) == dict(lstm.objectives)
     for name, value in lstm.network.params.items():
-        np.testing.assert_array_equal(_np(loaded.network.params[name]), _np(value))
+        np.testing.assert_array_equal(_np(loaded.network.values[name]), _np(value))
 
 
 def test_model_file_errors(tmp_path, doc):
@@ -669,7 +607,7 @@ def test_tdnn_gradients_equal_jax_of_the_formula():
         y = jnp.stack([jnp.concatenate([X[:, t - 1], X[:, t], X[:, t + 2]], -1) @ W.T + b for t in range(1, 5)], 1)
         return jnp.sum(y**2)
 
-    gw, gb = jax.grad(formula, argnums=(0, 1))(net.params["t.linear_params"], net.params["t.bias_params"])
+    gw, gb = jax.grad(formula, argnums=(0, 1))(net.values["t.linear_params"], net.values["t.bias_params"])
     np.testing.assert_allclose(grads.params["t.linear_params"], gw, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(grads.params["t.bias_params"], gb, rtol=1e-4, atol=1e-4)
 

@@ -263,25 +263,11 @@ LAYERS = {
     "delta-layer": "",
 }
 
-#: Layer types whose generated components symnet's builder does not accept yet (a Kaldi-fidelity gap).
-BUILD_GAPS = {
-    "spec-augment-layer": "GeneralDropoutComponent does not take SpecAugment's "
-    "specaugment-max-proportion option in symnet"
-}
-
-
 def test_every_layer_type_is_exercised():
     assert set(LAYERS) | {"input", "output", "output-layer"} == set(LAYER_TYPES)
 
 
-def _layer_cases():
-    return [
-        pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=BUILD_GAPS[t])) if t in BUILD_GAPS else t
-        for t in LAYERS
-    ]
-
-
-@pytest.mark.parametrize("layer_type", _layer_cases())
+@pytest.mark.parametrize("layer_type", sorted(LAYERS))
 def test_every_layer_type_builds_a_network_of_its_dims(layer_type, tmp_path):
     np.savetxt(tmp_path / "lda.txt", np.zeros(1))
     (tmp_path / "lda.mat").write_text("[ " + "\n".join(" ".join("0.5" for _ in range(37)) for _ in range(36)) + " ]")
@@ -301,13 +287,22 @@ def test_every_layer_type_builds_a_network_of_its_dims(layer_type, tmp_path):
     assert computed.shape[1] == layer.output_dim()
 
 
-@pytest.mark.xfail(strict=True, reason="symnet has no DropoutMaskComponent (a Kaldi-fidelity gap)")
 def test_fast_lstmp_with_dropout_builds():
     x = parse_xconfig(
         "input name=input dim=6\nfast-lstmp-layer name=l cell-dim=8 dropout-proportion=0.1\noutput name=output input=l"
     )
     assert "DropoutMaskComponent" in x.config_text("final")
-    x.network()
+    from symnet.components import set_test_mode
+    from symnet.core.index import IndexSet
+    from symnet.engine import ComputationRequest, compile
+
+    net = set_test_mode(x.network().network)
+    frames = IndexSet.range(n=2, t=(0, 5))
+    request = ComputationRequest(inputs={"input": frames}, outputs={"output": frames, "l.dropout_mask": frames})
+    out = compile(net, request)(net, {"input": np.ones((10, 6), np.float32)})
+    # Kaldi's test mode: every dropout scale is 1 - p (nnet-general-component.cc, DropoutMaskComponent)
+    np.testing.assert_allclose(out["l.dropout_mask"], np.full((10, 3), 0.9), rtol=1e-6)
+    assert np.isfinite(np.asarray(out["output"])).all()
 
 
 def test_tdnnf_time_offsets_and_bypass():

@@ -35,13 +35,6 @@ CASES = case_names("xconfig") or [
     pytest.param(None, marks=pytest.mark.skip(reason="the Kaldi corpus (shared/kaldi-oracle-dev.tar.xz) is absent"))
 ]
 
-#: Cases whose outputs symnet cannot reproduce yet, and why (strict: they fail once fixed).
-COMPUTE_GAPS = {
-    "x11_conv": "symnet cannot read a TimeHeightConvolutionComponent from a Kaldi model file, so Kaldi's "
-    "weights cannot be loaded",
-}
-
-
 def _case(case: str) -> str:
     return str(corpus_dir() / "cases" / case)
 
@@ -111,27 +104,19 @@ def test_written_matrices_are_the_corpus_files(case):
         np.testing.assert_allclose(matrix, read_kaldi_array(os.path.join(_case(case), name)), rtol=1e-6, atol=1e-7)
 
 
-def _compute_cases():
-    return [
-        pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=COMPUTE_GAPS[case]))
-        if case in COMPUTE_GAPS
-        else case
-        for case in CASES
-    ]
-
-
 def _outputs(folder: str, name: str) -> dict[str, np.ndarray]:
     return {key: np.asarray(value) for key, value in kaldiio.load_ark(os.path.join(folder, name))}
 
 
-@pytest.mark.parametrize("case", _compute_cases())
+@pytest.mark.parametrize("case", CASES)
 def test_symnet_compute_gives_kaldis_outputs(case):
     folder = _case(case)
     xconfig = _xconfig(case)
     network = xconfig.network(read_matrix=lambda path: read_kaldi_array(os.path.join(folder, path))).network
     kaldi = read_model(os.path.join(folder, "model.txt")).network.network
-    assert {k: np.shape(v) for k, v in network.params.items()} == {k: np.shape(kaldi.params[k]) for k in network.params}
-    network = network.replace(params={k: kaldi.params[k] for k in network.params})
+    values = network.values
+    assert {k: np.shape(v) for k, v in values.items()} == {k: np.shape(kaldi.values[k]) for k in values}
+    network = network.assign({k: kaldi.values[k] for k in values})
     ivectors = _outputs(folder, "ivectors.txt") if os.path.exists(os.path.join(folder, "ivectors.txt")) else None
     feats = _outputs(folder, "input.txt")
     runs = [("output.txt", "output", ComputeOptions(frames_per_chunk=840))]
@@ -154,4 +139,4 @@ def test_symnet_compute_gives_kaldis_outputs(case):
 def _renamed(network: Network, output: str) -> Network:
     """The network with `output` as its output named 'output' (as the corpus ran nnet3-copy --edits=rename-node)."""
     renamed = Network({"output": network.outputs[output]})
-    return renamed.replace(params={k: network.params[k] for k in renamed.params})
+    return renamed.assign({k: network.values[k] for k in renamed.values})

@@ -193,7 +193,7 @@ def test_fit_quadratic_learns_a_regression_that_needs_context():
     net = Network(affine(splice(x, (-1, 0)), 4, 2, "lin"), seed=0)
     result = run(net, (feats, targets), optax.adam(5e-2), objective="quadratic", epochs=15, valid=(feats, targets))
     assert result.history[-1].valid_loss < 0.01 * result.history[0].train_loss
-    w = np.asarray(result.network.params["lin.w"])
+    w = np.asarray(result.network.values["lin.w"])
     np.testing.assert_allclose(w, np.vstack([np.eye(2), -0.5 * np.eye(2)]), atol=0.05)
 
 
@@ -488,10 +488,10 @@ def test_training_mode_batchnorm_stores_its_statistics_for_test_mode():
     feats = [rng.standard_normal((40, 20)).astype(np.float32) * 2 + 3 for _ in range(4)]
     labels = [rng.integers(0, 10, 40) for _ in range(4)]
     trained = fit(net, (feats, labels), optax.sgd(1e-3), epochs=2, batch_size=4, chunk=20, progress=False).network
-    count = float(trained.params["tdnn1.batchnorm.count"])
-    mean = np.asarray(trained.params["tdnn1.batchnorm.stats_mean"])
+    count = float(trained.values["tdnn1.batchnorm.count"])
+    mean = np.asarray(trained.values["tdnn1.batchnorm.stats_mean"])
     assert count > 0 and np.isfinite(mean).all() and np.abs(mean).max() > 0
-    untrained = set_test_mode(net).params["tdnn1.batchnorm.count"]
+    untrained = set_test_mode(net).values["tdnn1.batchnorm.count"]
     assert float(untrained) == 0.0  # a fresh model has no statistics; test mode now uses the stored ones
     out = np.asarray(set_test_mode(trained).compute(np.stack(feats)))
     assert np.isfinite(out).all()

@@ -6,10 +6,11 @@ network code, so that a change there is one change here.
 
 from __future__ import annotations
 
-from ...components import read_kaldi_text_object
+from ..build import build_network
+from ..components import read_matrix_file
 from ..config import ConfigLine, OutputNode, Source, parse_line
 from ..descriptor_text import write_descriptor
-from ..network import KaldiNetwork, build_network
+from ..network import KaldiNetwork
 
 __all__ = ["ConfigLine", "KaldiNetwork", "OutputNode", "Source", "build_network", "parse_line",
-           "read_kaldi_text_object", "write_descriptor"]
+           "read_matrix_file", "write_descriptor"]

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...errors import ConfigError, SymnetError
 from . import attention, basic, composite, convolution, gru, lstm, stats, trivial  # noqa: F401  (register the layers)
-from .backend import ConfigLine, KaldiNetwork, OutputNode, Source, build_network, parse_line, read_kaldi_text_object
+from .backend import ConfigLine, KaldiNetwork, OutputNode, Source, build_network, parse_line, read_matrix_file
 from .base import LAYER_TYPES, XInput, XLayer, closest
 from .syntax import XconfigLine, xconfig_lines
 
@@ -109,10 +109,10 @@ class Xconfig:
         """The KaldiNetwork of final.config; errors name the xconfig line and the layer.
 
         Matrices the layers write (the idct-layer's) are used as they are;
-        other files are read with `read_matrix` (default: Kaldi text or .npy).
+        other files are read with `read_matrix` (default: Kaldi text or binary, or .npy).
         """
         generated = self.matrices
-        reader = read_matrix or read_kaldi_text_object
+        reader = read_matrix or read_matrix_file
 
         def read(path: str) -> np.ndarray:
             return generated[path] if path in generated else reader(path)
