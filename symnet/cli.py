@@ -108,8 +108,9 @@ def info_lines(kaldi_network: Any) -> list[str]:
             dims[line.name] = components[line.component].output_dim
         elif isinstance(line, DimRangeNode):
             dims[line.name] = line.dim
-    out_dims = {line.name: descriptor_dim(line.descriptor, dims, line) for line in lines
-                if isinstance(line, OutputNode)}
+    out_dims = {
+        line.name: descriptor_dim(line.descriptor, dims, line) for line in lines if isinstance(line, OutputNode)
+    }
     output_names = [name for name, _ in net.structure.outputs]
     default = "output" if "output" in output_names else output_names[0]
     out: list[str] = [
@@ -137,8 +138,10 @@ def info_lines(kaldi_network: Any) -> list[str]:
             component = components[line.component]
             text += f" input-dim={component.input_dim} output-dim={component.output_dim}"
         elif isinstance(line, OutputNode):
-            text = (f"output-node name={line.name} input={write_descriptor(line.descriptor)} "
-                    f"dim={out_dims[line.name]} objective={line.objective}")
+            text = (
+                f"output-node name={line.name} input={write_descriptor(line.descriptor)} "
+                f"dim={out_dims[line.name]} objective={line.objective}"
+            )
         out.append(text)
     for line in lines:
         if not isinstance(line, ComponentLine):
@@ -153,8 +156,11 @@ def info_lines(kaldi_network: Any) -> list[str]:
                 shape = tuple(np.shape(values[name]))
                 counts[name in net.params] += int(np.prod(shape))
                 shapes.append(f"{field}=[{','.join(map(str, shape))}]")
-        words = [f"component name={line.name} type={line.type}",
-                 f"input-dim={component.input_dim}", f"output-dim={component.output_dim}"]
+        words = [
+            f"component name={line.name} type={line.type}",
+            f"input-dim={component.input_dim}",
+            f"output-dim={component.output_dim}",
+        ]
         if shapes:
             words.append(f"num-parameters={counts[True]}")
             if counts[False]:
@@ -208,7 +214,7 @@ def _network_source(spec: str, seed: int) -> Any:
     module_name, attribute = spec.rsplit(":", 1)
     if module_name.endswith(".py"):
         loader = importlib.util.spec_from_file_location("_symnet_user_network", module_name)
-        if loader is None or not os.path.exists(module_name):
+        if loader is None or loader.loader is None or not os.path.exists(module_name):
             raise SymnetError(f"no such file: {module_name}")
         module = importlib.util.module_from_spec(loader)
         loader.loader.exec_module(module)
@@ -251,10 +257,9 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
 def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     import optax
 
+    from .atomic import check_writable
     from .kaldi.symnet_file import save_model
     from .train import fit
-
-    from .atomic import check_writable
 
     check_writable(args.out)  # a typo in --out or --checkpoint found now, not after the run
     if args.checkpoint:
@@ -264,10 +269,21 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     objective = source.objectives.get("output", "linear")
     optimizer = {"sgd": optax.sgd, "adam": optax.adam}[args.optimizer](args.lr)
     changes = [c.strip() for c in args.allow_changes.split(",") if c.strip()] if args.allow_changes else []
-    result = fit(source.network, train, optimizer, valid=valid, epochs=args.epochs, batch_size=args.batch_size,
-                 chunk=args.chunk, objective=objective, seed=args.seed, checkpoint=args.checkpoint,
-                 progress=not args.quiet, run={"optimizer": args.optimizer, "lr": args.lr},
-                 allow_changes=changes)
+    result = fit(
+        source.network,
+        train,
+        optimizer,
+        valid=valid,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        chunk=args.chunk,
+        objective=objective,
+        seed=args.seed,
+        checkpoint=args.checkpoint,
+        progress=not args.quiet,
+        run={"optimizer": args.optimizer, "lr": args.lr},
+        allow_changes=changes,
+    )
     trained = source.replace(network=result.network)
     save_model(args.out, trained)
     last = result.history[-1] if result.history else None
@@ -384,16 +400,20 @@ def warn_non_finite(utt: str, what: str, matrix: Any) -> None:
     bad = ~np.isfinite(values)
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])
-        warnings.warn(f"utterance {utt}: the {what} have {int(bad.sum())} non-finite values (first {values[row, col]} "
-                      f"at frame {row}, dim {col})", stacklevel=2)
+        warnings.warn(
+            f"utterance {utt}: the {what} have {int(bad.sum())} non-finite values (first {values[row, col]} "
+            f"at frame {row}, dim {col})",
+            stacklevel=2,
+        )
 
 
 #: `symnet compute` computes the chunks of this many utterances (or frames) together (Nnet3Computer.compute_many).
 _BATCH_UTTERANCES, _BATCH_FRAMES = 64, 20000
 
 
-def _compute_batch(computer: Any, batch: list[tuple[str, np.ndarray, dict[str, Any]]], period: int,
-                   writer: _ArchiveWriter) -> int:
+def _compute_batch(
+    computer: Any, batch: list[tuple[str, np.ndarray, dict[str, Any]]], period: int, writer: _ArchiveWriter
+) -> int:
     """Compute and write the utterances of `batch`, in order; an error names the utterance at fault."""
     if not batch:
         return 0
@@ -403,7 +423,8 @@ def _compute_batch(computer: Any, batch: list[tuple[str, np.ndarray, dict[str, A
             [f for _, f, _ in batch],
             ivectors=[e["ivector"] for _, _, e in batch] if "ivector" in given else None,
             online_ivectors=[e["online_ivectors"] for _, _, e in batch] if "online_ivectors" in given else None,
-            online_ivector_period=period)
+            online_ivector_period=period,
+        )
     except SymnetError:  # find the utterance: each alone
         outs = []
         for utt, feats, extra in batch:
@@ -424,16 +445,18 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     from .train.kaldi_data import iter_table, read_table
 
     if args.use_gpu != "no":
-        warnings.warn(f"--use-gpu={args.use_gpu} is ignored: symnet runs on JAX's default device")
+        warnings.warn(f"--use-gpu={args.use_gpu} is ignored: symnet runs on JAX's default device", stacklevel=2)
     model = _load_model(args.model)
     network = model.network.network
     priors = None
     if args.use_priors:
         if not model.is_am:
-            raise SymnetError(f"--use-priors=true needs an acoustic model (a .mdl with priors, nnet3-am-init); "
-                              f"{args.model} is not one")
+            raise SymnetError(
+                f"--use-priors=true needs an acoustic model (a .mdl with priors, nnet3-am-init); "
+                f"{args.model} is not one"
+            )
         if model.priors is None or len(model.priors) == 0:
-            warnings.warn(f"{args.model} has no priors; --use-priors has no effect (as in Kaldi)")
+            warnings.warn(f"{args.model} has no priors; --use-priors has no effect (as in Kaldi)", stacklevel=2)
         else:
             priors = model.priors
     if args.ivectors and args.online_ivectors:
@@ -441,11 +464,15 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.online_ivectors and args.online_ivector_period <= 0:
         raise SymnetError("--online-ivectors needs --online-ivector-period > 0")
     options = ComputeOptions(
-        frames_per_chunk=args.frames_per_chunk, extra_left_context=args.extra_left_context,
-        extra_right_context=args.extra_right_context, extra_left_context_initial=args.extra_left_context_initial,
+        frames_per_chunk=args.frames_per_chunk,
+        extra_left_context=args.extra_left_context,
+        extra_right_context=args.extra_right_context,
+        extra_left_context_initial=args.extra_left_context_initial,
         extra_right_context_final=args.extra_right_context_final,
-        frame_subsampling_factor=args.frame_subsampling_factor, acoustic_scale=args.acoustic_scale,
-        apply_exp=args.apply_exp)
+        frame_subsampling_factor=args.frame_subsampling_factor,
+        acoustic_scale=args.acoustic_scale,
+        apply_exp=args.apply_exp,
+    )
     computer = Nnet3Computer(network, options, priors=priors)
     if priors is not None:
         dim = output_dims(network).get("output")
@@ -453,8 +480,11 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
             raise SymnetError(f"the priors of {args.model} have dim {len(priors)}, but the output has dim {dim}")
     input_dim = computer.graph.input_dims.get("input")
     ivectors = read_table(args.ivectors, "i-vectors", allow_pipes=args.allow_pipes) if args.ivectors else None
-    online = (read_table(args.online_ivectors, "online i-vectors", allow_pipes=args.allow_pipes)
-              if args.online_ivectors else None)
+    online = (
+        read_table(args.online_ivectors, "online i-vectors", allow_pipes=args.allow_pipes)
+        if args.online_ivectors
+        else None
+    )
     writer = _ArchiveWriter(args.matrix_wspecifier)
     done = failed = 0
     batch: list[tuple[str, np.ndarray, dict[str, Any]]] = []
@@ -464,22 +494,26 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
             if feats.ndim != 2:
                 raise SymnetError(f"utterance {utt}: the features are not a matrix (shape {feats.shape})")
             if len(feats) == 0:
-                warnings.warn(f"zero-length utterance {utt}: skipped")
+                warnings.warn(f"zero-length utterance {utt}: skipped", stacklevel=2)
                 failed += 1
                 continue
             if input_dim is not None and feats.shape[1] != input_dim:
-                raise SymnetError(f"utterance {utt}: the features have dim {feats.shape[1]}, but the network's "
-                                  f"input has dim {input_dim}")
+                raise SymnetError(
+                    f"utterance {utt}: the features have dim {feats.shape[1]}, but the network's "
+                    f"input has dim {input_dim}"
+                )
             extra: dict[str, Any] = {}
             if ivectors is not None:
                 if utt not in ivectors:
-                    warnings.warn(f"no i-vector for utterance {utt} in {args.ivectors}: skipped")
+                    warnings.warn(f"no i-vector for utterance {utt} in {args.ivectors}: skipped", stacklevel=2)
                     failed += 1
                     continue
                 extra["ivector"] = np.asarray(ivectors[utt]).reshape(-1)
             if online is not None:
                 if utt not in online:
-                    warnings.warn(f"no online i-vectors for utterance {utt} in {args.online_ivectors}: skipped")
+                    warnings.warn(
+                        f"no online i-vectors for utterance {utt} in {args.online_ivectors}: skipped", stacklevel=2
+                    )
                     failed += 1
                     continue
                 extra["online_ivectors"] = np.asarray(online[utt])
@@ -513,10 +547,10 @@ def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
             print(f"wrote {path}", file=stdout)
     elif args.output:
         with atomic_open(args.output, "w") as f:
-            f.write(xconfig.config_text("final"))
+            f.write(xconfig.config_text("final") or "")
         print(f"wrote {args.output}", file=stdout)
     else:
-        stdout.write(xconfig.config_text("final"))
+        stdout.write(xconfig.config_text("final") or "")
     return 0
 
 
@@ -550,32 +584,46 @@ def _positive_float(text: str) -> float:
     return value
 
 
-_ALLOW_PIPES_HELP = ("run the shell commands that scp entries name (`utt cmd |`), as Kaldi does; without it such "
-                     "an entry is an error (a command typed in the rspecifier itself, `ark:cmd |`, always runs)")
+_ALLOW_PIPES_HELP = (
+    "run the shell commands that scp entries name (`utt cmd |`), as Kaldi does; without it such "
+    "an entry is an error (a command typed in the rspecifier itself, `ark:cmd |`, always runs)"
+)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="symnet: symbolic networks with Kaldi nnet3's engine")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    info = commands.add_parser("info", help="print a model's or config's dims, context, nodes and components",
-                               description="Print what nnet3-info prints: dims, left/right context, the number of "
-                                           "parameters, every node with its dims, every component with its "
-                                           "parameter shapes.")
+    info = commands.add_parser(
+        "info",
+        help="print a model's or config's dims, context, nodes and components",
+        description="Print what nnet3-info prints: dims, left/right context, the number of "
+        "parameters, every node with its dims, every component with its "
+        "parameter shapes.",
+    )
     info.add_argument("model", metavar="MODEL_OR_CONFIG", help="a symnet model file or a Kaldi nnet3 config")
     info.set_defaults(run=_info)
-    init = commands.add_parser("init", help="initialise a model from a Kaldi config (nnet3-init)",
-                               description="Build the network of a Kaldi nnet3 config, initialise its parameters "
-                                           "as Kaldi does, and write a symnet model file (atomically). With "
-                                           "EXISTING (a model or config), the config adds to or overrides it.")
+    init = commands.add_parser(
+        "init",
+        help="initialise a model from a Kaldi config (nnet3-init)",
+        description="Build the network of a Kaldi nnet3 config, initialise its parameters "
+        "as Kaldi does, and write a symnet model file (atomically). With "
+        "EXISTING (a model or config), the config adds to or overrides it.",
+    )
     init.add_argument("--seed", type=int, default=0, help="random seed of the initialisation (default 0)")
     init.add_argument("paths", nargs="+", metavar="[EXISTING] CONFIG OUT")
     init.set_defaults(run=_init)
-    train = commands.add_parser("train", help="train a network (a Kaldi config, a model, or a Python module)",
-                                description="Train with symnet.train.fit: chunks with the network's context, "
-                                            "one jitted step per minibatch, the output node's objective. The "
-                                            "model is written atomically to --out.")
-    train.add_argument("network", metavar="CONFIG_OR_MODULE",
-                       help="a Kaldi config, a symnet model, or module:attribute / file.py:attribute")
+    train = commands.add_parser(
+        "train",
+        help="train a network (a Kaldi config, a model, or a Python module)",
+        description="Train with symnet.train.fit: chunks with the network's context, "
+        "one jitted step per minibatch, the output node's objective. The "
+        "model is written atomically to --out.",
+    )
+    train.add_argument(
+        "network",
+        metavar="CONFIG_OR_MODULE",
+        help="a Kaldi config, a symnet model, or module:attribute / file.py:attribute",
+    )
     train.add_argument("--data", help="builtin:hmm[:SEQUENCES], the built-in task (default 500 sequences)")
     train.add_argument("--feats", help="features rspecifier, e.g. scp:feats.scp")
     train.add_argument("--targets", help="targets rspecifier (alignments), e.g. ark:ali.ark")
@@ -586,34 +634,51 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
     train.add_argument("--lr", type=_positive_float, default=2e-3)
     train.add_argument("--seed", type=_count(0), default=0)
-    train.add_argument("--checkpoint", help="checkpoint file: saved every epoch, resumed from if present (only "
-                                            "with the settings it was saved with; locked while training)")
-    train.add_argument("--allow-changes", metavar="FIELD[,FIELD]",
-                       help="resume --checkpoint although these settings differ from the run that saved it "
-                            "(e.g. lr,optimizer; batch_size, chunk, seed and data only at an epoch boundary)")
+    train.add_argument(
+        "--checkpoint",
+        help="checkpoint file: saved every epoch, resumed from if present (only "
+        "with the settings it was saved with; locked while training)",
+    )
+    train.add_argument(
+        "--allow-changes",
+        metavar="FIELD[,FIELD]",
+        help="resume --checkpoint although these settings differ from the run that saved it "
+        "(e.g. lr,optimizer; batch_size, chunk, seed and data only at an epoch boundary)",
+    )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
     train.set_defaults(run=_train)
-    copy = commands.add_parser("copy", help="copy a Kaldi model file, or write a network as one (nnet3-copy)",
-                               description="Read a Kaldi nnet3 model file (text or binary, raw nnet or acoustic "
-                                           "model), a symnet model file or a Kaldi config, and write it as a Kaldi "
-                                           "model file (atomically; OUT '-' is stdout). An acoustic model stays "
-                                           "one unless --raw=true (nnet3-am-copy --raw); the rest are written as "
-                                           "raw nnet3.")
-    copy.add_argument("--binary", type=_kaldi_bool, default=True, metavar="true|false",
-                      help="write in binary mode (default true)")
-    copy.add_argument("--raw", type=_kaldi_bool, default=False, metavar="true|false",
-                      help="write only the nnet of an acoustic model (default false)")
+    copy = commands.add_parser(
+        "copy",
+        help="copy a Kaldi model file, or write a network as one (nnet3-copy)",
+        description="Read a Kaldi nnet3 model file (text or binary, raw nnet or acoustic "
+        "model), a symnet model file or a Kaldi config, and write it as a Kaldi "
+        "model file (atomically; OUT '-' is stdout). An acoustic model stays "
+        "one unless --raw=true (nnet3-am-copy --raw); the rest are written as "
+        "raw nnet3.",
+    )
+    copy.add_argument(
+        "--binary", type=_kaldi_bool, default=True, metavar="true|false", help="write in binary mode (default true)"
+    )
+    copy.add_argument(
+        "--raw",
+        type=_kaldi_bool,
+        default=False,
+        metavar="true|false",
+        help="write only the nnet of an acoustic model (default false)",
+    )
     copy.add_argument("input", metavar="IN")
     copy.add_argument("output", metavar="OUT")
     copy.set_defaults(run=_copy)
     compute = commands.add_parser(
-        "compute", help="run a network over Kaldi feature archives (nnet3-compute)",
+        "compute",
+        help="run a network over Kaldi feature archives (nnet3-compute)",
         description="What nnet3-compute does: for every utterance of FEATS_RSPECIFIER the network's 'output' "
-                    "(test mode, chunks with clamped padding), written to MATRIX_WSPECIFIER through kaldiio "
-                    "(ark:, ark,t:, scp:, ark,scp:), atomically. As in Kaldi, an utterance without an i-vector "
-                    "(--ivectors/--online-ivectors) or without frames is skipped with a warning; the status is 1 "
-                    "if none was computed. Features of the wrong dim are an error.")
+        "(test mode, chunks with clamped padding), written to MATRIX_WSPECIFIER through kaldiio "
+        "(ark:, ark,t:, scp:, ark,scp:), atomically. As in Kaldi, an utterance without an i-vector "
+        "(--ivectors/--online-ivectors) or without frames is skipped with a warning; the status is 1 "
+        "if none was computed. Features of the wrong dim are an error.",
+    )
     frames = INDEX_LIMIT - 1  # the frames an Index can name: more context than that cannot be planned
     compute.add_argument("--frames-per-chunk", type=_count(1, frames), default=50)
     compute.add_argument("--extra-left-context", type=_count(0, frames), default=0)
@@ -623,24 +688,35 @@ def _parser() -> argparse.ArgumentParser:
     compute.add_argument("--frame-subsampling-factor", type=_count(1, frames), default=1)
     compute.add_argument("--acoustic-scale", type=float, default=1.0)
     compute.add_argument("--apply-exp", type=_kaldi_bool, default=False, metavar="true|false")
-    compute.add_argument("--use-priors", type=_kaldi_bool, default=False, metavar="true|false",
-                         help="subtract the log-priors of an acoustic model")
+    compute.add_argument(
+        "--use-priors",
+        type=_kaldi_bool,
+        default=False,
+        metavar="true|false",
+        help="subtract the log-priors of an acoustic model",
+    )
     compute.add_argument("--ivectors", metavar="RSPECIFIER", help="one i-vector per utterance")
     compute.add_argument("--online-ivectors", metavar="RSPECIFIER", help="i-vectors every --online-ivector-period")
     compute.add_argument("--online-ivector-period", type=_count(0, frames), default=0)
-    compute.add_argument("--use-gpu", default="no", metavar="yes|no|optional|wait",
-                         help="accepted for Kaldi compatibility and ignored (JAX picks the device)")
+    compute.add_argument(
+        "--use-gpu",
+        default="no",
+        metavar="yes|no|optional|wait",
+        help="accepted for Kaldi compatibility and ignored (JAX picks the device)",
+    )
     compute.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
     compute.add_argument("model", metavar="MODEL")
     compute.add_argument("feats_rspecifier", metavar="FEATS_RSPECIFIER")
     compute.add_argument("matrix_wspecifier", metavar="MATRIX_WSPECIFIER")
     compute.set_defaults(run=_compute)
     xconfig = commands.add_parser(
-        "xconfig", help="expand a Kaldi xconfig to an nnet3 config (xconfig_to_configs.py)",
+        "xconfig",
+        help="expand a Kaldi xconfig to an nnet3 config (xconfig_to_configs.py)",
         description="Expand the layers of a Kaldi xconfig as steps/nnet3/xconfig_to_configs.py does and check the "
-                    "network builds. Prints final.config, or writes it (atomically) to -o; --config-dir writes "
-                    "init.config (if any), ref.config, final.config, xconfig.expanded.1 and .2 and the matrices "
-                    "the layers write (idct-layer).")
+        "network builds. Prints final.config, or writes it (atomically) to -o; --config-dir writes "
+        "init.config (if any), ref.config, final.config, xconfig.expanded.1 and .2 and the matrices "
+        "the layers write (idct-layer).",
+    )
     xconfig.add_argument("-o", "--output", metavar="FINAL_CONFIG", help="write final.config here")
     xconfig.add_argument("--config-dir", metavar="DIR", help="write every config file into DIR")
     xconfig.add_argument("xconfig", metavar="XCONFIG")

@@ -9,12 +9,14 @@ the Tape (one tape node per network node, each knowing its row labels) so that
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..core import html, rng
 from ..core.descriptor import (
     Append,
     Const,
@@ -28,15 +30,14 @@ from ..core.descriptor import (
     Sum,
     Switch,
 )
-from ..core import html, rng
-from ..errors import PlanError, ShapeError, at
 from ..core.index import IndexSet, decode, encode
 from ..core.layer import Identity, Layer, Literal, Weight
 from ..core.tape import Tape
+from ..errors import PlanError, ShapeError, at
 from .cache import Cache
-from .graph import DEFAULT_INPUT, Graph
-from .plan import Planner
 from .dims import node_shapes, static_dim
+from .graph import Graph
+from .plan import Planner
 from .recurrence import RecurrentBlock, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap
@@ -101,13 +102,17 @@ class Computation:
         self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(needed) if len(k)}
         self.output_ids = planner.output_ids
         self.given_state = {
-            nid: keys for nid, keys in planner.given.items()
+            nid: keys
+            for nid, keys in planner.given.items()
             if not isinstance(graph.layers[nid], (Input, Identity)) and nid in self.rows
         }
         self.steps = self._steps(planner)
         self.input_maps = self._input_maps(planner)
         self.output_maps = {
-            name: RowMap(np.searchsorted(planner.requirements()[self.output_ids[name]], keys), len(planner.requirements()[self.output_ids[name]]))
+            name: RowMap(
+                np.searchsorted(planner.requirements()[self.output_ids[name]], keys),
+                len(planner.requirements()[self.output_ids[name]]),
+            )
             for name, keys in planner.wanted.items()
         }
         self._jitted = jax.jit(self._run)
@@ -140,8 +145,10 @@ class Computation:
             nid = group[0]
             if len(group) == 1 and nid not in graph.operands[nid]:
                 if nid in self.given_state:
-                    raise PlanError(f"the request gives values of {graph.describe(nid)}, which is not recurrent: "
-                                    "only recurrent nodes take given values (a state carried from an earlier chunk)")
+                    raise PlanError(
+                        f"the request gives values of {graph.describe(nid)}, which is not recurrent: "
+                        "only recurrent nodes take given values (a state carried from an earlier chunk)"
+                    )
                 units.append(_Step(nid, graph.layers[nid], graph.operands[nid], maps[nid]))
                 continue
             members = set(group)
@@ -159,7 +166,7 @@ class Computation:
         keys = planner.requirements()[nid]
         if isinstance(layer, IndexedLayer):
             required, owner = layer.requirements(keys)
-            (_, _, available), = planner.dependencies(nid, keys)
+            ((_, _, available),) = planner.dependencies(nid, keys)
             src = np.searchsorted(planner.requirements()[graph.operands[nid][0]], required[available])
             maps[0] = IndexedRows(src, len(planner.requirements()[graph.operands[nid][0]]), owner[available], len(keys))
             return tuple(maps)
@@ -201,8 +208,13 @@ class Computation:
         network = self._check_network(network)
         return self._jitted(network.params, network.state, self._check_inputs(inputs), rng.active_key())
 
-    def _run(self, params: Mapping[str, jax.Array], state: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array],
-             key: jax.Array | None) -> dict[str, jax.Array]:
+    def _run(
+        self,
+        params: Mapping[str, jax.Array],
+        state: Mapping[str, jax.Array],
+        inputs: Mapping[str, jax.Array],
+        key: jax.Array | None,
+    ) -> dict[str, jax.Array]:
         with rng.randomness(key) if key is not None else contextlib.nullcontext():
             return {name: tape.value for name, tape in self._tapes(params, state, inputs).items()}
 
@@ -216,8 +228,10 @@ class Computation:
         structure = getattr(network, "structure", None)
         if structure is not self.structure and structure != self.structure:
             what = "another network" if structure is not None else f"a {type(network).__name__}, not a Network"
-            raise PlanError(f"this Computation was compiled for a different network structure; called with {what} "
-                            "(compile one for it: symnet.compile(network, request))")
+            raise PlanError(
+                f"this Computation was compiled for a different network structure; called with {what} "
+                "(compile one for it: symnet.compile(network, request))"
+            )
         return network
 
     def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, jax.Array]:
@@ -236,8 +250,9 @@ class Computation:
             raise PlanError(f"input matrices {sorted(unknown)} are not in the request")
         return out
 
-    def _tapes(self, params: Mapping[str, jax.Array], state: Mapping[str, jax.Array],
-               inputs: Mapping[str, jax.Array]) -> dict[str, Tape]:
+    def _tapes(
+        self, params: Mapping[str, jax.Array], state: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array]
+    ) -> dict[str, Tape]:
         graph, batch = self.graph, self.batch
         tapes: dict[int, Tape] = {}
         given: dict[int, Tape] = {}
@@ -268,8 +283,9 @@ class Computation:
             out[name] = tape
         return out
 
-    def _tape(self, step: _Step, tapes: dict[int, Tape], params: Mapping[str, jax.Array],
-              state: Mapping[str, jax.Array]) -> Tape:
+    def _tape(
+        self, step: _Step, tapes: dict[int, Tape], params: Mapping[str, jax.Array], state: Mapping[str, jax.Array]
+    ) -> Tape:
         layer, batch = step.layer, self.batch
         if isinstance(layer, Weight):
             if not layer.trainable:
@@ -301,9 +317,7 @@ class Computation:
 
             def pullback(d, layer=layer, value=value, selected=tuple(selected), transposes=tuple(transposes)):
                 deltas = layer.vjp(d, value, *selected)
-                return tuple(
-                    dd if (t is None or dd is None) else t(dd)[0] for dd, t in zip(deltas, transposes)
-                )
+                return tuple(dd if (t is None or dd is None) else t(dd)[0] for dd, t in zip(deltas, transposes))
 
             return Tape(layer, value, upstream, rows=rows, pullback=pullback, parameters=params)
         if isinstance(layer, IndexedLayer):
@@ -353,14 +367,18 @@ def _descriptor_fn(layer: Layer, maps: tuple[RowMap | None, ...], batch: int, nu
     if isinstance(layer, Append):
         return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)
     if isinstance(layer, (Sum, Failover, Switch)):
+
         def total(*vs):
             terms = [take(i, v) for i, v in enumerate(vs) if maps[i] is not None]
             out = terms[0]
             for t in terms[1:]:
                 if t.shape != out.shape:
-                    raise ShapeError(f"{type(layer).__name__}: parts of dims {out.shape[-1]} and {t.shape[-1]}{at(layer.where)}")
+                    raise ShapeError(
+                        f"{type(layer).__name__}: parts of dims {out.shape[-1]} and {t.shape[-1]}{at(layer.where)}"
+                    )
                 out = out + t
             return out
+
         return total
     if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
         return lambda v: take(0, v)

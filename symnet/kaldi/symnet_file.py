@@ -13,7 +13,8 @@ import errno
 import json
 import os
 import warnings
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -39,8 +40,9 @@ _CONFIG = "symnet.config"
 _PARAM = "params/"
 
 
-def save_model(path: str | os.PathLike[str], network: Network | KaldiNetwork,
-               objectives: Mapping[str, str] | None = None) -> None:
+def save_model(
+    path: str | os.PathLike[str], network: Network | KaldiNetwork, objectives: Mapping[str, str] | None = None
+) -> None:
     """Write symnet's model file: a NumPy `.npz` archive (a zip of `.npy` arrays), never a pickle.
 
     Entries:
@@ -70,7 +72,7 @@ def save_model(path: str | os.PathLike[str], network: Network | KaldiNetwork,
     arrays = {_HEADER: np.array(json.dumps(header, sort_keys=True)), _CONFIG: np.array(config)}
     arrays.update({_PARAM + name: value for name, value in params.items()})
     with atomic_open(path) as f:
-        np.savez(f, **arrays)
+        np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy stubs type **kwds as allow_pickle
 
 
 def load_model(path: str | os.PathLike[str], *, read_matrix: Callable[[str], np.ndarray] | None = None) -> KaldiNetwork:
@@ -88,22 +90,27 @@ def load_model(path: str | os.PathLike[str], *, read_matrix: Callable[[str], np.
                 raise ModelFormatError(f"{path}: not a symnet model file (no {key!r} entry)")
         header = archive.read_json(_HEADER)
         if not isinstance(header, dict) or header.get("format") != MODEL_FORMAT:
-            raise ModelFormatError(f"{path}: not a symnet model file (header format {header.get('format')!r:.40})"
-                                   if isinstance(header, dict) else f"{path}: damaged header")
+            raise ModelFormatError(
+                f"{path}: not a symnet model file (header format {header.get('format')!r:.40})"
+                if isinstance(header, dict)
+                else f"{path}: damaged header"
+            )
         version = header.get("version")
         if isinstance(version, bool) or not isinstance(version, int) or version < 1 or version > MODEL_VERSION:
-            raise ModelFormatError(f"{path}: model format version {version!r:.20}; this symnet reads versions 1 to "
-                                   f"{MODEL_VERSION}")
+            raise ModelFormatError(
+                f"{path}: model format version {version!r:.20}; this symnet reads versions 1 to {MODEL_VERSION}"
+            )
         config = archive.read_text(_CONFIG)
         declared = header.get("parameters")
         if not isinstance(declared, dict):
             raise ModelFormatError(f"{path}: damaged header: no parameter list")
-        stored = {key[len(_PARAM):] for key in archive.names if key.startswith(_PARAM)}
+        stored = {key[len(_PARAM) :] for key in archive.names if key.startswith(_PARAM)}
         unreferenced = sorted(set(archive.names) - {_HEADER, _CONFIG} - {_PARAM + n for n in stored})
         if stored != set(declared) or unreferenced:
             missing, extra = sorted(set(declared) - stored), sorted(stored - set(declared)) + unreferenced
             raise ModelFormatError(
-                f"{path}: parameters do not match the header (missing {missing[:5]}, unexpected {extra[:5]})")
+                f"{path}: parameters do not match the header (missing {missing[:5]}, unexpected {extra[:5]})"
+            )
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -120,24 +127,26 @@ def load_model(path: str | os.PathLike[str], *, read_matrix: Callable[[str], np.
                 raise ModelFormatError(f"{path}: parameter {name!r} belongs to no layer of the stored config")
             shape, dtype = _declared(path, name, info)
             if shape != tuple(np.shape(own[name])):
-                raise ModelFormatError(f"{path}: parameter {name!r} has shape {list(shape)} in the header, "
-                                       f"the stored config gives it {list(np.shape(own[name]))}")
+                raise ModelFormatError(
+                    f"{path}: parameter {name!r} has shape {list(shape)} in the header, "
+                    f"the stored config gives it {list(np.shape(own[name]))}"
+                )
             params[name] = jnp.asarray(archive.read(_PARAM + name, shape=shape, dtype=dtype))
     try:
         network = built.network.assign(params)
     except ParameterError as e:
         raise ModelFormatError(f"{path}: {e}") from None
     objectives = header.get("objectives") or {}
-    return KaldiNetwork(network, {name: objectives.get(name, built.objectives.get(name, "linear"))
-                                  for name in built.objectives})
+    return KaldiNetwork(
+        network, {name: objectives.get(name, built.objectives.get(name, "linear")) for name in built.objectives}
+    )
 
 
 def _declared(path: str, name: str, info: Any) -> tuple[tuple[int, ...], np.dtype]:
     """The shape and dtype the header gives parameter `name` (ModelFormatError if they are not a shape and
     a number dtype)."""
     shape, dtype = (info.get("shape"), info.get("dtype")) if isinstance(info, dict) else (None, None)
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                                for d in shape):
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         raise ModelFormatError(f"{path}: damaged header: parameter {name!r} has shape {shape!r:.60}")
     try:
         kind = np.dtype(dtype) if isinstance(dtype, str) else None

@@ -2,9 +2,8 @@
 line under mutated and crafted files, in a child process with an address-space limit.
 
 The mutation campaigns on Kaldi text and binary models and configs, and `symnet info` / `symnet copy` on
-them, must give only symnet errors. What the Kaldi readers do not refuse cleanly yet is listed in `OPEN`
-and `OPEN_CAMPAIGNS` (marked xfail, strictly): each entry must still fail, so that a fix shows up here as
-a failure asking to remove it.
+them, must give only symnet errors. A crafted input the Kaldi readers do not refuse cleanly yet goes in
+`OPEN` (empty now): each entry must still fail, so that a fix shows up here as a failure asking to remove it.
 """
 
 from __future__ import annotations
@@ -67,15 +66,7 @@ CAMPAIGNS = {  # name: (target, seed kind, text mutators)
     "symnet copy of Kaldi models": ("cli_copy", "kaldi_any", False),
     "symnet info of configs and models": ("cli_info", "config_or_model", True),
     "symnet model files": ("symnet_model", "symnet_model", False),
-}
-OPEN_CAMPAIGNS = {  # name: (target, seed kind, text mutators, why it fails today)
-    "xconfigs": (
-        "xconfig",
-        "xconfig",
-        True,
-        "the xconfig reader recurses on deep descriptors (RecursionError), "
-        "converts some fields with float() (ValueError) and builds any dim (XLA aborts the process)",
-    ),
+    "xconfigs": ("xconfig", "xconfig", True),
 }
 
 
@@ -107,15 +98,6 @@ def test_many_mutants(name, seeds, tmp_path):
     summary = run_campaign(_job(name, *CAMPAIGNS[name], SLOW, seeds, tmp_path), timeout=3000)
     assert not summary["others"], failures(summary)
     assert summary["inputs"] == SLOW
-
-
-@pytest.mark.parametrize("name", OPEN_CAMPAIGNS)
-def test_open_campaigns(name, seeds, tmp_path):
-    target, kind, text, why = OPEN_CAMPAIGNS[name]
-    summary = run_campaign(_job(name, target, kind, text, FAST, seeds, tmp_path), timeout=1800)
-    if summary["others"]:
-        pytest.xfail(f"open (symnet/kaldi): {why}; e.g. {next(iter(failures(summary).values()))}")
-    pytest.fail(f"{name}: no failure in {FAST} mutants: the reader is fixed, move it to CAMPAIGNS")
 
 
 def test_a_zip_bomb_parameter_is_refused_before_it_is_inflated(tmp_path):

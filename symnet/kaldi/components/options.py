@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -189,8 +190,12 @@ class ComponentOptionReader:
 def updatable_options(opts: ComponentOptionReader) -> list[tuple[str, Any]]:
     """Kaldi's UpdatableComponent options (InitLearningRatesFromConfig), checked, with Kaldi's defaults."""
     result = []
-    for key, default in (("learning-rate", 0.001), ("learning-rate-factor", 1.0), ("max-change", 0.0),
-                         ("l2-regularize", 0.0)):
+    for key, default in (
+        ("learning-rate", 0.001),
+        ("learning-rate-factor", 1.0),
+        ("max-change", 0.0),
+        ("l2-regularize", 0.0),
+    ):
         value = opts.float(key, default)
         opts.nonnegative(key, value)
         result.append((key, value))
@@ -211,8 +216,9 @@ def read_matrix_file(path: str) -> np.ndarray:
     Only a regular file of at most MAX_MATRIX_FILE_BYTES is read (a device or FIFO could be read forever)."""
     st = regular_file(path, ModelFormatError, "matrix file")
     if st.st_size > MAX_MATRIX_FILE_BYTES:
-        raise ModelFormatError(f"{path}: the matrix file has {st.st_size} bytes, more than the "
-                               f"{MAX_MATRIX_FILE_BYTES} allowed")
+        raise ModelFormatError(
+            f"{path}: the matrix file has {st.st_size} bytes, more than the {MAX_MATRIX_FILE_BYTES} allowed"
+        )
     if str(path).endswith(".npy"):
         try:
             return np.load(path, allow_pickle=False)
