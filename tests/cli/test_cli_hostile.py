@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import time
+from pathlib import Path
 
 import kaldiio
 import numpy as np
@@ -35,7 +36,7 @@ def run(*args: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def model_and_feats(tmp_path):
+def model_and_feats(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
     (tmp_path / "nnet.raw").write_text(NNET_TEXT)
     rng = np.random.default_rng(0)
     feats = {"u0": rng.standard_normal((6, 3)).astype(np.float32), "u1": rng.standard_normal((5, 3)).astype(np.float32)}
@@ -44,7 +45,9 @@ def model_and_feats(tmp_path):
     return tmp_path, feats
 
 
-def test_compute_refuses_an_scp_command_without_allow_pipes(model_and_feats):
+def test_compute_refuses_an_scp_command_without_allow_pipes(
+    model_and_feats: tuple[Path, dict[str, np.ndarray]],
+) -> None:
     folder, _ = model_and_feats
     marker = folder / "PWNED"
     (folder / "evil.scp").write_text(f"u0 touch {marker}; tail -c +4 {folder / 'feats.ark'} |\n")
@@ -57,7 +60,9 @@ def test_compute_refuses_an_scp_command_without_allow_pipes(model_and_feats):
     assert marker.exists() and list(dict(kaldiio.load_ark(str(folder / "out.ark")))) == ["u0"]
 
 
-def test_train_refuses_an_scp_command_without_allow_pipes(model_and_feats, monkeypatch):
+def test_train_refuses_an_scp_command_without_allow_pipes(
+    model_and_feats: tuple[Path, dict[str, np.ndarray]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder, _ = model_and_feats
     (folder / "evil.scp").write_text(f"u0 touch {folder / 'PWNED'} |\n")
     (folder / "ali.txt").write_text("u0 0 1 2 1 0 1\n")
@@ -75,7 +80,9 @@ def test_train_refuses_an_scp_command_without_allow_pipes(model_and_feats, monke
     assert status == 1 and "--allow-pipes" in err and not (folder / "PWNED").exists()
 
 
-def test_compute_warns_naming_the_utterance_with_non_finite_values(model_and_feats):
+def test_compute_warns_naming_the_utterance_with_non_finite_values(
+    model_and_feats: tuple[Path, dict[str, np.ndarray]],
+) -> None:
     """Before: NaN went through silently (and ReLU turned it into plausible posteriors)."""
     folder, _ = model_and_feats
     status, _, err = run("compute", str(folder / "nnet.raw"), f"scp:{folder / 'feats.scp'}", f"ark:{folder / 'o.ark'}")
@@ -96,7 +103,9 @@ def test_compute_warns_naming_the_utterance_with_non_finite_values(model_and_fea
         "--extra-left-context-initial=-2",
     ],
 )
-def test_compute_bounds_its_frame_options_before_any_work(model_and_feats, option, capsys):
+def test_compute_bounds_its_frame_options_before_any_work(
+    model_and_feats: tuple[Path, dict[str, np.ndarray]], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder, _ = model_and_feats
     started = time.perf_counter()
     with pytest.raises(SystemExit) as e:
@@ -106,13 +115,13 @@ def test_compute_bounds_its_frame_options_before_any_work(model_and_feats, optio
 
 
 @pytest.mark.parametrize("option", ["--seed=-1", "--batch-size=0", "--epochs=-1", "--lr=0", "--lr=nan", "--chunk=x"])
-def test_train_bounds_its_numeric_options(option, capsys, tmp_path):
+def test_train_bounds_its_numeric_options(option: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as e:
         main([*TRAIN, option, "--out", str(tmp_path / "m.npz")])
     assert e.value.code == 2
 
 
-def test_train_of_a_module_that_does_not_exist_is_one_line(tmp_path):
+def test_train_of_a_module_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
     status, _, err = run(*TRAIN[:1], "nomod:net", *TRAIN[2:], "--out", str(tmp_path / "m.npz"))
     assert (
         status == 1
@@ -121,7 +130,9 @@ def test_train_of_a_module_that_does_not_exist_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("flag", ["--out", "--checkpoint"])
-def test_train_checks_its_output_paths_before_training(tmp_path, monkeypatch, flag):
+def test_train_checks_its_output_paths_before_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str
+) -> None:
     """Before: a typo in --out lost the whole run."""
     (tmp_path / "file").write_bytes(b"")
     monkeypatch.setattr(train_package, "fit", lambda *a, **k: pytest.fail("training started"))
@@ -131,7 +142,7 @@ def test_train_checks_its_output_paths_before_training(tmp_path, monkeypatch, fl
     assert status == 1 and err == f"symnet train: cannot write {tmp_path / 'file' / 'x.npz'}: Not a directory\n"
 
 
-def test_train_refuses_a_resume_with_another_learning_rate_unless_allowed(tmp_path):
+def test_train_refuses_a_resume_with_another_learning_rate_unless_allowed(tmp_path: Path) -> None:
     paths = ["--out", str(tmp_path / "m.npz"), "--checkpoint", str(tmp_path / "c.npz")]
     assert run(*TRAIN, *paths)[0] == 0
     more = [a if a != "1" else "2" for a in TRAIN]  # a second epoch
@@ -161,7 +172,7 @@ sys.exit(main(sys.argv[1:]))
     ],
 )
 @pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "folder"])
-def test_models_and_configs_are_read_only_from_regular_files(args, kind, tmp_path):
+def test_models_and_configs_are_read_only_from_regular_files(args: list[str], kind: str, tmp_path: Path) -> None:
     """Before: `symnet info /dev/zero` read until the system ran out of memory; a FIFO blocked."""
     import os
     import subprocess

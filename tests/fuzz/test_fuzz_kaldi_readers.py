@@ -9,6 +9,7 @@ them, must give only symnet errors. A crafted input the Kaldi readers do not ref
 from __future__ import annotations
 
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -41,7 +42,7 @@ def failures(summary: dict) -> dict[str, str]:
         ("cli_info", "symnet_model"),
     ],
 )
-def test_crafted_inputs(target, crafted, tmp_path):
+def test_crafted_inputs(target: str, crafted: str, tmp_path: Path) -> None:
     summary = run_campaign({"target": target, "crafted": crafted, "folder": str(tmp_path)})
     found = failures(summary)
     expected = {label for (t, label) in OPEN if t == target and label in _labels(crafted, tmp_path)}
@@ -51,7 +52,7 @@ def test_crafted_inputs(target, crafted, tmp_path):
     assert not fixed, f"fixed (remove them from OPEN): {sorted(fixed)}"
 
 
-def _labels(crafted: str, folder) -> set[str]:
+def _labels(crafted: str, folder: Path) -> set[str]:
     from helpers import fuzz_crafted
 
     job = {"folder": str(folder / "labels")}
@@ -70,7 +71,7 @@ CAMPAIGNS = {  # name: (target, seed kind, text mutators)
 }
 
 
-def _job(name: str, target: str, kind: str, text: bool, count: int, seeds: dict, folder) -> dict:
+def _job(name: str, target: str, kind: str, text: bool, count: int, seeds: dict, folder: Path) -> dict:
     chosen = {
         "kaldi_any": seeds["kaldi_text"] + seeds["kaldi_binary"],
         "config_or_model": seeds["config"] + seeds["kaldi_text"] + seeds["kaldi_binary"],
@@ -86,7 +87,7 @@ def _job(name: str, target: str, kind: str, text: bool, count: int, seeds: dict,
 
 
 @pytest.mark.parametrize("name", CAMPAIGNS)
-def test_mutants(name, seeds, tmp_path):
+def test_mutants(name: str, seeds: dict[str, list[str]], tmp_path: Path) -> None:
     summary = run_campaign(_job(name, *CAMPAIGNS[name], FAST, seeds, tmp_path), timeout=1800)
     assert not summary["others"], failures(summary)
     assert summary["inputs"] == FAST
@@ -94,13 +95,13 @@ def test_mutants(name, seeds, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", CAMPAIGNS)
-def test_many_mutants(name, seeds, tmp_path):
+def test_many_mutants(name: str, seeds: dict[str, list[str]], tmp_path: Path) -> None:
     summary = run_campaign(_job(name, *CAMPAIGNS[name], SLOW, seeds, tmp_path), timeout=3000)
     assert not summary["others"], failures(summary)
     assert summary["inputs"] == SLOW
 
 
-def test_a_zip_bomb_parameter_is_refused_before_it_is_inflated(tmp_path):
+def test_a_zip_bomb_parameter_is_refused_before_it_is_inflated(tmp_path: Path) -> None:
     """Before: load_model inflated a member (512 MiB) before comparing its shape with the header and the config."""
     job = {
         "target": "symnet_model",
