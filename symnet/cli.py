@@ -36,6 +36,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from .core.index import INDEX_LIMIT
 from .errors import SymnetError
 
 PROG = "symnet"
@@ -45,8 +46,10 @@ def _load_model(path: str, seed: int = 0) -> Any:
     """A KaldiModel from a Kaldi model file (text or binary, raw or acoustic), a symnet network file or a config."""
     from .kaldi.model import KaldiModel
     from .kaldi.model_reader import is_kaldi_model, read_model
+    from .safe_read import regular_file
     from .saving import load
 
+    regular_file(path, SymnetError, "model or config")  # a device or FIFO would be read until memory runs out
     if is_kaldi_model(path):
         return read_model(path)
     if zipfile.is_zipfile(path):
@@ -59,7 +62,9 @@ def _read_config(path: str, seed: int = 0, base: Any = None) -> Any:
     from .kaldi.build import read_network
     from .kaldi.xconfig import is_xconfig, read_xconfig
     from .kaldi.xconfig.layers import node_dims
+    from .safe_read import regular_file
 
+    regular_file(path, SymnetError, "config")
     if is_xconfig(path):
         existing = node_dims(base) if base is not None else {}
         return read_xconfig(path, existing=existing).network(seed=seed, base=base)
@@ -103,8 +108,9 @@ def info_lines(kaldi_network: Any) -> list[str]:
             dims[line.name] = components[line.component].output_dim
         elif isinstance(line, DimRangeNode):
             dims[line.name] = line.dim
-    out_dims = {line.name: descriptor_dim(line.descriptor, dims, line) for line in lines
-                if isinstance(line, OutputNode)}
+    out_dims = {
+        line.name: descriptor_dim(line.descriptor, dims, line) for line in lines if isinstance(line, OutputNode)
+    }
     output_names = [name for name, _ in net.structure.outputs]
     default = "output" if "output" in output_names else output_names[0]
     out: list[str] = [
@@ -132,8 +138,10 @@ def info_lines(kaldi_network: Any) -> list[str]:
             component = components[line.component]
             text += f" input-dim={component.input_dim} output-dim={component.output_dim}"
         elif isinstance(line, OutputNode):
-            text = (f"output-node name={line.name} input={write_descriptor(line.descriptor)} "
-                    f"dim={out_dims[line.name]} objective={line.objective}")
+            text = (
+                f"output-node name={line.name} input={write_descriptor(line.descriptor)} "
+                f"dim={out_dims[line.name]} objective={line.objective}"
+            )
         out.append(text)
     for line in lines:
         if not isinstance(line, ComponentLine):
@@ -148,8 +156,11 @@ def info_lines(kaldi_network: Any) -> list[str]:
                 shape = tuple(np.shape(values[name]))
                 counts[name in net.params] += int(np.prod(shape))
                 shapes.append(f"{field}=[{','.join(map(str, shape))}]")
-        words = [f"component name={line.name} type={line.type}",
-                 f"input-dim={component.input_dim}", f"output-dim={component.output_dim}"]
+        words = [
+            f"component name={line.name} type={line.type}",
+            f"input-dim={component.input_dim}",
+            f"output-dim={component.output_dim}",
+        ]
         if shapes:
             words.append(f"num-parameters={counts[True]}")
             if counts[False]:
@@ -210,12 +221,15 @@ def _network_source(spec: str, seed: int) -> Any:
     if module_name.endswith(".py"):  # imported as its file name says, the module name its layer classes are saved by
         stem = os.path.splitext(os.path.basename(module_name))[0]
         loader = importlib.util.spec_from_file_location(stem, module_name)
-        if loader is None or not os.path.exists(module_name):
+        if loader is None or loader.loader is None or not os.path.exists(module_name):
             raise SymnetError(f"no such file: {module_name}")
         module = importlib.util.module_from_spec(loader)
         loader.loader.exec_module(module)
     else:
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            raise SymnetError(f"cannot import module {module_name!r} (from {spec!r}): {e}") from None
     value = getattr(module, attribute, None)
     if value is None:
         raise SymnetError(f"{module_name} has no attribute {attribute!r}")
@@ -243,7 +257,7 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
         raise _UsageError("give --data builtin:hmm, or --feats and --targets")
     from .train.kaldi_data import read_kaldi_data
 
-    data = read_kaldi_data(args.feats, args.targets)
+    data = read_kaldi_data(args.feats, args.targets, allow_pipes=args.allow_pipes)
     return data, None
 
 
@@ -261,9 +275,22 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     train, valid = _training_data(args)
     objective = source.objectives.get("output", "linear")
     optimizer = {"sgd": optax.sgd, "adam": optax.adam}[args.optimizer](args.lr)
-    result = fit(source.network, train, optimizer, valid=valid, epochs=args.epochs, batch_size=args.batch_size,
-                 chunk=args.chunk, objective=objective, seed=args.seed, checkpoint=args.checkpoint,
-                 progress=not args.quiet)
+    changes = [c.strip() for c in args.allow_changes.split(",") if c.strip()] if args.allow_changes else []
+    result = fit(
+        source.network,
+        train,
+        optimizer,
+        valid=valid,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        chunk=args.chunk,
+        objective=objective,
+        seed=args.seed,
+        checkpoint=args.checkpoint,
+        progress=not args.quiet,
+        run={"optimizer": args.optimizer, "lr": args.lr},
+        allow_changes=changes,
+    )
     trained = source.replace(network=result.network)
     save(args.out, trained if trained.objectives else trained.network)  # a Network from Python stays one
     last = result.history[-1] if result.history else None
@@ -310,58 +337,15 @@ def _copy(args: argparse.Namespace, stdout: TextIO) -> int:
     return 0
 
 
-def _table_error(spec: str, what: str, error: BaseException) -> SymnetError:
-    text = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return SymnetError(f"cannot read {what} {spec}: {text}")
-
-
-def _read_table(spec: str, what: str) -> Any:
-    """(key, array) from a Kaldi rspecifier, in order; errors name the specifier."""
-    import kaldiio
-
-    try:
-        with warnings.catch_warnings():  # kaldiio warns about the options it ignores (s, cs, ...)
-            warnings.filterwarnings("ignore", message=".*option is given, but currently it never affects.*")
-            reader = kaldiio.ReadHelper(spec)
-    except Exception as e:  # kaldiio raises ValueError, OSError, ...
-        raise _table_error(spec, what, e) from None
-    it = iter(reader)
-    while True:
-        try:
-            item = next(it)
-        except StopIteration:
-            return
-        except Exception as e:
-            raise _table_error(spec, what, e) from None
-        yield item
-
-
-def _random_access(spec: str, what: str) -> Any:
-    """A Kaldi table for look-up by key: `scp:` lazily, `ark:` read whole."""
-    import kaldiio
-    from kaldiio.utils import parse_specifier
-
-    try:
-        parsed = parse_specifier(spec)
-    except ValueError as e:
-        raise _table_error(spec, what, e) from None
-    if parsed["scp"] is not None:
-        try:
-            return kaldiio.load_scp(parsed["scp"])
-        except Exception as e:
-            raise _table_error(spec, what, e) from None
-    return dict(_read_table(spec, what))
-
-
 class _ArchiveWriter:
-    """A Kaldi wspecifier (`ark:`, `ark,t:`, `ark,scp:A,S`) written atomically: to temporary files beside
-    the targets, moved over them by `commit`, removed by `abort` (`ark:-` streams to stdout)."""
+    """A Kaldi wspecifier (`ark:`, `ark,t:`, `ark,scp:A,S`) written as `symnet.atomic` writes files: to
+    temporary files beside the targets, moved over them by `commit`, removed by `abort` (written through to
+    a device or FIFO such as `ark:/dev/null`; `ark:-` streams to stdout)."""
 
     def __init__(self, spec: str):
-        import os
-        import tempfile
-
         from kaldiio.utils import parse_specifier
+
+        from .atomic import AtomicFile
 
         try:
             parsed = parse_specifier(spec)
@@ -371,74 +355,72 @@ class _ArchiveWriter:
             raise SymnetError(f"bad wspecifier {spec!r}: an archive is needed (ark:FILE or ark,scp:FILE,SCP)")
         self.text = bool(parsed["t"])
         self.ark, self.scp = parsed["ark"], parsed["scp"]
-        self.targets: list[tuple[str, str]] = []  # (temporary, final)
         self.stream = self.ark == "-"
+        self.written = 0  # bytes of the archive so far: the offsets the scp names
         if self.ark.startswith("|") or self.ark.endswith("|") or (self.scp and self.scp in ("-",)):
             raise SymnetError(f"wspecifier {spec!r}: pipes are not supported; write to a file (or ark:-)")
+        self.files: list[AtomicFile] = []
         if self.stream:
-            self.fark = sys.stdout.buffer
-            self.fscp = None
+            self.fark: Any = sys.stdout.buffer
+            self.fscp: Any = None
             return
-        self.fscp = None
-        for final in (self.ark, self.scp):
-            if final is None:
-                continue
-            directory = os.path.dirname(os.path.abspath(final))
-            fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(final) + ".", suffix=".tmp", dir=directory)
-            os.close(fd)
-            self.targets.append((tmp, final))
-        self.fark = open(self.targets[0][0], "wb")
-        if self.scp is not None:
-            self.fscp = open(self.targets[1][0], "w", encoding="utf-8")
+        try:
+            self.files.append(AtomicFile(self.ark, "wb"))
+            if self.scp is not None:
+                self.files.append(AtomicFile(self.scp, "w"))
+        except BaseException:
+            self.abort()
+            raise
+        self.fark = self.files[0].file
+        self.fscp = self.files[1].file if self.scp is not None else None
 
     def write(self, key: str, matrix: np.ndarray) -> None:
+        import io
+
         import kaldiio
 
-        offset = self.fark.tell() if not self.stream else 0
-        kaldiio.save_ark(self.fark, {key: np.asarray(matrix, dtype=np.float32)}, text=self.text)
+        buffer = io.BytesIO()
+        kaldiio.save_ark(buffer, {key: np.asarray(matrix, dtype=np.float32)}, text=self.text)
+        self.fark.write(buffer.getvalue())
         if self.fscp is not None:
-            self.fscp.write(f"{key} {self.ark}:{offset + len((key + ' ').encode('utf-8'))}\n")
+            self.fscp.write(f"{key} {self.ark}:{self.written + len((key + ' ').encode('utf-8'))}\n")
+        self.written += len(buffer.getvalue())
 
     def commit(self) -> None:
-        import os
-
         if self.stream:
             self.fark.flush()
             return
-        for f in (self.fark, self.fscp):
-            if f is not None:
-                f.flush()
-                os.fsync(f.fileno())
-                f.close()
-        mask = os.umask(0o022)
-        os.umask(mask)
-        for tmp, final in self.targets:
-            os.chmod(tmp, 0o666 & ~mask)
-            os.replace(tmp, final)
-        self.targets = []
+        for f in self.files:
+            f.commit()
 
     def abort(self) -> None:
-        import os
+        for f in self.files:
+            f.abort()
 
-        if self.stream:
-            return
-        for f in (self.fark, self.fscp):
-            if f is not None and not f.closed:
-                f.close()
-        for tmp, _ in self.targets:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        self.targets = []
+
+def warn_non_finite(utt: str, what: str, matrix: Any) -> None:
+    """Warn (naming the utterance) if `matrix` has NaN or Inf entries: they propagate through the network
+    as in Kaldi's arithmetic, so the output is not to be trusted."""
+    values = np.asarray(matrix)
+    if not np.issubdtype(values.dtype, np.floating):
+        return
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row, col = (int(i) for i in np.argwhere(bad)[0])
+        warnings.warn(
+            f"utterance {utt}: the {what} have {int(bad.sum())} non-finite values (first {values[row, col]} "
+            f"at frame {row}, dim {col})",
+            stacklevel=2,
+        )
 
 
 #: `symnet compute` computes the chunks of this many utterances (or frames) together (Nnet3Computer.compute_many).
 _BATCH_UTTERANCES, _BATCH_FRAMES = 64, 20000
 
 
-def _compute_batch(computer: Any, batch: list[tuple[str, np.ndarray, dict[str, Any]]], period: int,
-                   writer: _ArchiveWriter) -> int:
+def _compute_batch(
+    computer: Any, batch: list[tuple[str, np.ndarray, dict[str, Any]]], period: int, writer: _ArchiveWriter
+) -> int:
     """Compute and write the utterances of `batch`, in order; an error names the utterance at fault."""
     if not batch:
         return 0
@@ -448,7 +430,8 @@ def _compute_batch(computer: Any, batch: list[tuple[str, np.ndarray, dict[str, A
             [f for _, f, _ in batch],
             ivectors=[e["ivector"] for _, _, e in batch] if "ivector" in given else None,
             online_ivectors=[e["online_ivectors"] for _, _, e in batch] if "online_ivectors" in given else None,
-            online_ivector_period=period)
+            online_ivector_period=period,
+        )
     except SymnetError:  # find the utterance: each alone
         outs = []
         for utt, feats, extra in batch:
@@ -456,7 +439,9 @@ def _compute_batch(computer: Any, batch: list[tuple[str, np.ndarray, dict[str, A
                 outs.append(computer(feats, **extra, online_ivector_period=period))
             except SymnetError as e:
                 raise SymnetError(f"utterance {utt}: {str(e).splitlines()[0]}") from None
-    for (utt, _, _), out in zip(batch, outs, strict=True):
+    for (utt, feats, _), out in zip(batch, outs, strict=True):
+        warn_non_finite(utt, "input features", feats)
+        warn_non_finite(utt, "output", out)
         writer.write(utt, out)
     return len(batch)
 
@@ -464,6 +449,7 @@ def _compute_batch(computer: Any, batch: list[tuple[str, np.ndarray, dict[str, A
 def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     from .kaldi.compute import ComputeOptions, Nnet3Computer
     from .kaldi.model import output_dims
+    from .train.kaldi_data import iter_table, read_table
 
     if args.use_gpu != "no":
         warnings.warn(f"--use-gpu={args.use_gpu} is ignored: symnet runs on JAX's default device", stacklevel=2)
@@ -472,8 +458,10 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     priors = None
     if args.use_priors:
         if not model.is_am:
-            raise SymnetError(f"--use-priors=true needs an acoustic model (a .mdl with priors, nnet3-am-init); "
-                              f"{args.model} is not one")
+            raise SymnetError(
+                f"--use-priors=true needs an acoustic model (a .mdl with priors, nnet3-am-init); "
+                f"{args.model} is not one"
+            )
         if model.priors is None or len(model.priors) == 0:
             warnings.warn(f"{args.model} has no priors; --use-priors has no effect (as in Kaldi)", stacklevel=2)
         else:
@@ -483,24 +471,32 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.online_ivectors and args.online_ivector_period <= 0:
         raise SymnetError("--online-ivectors needs --online-ivector-period > 0")
     options = ComputeOptions(
-        frames_per_chunk=args.frames_per_chunk, extra_left_context=args.extra_left_context,
-        extra_right_context=args.extra_right_context, extra_left_context_initial=args.extra_left_context_initial,
+        frames_per_chunk=args.frames_per_chunk,
+        extra_left_context=args.extra_left_context,
+        extra_right_context=args.extra_right_context,
+        extra_left_context_initial=args.extra_left_context_initial,
         extra_right_context_final=args.extra_right_context_final,
-        frame_subsampling_factor=args.frame_subsampling_factor, acoustic_scale=args.acoustic_scale,
-        apply_exp=args.apply_exp)
+        frame_subsampling_factor=args.frame_subsampling_factor,
+        acoustic_scale=args.acoustic_scale,
+        apply_exp=args.apply_exp,
+    )
     computer = Nnet3Computer(network, options, priors=priors)
     if priors is not None:
         dim = output_dims(network).get("output")
         if dim is not None and dim != len(priors):
             raise SymnetError(f"the priors of {args.model} have dim {len(priors)}, but the output has dim {dim}")
     input_dim = computer.graph.input_dims.get("input")
-    ivectors = _random_access(args.ivectors, "i-vectors") if args.ivectors else None
-    online = _random_access(args.online_ivectors, "online i-vectors") if args.online_ivectors else None
+    ivectors = read_table(args.ivectors, "i-vectors", allow_pipes=args.allow_pipes) if args.ivectors else None
+    online = (
+        read_table(args.online_ivectors, "online i-vectors", allow_pipes=args.allow_pipes)
+        if args.online_ivectors
+        else None
+    )
     writer = _ArchiveWriter(args.matrix_wspecifier)
     done = failed = 0
     batch: list[tuple[str, np.ndarray, dict[str, Any]]] = []
     try:
-        for utt, feats in _read_table(args.feats_rspecifier, "features"):
+        for utt, feats in iter_table(args.feats_rspecifier, "features", allow_pipes=args.allow_pipes):
             feats = np.asarray(feats)
             if feats.ndim != 2:
                 raise SymnetError(f"utterance {utt}: the features are not a matrix (shape {feats.shape})")
@@ -509,8 +505,10 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
                 failed += 1
                 continue
             if input_dim is not None and feats.shape[1] != input_dim:
-                raise SymnetError(f"utterance {utt}: the features have dim {feats.shape[1]}, but the network's "
-                                  f"input has dim {input_dim}")
+                raise SymnetError(
+                    f"utterance {utt}: the features have dim {feats.shape[1]}, but the network's "
+                    f"input has dim {input_dim}"
+                )
             extra: dict[str, Any] = {}
             if ivectors is not None:
                 if utt not in ivectors:
@@ -520,7 +518,9 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
                 extra["ivector"] = np.asarray(ivectors[utt]).reshape(-1)
             if online is not None:
                 if utt not in online:
-                    warnings.warn(f"no online i-vectors for utterance {utt} in {args.online_ivectors}: skipped", stacklevel=2)
+                    warnings.warn(
+                        f"no online i-vectors for utterance {utt} in {args.online_ivectors}: skipped", stacklevel=2
+                    )
                     failed += 1
                     continue
                 extra["online_ivectors"] = np.asarray(online[utt])
@@ -542,9 +542,11 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
 def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
     from .atomic import atomic_open
     from .kaldi.xconfig import read_xconfig
+    from .safe_read import regular_file
 
     if args.output and args.config_dir:
         raise _UsageError("give -o or --config-dir, not both")
+    regular_file(args.xconfig, SymnetError, "xconfig")
     xconfig = read_xconfig(args.xconfig)
     xconfig.network()  # the check xconfig_to_configs.py makes with nnet3-init: errors name the xconfig line
     if args.config_dir:
@@ -552,10 +554,10 @@ def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
             print(f"wrote {path}", file=stdout)
     elif args.output:
         with atomic_open(args.output, "w") as f:
-            f.write(xconfig.config_text("final"))
+            f.write(xconfig.config_text("final") or "")
         print(f"wrote {args.output}", file=stdout)
     else:
-        stdout.write(xconfig.config_text("final"))
+        stdout.write(xconfig.config_text("final") or "")
     return 0
 
 
@@ -563,86 +565,165 @@ class _UsageError(Exception):
     pass
 
 
+def _count(least: int, most: int | None = None) -> Any:
+    """An argparse type: an integer >= `least` (and <= `most`)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < least or (most is not None and value > most):
+            bound = f"in [{least}, {most}]" if most is not None else f">= {least}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+_ALLOW_PIPES_HELP = (
+    "run the shell commands that scp entries name (`utt cmd |`), as Kaldi does; without it such "
+    "an entry is an error (a command typed in the rspecifier itself, `ark:cmd |`, always runs)"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="symnet: symbolic networks with Kaldi nnet3's engine")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    info = commands.add_parser("info", help="print a model's or config's dims, context, nodes and components",
-                               description="Print what nnet3-info prints: dims, left/right context, the number of "
-                                           "parameters, every node with its dims, every component with its "
-                                           "parameter shapes.")
+    info = commands.add_parser(
+        "info",
+        help="print a model's or config's dims, context, nodes and components",
+        description="Print what nnet3-info prints: dims, left/right context, the number of "
+        "parameters, every node with its dims, every component with its "
+        "parameter shapes.",
+    )
     info.add_argument("model", metavar="MODEL_OR_CONFIG", help="a symnet model file or a Kaldi nnet3 config")
     info.set_defaults(run=_info)
-    init = commands.add_parser("init", help="initialise a model from a Kaldi config (nnet3-init)",
-                               description="Build the network of a Kaldi nnet3 config, initialise its parameters "
-                                           "as Kaldi does, and write a symnet model file (atomically). With "
-                                           "EXISTING (a model or config), the config adds to or overrides it.")
+    init = commands.add_parser(
+        "init",
+        help="initialise a model from a Kaldi config (nnet3-init)",
+        description="Build the network of a Kaldi nnet3 config, initialise its parameters "
+        "as Kaldi does, and write a symnet model file (atomically). With "
+        "EXISTING (a model or config), the config adds to or overrides it.",
+    )
     init.add_argument("--seed", type=int, default=0, help="random seed of the initialisation (default 0)")
     init.add_argument("paths", nargs="+", metavar="[EXISTING] CONFIG OUT")
     init.set_defaults(run=_init)
-    train = commands.add_parser("train", help="train a network (a Kaldi config, a model, or a Python module)",
-                                description="Train with symnet.train.fit: chunks with the network's context, "
-                                            "one jitted step per minibatch, the output node's objective. The "
-                                            "model is written atomically to --out.")
-    train.add_argument("network", metavar="CONFIG_OR_MODULE",
-                       help="a Kaldi config, a symnet model, or module:attribute / file.py:attribute")
+    train = commands.add_parser(
+        "train",
+        help="train a network (a Kaldi config, a model, or a Python module)",
+        description="Train with symnet.train.fit: chunks with the network's context, "
+        "one jitted step per minibatch, the output node's objective. The "
+        "model is written atomically to --out.",
+    )
+    train.add_argument(
+        "network",
+        metavar="CONFIG_OR_MODULE",
+        help="a Kaldi config, a symnet model, or module:attribute / file.py:attribute",
+    )
     train.add_argument("--data", help="builtin:hmm[:SEQUENCES], the built-in task (default 500 sequences)")
     train.add_argument("--feats", help="features rspecifier, e.g. scp:feats.scp")
     train.add_argument("--targets", help="targets rspecifier (alignments), e.g. ark:ali.ark")
     train.add_argument("--out", required=True, help="the trained model file")
-    train.add_argument("--epochs", type=int, default=3)
-    train.add_argument("--batch-size", type=int, default=32)
-    train.add_argument("--chunk", type=int, default=20, help="output frames per example")
+    train.add_argument("--epochs", type=_count(0), default=3)
+    train.add_argument("--batch-size", type=_count(1), default=32)
+    train.add_argument("--chunk", type=_count(1), default=20, help="output frames per example")
     train.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
-    train.add_argument("--lr", type=float, default=2e-3)
-    train.add_argument("--seed", type=int, default=0)
-    train.add_argument("--checkpoint", help="checkpoint file: saved every epoch, resumed from if present")
+    train.add_argument("--lr", type=_positive_float, default=2e-3)
+    train.add_argument("--seed", type=_count(0), default=0)
+    train.add_argument(
+        "--checkpoint",
+        help="checkpoint file: saved every epoch, resumed from if present (only "
+        "with the settings it was saved with; locked while training)",
+    )
+    train.add_argument(
+        "--allow-changes",
+        metavar="FIELD[,FIELD]",
+        help="resume --checkpoint although these settings differ from the run that saved it "
+        "(e.g. lr,optimizer; batch_size, chunk, seed and data only at an epoch boundary)",
+    )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
     train.set_defaults(run=_train)
-    copy = commands.add_parser("copy", help="copy a Kaldi model file, or write a network as one (nnet3-copy)",
-                               description="Read a Kaldi nnet3 model file (text or binary, raw nnet or acoustic "
-                                           "model), a symnet model file or a Kaldi config, and write it as a Kaldi "
-                                           "model file (atomically; OUT '-' is stdout). An acoustic model stays "
-                                           "one unless --raw=true (nnet3-am-copy --raw); the rest are written as "
-                                           "raw nnet3.")
-    copy.add_argument("--binary", type=_kaldi_bool, default=True, metavar="true|false",
-                      help="write in binary mode (default true)")
-    copy.add_argument("--raw", type=_kaldi_bool, default=False, metavar="true|false",
-                      help="write only the nnet of an acoustic model (default false)")
+    copy = commands.add_parser(
+        "copy",
+        help="copy a Kaldi model file, or write a network as one (nnet3-copy)",
+        description="Read a Kaldi nnet3 model file (text or binary, raw nnet or acoustic "
+        "model), a symnet model file or a Kaldi config, and write it as a Kaldi "
+        "model file (atomically; OUT '-' is stdout). An acoustic model stays "
+        "one unless --raw=true (nnet3-am-copy --raw); the rest are written as "
+        "raw nnet3.",
+    )
+    copy.add_argument(
+        "--binary", type=_kaldi_bool, default=True, metavar="true|false", help="write in binary mode (default true)"
+    )
+    copy.add_argument(
+        "--raw",
+        type=_kaldi_bool,
+        default=False,
+        metavar="true|false",
+        help="write only the nnet of an acoustic model (default false)",
+    )
     copy.add_argument("input", metavar="IN")
     copy.add_argument("output", metavar="OUT")
     copy.set_defaults(run=_copy)
     compute = commands.add_parser(
-        "compute", help="run a network over Kaldi feature archives (nnet3-compute)",
+        "compute",
+        help="run a network over Kaldi feature archives (nnet3-compute)",
         description="What nnet3-compute does: for every utterance of FEATS_RSPECIFIER the network's 'output' "
-                    "(test mode, chunks with clamped padding), written to MATRIX_WSPECIFIER through kaldiio "
-                    "(ark:, ark,t:, scp:, ark,scp:), atomically. As in Kaldi, an utterance without an i-vector "
-                    "(--ivectors/--online-ivectors) or without frames is skipped with a warning; the status is 1 "
-                    "if none was computed. Features of the wrong dim are an error.")
-    compute.add_argument("--frames-per-chunk", type=int, default=50)
-    compute.add_argument("--extra-left-context", type=int, default=0)
-    compute.add_argument("--extra-right-context", type=int, default=0)
-    compute.add_argument("--extra-left-context-initial", type=int, default=-1)
-    compute.add_argument("--extra-right-context-final", type=int, default=-1)
-    compute.add_argument("--frame-subsampling-factor", type=int, default=1)
+        "(test mode, chunks with clamped padding), written to MATRIX_WSPECIFIER through kaldiio "
+        "(ark:, ark,t:, scp:, ark,scp:), atomically. As in Kaldi, an utterance without an i-vector "
+        "(--ivectors/--online-ivectors) or without frames is skipped with a warning; the status is 1 "
+        "if none was computed. Features of the wrong dim are an error.",
+    )
+    frames = INDEX_LIMIT - 1  # the frames an Index can name: more context than that cannot be planned
+    compute.add_argument("--frames-per-chunk", type=_count(1, frames), default=50)
+    compute.add_argument("--extra-left-context", type=_count(0, frames), default=0)
+    compute.add_argument("--extra-right-context", type=_count(0, frames), default=0)
+    compute.add_argument("--extra-left-context-initial", type=_count(-1, frames), default=-1)
+    compute.add_argument("--extra-right-context-final", type=_count(-1, frames), default=-1)
+    compute.add_argument("--frame-subsampling-factor", type=_count(1, frames), default=1)
     compute.add_argument("--acoustic-scale", type=float, default=1.0)
     compute.add_argument("--apply-exp", type=_kaldi_bool, default=False, metavar="true|false")
-    compute.add_argument("--use-priors", type=_kaldi_bool, default=False, metavar="true|false",
-                         help="subtract the log-priors of an acoustic model")
+    compute.add_argument(
+        "--use-priors",
+        type=_kaldi_bool,
+        default=False,
+        metavar="true|false",
+        help="subtract the log-priors of an acoustic model",
+    )
     compute.add_argument("--ivectors", metavar="RSPECIFIER", help="one i-vector per utterance")
     compute.add_argument("--online-ivectors", metavar="RSPECIFIER", help="i-vectors every --online-ivector-period")
-    compute.add_argument("--online-ivector-period", type=int, default=0)
-    compute.add_argument("--use-gpu", default="no", metavar="yes|no|optional|wait",
-                         help="accepted for Kaldi compatibility and ignored (JAX picks the device)")
+    compute.add_argument("--online-ivector-period", type=_count(0, frames), default=0)
+    compute.add_argument(
+        "--use-gpu",
+        default="no",
+        metavar="yes|no|optional|wait",
+        help="accepted for Kaldi compatibility and ignored (JAX picks the device)",
+    )
+    compute.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
     compute.add_argument("model", metavar="MODEL")
     compute.add_argument("feats_rspecifier", metavar="FEATS_RSPECIFIER")
     compute.add_argument("matrix_wspecifier", metavar="MATRIX_WSPECIFIER")
     compute.set_defaults(run=_compute)
     xconfig = commands.add_parser(
-        "xconfig", help="expand a Kaldi xconfig to an nnet3 config (xconfig_to_configs.py)",
+        "xconfig",
+        help="expand a Kaldi xconfig to an nnet3 config (xconfig_to_configs.py)",
         description="Expand the layers of a Kaldi xconfig as steps/nnet3/xconfig_to_configs.py does and check the "
-                    "network builds. Prints final.config, or writes it (atomically) to -o; --config-dir writes "
-                    "init.config (if any), ref.config, final.config, xconfig.expanded.1 and .2 and the matrices "
-                    "the layers write (idct-layer).")
+        "network builds. Prints final.config, or writes it (atomically) to -o; --config-dir writes "
+        "init.config (if any), ref.config, final.config, xconfig.expanded.1 and .2 and the matrices "
+        "the layers write (idct-layer).",
+    )
     xconfig.add_argument("-o", "--output", metavar="FINAL_CONFIG", help="write final.config here")
     xconfig.add_argument("--config-dir", metavar="DIR", help="write every config file into DIR")
     xconfig.add_argument("xconfig", metavar="XCONFIG")

@@ -15,6 +15,7 @@ engine's `[rows, batch, dim]` arrays alike, so row-wise layers keep row labels.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import zlib
 from collections.abc import Iterator, Mapping
@@ -665,8 +666,19 @@ def parameter_key(seed: int, name: str) -> jax.Array:
     return jax.random.PRNGKey(zlib.crc32(f"{seed}:{name}".encode()))
 
 
+#: The most values the Weights of one network may have (a gigabyte of float32: far beyond any real model),
+#: checked before anything is initialised, so that a config saying `output-dim=1000000000` is an error.
+MAX_PARAMETER_VALUES = 1 << 28
+
+
 def initial_values(weights: Mapping[str, Weight], seed: int) -> dict[str, jax.Array]:
     """Every Weight's initial array, random ones with a key derived from `seed` and the name."""
+    total = 0
+    for name, w in weights.items():
+        total += math.prod(w.shape)
+        if total > MAX_PARAMETER_VALUES:
+            raise ParameterError(f"Weight {name!r} of shape {w.shape}{at(w.where)} takes the network's parameters "
+                                 f"beyond {MAX_PARAMETER_VALUES} values; refusing to initialise them")
     return {name: w.initial_value(parameter_key(seed, name)) for name, w in weights.items()}
 
 

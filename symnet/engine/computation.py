@@ -119,6 +119,7 @@ class Computation:
             for name, keys in planner.wanted.items()
         }
         self._jitted = jax.jit(self._run)
+        self.structure: Any = None  # the network structure it was compiled for (set by `compile`)
 
     # ----- planning the steps -------------------------------------------------------
 
@@ -207,6 +208,7 @@ class Computation:
         Inside `symnet.rng.randomness(key)` the key is an argument of the jitted
         program (training-mode dropout draws from it), never a constant of it.
         """
+        network = self._check_network(network)
         return self._jitted(network.params, network.state, self._check_inputs(inputs), rng.active_key())
 
     def _run(
@@ -221,7 +223,19 @@ class Computation:
 
     def forward(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, Tape]:
         """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step."""
+        network = self._check_network(network)
         return self._tapes(network.params, network.state, self._check_inputs(inputs))
+
+    def _check_network(self, network: Any) -> Any:
+        """`network`, if it has the structure this Computation was compiled for (else its plan does not apply)."""
+        structure = getattr(network, "structure", None)
+        if structure is not self.structure and structure != self.structure:
+            what = "another network" if structure is not None else f"a {type(network).__name__}, not a Network"
+            raise PlanError(
+                f"this Computation was compiled for a different network structure; called with {what} "
+                "(compile one for it: symnet.compile(network, request))"
+            )
+        return network
 
     def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, jax.Array]:
         out = {}
@@ -399,4 +413,6 @@ def compile(network: Any, request: ComputationRequest) -> Computation:
         return hit
     graph = Graph(dict(network.structure.outputs))
     planner = Planner(graph, request)
-    return _CACHE.put(key, Computation(graph, request, planner))
+    computation = Computation(graph, request, planner)
+    computation.structure = network.structure  # what it may be called with
+    return _CACHE.put(key, computation)

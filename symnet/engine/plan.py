@@ -262,12 +262,15 @@ class Planner:
 
     def _same_or_mapped(self, layer: Layer, keys: np.ndarray, count: int) -> list[np.ndarray]:
         """Operand keys for layers whose every operand is needed at one mapped Index."""
-        if isinstance(layer, Offset):
-            return [shift(keys, layer.t_offset, layer.x_offset)]
-        if isinstance(layer, Round):
-            return [_round(keys, layer.t_modulus)]
-        if isinstance(layer, ReplaceIndex):
-            return [_replace(keys, layer.variable, layer.value)]
+        try:
+            if isinstance(layer, Offset):
+                return [shift(keys, layer.t_offset, layer.x_offset)]
+            if isinstance(layer, Round):
+                return [_round(keys, layer.t_modulus)]
+            if isinstance(layer, ReplaceIndex):
+                return [_replace(keys, layer.variable, layer.value)]
+        except PlanError as e:  # an offset or index that leaves the Index range: name the layer
+            raise PlanError(f"{layer!r:.120}{at(layer.where)}: {e}") from None
         return [keys] * count  # row-wise layers, Append, Sum, Node, Scale, DimRange
 
     # ----- requirements -------------------------------------------------------------------

@@ -24,6 +24,10 @@ from .token_values import ByValue, array_value, frozen_array, value_key
 __all__ = ["HmmState", "TopologyEntry", "TransitionModel", "read_transition_model", "write_transition_model"]
 
 
+#: The largest phone id read (a real phone set has thousands; Kaldi's binary topology holds a table this long).
+MAX_PHONE = 1 << 20
+
+
 def _transitions(value: Any) -> tuple[tuple[int, np.float32], ...]:
     return tuple((int(dst), np.float32(prob)) for dst, prob in value)
 
@@ -57,7 +61,8 @@ class TransitionModel(ByValue):
 
     topology: tuple[TopologyEntry, ...] = attrs.field(converter=tuple)
     tuples: tuple[tuple[int, int, int, int], ...] = attrs.field(
-        converter=lambda v: tuple(tuple(int(x) for x in row) for row in v))
+        converter=lambda v: tuple(tuple(int(x) for x in row) for row in v)
+    )
     log_probs: np.ndarray = attrs.field(converter=lambda v: array_value(v, VECTOR, "TransitionModel <LogProbs>"))
     raw: bytes | None = attrs.field(default=None, repr=False)
     raw_binary: bool | None = attrs.field(default=None, repr=False)
@@ -67,13 +72,21 @@ class TransitionModel(ByValue):
             object.__setattr__(self, "log_probs", frozen_array(self.log_probs.astype(np.float32)))
         for row in self.tuples:
             if len(row) != 4:
-                raise ModelFormatError(f"TransitionModel: tuples are (phone, hmm_state, forward_pdf, "
-                                       f"self_loop_pdf), got {row!r}")
+                raise ModelFormatError(
+                    f"TransitionModel: tuples are (phone, hmm_state, forward_pdf, self_loop_pdf), got {row!r}"
+                )
 
     def key(self) -> Any:
-        topology = tuple((e.phones, tuple((s.forward_pdf_class, s.self_loop_pdf_class,
-                                           tuple((d, value_key(p)) for d, p in s.transitions)) for s in e.states))
-                         for e in self.topology)
+        topology = tuple(
+            (
+                e.phones,
+                tuple(
+                    (s.forward_pdf_class, s.self_loop_pdf_class, tuple((d, value_key(p)) for d, p in s.transitions))
+                    for s in e.states
+                ),
+            )
+            for e in self.topology
+        )
         return ("transition-model", topology, self.tuples, value_key(self.log_probs))
 
     @property
@@ -126,8 +139,7 @@ def _read_topology_text(r: TextReader) -> list[TopologyEntry]:
         if token == "</Topology>":
             break
         if token != "<TopologyEntry>":
-            raise r.error(f"expected <TopologyEntry> or </Topology>, got {token!r}", at=at,
-                          expected="<TopologyEntry>")
+            raise r.error(f"expected <TopologyEntry> or </Topology>, got {token!r}", at=at, expected="<TopologyEntry>")
         r.expect_token("<ForPhones>")
         phones = []
         while True:
@@ -135,8 +147,13 @@ def _read_topology_text(r: TextReader) -> list[TopologyEntry]:
             if word == "</ForPhones>":
                 break
             if not re.fullmatch(r"[0-9]+", word) or int(word) > INT32_MAX:
-                raise r.error(f"expected a phone (an integer) or </ForPhones>, got {word!r}", at=at,
-                              expected="</ForPhones>")
+                raise r.error(
+                    f"expected a phone (an integer) or </ForPhones>, got {word!r}", at=at, expected="</ForPhones>"
+                )
+            if int(word) > MAX_PHONE:  # the binary form has a phone-to-entry table as long as the largest id
+                raise r.error(
+                    f"phone {word} is beyond the {MAX_PHONE} phones symnet reads", at=at, expected="</ForPhones>"
+                )
             phones.append(int(word))
         states = []
         at = r.skip_ws()
@@ -182,7 +199,7 @@ def _read_topology_binary(r: BinaryReader) -> list[TopologyEntry]:
     if size < 0 or size > _remaining(r):
         raise r.error(f"bad number of topology entries {size}", expected="the number of topology entries")
     entries = []
-    for _i in range(size):
+    for _ in range(size):
         num_states = r.read_int("the number of states")
         if num_states < 0 or num_states > _remaining(r):
             raise r.error(f"bad number of states {num_states}", expected="the number of states")
@@ -193,8 +210,9 @@ def _read_topology_binary(r: BinaryReader) -> list[TopologyEntry]:
             num_transitions = r.read_int("the number of transitions")
             if num_transitions < 0 or num_transitions > _remaining(r):
                 raise r.error(f"bad number of transitions {num_transitions}", expected="the number of transitions")
-            transitions = [(r.read_int("a transition"), r.read_real("a transition probability"))
-                           for _ in range(num_transitions)]
+            transitions = [
+                (r.read_int("a transition"), r.read_real("a transition probability")) for _ in range(num_transitions)
+            ]
             states.append(HmmState(forward, self_loop, transitions))
         entries.append(states)
     r.expect_token("</Topology>")
@@ -203,12 +221,15 @@ def _read_topology_binary(r: BinaryReader) -> list[TopologyEntry]:
         if index == -1:
             continue
         if not 0 <= index < size:
-            raise r.error(f"topology: phone {phone} maps to entry {index}, but there are {size} entries",
-                          expected="a consistent topology")
+            raise r.error(
+                f"topology: phone {phone} maps to entry {index}, but there are {size} entries",
+                expected="a consistent topology",
+            )
         owned[index].append(phone)
     if sorted(p for ps in owned for p in ps) != phones.tolist():
-        raise r.error("topology: the phone list does not match the phone-to-entry map",
-                      expected="a consistent topology")
+        raise r.error(
+            "topology: the phone list does not match the phone-to-entry map", expected="a consistent topology"
+        )
     return [TopologyEntry(ps, states) for ps, states in zip(owned, entries)]
 
 

@@ -11,27 +11,28 @@ utterance id, in the order of the features' table. Errors are
 Like Kaldi's nnet3-get-egs, `skip_missing=True` drops utterances that have no
 targets instead of failing (their ids are kept in `KaldiData.skipped`);
 targets for utterances that have no features are ignored.
+
+Reading is safe on hostile files (`symnet.train.ark`): sizes are checked before
+anything is read, pickles are never loaded, and an scp entry that is a shell
+command (`utt-1 cat feats.ark |`) runs only with `allow_pipes=True` (the CLI's
+`--allow-pipes`). A command in the rspecifier itself (`ark:gunzip -c x.gz |`)
+is the user's own and runs as in Kaldi.
 """
 
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
 import numpy as np
 
-from ..errors import SymnetError
+from .ark import KaldiDataError, iter_ark, iter_scp, open_spec, read_entry
 
-__all__ = ["KaldiData", "KaldiDataError", "read_kaldi_data", "read_table"]
+__all__ = ["KaldiData", "KaldiDataError", "iter_table", "read_kaldi_data", "read_table"]
 
 _SHOW = 5  # ids shown in an error message
-
-
-class KaldiDataError(SymnetError, ValueError):
-    """Kaldi archives that cannot be used: unreadable specifiers, missing utterances, length mismatches."""
 
 
 def _frozen_arrays(arrays: Any) -> tuple[np.ndarray, ...]:
@@ -57,8 +58,10 @@ class KaldiData:
 
     def __attrs_post_init__(self) -> None:
         if not (len(self.utt_ids) == len(self.features) == len(self.targets)):
-            raise KaldiDataError(f"{len(self.utt_ids)} utterance ids, {len(self.features)} feature matrices and "
-                                 f"{len(self.targets)} targets: they must be as many")
+            raise KaldiDataError(
+                f"{len(self.utt_ids)} utterance ids, {len(self.features)} feature matrices and "
+                f"{len(self.targets)} targets: they must be as many"
+            )
 
     @property
     def labels(self) -> tuple[np.ndarray, ...]:
@@ -103,16 +106,22 @@ def _parse(spec: Any, what: str) -> tuple[str, str]:
     import kaldiio
 
     if not isinstance(spec, str):
-        raise KaldiDataError(f"{what}: expected a Kaldi rspecifier such as 'scp:feats.scp' or 'ark:ali.ark', "
-                             f"got {spec!r} ({type(spec).__name__})")
+        raise KaldiDataError(
+            f"{what}: expected a Kaldi rspecifier such as 'scp:feats.scp' or 'ark:ali.ark', "
+            f"got {spec!r} ({type(spec).__name__})"
+        )
     if ":" not in spec:
-        raise KaldiDataError(f"{what} {spec!r} is not a Kaldi rspecifier: it has no 'scp:' or 'ark:' prefix; "
-                             "write e.g. 'scp:feats.scp', 'ark:ali.ark' or 'ark,t:ali.txt'")
+        raise KaldiDataError(
+            f"{what} {spec!r} is not a Kaldi rspecifier: it has no 'scp:' or 'ark:' prefix; "
+            "write e.g. 'scp:feats.scp', 'ark:ali.ark' or 'ark,t:ali.txt'"
+        )
     try:
         parsed = kaldiio.parse_specifier(spec)
     except ValueError as e:
-        raise KaldiDataError(f"{what} {spec!r} is not a Kaldi rspecifier ({e}); "
-                             "write e.g. 'scp:feats.scp', 'ark:ali.ark' or 'ark,t:ali.txt'") from None
+        raise KaldiDataError(
+            f"{what} {spec!r} is not a Kaldi rspecifier ({e}); "
+            "write e.g. 'scp:feats.scp', 'ark:ali.ark' or 'ark,t:ali.txt'"
+        ) from None
     if parsed["ark"] is not None and parsed["scp"] is not None:
         raise KaldiDataError(f"{what} {spec!r}: an rspecifier for reading names either an ark or an scp, not both")
     kind = "scp" if parsed["scp"] is not None else "ark"
@@ -123,55 +132,62 @@ def _parse(spec: Any, what: str) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def _reading(spec: str, what: str, key: str | None = None) -> Iterator[None]:
-    """Turn kaldiio's and the OS's errors while reading `spec` into KaldiDataErrors."""
+def _reading(spec: str, what: str) -> Iterator[None]:
+    """Turn the OS's and kaldiio's errors while opening or reading `spec` into KaldiDataErrors."""
     try:
-        with warnings.catch_warnings():
-            # kaldiio warns that Kaldi's options (t, s, cs, o, p) have no effect on reading: they need none.
-            warnings.filterwarnings("ignore", message=".*option is given, but currently it never affects")
-            # kaldiio warns before re-raising a failed scp entry: the error below says it better.
-            warnings.filterwarnings("ignore", message="An error happend when loading")
-            yield
-    except KaldiDataError:
-        raise
-    except Exception as e:  # kaldiio signals bad files with many types, asserts included
-        at = f" (utterance {key!r})" if key is not None else ""
-        raise KaldiDataError(f"{what} {spec!r}: cannot read it{at}: {type(e).__name__}: {e}") from None
+        yield
+    except KaldiDataError as e:
+        raise KaldiDataError(f"{what} {spec!r}: cannot read it: {e}") from None
+    except Exception as e:  # kaldiio and the OS signal bad files with many types
+        raise KaldiDataError(f"{what} {spec!r}: cannot read it: {type(e).__name__}: {e}") from None
+
+
+def _scp_entries(path: str, spec: str, what: str, allow_pipes: bool) -> dict[str, str]:
+    entries: dict[str, str] = {}
+    with _reading(spec, what), open_spec(path, "r") as f:
+        for key, entry in iter_scp(f, path, allow_pipes):
+            entries[key] = entry  # a later line wins, as in kaldiio
+    return entries
+
+
+def iter_table(spec: str, what: str = "table", *, allow_pipes: bool = False) -> Iterator[tuple[str, np.ndarray]]:
+    """`(utterance id, array)` for every entry of a Kaldi rspecifier, in order, reading one at a time."""
+    kind, path = _parse(spec, what)
+    if kind == "scp":
+        for key, entry in _scp_entries(path, spec, what, allow_pipes).items():
+            with _reading(spec, what):
+                value = read_entry(entry, path, key, allow_pipes)
+            yield key, value
+        return
+    with _reading(spec, what), open_spec(path, "rb") as f:
+        yield from iter_ark(f, path)
 
 
 class _Table(Mapping[str, np.ndarray]):
     """A Kaldi table as an ordered mapping id -> array; scp tables read an entry when it is asked for."""
 
-    def __init__(self, spec: str, what: str):
-        import kaldiio
-
-        self.spec, self.what = spec, what
-        kind, path = _parse(spec, what)
+    def __init__(self, spec: str, what: str, allow_pipes: bool = False):
+        self.spec, self.what, self.allow_pipes = spec, what, allow_pipes
+        kind, self.path = _parse(spec, what)
         self._values: dict[str, np.ndarray] = {}
-        self._scp = None
-        with _reading(spec, what):
-            if kind == "scp":
-                self._scp = kaldiio.load_scp(path)
-                self._keys = list(self._scp.keys())
-            else:
-                with kaldiio.open_like_kaldi(path, "rb") as f:
-                    for key, value in kaldiio.load_ark(f):
-                        if key in self._values:
-                            raise KaldiDataError(f"{what} {spec!r}: utterance {key!r} appears twice")
-                        self._values[key] = value
-                self._keys = list(self._values)
+        self._scp: dict[str, str] | None = None
+        if kind == "scp":
+            self._scp = _scp_entries(self.path, spec, what, allow_pipes)
+            self._keys = list(self._scp)
+        else:
+            for key, value in iter_table(spec, what, allow_pipes=allow_pipes):
+                if key in self._values:
+                    raise KaldiDataError(f"{what} {spec!r}: utterance {key!r} appears twice")
+                self._values[key] = value
+            self._keys = list(self._values)
 
     def __getitem__(self, key: str) -> np.ndarray:
         if self._scp is None:
             return self._values[key]
         if key not in self._scp:
             raise KeyError(key)
-        with _reading(self.spec, self.what, key):
-            value = self._scp[key]
-        if not isinstance(value, np.ndarray):  # e.g. a wav.scp entry: (rate, samples)
-            raise KaldiDataError(f"{self.what} {self.spec!r}: utterance {key!r} is a {type(value).__name__}, "
-                                 "not a matrix or vector")
-        return value
+        with _reading(self.spec, self.what):
+            return read_entry(self._scp[key], self.path, key, self.allow_pipes)
 
     def __contains__(self, key: object) -> bool:
         return key in (self._scp if self._scp is not None else self._values)
@@ -183,12 +199,13 @@ class _Table(Mapping[str, np.ndarray]):
         return len(self._keys)
 
 
-def read_table(spec: str, what: str = "table") -> Mapping[str, np.ndarray]:
+def read_table(spec: str, what: str = "table", *, allow_pipes: bool = False) -> Mapping[str, np.ndarray]:
     """A Kaldi table (`scp:...`, `ark:...`, `ark,t:...`, `ark:cmd |`) as an ordered mapping utterance id -> array.
 
-    scp tables are read lazily, one entry when it is asked for.
+    scp tables are read lazily, one entry when it is asked for; an scp entry that is a
+    command runs only with `allow_pipes` (see the module doc).
     """
-    return _Table(spec, what)
+    return _Table(spec, what, allow_pipes)
 
 
 def read_kaldi_data(
@@ -196,6 +213,7 @@ def read_kaldi_data(
     targets: str,
     *,
     skip_missing: bool = False,
+    allow_pipes: bool = False,
 ) -> KaldiData:
     """Features and targets from two Kaldi rspecifiers, matched by utterance id.
 
@@ -203,12 +221,13 @@ def read_kaldi_data(
     `targets`: per-frame integer labels `[T]` (alignments, e.g. `ark:gunzip -c ali.1.gz | ali-to-pdf ... ark:- |`
     written out first, or `ark,t:pdf_ali.txt`) or matrices `[T, K]`; one per feature frame.
     Utterances come in the order of the features' table. An utterance without targets is an
-    error unless `skip_missing` (then it is left out and listed in `.skipped`).
+    error unless `skip_missing` (then it is left out and listed in `.skipped`). An scp entry
+    that is a shell command runs only with `allow_pipes` (see the module doc).
     """
-    feats = _Table(features, "features")
+    feats = _Table(features, "features", allow_pipes)
     if not len(feats):
         raise KaldiDataError(f"features {features!r}: no utterances in it")
-    tgts = _Table(targets, "targets")
+    tgts = _Table(targets, "targets", allow_pipes)
     if not len(tgts):
         raise KaldiDataError(f"targets {targets!r}: no utterances in it")
     missing = [key for key in feats if key not in tgts]
@@ -226,39 +245,48 @@ def read_kaldi_data(
             continue
         f = feats[key]
         if f.ndim != 2:
-            raise KaldiDataError(f"features {features!r}: utterance {key!r} has shape {f.shape}, "
-                                 "not a matrix [frames, dim]")
+            raise KaldiDataError(
+                f"features {features!r}: utterance {key!r} has shape {f.shape}, not a matrix [frames, dim]"
+            )
         if len(f) == 0:
             raise KaldiDataError(f"features {features!r}: utterance {key!r} has no frames")
         if dim is None:
             dim = f.shape[1]
         elif f.shape[1] != dim:
-            raise KaldiDataError(f"features {features!r}: utterance {key!r} has dim {f.shape[1]}, "
-                                 f"but {ids[0]!r} has dim {dim}")
+            raise KaldiDataError(
+                f"features {features!r}: utterance {key!r} has dim {f.shape[1]}, but {ids[0]!r} has dim {dim}"
+            )
         if not np.isfinite(f).all():
             row, col = (int(i) for i in np.argwhere(~np.isfinite(f))[0])
-            raise KaldiDataError(f"features {features!r}: utterance {key!r} has {f[row, col]} at frame {row}, "
-                                 f"dim {col}")
+            raise KaldiDataError(
+                f"features {features!r}: utterance {key!r} has {f[row, col]} at frame {row}, dim {col}"
+            )
         t = tgts[key]
         if t.ndim not in (1, 2):
-            raise KaldiDataError(f"targets {targets!r}: utterance {key!r} has shape {t.shape}; "
-                                 "expected one label per frame [T] or a matrix [T, K]")
+            raise KaldiDataError(
+                f"targets {targets!r}: utterance {key!r} has shape {t.shape}; "
+                "expected one label per frame [T] or a matrix [T, K]"
+            )
         if target_shape is None:
             target_shape = (ids[0] if ids else key, t.shape[1:])
         elif t.shape[1:] != target_shape[1]:
-            raise KaldiDataError(f"targets {targets!r}: utterance {key!r} has shape {t.shape}, but utterance "
-                                 f"{target_shape[0]!r} has shape (frames,) + {target_shape[1]}")
+            raise KaldiDataError(
+                f"targets {targets!r}: utterance {key!r} has shape {t.shape}, but utterance "
+                f"{target_shape[0]!r} has shape (frames,) + {target_shape[1]}"
+            )
         if len(t) != len(f):
             raise KaldiDataError(
                 f"utterance {key!r}: {len(f)} frames of features but {len(t)} targets in {targets!r} "
                 "(an alignment has one label per frame; was it made with frame subsampling, or for other features?)"
             )
         if t.ndim == 1 and not np.issubdtype(t.dtype, np.integer):
-            raise KaldiDataError(f"targets {targets!r}: utterance {key!r} is a {t.dtype} vector, "
-                                 "not integer labels (an alignment)")
+            raise KaldiDataError(
+                f"targets {targets!r}: utterance {key!r} is a {t.dtype} vector, not integer labels (an alignment)"
+            )
         if t.ndim == 1 and len(t) and t.min() < 0:
-            raise KaldiDataError(f"targets {targets!r}: utterance {key!r} has label {int(t.min())}; "
-                                 "labels are pdf-ids >= 0")
+            raise KaldiDataError(
+                f"targets {targets!r}: utterance {key!r} has label {int(t.min())}; labels are pdf-ids >= 0"
+            )
         ids.append(key)
         feature_list.append(np.asarray(f, dtype=np.float32))
         target_list.append(t.astype(np.int32) if t.ndim == 1 else np.asarray(t, dtype=np.float32))

@@ -14,7 +14,8 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -23,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..atomic import check_writable
 from ..components import batchnorm_stats_updates, natural_gradient, set_test_mode
 from ..core import rng
 from ..core.index import IndexSet
@@ -31,6 +33,7 @@ from ..engine import ComputationRequest, compile
 from ..errors import ShapeError, SymnetError
 from ..network import Network
 from . import checkpoint as ckpt
+from . import resume
 from .examples import Chunks, make_chunks
 from .objectives import OBJECTIVES, objective
 
@@ -67,8 +70,7 @@ def as_chunks(data: Any, network: Any, chunk: int, output: str) -> Chunks:
         features, targets = data
     else:
         hint = " (read Kaldi archives with symnet.train.read_kaldi_data)" if isinstance(data, str) else ""
-        raise ShapeError(f"cannot train on {type(data).__name__}: give a Dataset, Chunks or (features, targets)"
-                         + hint)
+        raise ShapeError(f"cannot train on {type(data).__name__}: give a Dataset, Chunks or (features, targets)" + hint)
     left, right = network.context(output)
     return make_chunks(features, targets, chunk=chunk, left=left, right=right)
 
@@ -76,8 +78,17 @@ def as_chunks(data: Any, network: Any, chunk: int, output: str) -> Chunks:
 class Trainer:
     """The compiled pieces of one training setup: request, step, evaluation."""
 
-    def __init__(self, network: Any, optimizer: optax.GradientTransformation, *, batch_size: int,
-                 chunks: Chunks, kind: str, input: str, output: str):
+    def __init__(
+        self,
+        network: Any,
+        optimizer: optax.GradientTransformation,
+        *,
+        batch_size: int,
+        chunks: Chunks,
+        kind: str,
+        input: str,
+        output: str,
+    ):
         self.optimizer = optimizer
         self.kind, self.input, self.output = kind, input, output
         self.batch_size = batch_size
@@ -133,7 +144,7 @@ class Trainer:
         pad = self.batch_size - len(idx)
         weights_scale = np.ones(self.batch_size, dtype=np.float32)
         if pad:
-            weights_scale[len(idx):] = 0.0
+            weights_scale[len(idx) :] = 0.0
             idx = np.concatenate([idx, np.resize(idx, pad)])
         x, targets, weights = chunks.minibatch(idx)
         weights = weights * np.tile(weights_scale, self.chunk)
@@ -177,7 +188,7 @@ def describe(layer: Any, width: int = 100) -> str:
     else:
         expr = repr(layer)
         if len(expr) > width:  # keep both ends: `... @ Weight(..., name='out.w')` names the parameter
-            expr = expr[: width // 2 - 2] + " ... " + expr[-(width // 2 - 3):]
+            expr = expr[: width // 2 - 2] + " ... " + expr[-(width // 2 - 3) :]
         text = f"{kind} node `{expr}`"
     where = getattr(layer, "where", None)
     return f"{text} (built at {where})" if where else text
@@ -201,43 +212,195 @@ def fit(
     input: str = "input",
     output: str = "output",
     on_epoch: Callable[[EpochStats], None] | None = None,
+    run: Mapping[str, Any] | None = None,
+    allow_changes: Sequence[str] = (),
 ) -> FitResult:
     """Train `network` on `train`; return the trained network and per-epoch statistics.
 
     `train`/`valid`: a `symnet.datasets.Dataset`, `Chunks`, or `(features, targets)`.
     With `checkpoint` (a file path) the run saves there at the end of every epoch
-    (and every `checkpoint_every` steps) and resumes from it if it exists.
+    (and every `checkpoint_every` steps) and resumes from it if it exists. The
+    checkpoint records what defines the run (batch size, chunk, seed, objective,
+    a digest of the data, and `run`: the caller's own settings such as the
+    optimiser and learning rate, which `fit` cannot see inside `optimizer`); a
+    resume with other settings is a CheckpointError naming them, unless they are
+    in `allow_changes` (see `symnet.train.resume`). While the run lasts the
+    checkpoint is locked: a second run on it is refused.
     `max_steps` stops early (a simulated interruption, for tests and time limits).
     """
-    for name, value, least in (("batch_size", batch_size, 1), ("chunk", chunk, 1), ("epochs", epochs, 0),
-                               ("checkpoint_every", checkpoint_every, 0)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-            raise TrainingError(f"{name} must be an integer >= {least}, got {value!r}")
+    _check_arguments(
+        network,
+        optimizer,
+        batch_size=batch_size,
+        chunk=chunk,
+        epochs=epochs,
+        checkpoint_every=checkpoint_every,
+        seed=seed,
+        objective=objective,
+        checkpoint=checkpoint,
+        max_steps=max_steps,
+        input=input,
+        output=output,
+        on_epoch=on_epoch,
+        run=run,
+        allow_changes=allow_changes,
+    )
     train_chunks = as_chunks(train, network, chunk, output)
     valid_chunks = as_chunks(valid, network, chunk, output) if valid is not None else None
     _check_data(network, train_chunks, objective, input, output)
     if valid_chunks is not None:
         _check_data(network, valid_chunks, objective, input, output, "validation data", like=train_chunks)
-    trainer = Trainer(network, optimizer, batch_size=batch_size, chunks=train_chunks,
-                      kind=objective, input=input, output=output)
+    with ckpt.lock(checkpoint) if checkpoint else contextlib.nullcontext():
+        return _fit(
+            network,
+            optimizer,
+            train_chunks,
+            valid_chunks,
+            data=(train, valid),
+            epochs=epochs,
+            batch_size=batch_size,
+            chunk=chunk,
+            objective=objective,
+            seed=seed,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            progress=progress,
+            max_steps=max_steps,
+            input=input,
+            output=output,
+            on_epoch=on_epoch,
+            run=run,
+            allow_changes=allow_changes,
+        )
+
+
+def _check_arguments(network: Any, optimizer: Any, **args: Any) -> None:
+    """TrainingError for arguments of the wrong type or range (before any work is done)."""
+    if not isinstance(network, Network):
+        raise TrainingError(f"fit trains a symnet Network, got {type(network).__name__}")
+    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
+        raise TrainingError(
+            f"optimizer must be an optax GradientTransformation (e.g. optax.adam(1e-3)), got {optimizer!r:.60}"
+        )
+    for name, least in (("batch_size", 1), ("chunk", 1), ("epochs", 0), ("checkpoint_every", 0), ("seed", 0)):
+        value = args[name]
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise TrainingError(f"{name} must be an integer >= {least}, got {value!r}")
+    max_steps = args["max_steps"]
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer))):
+        raise TrainingError(f"max_steps must be an integer or None, got {max_steps!r}")
+    for name in ("objective", "input", "output"):
+        if not isinstance(args[name], str):
+            raise TrainingError(f"{name} must be a string, got {args[name]!r}")
+    checkpoint = args["checkpoint"]
+    if checkpoint is not None:
+        if not isinstance(checkpoint, (str, os.PathLike)) or not os.fspath(checkpoint):
+            raise TrainingError(f"checkpoint must be a file path, got {checkpoint!r}")
+        check_writable(checkpoint)  # a typo found now, not after the run
+    if args["on_epoch"] is not None and not callable(args["on_epoch"]):
+        raise TrainingError(f"on_epoch must be a function or None, got {args['on_epoch']!r}")
+    if args["run"] is not None and not isinstance(args["run"], Mapping):
+        raise TrainingError(f"run must be a mapping of setting names to values, got {args['run']!r:.60}")
+    changes = args["allow_changes"]
+    if isinstance(changes, str) or not all(isinstance(c, str) for c in changes):
+        raise TrainingError(f"allow_changes must be a sequence of field names, got {changes!r}")
+
+
+def _fit(
+    network: Any,
+    optimizer: Any,
+    train_chunks: Chunks,
+    valid_chunks: Chunks | None,
+    *,
+    data: tuple,
+    epochs: int,
+    batch_size: int,
+    chunk: int,
+    objective: str,
+    seed: int,
+    checkpoint: str | None,
+    checkpoint_every: int,
+    progress: bool,
+    max_steps: int | None,
+    input: str,
+    output: str,
+    on_epoch: Callable[[EpochStats], None] | None,
+    run: Mapping[str, Any] | None,
+    allow_changes: Sequence[str],
+) -> FitResult:
+    trainer = Trainer(
+        network, optimizer, batch_size=batch_size, chunks=train_chunks, kind=objective, input=input, output=output
+    )
     opt_state = optimizer.init(network.params)
     position = ckpt.Position()
     history: list[EpochStats] = []
-    extra: dict = {}
+    record = resume.record(
+        train=data[0],
+        valid=data[1],
+        batch_size=batch_size,
+        chunk=chunk,
+        seed=seed,
+        objective=objective,
+        input=input,
+        output=output,
+        extra=run,
+    )
+    batches = len(trainer.batches(train_chunks, np.arange(len(train_chunks))))
+    sums = None
     if checkpoint and os.path.exists(checkpoint):
-        network, opt_state, position, extra = ckpt.load(checkpoint, network, opt_state)
-        history = [EpochStats(**h) for h in extra.get("history", [])]
-    bar = _progress(progress, epochs, len(trainer.batches(train_chunks, np.arange(len(train_chunks)))))
+        network, opt_state, position, extra, saved = ckpt.load_run(checkpoint, network, opt_state)
+        if saved is None:
+            warnings.warn(
+                f"{checkpoint} is a version-1 checkpoint: it does not record its run's settings, so "
+                "a resume with other settings cannot be detected",
+                stacklevel=3,
+            )
+        resume.check(checkpoint, saved, record, position, allow_changes)
+        saved_history, sums = resume.check_extra(checkpoint, extra, position, batches)
+        history = [EpochStats(**h) for h in saved_history]
+    bar = _progress(progress, epochs, batches)
     try:
-        return _train(trainer, network, opt_state, position, history, train_chunks, valid_chunks, bar, epochs=epochs,
-                      seed=seed, checkpoint=checkpoint, checkpoint_every=checkpoint_every, max_steps=max_steps,
-                      on_epoch=on_epoch, sums=extra.get("sums") if position.batch else None)
+        return _train(
+            trainer,
+            network,
+            opt_state,
+            position,
+            history,
+            train_chunks,
+            valid_chunks,
+            bar,
+            epochs=epochs,
+            seed=seed,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            max_steps=max_steps,
+            on_epoch=on_epoch,
+            sums=sums,
+            run=record,
+        )
     finally:
         bar.close()
 
 
-def _train(trainer, network, opt_state, position, history, train_chunks, valid_chunks, bar, *, epochs, seed,
-           checkpoint, checkpoint_every, max_steps, on_epoch, sums) -> FitResult:
+def _train(
+    trainer,
+    network,
+    opt_state,
+    position,
+    history,
+    train_chunks,
+    valid_chunks,
+    bar,
+    *,
+    epochs,
+    seed,
+    checkpoint,
+    checkpoint_every,
+    max_steps,
+    on_epoch,
+    sums,
+    run,
+) -> FitResult:
     step = position.step
     base_key = jax.random.PRNGKey(seed)
     for epoch in range(position.epoch, epochs):
@@ -279,21 +442,39 @@ def _train(trainer, network, opt_state, position, history, train_chunks, valid_c
             rate = frames_sum / max(time.perf_counter() - started, 1e-9)
             bar.update(loss_sum / frames_sum, correct_sum / frames_sum, rate)
             if checkpoint and checkpoint_every and step % checkpoint_every == 0:
-                ckpt.save(checkpoint, network, opt_state, ckpt.Position(step, epoch, b + 1),
-                          {"history": [attrs.asdict(h) for h in history],
-                           "sums": [loss_sum, correct_sum, frames_sum]})
+                ckpt.save(
+                    checkpoint,
+                    network,
+                    opt_state,
+                    ckpt.Position(step, epoch, b + 1),
+                    {"history": [attrs.asdict(h) for h in history], "sums": [loss_sum, correct_sum, frames_sum]},
+                    run=run,
+                )
         valid_loss = valid_acc = None
         if valid_chunks is not None:
             valid_loss, valid_acc = trainer.score(network, valid_chunks)
-        stats = EpochStats(epoch, step, loss_sum / max(frames_sum, 1), correct_sum / max(frames_sum, 1),
-                           valid_loss, valid_acc, frames_sum / max(time.perf_counter() - started, 1e-9))
+        stats = EpochStats(
+            epoch,
+            step,
+            loss_sum / max(frames_sum, 1),
+            correct_sum / max(frames_sum, 1),
+            valid_loss,
+            valid_acc,
+            frames_sum / max(time.perf_counter() - started, 1e-9),
+        )
         history.append(stats)
         bar.epoch_done(stats)
         if on_epoch is not None:
             on_epoch(stats)
         if checkpoint:
-            ckpt.save(checkpoint, network, opt_state, ckpt.Position(step, epoch + 1, 0),
-                      {"history": [attrs.asdict(h) for h in history]})
+            ckpt.save(
+                checkpoint,
+                network,
+                opt_state,
+                ckpt.Position(step, epoch + 1, 0),
+                {"history": [attrs.asdict(h) for h in history]},
+                run=run,
+            )
     return FitResult(network, tuple(history), opt_state)
 
 
@@ -317,8 +498,15 @@ def zero_batchnorm_stats(network: Any) -> Any:
     return network.assign({name: jnp.zeros_like(values[name]) for name in names if name in values})
 
 
-def _check_data(network: Any, chunks: Chunks, kind: str, input: str, output: str, what: str = "training data",
-                like: Chunks | None = None) -> None:
+def _check_data(
+    network: Any,
+    chunks: Chunks,
+    kind: str,
+    input: str,
+    output: str,
+    what: str = "training data",
+    like: Chunks | None = None,
+) -> None:
     from ..engine.graph import Graph
 
     if kind not in OBJECTIVES:
@@ -329,22 +517,29 @@ def _check_data(network: Any, chunks: Chunks, kind: str, input: str, output: str
     if input not in graph.inputs:
         raise TrainingError(f"the network has no input {input!r}; it has {list(graph.inputs)}")
     if like is not None and (chunks.chunk, chunks.left, chunks.right) != (like.chunk, like.left, like.right):
-        raise ShapeError(f"{what}: chunks of {chunks.chunk} frames with context ({chunks.left}, {chunks.right}), "
-                         f"but the training chunks have {like.chunk} frames with context ({like.left}, {like.right})")
+        raise ShapeError(
+            f"{what}: chunks of {chunks.chunk} frames with context ({chunks.left}, {chunks.right}), "
+            f"but the training chunks have {like.chunk} frames with context ({like.left}, {like.right})"
+        )
     left, right = network.context(output)
     if chunks.left < left or chunks.right < right:
-        raise ShapeError(f"{what}: chunks with context ({chunks.left}, {chunks.right}), but output {output!r} needs "
-                         f"({left}, {right}) frames of input context")
+        raise ShapeError(
+            f"{what}: chunks with context ({chunks.left}, {chunks.right}), but output {output!r} needs "
+            f"({left}, {right}) frames of input context"
+        )
     dim = graph.input_dims.get(input)
     if dim is not None and chunks.features.shape[-1] != dim:
-        raise ShapeError(f"{what}: the features have dim {chunks.features.shape[-1]}, "
-                         f"but input {input!r} has dim {dim}")
+        raise ShapeError(
+            f"{what}: the features have dim {chunks.features.shape[-1]}, but input {input!r} has dim {dim}"
+        )
     out_dim = _output_dim(network, chunks, input, output)
     targets = chunks.targets
     if kind == "linear":
         if targets.ndim != 2 or not np.issubdtype(targets.dtype, np.integer):
-            raise ShapeError(f"{what}: the 'linear' objective needs one integer label per frame, got "
-                             f"{targets.dtype} targets of shape {targets.shape[2:] or '()'} per frame")
+            raise ShapeError(
+                f"{what}: the 'linear' objective needs one integer label per frame, got "
+                f"{targets.dtype} targets of shape {targets.shape[2:] or '()'} per frame"
+            )
         bad = (targets < 0) | (targets >= out_dim)
         if bad.any():
             raise ShapeError(
@@ -353,9 +548,11 @@ def _check_data(network: Any, chunks: Chunks, kind: str, input: str, output: str
             )
     else:  # quadratic
         if targets.ndim != 3 or targets.shape[-1] != out_dim:
-            raise ShapeError(f"{what}: the 'quadratic' objective needs a target vector of dim {out_dim} "
-                             f"(output {output!r}) per frame, got targets of shape {targets.shape[2:] or '()'} "
-                             "per frame")
+            raise ShapeError(
+                f"{what}: the 'quadratic' objective needs a target vector of dim {out_dim} "
+                f"(output {output!r}) per frame, got targets of shape {targets.shape[2:] or '()'} "
+                "per frame"
+            )
         if not np.issubdtype(targets.dtype, np.number) or np.issubdtype(targets.dtype, np.complexfloating):
             raise ShapeError(f"{what}: the 'quadratic' objective needs real-valued targets, got {targets.dtype}")
         finite = np.isfinite(targets)
@@ -372,7 +569,8 @@ def _output_dim(network: Any, chunks: Chunks, input: str, output: str) -> int:
     computation = compile(network, request)
     shape = jax.eval_shape(
         lambda n, x: computation(n, {input: x})[output],
-        network, jax.ShapeDtypeStruct((1 + chunks.left + chunks.right, chunks.features.shape[-1]), jnp.float32),
+        network,
+        jax.ShapeDtypeStruct((1 + chunks.left + chunks.right, chunks.features.shape[-1]), jnp.float32),
     )
     return int(shape.shape[-1])
 
@@ -394,8 +592,10 @@ class _progress:
 
     def epoch_done(self, stats: EpochStats) -> None:
         if self.bar is not None and stats.valid_accuracy is not None:
-            self.bar.write(f"epoch {stats.epoch}: train loss {stats.train_loss:.3f} acc {stats.train_accuracy:.3f}, "
-                           f"valid loss {stats.valid_loss:.3f} acc {stats.valid_accuracy:.3f}")
+            self.bar.write(
+                f"epoch {stats.epoch}: train loss {stats.train_loss:.3f} acc {stats.train_accuracy:.3f}, "
+                f"valid loss {stats.valid_loss:.3f} acc {stats.valid_accuracy:.3f}"
+            )
 
     def close(self) -> None:
         if self.bar is not None:

@@ -99,7 +99,7 @@ def test_failed_write_leaves_no_output(tmp_path, capsys, monkeypatch):
     out_path = tmp_path / "out.mdl"
     assert main(["init", str(DOC), str(out_path)]) == 1
     _, err = capsys.readouterr()
-    assert err == "symnet init: No space left on device\n"
+    assert err == f"symnet init: cannot write {out_path}: No space left on device\n"  # the user's path
     assert os.listdir(tmp_path) == []
 
 

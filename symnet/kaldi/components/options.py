@@ -27,7 +27,8 @@ import numpy as np
 from ...components.base import Component, Constant
 from ...core.initializers import Initializer, Normal, Zeros
 from ...core.layer import Layer
-from ...errors import ComponentConfigError, SymnetError
+from ...errors import ComponentConfigError, ModelFormatError, SymnetError
+from ...safe_read import regular_file
 from ..binary import read_kaldi_array
 
 __all__ = [
@@ -189,8 +190,12 @@ class ComponentOptionReader:
 def updatable_options(opts: ComponentOptionReader) -> list[tuple[str, Any]]:
     """Kaldi's UpdatableComponent options (InitLearningRatesFromConfig), checked, with Kaldi's defaults."""
     result = []
-    for key, default in (("learning-rate", 0.001), ("learning-rate-factor", 1.0), ("max-change", 0.0),
-                         ("l2-regularize", 0.0)):
+    for key, default in (
+        ("learning-rate", 0.001),
+        ("learning-rate-factor", 1.0),
+        ("max-change", 0.0),
+        ("l2-regularize", 0.0),
+    ):
         value = opts.float(key, default)
         opts.nonnegative(key, value)
         result.append((key, value))
@@ -201,11 +206,24 @@ def updatable_options(opts: ComponentOptionReader) -> list[tuple[str, Any]]:
 # ----- reading matrices named in configs -------------------------------------------------
 
 
+#: The largest matrix file a config option may name (far beyond any real LDA or PCA matrix).
+MAX_MATRIX_FILE_BYTES = 1 << 30
+
+
 def read_matrix_file(path: str) -> np.ndarray:
     """The matrix or vector in a file a config option names, as Kaldi reads it: a Kaldi matrix or
-    vector, text (`[ 1 2\\n 3 4 ]`) or binary (what Kaldi's own scripts write), or a `.npy` file."""
+    vector, text (`[ 1 2\\n 3 4 ]`) or binary (what Kaldi's own scripts write), or a `.npy` file.
+    Only a regular file of at most MAX_MATRIX_FILE_BYTES is read (a device or FIFO could be read forever)."""
+    st = regular_file(path, ModelFormatError, "matrix file")
+    if st.st_size > MAX_MATRIX_FILE_BYTES:
+        raise ModelFormatError(
+            f"{path}: the matrix file has {st.st_size} bytes, more than the {MAX_MATRIX_FILE_BYTES} allowed"
+        )
     if str(path).endswith(".npy"):
-        return np.load(path, allow_pickle=False)
+        try:
+            return np.load(path, allow_pickle=False)
+        except ValueError as e:  # not a .npy file, or one of objects (which would need a pickle)
+            raise ModelFormatError(f"{path}: not a readable .npy matrix file ({e})") from None
     return read_kaldi_array(path)
 
 

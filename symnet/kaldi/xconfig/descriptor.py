@@ -106,7 +106,10 @@ def _tokens(text: str, previous: Sequence[str]) -> list[tuple[str, int]]:
             if close < 0 or not _INT.match(inner.strip()) or not (0 < -int(inner) <= len(previous)):
                 raise DescriptorSyntaxError(
                     f"[{inner}] must be [-k] with 1 <= k <= {len(previous)} (the number of layers before this one)"
-                    if close > 0 else "'[' without a closing ']'", pos)
+                    if close > 0
+                    else "'[' without a closing ']'",
+                    pos,
+                )
             if start < 0:
                 start = pos
             word += previous[int(inner)]
@@ -130,6 +133,10 @@ def _tokens(text: str, previous: Sequence[str]) -> list[tuple[str, int]]:
         out.append((word, start))
     out.append(("", len(text)))
     return out
+
+
+#: The deepest nesting of descriptor operators read (Kaldi's own configs nest a few levels).
+MAX_NESTING = 64
 
 
 class _Parser:
@@ -157,11 +164,13 @@ class _Parser:
             raise DescriptorSyntaxError(f"parsing {what}, expected an integer but got '{token or 'the end'}'", pos)
         return int(token)
 
-    def descriptor(self) -> XDescriptor:
+    def descriptor(self, depth: int = 0) -> XDescriptor:
         token, pos = self.take()
         if token in _OPERATORS:
+            if depth >= MAX_NESTING:  # keeps the recursion far from Python's limit
+                raise DescriptorSyntaxError(f"descriptor nested more than {MAX_NESTING} levels deep", pos)
             self.expect("(", token + "()")
-            first = self.descriptor()
+            first = self.descriptor(depth + 1)
             items: list[XDescriptor | int | str] = [first]
             if token == "Offset":
                 self.expect(",", "Offset()")
@@ -182,8 +191,9 @@ class _Parser:
                 self.expect(",", "ReplaceIndex()")
                 variable, variable_pos = self.take()
                 if variable not in ("x", "t"):
-                    raise DescriptorSyntaxError(f"parsing ReplaceIndex(), expected 'x' or 't', got "
-                                                f"'{variable or 'the end'}'", variable_pos)
+                    raise DescriptorSyntaxError(
+                        f"parsing ReplaceIndex(), expected 'x' or 't', got '{variable or 'the end'}'", variable_pos
+                    )
                 items.append(variable)
                 self.expect(",", "ReplaceIndex()")
                 items.append(self.integer("ReplaceIndex()"))
@@ -194,14 +204,14 @@ class _Parser:
                     if sep == ")":
                         break
                     if sep != ",":
-                        raise DescriptorSyntaxError(f"parsing {token}(), expected ')' or ',', got "
-                                                    f"'{sep or 'the end'}'", sep_pos)
-                    items.append(self.descriptor())
+                        raise DescriptorSyntaxError(
+                            f"parsing {token}(), expected ')' or ',', got '{sep or 'the end'}'", sep_pos
+                        )
+                    items.append(self.descriptor(depth + 1))
                 count = len(items)
                 if (token == "Failover" and count != 2) or (token == "IfDefined" and count != 1):
                     want = 2 if token == "Failover" else 1
-                    raise DescriptorSyntaxError(f"{token}() takes {want} argument{'s' * (want > 1)}, got {count}",
-                                                pos)
+                    raise DescriptorSyntaxError(f"{token}() takes {want} argument{'s' * (want > 1)}, got {count}", pos)
             return XDescriptor(token, tuple(items))
         if token in ("", "(", ")", ",", "@"):
             raise DescriptorSyntaxError(f"expected a descriptor, got '{token or 'the end'}'", pos)

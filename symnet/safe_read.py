@@ -1,0 +1,254 @@
+"""Reading files that may be hostile: regular files only, every size checked before anything is read.
+
+`NpzArchive` opens a NumPy `.npz` archive (symnet's model files and checkpoints)
+and reads an array only after its `.npy` header was checked: the dtype is a
+plain number (or text, where asked for), never an object (so never a pickle);
+the shape the header states matches the bytes the member holds; and it matches
+what the caller expects (`shape=`, `dtype=`) and a size limit, all before the
+data is decompressed or allocated. So a small file cannot make symnet allocate
+much more than the caller agreed to, and a member that nobody asks for is never
+read at all. `read_file` reads a whole regular file of bounded size (a
+`matrix=` file named by a config, say).
+
+Every problem is an error of the class the caller names (a SymnetError such as
+ModelFormatError or a checkpoint's CheckpointError) whose message names the
+file and the member.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import zipfile
+from typing import IO, Any
+
+import numpy as np
+
+from .errors import ModelFormatError, SymnetError
+
+#: Limits no real file reaches: the members of one archive, the bytes of one array, of a text or JSON member.
+MAX_MEMBERS = 1 << 18
+MAX_ARRAY_BYTES = 1 << 34
+MAX_TEXT_BYTES = 1 << 26
+#: The `.npy` header size NumPy itself allows by default.
+MAX_HEADER_BYTES = 10000
+
+_NUMBER_KINDS = "biufc"
+
+
+def regular_file(path: str, error: type[SymnetError], what: str = "file") -> os.stat_result:
+    """`path`'s stat if it is a regular file; else `error` (a device, FIFO or folder could be read forever)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise error(f"{path}: cannot open the {what}: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, FIFO or socket"
+        raise error(f"{path}: the {what} is {kind}, not a regular file")
+    return st
+
+
+def read_file(path: str, max_bytes: int, *, error: type[SymnetError] = ModelFormatError, what: str = "file") -> bytes:
+    """The bytes of a regular file of at most `max_bytes` (`error` otherwise, naming `path`)."""
+    st = regular_file(path, error, what)
+    if st.st_size > max_bytes:
+        raise error(f"{path}: the {what} has {st.st_size} bytes, more than the {max_bytes} allowed")
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew while we read it
+        raise error(f"{path}: the {what} has more than the {max_bytes} bytes allowed")
+    return data
+
+
+class ArraySpec:
+    """What a member's `.npy` header says: shape, dtype, Fortran order, and where the data starts."""
+
+    __slots__ = ("shape", "dtype", "fortran", "offset")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, fortran: bool, offset: int):
+        self.shape, self.dtype, self.fortran, self.offset = shape, dtype, fortran, offset
+
+    @property
+    def count(self) -> int:
+        return int(np.prod(self.shape, dtype=object))
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.itemsize
+
+
+class NpzArchive:
+    """A `.npz` archive read member by member, each checked before it is read (see the module doc).
+
+    with NpzArchive(path, error=CheckpointError, what="checkpoint") as archive:
+        header = archive.read_json("header")
+        weights = archive.read("param/w", shape=(3, 4), dtype=np.float32)
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, error: type[SymnetError] = ModelFormatError, what: str = "file"
+    ):
+        self.path = os.fspath(path)
+        self.error, self.what = error, what
+        regular_file(self.path, error, what)
+        try:
+            self._zip = zipfile.ZipFile(self.path)
+            infos = self._zip.infolist()
+        except Exception as e:  # zipfile raises BadZipFile, OSError, ValueError, NotImplementedError, ...
+            raise self._fail(f"not a readable {what} (not a .npz archive: {_reason(e)})") from None
+        if len(infos) > MAX_MEMBERS:
+            self._zip.close()
+            raise self._fail(f"{len(infos)} members, more than the {MAX_MEMBERS} allowed")
+        self._members: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            if name in self._members:
+                self._zip.close()
+                raise self._fail(f"member {name!r} appears twice")
+            self._members[name] = info
+
+    def _fail(self, message: str) -> SymnetError:
+        return self.error(f"{self.path}: {message}")
+
+    def __enter__(self) -> NpzArchive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._zip.close()
+
+    @property
+    def names(self) -> list[str]:
+        """The members' names (without `.npy`), in the archive's order."""
+        return list(self._members)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._members
+
+    def _info(self, name: str) -> zipfile.ZipInfo:
+        info = self._members.get(name)
+        if info is None:
+            raise self._fail(f"no member {name!r}")
+        if info.flag_bits & 0x1:
+            raise self._fail(f"member {name!r} is encrypted")
+        return info
+
+    def spec(self, name: str) -> ArraySpec:
+        """What member `name`'s `.npy` header says, checked against the member's size; no data is read."""
+        info = self._info(name)
+        try:
+            with self._zip.open(info) as f:
+                return self._header(name, info, f)
+        except SymnetError:
+            raise
+        except Exception as e:  # a damaged member: bad compressed data
+            raise self._fail(f"member {name!r} cannot be read ({_reason(e)})") from None
+
+    def _header(self, name: str, info: zipfile.ZipInfo, f: IO[bytes]) -> ArraySpec:
+        try:
+            return self._parse_header(name, info, f)
+        except SymnetError:
+            raise
+        except Exception as e:  # numpy's ValueErrors, a SyntaxError of the header dict, zlib errors
+            raise self._fail(f"member {name!r}: not a readable .npy header ({_reason(e)})") from None
+
+    def _parse_header(self, name: str, info: zipfile.ZipInfo, f: IO[bytes]) -> ArraySpec:
+        fmt = np.lib.format
+        version = fmt.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(f, max_header_size=MAX_HEADER_BYTES)
+        elif version == (2, 0):
+            shape, fortran, dtype = fmt.read_array_header_2_0(f, max_header_size=MAX_HEADER_BYTES)
+        else:
+            raise self._fail(f"member {name!r}: .npy format version {version}, symnet reads 1.0 and 2.0")
+        if dtype.hasobject or dtype.kind not in _NUMBER_KINDS + "U" or dtype.fields is not None:
+            raise self._fail(f"member {name!r} holds {dtype} values: only numbers (and text) are read, never objects")
+        if any(not isinstance(d, int) or d < 0 for d in shape):
+            raise self._fail(f"member {name!r}: bad shape {shape}")
+        spec = ArraySpec(tuple(shape), dtype, bool(fortran), f.tell())
+        if spec.offset + spec.nbytes != info.file_size:
+            raise self._fail(
+                f"member {name!r}: its header says {spec.dtype} {list(spec.shape)} ({spec.nbytes} "
+                f"bytes), but it holds {info.file_size - spec.offset} bytes of data"
+            )
+        return spec
+
+    def read(
+        self,
+        name: str,
+        *,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+        max_bytes: int = MAX_ARRAY_BYTES,
+        text: bool = False,
+    ) -> np.ndarray:
+        """Member `name` as an array, after checking its header: numbers (or text with `text=True`), the
+        given `shape` and `dtype` if given, at most `max_bytes` of data."""
+        info = self._info(name)
+        try:
+            with self._zip.open(info) as f:
+                spec = self._header(name, info, f)
+                self._expect(name, spec, shape, dtype, max_bytes, text)
+                out = np.empty(spec.count, dtype=spec.dtype)
+                view = out.view(np.uint8).reshape(-1).data if spec.nbytes else memoryview(bytearray())
+                got = 0
+                while got < spec.nbytes:
+                    n = f.readinto(view[got:])  # type: ignore[attr-defined]  # a ZipExtFile
+                    if not n:
+                        raise self._fail(f"member {name!r} ends after {got} of {spec.nbytes} bytes")
+                    got += n
+                if f.read(1):
+                    raise self._fail(f"member {name!r} has data beyond its header's shape")
+        except SymnetError:
+            raise
+        except Exception as e:  # a damaged member: bad CRC, bad compressed data
+            raise self._fail(f"member {name!r} cannot be read ({_reason(e)})") from None
+        return out.reshape(spec.shape, order="F" if spec.fortran else "C")
+
+    def _expect(
+        self, name: str, spec: ArraySpec, shape: tuple[int, ...] | None, dtype: Any, max_bytes: int, text: bool
+    ) -> None:
+        if spec.dtype.kind == "U" and not text:
+            raise self._fail(f"member {name!r} holds text, not numbers")
+        if text and spec.dtype.kind != "U":
+            raise self._fail(f"member {name!r} holds {spec.dtype} numbers, not text")
+        if shape is not None and tuple(spec.shape) != tuple(shape):
+            raise self._fail(f"member {name!r} has shape {list(spec.shape)}, expected {list(shape)}")
+        if dtype is not None and spec.dtype != np.dtype(dtype):
+            raise self._fail(f"member {name!r} has dtype {spec.dtype}, expected {np.dtype(dtype)}")
+        if spec.nbytes > max_bytes:
+            raise self._fail(f"member {name!r} holds {spec.nbytes} bytes, more than the {max_bytes} allowed")
+
+    def read_text(self, name: str, max_bytes: int = MAX_TEXT_BYTES) -> str:
+        """A text member: a 0-d string array (symnet's model files) or a uint8 vector of UTF-8 (checkpoints)."""
+        spec = self.spec(name)
+        if spec.dtype.kind == "U":
+            value = self.read(name, shape=(), max_bytes=max_bytes, text=True)
+            return str(value[()])
+        if spec.dtype != np.uint8 or len(spec.shape) != 1:
+            raise self._fail(f"member {name!r} is {spec.dtype} {list(spec.shape)}, not text")
+        data = self.read(name, max_bytes=max_bytes).tobytes()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self._fail(f"member {name!r} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+    def read_json(self, name: str, max_bytes: int = 1 << 20) -> Any:
+        """A JSON text member, parsed (no deeper than Python's recursion allows: deeper is an error)."""
+        text = self.read_text(name, max_bytes)
+        try:
+            return json.loads(text)
+        except RecursionError:
+            raise self._fail(f"member {name!r}: JSON nested too deeply") from None
+        except ValueError as e:
+            raise self._fail(f"member {name!r}: not valid JSON ({e})") from None
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -1,0 +1,353 @@
+"""Kaldi archive and scp entries read with every size checked before it is read, and nothing run unasked.
+
+kaldiio reads what a file says: a matrix header's row and column counts
+decide how much it reads and allocates, an entry starting with `PKL` is
+unpickled, and an scp entry ending in `|` is run as a shell command. This
+module reads the same Kaldi objects (binary float and double matrices and
+vectors, int32 vectors, compressed matrices `CM`/`CM2`/`CM3`, text matrices and
+vectors) but
+
+- reads the header first and refuses sizes beyond what is left in the file
+  (or, on a stream, beyond `MAX_ENTRY_BYTES`) before reading the data;
+- refuses pickle, NumPy and audio entries (they are not Kaldi tables);
+- bounds keys (`MAX_KEY_BYTES`) and scp lines (`MAX_LINE_BYTES`);
+- runs an scp entry that is a command (`... |`, `| ...`) only with
+  `allow_pipes=True`, and opens only regular files otherwise.
+
+The bytes of one entry are then decoded by kaldiio, so the values are exactly
+kaldiio's. Errors are `KaldiDataError`s naming the file, the entry and the field.
+The rspecifier the user types (`ark:cmd |`, `scp:-`) is opened as kaldiio
+opens it: that command is the user's own.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import struct
+from collections.abc import Iterator
+from typing import IO, Any
+
+import numpy as np
+
+from ..errors import SymnetError
+
+#: The most bytes one entry read from a stream (a pipe, stdin) may have: far more than any utterance.
+MAX_ENTRY_BYTES = 1 << 31
+#: The longest utterance id (Kaldi's keys are short words).
+MAX_KEY_BYTES = 1 << 16
+#: The longest line of an scp file.
+MAX_LINE_BYTES = 1 << 20
+
+_CHUNK = 1 << 20
+_NOT_KALDI = {
+    b"PKL": "a pickle",
+    b"NPY": "a NumPy array",
+    b"AUDIO": "audio",
+    b"RIFF": "a wav file",
+    b"fLaC": "a flac file",
+}
+
+
+class KaldiDataError(SymnetError, ValueError):
+    """Kaldi archives that cannot be used: unreadable specifiers, missing utterances, length mismatches."""
+
+
+PIPE_HINT = "an entry that runs a command; pass allow_pipes=True (symnet's --allow-pipes) to run it"
+
+
+def is_command(value: str) -> bool:
+    """Whether kaldiio would run `value` (an scp entry or file name) as a shell command."""
+    return "|" in value
+
+
+class _Reader:
+    """Bounded reads from a binary file, with look-ahead; `left` is what is left in a regular file (else None)."""
+
+    def __init__(self, fd: IO[bytes], where: str):
+        self.fd, self.where = fd, where
+        self.pending = b""  # bytes looked at but not consumed
+        self.left: int | None = None
+        try:
+            st = os.fstat(fd.fileno())
+            if stat.S_ISREG(st.st_mode):
+                self.left = st.st_size - fd.tell()
+        except (OSError, AttributeError, io.UnsupportedOperation, ValueError):
+            self.left = None
+
+    def error(self, key: str | None, message: str) -> KaldiDataError:
+        at = f", utterance {key!r}" if key is not None else ""
+        return KaldiDataError(f"{self.where}{at}: {message}")
+
+    def _raw(self, n: int) -> bytes:
+        data = self.fd.read(n)
+        if self.left is not None:
+            self.left -= len(data)
+        return data
+
+    def available(self) -> int:
+        """The most bytes that can still come: what is left of a regular file, else MAX_ENTRY_BYTES."""
+        return len(self.pending) + (self.left if self.left is not None else MAX_ENTRY_BYTES)
+
+    def peek(self, n: int) -> bytes:
+        """Up to `n` next bytes, not consumed."""
+        if len(self.pending) < n:
+            self.pending += self._raw(n - len(self.pending))
+        return self.pending[:n]
+
+    def read(self, n: int, key: str | None, what: str) -> bytes:
+        """Exactly `n` bytes, read in chunks (memory grows with the data there, not with what a header says)."""
+        if n > self.available():
+            left = (
+                f"only {self.available()} bytes are left in the file"
+                if self.left is not None
+                else f"more than {MAX_ENTRY_BYTES} bytes for one entry"
+            )
+            raise self.error(key, f"{what} needs {n} bytes, but {left} (a damaged or crafted header)")
+        parts, got = [self.pending[:n]], min(n, len(self.pending))
+        self.pending = self.pending[n:]
+        while got < n:
+            part = self._raw(min(_CHUNK, n - got))
+            if not part:
+                raise self.error(key, f"{what}: the file ends after {got} of {n} bytes")
+            parts.append(part)
+            got += len(part)
+        return b"".join(parts)
+
+    def byte(self) -> bytes:
+        """The next byte (b"" at the end)."""
+        if self.pending:
+            c, self.pending = self.pending[:1], self.pending[1:]
+            return c
+        return self._raw(1)
+
+    def read_until(self, stop: bytes, cap: int, key: str | None, what: str) -> tuple[bytes, bool]:
+        """Bytes up to and including the first one in `stop`, or to the end; `(bytes, found)`.
+
+        More than `cap` bytes without one is an error.
+        """
+        out = bytearray()
+        while True:
+            if len(out) >= cap and self.peek(1):
+                raise self.error(key, f"{what} is longer than {cap} bytes")
+            c = self.byte()
+            if not c:
+                return bytes(out), False
+            out += c
+            if c in stop:
+                return bytes(out), True
+
+
+def _int32(r: _Reader, key: str | None, what: str) -> tuple[bytes, int]:
+    data = r.read(5, key, what)
+    if data[:1] != b"\x04":
+        raise r.error(key, f"{what}: expected the size byte 4, found {data[:1]!r}")
+    (value,) = struct.unpack("<i", data[1:5])
+    if value < 0:
+        raise r.error(key, f"{what} is {value}")
+    return data, value
+
+
+def _binary_entry(r: _Reader, key: str | None) -> bytes:
+    """The bytes of one binary object (from its `\\0B`)."""
+    out = r.read(2, key, "the binary marker")
+    if r.peek(1) == b"\x04":  # an int32 vector: its length, then a size byte and 4 bytes per element
+        data, length = _int32(r, key, "the vector length")
+        return out + data + r.read(5 * length, key, f"an int32 vector of {length} elements")
+    token, found = r.read_until(b" ", 4, key, "the object type")
+    name = token.rstrip(b" ").decode("latin-1")
+    if not found or name not in ("FM", "FV", "DM", "DV", "CM", "CM2", "CM3"):
+        raise r.error(
+            key, f"unknown binary object type {name!r} (Kaldi's are FM, FV, DM, DV, CM, CM2, CM3 and int32 vectors)"
+        )
+    out += token
+    if name.startswith("CM"):
+        header = r.read(16, key, "the compressed matrix header")
+        rows, cols = struct.unpack("<ii", header[8:16])
+        if rows < 0 or cols < 0:
+            raise r.error(key, f"a compressed matrix of {rows} x {cols}")
+        size = {"CM": 8 * cols + rows * cols, "CM2": 2 * rows * cols, "CM3": rows * cols}[name]
+        return out + header + r.read(size, key, f"a compressed {rows} x {cols} matrix")
+    width = 4 if name[0] == "F" else 8
+    data, rows = _int32(r, key, "the row count")
+    out += data
+    if name[1] == "V":
+        return out + r.read(width * rows, key, f"a vector of {rows}")
+    data, cols = _int32(r, key, "the column count")
+    return out + data + r.read(width * rows * cols, key, f"a {rows} x {cols} matrix")
+
+
+def _text_entry(r: _Reader, key: str | None) -> bytes:
+    """The bytes of one text object as kaldiio reads it: `[ ... ]` and the byte after, or one line."""
+    out = bytearray()
+    while r.peek(1) in (b" ", b"\n"):
+        out += r.byte()
+        if len(out) > MAX_LINE_BYTES:
+            raise r.error(key, f"more than {MAX_LINE_BYTES} blanks before the object")
+    if not r.peek(1):
+        raise r.error(key, "nothing after the utterance id")
+    cap = r.available()
+    if r.peek(1) == b"[":
+        rest, found = r.read_until(b"]", cap, key, "a text matrix")
+        if not found:
+            raise r.error(key, "a text matrix '[' without its ']'")
+        return bytes(out + rest + r.byte())
+    return bytes(out + r.read_until(b"\n", cap, key, "a text vector")[0])
+
+
+def read_object(fd: IO[bytes], where: str, key: str | None) -> np.ndarray:
+    """One Kaldi object (matrix or vector) from `fd`, sizes checked before reading (`key`: for messages)."""
+    return _read_object(_Reader(fd, where), key)
+
+
+def _read_object(r: _Reader, key: str | None) -> np.ndarray:
+    import kaldiio.matio
+
+    head = r.peek(5)
+    for magic, kind in _NOT_KALDI.items():
+        if head.startswith(magic):
+            raise r.error(key, f"the entry is {kind}, not a Kaldi matrix or vector (symnet never reads those)")
+    data = _binary_entry(r, key) if head.startswith(b"\0B") else _text_entry(r, key)
+    try:
+        value = kaldiio.matio.read_kaldi(io.BytesIO(data))
+    except Exception as e:  # kaldiio's asserts and ValueErrors on malformed data
+        raise r.error(key, f"not a valid Kaldi matrix or vector ({_reason(e)})") from None
+    if not isinstance(value, np.ndarray):
+        raise r.error(key, f"a {type(value).__name__}, not a matrix or vector")
+    return value
+
+
+def _reason(error: BaseException) -> str:
+    """kaldiio's error in words (its asserts have no text worth showing)."""
+    if isinstance(error, AssertionError):
+        return "a malformed field"
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def iter_ark(fd: IO[bytes], where: str) -> Iterator[tuple[str, np.ndarray]]:
+    """`(key, array)` for every entry of a Kaldi archive (blanks before a key are skipped, as in Kaldi)."""
+    r = _Reader(fd, where)
+    while True:
+        while r.peek(1) in (b" ", b"\n", b"\r", b"\t"):
+            r.byte()
+        if not r.peek(1):
+            return
+        token, found = r.read_until(b" ", MAX_KEY_BYTES, None, "an utterance id")
+        if not found:
+            raise r.error(None, f"the file ends after the utterance id {token[:40]!r}")
+        try:
+            key = token[:-1].decode("utf-8")
+        except UnicodeDecodeError:
+            raise r.error(None, f"utterance id {token[:40]!r} is not UTF-8") from None
+        yield key, _read_object(r, key)
+
+
+def parse_scp_line(line: str, where: str, number: int) -> tuple[str, str]:
+    """`(key, entry)` of one scp line (`where`:`number` for errors)."""
+    parts = line.strip().split(None, 1)
+    if len(parts) != 2:
+        raise KaldiDataError(f"{where}:{number}: an scp line is 'utterance-id entry', got {line.strip()[:80]!r}")
+    return parts[0], parts[1]
+
+
+def iter_scp(fd: IO[str], where: str, allow_pipes: bool) -> Iterator[tuple[str, str]]:
+    """`(key, entry)` for every line of an scp file; an entry that is a command is refused without `allow_pipes`."""
+    number = 0
+    while True:
+        line = fd.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_BYTES:
+            raise KaldiDataError(f"{where}:{number}: a line longer than {MAX_LINE_BYTES} characters")
+        if not line.strip():
+            continue
+        key, entry = parse_scp_line(line, where, number)
+        if is_command(entry) and not allow_pipes:
+            raise KaldiDataError(f"{where}:{number}: utterance {key!r} is {PIPE_HINT}: {entry[:80]!r}")
+        yield key, entry
+
+
+def _split_entry(entry: str) -> tuple[str, int | None, tuple[slice, ...] | None]:
+    """`(file, offset, slices)` of an scp entry `file[:offset][[rows,cols]]`, as kaldiio splits it."""
+    if is_command(entry):
+        return entry, None, None
+    slices = None
+    if entry.endswith("]") and "[" in entry:
+        entry, _, spec = entry[:-1].rpartition("[")
+        slices = _slices(spec)
+    offset = None
+    if ":" in entry:
+        name, _, tail = entry.rpartition(":")
+        if tail.isdigit():
+            entry, offset = name, int(tail)
+    return entry, offset, slices
+
+
+def _slices(spec: str) -> tuple[slice, ...]:
+    """Kaldi's row/column ranges `0:9`, `0:9,3:5`, `,3:5` (inclusive ends) as slices."""
+    out = []
+    for part in spec.split(","):
+        if part in ("", ":"):
+            out.append(slice(None))
+            continue
+        try:
+            numbers = [int(p) for p in part.split(":")]
+        except ValueError:
+            raise KaldiDataError(f"bad range [{spec}]: expected first:last[,first:last]") from None
+        if len(numbers) == 1:
+            numbers *= 2
+        if len(numbers) != 2 or numbers[0] < 0 or numbers[1] < numbers[0]:
+            raise KaldiDataError(f"bad range [{spec}]: expected first:last with 0 <= first <= last")
+        out.append(slice(numbers[0], numbers[1] + 1))
+    if len(out) > 2:
+        raise KaldiDataError(f"bad range [{spec}]: at most rows and columns")
+    return tuple(out)
+
+
+def read_entry(entry: str, where: str, key: str, allow_pipes: bool = False) -> np.ndarray:
+    """The object an scp entry names: `file:offset` (a regular file), with `[rows,cols]` ranges, or a
+    command (`cmd |`, only with `allow_pipes`)."""
+    import kaldiio
+
+    name, offset, slices = _split_entry(entry)
+    label = f"{where}, utterance {key!r} (entry {entry[:80]!r})"
+    if is_command(name):
+        if not allow_pipes:
+            raise KaldiDataError(f"{where}: utterance {key!r} is {PIPE_HINT}: {entry[:80]!r}")
+        try:
+            with kaldiio.open_like_kaldi(name, "rb") as fd:
+                return read_object(fd, label, None)
+        except SymnetError:
+            raise
+        except Exception as e:
+            raise KaldiDataError(f"{label}: the command failed ({_reason(e)})") from None
+    try:
+        st = os.stat(name)
+    except OSError as e:
+        raise KaldiDataError(f"{label}: cannot open {name}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise KaldiDataError(f"{label}: {name} is not a regular file (symnet reads no devices or FIFOs here)")
+    if offset is not None and offset > st.st_size:
+        raise KaldiDataError(f"{label}: offset {offset} is past the end of {name} ({st.st_size} bytes)")
+    try:
+        with open(name, "rb") as fd:
+            if offset is not None:
+                fd.seek(offset)
+            value = read_object(fd, label, None)
+    except OSError as e:
+        raise KaldiDataError(f"{label}: cannot read {name}: {e.strerror or e}") from None
+    if slices is not None:
+        if len(slices) > value.ndim:
+            raise KaldiDataError(f"{label}: a range of {len(slices)} dims for an array of shape {value.shape}")
+        value = value[slices]
+    return value
+
+
+def open_spec(path: str, mode: str) -> Any:
+    """A Kaldi file name as the user typed it: a file, `-` (stdin), or a command (`cmd |`)."""
+    import kaldiio
+
+    return kaldiio.open_like_kaldi(path, mode)

@@ -1,0 +1,193 @@
+"""The command line on hostile input: scp commands need --allow-pipes, non-finite values are warned about,
+numeric options are bounded, train checks its output paths first and refuses a resume with other settings."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import pytest
+
+from helpers import EXAMPLES
+from helpers.kaldi_models import NNET_TEXT
+from symnet import train as train_package
+from symnet.cli import main
+
+TRAIN = [
+    "train",
+    str(EXAMPLES / "hmm-tdnn.config"),
+    "--data",
+    "builtin:hmm:6",
+    "--epochs",
+    "1",
+    "--batch-size",
+    "4",
+    "--quiet",
+]
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = main(list(args), stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def model_and_feats(tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
+    (tmp_path / "nnet.raw").write_text(NNET_TEXT)
+    rng = np.random.default_rng(0)
+    feats = {"u0": rng.standard_normal((6, 3)).astype(np.float32), "u1": rng.standard_normal((5, 3)).astype(np.float32)}
+    feats["u1"][2, 1] = np.nan
+    kaldiio.save_ark(str(tmp_path / "feats.ark"), feats, scp=str(tmp_path / "feats.scp"))
+    return tmp_path, feats
+
+
+def test_compute_refuses_an_scp_command_without_allow_pipes(
+    model_and_feats: tuple[Path, dict[str, np.ndarray]],
+) -> None:
+    folder, _ = model_and_feats
+    marker = folder / "PWNED"
+    (folder / "evil.scp").write_text(f"u0 touch {marker}; tail -c +4 {folder / 'feats.ark'} |\n")
+    args = ["compute", str(folder / "nnet.raw"), f"scp:{folder / 'evil.scp'}", f"ark:{folder / 'out.ark'}"]
+    status, _, err = run(*args)
+    assert status == 1 and "runs a command" in err and "--allow-pipes" in err and "evil.scp:1" in err
+    assert not marker.exists() and not (folder / "out.ark").exists()
+    status, _, err = run(args[0], "--allow-pipes", *args[1:])
+    assert status == 0, err
+    assert marker.exists() and list(dict(kaldiio.load_ark(str(folder / "out.ark")))) == ["u0"]
+
+
+def test_train_refuses_an_scp_command_without_allow_pipes(
+    model_and_feats: tuple[Path, dict[str, np.ndarray]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, _ = model_and_feats
+    (folder / "evil.scp").write_text(f"u0 touch {folder / 'PWNED'} |\n")
+    (folder / "ali.txt").write_text("u0 0 1 2 1 0 1\n")
+    status, _, err = run(
+        "train",
+        str(EXAMPLES / "hmm-tdnn.config"),
+        "--feats",
+        f"scp:{folder / 'evil.scp'}",
+        "--targets",
+        f"ark,t:{folder / 'ali.txt'}",
+        "--out",
+        str(folder / "m.npz"),
+        "--quiet",
+    )
+    assert status == 1 and "--allow-pipes" in err and not (folder / "PWNED").exists()
+
+
+def test_compute_warns_naming_the_utterance_with_non_finite_values(
+    model_and_feats: tuple[Path, dict[str, np.ndarray]],
+) -> None:
+    """Before: NaN went through silently (and ReLU turned it into plausible posteriors)."""
+    folder, _ = model_and_feats
+    status, _, err = run("compute", str(folder / "nnet.raw"), f"scp:{folder / 'feats.scp'}", f"ark:{folder / 'o.ark'}")
+    assert status == 0
+    assert "utterance u1: the input features have 1 non-finite values (first nan at frame 2, dim 1)" in err
+    assert "utterance u1: the output have" in err and "utterance u0" not in err
+    out = dict(kaldiio.load_ark(str(folder / "o.ark")))
+    assert np.isnan(out["u1"]).any() and np.isfinite(out["u0"]).all()
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "--extra-left-context=100000000",
+        "--extra-right-context=-1",
+        "--frames-per-chunk=0",
+        "--frame-subsampling-factor=99999999",
+        "--extra-left-context-initial=-2",
+    ],
+)
+def test_compute_bounds_its_frame_options_before_any_work(
+    model_and_feats: tuple[Path, dict[str, np.ndarray]], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, _ = model_and_feats
+    started = time.perf_counter()
+    with pytest.raises(SystemExit) as e:
+        main(["compute", option, str(folder / "nnet.raw"), "ark:x.ark", "ark:y.ark"])
+    assert e.value.code == 2 and time.perf_counter() - started < 5
+    assert "must be in" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--seed=-1", "--batch-size=0", "--epochs=-1", "--lr=0", "--lr=nan", "--chunk=x"])
+def test_train_bounds_its_numeric_options(option: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([*TRAIN, option, "--out", str(tmp_path / "m.npz")])
+    assert e.value.code == 2
+
+
+def test_train_of_a_module_that_does_not_exist_is_one_line(tmp_path: Path) -> None:
+    status, _, err = run(*TRAIN[:1], "nomod:net", *TRAIN[2:], "--out", str(tmp_path / "m.npz"))
+    assert (
+        status == 1
+        and err == "symnet train: cannot import module 'nomod' (from 'nomod:net'): No module named 'nomod'\n"
+    )
+
+
+@pytest.mark.parametrize("flag", ["--out", "--checkpoint"])
+def test_train_checks_its_output_paths_before_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str
+) -> None:
+    """Before: a typo in --out lost the whole run."""
+    (tmp_path / "file").write_bytes(b"")
+    monkeypatch.setattr(train_package, "fit", lambda *a, **k: pytest.fail("training started"))
+    paths = {"--out": str(tmp_path / "m.npz"), "--checkpoint": str(tmp_path / "c.npz")}
+    paths[flag] = str(tmp_path / "file" / "x.npz")
+    status, _, err = run(*TRAIN, *[a for k, v in paths.items() for a in (k, v)])
+    assert status == 1 and err == f"symnet train: cannot write {tmp_path / 'file' / 'x.npz'}: Not a directory\n"
+
+
+def test_train_refuses_a_resume_with_another_learning_rate_unless_allowed(tmp_path: Path) -> None:
+    paths = ["--out", str(tmp_path / "m.npz"), "--checkpoint", str(tmp_path / "c.npz")]
+    assert run(*TRAIN, *paths)[0] == 0
+    more = [a if a != "1" else "2" for a in TRAIN]  # a second epoch
+    status, _, err = run(*more, *paths, "--lr", "0.01")
+    assert status == 1 and "lr: saved 0.002, now 0.01" in err and "--allow-changes lr" in err
+    status, _, err = run(*more, *paths, "--lr", "0.01", "--allow-changes", "lr")
+    assert status == 0, err
+
+
+DEVICE_CHILD = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+from symnet.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["info", "{path}"],
+        ["copy", "{path}", "/dev/null"],
+        ["init", "{path}", "{out}"],
+        ["xconfig", "{path}"],
+        ["compute", "{path}", "ark:x.ark", "ark:y.ark"],
+        ["train", "{path}", "--data", "builtin:hmm:6", "--out", "{out}"],
+    ],
+)
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "folder"])
+def test_models_and_configs_are_read_only_from_regular_files(args: list[str], kind: str, tmp_path: Path) -> None:
+    """Before: `symnet info /dev/zero` read until the system ran out of memory; a FIFO blocked."""
+    import os
+    import subprocess
+    import sys
+
+    path = {"/dev/zero": "/dev/zero", "fifo": str(tmp_path / "fifo"), "folder": str(tmp_path)}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    argv = [a.format(path=path, out=tmp_path / "out.npz") for a in args]
+    proc = subprocess.run(
+        [sys.executable, "-c", DEVICE_CHILD, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "not a regular file" in proc.stderr and path in proc.stderr

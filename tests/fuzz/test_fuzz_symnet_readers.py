@@ -1,0 +1,118 @@
+"""symnet's own readers under mutated and crafted files, in a child process with an address-space limit:
+every input is read or refused with a symnet error, memory stays bounded, nothing a file says runs.
+
+The readers: `symnet.safe_read.NpzArchive` (the container of symnet model files and checkpoints),
+checkpoints, Kaldi archives and scp files (`symnet.train.ark`, `symnet.train.kaldi_data`). The crafted
+campaigns and a few hundred mutants run always; thousands of mutants per reader run as `slow`.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+
+import pytest
+
+from helpers import fuzz_crafted
+from helpers.fuzz_runner import run_campaign
+from helpers.fuzz_seeds import write_seeds
+
+#: Resident memory a reader's child may reach (symnet and JAX loaded take about 200-300 MB of it).
+MAX_RSS_MB = 1024
+# mutants per campaign: FAST in every run, SLOW in the slow tests (make test runs them too);
+# SYMNET_FUZZ_CASES=10000 make test runs a longer campaign
+FAST, SLOW = 150, int(os.environ.get("SYMNET_FUZZ_CASES", "300"))
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    return write_seeds(tmp_path_factory.mktemp("seeds"))
+
+
+def check(summary: dict) -> None:
+    """Only symnet errors, bounded memory."""
+    others = "\n".join(f"{o['label']}: {o['error']} (reproducer {o['reproducer']})" for o in summary["others"])
+    assert not summary["others"], f"non-symnet outcomes:\n{others}"
+    assert set(summary["outcomes"]) <= {"ok"} | {k for k in summary["outcomes"] if k.startswith("symnet:")}
+    assert summary["max_rss_mb"] < MAX_RSS_MB, summary
+
+
+# ----- crafted inputs -------------------------------------------------------------------------------------
+
+
+def test_crafted_npz_archives_are_refused_before_anything_big_is_read(tmp_path):
+    summary = run_campaign({"target": "npz", "crafted": "npz", "folder": str(tmp_path)})
+    check(summary)
+    assert summary["accepted"] == ["10000 members"]  # every other one is refused
+    assert summary["outcomes"]["symnet:ModelFormatError"] == summary["inputs"] - 1
+
+
+def test_crafted_checkpoints_are_refused_field_by_field(tmp_path):
+    summary = run_campaign({"target": "checkpoint", "crafted": "checkpoint", "folder": str(tmp_path)})
+    check(summary)
+    # what is accepted: the good one, a version-1 header, and unused extra/run contents of the right types
+    assert set(summary["accepted"]) == {
+        "the good one",
+        "header version=1",
+        "header extra={}",
+        "header extra={'a': [1]}",
+        "header run={}",
+        "header run={'a': [1]}",
+        "header is a 0-d string",
+    }
+    assert summary["inputs"] > 150
+
+
+def test_crafted_archives_never_unpickle_and_never_allocate_what_a_header_says(tmp_path):
+    summary = run_campaign({"target": "ark", "crafted": "ark", "folder": str(tmp_path)})
+    check(summary)
+    assert set(summary["accepted"]) == {"FM 2x3", "blank", "two good entries"}
+    assert not (tmp_path / "work" / "PWNED").exists()
+
+
+def test_crafted_scp_files_run_no_command_and_read_no_device(tmp_path):
+    files = {"good.ark": fuzz_crafted.good_archive().hex()}
+    summary = run_campaign({"target": "scp", "crafted": "scp", "folder": str(tmp_path), "files": files})
+    check(summary)
+    assert set(summary["accepted"]) == {"a good line", "range [0:99999999999]", "range []", "range [:]"}
+    assert not (tmp_path / "work" / "PWNED").exists()
+
+
+# ----- mutants ----------------------------------------------------------------------------------------------
+
+CAMPAIGNS = {  # name: (target, seed kind, text mutators)
+    "npz (symnet model files)": ("npz", "symnet_model", False),
+    "checkpoints": ("checkpoint", "checkpoint", False),
+    "binary archives": ("ark", "ark", False),
+    "text archives": ("ark", "ark_text", True),
+    "scp files": ("scp", "scp", True),
+}
+
+
+def _mutants(name: str, count: int, seeds: dict[str, list[str]], folder: Path) -> dict:
+    target, kind, text = CAMPAIGNS[name]
+    job = {
+        "target": target,
+        "seeds": seeds[kind],
+        "count": count,
+        "text": text,
+        "seed": zlib.crc32(name.encode()),
+        "folder": str(folder),
+    }
+    return run_campaign(job, timeout=1800)
+
+
+@pytest.mark.parametrize("name", CAMPAIGNS)
+def test_mutants(name, seeds, tmp_path):
+    summary = _mutants(name, FAST, seeds, tmp_path)
+    check(summary)
+    assert summary["inputs"] == FAST
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CAMPAIGNS)
+def test_many_mutants(name, seeds, tmp_path):
+    summary = _mutants(name, SLOW, seeds, tmp_path)
+    check(summary)
+    assert summary["inputs"] == SLOW

@@ -1,0 +1,158 @@
+"""Kaldi archives and scp files read safely (`symnet.train.ark`): values exactly as kaldiio reads them, sizes
+checked before reading, no pickle, and an scp entry that is a command runs only with allow_pipes."""
+
+from __future__ import annotations
+
+import pickle
+
+import kaldiio
+import numpy as np
+import pytest
+
+from helpers import fuzz
+from symnet.train import KaldiDataError, read_kaldi_data
+from symnet.train.ark import MAX_ENTRY_BYTES, iter_ark, read_entry
+from symnet.train.kaldi_data import iter_table, read_table
+
+rng = np.random.default_rng(3)
+TABLE = {
+    "a": rng.standard_normal((5, 3)).astype(np.float32),
+    "b": rng.standard_normal((2, 3)),
+    "c": np.arange(4, dtype=np.int32),
+    "v": rng.standard_normal(7).astype(np.float32),
+}
+
+
+@pytest.mark.parametrize("text", [False, True])
+def test_values_are_kaldiios(tmp_path, text):
+    kaldiio.save_ark(str(tmp_path / "t.ark"), TABLE, scp=str(tmp_path / "t.scp"), text=text)
+    ours = dict(iter_table(f"ark:{tmp_path / 't.ark'}"))
+    theirs = dict(kaldiio.load_ark(str(tmp_path / "t.ark")))
+    assert ours.keys() == theirs.keys()
+    for key in theirs:
+        assert ours[key].dtype == theirs[key].dtype
+        np.testing.assert_array_equal(ours[key], theirs[key])
+    table = read_table(f"scp:{tmp_path / 't.scp'}")
+    for key in theirs:
+        np.testing.assert_array_equal(table[key], theirs[key])
+
+
+@pytest.mark.parametrize("method", [1, 2, 3, 4, 5, 6, 7])
+def test_compressed_matrices_are_kaldiios(tmp_path, method):
+    feats = {"x": np.abs(rng.standard_normal((20, 4))).astype(np.float32) % 1, "y": np.zeros((3, 4), np.float32)}
+    kaldiio.save_ark(str(tmp_path / "c.ark"), feats, compression_method=method)
+    ours = dict(iter_table(f"ark:{tmp_path / 'c.ark'}"))
+    for key, value in kaldiio.load_ark(str(tmp_path / "c.ark")):
+        np.testing.assert_array_equal(ours[key], value)
+
+
+def test_text_archives_as_kaldiio_reads_them(tmp_path):
+    (tmp_path / "t.ark").write_text("u1 1 2 3\nu2 4 5\nu3 [ 1.5 2\n 3 4 ]\n\nu4  [ 1 2 ]\n")
+    ours = dict(iter_table(f"ark:{tmp_path / 't.ark'}"))
+    assert list(ours) == ["u1", "u2", "u3", "u4"] and ours["u3"].shape == (2, 2) and ours["u1"].dtype == np.int32
+
+
+def test_a_pickle_entry_is_refused_and_never_unpickled(tmp_path, monkeypatch):
+    """Before: kaldiio unpickled an entry that starts with PKL."""
+    marker = tmp_path / "PWNED"
+
+    class Touch:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    (tmp_path / "evil.ark").write_bytes(b"u1 PKL" + pickle.dumps(Touch()))
+    monkeypatch.setattr(pickle, "load", lambda *a, **k: pytest.fail("unpickled"))
+    with pytest.raises(KaldiDataError, match="is a pickle, not a Kaldi matrix"):
+        list(iter_table(f"ark:{tmp_path / 'evil.ark'}"))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "entry,message",
+    [
+        (
+            fuzz.kaldi_matrix_entry("u1", 2**31 - 1, 2**31 - 1),
+            r"a 2147483647 x 2147483647 matrix needs \d+ bytes, but "
+            r"only 0 bytes are left",
+        ),
+        (fuzz.kaldi_matrix_entry("u1", 2**20, 2**20, kind=b"CM "), "compressed 1048576 x 1048576 matrix needs"),
+        (fuzz.kaldi_matrix_entry("u1", -1, 3), "the row count is -1"),
+        (fuzz.kaldi_int_vector_entry("u1", 2**31 - 1), "an int32 vector of 2147483647 elements needs"),
+        (b"u1 \0BXY \x04", "unknown binary object type 'XY'"),
+        (b"u1 [ 1 2 3\n", r"a text matrix '\[' without its '\]'"),
+        (b"u1 [ a b ]\n", "not a valid Kaldi matrix or vector"),
+        (b"k" * (1 << 17) + b" [ 1 ]\n", "an utterance id is longer than"),
+        (b"u1 NPY\x01\xc8", "is a NumPy array"),
+        (b"u1 ", "nothing after the utterance id"),
+    ],
+)
+def test_hostile_entries_are_named_errors_before_anything_is_allocated(tmp_path, entry, message):
+    (tmp_path / "x.ark").write_bytes(entry)
+    with pytest.raises(KaldiDataError, match=message) as e:
+        list(iter_table(f"ark:{tmp_path / 'x.ark'}", "features"))
+    assert str(tmp_path / "x.ark") in str(e.value) and "AssertionError" not in str(e.value)
+
+
+def test_a_stream_is_capped(tmp_path):
+    (tmp_path / "x.ark").write_bytes(fuzz.kaldi_matrix_entry("u1", 2**30, 4))
+    with open(tmp_path / "x.ark", "rb") as f, pytest.raises(KaldiDataError, match=f"more than {MAX_ENTRY_BYTES}"):
+        list(iter_ark(_Stream(f), "stdin"))  # no size to compare with: the cap holds
+
+
+class _Stream:
+    def __init__(self, f):
+        self.f = f
+
+    def read(self, n=-1):
+        return self.f.read(n)
+
+
+# ----- commands in scp files ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def piped(tmp_path):
+    """feats.ark, and an scp whose entry is a command that also creates a file."""
+    kaldiio.save_ark(str(tmp_path / "feats.ark"), {"u0": TABLE["a"]})
+    marker = tmp_path / "PWNED"
+    # the command writes the matrix (the archive less its key), as `copy-feats ... - |` would
+    (tmp_path / "feats.scp").write_text(f"u0 touch {marker}; tail -c +4 {tmp_path / 'feats.ark'} |\n")
+    (tmp_path / "ali.txt").write_text("u0 0 1 2 1 0\n")
+    return tmp_path, marker
+
+
+def test_an_scp_command_is_refused_without_allow_pipes(piped):
+    """Before: kaldiio ran `touch` from the scp file."""
+    folder, marker = piped
+    for read in (
+        lambda: read_kaldi_data(f"scp:{folder}/feats.scp", f"ark,t:{folder}/ali.txt"),
+        lambda: read_table(f"scp:{folder}/feats.scp")["u0"],
+        lambda: list(iter_table(f"scp:{folder}/feats.scp")),
+    ):
+        with pytest.raises(
+            KaldiDataError,
+            match=r"feats.scp:1: utterance 'u0' is an entry that runs a command; "
+            r"pass allow_pipes=True \(symnet's --allow-pipes\)",
+        ):
+            read()
+    assert not marker.exists()
+
+
+def test_an_scp_command_runs_with_allow_pipes(piped):
+    folder, marker = piped
+    data = read_kaldi_data(f"scp:{folder}/feats.scp", f"ark,t:{folder}/ali.txt", allow_pipes=True)
+    np.testing.assert_array_equal(data.features[0], TABLE["a"])
+    assert marker.exists()
+
+
+def test_a_command_in_the_rspecifier_is_the_users_own_and_runs(piped):
+    folder, _ = piped
+    ((key, value),) = iter_table(f"ark:cat {folder}/feats.ark |")
+    assert key == "u0" and np.array_equal(value, TABLE["a"])
+
+
+@pytest.mark.parametrize("entry", ["/dev/zero", "/dev/zero:100", "{folder}", "{folder}/feats.ark:99999999"])
+def test_scp_entries_that_name_devices_folders_or_offsets_past_the_end(piped, entry):
+    folder, _ = piped
+    with pytest.raises(KaldiDataError, match="not a regular file|past the end"):
+        read_entry(entry.format(folder=folder), "x.scp", "u0")
