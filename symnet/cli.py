@@ -203,7 +203,7 @@ def _network_source(spec: str, seed: int) -> Any:
     module_name, attribute = spec.rsplit(":", 1)
     if module_name.endswith(".py"):
         loader = importlib.util.spec_from_file_location("_symnet_user_network", module_name)
-        if loader is None or not os.path.exists(module_name):
+        if loader is None or loader.loader is None or not os.path.exists(module_name):
             raise SymnetError(f"no such file: {module_name}")
         module = importlib.util.module_from_spec(loader)
         loader.loader.exec_module(module)
@@ -539,12 +539,15 @@ def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.config_dir:
         for path in xconfig.write_config_dir(args.config_dir):
             print(f"wrote {path}", file=stdout)
-    elif args.output:
-        with atomic_open(args.output, "w") as f:
-            f.write(xconfig.config_text("final"))
-        print(f"wrote {args.output}", file=stdout)
     else:
-        stdout.write(xconfig.config_text("final"))
+        text = xconfig.config_text("final")
+        assert text is not None  # only init.config can be missing
+        if args.output:
+            with atomic_open(args.output, "w") as f:
+                f.write(text)
+            print(f"wrote {args.output}", file=stdout)
+        else:
+            stdout.write(text)
     return 0
 
 

@@ -225,7 +225,11 @@ class Nnet3Computer:
         matrices: dict[str, Any] = {"input": jnp.asarray(block.reshape(-1, block.shape[-1]))}
         if first.ivector is not None:
             inputs["ivector"] = IndexSet.range(n=n, t=1)
-            matrices["ivector"] = jnp.asarray(np.stack([c.ivector for c in group]), jnp.float32)
+            rows: list[np.ndarray] = []
+            for c in group:
+                assert c.ivector is not None  # i-vectors are given for every utterance or for none
+                rows.append(c.ivector)
+            matrices["ivector"] = jnp.asarray(np.stack(rows), jnp.float32)
         out = self._run(inputs, matrices, IndexSet.range(n=n, t=range(0, first.count * f, f)))
         out = out.reshape(first.count, n, -1)
         return {c: out[:, j] for j, c in enumerate(group)}

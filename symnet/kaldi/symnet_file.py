@@ -70,7 +70,7 @@ def save_model(path: str | os.PathLike[str], network: Network | KaldiNetwork,
     arrays = {_HEADER: np.array(json.dumps(header, sort_keys=True)), _CONFIG: np.array(config)}
     arrays.update({_PARAM + name: value for name, value in params.items()})
     with atomic_open(path) as f:
-        np.savez(f, **arrays)
+        np.savez(f, **arrays)  # type: ignore[arg-type]  # mypy also matches **arrays to savez's allow_pickle: bool
 
 
 def _string_entry(data: Any, key: str, path: str) -> str:

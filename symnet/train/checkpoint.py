@@ -56,7 +56,7 @@ def save(path: str, network: Any, opt_state: Any, position: Position, extra: dic
     }
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, allow_pickle=True, **arrays)  # numpy's default, named so that mypy matches no array to it
     atomic_write(path, buffer.getvalue())
 
 
