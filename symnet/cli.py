@@ -552,12 +552,15 @@ def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.config_dir:
         for path in xconfig.write_config_dir(args.config_dir):
             print(f"wrote {path}", file=stdout)
-    elif args.output:
-        with atomic_open(args.output, "w") as f:
-            f.write(xconfig.config_text("final") or "")
-        print(f"wrote {args.output}", file=stdout)
     else:
-        stdout.write(xconfig.config_text("final") or "")
+        text = xconfig.config_text("final")
+        assert text is not None  # only init.config can be missing
+        if args.output:
+            with atomic_open(args.output, "w") as f:
+                f.write(text)
+            print(f"wrote {args.output}", file=stdout)
+        else:
+            stdout.write(text)
     return 0
 
 

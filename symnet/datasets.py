@@ -41,20 +41,22 @@ frames of a state change).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from .errors import ShapeError
 
 
-def _array_key(a: np.ndarray) -> tuple:
+def _array_key(a: np.ndarray) -> tuple[tuple[int, ...], str, bytes]:
     return (a.shape, a.dtype.str, a.tobytes())
 
 
-def _readonly(dtype):
-    def convert(value) -> np.ndarray:
+def _readonly(dtype: npt.DTypeLike) -> Callable[[Any], np.ndarray]:
+    def convert(value: Any) -> np.ndarray:
         if isinstance(value, np.ndarray) and value.dtype == dtype and value.flags.owndata and not value.flags.writeable:
             return value  # already one of ours: share it (split, evolve)
         array = np.array(value, dtype=dtype)  # a private copy
@@ -64,7 +66,7 @@ def _readonly(dtype):
     return convert
 
 
-def _array_field(dtype=np.float64):
+def _array_field(dtype: npt.DTypeLike = np.float64) -> Any:
     return attrs.field(converter=_readonly(dtype), eq=_array_key, repr=False)
 
 
@@ -81,14 +83,24 @@ def _log(p: np.ndarray) -> np.ndarray:
         return np.log(p)
 
 
+def _float_arrays(fs: Iterable[Any]) -> tuple[np.ndarray, ...]:
+    return tuple(_readonly(np.float32)(f) for f in fs)
+
+
+def _int_arrays(ls: Iterable[Any]) -> tuple[np.ndarray, ...]:
+    return tuple(_readonly(np.int32)(lab) for lab in ls)
+
+
+def _arrays_key(arrays: tuple[np.ndarray, ...]) -> tuple[tuple[tuple[int, ...], str, bytes], ...]:
+    return tuple(map(_array_key, arrays))
+
+
 @attrs.frozen
 class Dataset:
     """Sequences of features `[T_i, D]` (float32) and their state labels `[T_i]` (int32)."""
 
-    features: tuple[np.ndarray, ...] = attrs.field(converter=lambda fs: tuple(_readonly(np.float32)(f) for f in fs),
-                                                   eq=lambda fs: tuple(map(_array_key, fs)), repr=False)
-    labels: tuple[np.ndarray, ...] = attrs.field(converter=lambda ls: tuple(_readonly(np.int32)(lab) for lab in ls),
-                                                 eq=lambda ls: tuple(map(_array_key, ls)), repr=False)
+    features: tuple[np.ndarray, ...] = attrs.field(converter=_float_arrays, eq=_arrays_key, repr=False)
+    labels: tuple[np.ndarray, ...] = attrs.field(converter=_int_arrays, eq=_arrays_key, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if len(self.features) != len(self.labels):
@@ -132,8 +144,8 @@ class Dataset:
     def padded(self, pad_label: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Features `[N, T_max, D]` (zero padded), labels `[N, T_max]` (`pad_label` padded), mask `[N, T_max]`."""
         _check_nonempty(self)
-        n, t_max = len(self), int(self.lengths.max())
-        x = np.zeros((n, t_max, self.feat_dim), np.float32)
+        n, t_max, dim = len(self), int(self.lengths.max()), self.features[0].shape[1]
+        x = np.zeros((n, t_max, dim), np.float32)
         y = np.full((n, t_max), pad_label, np.int32)
         mask = np.zeros((n, t_max), bool)
         for i, (f, lab) in enumerate(zip(self.features, self.labels)):
@@ -300,7 +312,7 @@ class HmmTask:
         """Exact P(state_t = s | whole sequence), `[T, S]`; rows sum to 1."""
         return np.exp(self.log_posteriors(features))
 
-    def _batches(self, dataset: Dataset, size: int = 64):
+    def _batches(self, dataset: Dataset, size: int = 64) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Padded log-likelihood batches of similar length: (indices, ll [n, T_max, S], lengths)."""
         lengths = dataset.lengths
         order = np.argsort(lengths, kind="stable")

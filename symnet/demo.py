@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from . import Identity, Literal, Network, Weight
+from . import Identity, Literal, Network, Tape, Weight
 from .datasets import HmmTask
 from .kaldi import parse_network, write_model
 from .saving import save
@@ -43,8 +43,9 @@ def seed_example(steps: int = 200) -> float:
     opt = optax.sgd(0.1)
 
     @jax.jit
-    def step(net, state):
+    def step(net: Network, state: optax.OptState) -> tuple[Network, optax.OptState]:
         tape = net.forward(xs)
+        assert isinstance(tape, Tape)  # one output
         delta = 2.0 * (tape.value - ys) / xs.size  # d mean squared error / d output
         grads = tape.backward(delta)
         updates, state = opt.update(grads, state, net.params)
@@ -124,7 +125,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
           f"{task.num_states} classes, {task.feat_dim}-dim features")
     bayes = task.bayes_accuracy(valid)
     single = task.single_frame_accuracy(valid)
-    results, curves = {}, {}
+    results: dict[str, float] = {}
+    curves: dict[str, list[float]] = {}
     os.makedirs(args.out, exist_ok=True)
     for seed, (name, config) in enumerate(configs(task.feat_dim, task.num_states, sizes[3]).items(), start=1):
         kaldi = parse_network(config, seed=seed, file=f"<{name}>")
@@ -135,9 +137,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         optimizer = optax.adam(optax.cosine_decay_schedule(3e-3, steps))
         result = fit(net, train, optimizer, valid=valid, epochs=sizes[2], batch_size=sizes[4], chunk=20,
                      seed=0, progress=False)
-        accuracy = result.history[-1].valid_accuracy
-        results[name] = accuracy
-        curves[name] = [h.valid_accuracy for h in result.history]
+        curve: list[float] = []
+        for h in result.history:
+            assert h.valid_accuracy is not None  # fit was given validation data: every epoch has one
+            curve.append(h.valid_accuracy)
+        curves[name] = curve
+        accuracy = results[name] = curve[-1]
         left, right = net.context()
         print(f"  {name:20s} context ({left}, {right})  valid accuracy {accuracy:.3f}  "
               f"({time.perf_counter() - t:.0f} s)")

@@ -23,9 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
-
-from ..core.layer import Layer
+from ..core.layer import Layer, evolve
 from ..errors import ArgumentTypeError, ComponentConfigError, ComponentModeError
 from .affine import (
     AffineComponent,
@@ -79,8 +77,13 @@ from .tdnn import TdnnComponent
 MODE_COMPONENTS = (DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent, SpecAugmentTimeMaskComponent,
                    BatchNormComponent)
 
+#: A component with a `test_mode` field.
+_ModeComponent = (DropoutComponent | GeneralDropoutComponent | DropoutMaskComponent | SpecAugmentTimeMaskComponent
+                  | BatchNormComponent)
 
-def _set_mode_in_tree(roots: list[Layer], test_mode: bool, kinds: tuple[type, ...]) -> list[Layer]:
+
+def _set_mode_in_tree(roots: list[Layer], test_mode: bool,
+                      kinds: tuple[type[_ModeComponent], ...]) -> list[Layer]:
     """Rewrite the trees under `roots` (a DAG: shared sub-trees stay shared), operands first."""
     done: dict[int, Layer] = {}
     stack: list[tuple[Layer, bool]] = [(r, False) for r in reversed(roots)]
@@ -94,7 +97,7 @@ def _set_mode_in_tree(roots: list[Layer], test_mode: bool, kinds: tuple[type, ..
             continue
         new = layer.with_children(tuple(done[id(c)] for c in layer.children))
         if isinstance(new, kinds) and new.test_mode != test_mode:
-            new = attrs.evolve(new, test_mode=test_mode)
+            new = evolve(new, test_mode=test_mode)
         done[id(layer)] = new
     return [done[id(r)] for r in roots]
 
@@ -109,8 +112,9 @@ def set_test_mode(target: Any, test_mode: bool = True, *, dropout: bool = True, 
     """
     from ..network import Network
 
-    kinds = ((DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent, SpecAugmentTimeMaskComponent)
-             if dropout else ()) + (
+    kinds: tuple[type[_ModeComponent], ...] = (
+        (DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent, SpecAugmentTimeMaskComponent)
+        if dropout else ()) + (
         (BatchNormComponent,) if batchnorm else ())
     if isinstance(target, Network):
         names = [name for name, _ in target.structure.outputs]

@@ -247,17 +247,17 @@ class ConvolutionComponent(Component):
 
 
 @jax.custom_vjp
-def _kaldi_max(patches):
+def _kaldi_max(patches: jax.Array) -> jax.Array:
     """The max over the last axis; its derivative goes to every element equal to the max (Kaldi's)."""
     return jnp.max(patches, axis=-1)
 
 
-def _kaldi_max_fwd(patches):
+def _kaldi_max_fwd(patches: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
     out = jnp.max(patches, axis=-1)
     return out, (patches, out)
 
 
-def _kaldi_max_bwd(saved, delta):
+def _kaldi_max_bwd(saved: tuple[jax.Array, jax.Array], delta: jax.Array) -> tuple[jax.Array]:
     patches, out = saved
     mask = (patches == out[..., None]).astype(delta.dtype)
     return (mask * delta[..., None],)

@@ -190,7 +190,7 @@ class DropoutComponent(_SameDim):
 
     kaldi_type = "DropoutComponent"
 
-    def _mask(self, x):
+    def _mask(self, x: jax.Array) -> jax.Array:
         key = rng.key_for(self.name, f"DropoutComponent {self.name!r}")
         shape = x.shape[:-1] + (1,) if self.dropout_per_frame else x.shape
         return (jax.random.uniform(key, shape, x.dtype) >= self.dropout_proportion).astype(x.dtype)
@@ -231,7 +231,7 @@ class GeneralDropoutComponent(_SameDim):
 
     kaldi_type = "GeneralDropoutComponent"
 
-    def _mask(self, x):
+    def _mask(self, x: jax.Array) -> tuple[jax.Array, int]:
         if self.time_period > 0:
             raise ComponentModeError(
                 f"GeneralDropoutComponent {self.name!r}: training with time-period={self.time_period} "
@@ -248,7 +248,7 @@ class GeneralDropoutComponent(_SameDim):
         mask = 1.0 - 2.0 * p + 4.0 * p * u if self.continuous else (u >= p).astype(x.dtype) / (1.0 - p)
         return mask, block
 
-    def _apply_mask(self, v, mask, block):
+    def _apply_mask(self, v: jax.Array, mask: jax.Array, block: int) -> jax.Array:
         blocks = v.reshape(v.shape[:-1] + (v.shape[-1] // block, block))
         return (blocks * mask).reshape(v.shape)
 
@@ -340,7 +340,7 @@ class DropoutMaskComponent(Component):
                                 self.continuous, self.test_mode, where=self.where)
 
 
-def _row_norm_scales(delta, threshold: float):
+def _row_norm_scales(delta: jax.Array, threshold: float) -> jax.Array:
     """Per row, `min(1, threshold / ||row||)` (Kaldi's norm-based clipping scales)."""
     sq = jnp.sum(delta * delta, axis=-1, keepdims=True) / (threshold * threshold)
     return jnp.where(sq > 1.0, 1.0 / jnp.sqrt(jnp.maximum(sq, 1.0)), 1.0)
@@ -371,7 +371,7 @@ class ClipGradientComponent(_SameDim):
         return (jnp.clip(delta, -t, t),)
 
 
-def _floor_div(a, b):
+def _floor_div(a: np.ndarray, b: int) -> np.ndarray:
     return np.floor_divide(a, b)
 
 
@@ -402,7 +402,7 @@ class BackpropTruncationComponent(_SameDim):
         zi, ri = self.zeroing_interval, self.recurrence_interval
         return _floor_div(t - n, zi) != _floor_div(t - ri - n, zi)
 
-    def backprop(self, delta, zeroing: Any = None):
+    def backprop(self, delta: jax.Array, zeroing: Any = None) -> jax.Array:
         """The input delta; `zeroing` (bool per row, shaped like delta's leading axes) marks boundary rows."""
         d = delta if self.scale == 1.0 else delta * self.scale
         clip = self.clipping_threshold if self.clipping_threshold > 0.0 else 1.0e10

@@ -97,7 +97,7 @@ from __future__ import annotations
 import contextvars
 import math
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeGuard
 
 import jax
 import jax.numpy as jnp
@@ -233,7 +233,8 @@ def _e(d: jax.Array, beta: jax.Array) -> jax.Array:
     return 1.0 / (beta / d + 1.0)
 
 
-def _update(s: State, X: jax.Array, num_samples_history: float, alpha: float, epsilon: float, delta: float):
+def _update(s: State, X: jax.Array, num_samples_history: float, alpha: float, epsilon: float,
+            delta: float) -> tuple[jax.Array, jax.Array, jax.Array, State]:
     """One PreconditionDirectionsInternal with an update: `(X_hat, tr(X_hat X_hat^T), tr(X X^T), new_state)`."""
     N, D = X.shape
     R = s.W.shape[0]
@@ -309,7 +310,15 @@ def _update(s: State, X: jax.Array, num_samples_history: float, alpha: float, ep
 # ----- the components' settings and states ----------------------------------------------------
 
 
-def is_natural_gradient(layer: Any) -> bool:
+class NaturalGradientComponent(Protocol):
+    """What a natural-gradient component has: its Kaldi name and its preconditioners' settings."""
+
+    name: str
+
+    def natural_gradient_settings(self) -> dict[str, tuple[int, int, dict[str, Any]]]: ...
+
+
+def is_natural_gradient(layer: Any) -> TypeGuard[NaturalGradientComponent]:
     """Whether `layer` is a component Kaldi trains with natural gradient (and symnet can precondition):
     one that declares its preconditioners with a `natural_gradient_settings()` method."""
     return callable(getattr(layer, "natural_gradient_settings", None))
@@ -367,7 +376,11 @@ def init_states(target: Any, dtype: Any = jnp.float32) -> dict[str, dict[str, St
 # ----- the preconditioned gradients -----------------------------------------------------------------
 
 
-def affine_gradients(layer_settings: Mapping[str, tuple[int, int, dict]], states: Mapping[str, State],
+#: Per preconditioner: `(dim, rank, options)` (the gradients read only the options).
+_Settings = Mapping[str, tuple[int | None, int | None, dict[str, Any]]]
+
+
+def affine_gradients(layer_settings: _Settings, states: Mapping[str, State],
                      x: jax.Array, delta: jax.Array) -> tuple[jax.Array, jax.Array, dict[str, State]]:
     """NaturalGradientAffineComponent::Update as gradients: `(d linear_params, d bias_params, new states)`.
 
@@ -385,8 +398,9 @@ def affine_gradients(layer_settings: Mapping[str, tuple[int, int, dict]], states
     return g[:, :-1], g[:, -1], {"in": new_in, "out": new_out}
 
 
-def repeated_affine_gradients(layer_settings: Mapping[str, tuple[int, int, dict]], states: Mapping[str, State],
-                              x: jax.Array, delta: jax.Array, num_repeats: int):
+def repeated_affine_gradients(layer_settings: _Settings, states: Mapping[str, State],
+                              x: jax.Array, delta: jax.Array,
+                              num_repeats: int) -> tuple[jax.Array, jax.Array, dict[str, State]]:
     """NaturalGradientRepeatedAffineComponent::Update as gradients: the block gradient `[dW db]`
     (`[block out, block in + 1]`) preconditioned row by row with the one `in` preconditioner."""
     dtype = states["in"].W.dtype
@@ -508,7 +522,7 @@ def optimizer(inner: Any, network: Any, *, dtype: Any = jnp.float32) -> Any:
     def init_fn(params: Any) -> NaturalGradientState:
         return NaturalGradientState(inner.init(params), init_states(network, dtype))
 
-    def update_fn(updates: Any, state: NaturalGradientState, params: Any = None):
+    def update_fn(updates: Any, state: NaturalGradientState, params: Any = None) -> tuple[Any, NaturalGradientState]:
         updates, inner_state = inner.update(updates, state.inner, params)
         return updates, NaturalGradientState(inner_state, state.preconditioners)
 
@@ -532,11 +546,17 @@ def affine(x: jax.Array, w: jax.Array, b: jax.Array, states: Mapping[str, State]
     return _ng_affine(opts, x, w, b, {"in": states["in"], "out": states["out"]})
 
 
-def _ng_affine_fwd(opts, x, w, b, states):
+_Opts = tuple[tuple[str, float], ...]
+_Residuals = tuple[jax.Array, jax.Array, jax.Array, Mapping[str, State]]
+
+
+def _ng_affine_fwd(opts: _Opts, x: jax.Array, w: jax.Array, b: jax.Array,
+                   states: Mapping[str, State]) -> tuple[jax.Array, _Residuals]:
     return jnp.matmul(x, w.T) + b, (x, w, b, states)
 
 
-def _ng_affine_bwd(opts, residuals, delta):
+def _ng_affine_bwd(opts: _Opts, residuals: _Residuals,
+                   delta: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, dict[str, State]]:
     x, w, b, states = residuals
     o = dict(opts)
     layer_settings = {"in": (None, None, o), "out": (None, None, o)}

@@ -107,7 +107,7 @@ class PnormComponent(Component):
     def output_dim(self) -> int:
         return self.out_dim
 
-    def _groups(self, x):
+    def _groups(self, x: jax.Array) -> jax.Array:
         return x.reshape(x.shape[:-1] + (self.out_dim, self.in_dim // self.out_dim))
 
     def apply(self, x: jax.Array) -> jax.Array:

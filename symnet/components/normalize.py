@@ -48,10 +48,10 @@ class NormalizeComponent(Component):
     def output_dim(self) -> int:
         return self.in_dim + (self.in_dim // self.block_dim if self.add_log_stddev else 0)
 
-    def _blocks(self, x):
+    def _blocks(self, x: jax.Array) -> jax.Array:
         return x.reshape(x.shape[:-1] + (self.in_dim // self.block_dim, self.block_dim))
 
-    def _scale(self, xs):
+    def _scale(self, xs: jax.Array) -> tuple[jax.Array, jax.Array]:
         d_scaled = self.block_dim * self.target_rms * self.target_rms
         p = jnp.sum(xs * xs, axis=-1, keepdims=True) / d_scaled
         return jnp.maximum(p, SQUARED_NORM_FLOOR), p
@@ -122,15 +122,15 @@ class BatchNormComponent(Component):
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"stats_mean": (self.block_dim,), "stats_var": (self.block_dim,), "count": ()}
 
-    def _blocks(self, x):
+    def _blocks(self, x: jax.Array) -> jax.Array:
         return x.reshape(x.shape[:-1] + (self.dim // self.block_dim, self.block_dim))
 
-    def test_scale_offset(self, mean, var):
+    def test_scale_offset(self, mean: jax.Array, var: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Kaldi's ComputeDerived: `scale = target_rms (max(var, 0) + epsilon)^-1/2`, `offset = -mean scale`."""
         scale = self.target_rms * jax.lax.rsqrt(jnp.maximum(var, 0.0) + self.epsilon)
         return scale, -mean * scale
 
-    def _train(self, x):
+    def _train(self, x: jax.Array) -> jax.Array:
         xs = self._blocks(x)
         flat = xs.reshape(-1, self.block_dim)
         n = flat.shape[0]
@@ -154,7 +154,8 @@ class BatchNormComponent(Component):
         _, pullback = jax.vjp(self._train, x)
         return pullback(delta)[0], None, None, None
 
-    def accumulate_stats(self, x, count, mean, var):
+    def accumulate_stats(self, x: jax.Array, count: jax.Array, mean: jax.Array,
+                         var: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Kaldi's StoreStats, in mean/variance form: the statistics after adding minibatch `x`."""
         flat = self._blocks(x).reshape(-1, self.block_dim)
         n = flat.shape[0]

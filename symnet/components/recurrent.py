@@ -60,6 +60,9 @@ class LstmNonlinearityComponent(Component):
     def apply(self, x: jax.Array, params: jax.Array) -> jax.Array:
         c = params.shape[1]
         i_part, f_part, c_part, o_part, c_prev = (x[..., k * c : (k + 1) * c] for k in range(5))
+        i_scale: jax.Array | float
+        f_scale: jax.Array | float
+        o_scale: jax.Array | float
         if self.use_dropout:
             i_scale, f_scale, o_scale = (x[..., 5 * c + k : 5 * c + k + 1] for k in range(3))
         else:

@@ -19,11 +19,11 @@ def _vector_dim(layer: Component, field: str) -> int:
     return known_shape(layer, field)[0]
 
 
-def _blocks(x, block_dim: int):
+def _blocks(x: jax.Array, block_dim: int) -> jax.Array:
     return x.reshape(x.shape[:-1] + (x.shape[-1] // block_dim, block_dim))
 
 
-def ensure_nonzero(v, epsilon: float):
+def ensure_nonzero(v: jax.Array, epsilon: float) -> jax.Array:
     """Kaldi's cu::EnsureNonzero: `x` if `|x| >= epsilon`, else `epsilon` (x >= 0) or `-epsilon` (x < 0)."""
     return jnp.where(jnp.abs(v) >= epsilon, v, jnp.where(v >= 0, epsilon, -epsilon))
 

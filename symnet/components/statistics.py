@@ -90,7 +90,7 @@ class _StatisticsExtraction(IndexedLayer):
     def reach(self) -> int:
         return self.output_period
 
-    def apply_rows(self, values, owner, num_rows, *weights):
+    def apply_rows(self, values: jax.Array, owner: np.ndarray, num_rows: int, *weights: jax.Array) -> jax.Array:
         _check_dim(self, values, self.input_dim)
         counts = np.bincount(owner, minlength=num_rows).astype(np.float64)
         count_col = jnp.broadcast_to(jnp.asarray(counts, values.dtype)[:, None, None],
@@ -128,7 +128,7 @@ class _StatisticsPooling(IndexedLayer):
     def reach(self) -> int:
         return max(self.left_context, self.right_context)
 
-    def apply_rows(self, values, owner, num_rows, *weights):
+    def apply_rows(self, values: jax.Array, owner: np.ndarray, num_rows: int, *weights: jax.Array) -> jax.Array:
         _check_dim(self, values, self.input_dim)
         sums = _segment_sum(values, owner, num_rows)
         # Kaldi's backprop treats the count as a constant (no derivative into the count column).

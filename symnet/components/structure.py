@@ -27,15 +27,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import IndexedLayer, Ref
 from ..core.index import decode, encode
-from ..core.layer import Layer, child, children_field, layer_class
-from ..errors import ShapeError, at
+from ..core.layer import Layer, child, children_field, evolve, layer_class
+from ..errors import ComponentConfigError, ShapeError, at
 from .base import Component, ComponentModeError
 
 # ----- DistributeComponent ------------------------------------------------------------------
@@ -71,7 +70,7 @@ class _Distribute(IndexedLayer):
     def reach(self) -> int:
         return 0
 
-    def apply_rows(self, values, owner, num_rows, *weights):
+    def apply_rows(self, values: jax.Array, owner: np.ndarray, num_rows: int, *weights: jax.Array) -> jax.Array:
         if values.shape[-1] != self.input_dim:
             raise ShapeError(f"DistributeComponent: input dim is {values.shape[-1]}, expected {self.input_dim}"
                              f"{at(self.where)}")
@@ -130,18 +129,25 @@ class CompositeComponent(Component):
     kaldi_type: ClassVar[str] = "CompositeComponent"
     rowwise: ClassVar[bool] = False
 
+    def _part(self, i: int) -> Component:
+        part = self.parts[i]
+        if not isinstance(part, Component):
+            raise ComponentConfigError(f"part {i % len(self.parts)} is a {type(part).__name__}, not a component"
+                                       f"{at(self.where)}", component=self.name, type=self.kaldi_type)
+        return part
+
     @property
     def input_dim(self) -> int:
-        return self.parts[0].input_dim
+        return self._part(0).input_dim
 
     @property
     def output_dim(self) -> int:
-        return self.parts[-1].output_dim
+        return self._part(-1).output_dim
 
     def expand(self) -> Layer:
         x = self.input
         for part in self.parts:
-            x = attrs.evolve(part, input=x)
+            x = evolve(part, input=x)
         return x
 
 

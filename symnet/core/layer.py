@@ -18,8 +18,8 @@ import functools
 import math
 import numbers
 import zlib
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, TypeVar, dataclass_transform
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
 import attrs
 import jax

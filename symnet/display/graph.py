@@ -163,7 +163,7 @@ def draw_graph(info: GraphView, *, weights: bool = True, merge: bool = True, max
     xy: dict[int, tuple[float, float]] = {}
     for lvl in levels:
         x = MARGIN + (total_w - 40 - 2 * MARGIN - row_w[lvl]) / 2
-        y = MARGIN + rank[lvl] * (_NODE_H + _LAYER_GAP)
+        y: float = MARGIN + rank[lvl] * (_NODE_H + _LAYER_GAP)
         for nid in layers[lvl]:
             xy[nid] = (x, y)
             x += width[nid] + _NODE_GAP

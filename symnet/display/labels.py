@@ -40,8 +40,8 @@ def label(layer: Any) -> str:
     if isinstance(layer, (Node, Ref)):
         return f"{kind_name} {layer.name!r}"
     if isinstance(layer, Weight):
-        name = f" {layer.name!r}" if layer.name else ""
-        return f"{kind_name}{name} {shape_text(layer.shape)}"
+        named = f" {layer.name!r}" if layer.name else ""
+        return f"{kind_name}{named} {shape_text(layer.shape)}"
     if isinstance(layer, Literal):
         value = layer.value
         return f"Literal {value!r}" if isinstance(value, float) else f"Literal array{shape_text(value.shape)}"

@@ -96,7 +96,7 @@ def _weight_users(info: GraphView) -> dict[str, list[str]]:
     for nid in range(info.n):
         for op in info.weights_of(nid):
             w = info.graph.layers[op]
-            assert isinstance(w, Weight)
+            assert isinstance(w, Weight) and w.name is not None  # a Structure names every Weight
             out.setdefault(w.name, []).append(f"#{nid}")
     return out
 
@@ -112,6 +112,7 @@ def nodes_table(info: GraphView) -> str:
         weights = []
         for op in info.weights_of(nid):
             w = g.layers[op]
+            assert isinstance(w, Weight) and w.name is not None  # a Structure names every Weight
             value = info.network.values.get(w.name)
             shape = np.shape(value) if value is not None else w.shape
             weights.append(f"{escape(w.name)} {escape(shape_text(shape))} = {escape(count(int(np.prod(shape))))}")

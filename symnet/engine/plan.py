@@ -36,7 +36,7 @@ from ..core.descriptor import (
 )
 from ..core.index import decode, encode, format_indexes, shift
 from ..core.layer import Identity, Layer
-from ..errors import PlanError
+from ..errors import PlanError, at
 from .graph import DEFAULT_INPUT, Graph
 from .recurrence import strongly_connected
 from .request import ComputationRequest

@@ -27,6 +27,7 @@ for text. The error carries ``file``, ``offset`` (binary), ``line`` and
 
 from __future__ import annotations
 
+import builtins
 import math
 import os
 import re
@@ -67,7 +68,7 @@ def model_error(message: str, *, file: str, offset: int | None = None, line: int
     return error
 
 
-def format_real(value: float) -> str:
+def format_real(value: float | np.floating[Any]) -> str:
     """A float or double as Kaldi's text streams print it (``os << value`` with precision 7)."""
     value = float(value)
     if math.isnan(value):
@@ -562,7 +563,7 @@ class Writer:
             body = "".join("\n  " + _format_reals(row) for row in array.tolist())
             self.parts.append(b" [" + body.encode() + b"]\n")
 
-    def int_vector(self, array: np.ndarray, pairs: bool = False) -> None:
+    def int_vector(self, array: np.ndarray, pairs: builtins.bool = False) -> None:
         array = np.asarray(array, dtype=np.int64)
         if self.binary:
             count = array.shape[0]
@@ -583,15 +584,15 @@ def read_kaldi_array(path: str | os.PathLike[str]) -> np.ndarray:
     with open(path, "rb") as f:
         data = f.read()
     r = make_reader(data, path)
-    if r.binary:
-        token = r.peek_array_token()  # type: ignore[union-attr]
+    if isinstance(r, BinaryReader):
+        token = r.peek_array_token()
         array = r.read_vector("the vector") if token in ("FV", "DV") else r.read_matrix("the matrix")
     else:
         r.skip_ws()
-        end = r.text.find("]", r.pos)  # type: ignore[union-attr]
-        content = r.text[r.pos + 1:end] if end >= 0 else ""  # type: ignore[union-attr]
+        end = r.text.find("]", r.pos)
+        content = r.text[r.pos + 1:end] if end >= 0 else ""
         multiline = r.peek() == "[" and ("\n" in content.strip(" \t\n\r") or content.lstrip(" \t")[:1] == "\n")
-        array = r.read_matrix("the matrix") if multiline else r.read_vector("the vector")  # type: ignore[union-attr]
+        array = r.read_matrix("the matrix") if multiline else r.read_vector("the vector")
     if not r.at_end():
         raise r.error("unexpected data after the matrix or vector", expected="end of file")
     return array

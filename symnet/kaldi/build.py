@@ -217,12 +217,14 @@ def build_network(
     check_config(lines)
 
     component_lines = {line.name: line for line in lines if isinstance(line, ComponentLine)}
-    node_lines = {line.name: line for line in lines if not isinstance(line, (ComponentLine, OutputNode))}
+    node_lines: dict[str, InputNode | ComponentNode | DimRangeNode] = {
+        line.name: line for line in lines if isinstance(line, (InputNode, ComponentNode, DimRangeNode))}
     output_lines = [line for line in lines if isinstance(line, OutputNode)]
     components = {name: _build_component(line, read_matrix) for name, line in component_lines.items()}
 
     # The dim of every node, then the dims of every descriptor, checked.
     dims: dict[str, int] = {}
+    line: ConfigLine  # each loop below narrows it to the lines it walks
     for line in node_lines.values():
         if isinstance(line, InputNode):
             dims[line.name] = line.dim

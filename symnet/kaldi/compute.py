@@ -251,9 +251,11 @@ class Nnet3Computer:
         matrices: dict[str, Any] = {"input": jax.device_put(block.reshape(-1, block.shape[-1]))}
         if first.ivector is not None:
             inputs["ivector"] = IndexSet.range(n=n, t=1)
-            matrices["ivector"] = jax.device_put(
-                np.stack([c.ivector for c in group if c.ivector is not None]).astype(np.float32)
-            )
+            rows: list[np.ndarray] = []
+            for c in group:
+                assert c.ivector is not None  # i-vectors are given for every utterance or for none
+                rows.append(c.ivector)
+            matrices["ivector"] = jax.device_put(np.stack(rows).astype(np.float32))
         out = self._run(inputs, matrices, IndexSet.range(n=n, t=range(0, count * f, f)))
         out = out.reshape(count, n, -1)
         return {c: self._real(c, out[:, j]) for j, c in enumerate(group)}

@@ -84,7 +84,8 @@ class Source:
     text: str
     kind_column: int = 1
     end_column: int = 1  # just after the last character before any comment
-    options: tuple[tuple[str, str, int, int], ...] = ()  # (key, value as written, key column, value column)
+    # (key, value as written, key column, value column); a column is None where not known (a generated line)
+    options: tuple[tuple[str, str, int | None, int | None], ...] = ()
 
     def key_column(self, key: str) -> int | None:
         return next((c for k, _, c, _ in self.options if k == key), None)

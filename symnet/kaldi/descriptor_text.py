@@ -484,8 +484,12 @@ def _to_layer(d: _D) -> Layer:
     if d.op == "Const":
         return Const(d.alpha, d.a, **w)
     parts = [_to_layer(p) for p in d.parts]
-    if d.op in ("Append", "Sum", "Switch"):
-        return {"Append": Append, "Sum": Sum, "Switch": Switch}[d.op](*parts, **w)
+    if d.op == "Append":
+        return Append(*parts, **w)
+    if d.op == "Sum":
+        return Sum(*parts, **w)
+    if d.op == "Switch":
+        return Switch(*parts, **w)
     if d.op == "Offset":
         return Offset(parts[0], d.a, d.b, **w)
     if d.op == "Round":

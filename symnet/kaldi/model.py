@@ -186,7 +186,7 @@ def _updated(stored: NnetComponent, component: Component, params: Mapping[str, A
         weight = getattr(component, field)
         name = getattr(weight, "name", None)
         token = find_token(stored, field)
-        if token is None or name not in params:
+        if token is None or name is None or name not in params:
             continue
         old = stored[token]
         new = np.asarray(params[name])
@@ -284,6 +284,7 @@ def model_to_nnet(model: KaldiModel | KaldiNetwork | Network, *, raw: bool = Fal
     unchanged = (source is not None and model.reference is not None and net.structure == model.reference
                  and dict(kn.objectives) == _objectives(source.config))
     if unchanged:
+        assert source is not None  # `unchanged` says so
         built = {layer.name: layer for layer in walk([layer for _, layer in net.structure.outputs])
                  if isinstance(layer, Component)}
         components = tuple(_updated(c, built[c.name], params) if c.name in built else c for c in source.components)
@@ -319,7 +320,7 @@ def model_to_nnet(model: KaldiModel | KaldiNetwork | Network, *, raw: bool = Fal
             raise ModelWriteError("the model has priors but no transition model: an acoustic model needs both; "
                                   "write it raw (raw=True) to leave the priors out")
         return NnetFile(config, components)
-    if unchanged and source.is_am:
+    if unchanged and source is not None and source.is_am:
         left, right = source.left_context, source.right_context
     else:
         try:

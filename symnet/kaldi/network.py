@@ -47,7 +47,7 @@ from ..core.descriptor import (
     Sum,
     Switch,
 )
-from ..core.layer import Identity, Layer
+from ..core.layer import Identity, Layer, Structure
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, ConfigWriteError, DescriptorError
 from ..layers.base import Typed
@@ -93,7 +93,7 @@ class KaldiNetwork:
     objectives: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_objectives)
 
     @property
-    def structure(self):
+    def structure(self) -> Structure:
         return self.network.structure
 
     @property
@@ -176,7 +176,8 @@ def descriptor_dim(layer: Layer, dims: Mapping[str, int], line: ConfigLine) -> i
             what = type(layer).__name__
             message = f"{what}() of parts with different dims ({', '.join(map(str, found))})"
             column = _column(layer.where)
-            if line.source is not None and column is not None and layer.where.startswith(line.source.file + ":"):
+            if (line.source is not None and column is not None and layer.where is not None
+                    and layer.where.startswith(line.source.file + ":")):
                 raise line.source.error(message, column)
             raise line.error(message, "input")
         return found[0]
@@ -247,8 +248,8 @@ def network_config_lines(
                 f"component {layer.name!r} ({layer.kaldi_type}) is not the operand of a Node; a Kaldi config "
                 f"needs a component-node for it: Node(name, component)")
         elif isinstance(layer, Node):
-            other = nodes.setdefault(layer.name, layer)
-            if other is not layer and other != layer:
+            other_node = nodes.setdefault(layer.name, layer)
+            if other_node is not layer and other_node != layer:
                 raise ConfigWriteError(f"two different nodes are named {layer.name!r}")
     clash = sorted(set(inputs) & set(nodes))
     if clash:

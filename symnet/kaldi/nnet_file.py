@@ -259,6 +259,10 @@ def _config_text(value: Any) -> str:
     return text
 
 
+def _components(value: Iterable[NnetComponent]) -> tuple[NnetComponent, ...]:
+    return tuple(value)
+
+
 def _priors(value: Any) -> np.ndarray | None:
     return None if value is None else array_value(value, VECTOR, "<Priors>")
 
@@ -274,7 +278,7 @@ class NnetFile(ByValue):
     """
 
     config: str = attrs.field(converter=_config_text)
-    components: tuple[NnetComponent, ...] = attrs.field(converter=tuple)
+    components: tuple[NnetComponent, ...] = attrs.field(converter=_components)
     transition_model: TransitionModel | None = None
     left_context: int | None = None
     right_context: int | None = None

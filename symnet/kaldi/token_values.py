@@ -116,7 +116,7 @@ class ByValue:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self.key() == other.key()  # type: ignore[attr-defined]
+        return self.key() == other.key()
 
     def __ne__(self, other: object) -> bool:
         result = self.__eq__(other)

@@ -11,6 +11,7 @@ model is reproduced byte for byte), else converted from the parsed form.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -32,6 +33,26 @@ def _transitions(value: Any) -> tuple[tuple[int, np.float32], ...]:
     return tuple((int(dst), np.float32(prob)) for dst, prob in value)
 
 
+def _phones(value: Iterable[Any]) -> tuple[int, ...]:
+    return tuple(sorted(int(p) for p in value))
+
+
+def _states(value: Iterable[HmmState]) -> tuple[HmmState, ...]:
+    return tuple(value)
+
+
+def _topology(value: Iterable[TopologyEntry]) -> tuple[TopologyEntry, ...]:
+    return tuple(value)
+
+
+def _tuples(value: Iterable[Iterable[Any]]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(int(x) for x in row) for row in value)
+
+
+def _log_probs(value: Any) -> np.ndarray:
+    return array_value(value, VECTOR, "TransitionModel <LogProbs>")
+
+
 @attrs.frozen
 class HmmState:
     """A state of a topology entry: pdf classes (-1: none) and (destination, probability) transitions."""
@@ -45,8 +66,8 @@ class HmmState:
 class TopologyEntry:
     """The HMM topology shared by `phones`."""
 
-    phones: tuple[int, ...] = attrs.field(converter=lambda v: tuple(sorted(int(p) for p in v)))
-    states: tuple[HmmState, ...] = attrs.field(converter=tuple)
+    phones: tuple[int, ...] = attrs.field(converter=_phones)
+    states: tuple[HmmState, ...] = attrs.field(converter=_states)
 
 
 @attrs.frozen(eq=False)
@@ -59,11 +80,9 @@ class TransitionModel(ByValue):
     `raw_binary` says) is what a writer in that format emits; equality ignores it.
     """
 
-    topology: tuple[TopologyEntry, ...] = attrs.field(converter=tuple)
-    tuples: tuple[tuple[int, int, int, int], ...] = attrs.field(
-        converter=lambda v: tuple(tuple(int(x) for x in row) for row in v)
-    )
-    log_probs: np.ndarray = attrs.field(converter=lambda v: array_value(v, VECTOR, "TransitionModel <LogProbs>"))
+    topology: tuple[TopologyEntry, ...] = attrs.field(converter=_topology)
+    tuples: tuple[tuple[int, int, int, int], ...] = attrs.field(converter=_tuples)
+    log_probs: np.ndarray = attrs.field(converter=_log_probs)
     raw: bytes | None = attrs.field(default=None, repr=False)
     raw_binary: bool | None = attrs.field(default=None, repr=False)
 
@@ -104,7 +123,7 @@ def read_transition_model(r: BinaryReader | TextReader) -> TransitionModel:
     start = r.pos
     r.expect_token("<TransitionModel>")
     r.expect_token("<Topology>", " (the transition model's topology)")
-    entries = _read_topology_binary(r) if r.binary else _read_topology_text(r)
+    entries = _read_topology_binary(r) if isinstance(r, BinaryReader) else _read_topology_text(r)
     at = r.skip_ws()
     kind = r.read_token("<Triples> or <Tuples>")
     if kind not in ("<Triples>", "<Tuples>"):
@@ -123,16 +142,16 @@ def read_transition_model(r: BinaryReader | TextReader) -> TransitionModel:
     r.expect_token("</LogProbs>")
     r.expect_token("</TransitionModel>")
     end = r.skip_ws()
-    raw = r.data[start:end] if r.binary else r.text[start:end].encode("utf-8")  # type: ignore[union-attr]
+    raw = r.data[start:end] if isinstance(r, BinaryReader) else r.text[start:end].encode("utf-8")
     return TransitionModel(entries, rows, log_probs, raw=raw, raw_binary=r.binary)
 
 
 def _remaining(r: BinaryReader | TextReader) -> int:
-    return (len(r.data) if r.binary else len(r.text)) - r.pos  # type: ignore[union-attr]
+    return (len(r.data) if isinstance(r, BinaryReader) else len(r.text)) - r.pos
 
 
 def _read_topology_text(r: TextReader) -> list[TopologyEntry]:
-    entries = []
+    entries: list[TopologyEntry] = []
     while True:
         at = r.skip_ws()
         token = r.read_token("<TopologyEntry> or </Topology>")
@@ -141,7 +160,7 @@ def _read_topology_text(r: TextReader) -> list[TopologyEntry]:
         if token != "<TopologyEntry>":
             raise r.error(f"expected <TopologyEntry> or </Topology>, got {token!r}", at=at, expected="<TopologyEntry>")
         r.expect_token("<ForPhones>")
-        phones = []
+        phones: list[int] = []
         while True:
             word, at = r.read_word("a phone or </ForPhones>")
             if word == "</ForPhones>":
@@ -155,7 +174,7 @@ def _read_topology_text(r: TextReader) -> list[TopologyEntry]:
                     f"phone {word} is beyond the {MAX_PHONE} phones symnet reads", at=at, expected="</ForPhones>"
                 )
             phones.append(int(word))
-        states = []
+        states: list[HmmState] = []
         at = r.skip_ws()
         token = r.read_token("<State> or </TopologyEntry>")
         while token != "</TopologyEntry>":
@@ -175,7 +194,7 @@ def _read_topology_text(r: TextReader) -> list[TopologyEntry]:
                 r.expect_token("<SelfLoopPdfClass>")
                 self_loop = r.read_int("<SelfLoopPdfClass>")
                 token = r.read_token("</State>")
-            transitions = []
+            transitions: list[tuple[int, np.float32 | np.float64]] = []
             while token == "<Transition>":
                 transitions.append((r.read_int("<Transition>"), r.read_real("<Transition>")))
                 token = r.read_token("</State>")
@@ -198,12 +217,12 @@ def _read_topology_binary(r: BinaryReader) -> list[TopologyEntry]:
         size = r.read_int("the number of topology entries")
     if size < 0 or size > _remaining(r):
         raise r.error(f"bad number of topology entries {size}", expected="the number of topology entries")
-    entries = []
+    entries: list[list[HmmState]] = []
     for _ in range(size):
         num_states = r.read_int("the number of states")
         if num_states < 0 or num_states > _remaining(r):
             raise r.error(f"bad number of states {num_states}", expected="the number of states")
-        states = []
+        states: list[HmmState] = []
         for _ in range(num_states):
             forward = r.read_int("a forward pdf class")
             self_loop = forward if is_hmm else r.read_int("a self-loop pdf class")

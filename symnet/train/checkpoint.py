@@ -79,7 +79,7 @@ def save(
     }
     arrays["header"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)  # type: ignore[arg-type]
+    np.savez(buffer, allow_pickle=True, **arrays)  # numpy's default, named so that mypy matches no array to it
     atomic_write(path, buffer.getvalue())
 
 

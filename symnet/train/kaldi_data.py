@@ -22,7 +22,7 @@ is the user's own and runs as in Kaldi.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -44,6 +44,10 @@ def _frozen_arrays(arrays: Any) -> tuple[np.ndarray, ...]:
     return tuple(out)
 
 
+def _str_tuple(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
 @attrs.frozen(eq=False)
 class KaldiData:
     """Utterances read from Kaldi tables: ids, features `[T_i, D]` and targets `[T_i]` or `[T_i, K]`.
@@ -51,10 +55,10 @@ class KaldiData:
     `fit` takes it as it is (it has `features` and `labels`, like `symnet.datasets.Dataset`).
     """
 
-    utt_ids: tuple[str, ...] = attrs.field(converter=tuple)
+    utt_ids: tuple[str, ...] = attrs.field(converter=_str_tuple)
     features: tuple[np.ndarray, ...] = attrs.field(converter=_frozen_arrays, repr=False)
     targets: tuple[np.ndarray, ...] = attrs.field(converter=_frozen_arrays, repr=False)
-    skipped: tuple[str, ...] = attrs.field(converter=tuple, default=())
+    skipped: tuple[str, ...] = attrs.field(converter=_str_tuple, default=())
 
     def __attrs_post_init__(self) -> None:
         if not (len(self.utt_ids) == len(self.features) == len(self.targets)):
@@ -238,8 +242,11 @@ def read_kaldi_data(
             f"features {features!r}{common}: {_ids(missing)}"
             + ("" if skip_missing or common else "; pass skip_missing=True to leave them out")
         )
-    ids, feature_list, target_list = [], [], []
-    dim = target_shape = None
+    ids: list[str] = []
+    feature_list: list[np.ndarray] = []
+    target_list: list[np.ndarray] = []
+    dim: int | None = None
+    target_shape: tuple[str, tuple[int, ...]] | None = None
     for key in feats:
         if key not in tgts:
             continue

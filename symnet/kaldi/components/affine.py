@@ -13,6 +13,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from ...components.affine import (
     AffineComponent,
     BlockAffineComponent,
@@ -22,8 +24,9 @@ from ...components.affine import (
     NaturalGradientRepeatedAffineComponent,
     RepeatedAffineComponent,
 )
-from ...components.base import FixedWeight, param_name
+from ...components.base import Component, FixedWeight, param_name
 from ...core.frozen import FrozenArray
+from ...core.initializers import Initializer
 from ...core.layer import Layer, Weight
 from ..token_kinds import BOOL, DOUBLE, FLOAT, INT, MATRIX, VECTOR
 from .fields import (
@@ -52,7 +55,8 @@ from .registry import KaldiComponentType, register
 # ----- building from config options --------------------------------------------------------
 
 
-def _matrix_option(opts: ComponentOptionReader, read_matrix: MatrixReader | None, with_bias: bool):
+def _matrix_option(opts: ComponentOptionReader, read_matrix: MatrixReader | None,
+                   with_bias: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """Kaldi's `matrix=` option: the parameters from a file, checked against input-dim/output-dim."""
     mat = load_array(opts, "matrix", read_matrix, 2)
     if with_bias:
@@ -91,13 +95,15 @@ def _natural_gradient_options(opts: ComponentOptionReader, input_dim: int, outpu
             ("rank-out", rank_out), ("update-period", update_period)]
 
 
-def _affine(cls: type, name: str, options: Mapping[str, Any], input: Layer, read_matrix: MatrixReader | None,
-            natural_gradient: bool) -> Layer:
+def _affine(cls: type[AffineComponent], name: str, options: Mapping[str, Any], input: Layer, read_matrix: MatrixReader | None,
+            natural_gradient: bool) -> Component:
     opts = ComponentOptionReader(cls.kaldi_type, name, options)
     meta = updatable_options(opts)
     if opts.has("matrix"):
         linear, bias = _matrix_option(opts, read_matrix, with_bias=True)
         output_dim, input_dim = linear.shape
+        w_init: FrozenArray | Initializer
+        b_init: FrozenArray | Initializer
         w_init, b_init = FrozenArray(linear), FrozenArray(bias)
     else:
         input_dim, output_dim = _dims_option(opts)
@@ -118,23 +124,23 @@ def _affine(cls: type, name: str, options: Mapping[str, Any], input: Layer, read
         input,
         Weight(w_init, param_name(name, "linear_params")),
         Weight(b_init, param_name(name, "bias_params")),
-        options=meta,
+        options=tuple(meta),
     )
 
 
-def affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: input-dim, output-dim (or matrix=FILE, `[W b]`), param-stddev (1/sqrt(input-dim)),
     bias-stddev (1.0), orthonormal-constraint, and the learning-rate options."""
     return _affine(AffineComponent, name, options, input, read_matrix, natural_gradient=False)
 
 
 def natural_gradient_affine_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                      read_matrix: MatrixReader | None = None) -> Layer:
+                                      read_matrix: MatrixReader | None = None) -> Component:
     """As AffineComponent, plus bias-mean (0.0) and the natural-gradient options."""
     return _affine(NaturalGradientAffineComponent, name, options, input, read_matrix, natural_gradient=True)
 
 
-def linear_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def linear_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: input-dim, output-dim (or matrix=FILE), param-stddev (1/sqrt(input-dim)),
     use-natural-gradient and the natural-gradient options, orthonormal-constraint, learning rates."""
     opts = ComponentOptionReader("LinearComponent", name, options)
@@ -142,7 +148,7 @@ def linear_component(name: str, options: Mapping[str, Any], input: Layer, *, rea
     if opts.has("matrix"):
         linear, _ = _matrix_option(opts, read_matrix, with_bias=False)
         output_dim, input_dim = linear.shape
-        init = FrozenArray(linear)
+        init: FrozenArray | Initializer = FrozenArray(linear)
     else:
         input_dim, output_dim = _dims_option(opts)
         param_stddev = opts.float("param-stddev", 1.0 / math.sqrt(input_dim))
@@ -152,10 +158,10 @@ def linear_component(name: str, options: Mapping[str, Any], input: Layer, *, rea
     meta.append(("use-natural-gradient", opts.bool("use-natural-gradient", True)))
     meta.append(("orthonormal-constraint", opts.float("orthonormal-constraint", 0.0)))
     opts.finish()
-    return LinearComponent(name, input, Weight(init, param_name(name, "params")), options=meta)
+    return LinearComponent(name, input, Weight(init, param_name(name, "params")), options=tuple(meta))
 
 
-def fixed_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def fixed_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: matrix=FILE (`[W b]`, nothing else allowed), or input-dim and output-dim
     (random N(0, 1) parameters, for tests)."""
     opts = ComponentOptionReader("FixedAffineComponent", name, options)
@@ -164,6 +170,8 @@ def fixed_affine_component(name: str, options: Mapping[str, Any], input: Layer, 
         opts.require(not others, f"with matrix= no other option is allowed (got {', '.join(others)})",
                      others[0] if others else None)
         linear, bias = _matrix_option(opts, read_matrix, with_bias=True)
+        w_init: FrozenArray | Initializer
+        b_init: FrozenArray | Initializer
         w_init, b_init = FrozenArray(linear), FrozenArray(bias)
     else:
         input_dim, output_dim = _dims_option(opts)
@@ -178,7 +186,7 @@ def fixed_affine_component(name: str, options: Mapping[str, Any], input: Layer, 
     )
 
 
-def block_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def block_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: input-dim, output-dim, num-blocks (all required), param-stddev
     (1/sqrt(input-dim/num-blocks)), bias-stddev (1.0), bias-mean (0.0), learning rates."""
     opts = ComponentOptionReader("BlockAffineComponent", name, options)
@@ -200,11 +208,11 @@ def block_affine_component(name: str, options: Mapping[str, Any], input: Layer, 
         Weight(normal_init((output_dim, input_dim // num_blocks), param_stddev), param_name(name, "linear_params")),
         Weight(normal_init((output_dim,), bias_stddev, bias_mean), param_name(name, "bias_params")),
         num_blocks,
-        options=meta,
+        options=tuple(meta),
     )
 
 
-def _repeated(cls: type, name: str, options: Mapping[str, Any], input: Layer) -> Layer:
+def _repeated(cls: type[RepeatedAffineComponent], name: str, options: Mapping[str, Any], input: Layer) -> Component:
     opts = ComponentOptionReader(cls.kaldi_type, name, options)
     meta = updatable_options(opts)
     num_repeats = opts.int("num-repeats")
@@ -226,18 +234,18 @@ def _repeated(cls: type, name: str, options: Mapping[str, Any], input: Layer) ->
         Weight(normal_init((out_b, in_b), param_stddev), param_name(name, "linear_params")),
         Weight(normal_init((out_b,), bias_stddev, bias_mean), param_name(name, "bias_params")),
         num_repeats,
-        options=meta,
+        options=tuple(meta),
     )
 
 
-def repeated_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def repeated_affine_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: num-repeats, input-dim, output-dim (required), param-stddev
     (1/sqrt(input-dim/num-repeats)), bias-mean (0.0), bias-stddev (0.0), learning rates."""
     return _repeated(RepeatedAffineComponent, name, options, input)
 
 
 def natural_gradient_repeated_affine_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                               read_matrix: MatrixReader | None = None) -> Layer:
+                                               read_matrix: MatrixReader | None = None) -> Component:
     """As RepeatedAffineComponent (Kaldi fixes its natural-gradient settings)."""
     return _repeated(NaturalGradientRepeatedAffineComponent, name, options, input)
 

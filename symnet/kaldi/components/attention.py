@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...components.attention import RestrictedAttentionComponent
+from ...components.base import Component
 from ...core.layer import Layer
 from ..token_kinds import BOOL, DMATRIX, DOUBLE, DVECTOR, FLOAT, INT
 from .fields import ModelFields, ParamValues, f32
@@ -21,7 +22,7 @@ from .registry import KaldiComponentType, register
 
 
 def restricted_attention_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                   read_matrix: MatrixReader | None = None) -> Layer:
+                                   read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's RestrictedAttentionComponent::InitFromConfig): key-dim, value-dim, num-left-inputs,
     num-right-inputs (required; not both 0), num-heads (1), time-stride (1), num-left-inputs-required and
     num-right-inputs-required (negative or absent: all of them; at most num-left/right-inputs),

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ...components.base import param_name
+from ...components.base import Component, param_name
 from ...components.convolution import ConvolutionComponent, MaxpoolingComponent, TimeHeightConvolutionComponent
 from ...core.frozen import FrozenArray
 from ...core.initializers import Normal, Zeros
@@ -89,7 +89,7 @@ def _offset_pairs(opts: ComponentOptionReader) -> tuple[tuple[int, int], ...]:
 
 
 def time_height_convolution_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                      read_matrix: MatrixReader | None = None) -> Layer:
+                                      read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's TimeHeightConvolutionComponent::InitFromConfig): num-filters-in, num-filters-out,
     height-in, height-out (required); the offsets, either `offsets=t1,h1;t2,h2;...` or height-offsets and
     time-offsets (sorted and unique; the offsets are then every (time, height) pair);
@@ -166,12 +166,12 @@ def time_height_convolution_component(name: str, options: Mapping[str, Any], inp
         subsample,
         offsets,
         required,
-        options=meta,
+        options=tuple(meta),
     )
 
 
 def convolution_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                          read_matrix: MatrixReader | None = None) -> Layer:
+                          read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's ConvolutionComponent::InitFromConfig): input-x-dim, input-y-dim, input-z-dim, filt-x-dim,
     filt-y-dim, filt-x-step, filt-y-step (required; (input - filt) divisible by the step),
     input-vectorization-order (zyx, or yzx); then matrix=FILE (`[filters bias]`, num-filters x
@@ -215,11 +215,11 @@ def convolution_component(name: str, options: Mapping[str, Any], input: Layer, *
         Weight(b_init, param_name(name, "bias_params")),
         dims["input-x-dim"], dims["input-y-dim"], dims["input-z-dim"], dims["filt-x-dim"], dims["filt-y-dim"],
         dims["filt-x-step"], dims["filt-y-step"], order,
-        options=meta,
+        options=tuple(meta),
     )
 
 
-def maxpooling_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def maxpooling_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's MaxpoolingComponent::InitFromConfig and Check), all required: input-x-dim, input-y-dim,
     input-z-dim, pool-x-size, pool-y-size, pool-z-size, pool-x-step, pool-y-step, pool-z-step; per axis
     size <= input dim, step <= size, and (input dim - size) divisible by the step."""

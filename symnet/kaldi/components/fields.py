@@ -17,7 +17,8 @@ Kaldi's default; `updatable_fields` are UpdatableComponent's fields.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import builtins
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -138,7 +139,7 @@ class ModelFields:
             raise self.error(f"expected two values, got {value!r}", token)
         return value
 
-    def array(self, token: str, ndim: int, default: Any = _REQUIRED) -> Any:
+    def array(self, token: str, ndim: builtins.int, default: Any = _REQUIRED) -> Any:
         value = self._get(token, default)
         if token not in self.component:
             return value
@@ -149,13 +150,13 @@ class ModelFields:
 
     def blocks(self) -> list[ModelFields]:
         """The nested component blocks (a CompositeComponent's parts), in file order."""
-        out = []
+        out: list[ModelFields] = []
         for token, value in self.component.fields:
             if hasattr(value, "fields") and token.endswith("Component"):
                 out.append(ModelFields(value, self.file, label=f"{self.label} part {len(out) + 1} <{token}>"))
         return out
 
-    def offset_pairs(self, token: str) -> tuple[tuple[int, int], ...]:
+    def offset_pairs(self, token: str) -> tuple[tuple[builtins.int, builtins.int], ...]:
         """An integer-pair vector (`[ -1,0 0,1 ]`) as a tuple of pairs."""
         value = self._get(token, _REQUIRED)
         if not (isinstance(value, np.ndarray) and value.dtype.kind in "iu" and value.ndim == 2
@@ -163,7 +164,7 @@ class ModelFields:
             raise self.error(f"expected a vector of integer pairs, got {describe_value(value)}", token)
         return tuple((int(a), int(b)) for a, b in value)
 
-    def ints(self, token: str) -> tuple[int, ...]:
+    def ints(self, token: str) -> tuple[builtins.int, ...]:
         value = self._get(token, _REQUIRED)
         if not isinstance(value, np.ndarray) or value.dtype.kind not in "iu" or value.ndim != 1:
             raise self.error(f"expected an integer vector, got {describe_value(value)}", token)
@@ -231,13 +232,17 @@ def read_in_out(f: ModelFields) -> dict[str, Any]:
 # ----- writing: components -> fields ------------------------------------------------------------
 
 
+def _block_fields(value: Iterable[tuple[str, Any]]) -> tuple[tuple[str, Any], ...]:
+    return tuple(value)
+
+
 @attrs.frozen
 class Block:
     """A nested block a record's `write_fields` gives (a CompositeComponent's part, a `<ConvolutionModel>`):
     Kaldi's `type` and its (token, value) `fields`, written `<type> ... </type>`."""
 
     type: str
-    fields: tuple[tuple[str, Any], ...] = attrs.field(converter=tuple)
+    fields: tuple[tuple[str, Any], ...] = attrs.field(converter=_block_fields)
 
 
 def option_or(c: Component, key: str, default: Any) -> Any:
@@ -274,8 +279,8 @@ class ParamValues:
     def __call__(self, field: str) -> np.ndarray:
         c = self.component
         weight = getattr(c, field)
-        name = getattr(weight, "name", None)
-        if not isinstance(weight, Weight) or name not in self.params:
+        name = weight.name if isinstance(weight, Weight) else None
+        if name is None or name not in self.params:
             raise ModelWriteError(f"component {c.name!r} ({c.kaldi_type}): its {field} is not a parameter "
                                   f"of the network ({type(weight).__name__}); a model file stores arrays")
         return np.array(self.params[name], dtype=np.float32)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ...components.base import Component
 from ...components.misc import (
     BackpropTruncationComponent,
     ClipGradientComponent,
@@ -43,7 +44,7 @@ from .options import ComponentOptionReader, MatrixReader, field_options, in_out_
 from .registry import KaldiComponentType, register
 
 
-def no_op_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def no_op_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: dim (required), backprop-scale (1.0)."""
     opts = ComponentOptionReader("NoOpComponent", name, options)
     backprop_scale = opts.float("backprop-scale", 1.0)
@@ -62,7 +63,7 @@ def _in_out(opts: ComponentOptionReader) -> tuple[int, int]:
     return input_dim, output_dim
 
 
-def elementwise_product_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def elementwise_product_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: input-dim, output-dim (required); output-dim divides input-dim and is smaller."""
     opts = ComponentOptionReader("ElementwiseProductComponent", name, options)
     input_dim, output_dim = _in_out(opts)
@@ -72,7 +73,7 @@ def elementwise_product_component(name: str, options: Mapping[str, Any], input: 
     return ElementwiseProductComponent(name, input, input_dim, output_dim)
 
 
-def sum_group_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def sum_group_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: sizes=S1,S2,... (positive; nothing else), or input-dim and output-dim (equal groups)."""
     opts = ComponentOptionReader("SumGroupComponent", name, options)
     if opts.has("sizes"):
@@ -91,7 +92,7 @@ def sum_group_component(name: str, options: Mapping[str, Any], input: Layer, *, 
     return SumGroupComponent(name, input, sizes)
 
 
-def sum_block_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def sum_block_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: input-dim, output-dim (required; output-dim divides input-dim), scale (1.0)."""
     opts = ComponentOptionReader("SumBlockComponent", name, options)
     input_dim = opts.int("input-dim")
@@ -104,7 +105,7 @@ def sum_block_component(name: str, options: Mapping[str, Any], input: Layer, *, 
     return SumBlockComponent(name, input, input_dim, output_dim, scale)
 
 
-def permute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def permute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: column-map=C0,C1,... (required): a permutation of 0 .. dim-1."""
     opts = ComponentOptionReader("PermuteComponent", name, options)
     column_map = opts.int_list("column-map")
@@ -114,7 +115,7 @@ def permute_component(name: str, options: Mapping[str, Any], input: Layer, *, re
     return PermuteComponent(name, input, column_map)
 
 
-def dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: dim, dropout-proportion (required, in [0, 1]), dropout-per-frame (false), test-mode (false)."""
     opts = ComponentOptionReader("DropoutComponent", name, options)
     dim = positive_dim(opts)
@@ -127,7 +128,7 @@ def dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, re
     return DropoutComponent(name, input, dim, proportion, per_frame, test_mode)
 
 
-def general_dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def general_dropout_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: dim (required), block-dim (dim), time-period (0), dropout-proportion (0.5), continuous (false),
     test-mode (false), specaugment-max-proportion (0.0: no SpecAugment; else in (0, 1], with block-dim = dim and
     not continuous), specaugment-max-regions (1, at least 1)."""
@@ -156,7 +157,7 @@ def general_dropout_component(name: str, options: Mapping[str, Any], input: Laye
                                    specaugment, regions)
 
 
-def dropout_mask_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def dropout_mask_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's DropoutMaskComponent::InitFromConfig): output-dim (required), dropout-proportion (0.5, in
     [0, 1]), continuous (false), test-mode (false). It reads no input."""
     opts = ComponentOptionReader("DropoutMaskComponent", name, options)
@@ -170,7 +171,7 @@ def dropout_mask_component(name: str, options: Mapping[str, Any], input: Layer, 
     return DropoutMaskComponent(name, input, dim, proportion, continuous, test_mode)
 
 
-def clip_gradient_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def clip_gradient_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: dim (required), clipping-threshold (15.0), norm-based-clipping (false),
     self-repair-clipped-proportion-threshold (0.01), self-repair-target (0.0), self-repair-scale (1.0)."""
     opts = ComponentOptionReader("ClipGradientComponent", name, options)
@@ -187,11 +188,11 @@ def clip_gradient_component(name: str, options: Mapping[str, Any], input: Layer,
     for key, value in meta:
         opts.nonnegative(key, value)
     opts.finish()
-    return ClipGradientComponent(name, input, dim, clipping_threshold, norm_based, options=meta)
+    return ClipGradientComponent(name, input, dim, clipping_threshold, norm_based, options=tuple(meta))
 
 
 def backprop_truncation_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                  read_matrix: MatrixReader | None = None) -> Layer:
+                                  read_matrix: MatrixReader | None = None) -> Component:
     """Options: dim (required), scale (1.0), clipping-threshold (30.0), zeroing-threshold (15.0),
     zeroing-interval (20), recurrence-interval (1)."""
     opts = ComponentOptionReader("BackpropTruncationComponent", name, options)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ...components.base import Component
 from ...components.nonlinear import (
     LogSoftmaxComponent,
     PnormComponent,
@@ -40,12 +41,16 @@ from .registry import KaldiComponentType, register
 #: Kaldi's "unset" self-repair threshold (kUnsetThreshold).
 UNSET_THRESHOLD = -1000.0
 
+#: The layer classes of Kaldi's NonlinearComponent types.
+NonlinearClass = type[RectifiedLinearComponent | SigmoidComponent | TanhComponent | SoftmaxComponent
+                      | LogSoftmaxComponent]
 
-def nonlinear_builder(cls: type) -> Callable[..., Layer]:
+
+def nonlinear_builder(cls: NonlinearClass) -> Callable[..., Component]:
     """The builder of a NonlinearComponent type: dim (required), block-dim (dim),
     self-repair-lower-threshold, self-repair-upper-threshold, self-repair-scale (kept as metadata)."""
 
-    def build(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+    def build(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
         opts = ComponentOptionReader(cls.kaldi_type, name, options)
         dim = opts.int("dim")
         opts.positive("dim", dim)
@@ -59,7 +64,7 @@ def nonlinear_builder(cls: type) -> Callable[..., Layer]:
             ("self-repair-scale", opts.float("self-repair-scale", 0.0)),
         ]
         opts.finish()
-        return cls(name, input, dim, options=meta)
+        return cls(name, input, dim, options=tuple(meta))
 
     build.__name__ = cls.kaldi_type
     build.__doc__ = (f"{cls.kaldi_type}: dim (required), block-dim (dim), self-repair-lower-threshold, "
@@ -67,7 +72,7 @@ def nonlinear_builder(cls: type) -> Callable[..., Layer]:
     return build
 
 
-def pnorm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def pnorm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: input-dim, output-dim (required); output-dim must divide input-dim."""
     opts = ComponentOptionReader("PnormComponent", name, options)
     output_dim = opts.int("output-dim")

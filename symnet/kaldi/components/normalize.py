@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...components.base import FixedWeight, param_name
+from ...components.base import Component, FixedWeight, param_name
 from ...components.normalize import BatchNormComponent, NormalizeComponent
 from ...core.initializers import Zeros
 from ...core.layer import Layer
@@ -23,7 +23,7 @@ from .options import ComponentOptionReader, MatrixReader, field_options
 from .registry import KaldiComponentType, register
 
 
-def normalize_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def normalize_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: dim or input-dim (required), block-dim (input-dim), target-rms (1.0), add-log-stddev (false)."""
     opts = ComponentOptionReader("NormalizeComponent", name, options)
     key = "dim" if opts.has("dim") else "input-dim"
@@ -39,7 +39,7 @@ def normalize_component(name: str, options: Mapping[str, Any], input: Layer, *, 
     return NormalizeComponent(name, input, input_dim, block_dim, target_rms, add_log_stddev)
 
 
-def batch_norm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def batch_norm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: dim (required), block-dim (dim), epsilon (0.001), target-rms (1.0), test-mode (false).
 
     The statistics start as Kaldi's fresh component's: count 0, mean 0, variance 0.

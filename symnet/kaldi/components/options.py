@@ -16,6 +16,7 @@ initialiser, `field_options` options named after the component's fields.
 
 from __future__ import annotations
 
+import builtins
 import math
 import numbers
 import os
@@ -149,7 +150,7 @@ class ComponentOptionReader:
             raise self.bad(key, value, "a non-empty string")
         return str(value)
 
-    def int_list(self, key: str, default: Any = _REQUIRED) -> Any:
+    def int_list(self, key: builtins.str, default: Any = _REQUIRED) -> Any:
         """A comma-separated list of integers (Kaldi's `sizes=3,4,5`)."""
         value = self._take(key, default)
         if key not in self.raw:
@@ -166,15 +167,15 @@ class ComponentOptionReader:
                 return tuple(int(v) for v in items)
         raise self.bad(key, value, "a comma-separated list of integers")
 
-    def require(self, condition: bool, message: str, option: str | None = None) -> None:
+    def require(self, condition: builtins.bool, message: builtins.str, option: builtins.str | None = None) -> None:
         if not condition:
             raise self.error(message, option)
 
-    def positive(self, key: str, value: Any) -> None:
+    def positive(self, key: builtins.str, value: Any) -> None:
         if not value > 0:
             raise self.error(f"option {key}={value} must be positive", key)
 
-    def nonnegative(self, key: str, value: Any) -> None:
+    def nonnegative(self, key: builtins.str, value: Any) -> None:
         if not value >= 0:
             raise self.error(f"option {key}={value} must not be negative", key)
 

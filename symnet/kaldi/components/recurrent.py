@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ...components.base import param_name
+from ...components.base import Component, param_name
 from ...components.recurrent import GruNonlinearityComponent, LstmNonlinearityComponent, OutputGruNonlinearityComponent
 from ...core.layer import Layer, Weight
 from ..token_kinds import BOOL, DOUBLE, FLOAT, INT, MATRIX, VECTOR
@@ -42,7 +42,7 @@ from .options import (
 from .registry import KaldiComponentType, register
 
 
-def lstm_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def lstm_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: cell-dim (required), param-stddev (1.0), tanh-self-repair-threshold (0.2),
     sigmoid-self-repair-threshold (0.05), self-repair-scale (1e-5), use-dropout (false); learning rates.
 
@@ -71,11 +71,11 @@ def lstm_nonlinearity_component(name: str, options: Mapping[str, Any], input: La
     meta.append(("self-repair-config", thresholds + (self_repair_scale,) * 5))
     return LstmNonlinearityComponent(
         name, input, Weight(normal_init((3, cell_dim), param_stddev), param_name(name, "params")), use_dropout,
-        options=meta,
+        options=tuple(meta),
     )
 
 
-def gru_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def gru_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: cell-dim (required), recurrent-dim (cell-dim; 0 < recurrent-dim <= cell-dim),
     param-stddev (1/sqrt(cell-dim)), self-repair-threshold (0.2), self-repair-scale (1e-5), alpha (4),
     rank-in (20), rank-out (80), update-period (4); learning rates."""
@@ -104,12 +104,12 @@ def gru_nonlinearity_component(name: str, options: Mapping[str, Any], input: Lay
     opts.finish()
     return GruNonlinearityComponent(
         name, input, Weight(normal_init((cell_dim, recurrent_dim), param_stddev), param_name(name, "w_h")),
-        options=meta,
+        options=tuple(meta),
     )
 
 
 def output_gru_nonlinearity_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                      read_matrix: MatrixReader | None = None) -> Layer:
+                                      read_matrix: MatrixReader | None = None) -> Component:
     """Options: cell-dim (required), param-mean (0.0), param-stddev (1.0), self-repair-threshold (0.2),
     self-repair-scale (1e-5), alpha (4), rank (8), update-period (10); learning rates."""
     opts = ComponentOptionReader("OutputGruNonlinearityComponent", name, options)
@@ -132,7 +132,7 @@ def output_gru_nonlinearity_component(name: str, options: Mapping[str, Any], inp
     opts.finish()
     return OutputGruNonlinearityComponent(
         name, input, Weight(normal_init((cell_dim,), param_stddev, param_mean), param_name(name, "w_h")),
-        options=meta,
+        options=tuple(meta),
     )
 
 

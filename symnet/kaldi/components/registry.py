@@ -53,7 +53,7 @@ __all__ = [
 #: line before its node, a component rebuilt from its options); replaced by the node's descriptor.
 PLACEHOLDER_INPUT = Ref("_component_input_", where=None)
 
-Builder = Callable[..., Layer]
+Builder = Callable[..., Component]
 OptionsWriter = Callable[[Any], list[tuple[str, Any]]]
 FieldReader = Callable[[Any], dict[str, Any]]
 FieldWriter = Callable[[Any, Any], list[tuple[str, Any]]]
@@ -117,7 +117,7 @@ def records() -> Mapping[str, KaldiComponentType]:
 def build_component(
     kaldi_type: str, name: str, options: Mapping[str, Any], input: Layer, *,
     read_matrix: Callable[[str], np.ndarray] | None = None,
-) -> Layer:
+) -> Component:
     """Build the component of Kaldi type `kaldi_type` from its config options (strings or Python values),
     with Kaldi's defaults, checks and initialisation. ComponentConfigError for an unknown type or bad
     options. `read_matrix(path)` reads the files that options such as `matrix=` name."""

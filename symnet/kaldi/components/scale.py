@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...components.base import Constant, FixedWeight, param_name
+from ...components.base import Component, Constant, FixedWeight, param_name
 from ...components.scale import (
     ConstantComponent,
     ConstantFunctionComponent,
@@ -25,7 +25,7 @@ from ...components.scale import (
     ScaleAndOffsetComponent,
 )
 from ...core.frozen import FrozenArray
-from ...core.initializers import Zeros
+from ...core.initializers import Initializer, Zeros
 from ...core.layer import Layer, Weight
 from ..token_kinds import BOOL, FLOAT, INT, VECTOR
 from .fields import (
@@ -61,7 +61,7 @@ def _only(opts: ComponentOptionReader, key: str) -> None:
                  others[0] if others else None)
 
 
-def scale_and_offset_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def scale_and_offset_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: dim (required), block-dim (dim), use-natural-gradient (true), rank (20), learning rates.
     Scales start at 1, offsets at 0."""
     opts = ComponentOptionReader("ScaleAndOffsetComponent", name, options)
@@ -79,11 +79,12 @@ def scale_and_offset_component(name: str, options: Mapping[str, Any], input: Lay
         Weight(normal_init((block_dim,), 0.0, 1.0), param_name(name, "scales")),
         Weight(normal_init((block_dim,), 0.0, 0.0), param_name(name, "offsets")),
         dim,
-        options=meta,
+        options=tuple(meta),
     )
 
 
-def _scale_vector(opts: ComponentOptionReader, read_matrix: MatrixReader | None, file_key: str, check_dim: bool):
+def _scale_vector(opts: ComponentOptionReader, read_matrix: MatrixReader | None, file_key: str,
+                  check_dim: bool) -> FrozenArray | Initializer:
     if opts.has(file_key):
         vec = load_array(opts, file_key, read_matrix, 1)
         if check_dim and opts.has("dim"):
@@ -97,18 +98,18 @@ def _scale_vector(opts: ComponentOptionReader, read_matrix: MatrixReader | None,
     return normal_init((dim,), param_stddev, param_mean)
 
 
-def per_element_scale_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def per_element_scale_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: vector=FILE (optional dim must match), or dim with param-mean (1.0), param-stddev (0.0);
     learning rates."""
     opts = ComponentOptionReader("PerElementScaleComponent", name, options)
     meta = updatable_options(opts)
     init = _scale_vector(opts, read_matrix, "vector", check_dim=True)
     opts.finish()
-    return PerElementScaleComponent(name, input, Weight(init, param_name(name, "params")), options=meta)
+    return PerElementScaleComponent(name, input, Weight(init, param_name(name, "params")), options=tuple(meta))
 
 
 def natural_gradient_per_element_scale_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                                 read_matrix: MatrixReader | None = None) -> Layer:
+                                                 read_matrix: MatrixReader | None = None) -> Component:
     """Options: scales=FILE, or dim with param-mean (1.0), param-stddev (0.0); rank (8), update-period (10),
     num-samples-history (2000), alpha (4); learning rates."""
     opts = ComponentOptionReader("NaturalGradientPerElementScaleComponent", name, options)
@@ -120,10 +121,10 @@ def natural_gradient_per_element_scale_component(name: str, options: Mapping[str
     init = _scale_vector(opts, read_matrix, "scales", check_dim=False)
     opts.finish()
     return NaturalGradientPerElementScaleComponent(name, input, Weight(init, param_name(name, "params")),
-                                                   options=meta)
+                                                   options=tuple(meta))
 
 
-def per_element_offset_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def per_element_offset_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: vector=FILE (dim defaults to its dimension), or dim with param-mean (0.0), param-stddev (0.0),
     block-dim (dim); use-natural-gradient (true); learning rates."""
     opts = ComponentOptionReader("PerElementOffsetComponent", name, options)
@@ -133,7 +134,7 @@ def per_element_offset_component(name: str, options: Mapping[str, Any], input: L
         dim = opts.int("dim", vec.shape[0])
         opts.require(dim > 0 and dim % vec.shape[0] == 0,
                      f"dim={dim} must be a positive multiple of the vector's dimension {vec.shape[0]}", "dim")
-        init = FrozenArray(vec)
+        init: FrozenArray | Initializer = FrozenArray(vec)
     else:
         dim = positive_dim(opts)
         param_mean = opts.float("param-mean", 0.0)
@@ -144,15 +145,15 @@ def per_element_offset_component(name: str, options: Mapping[str, Any], input: L
         init = normal_init((block_dim,), param_stddev, param_mean)
     meta.append(("use-natural-gradient", opts.bool("use-natural-gradient", True)))
     opts.finish()
-    return PerElementOffsetComponent(name, input, Weight(init, param_name(name, "offsets")), dim, options=meta)
+    return PerElementOffsetComponent(name, input, Weight(init, param_name(name, "offsets")), dim, options=tuple(meta))
 
 
-def fixed_scale_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def fixed_scale_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: scales=FILE (nothing else), or dim with scale (every element = scale; default random N(0, 1))."""
     opts = ComponentOptionReader("FixedScaleComponent", name, options)
     if opts.has("scales"):
         _only(opts, "scales")
-        init = FrozenArray(load_array(opts, "scales", read_matrix, 1))
+        init: FrozenArray | Initializer = FrozenArray(load_array(opts, "scales", read_matrix, 1))
     else:
         scale = opts.float("scale", None)
         dim = positive_dim(opts)
@@ -161,19 +162,19 @@ def fixed_scale_component(name: str, options: Mapping[str, Any], input: Layer, *
     return FixedScaleComponent(name, input, FixedWeight(init, param_name(name, "scales")))
 
 
-def fixed_bias_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def fixed_bias_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: bias=FILE (nothing else), or dim (random N(0, 1) bias, for tests)."""
     opts = ComponentOptionReader("FixedBiasComponent", name, options)
     if opts.has("bias"):
         _only(opts, "bias")
-        init = FrozenArray(load_array(opts, "bias", read_matrix, 1))
+        init: FrozenArray | Initializer = FrozenArray(load_array(opts, "bias", read_matrix, 1))
     else:
         init = normal_init((positive_dim(opts),), 1.0)
     opts.finish()
     return FixedBiasComponent(name, input, FixedWeight(init, param_name(name, "bias")))
 
 
-def constant_function_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def constant_function_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options: input-dim, output-dim (required), is-updatable (true), use-natural-gradient (true),
     output-mean (0.0), output-stddev (0.0); learning rates."""
     opts = ComponentOptionReader("ConstantFunctionComponent", name, options)
@@ -187,10 +188,10 @@ def constant_function_component(name: str, options: Mapping[str, Any], input: La
     opts.finish()
     weight_class = Weight if is_updatable else FixedWeight
     output = weight_class(normal_init((output_dim,), output_stddev, output_mean), param_name(name, "output"))
-    return ConstantFunctionComponent(name, input, output, input_dim, is_updatable, options=meta)
+    return ConstantFunctionComponent(name, input, output, input_dim, is_updatable, options=tuple(meta))
 
 
-def constant_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def constant_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's ConstantComponent::InitFromConfig): output-dim (required), is-updatable (true),
     use-natural-gradient (true), output-mean (0.0), output-stddev (0.0); learning rates. It reads no input."""
     opts = ComponentOptionReader("ConstantComponent", name, options)
@@ -203,7 +204,7 @@ def constant_component(name: str, options: Mapping[str, Any], input: Layer, *, r
     opts.finish()
     weight_class = Weight if is_updatable else FixedWeight
     output = weight_class(normal_init((output_dim,), output_stddev, output_mean), param_name(name, "output"))
-    return ConstantComponent(name, input, output, is_updatable, options=meta)
+    return ConstantComponent(name, input, output, is_updatable, options=tuple(meta))
 
 
 # ----- config options ----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...components.base import Component
 from ...components.statistics import StatisticsExtractionComponent, StatisticsPoolingComponent
 from ...core.layer import Layer
 from ..token_kinds import BOOL, FLOAT, INT
@@ -20,7 +21,7 @@ from .registry import KaldiComponentType, register
 
 
 def statistics_extraction_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                    read_matrix: MatrixReader | None = None) -> Layer:
+                                    read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's StatisticsExtractionComponent::InitFromConfig): input-dim (required), input-period (1),
     output-period (1; a multiple of input-period), include-variance (true)."""
     opts = ComponentOptionReader("StatisticsExtractionComponent", name, options)
@@ -37,7 +38,7 @@ def statistics_extraction_component(name: str, options: Mapping[str, Any], input
     return StatisticsExtractionComponent(name, input, input_dim, input_period, output_period, include_variance)
 
 
-def statistics_pooling_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def statistics_pooling_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's StatisticsPoolingComponent::InitFromConfig and Check): input-dim (required),
     input-period (1), left-context and right-context (required in effect: Kaldi's default -1 fails its check;
     both >= 0, not both 0, multiples of input-period), num-log-count-features (0), output-stddevs (false; needs

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...components.base import Component
 from ...components.structure import PART_INPUT, CompositeComponent, DistributeComponent, SpecAugmentTimeMaskComponent
 from ...core.layer import Layer
 from ...errors import ComponentConfigError, ConfigWriteError, ModelWriteError, SymnetError
@@ -32,7 +33,7 @@ from .options import ComponentOptionReader, MatrixReader, field_options, in_out_
 from .registry import KaldiComponentType, component_options, lookup, option_text, register
 
 
-def distribute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def distribute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's DistributeComponent::InitFromConfig): input-dim, output-dim (required, positive,
     output-dim divides input-dim)."""
     opts = ComponentOptionReader("DistributeComponent", name, options)
@@ -64,7 +65,7 @@ def composite_part_name(name: str, i: int) -> str:
     return f"{name}.component{i}"
 
 
-def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's CompositeComponent::InitFromConfig): num-components (required, >= 1), component1 ..
     componentN (required: each a nested config line `type=... options`, or a mapping with a `type`), of simple
     components (not CompositeComponent) whose dims chain; max-rows-process (4096)."""
@@ -72,7 +73,7 @@ def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, 
     max_rows = opts.int("max-rows-process", 4096)
     num = opts.int("num-components")
     opts.require(num >= 1, f"num-components={num} must be at least 1", "num-components")
-    parts = []
+    parts: list[Component] = []
     for i in range(1, num + 1):
         key = f"component{i}"
         opts.require(opts.has(key), f"option {key} is required (num-components={num})", key)
@@ -83,7 +84,8 @@ def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, 
         opts.require(bool(kind), f"{key} has no type=", key)
         opts.require(kind != "CompositeComponent", f"{key}: a CompositeComponent cannot be nested in another", key)
         record = lookup(str(kind))
-        opts.require(record is not None, f"{key}: unknown component type {kind}", key)
+        if record is None:
+            raise opts.error(f"{key}: unknown component type {kind}", key)
         try:
             part = record.build(composite_part_name(name, i), sub, PART_INPUT, read_matrix=read_matrix)
         except ComponentConfigError as e:
@@ -102,7 +104,7 @@ def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, 
 
 
 def spec_augment_time_mask_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                     read_matrix: MatrixReader | None = None) -> Layer:
+                                     read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's SpecAugmentTimeMaskComponent::InitFromConfig): dim (required), zeroed-proportion (0.25),
     time-mask-max-frames (10, more than 1). Kaldi's config has no test-mode option: the component starts in
     training mode; `set_test_mode` switches it."""

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ...components.base import param_name
+from ...components.base import Component, param_name
 from ...components.tdnn import TdnnComponent
 from ...core.initializers import Zeros
 from ...core.layer import Layer, Weight
@@ -37,7 +37,7 @@ from .options import (
 from .registry import KaldiComponentType, register
 
 
-def tdnn_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Layer:
+def tdnn_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
     """Options (Kaldi's TdnnComponent::InitFromConfig): time-offsets (required, e.g. -1,0,1; distinct),
     input-dim, output-dim (required), use-bias (true), param-stddev (1/sqrt(input-dim * num-offsets); a
     negative value means the default), bias-stddev (1.0), bias-mean (0.0), orthonormal-constraint (0.0),
@@ -80,7 +80,7 @@ def tdnn_component(name: str, options: Mapping[str, Any], input: Layer, *, read_
         Weight(normal_init((output_dim, spliced), param_stddev), param_name(name, "linear_params")),
         Weight(bias_init, param_name(name, "bias_params")),
         time_offsets,
-        options=meta,
+        options=tuple(meta),
     )
 
 

@@ -112,6 +112,9 @@ class XLayer:
     #: False for output layers: their output-node cannot be an input of another layer.
     referable: ClassVar[bool] = True
 
+    #: The layer's name (its `name=` option).
+    name: str
+
     def __init__(self, source: XconfigLine, previous: Sequence[XLayer]):
         self.source = source
         self.layer_type = source.type

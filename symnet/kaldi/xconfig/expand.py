@@ -132,7 +132,11 @@ class Xconfig:
     def write_config_dir(self, directory: str | os.PathLike[str]) -> list[str]:
         """Write what xconfig_to_configs.py writes to its --config-dir; returns the paths written."""
         os.makedirs(directory, exist_ok=True)
-        files = {f"{which}.config": self.config_text(which) for which in CONFIG_NAMES if self.has(which)}
+        files: dict[str, str] = {}
+        for which in CONFIG_NAMES:
+            text = self.config_text(which)  # None for a config the xconfig does not make
+            if text is not None:
+                files[f"{which}.config"] = text
         files["xconfig.expanded.1"] = self.expanded(False)
         files["xconfig.expanded.2"] = self.expanded(True)
         written = []
@@ -163,7 +167,7 @@ def write_kaldi_matrix(path: str | os.PathLike[str], matrix: np.ndarray) -> None
         f.write("[ " + "\n".join(rows) + " ]")
 
 
-def parse_xconfig(text: str, *, file: str = "<xconfig>", existing: Mapping[str, int] | Iterable = ()) -> Xconfig:
+def parse_xconfig(text: str, *, file: str = "<xconfig>", existing: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> Xconfig:
     """The layers of an xconfig text. `existing`: names and dims of nodes of a network it adds to."""
     items = existing.items() if isinstance(existing, Mapping) else existing
     previous: list[XLayer] = [existing_layer(name, dim) for name, dim in items]
@@ -178,7 +182,7 @@ def parse_xconfig(text: str, *, file: str = "<xconfig>", existing: Mapping[str, 
 
 
 def read_xconfig(source: str | os.PathLike[str] | Any, *, file: str | None = None,
-                 existing: Mapping[str, int] | Iterable = ()) -> Xconfig:
+                 existing: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> Xconfig:
     """The layers of an xconfig file, given as a path or an open text file."""
     if hasattr(source, "read"):
         text = source.read()

@@ -44,7 +44,7 @@ from .backend import write_descriptor
 from .base import LAYER_TYPES, XInput, XLayer
 from .basic import XOutput
 from .expand import Xconfig
-from .syntax import parse_xconfig_line
+from .syntax import XconfigLine, parse_xconfig_line
 
 __all__ = ["apply_layer", "function_name", "node_dims", "splice"]
 
@@ -61,9 +61,9 @@ def function_name(layer_type: str) -> str:
     return layer_type.removesuffix("-layer").replace("-", "_")
 
 
-def _leaves(x: Layer) -> dict[str, Layer]:
+def _leaves(x: Layer) -> dict[str, Input | Node]:
     """The Inputs and Nodes a descriptor refers to, by name."""
-    found: dict[str, Layer] = {}
+    found: dict[str, Input | Node] = {}
     stack = [x]
     while stack:
         item = stack.pop()
@@ -77,7 +77,7 @@ def _leaves(x: Layer) -> dict[str, Layer]:
     return found
 
 
-def _dim(leaf: Layer) -> int:
+def _dim(leaf: Input | Node) -> int:
     if isinstance(leaf, Input):
         return leaf.dim
     arg = leaf.arg
@@ -111,6 +111,12 @@ def _where() -> tuple[str, int]:
     return (match.group(1), int(match.group(2))) if match else (where, 0)
 
 
+def _line(text: str, file: str, line: int) -> XconfigLine:
+    parsed = parse_xconfig_line(text, file=file, line=line)
+    assert parsed is not None  # only a blank or comment line parses to None; these start with a layer type
+    return parsed
+
+
 def apply_layer(layer_type: str, x: Layer, *, name: str, **options: Any) -> Layer:
     """The output of xconfig layer `layer_type` named `name` on input `x`, with xconfig `options`."""
     cls = LAYER_TYPES.get(layer_type)
@@ -122,14 +128,14 @@ def apply_layer(layer_type: str, x: Layer, *, name: str, **options: Any) -> Laye
     words += [f"{key.replace('_', '-')}={_text(value)}" for key, value in options.items()]
     previous: list[XLayer] = []
     for leaf_name, leaf in leaves.items():
-        source = parse_xconfig_line(f"input name={leaf_name} dim={_dim(leaf)}", file=file, line=line)
+        source = _line(f"input name={leaf_name} dim={_dim(leaf)}", file, line)
         previous.append(XInput(source, previous))
-    layer = cls(parse_xconfig_line(" ".join(words), file=file, line=line), previous)
+    layer = cls(_line(" ".join(words), file, line), previous)
     layers = [*previous, layer]
     output = name
     if layer.referable:
         output = "_layer_output"
-        out_line = parse_xconfig_line(f"output name={output} input={name}", file=file, line=line)
+        out_line = _line(f"output name={output} input={name}", file, line)
         layers.append(XOutput(out_line, layers))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*is not used by any")

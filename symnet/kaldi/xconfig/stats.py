@@ -34,8 +34,9 @@ class XStats(XLayer):
     def derive(self) -> None:
         text = self.config["config"]
         match = _CONFIG.search(text)
-        self.require(match is not None, f"config={text!r} is not a statistics configuration like "
-                     "mean+stddev(-99:3:9:99)", "config")
+        if match is None:
+            raise self.error(f"config={text!r} is not a statistics configuration like mean+stddev(-99:3:9:99)",
+                             "config")
         kind = match.group(1)
         self.stddev = "stddev" in kind
         self.count = "count" in kind
