@@ -107,8 +107,10 @@ class Dataset:
             raise ShapeError(f"{len(self.features)} feature arrays but {len(self.labels)} label arrays")
         for i, (f, lab) in enumerate(zip(self.features, self.labels)):
             if f.ndim != 2 or lab.ndim != 1 or f.shape[0] != lab.shape[0] or f.shape[0] == 0:
-                raise ShapeError(f"sequence {i}: features of shape {f.shape} and labels of shape {lab.shape}; "
-                                 "want [T, D] and [T] with T >= 1")
+                raise ShapeError(
+                    f"sequence {i}: features of shape {f.shape} and labels of shape {lab.shape}; "
+                    "want [T, D] and [T] with T >= 1"
+                )
         dims = {f.shape[1] for f in self.features}
         if len(dims) > 1:
             raise ShapeError(f"sequences differ in feature dim: {sorted(dims)}")
@@ -178,8 +180,10 @@ class HmmTask:
     def __attrs_post_init__(self) -> None:
         s, d = self.means.shape if self.means.ndim == 2 else (None, None)
         if s is None or self.variances.shape != (s, d) or self.init.shape != (s,) or self.trans.shape != (s, s):
-            raise ShapeError(f"inconsistent shapes: init {self.init.shape}, trans {self.trans.shape}, "
-                             f"means {self.means.shape}, variances {self.variances.shape}")
+            raise ShapeError(
+                f"inconsistent shapes: init {self.init.shape}, trans {self.trans.shape}, "
+                f"means {self.means.shape}, variances {self.variances.shape}"
+            )
         if not 1 <= self.min_length <= self.max_length:
             raise ShapeError(f"lengths [{self.min_length}, {self.max_length}] are not 1 <= min <= max")
         if not np.all(self.variances > 0):
@@ -191,17 +195,30 @@ class HmmTask:
                 raise ShapeError(f"{name} is not a probability distribution (row sums {np.round(p.sum(-1), 6)})")
 
     @classmethod
-    def create(cls, seed: int = 0, *, num_phones: int = 10, states_per_phone: int = 3, feat_dim: int = 16,
-               successors: int = 3, self_loop: tuple[float, float] = (0.5, 0.8), phone_scale: float = 0.6,
-               state_scale: float = 0.3, variance_range: tuple[float, float] = (0.6, 1.4),
-               min_length: int = 100, max_length: int = 300) -> HmmTask:
+    def create(
+        cls,
+        seed: int = 0,
+        *,
+        num_phones: int = 10,
+        states_per_phone: int = 3,
+        feat_dim: int = 16,
+        successors: int = 3,
+        self_loop: tuple[float, float] = (0.5, 0.8),
+        phone_scale: float = 0.6,
+        state_scale: float = 0.3,
+        variance_range: tuple[float, float] = (0.6, 1.4),
+        min_length: int = 100,
+        max_length: int = 300,
+    ) -> HmmTask:
         """A random task: left-to-right phones with self-loop probabilities drawn from `self_loop`,
         each phone followed by one of `successors` other phones (Dirichlet(1) weights), state means a phone
         mean ~ N(0, phone_scale^2) plus a state offset ~ N(0, state_scale^2) per dim, and variances uniform
         in `variance_range`. The first state of every phone is an equally likely start."""
         if num_phones < 2 or states_per_phone < 1 or feat_dim < 1:
-            raise ShapeError(f"need num_phones >= 2, states_per_phone >= 1, feat_dim >= 1; got "
-                             f"{num_phones}, {states_per_phone}, {feat_dim}")
+            raise ShapeError(
+                f"need num_phones >= 2, states_per_phone >= 1, feat_dim >= 1; got "
+                f"{num_phones}, {states_per_phone}, {feat_dim}"
+            )
         if not 1 <= successors <= num_phones - 1:
             raise ShapeError(f"successors={successors} not in [1, num_phones - 1 = {num_phones - 1}]")
         if not 0.0 <= self_loop[0] <= self_loop[1] < 1.0:
@@ -239,8 +256,10 @@ class HmmTask:
         return self.means.shape[1]
 
     def __repr__(self) -> str:
-        return (f"HmmTask(num_states={self.num_states}, states_per_phone={self.states_per_phone}, "
-                f"feat_dim={self.feat_dim}, lengths=[{self.min_length}, {self.max_length}])")
+        return (
+            f"HmmTask(num_states={self.num_states}, states_per_phone={self.states_per_phone}, "
+            f"feat_dim={self.feat_dim}, lengths=[{self.min_length}, {self.max_length}])"
+        )
 
     # -- sampling -------------------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ def seed_example(steps: int = 200) -> float:
     print(f"expression   {expr!r}")
     tape = expr.forward(Literal(3.0))
     print(f"forward(3.0) {float(tape.value)}          (1 + 3) * 2")
-    print(f"backward     {({k: float(v) for k, v in tape.backward(1.0).items()})}   d/dw = 1 + 3")
+    print(f"backward     { ({k: float(v) for k, v in tape.backward(1.0).items()}) }   d/dw = 1 + 3")
 
     net = Network(expr)
     xs = jnp.linspace(-1.0, 1.0, 32)
@@ -85,20 +85,32 @@ def configs(feat_dim: int, classes: int, width: int) -> dict[str, str]:
     head = f"input-node name=input dim={feat_dim}"
 
     def output(last: str, dim: int) -> str:
-        return "\n".join([
-            _affine("output", last, dim, classes, nonlinearity="LogSoftmax"),
-            "output-node name=output input=output.logsoftmax objective=linear",
-        ])
+        return "\n".join(
+            [
+                _affine("output", last, dim, classes, nonlinearity="LogSoftmax"),
+                "output-node name=output input=output.logsoftmax objective=linear",
+            ]
+        )
 
-    mlp = [head, _affine("layer1", "input", feat_dim, width), _affine("layer2", "layer1.rectifiedlinear", width, width),
-           output("layer2.rectifiedlinear", width)]
+    mlp = [
+        head,
+        _affine("layer1", "input", feat_dim, width),
+        _affine("layer2", "layer1.rectifiedlinear", width, width),
+        output("layer2.rectifiedlinear", width),
+    ]
     # Kaldi's documentation example: Append(Offset(input, -1), ..., Offset(input, 2)), one hidden layer of 65.
-    doc = [head, _affine("affine1", _splice("input", (-1, 0, 1, 2)), 4 * feat_dim, 65),
-           output("affine1.rectifiedlinear", 65)]
-    tdnn = [head, _affine("tdnn1", _splice("input", (-2, -1, 0, 1, 2)), 5 * feat_dim, width),
-            _affine("tdnn2", _splice("tdnn1.rectifiedlinear", (-1, 0, 1)), 3 * width, width),
-            _affine("tdnn3", _splice("tdnn2.rectifiedlinear", (-3, 0, 3)), 3 * width, width),
-            output("tdnn3.rectifiedlinear", width)]
+    doc = [
+        head,
+        _affine("affine1", _splice("input", (-1, 0, 1, 2)), 4 * feat_dim, 65),
+        output("affine1.rectifiedlinear", 65),
+    ]
+    tdnn = [
+        head,
+        _affine("tdnn1", _splice("input", (-2, -1, 0, 1, 2)), 5 * feat_dim, width),
+        _affine("tdnn2", _splice("tdnn1.rectifiedlinear", (-1, 0, 1)), 3 * width, width),
+        _affine("tdnn3", _splice("tdnn2.rectifiedlinear", (-3, 0, 3)), 3 * width, width),
+        output("tdnn3.rectifiedlinear", width),
+    ]
     return {"no context (MLP)": "\n".join(mlp), "Kaldi doc example": "\n".join(doc), "TDNN": "\n".join(tdnn)}
 
 
@@ -121,8 +133,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     sizes = (150, 40, 3, 64, 32) if args.quick else (4000, 150, 3, 128, 128)
     train = task.sample(sizes[0], seed=1)
     valid = task.sample(sizes[1], seed=2)
-    print(f"{len(train)} training sequences ({train.num_frames} frames), {len(valid)} validation sequences, "
-          f"{task.num_states} classes, {task.feat_dim}-dim features")
+    print(
+        f"{len(train)} training sequences ({train.num_frames} frames), {len(valid)} validation sequences, "
+        f"{task.num_states} classes, {task.feat_dim}-dim features"
+    )
     bayes = task.bayes_accuracy(valid)
     single = task.single_frame_accuracy(valid)
     results: dict[str, float] = {}
@@ -135,8 +149,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         chunks = sum(-(-int(n) // 20) for n in train.lengths)
         steps = sizes[2] * -(-chunks // sizes[4])
         optimizer = optax.adam(optax.cosine_decay_schedule(3e-3, steps))
-        result = fit(net, train, optimizer, valid=valid, epochs=sizes[2], batch_size=sizes[4], chunk=20,
-                     seed=0, progress=False)
+        result = fit(
+            net, train, optimizer, valid=valid, epochs=sizes[2], batch_size=sizes[4], chunk=20, seed=0, progress=False
+        )
         curve: list[float] = []
         for h in result.history:
             assert h.valid_accuracy is not None  # fit was given validation data: every epoch has one
@@ -144,8 +159,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         curves[name] = curve
         accuracy = results[name] = curve[-1]
         left, right = net.context()
-        print(f"  {name:20s} context ({left}, {right})  valid accuracy {accuracy:.3f}  "
-              f"({time.perf_counter() - t:.0f} s)")
+        print(
+            f"  {name:20s} context ({left}, {right})  valid accuracy {accuracy:.3f}  ({time.perf_counter() - t:.0f} s)"
+        )
         trained = kaldi.replace(network=result.network)
         base = os.path.join(args.out, FILES[name])
         save(base + ".npz", trained)  # symnet's network file
@@ -154,15 +170,19 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"  {'Bayes limit':20s}                  {bayes:.3f}   (exact forward-backward posteriors)")
     plotted = plot_curves(curves, single, bayes, os.path.join(args.out, "training.png"))
     png = f"{args.out}/training.png, " if plotted else ""
-    print(f"\nwrote {png}the models as symnet files ({args.out}/*.npz) and as Kaldi "
-          f"nnet3 files ({args.out}/*.raw) in {time.perf_counter() - started:.0f} s")
+    print(
+        f"\nwrote {png}the models as symnet files ({args.out}/*.npz) and as Kaldi "
+        f"nnet3 files ({args.out}/*.raw) in {time.perf_counter() - started:.0f} s"
+    )
     results.update({"bayes": bayes, "single_frame": single})
     return results
 
 
 #: What the demo prints when it cannot draw the training curves.
-NO_MATPLOTLIB = ("matplotlib is not installed, so there is no training.png: install the plot extra "
-                 "(pip install 'symnet[plot]'; make demo does) to get it")
+NO_MATPLOTLIB = (
+    "matplotlib is not installed, so there is no training.png: install the plot extra "
+    "(pip install 'symnet[plot]'; make demo does) to get it"
+)
 
 
 def plot_curves(curves: dict[str, list[float]], single: float, bayes: float, path: str) -> bool:

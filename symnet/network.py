@@ -79,8 +79,9 @@ class Network:
         object.__setattr__(self, "state", state)
 
     @classmethod
-    def from_structure(cls, structure: Structure, params: Mapping[str, Any],
-                       state: Mapping[str, Any] | None = None) -> Network:
+    def from_structure(
+        cls, structure: Structure, params: Mapping[str, Any], state: Mapping[str, Any] | None = None
+    ) -> Network:
         """The network of a `Structure` (another network's `structure`) with these arrays, unchecked.
 
         For code that keeps structures apart from arrays (a jitted step, a
@@ -147,14 +148,19 @@ class Network:
         lines.extend(f"{n}{tuple(np.shape(values[n]))}" for n in self.structure.names)
         return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
-    def replace(self, *, params: Mapping[str, Any] | None = None, state: Mapping[str, Any] | None = None
-                ) -> Network:
+    def replace(self, *, params: Mapping[str, Any] | None = None, state: Mapping[str, Any] | None = None) -> Network:
         """A network with the same structure and new parameters and/or state (each checked against its Weights)."""
         weights = self.weights
-        new_params = self.params if params is None else checked_params(
-            {n: weights[n] for n in self.structure.param_names}, _mapping(params))
-        new_state = self.state if state is None else checked_params(
-            {n: weights[n] for n in self.structure.state_names}, state, "state value")
+        new_params = (
+            self.params
+            if params is None
+            else checked_params({n: weights[n] for n in self.structure.param_names}, _mapping(params))
+        )
+        new_state = (
+            self.state
+            if state is None
+            else checked_params({n: weights[n] for n in self.structure.state_names}, state, "state value")
+        )
         return Network.from_structure(self.structure, new_params, new_state)
 
     def assign(self, values: Mapping[str, Any]) -> Network:
@@ -234,9 +240,17 @@ class Network:
         """
         return summarize(self.outputs, input_dims)
 
-    def compute(self, x: Any, *, mode: str = "same", output: str | None = None,
-                frames_per_chunk: int | None = None, carry_state: bool = True,
-                extra_left_context: int = 0, extra_right_context: int = 0) -> Any:
+    def compute(
+        self,
+        x: Any,
+        *,
+        mode: str = "same",
+        output: str | None = None,
+        frames_per_chunk: int | None = None,
+        carry_state: bool = True,
+        extra_left_context: int = 0,
+        extra_right_context: int = 0,
+    ) -> Any:
         """Outputs for every frame of `[N, T, D]` input or a list of `[T_i, D]` sequences.
 
         See `symnet.engine.dense.compute`: `mode='same'` repeats edge frames as
@@ -245,9 +259,16 @@ class Network:
         (`carry_state=True`, equal to one pass) or computing each chunk on its
         own as nnet3-compute does (`carry_state=False`, with extra context).
         """
-        return dense.compute(self, x, mode=mode, output=output, frames_per_chunk=frames_per_chunk,
-                             carry_state=carry_state, extra_left_context=extra_left_context,
-                             extra_right_context=extra_right_context)
+        return dense.compute(
+            self,
+            x,
+            mode=mode,
+            output=output,
+            frames_per_chunk=frames_per_chunk,
+            carry_state=carry_state,
+            extra_left_context=extra_left_context,
+            extra_right_context=extra_right_context,
+        )
 
     def __repr__(self) -> str:
         outs = ", ".join(f"{name!r}: {layer!r}" for name, layer in self.structure.outputs)

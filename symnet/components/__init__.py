@@ -74,16 +74,25 @@ from .structure import CompositeComponent, DistributeComponent, SpecAugmentTimeM
 from .tdnn import TdnnComponent
 
 #: The component classes that have a test mode.
-MODE_COMPONENTS = (DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent, SpecAugmentTimeMaskComponent,
-                   BatchNormComponent)
+MODE_COMPONENTS = (
+    DropoutComponent,
+    GeneralDropoutComponent,
+    DropoutMaskComponent,
+    SpecAugmentTimeMaskComponent,
+    BatchNormComponent,
+)
 
 #: A component with a `test_mode` field.
-_ModeComponent = (DropoutComponent | GeneralDropoutComponent | DropoutMaskComponent | SpecAugmentTimeMaskComponent
-                  | BatchNormComponent)
+_ModeComponent = (
+    DropoutComponent
+    | GeneralDropoutComponent
+    | DropoutMaskComponent
+    | SpecAugmentTimeMaskComponent
+    | BatchNormComponent
+)
 
 
-def _set_mode_in_tree(roots: list[Layer], test_mode: bool,
-                      kinds: tuple[type[_ModeComponent], ...]) -> list[Layer]:
+def _set_mode_in_tree(roots: list[Layer], test_mode: bool, kinds: tuple[type[_ModeComponent], ...]) -> list[Layer]:
     """Rewrite the trees under `roots` (a DAG: shared sub-trees stay shared), operands first."""
     done: dict[int, Layer] = {}
     stack: list[tuple[Layer, bool]] = [(r, False) for r in reversed(roots)]
@@ -114,8 +123,9 @@ def set_test_mode(target: Any, test_mode: bool = True, *, dropout: bool = True, 
 
     kinds: tuple[type[_ModeComponent], ...] = (
         (DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent, SpecAugmentTimeMaskComponent)
-        if dropout else ()) + (
-        (BatchNormComponent,) if batchnorm else ())
+        if dropout
+        else ()
+    ) + ((BatchNormComponent,) if batchnorm else ())
     if isinstance(target, Network):
         names = [name for name, _ in target.structure.outputs]
         new = _set_mode_in_tree([layer for _, layer in target.structure.outputs], test_mode, kinds)
@@ -126,7 +136,8 @@ def set_test_mode(target: Any, test_mode: bool = True, *, dropout: bool = True, 
         names = list(target)
         return dict(zip(names, _set_mode_in_tree([target[n] for n in names], test_mode, kinds)))
     raise ArgumentTypeError(
-        f"set_test_mode takes a Layer, a mapping of layers or a Network, not {type(target).__name__}")
+        f"set_test_mode takes a Layer, a mapping of layers or a Network, not {type(target).__name__}"
+    )
 
 
 __all__ = [

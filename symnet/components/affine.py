@@ -39,7 +39,9 @@ class _AffineBase(Component):
     def apply(self, x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
         return jnp.matmul(x, w.T) + b
 
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         return jnp.matmul(delta, w), rows_matmul_t(delta, x), rows_sum(delta)
 
 
@@ -78,7 +80,9 @@ class NaturalGradientAffineComponent(AffineComponent):
         rank_out = rank_out if rank_out >= 0 else min(80, (out_dim + 1) // 2)
         return {"in": (in_dim + 1, max(rank_in, 1), opts), "out": (out_dim, max(rank_out, 1), opts)}
 
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         ng = natural_gradient.active()
         if ng is None:
             return _AffineBase.vjp(self, delta, value, x, w, b)
@@ -93,7 +97,9 @@ class FixedAffineComponent(_AffineBase):
 
     kaldi_type = "FixedAffineComponent"
 
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         return jnp.matmul(delta, w), None, None
 
 
@@ -157,7 +163,9 @@ class BlockAffineComponent(Component):
         y = jnp.einsum("...ki,koi->...ko", xs, w.reshape(nb, out_b, in_b))
         return y.reshape(x.shape[:-1] + (nb * out_b,)) + b
 
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x, w, b)
 
 
@@ -195,7 +203,9 @@ class RepeatedAffineComponent(Component):
         y = jnp.matmul(xs, w.T) + b
         return y.reshape(x.shape[:-1] + (nr * w.shape[0],))
 
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         nr = self.num_repeats
         ds = delta.reshape(delta.shape[:-1] + (nr, w.shape[0]))
         xs = x.reshape(x.shape[:-1] + (nr, w.shape[1]))
@@ -220,13 +230,16 @@ class NaturalGradientRepeatedAffineComponent(RepeatedAffineComponent):
         rank_in = max(1, min(40, in_b // 2))
         return {"in": (in_b + 1, rank_in, {"update_period": 4, "num_samples_history": 2000.0, "alpha": 4.0})}
 
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         ng = natural_gradient.active()
         if ng is None:
             return RepeatedAffineComponent.vjp(self, delta, value, x, w, b)
         nr = self.num_repeats
         dx = jnp.matmul(delta.reshape(delta.shape[:-1] + (nr, w.shape[0])), w).reshape(x.shape)
-        dw, db, new = natural_gradient.repeated_affine_gradients(self.natural_gradient_settings(), ng.state(self), x,
-                                                                 delta, nr)
+        dw, db, new = natural_gradient.repeated_affine_gradients(
+            self.natural_gradient_settings(), ng.state(self), x, delta, nr
+        )
         ng.update(self, new)
         return dx, dw.astype(w.dtype), db.astype(b.dtype)

@@ -70,11 +70,11 @@ class _AttentionCore(Component):
         lead = x.shape[:-1]
         c_dim, kd, vd = self.context_dim, self.key_dim, self.value_dim
         rows = x.reshape(lead + (c_dim, self.num_heads, self.head_dim))
-        keys = rows[..., :kd]                           # [..., C, H, kd]
-        values = rows[..., kd : kd + vd]                # [..., C, H, vd]
+        keys = rows[..., :kd]  # [..., C, H, kd]
+        values = rows[..., kd : kd + vd]  # [..., C, H, vd]
         query = rows[..., self.num_left_inputs, :, kd + vd :]  # [..., H, kd + C]
         scores = self.key_scale * jnp.einsum("...hk,...chk->...hc", query[..., :kd], keys) + query[..., kd:]
-        weights = jax.nn.softmax(scores, axis=-1)       # [..., H, C]
+        weights = jax.nn.softmax(scores, axis=-1)  # [..., H, C]
         out = jnp.einsum("...hc,...chv->...hv", weights, values)
         if self.output_context:
             out = jnp.concatenate([out, weights], axis=-1)
@@ -123,6 +123,15 @@ class RestrictedAttentionComponent(Component):
             part = self.input if shift == 0 else Offset(self.input, shift, where=w)
             required = -self.num_left_inputs_required <= o <= self.num_right_inputs_required
             parts.append(part if required else IfDefined(part, where=w))
-        return _AttentionCore(self.name, Append(*parts, where=w), self.num_heads, self.key_dim, self.value_dim,
-                              self.num_left_inputs, self.num_right_inputs, self.key_scale, self.output_context,
-                              where=w)
+        return _AttentionCore(
+            self.name,
+            Append(*parts, where=w),
+            self.num_heads,
+            self.key_dim,
+            self.value_dim,
+            self.num_left_inputs,
+            self.num_right_inputs,
+            self.key_scale,
+            self.output_context,
+            where=w,
+        )

@@ -58,7 +58,8 @@ def known_shape(layer: Component, field: str) -> tuple[int, ...]:
     shape = shape_of(getattr(layer, field))
     if shape is None:
         raise UnknownShapeError(
-            f"{type(layer).__name__} {layer.name!r}: the shape of {field} is not known before running")
+            f"{type(layer).__name__} {layer.name!r}: the shape of {field} is not known before running"
+        )
     return shape
 
 

@@ -115,7 +115,9 @@ class _HeightConvolution(Component):
         y = jnp.matmul(patches, w.T) + b
         return y.reshape(lead + (self.height_out * w.shape[0],))
 
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x, w, b)
 
 
@@ -172,8 +174,18 @@ class TimeHeightConvolutionComponent(Component):
             part = self.input if t == 0 else Offset(self.input, t, where=w)
             parts.append(part if t in self.required_time_offsets else IfDefined(part, where=w))
         spliced = parts[0] if len(parts) == 1 else Append(*parts, where=w)
-        return _HeightConvolution(self.name, spliced, self.linear_params, self.bias_params, self.num_filters_in,
-                                  self.height_in, self.height_out, self.height_subsample_out, self.offsets, where=w)
+        return _HeightConvolution(
+            self.name,
+            spliced,
+            self.linear_params,
+            self.bias_params,
+            self.num_filters_in,
+            self.height_in,
+            self.height_out,
+            self.height_subsample_out,
+            self.offsets,
+            where=w,
+        )
 
 
 # ----- ConvolutionComponent ----------------------------------------------------------------------
@@ -212,8 +224,11 @@ class ConvolutionComponent(Component):
 
     @property
     def output_dim(self) -> int:
-        return (_steps(self.input_x_dim, self.filt_x_dim, self.filt_x_step)
-                * _steps(self.input_y_dim, self.filt_y_dim, self.filt_y_step) * self.num_filters)
+        return (
+            _steps(self.input_x_dim, self.filt_x_dim, self.filt_x_step)
+            * _steps(self.input_y_dim, self.filt_y_dim, self.filt_y_step)
+            * self.num_filters
+        )
 
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         nf = self.num_filters
@@ -223,10 +238,14 @@ class ConvolutionComponent(Component):
         """`[num_patches, filter_dim]`: the input column of each patch element (Kaldi's InputToInputPatches)."""
         nx = _steps(self.input_x_dim, self.filt_x_dim, self.filt_x_step)
         ny = _steps(self.input_y_dim, self.filt_y_dim, self.filt_y_step)
-        xs = (np.arange(nx)[:, None, None, None, None] * self.filt_x_step
-              + np.arange(self.filt_x_dim)[None, None, :, None, None])
-        ys = (np.arange(ny)[None, :, None, None, None] * self.filt_y_step
-              + np.arange(self.filt_y_dim)[None, None, None, :, None])
+        xs = (
+            np.arange(nx)[:, None, None, None, None] * self.filt_x_step
+            + np.arange(self.filt_x_dim)[None, None, :, None, None]
+        )
+        ys = (
+            np.arange(ny)[None, :, None, None, None] * self.filt_y_step
+            + np.arange(self.filt_y_dim)[None, None, None, :, None]
+        )
         zs = np.arange(self.input_z_dim)[None, None, None, None, :]
         if self.input_vectorization_order == "zyx":
             cols = (xs * self.input_y_dim + ys) * self.input_z_dim + zs
@@ -239,7 +258,9 @@ class ConvolutionComponent(Component):
         y = jnp.matmul(patches, w.T) + b
         return y.reshape(x.shape[:-1] + (-1,))
 
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x, w, b)
 
 
@@ -284,9 +305,11 @@ class MaxpoolingComponent(Component):
     kaldi_type: ClassVar[str] = "MaxpoolingComponent"
 
     def _num_pools(self) -> tuple[int, int, int]:
-        return (_steps(self.input_x_dim, self.pool_x_size, self.pool_x_step),
-                _steps(self.input_y_dim, self.pool_y_size, self.pool_y_step),
-                _steps(self.input_z_dim, self.pool_z_size, self.pool_z_step))
+        return (
+            _steps(self.input_x_dim, self.pool_x_size, self.pool_x_step),
+            _steps(self.input_y_dim, self.pool_y_size, self.pool_y_step),
+            _steps(self.input_z_dim, self.pool_z_size, self.pool_z_step),
+        )
 
     @property
     def input_dim(self) -> int:
@@ -299,12 +322,18 @@ class MaxpoolingComponent(Component):
     def column_map(self) -> np.ndarray:
         """`[num_pools, pool_size]`: the input column of each pool member."""
         px, py, pz = self._num_pools()
-        xs = (np.arange(px)[:, None, None, None, None, None] * self.pool_x_step
-              + np.arange(self.pool_x_size)[None, None, None, :, None, None])
-        ys = (np.arange(py)[None, :, None, None, None, None] * self.pool_y_step
-              + np.arange(self.pool_y_size)[None, None, None, None, :, None])
-        zs = (np.arange(pz)[None, None, :, None, None, None] * self.pool_z_step
-              + np.arange(self.pool_z_size)[None, None, None, None, None, :])
+        xs = (
+            np.arange(px)[:, None, None, None, None, None] * self.pool_x_step
+            + np.arange(self.pool_x_size)[None, None, None, :, None, None]
+        )
+        ys = (
+            np.arange(py)[None, :, None, None, None, None] * self.pool_y_step
+            + np.arange(self.pool_y_size)[None, None, None, None, :, None]
+        )
+        zs = (
+            np.arange(pz)[None, None, :, None, None, None] * self.pool_z_step
+            + np.arange(self.pool_z_size)[None, None, None, None, None, :]
+        )
         cols = (xs * self.input_y_dim + ys) * self.input_z_dim + zs
         return cols.reshape(px * py * pz, self.pool_x_size * self.pool_y_size * self.pool_z_size)
 

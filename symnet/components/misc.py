@@ -240,7 +240,8 @@ class GeneralDropoutComponent(_SameDim):
         if self.specaugment_max_proportion > 0.0:
             raise ComponentModeError(
                 f"GeneralDropoutComponent {self.name!r}: SpecAugment's random frequency masks in training mode "
-                "are not supported yet; run it in test mode (symnet.components.set_test_mode)")
+                "are not supported yet; run it in test mode (symnet.components.set_test_mode)"
+            )
         key = rng.key_for(self.name, f"GeneralDropoutComponent {self.name!r}")
         block = self.block_dim or x.shape[-1]
         u = jax.random.uniform(key, x.shape[:-1] + (1, block), x.dtype)
@@ -336,8 +337,15 @@ class DropoutMaskComponent(Component):
         return self.dim
 
     def expand(self) -> Layer:
-        return _DropoutMaskRows(self.name, Const(0.0, 1, where=self.where), self.dim, self.dropout_proportion,
-                                self.continuous, self.test_mode, where=self.where)
+        return _DropoutMaskRows(
+            self.name,
+            Const(0.0, 1, where=self.where),
+            self.dim,
+            self.dropout_proportion,
+            self.continuous,
+            self.test_mode,
+            where=self.where,
+        )
 
 
 def _row_norm_scales(delta: jax.Array, threshold: float) -> jax.Array:

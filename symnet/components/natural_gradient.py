@@ -200,8 +200,10 @@ def precondition(
     The defaults are those of Kaldi's OnlineNaturalGradient; the components pass theirs.
     """
     if matrix.ndim != 2 or matrix.shape[1] != state.dim:
-        raise ShapeError(f"natural gradient: a matrix of shape {tuple(matrix.shape)} for a preconditioner of "
-                         f"dimension {state.dim} (expected [rows, {state.dim}])")
+        raise ShapeError(
+            f"natural gradient: a matrix of shape {tuple(matrix.shape)} for a preconditioner of "
+            f"dimension {state.dim} (expected [rows, {state.dim}])"
+        )
     if update_period < 1:
         raise SymnetError(f"natural gradient: update_period must be >= 1, got {update_period}")
     if not 0.0 < num_samples_history <= 1.0e6:
@@ -220,8 +222,7 @@ def precondition(
     num_updates = jnp.where(initialising, NUM_INIT_ITERS + 1, jnp.where(do_update, 1, 0))
     X_hat = X - (X @ state.W.T) @ state.W  # what a call without update returns
     skipped = (X_hat, jnp.sum(X_hat * X_hat), jnp.sum(X * X), state._replace(skipped=state.skipped + 1))
-    X_hat, tr_hat, tr_x, new_state = jax.lax.fori_loop(0, num_updates, lambda i, c: _update(c[3], X, *opts),
-                                                       skipped)
+    X_hat, tr_hat, tr_x, new_state = jax.lax.fori_loop(0, num_updates, lambda i, c: _update(c[3], X, *opts), skipped)
     new_state = new_state._replace(t=jnp.where(initialising, jnp.ones_like(new_state.t), new_state.t))
     safe = jnp.where(tr_hat == 0, 1.0, tr_hat)
     scale = jnp.where(tr_hat == 0, 1.0, jnp.sqrt(jnp.maximum(tr_x, 0.0) / safe)).astype(X.dtype)
@@ -233,8 +234,9 @@ def _e(d: jax.Array, beta: jax.Array) -> jax.Array:
     return 1.0 / (beta / d + 1.0)
 
 
-def _update(s: State, X: jax.Array, num_samples_history: float, alpha: float, epsilon: float,
-            delta: float) -> tuple[jax.Array, jax.Array, jax.Array, State]:
+def _update(
+    s: State, X: jax.Array, num_samples_history: float, alpha: float, epsilon: float, delta: float
+) -> tuple[jax.Array, jax.Array, jax.Array, State]:
     """One PreconditionDirectionsInternal with an update: `(X_hat, tr(X_hat X_hat^T), tr(X X^T), new_state)`."""
     N, D = X.shape
     R = s.W.shape[0]
@@ -260,8 +262,11 @@ def _update(s: State, X: jax.Array, num_samples_history: float, alpha: float, ep
     d_rho = d + rho
     L_e = inv_sqrt_e[:, None] * L * inv_sqrt_e[None, :]
     K_e = inv_sqrt_e[:, None] * K * inv_sqrt_e[None, :]
-    Z = etaN * etaN * K_e + etaN * eta1 * (L_e * d_rho[None, :] + d_rho[:, None] * L_e) \
+    Z = (
+        etaN * etaN * K_e
+        + etaN * eta1 * (L_e * d_rho[None, :] + d_rho[:, None] * L_e)
         + jnp.diag(eta1 * eta1 * d_rho * d_rho)
+    )
     z_scale = jnp.maximum(1.0, jnp.trace(Z))
     c, U = jnp.linalg.eigh(Z / z_scale)
     c, U = c[::-1] * z_scale, U[:, ::-1]
@@ -344,8 +349,9 @@ def components(target: Any) -> dict[str, Any]:
     elif hasattr(target, "structure"):
         roots = [layer for _, layer in target.structure.outputs]
     else:
-        raise ArgumentTypeError(f"natural gradient: expected a Network, a Layer or a mapping of layers, "
-                        f"not {type(target).__name__}")
+        raise ArgumentTypeError(
+            f"natural gradient: expected a Network, a Layer or a mapping of layers, not {type(target).__name__}"
+        )
     found: dict[str, Any] = {}
     seen: set[int] = set()
     stack = list(roots)
@@ -367,8 +373,7 @@ def init_states(target: Any, dtype: Any = jnp.float32) -> dict[str, dict[str, St
     out = {}
     for name, layer in components(target).items():
         out[name] = {
-            key: init(dim, rank, alpha=opts["alpha"], dtype=dtype)
-            for key, (dim, rank, opts) in settings(layer).items()
+            key: init(dim, rank, alpha=opts["alpha"], dtype=dtype) for key, (dim, rank, opts) in settings(layer).items()
         }
     return out
 
@@ -380,8 +385,9 @@ def init_states(target: Any, dtype: Any = jnp.float32) -> dict[str, dict[str, St
 _Settings = Mapping[str, tuple[int | None, int | None, dict[str, Any]]]
 
 
-def affine_gradients(layer_settings: _Settings, states: Mapping[str, State],
-                     x: jax.Array, delta: jax.Array) -> tuple[jax.Array, jax.Array, dict[str, State]]:
+def affine_gradients(
+    layer_settings: _Settings, states: Mapping[str, State], x: jax.Array, delta: jax.Array
+) -> tuple[jax.Array, jax.Array, dict[str, State]]:
     """NaturalGradientAffineComponent::Update as gradients: `(d linear_params, d bias_params, new states)`.
 
     The rows of `[x 1]` and of `delta` (times the number of rows, see the module notes) are
@@ -398,9 +404,9 @@ def affine_gradients(layer_settings: _Settings, states: Mapping[str, State],
     return g[:, :-1], g[:, -1], {"in": new_in, "out": new_out}
 
 
-def repeated_affine_gradients(layer_settings: _Settings, states: Mapping[str, State],
-                              x: jax.Array, delta: jax.Array,
-                              num_repeats: int) -> tuple[jax.Array, jax.Array, dict[str, State]]:
+def repeated_affine_gradients(
+    layer_settings: _Settings, states: Mapping[str, State], x: jax.Array, delta: jax.Array, num_repeats: int
+) -> tuple[jax.Array, jax.Array, dict[str, State]]:
     """NaturalGradientRepeatedAffineComponent::Update as gradients: the block gradient `[dW db]`
     (`[block out, block in + 1]`) preconditioned row by row with the one `in` preconditioner."""
     dtype = states["in"].W.dtype
@@ -417,8 +423,9 @@ def repeated_affine_gradients(layer_settings: _Settings, states: Mapping[str, St
 # ----- the context the components' backward reads ---------------------------------------------------
 
 
-_ACTIVE: contextvars.ContextVar[Preconditioning | None] = contextvars.ContextVar("symnet_natural_gradient",
-                                                                                  default=None)
+_ACTIVE: contextvars.ContextVar[Preconditioning | None] = contextvars.ContextVar(
+    "symnet_natural_gradient", default=None
+)
 
 
 class Preconditioning:
@@ -455,7 +462,8 @@ class Preconditioning:
             raise SymnetError(
                 f"natural gradient is on, but there is no preconditioner state for {type(layer).__name__} "
                 f"{layer.name!r} (states for {sorted(self.states)}); make them with "
-                f"symnet.natural_gradient.init_states(network){_at(layer)}")
+                f"symnet.natural_gradient.init_states(network){_at(layer)}"
+            )
         return state
 
     def update(self, layer: Any, states: Mapping[str, State]) -> None:
@@ -516,8 +524,10 @@ def optimizer(inner: Any, network: Any, *, dtype: Any = jnp.float32) -> Any:
     import optax
 
     if not components(network):
-        raise SymnetError("natural gradient: the network has no NaturalGradientAffineComponent or "
-                          "NaturalGradientRepeatedAffineComponent")
+        raise SymnetError(
+            "natural gradient: the network has no NaturalGradientAffineComponent or "
+            "NaturalGradientRepeatedAffineComponent"
+        )
 
     def init_fn(params: Any) -> NaturalGradientState:
         return NaturalGradientState(inner.init(params), init_states(network, dtype))
@@ -532,8 +542,16 @@ def optimizer(inner: Any, network: Any, *, dtype: Any = jnp.float32) -> Any:
 # ----- a functional op for jax.grad ------------------------------------------------------------------
 
 
-def affine(x: jax.Array, w: jax.Array, b: jax.Array, states: Mapping[str, State], *,
-           update_period: int = 4, num_samples_history: float = 2000.0, alpha: float = 4.0) -> jax.Array:
+def affine(
+    x: jax.Array,
+    w: jax.Array,
+    b: jax.Array,
+    states: Mapping[str, State],
+    *,
+    update_period: int = 4,
+    num_samples_history: float = 2000.0,
+    alpha: float = 4.0,
+) -> jax.Array:
     """`x W^T + b` whose `jax.custom_vjp` backward is Kaldi's natural-gradient update.
 
     Under `jax.grad`/`jax.vjp` the cotangents of `w` and `b` are the preconditioned gradients and the
@@ -541,8 +559,11 @@ def affine(x: jax.Array, w: jax.Array, b: jax.Array, states: Mapping[str, State]
     updated states (so differentiate once per step, with `states` used once). The input's
     cotangent is the exact one.
     """
-    opts = (("update_period", int(update_period)), ("num_samples_history", float(num_samples_history)),
-            ("alpha", float(alpha)))
+    opts = (
+        ("update_period", int(update_period)),
+        ("num_samples_history", float(num_samples_history)),
+        ("alpha", float(alpha)),
+    )
     return _ng_affine(opts, x, w, b, {"in": states["in"], "out": states["out"]})
 
 
@@ -550,13 +571,15 @@ _Opts = tuple[tuple[str, float], ...]
 _Residuals = tuple[jax.Array, jax.Array, jax.Array, Mapping[str, State]]
 
 
-def _ng_affine_fwd(opts: _Opts, x: jax.Array, w: jax.Array, b: jax.Array,
-                   states: Mapping[str, State]) -> tuple[jax.Array, _Residuals]:
+def _ng_affine_fwd(
+    opts: _Opts, x: jax.Array, w: jax.Array, b: jax.Array, states: Mapping[str, State]
+) -> tuple[jax.Array, _Residuals]:
     return jnp.matmul(x, w.T) + b, (x, w, b, states)
 
 
-def _ng_affine_bwd(opts: _Opts, residuals: _Residuals,
-                   delta: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, dict[str, State]]:
+def _ng_affine_bwd(
+    opts: _Opts, residuals: _Residuals, delta: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array, dict[str, State]]:
     x, w, b, states = residuals
     o = dict(opts)
     layer_settings = {"in": (None, None, o), "out": (None, None, o)}

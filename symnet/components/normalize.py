@@ -147,15 +147,18 @@ class BatchNormComponent(Component):
         scale, offset = self.test_scale_offset(mean, var)
         return (self._blocks(x) * scale + offset).reshape(x.shape)
 
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, mean: jax.Array, var: jax.Array, count: jax.Array) -> tuple[jax.Array | None, ...]:
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, mean: jax.Array, var: jax.Array, count: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         if self.test_mode:
             scale, _ = self.test_scale_offset(mean, var)
             return (self._blocks(delta) * scale).reshape(x.shape), None, None, None
         _, pullback = jax.vjp(self._train, x)
         return pullback(delta)[0], None, None, None
 
-    def accumulate_stats(self, x: jax.Array, count: jax.Array, mean: jax.Array,
-                         var: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def accumulate_stats(
+        self, x: jax.Array, count: jax.Array, mean: jax.Array, var: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Kaldi's StoreStats, in mean/variance form: the statistics after adding minibatch `x`."""
         flat = self._blocks(x).reshape(-1, self.block_dim)
         n = flat.shape[0]

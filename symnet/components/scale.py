@@ -60,7 +60,9 @@ class ScaleAndOffsetComponent(Component):
         y = _blocks(x, scales.shape[0]) * ensure_nonzero(scales, SCALE_EPSILON) + offsets
         return y.reshape(x.shape)
 
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, scales: jax.Array, offsets: jax.Array) -> tuple[jax.Array | None, ...]:
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, scales: jax.Array, offsets: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         block = scales.shape[0]
         ds, xs = _blocks(delta, block), _blocks(x, block)
         return (ds * scales).reshape(x.shape), rows_sum(xs * ds), rows_sum(ds)
@@ -229,5 +231,6 @@ class ConstantComponent(Component):
         return _vector_dim(self, "output")
 
     def expand(self) -> Layer:
-        return ConstantFunctionComponent(self.name, Const(0.0, 1, where=self.where), self.output, 1,
-                                         self.is_updatable, where=self.where)
+        return ConstantFunctionComponent(
+            self.name, Const(0.0, 1, where=self.where), self.output, 1, self.is_updatable, where=self.where
+        )

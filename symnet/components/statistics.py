@@ -50,8 +50,9 @@ from .base import Component
 
 
 def _segment_sum(values: jnp.ndarray, owner: np.ndarray, num_rows: int) -> jnp.ndarray:
-    return jax.ops.segment_sum(values, jnp.asarray(owner), num_segments=num_rows,
-                               indices_are_sorted=bool(np.all(np.diff(owner) >= 0)))
+    return jax.ops.segment_sum(
+        values, jnp.asarray(owner), num_segments=num_rows, indices_are_sorted=bool(np.all(np.diff(owner) >= 0))
+    )
 
 
 def _any_per_row(available: np.ndarray, owner: np.ndarray, num_rows: int) -> np.ndarray:
@@ -93,8 +94,7 @@ class _StatisticsExtraction(IndexedLayer):
     def apply_rows(self, values: jax.Array, owner: np.ndarray, num_rows: int, *weights: jax.Array) -> jax.Array:
         _check_dim(self, values, self.input_dim)
         counts = np.bincount(owner, minlength=num_rows).astype(np.float64)
-        count_col = jnp.broadcast_to(jnp.asarray(counts, values.dtype)[:, None, None],
-                                     (num_rows, values.shape[1], 1))
+        count_col = jnp.broadcast_to(jnp.asarray(counts, values.dtype)[:, None, None], (num_rows, values.shape[1], 1))
         parts = [count_col, _segment_sum(values, owner, num_rows)]
         if self.include_variance:
             parts.append(_segment_sum(values * values, owner, num_rows))
@@ -176,8 +176,9 @@ class StatisticsExtractionComponent(Component):
         return 1 + self.in_dim * (2 if self.include_variance else 1)
 
     def expand(self) -> Layer:
-        return _StatisticsExtraction(self.input, self.in_dim, self.input_period, self.output_period,
-                                     self.include_variance, where=self.where)
+        return _StatisticsExtraction(
+            self.input, self.in_dim, self.input_period, self.output_period, self.include_variance, where=self.where
+        )
 
 
 @layer_class
@@ -209,6 +210,14 @@ class StatisticsPoolingComponent(Component):
         return self.in_dim + self.num_log_count_features - 1
 
     def expand(self) -> Layer:
-        return _StatisticsPooling(self.input, self.in_dim, self.input_period, self.left_context, self.right_context,
-                                  self.num_log_count_features, self.output_stddevs, self.variance_floor,
-                                  where=self.where)
+        return _StatisticsPooling(
+            self.input,
+            self.in_dim,
+            self.input_period,
+            self.left_context,
+            self.right_context,
+            self.num_log_count_features,
+            self.output_stddevs,
+            self.variance_floor,
+            where=self.where,
+        )

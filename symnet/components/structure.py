@@ -72,8 +72,9 @@ class _Distribute(IndexedLayer):
 
     def apply_rows(self, values: jax.Array, owner: np.ndarray, num_rows: int, *weights: jax.Array) -> jax.Array:
         if values.shape[-1] != self.input_dim:
-            raise ShapeError(f"DistributeComponent: input dim is {values.shape[-1]}, expected {self.input_dim}"
-                             f"{at(self.where)}")
+            raise ShapeError(
+                f"DistributeComponent: input dim is {values.shape[-1]}, expected {self.input_dim}{at(self.where)}"
+            )
         nb, rows, block = self.num_blocks, owner // self.num_blocks, owner % self.num_blocks
         blocks = values.reshape(values.shape[:-1] + (nb, self.output_dim))
         picked = blocks[np.arange(len(owner)), :, block, :]  # [M, batch, output_dim]
@@ -132,8 +133,11 @@ class CompositeComponent(Component):
     def _part(self, i: int) -> Component:
         part = self.parts[i]
         if not isinstance(part, Component):
-            raise ComponentConfigError(f"part {i % len(self.parts)} is a {type(part).__name__}, not a component"
-                                       f"{at(self.where)}", component=self.name, type=self.kaldi_type)
+            raise ComponentConfigError(
+                f"part {i % len(self.parts)} is a {type(part).__name__}, not a component{at(self.where)}",
+                component=self.name,
+                type=self.kaldi_type,
+            )
         return part
 
     @property
@@ -179,7 +183,8 @@ class SpecAugmentTimeMaskComponent(Component):
             return x
         raise ComponentModeError(
             f"SpecAugmentTimeMaskComponent {self.name!r} in training mode needs random time masks, which symnet "
-            "does not support yet; run it in test mode (symnet.components.set_test_mode)")
+            "does not support yet; run it in test mode (symnet.components.set_test_mode)"
+        )
 
     def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return (delta,)

@@ -267,9 +267,7 @@ class ReplaceIndex(Descriptor):
 
     def __attrs_post_init__(self) -> None:
         if self.variable not in ("t", "x"):
-            raise DescriptorError(
-                f"ReplaceIndex replaces 't' or 'x', not {self.variable!r}{at(self.where)}"
-            )
+            raise DescriptorError(f"ReplaceIndex replaces 't' or 'x', not {self.variable!r}{at(self.where)}")
 
 
 @layer_class
@@ -318,9 +316,7 @@ class DimRange(Descriptor):
 
     def check(self, a: tuple[int, ...]) -> None:
         if not a or self.offset + self.dim > a[-1]:
-            raise ShapeError(
-                f"DimRange(offset={self.offset}, dim={self.dim}) of a value of shape {a}{at(self.where)}"
-            )
+            raise ShapeError(f"DimRange(offset={self.offset}, dim={self.dim}) of a value of shape {a}{at(self.where)}")
 
     def apply(self, a: jax.Array) -> jax.Array:
         return a[..., self.offset : self.offset + self.dim]

@@ -21,9 +21,7 @@ class FrozenArray:
 
     def __init__(self, value: Any):
         array = np.array(value)  # always a private copy
-        if array.dtype == object or not (
-            np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
-        ):
+        if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
             raise TypeError(f"not a numeric array: dtype {array.dtype}")
         array.setflags(write=False)
         self.array = array

@@ -183,7 +183,7 @@ class Layer:
         raise NotImplementedError(type(self).__name__)
 
     def vjp(self, *args: Any, **kwargs: Any) -> tuple[jax.Array | None, ...]:
-        """`vjp(delta, value, *operands)`: the deltas of the operands, given this layer's delta, value and operand values."""
+        """`vjp(delta, value, *operands)`: the operands' deltas from this layer's delta, value and operands."""
         raise NotImplementedError(type(self).__name__)
 
     def check(self, *shapes: Any, **kwargs: Any) -> None:
@@ -443,7 +443,9 @@ class BinaryLayer(Layer):
         left = (
             f"Literal({lhs.value!r})"
             if isinstance(lhs, Literal) and isinstance(rhs, Literal)
-            else fmt.sub(lhs, p) if not isinstance(lhs, Literal) else repr(lhs.value)
+            else fmt.sub(lhs, p)
+            if not isinstance(lhs, Literal)
+            else repr(lhs.value)
         )
         right = repr(rhs.value) if isinstance(rhs, Literal) else fmt.sub(rhs, p + 1)
         return f"{left} {self.symbol} {right}", p
@@ -677,13 +679,16 @@ def initial_values(weights: Mapping[str, Weight], seed: int) -> dict[str, jax.Ar
     for name, w in weights.items():
         total += math.prod(w.shape)
         if total > MAX_PARAMETER_VALUES:
-            raise ParameterError(f"Weight {name!r} of shape {w.shape}{at(w.where)} takes the network's parameters "
-                                 f"beyond {MAX_PARAMETER_VALUES} values; refusing to initialise them")
+            raise ParameterError(
+                f"Weight {name!r} of shape {w.shape}{at(w.where)} takes the network's parameters "
+                f"beyond {MAX_PARAMETER_VALUES} values; refusing to initialise them"
+            )
     return {name: w.initial_value(parameter_key(seed, name)) for name, w in weights.items()}
 
 
-def checked_params(weights: Mapping[str, Weight], params: Mapping[str, Any], what: str = "parameter"
-                   ) -> dict[str, jax.Array]:
+def checked_params(
+    weights: Mapping[str, Weight], params: Mapping[str, Any], what: str = "parameter"
+) -> dict[str, jax.Array]:
     """Values of these Weights as arrays, after checking names and shapes (`what` names them in errors)."""
     if not isinstance(params, Mapping):
         raise ParameterError(f"{what} values must be a mapping of name -> array, got {type(params).__name__}")
@@ -727,8 +732,12 @@ def input_tape(value: Any) -> Tape:
     return Tape(Identity(), array)
 
 
-def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Array],
-             state: Mapping[str, jax.Array] | None = None) -> list[Tape]:
+def evaluate(
+    roots: list[Layer],
+    input: Tape | None,
+    params: Mapping[str, jax.Array],
+    state: Mapping[str, jax.Array] | None = None,
+) -> list[Tape]:
     """Run canonical trees on plain arrays (no Indexes), building one Tape per layer.
 
     `params` are the trainable Weights' values (their tapes get gradients),
@@ -740,14 +749,17 @@ def evaluate(roots: list[Layer], input: Tape | None, params: Mapping[str, jax.Ar
         name = layer.input_name
         if name is not None:
             if name != "input":
-                raise GraphError(f"the network reads input {name!r}: run it with network.compute or symnet.compile, "
-                                 f"which take named inputs{at(layer.where)}")
+                raise GraphError(
+                    f"the network reads input {name!r}: run it with network.compute or symnet.compile, "
+                    f"which take named inputs{at(layer.where)}"
+                )
             if input is None:
                 raise GraphError(f"the network reads its input (x) but no input was given{at(layer.where)}")
             dim = layer.output_dim
             if dim is not None and (not input.shape or input.shape[-1] != dim):
-                raise ShapeError(f"the input has shape {input.shape}, but {layer!r} takes {dim} features per row"
-                                 f"{at(layer.where)}")
+                raise ShapeError(
+                    f"the input has shape {input.shape}, but {layer!r} takes {dim} features per row{at(layer.where)}"
+                )
             tape = input
         elif isinstance(layer, Weight):
             name = layer.name if layer.trainable else None

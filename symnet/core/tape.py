@@ -153,4 +153,3 @@ class Tape:
                 key = id(up)
                 pending[key] = pending[key] + ud if key in pending else ud
         return result
-

@@ -54,8 +54,11 @@ def computation_html(computation: Computation) -> Html:
     g = c.graph
     kind = f"regular, {c.batch} sequence(s), planned for one" if c.regular else "irregular (explicit Index lists)"
     scans = sum(1 for s in c.steps if isinstance(s, RecurrentBlock))
-    parts = [f"<div><b>Computation</b>: {escape(kind)}; {len(c.steps)} steps"
-             + (f", {scans} scan(s)" if scans else "") + "</div>"]
+    parts = [
+        f"<div><b>Computation</b>: {escape(kind)}; {len(c.steps)} steps"
+        + (f", {scans} scan(s)" if scans else "")
+        + "</div>"
+    ]
     req = []
     for name, s in c.request.inputs.items():
         req.append(["input", escape(name), escape(count(len(s))), escape(format_indexes(s.keys, limit=4))])
@@ -69,8 +72,16 @@ def computation_html(computation: Computation) -> Html:
         r = c.rows.get(nid)
         name = escape(label(layer)) + (f" <b>→ {escape(outputs[nid])}</b>" if nid in outputs else "")
         ops = ", ".join(f"#{op}" for op in g.operands[nid] if op in c.rows)
-        rows.append([f"#{nid}", f'<span title="{escape(short(repr(layer), 300))}">{name}</span>', ops, escape(how),
-                     escape(count(len(r))) if r is not None else "", escape(index_text(r)) if r is not None else ""])
+        rows.append(
+            [
+                f"#{nid}",
+                f'<span title="{escape(short(repr(layer), 300))}">{name}</span>',
+                ops,
+                escape(how),
+                escape(count(len(r))) if r is not None else "",
+                escape(index_text(r)) if r is not None else "",
+            ]
+        )
     parts.append(table(["#", "node", "reads", "computed", "rows", "Indexes"], rows))
     return box(*parts)
 
@@ -120,8 +131,10 @@ def index_map_html(computation: Computation, node: Any, *, through: bool = True,
     mine = _show_keys(keys)
     lines = [[str(i), escape(mine[i])] + [escape(col[i]) for col in columns] for i in range(min(len(keys), max_rows))]
     note = " (sequence 0; every sequence reads the same way)" if c.regular and c.batch > 1 else ""
-    title = (f"<div><b>Index map</b> of #{nid} {escape(label(g.layers[nid]))}: {len(keys)} rows "
-             f"{escape(format_indexes(keys, limit=4))}{escape(note)}</div>")
+    title = (
+        f"<div><b>Index map</b> of #{nid} {escape(label(g.layers[nid]))}: {len(keys)} rows "
+        f"{escape(format_indexes(keys, limit=4))}{escape(note)}</div>"
+    )
     more = f'<div style="{GREY}">… {len(keys) - max_rows} more rows</div>' if len(keys) > max_rows else ""
     return box(title, table(head, lines), more)
 

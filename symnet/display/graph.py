@@ -111,13 +111,20 @@ def draw_graph(info: GraphView, *, weights: bool = True, merge: bool = True, max
     if merge:
         for nid, layer in enumerate(g.layers):
             ops = g.operands[nid]
-            if (isinstance(layer, Node) and len(ops) == 1 and info.users[ops[0]] == [nid]
-                    and not isinstance(g.layers[ops[0]], (Input, Weight, Literal, Node))
-                    and ops[0] not in g.outputs.values()):
+            if (
+                isinstance(layer, Node)
+                and len(ops) == 1
+                and info.users[ops[0]] == [nid]
+                and not isinstance(g.layers[ops[0]], (Input, Weight, Literal, Node))
+                and ops[0] not in g.outputs.values()
+            ):
                 inner[nid] = ops[0]
     hidden = set(inner.values())
-    keep = [nid for nid in range(info.n) if nid not in hidden
-            and (weights or not isinstance(g.layers[nid], (Weight, Literal)))]
+    keep = [
+        nid
+        for nid in range(info.n)
+        if nid not in hidden and (weights or not isinstance(g.layers[nid], (Weight, Literal)))
+    ]
     kept = set(keep)
 
     def operands(nid: int) -> list[tuple[int, bool]]:
@@ -184,29 +191,40 @@ def draw_graph(info: GraphView, *, weights: bool = True, merge: bool = True, max
                 sx, sy = x1 + width[op], y1 + _NODE_H / 2
                 ex, ey = x2 + width[nid], y2 + _NODE_H / 2
                 bend = max(sx, ex) + 30
-                out.append(f'<path class="edge back" d="M {sx:.1f} {sy:.1f} C {bend:.1f} {sy:.1f} {bend:.1f} '
-                           f'{ey:.1f} {ex:.1f} {ey:.1f}" fill="none" stroke="#6a1b9a" stroke-dasharray="4 3" '
-                           f'marker-end="url(#symnet-arrow)"/>')
+                out.append(
+                    f'<path class="edge back" d="M {sx:.1f} {sy:.1f} C {bend:.1f} {sy:.1f} {bend:.1f} '
+                    f'{ey:.1f} {ex:.1f} {ey:.1f}" fill="none" stroke="#6a1b9a" stroke-dasharray="4 3" '
+                    f'marker-end="url(#symnet-arrow)"/>'
+                )
             else:
-                out.append(f'<line class="edge" x1="{sx:.1f}" y1="{sy:.1f}" x2="{ex:.1f}" y2="{ey:.1f}" '
-                           f'stroke="#888" marker-end="url(#symnet-arrow)"/>')
+                out.append(
+                    f'<line class="edge" x1="{sx:.1f}" y1="{sy:.1f}" x2="{ex:.1f}" y2="{ey:.1f}" '
+                    f'stroke="#888" marker-end="url(#symnet-arrow)"/>'
+                )
     for nid in keep:
         layer = g.layers[nid]
         fill, stroke = COLOURS[kind(layer)]
         x, y = xy[nid]
         extra = ' stroke-width="2.5"' if nid in outputs else ""
         dim = info.dim_text(nid)
-        title = (f"#{nid} {label(layer)}" + (f"  dim {dim}" if dim else "")
-                 + (f"  → output {outputs[nid]}" if nid in outputs else "")
-                 + f"\n{short(repr(g.layers[inner.get(nid, nid)]), 300)}")
+        title = (
+            f"#{nid} {label(layer)}"
+            + (f"  dim {dim}" if dim else "")
+            + (f"  → output {outputs[nid]}" if nid in outputs else "")
+            + f"\n{short(repr(g.layers[inner.get(nid, nid)]), 300)}"
+        )
         out.append(
             f'<g class="node" data-node="{nid}"><title>{escape(title)}</title>'
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{width[nid]:.1f}" height="{_NODE_H}" rx="4" fill="{fill}" '
             f'stroke="{stroke}"{extra}/>'
             f'<text x="{x + width[nid] / 2:.1f}" y="{y + _NODE_H / 2 + 4:.1f}" text-anchor="middle" '
             f'fill="#222" font-size="11">{escape(labels[nid])}</text>'
-            + (f'<text x="{x + width[nid] / 2:.1f}" y="{y + _NODE_H + 11:.1f}" text-anchor="middle" fill="#888" '
-               f'font-size="9">{escape(dim)}</text>' if dim and g.indexed[nid] else "")
+            + (
+                f'<text x="{x + width[nid] / 2:.1f}" y="{y + _NODE_H + 11:.1f}" text-anchor="middle" fill="#888" '
+                f'font-size="9">{escape(dim)}</text>'
+                if dim and g.indexed[nid]
+                else ""
+            )
             + "</g>"
         )
     out.append("</svg>")

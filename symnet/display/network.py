@@ -28,14 +28,18 @@ def network_html(network: Any, *, context: bool = True, picture: bool = True) ->
     total = sum(int(np.size(v)) for v in params.values())
     fixed = sum(int(np.size(v)) for v in net.state.values())
     state_text = f", {len(net.state)} state array(s) ({count(fixed)} values)" if net.state else ""
-    parts = [f"<div><b>Network</b>: {len(net.structure.outputs)} output(s), {len(params)} parameter array(s), "
-             f"{count(total)} parameters{state_text}</div>"]
+    parts = [
+        f"<div><b>Network</b>: {len(net.structure.outputs)} output(s), {len(params)} parameter array(s), "
+        f"{count(total)} parameters{state_text}</div>"
+    ]
     try:
         info = GraphView(net)
     except Exception as e:
         info = None
-        parts.append(f'<div style="color: #b00020">the node graph cannot be built: {escape(type(e).__name__)}: '
-                     f"{escape(short(str(e), 300))}</div>")
+        parts.append(
+            f'<div style="color: #b00020">the node graph cannot be built: {escape(type(e).__name__)}: '
+            f"{escape(short(str(e), 300))}</div>"
+        )
     if info is not None:
         g = info.graph
         ins = [f"{escape(name)} (dim {escape(info.dim_text(nid) or '?')})" for name, nid in g.inputs.items()]
@@ -45,8 +49,15 @@ def network_html(network: Any, *, context: bool = True, picture: bool = True) ->
         for name, nid in g.outputs.items():
             ctx = contexts.get(name, "")
             ctx_text = f"left {ctx[0]}, right {ctx[1]}" if isinstance(ctx, tuple) else escape(ctx)
-            rows.append([escape(name), f"#{nid} {escape(label(g.layers[nid]))}", escape(info.dim_text(nid)),
-                         escape(objectives.get(name, "")), ctx_text])
+            rows.append(
+                [
+                    escape(name),
+                    f"#{nid} {escape(label(g.layers[nid]))}",
+                    escape(info.dim_text(nid)),
+                    escape(objectives.get(name, "")),
+                    ctx_text,
+                ]
+            )
         head = ["output", "node", "dim", "objective", "context"]
         if not objectives:
             head.pop(3)
@@ -59,16 +70,40 @@ def network_html(network: Any, *, context: bool = True, picture: bool = True) ->
     prow = []
     users = _weight_users(info) if info is not None else {}
     for name, value in params.items():
-        prow.append([escape(name), escape(shape_text(np.shape(value))), escape(count(int(np.size(value)))),
-                     escape(getattr(value, "dtype", "")), escape(", ".join(users.get(name, [])))])
-    parts.append(fold(f"<b>parameters</b> ({len(params)}, {count(total)} values)",
-                      table(["name", "shape", "count", "dtype", "used by"], prow), open=len(params) <= 30))
+        prow.append(
+            [
+                escape(name),
+                escape(shape_text(np.shape(value))),
+                escape(count(int(np.size(value)))),
+                escape(getattr(value, "dtype", "")),
+                escape(", ".join(users.get(name, []))),
+            ]
+        )
+    parts.append(
+        fold(
+            f"<b>parameters</b> ({len(params)}, {count(total)} values)",
+            table(["name", "shape", "count", "dtype", "used by"], prow),
+            open=len(params) <= 30,
+        )
+    )
     if net.state:
-        srow = [[escape(name), escape(shape_text(np.shape(value))), escape(count(int(np.size(value)))),
-                 escape(getattr(value, "dtype", "")), escape(", ".join(users.get(name, [])))]
-                for name, value in net.state.items()]
-        parts.append(fold(f"<b>state</b> ({len(net.state)}, {count(fixed)} values: kept, not trained)",
-                          table(["name", "shape", "count", "dtype", "used by"], srow), open=len(net.state) <= 30))
+        srow = [
+            [
+                escape(name),
+                escape(shape_text(np.shape(value))),
+                escape(count(int(np.size(value)))),
+                escape(getattr(value, "dtype", "")),
+                escape(", ".join(users.get(name, []))),
+            ]
+            for name, value in net.state.items()
+        ]
+        parts.append(
+            fold(
+                f"<b>state</b> ({len(net.state)}, {count(fixed)} values: kept, not trained)",
+                table(["name", "shape", "count", "dtype", "used by"], srow),
+                open=len(net.state) <= 30,
+            )
+        )
     if info is not None and picture:
         try:
             parts.append(fold("<b>graph</b>", draw_graph(info)))
@@ -116,7 +151,7 @@ def nodes_table(info: GraphView) -> str:
             value = info.network.values.get(w.name)
             shape = np.shape(value) if value is not None else w.shape
             weights.append(f"{escape(w.name)} {escape(shape_text(shape))} = {escape(count(int(np.prod(shape))))}")
-        name = escape(label(layer)) + (f' <b>→ output {escape(outputs[nid])}</b>' if nid in outputs else "")
+        name = escape(label(layer)) + (f" <b>→ output {escape(outputs[nid])}</b>" if nid in outputs else "")
         where = f'<div style="{GREY}">{escape(layer.where)}</div>' if getattr(layer, "where", None) else ""
         rows.append([f"#{nid}", name + where, ops, escape(info.dim_text(nid)), "<br/>".join(weights)])
     return table(["#", "node", "reads", "dim", "parameters"], rows)

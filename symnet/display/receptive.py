@@ -27,8 +27,9 @@ class ReceptiveField:
     (`_repr_svg_`, `svg()`), prints as a text grid.
     """
 
-    def __init__(self, frames: dict[str, list[int]], window: tuple[int, int], t: int, output: str,
-                 kinds: dict[str, str]):
+    def __init__(
+        self, frames: dict[str, list[int]], window: tuple[int, int], t: int, output: str, kinds: dict[str, str]
+    ):
         self.frames = frames
         self.window = window
         self.t = t
@@ -43,8 +44,9 @@ class ReceptiveField:
     def __repr__(self) -> str:
         lo, hi = self.window
         width = max((len(k) for k in self.frames), default=4)
-        head = " " * (width + 1) + "".join("|" if t == self.t else ("+" if t % 5 == 0 else " ")
-                                           for t in range(lo, hi + 1))
+        head = " " * (width + 1) + "".join(
+            "|" if t == self.t else ("+" if t % 5 == 0 else " ") for t in range(lo, hi + 1)
+        )
         lines = [f"ReceptiveField(output {self.output!r}, t={self.t}, frames {lo}..{hi})", head]
         for name, frames in self.frames.items():
             got = set(frames)
@@ -60,27 +62,37 @@ class ReceptiveField:
         footer = f"frames of every node that output {self.output!r} at t={self.t} reads"
         w = max(MARGIN * 2 + label_w + cell * len(frames), MARGIN * 2 + 6.0 * len(footer))
         h = MARGIN * 2 + 16 + cell * len(names) + 14
-        out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="symnet-receptive-field" width="{w:.0f}" '
-               f'height="{h:.0f}" viewBox="0 0 {w:.0f} {h:.0f}" style="{FONT}">']
+        out = [
+            f'<svg xmlns="http://www.w3.org/2000/svg" class="symnet-receptive-field" width="{w:.0f}" '
+            f'height="{h:.0f}" viewBox="0 0 {w:.0f} {h:.0f}" style="{FONT}">'
+        ]
         x0, y0 = MARGIN + label_w, MARGIN + 16
         for j, t in enumerate(frames):
             if t % step == 0 or t == self.t:
                 weight = ' font-weight="bold"' if t == self.t else ""
-                out.append(f'<text class="frame" x="{x0 + j * cell + cell / 2:.1f}" y="{y0 - 5:.1f}" '
-                           f'text-anchor="middle" font-size="9" fill="#555"{weight}>{t}</text>')
+                out.append(
+                    f'<text class="frame" x="{x0 + j * cell + cell / 2:.1f}" y="{y0 - 5:.1f}" '
+                    f'text-anchor="middle" font-size="9" fill="#555"{weight}>{t}</text>'
+                )
         for i, name in enumerate(names):
             y = y0 + i * cell
-            out.append(f'<text x="{x0 - 6:.1f}" y="{y + cell - 3:.1f}" text-anchor="end" font-size="11" '
-                       f'fill="#222">{escape(name)}</text>')
+            out.append(
+                f'<text x="{x0 - 6:.1f}" y="{y + cell - 3:.1f}" text-anchor="end" font-size="11" '
+                f'fill="#222">{escape(name)}</text>'
+            )
             got = set(self.frames[name])
             colour = COLOURS.get(self.kinds.get(name, "op"), COLOURS["op"])[1]
             for j, t in enumerate(frames):
                 fill = colour if t in got else "#f4f4f4"
-                out.append(f'<rect x="{x0 + j * cell:.1f}" y="{y:.1f}" width="{cell - 1}" height="{cell - 1}" '
-                           f'fill="{fill}"><title>{escape(name)} t={t}{" (read)" if t in got else ""}</title></rect>')
+                out.append(
+                    f'<rect x="{x0 + j * cell:.1f}" y="{y:.1f}" width="{cell - 1}" height="{cell - 1}" '
+                    f'fill="{fill}"><title>{escape(name)} t={t}{" (read)" if t in got else ""}</title></rect>'
+                )
         tx = x0 + (self.t - lo) * cell
-        out.append(f'<rect x="{tx - 1:.1f}" y="{y0 - 1:.1f}" width="{cell + 1}" height="{cell * len(names) + 1}" '
-                   'fill="none" stroke="#d32f2f" stroke-width="1.5"/>')
+        out.append(
+            f'<rect x="{tx - 1:.1f}" y="{y0 - 1:.1f}" width="{cell + 1}" height="{cell * len(names) + 1}" '
+            'fill="none" stroke="#d32f2f" stroke-width="1.5"/>'
+        )
         out.append(f'<text x="{MARGIN}" y="{h - MARGIN + 4:.0f}" font-size="10" fill="#555">{escape(footer)}</text>')
         out.append("</svg>")
         return Svg("".join(out))
@@ -89,8 +101,9 @@ class ReceptiveField:
         return str(self.svg())
 
 
-def receptive_field(network: Any, output: str | None = None, *, t: int = 0, window: tuple[int, int] | None = None,
-                    nodes: str = "auto") -> ReceptiveField:
+def receptive_field(
+    network: Any, output: str | None = None, *, t: int = 0, window: tuple[int, int] | None = None, nodes: str = "auto"
+) -> ReceptiveField:
     """The frames of every node that output frame `t` reads.
 
     Plans the request "output frame `t` of one sequence, every input on

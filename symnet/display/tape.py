@@ -71,8 +71,16 @@ def tape_html(tape: Any, deltas: Mapping[Any, Any] | None = None) -> Html:
         reads = ", ".join(f"#{position[id(u)]}" for u in node.upstream if id(u) in position)
         idx = index_text(node.rows)
         any_rows = any_rows or bool(idx)
-        row = [f"#{position[id(node)]}", f'<span title="{escape(short(repr(node.layer), 300))}">{name}</span>', reads,
-               escape(shape_text(np.shape(node.value))), escape(idx), lo, mean, hi]
+        row = [
+            f"#{position[id(node)]}",
+            f'<span title="{escape(short(repr(node.layer), 300))}">{name}</span>',
+            reads,
+            escape(shape_text(np.shape(node.value))),
+            escape(idx),
+            lo,
+            mean,
+            hi,
+        ]
         if delta_of is not None:
             d = delta_of.get(id(node))
             row += list(summary(d)[:3]) if d is not None else ["", "", ""]

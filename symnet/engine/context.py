@@ -127,16 +127,23 @@ def _no_context(graph: Graph, name: str) -> str:
         if _probe(ok, keys, window) is None:
             break
     why = planner.uncomputable_message(name, nid, keys[~ok]).split("\n")[1:] if not ok.all() else []
-    return "\n".join([f"output {name!r} has no context: with every input given on {window} frames (from t={start}) "
-                      "no output frame in them is computable (an output that depends on absolute time, like "
-                      "ReplaceIndex(input, t, 0), has none)", *why])
+    return "\n".join(
+        [
+            f"output {name!r} has no context: with every input given on {window} frames (from t={start}) "
+            "no output frame in them is computable (an output that depends on absolute time, like "
+            "ReplaceIndex(input, t, 0), has none)",
+            *why,
+        ]
+    )
 
 
 def _planner(graph: Graph, start: int, window: int, m: int) -> tuple[Planner, np.ndarray]:
     """A planner with every input given on the window from `start`, and the keys of the window's frames."""
     frames = IndexSet.range(n=1, t=(start, start + window))
-    inputs = {input_name: IndexSet.range(n=1, t=(start - m, start + window)) if input_name == "ivector" else frames
-              for input_name in graph.inputs}
+    inputs = {
+        input_name: IndexSet.range(n=1, t=(start - m, start + window)) if input_name == "ivector" else frames
+        for input_name in graph.inputs
+    }
     name = next(iter(graph.outputs))
     planner = Planner(graph, ComputationRequest(inputs=inputs, outputs={name: frames}))
     return planner, planner.wanted[name]

@@ -117,8 +117,9 @@ class Graph:
         if node is not None and node in self.ids:
             return self.ids[node]
         known = sorted(table) + sorted(n for n in self.named if self.named[n] in self.ids)
-        raise PlanError(f"the request names {kind} {name!r}, but the network has no such {kind} or node "
-                        f"(it has {known})")
+        raise PlanError(
+            f"the request names {kind} {name!r}, but the network has no such {kind} or node (it has {known})"
+        )
 
     # ----- analysis ------------------------------------------------------------------
 
@@ -146,13 +147,12 @@ class Graph:
                         f"{type(layer).__name__} reads {self.describe(op)}, which has no rows: it does not depend "
                         f"on any input, so it is the same at every frame; descriptors move rows of values "
                         f"computed from the inputs (use the value itself, or Const for a constant row)"
-                        f"{at(layer.where)}")
+                        f"{at(layer.where)}"
+                    )
 
     def _check_cycles(self) -> None:
         """A cycle whose every edge keeps t (no time offset) can never be computed."""
-        edges = {
-            nid: [c for c in ops if not shifts_time(self.layers[nid])] for nid, ops in enumerate(self.operands)
-        }
+        edges = {nid: [c for c in ops if not shifts_time(self.layers[nid])] for nid, ops in enumerate(self.operands)}
         state = [0] * len(self.layers)  # 0 new, 1 on stack, 2 done
         for start in range(len(self.layers)):
             if state[start]:
@@ -171,9 +171,7 @@ class Graph:
                 elif state[nxt] == 1:
                     cycle = path[path.index(nxt) :]
                     names = [self.describe(c) for c in cycle]
-                    raise GraphError(
-                        "a cycle with no time offset on it: " + " -> ".join(names + names[:1])
-                    )
+                    raise GraphError("a cycle with no time offset on it: " + " -> ".join(names + names[:1]))
                 elif state[nxt] == 0:
                     state[nxt] = 1
                     path.append(nxt)

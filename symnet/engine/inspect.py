@@ -41,8 +41,12 @@ def recurrent_edges(graph: Graph) -> set[tuple[int, int]]:
     for k, members in enumerate(strongly_connected_groups(graph)):
         for m in members:
             group[m] = k
-    return {(nid, op) for nid, ops in enumerate(graph.operands) for op in ops
-            if group[nid] == group[op] and shifts_time(graph.layers[nid])}
+    return {
+        (nid, op)
+        for nid, ops in enumerate(graph.operands)
+        for op in ops
+        if group[nid] == group[op] and shifts_time(graph.layers[nid])
+    }
 
 
 def topological_order(graph: Graph) -> list[int]:
@@ -83,8 +87,7 @@ def node_dims(graph: Graph) -> list[Dim]:
     operands do not fit, or whose dim nothing tells, is None.
     """
     shapes = node_shapes(graph, strict=False)
-    return [None if s is None else (int(s[-1]) if graph.indexed[nid] and len(s) else s)
-            for nid, s in enumerate(shapes)]
+    return [None if s is None else (int(s[-1]) if graph.indexed[nid] and len(s) else s) for nid, s in enumerate(shapes)]
 
 
 def node_id(graph: Graph, node: Any) -> int:

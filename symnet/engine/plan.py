@@ -362,11 +362,14 @@ class Planner:
         counts: dict[int, int] = {}
         for nid_seen, _ in seen:
             counts[nid_seen] = counts.get(nid_seen, 0) + 1
-        recurrent = sorted({layer.name for n, c in counts.items()
-                            if c > 1 and isinstance(layer := self.graph.layers[n], Node)})
+        recurrent = sorted(
+            {layer.name for n, c in counts.items() if c > 1 and isinstance(layer := self.graph.layers[n], Node)}
+        )
         if recurrent:
-            lines.append(f"  node(s) {', '.join(recurrent)} read themselves at other frames with no IfDefined or "
-                         "Failover to start the recurrence, so no frame of them is computable")
+            lines.append(
+                f"  node(s) {', '.join(recurrent)} read themselves at other frames with no IfDefined or "
+                "Failover to start the recurrence, so no frame of them is computable"
+            )
         elif not missing:
             lines.append("  (no input reaches them)")
         return "\n".join(lines)

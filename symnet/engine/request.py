@@ -43,9 +43,7 @@ class ComputationRequest:
             if len(s) == 0:
                 raise PlanError(f"{name!r}: an empty index set")
         self.need_input_derivatives = bool(need_input_derivatives)
-        self._hash = hash(
-            (tuple(self.inputs.items()), tuple(self.outputs.items()), self.need_input_derivatives)
-        )
+        self._hash = hash((tuple(self.inputs.items()), tuple(self.outputs.items()), self.need_input_derivatives))
 
     def __eq__(self, other: object) -> bool:
         return (

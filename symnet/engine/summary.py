@@ -71,16 +71,22 @@ class Summary:
     def table(self) -> tuple[list[str], list[list[str]]]:
         """The column heads and every row's cells as text (what `str` and the HTML view show)."""
         head = ["#", "node", "kind", "dim", "params", "state", "context"]
-        return head, [[str(k), r.node, r.kind, dim_text(r.dim), f"{r.params:,}", f"{r.state:,}", context_text(r)]
-                      for k, r in enumerate(self.rows)]
+        return head, [
+            [str(k), r.node, r.kind, dim_text(r.dim), f"{r.params:,}", f"{r.state:,}", context_text(r)]
+            for k, r in enumerate(self.rows)
+        ]
 
     def __str__(self) -> str:
         head, rows = self.table()
         rows = [head, *rows, ["", "total", "", "", f"{self.params:,}", f"{self.state:,}", ""]]
         widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
         right = {0, 3, 4, 5}
-        lines = ["  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-                 .rstrip() for row in rows]
+        lines = [
+            "  ".join(
+                c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            ).rstrip()
+            for row in rows
+        ]
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -106,8 +112,9 @@ def context_text(row: SummaryRow) -> str:
     return "none" if row.context is None else f"{row.context[0]}, {row.context[1]}"
 
 
-def _graph_and_dims(outputs: Mapping[str, Layer], input_dims: Mapping[str, int] | None, strict: bool
-                    ) -> tuple[Graph, list[Shape | None]]:
+def _graph_and_dims(
+    outputs: Mapping[str, Layer], input_dims: Mapping[str, int] | None, strict: bool
+) -> tuple[Graph, list[Shape | None]]:
     graph = Graph(outputs)
     known: dict[int, int] = {}
     for name, dim in (input_dims or {}).items():
@@ -130,8 +137,11 @@ def infer_dims(outputs: Mapping[str, Layer], input_dims: Mapping[str, int] | Non
     determines is a ShapeError naming it.
     """
     graph, shapes = _graph_and_dims(outputs, input_dims, strict=True)
-    named = {**graph.inputs, **{name: graph.ids[node] for name, node in graph.named.items() if node in graph.ids},
-             **graph.outputs}
+    named = {
+        **graph.inputs,
+        **{name: graph.ids[node] for name, node in graph.named.items() if node in graph.ids},
+        **graph.outputs,
+    }
     dims: dict[str, int] = {}
     for name, nid in named.items():
         shape = shapes[nid]
@@ -157,8 +167,9 @@ def summarize(outputs: Mapping[str, Layer], input_dims: Mapping[str, int] | None
         if isinstance(layer, Node) and is_row(layer.arg):
             names.setdefault(id(layer.arg), []).append(layer.name)
             texts[id(layer)] = layer.name
-    target = {id(layer): id(layer.arg) if isinstance(layer, Node) and is_row(layer.arg) else id(layer)
-              for layer in order}
+    target = {
+        id(layer): id(layer.arg) if isinstance(layer, Node) and is_row(layer.arg) else id(layer) for layer in order
+    }
     outs: dict[int, list[str]] = {}
     for name, layer in outputs.items():
         outs.setdefault(target[id(layer)], []).append(name)
@@ -173,8 +184,9 @@ def summarize(outputs: Mapping[str, Layer], input_dims: Mapping[str, int] | None
     rows = []
     for k, (layer, nid) in enumerate(zip(rows_layers, nids, strict=True)):
         label = _label(layer, names.get(id(layer), []), outs.get(id(layer), []), texts)
-        texts[id(layer)] = next(t for t in [*names.get(id(layer), []), *outs.get(id(layer), []), layer.input_name,
-                                            f"#{k}"] if t)
+        texts[id(layer)] = next(
+            t for t in [*names.get(id(layer), []), *outs.get(id(layer), []), layer.input_name, f"#{k}"] if t
+        )
         params = state = 0
         for child in layer.children if not isinstance(layer, Weight) else (layer,):
             if isinstance(child, Weight) and child.name not in counted:
@@ -184,8 +196,9 @@ def summarize(outputs: Mapping[str, Layer], input_dims: Mapping[str, int] | None
         indexed = nid is not None and graph.indexed[nid]
         shape = shapes[nid] if nid is not None else None
         dim: int | Shape | None = None if shape is None else (int(shape[-1]) if indexed and len(shape) else shape)
-        rows.append(SummaryRow(label, type(layer).__name__, dim, params, state,
-                               contexts.get(nid) if indexed else None, indexed))  # type: ignore[arg-type]
+        rows.append(
+            SummaryRow(label, type(layer).__name__, dim, params, state, contexts.get(nid) if indexed else None, indexed)
+        )  # type: ignore[arg-type]
     return Summary(tuple(rows))
 
 

@@ -38,24 +38,44 @@ import numpy as np
 
 from ..errors import ModelFormatError, ModelWriteError
 
-__all__ = ["INT32_MAX", "INT32_MIN", "NUMBER_RE", "BinaryReader", "TextReader", "Writer", "format_real", "make_reader",
-           "model_error", "parse_real", "read_kaldi_array"]
+__all__ = [
+    "INT32_MAX",
+    "INT32_MIN",
+    "NUMBER_RE",
+    "BinaryReader",
+    "TextReader",
+    "Writer",
+    "format_real",
+    "make_reader",
+    "model_error",
+    "parse_real",
+    "read_kaldi_array",
+]
 
 _WS = b" \t\n\v\f\r"
 _WS_STR = " \t\n\v\f\r"
 _INT_RE = re.compile(r"[+-]?[0-9]+\Z")
 # A number as Kaldi's readers take it (decimal, or inf/infinity/nan in any case); written so that each
 # string matches in one way only, and matched possessively, so that a bad word costs linear time.
-_NUM = (r"(?:[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+"
-        r"|[+-]?+(?:[iI][nN][fF](?:[iI][nN][iI][tT][yY])?+|[nN][aA][nN]))")
+_NUM = (
+    r"(?:[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+"
+    r"|[+-]?+(?:[iI][nN][fF](?:[iI][nN][iI][tT][yY])?+|[nN][aA][nN]))"
+)
 #: A whole word that is a number as Kaldi's readers take it.
 NUMBER_RE = re.compile(_NUM + r"\Z")
 _NUMS_RE = re.compile(r"(?:[ \t\n\v\f\r]*+" + _NUM + r"(?=[ \t\n\v\f\r]|\Z))*+[ \t\n\v\f\r]*+\Z")
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
-def model_error(message: str, *, file: str, offset: int | None = None, line: int | None = None,
-                column: int | None = None, expected: str | None = None) -> ModelFormatError:
+def model_error(
+    message: str,
+    *,
+    file: str,
+    offset: int | None = None,
+    line: int | None = None,
+    column: int | None = None,
+    expected: str | None = None,
+) -> ModelFormatError:
     """A ModelFormatError whose text starts with the place: ``file: byte N:`` or ``file:line:col:``."""
     if line is not None:
         where = f"{file}:{line}:{column}"
@@ -175,8 +195,11 @@ class BinaryReader(_Reader):
             raise self.error(f"unexpected end of file, expected {expected}{context}", expected=expected)
         token = self._raw_token()
         if self.pos >= len(self.data):
-            raise self.error(f"unexpected end of file after token {token!r}: expected a space after it "
-                             f"(reading {expected}{context})", expected=expected)
+            raise self.error(
+                f"unexpected end of file after token {token!r}: expected a space after it "
+                f"(reading {expected}{context})",
+                expected=expected,
+            )
         self.pos += 1  # the whitespace after the token
         if not token:
             raise self.error(f"expected {expected}{context}", at=start, expected=expected)
@@ -190,7 +213,7 @@ class BinaryReader(_Reader):
         end = self.data.find(b"\n", self.pos)
         if end < 0:
             raise self.error(f"unexpected end of file, expected {what}", expected=what)
-        raw = self.data[self.pos:end]
+        raw = self.data[self.pos : end]
         start, self.pos = self.pos, end + 1
         try:
             return raw.decode("utf-8")
@@ -202,8 +225,9 @@ class BinaryReader(_Reader):
     def read_int(self, what: str) -> int:
         size = self.peek()
         if size != 4:
-            raise self.error(f"expected an int32 for {what} (size byte 4), got {self.describe(size)}",
-                             expected=f"int32 {what}")
+            raise self.error(
+                f"expected an int32 for {what} (size byte 4), got {self.describe(size)}", expected=f"int32 {what}"
+            )
         self._need(5, f"the int32 {what}")
         value = struct.unpack_from("<i", self.data, self.pos + 1)[0]
         self.pos += 5
@@ -221,8 +245,9 @@ class BinaryReader(_Reader):
             value = np.frombuffer(self.data, "<f8", 1, self.pos + 1)[0].astype(np.float64)
             self.pos += 9
         else:
-            raise self.error(f"expected a float for {what} (size byte 4 or 8), got {self.describe(size)}",
-                             expected=f"float {what}")
+            raise self.error(
+                f"expected a float for {what} (size byte 4 or 8), got {self.describe(size)}", expected=f"float {what}"
+            )
         return value
 
     def read_bool(self, what: str) -> bool:
@@ -260,8 +285,11 @@ class BinaryReader(_Reader):
         start = self.skip_ws()
         token = self.peek_array_token()
         if token not in ("FV", "DV"):
-            raise self.error(f"expected a vector (FV or DV) for {what}, got {self._array_got(token)}",
-                             at=start, expected=f"vector {what}")
+            raise self.error(
+                f"expected a vector (FV or DV) for {what}, got {self._array_got(token)}",
+                at=start,
+                expected=f"vector {what}",
+            )
         self.read_token("FV or DV")
         (dim,) = self._dims(1, what)
         return self._floats("<f4" if token == "FV" else "<f8", (dim,), what)
@@ -270,21 +298,27 @@ class BinaryReader(_Reader):
         start = self.skip_ws()
         token = self.peek_array_token()
         if token in ("CM", "CM2", "CM3"):
-            raise self.error(f"{what} is a compressed matrix ({token}), which symnet does not read", at=start,
-                             expected=f"matrix {what}")
+            raise self.error(
+                f"{what} is a compressed matrix ({token}), which symnet does not read",
+                at=start,
+                expected=f"matrix {what}",
+            )
         if token not in ("FM", "DM"):
-            raise self.error(f"expected a matrix (FM or DM) for {what}, got {self._array_got(token)}",
-                             at=start, expected=f"matrix {what}")
+            raise self.error(
+                f"expected a matrix (FM or DM) for {what}, got {self._array_got(token)}",
+                at=start,
+                expected=f"matrix {what}",
+            )
         self.read_token("FM or DM")
         rows, cols = self._dims(2, what)
         return self._floats("<f4" if token == "FM" else "<f8", (rows, cols), what)
 
     def peek_array_token(self) -> str:
         """The array token (FV, DV, FM, DM, CM, CM2, CM3) at the current position, or "" if none."""
-        head = self.data[self.pos:self.pos + 4]
+        head = self.data[self.pos : self.pos + 4]
         for token in ("FV", "DV", "FM", "DM", "CM2", "CM3", "CM"):
             t = token.encode()
-            if head[:len(t)] == t and (len(head) == len(t) or head[len(t)] in _WS):
+            if head[: len(t)] == t and (len(head) == len(t) or head[len(t)] in _WS):
                 return token
         return ""
 
@@ -294,8 +328,10 @@ class BinaryReader(_Reader):
     def read_int_vector(self, what: str, pairs: bool = False) -> np.ndarray:
         size = self.peek()
         if size != 4:
-            raise self.error(f"expected an integer vector for {what} (size byte 4), got {self.describe(size)}",
-                             expected=f"integer vector {what}")
+            raise self.error(
+                f"expected an integer vector for {what} (size byte 4), got {self.describe(size)}",
+                expected=f"integer vector {what}",
+            )
         self._need(5, f"the length of {what}")
         count = struct.unpack_from("<i", self.data, self.pos + 1)[0]
         if count < 0:
@@ -354,8 +390,10 @@ class TextReader(_Reader):
         if not word:
             raise self.error(f"unexpected end of file, expected {expected}{context}", expected=expected)
         if self.pos >= len(self.text):
-            raise self.error(f"unexpected end of file after token {word!r}: expected a space after it "
-                             f"(reading {expected}{context})", expected=expected)
+            raise self.error(
+                f"unexpected end of file after token {word!r}: expected a space after it (reading {expected}{context})",
+                expected=expected,
+            )
         self.pos += 1
         return word
 
@@ -366,7 +404,7 @@ class TextReader(_Reader):
         end = self.text.find("\n", self.pos)
         if end < 0:
             raise self.error(f"unexpected end of file, expected {what}", expected=what)
-        line, self.pos = self.text[self.pos:end], end + 1
+        line, self.pos = self.text[self.pos : end], end + 1
         return line
 
     def read_word(self, what: str) -> tuple[str, int]:
@@ -410,20 +448,22 @@ class TextReader(_Reader):
         self.pos = end + 1
         if self.peek() == "\n":
             self.pos += 1
-        return self.text[start + 1:end], start + 1, start
+        return self.text[start + 1 : end], start + 1, start
 
     def _numbers(self, content: str, offset: int, what: str) -> None:
         if not _NUMS_RE.match(content):
             for m in re.finditer(r"[^ \t\n\v\f\r]+", content):
                 if not NUMBER_RE.match(m.group()):
-                    raise self.error(f"expected a number in {what}, got {m.group()!r}", at=offset + m.start(),
-                                     expected=f"number in {what}")
+                    raise self.error(
+                        f"expected a number in {what}, got {m.group()!r}",
+                        at=offset + m.start(),
+                        expected=f"number in {what}",
+                    )
 
     def read_vector(self, what: str, double: bool = False) -> np.ndarray:
         content, offset, start = self.bracket(what)
         if "\n" in content or "\r" in content:  # Kaldi's Vector::Read refuses newlines too
-            raise self.error(f"newline inside the vector {what} (is it a matrix?)", at=start,
-                             expected=f"vector {what}")
+            raise self.error(f"newline inside the vector {what} (is it a matrix?)", at=start, expected=f"vector {what}")
         self._numbers(content, offset, what)
         array = _reals(content.split(), double)
         array.setflags(write=False)
@@ -440,8 +480,11 @@ class TextReader(_Reader):
             width = len(rows[0])
             for i, row in enumerate(rows):
                 if len(row) != width:
-                    raise self.error(f"matrix {what}: row {i + 1} has {len(row)} numbers, row 1 has {width}",
-                                     at=start, expected=f"matrix {what}")
+                    raise self.error(
+                        f"matrix {what}: row {i + 1} has {len(row)} numbers, row 1 has {width}",
+                        at=start,
+                        expected=f"matrix {what}",
+                    )
             array = _reals([w for row in rows for w in row], double).reshape(len(rows), width)
         array.setflags(write=False)
         return array
@@ -453,10 +496,12 @@ class TextReader(_Reader):
             word = m.group()
             parts = word.split(",") if pairs else [word]
             if (pairs and len(parts) != 2) or not all(
-                    _INT_RE.match(p) and INT32_MIN <= int(p) <= INT32_MAX for p in parts):
+                _INT_RE.match(p) and INT32_MIN <= int(p) <= INT32_MAX for p in parts
+            ):
                 kind = "an integer pair a,b" if pairs else "an integer"
-                raise self.error(f"expected {kind} in {what}, got {word!r}", at=offset + m.start(),
-                                 expected=f"integers in {what}")
+                raise self.error(
+                    f"expected {kind} in {what}, got {word!r}", at=offset + m.start(), expected=f"integers in {what}"
+                )
             values.extend(int(p) for p in parts)
         array = np.array(values, dtype=np.int32)
         if pairs:
@@ -480,8 +525,9 @@ def make_reader(data: bytes, file: str = "<bytes>") -> BinaryReader | TextReader
     """A reader positioned after Kaldi's header: binary if `data` starts with ``\\0B``, else text (UTF-8)."""
     if data[:1] == b"\0":
         if data[1:2] != b"B":
-            raise model_error("starts with a zero byte but not with Kaldi's binary header \\0B", file=file,
-                              offset=0, expected="\\0B")
+            raise model_error(
+                "starts with a zero byte but not with Kaldi's binary header \\0B", file=file, offset=0, expected="\\0B"
+            )
         return BinaryReader(data, 2, file)
     try:
         text = data.decode("utf-8")
@@ -489,8 +535,13 @@ def make_reader(data: bytes, file: str = "<bytes>") -> BinaryReader | TextReader
         prefix = data[: e.start].decode("utf-8")
         line = prefix.count("\n") + 1
         column = len(prefix) - (prefix.rfind("\n") + 1) + 1
-        raise model_error(f"not valid UTF-8 text (byte {e.start}), and no binary header \\0B", file=file,
-                          line=line, column=column, expected="text or \\0B") from None
+        raise model_error(
+            f"not valid UTF-8 text (byte {e.start}), and no binary header \\0B",
+            file=file,
+            line=line,
+            column=column,
+            expected="text or \\0B",
+        ) from None
     return TextReader(text, 0, file)
 
 
@@ -528,8 +579,11 @@ class Writer:
 
     def real(self, value: Any, double: bool) -> None:
         if self.binary:
-            self.parts.append(b"\x08" + struct.pack("<d", float(value)) if double
-                              else b"\x04" + np.float32(value).astype("<f4").tobytes())
+            self.parts.append(
+                b"\x08" + struct.pack("<d", float(value))
+                if double
+                else b"\x04" + np.float32(value).astype("<f4").tobytes()
+            )
         else:
             self.parts.append((format_real(np.float64(value) if double else np.float32(value)) + " ").encode())
 
@@ -590,7 +644,7 @@ def read_kaldi_array(path: str | os.PathLike[str]) -> np.ndarray:
     else:
         r.skip_ws()
         end = r.text.find("]", r.pos)
-        content = r.text[r.pos + 1:end] if end >= 0 else ""
+        content = r.text[r.pos + 1 : end] if end >= 0 else ""
         multiline = r.peek() == "[" and ("\n" in content.strip(" \t\n\r") or content.lstrip(" \t")[:1] == "\n")
         array = r.read_matrix("the matrix") if multiline else r.read_vector("the vector")
     if not r.at_end():

@@ -127,9 +127,7 @@ def _leaf_names(layer: Layer) -> list[str]:
     return list(names)
 
 
-def _visit_order(
-    roots: Sequence[str], deps: Mapping[str, Sequence[str]]
-) -> tuple[list[str], set[tuple[str, str]]]:
+def _visit_order(roots: Sequence[str], deps: Mapping[str, Sequence[str]]) -> tuple[list[str], set[tuple[str, str]]]:
     """Depth-first from `roots`: nodes in post-order (operands first) and the back edges (user, used)."""
     state: dict[str, int] = {}  # 1: being visited, 2: done
     order: list[str] = []
@@ -181,11 +179,13 @@ def _check_instant_cycles(node_lines: Mapping[str, ConfigLine], components: Mapp
                 stack.pop()
                 state[path.pop()] = 2
             elif state.get(nxt) == 1:
-                cycle = path[path.index(nxt):] + [nxt]
+                cycle = path[path.index(nxt) :] + [nxt]
                 line = node_lines[cycle[0]]
-                raise line.error(f"nodes {' -> '.join(cycle)} depend on each other at the same frame (a cycle "
-                                 "with no time offset on it cannot be computed)",
-                                 "input" if isinstance(line, ComponentNode) else "input-node")
+                raise line.error(
+                    f"nodes {' -> '.join(cycle)} depend on each other at the same frame (a cycle "
+                    "with no time offset on it cannot be computed)",
+                    "input" if isinstance(line, ComponentNode) else "input-node",
+                )
             elif nxt not in state:
                 state[nxt] = 1
                 path.append(nxt)
@@ -218,7 +218,8 @@ def build_network(
 
     component_lines = {line.name: line for line in lines if isinstance(line, ComponentLine)}
     node_lines: dict[str, InputNode | ComponentNode | DimRangeNode] = {
-        line.name: line for line in lines if isinstance(line, (InputNode, ComponentNode, DimRangeNode))}
+        line.name: line for line in lines if isinstance(line, (InputNode, ComponentNode, DimRangeNode))
+    }
     output_lines = [line for line in lines if isinstance(line, OutputNode)]
     components = {name: _build_component(line, read_matrix) for name, line in component_lines.items()}
 
@@ -238,14 +239,18 @@ def build_network(
             if line.dim_offset + line.dim > source_dim:
                 raise line.error(
                     f"dim-range-node {line.name}: dim-offset={line.dim_offset} plus dim={line.dim} exceeds the dim "
-                    f"{source_dim} of node {line.input_node}", "dim-offset")
+                    f"{source_dim} of node {line.input_node}",
+                    "dim-offset",
+                )
         elif isinstance(line, ComponentNode):
             component = components[line.component]
             got = descriptor_dim(line.descriptor, dims, line)
             if got != component.input_dim:
                 raise line.error(
                     f"component-node {line.name}: its input has dim {got}, but component {line.component} "
-                    f"({component_lines[line.component].type}) has input-dim {component.input_dim}", "input")
+                    f"({component_lines[line.component].type}) has input-dim {component.input_dim}",
+                    "input",
+                )
     for line in output_lines:
         descriptor_dim(line.descriptor, dims, line)
 
@@ -267,11 +272,17 @@ def build_network(
     for line in lines:
         where = _where(line)
         if isinstance(line, ComponentLine) and line.name not in used_components:
-            warnings.warn(f"{where + ': ' if where else ''}component {line.name} is not used by any "
-                          "component-node; it is left out of the network", stacklevel=2)
+            warnings.warn(
+                f"{where + ': ' if where else ''}component {line.name} is not used by any "
+                "component-node; it is left out of the network",
+                stacklevel=2,
+            )
         elif not isinstance(line, (ComponentLine, OutputNode)) and line.name not in visited:
-            warnings.warn(f"{where + ': ' if where else ''}{line.kind} {line.name} is not used by any output; "
-                          "it is left out of the network", stacklevel=2)
+            warnings.warn(
+                f"{where + ': ' if where else ''}{line.kind} {line.name} is not used by any output; "
+                "it is left out of the network",
+                stacklevel=2,
+            )
 
     built: dict[str, Layer] = {}
     for name in order:
@@ -287,8 +298,9 @@ def build_network(
             built[name] = Node(name, component, where=_where(line))
         else:
             source = resolve(line.input_node)
-            built[name] = Node(name, DimRange(source, line.dim_offset, line.dim, where=_where(line, "input-node")),
-                               where=_where(line))
+            built[name] = Node(
+                name, DimRange(source, line.dim_offset, line.dim, where=_where(line, "input-node")), where=_where(line)
+            )
     outputs = {line.name: substitute_nodes(line.descriptor, built.__getitem__) for line in output_lines}
     objectives = {line.name: line.objective for line in output_lines}
 
@@ -321,8 +333,11 @@ def _keep_base_params(network: Network, base: Network, redefined: set[str]) -> N
     """`network` with the values in `base` of every parameter of a component not in `redefined`."""
     owner = _component_params(network)
     values = network.values
-    kept = {name: value for name, value in base.values.items()
-            if name in values and owner.get(name) not in redefined and tuple(value.shape) == tuple(values[name].shape)}
+    kept = {
+        name: value
+        for name, value in base.values.items()
+        if name in values and owner.get(name) not in redefined and tuple(value.shape) == tuple(values[name].shape)
+    }
     return network.assign(kept)
 
 

@@ -196,8 +196,9 @@ class OptionReader:
             number = parse_int(item) if _INT_ITEM.match(item) else None
             if item and number is None:
                 column = self.source.value_column(key) if self.source else None
-                raise _error(self.source, f"option {key}: {item!r} is not an integer",
-                             column + start if column else None)
+                raise _error(
+                    self.source, f"option {key}: {item!r} is not an integer", column + start if column else None
+                )
             if item:
                 result.append(number)
             start += len(item)
@@ -326,8 +327,9 @@ class DimRangeNode(ConfigLine):
     dim: int = attrs.field(validator=_check_int(1))
 
     def to_text(self) -> str:
-        return (f"dim-range-node name={self.name} input-node={self.input_node} "
-                f"dim-offset={self.dim_offset} dim={self.dim}")
+        return (
+            f"dim-range-node name={self.name} input-node={self.input_node} dim-offset={self.dim_offset} dim={self.dim}"
+        )
 
 
 _LINE_TYPES: dict[str, type[ConfigLine]] = {
@@ -366,11 +368,15 @@ def _split(body: str, source: Source) -> tuple[str, list[tuple[str, str, int, in
     if kind not in _LINE_TYPES:
         word = body[start:].split()[0].split("=")[0] if kind == "" else kind
         xconfig = word in ("input", "output") or word.endswith(("-layer", "-component", "-block"))
-        hint = ("; this looks like a Kaldi xconfig line: read the file with symnet.kaldi.xconfig "
-                "(or `symnet xconfig`)") if xconfig else ""
+        hint = (
+            ("; this looks like a Kaldi xconfig line: read the file with symnet.kaldi.xconfig (or `symnet xconfig`)")
+            if xconfig
+            else ""
+        )
         raise source.error(
             f"expected a line type (input-node, component, component-node, output-node or dim-range-node), "
-            f"got {word!r}{hint}", start + 1,
+            f"got {word!r}{hint}",
+            start + 1,
         )
     options: list[tuple[str, str, int, int]] = []
     while pos < n:
@@ -440,8 +446,9 @@ def _positive(reader: OptionReader, key: str, low: int) -> int:
 
 def _read_descriptor(reader: OptionReader, source: Source) -> Layer:
     text = reader.get_str("input")
-    return parse_descriptor(text, file=source.file, line=source.line, column=source.value_column("input") or 1,
-                            line_text=source.text)
+    return parse_descriptor(
+        text, file=source.file, line=source.line, column=source.value_column("input") or 1, line_text=source.text
+    )
 
 
 def parse_line(text: str, *, file: str = "<config>", line: int = 1) -> ConfigLine | None:
@@ -461,15 +468,20 @@ def parse_line(text: str, *, file: str = "<config>", line: int = 1) -> ConfigLin
     )
     reader = _node_reader(kind, options, source)
     if kind == "component":
-        return ComponentLine(name=_name(reader, "name"), type=_name(reader, "type", "component type"), source=source,
-                             options=[(k, v) for k, v, *_ in options if k not in ("name", "type")])
+        return ComponentLine(
+            name=_name(reader, "name"),
+            type=_name(reader, "type", "component type"),
+            source=source,
+            options=[(k, v) for k, v, *_ in options if k not in ("name", "type")],
+        )
     name = _name(reader, "name")
     if kind == "input-node":
         result: ConfigLine = InputNode(name=name, dim=_positive(reader, "dim", 1), source=source)
     elif kind == "component-node":
         component = _name(reader, "component")
-        result = ComponentNode(name=name, component=component, descriptor=_read_descriptor(reader, source),
-                               source=source)
+        result = ComponentNode(
+            name=name, component=component, descriptor=_read_descriptor(reader, source), source=source
+        )
     elif kind == "output-node":
         descriptor = _read_descriptor(reader, source)
         objective = reader.get_str("objective", "linear")
@@ -478,8 +490,13 @@ def parse_line(text: str, *, file: str = "<config>", line: int = 1) -> ConfigLin
         result = OutputNode(name=name, descriptor=descriptor, objective=objective, source=source)
     else:
         input_node = _name(reader, "input-node")
-        result = DimRangeNode(name=name, input_node=input_node, dim_offset=_positive(reader, "dim-offset", 0),
-                              dim=_positive(reader, "dim", 1), source=source)
+        result = DimRangeNode(
+            name=name,
+            input_node=input_node,
+            dim_offset=_positive(reader, "dim-offset", 0),
+            dim=_positive(reader, "dim", 1),
+            source=source,
+        )
     reader.finish()
     return result
 
@@ -588,13 +605,17 @@ def check_config(lines: Sequence[ConfigLine]) -> None:
         if line.name in nodes:
             raise line.error(f"node name {line.name} is defined twice", "name")
         if line.name in hidden:
-            raise line.error(f"node name {line.name} clashes with the hidden input node of component-node "
-                             f"{hidden[line.name].name}", "name")
+            raise line.error(
+                f"node name {line.name} clashes with the hidden input node of component-node {hidden[line.name].name}",
+                "name",
+            )
         nodes[line.name] = line
         if isinstance(line, ComponentNode):
             if line.name + "_input" in nodes:
-                raise line.error(f"component-node {line.name} needs a hidden node {line.name}_input, "
-                                 "but a node of that name exists", "name")
+                raise line.error(
+                    f"component-node {line.name} needs a hidden node {line.name}_input, but a node of that name exists",
+                    "name",
+                )
             hidden[line.name + "_input"] = line
     for line in lines:
         if isinstance(line, ComponentNode) and line.component not in components:
@@ -603,7 +624,11 @@ def check_config(lines: Sequence[ConfigLine]) -> None:
             for name in dict.fromkeys(_refs(line.descriptor)):
                 target = nodes.get(name)
                 if not isinstance(target, (InputNode, ComponentNode, DimRangeNode)):
-                    what = "an output-node" if isinstance(target, OutputNode) else "no input-, component- or dim-range-node"
+                    what = (
+                        "an output-node"
+                        if isinstance(target, OutputNode)
+                        else "no input-, component- or dim-range-node"
+                    )
                     raise _reference_error(line, name, f"descriptor refers to {name}, which is {what}")
         if isinstance(line, DimRangeNode):
             target = nodes.get(line.input_node)

@@ -342,7 +342,8 @@ def _append_terms(d: _D) -> list[_D]:
     if any(c != counts[0] for c in counts):
         raise _Fail(
             f"the arguments of {d.op}() have different numbers of Append() terms ({', '.join(map(str, counts))})",
-            d.column, d.where,
+            d.column,
+            d.where,
         )
     return [d.with_parts([terms[i] for terms in per_part]) for i in range(counts[0])]
 
@@ -575,8 +576,9 @@ def parse_descriptor(
     """
 
     def fail(e: _Fail) -> ConfigError:
-        return ConfigError(e.message, file=file, line=line, column=e.column or column,
-                           text=text if line_text is None else line_text)
+        return ConfigError(
+            e.message, file=file, line=line, column=e.column or column, text=text if line_text is None else line_text
+        )
 
     try:
         tokens = tokenize(text, column)

@@ -118,8 +118,13 @@ class KaldiModel:
         """Parameters and state together, by Weight name (what the model file stores)."""
         return self.network.values
 
-    def replace(self, *, network: Network | KaldiNetwork | None = None, params: Mapping[str, Any] | None = None,
-                priors: Any = attrs.NOTHING) -> KaldiModel:
+    def replace(
+        self,
+        *,
+        network: Network | KaldiNetwork | None = None,
+        params: Mapping[str, Any] | None = None,
+        priors: Any = attrs.NOTHING,
+    ) -> KaldiModel:
         """A copy with another network, new parameters or other priors (the file it came from stays)."""
         net = self.network
         if network is not None:
@@ -155,8 +160,10 @@ def nnet_component(component: Component, params: Mapping[str, Any]) -> NnetCompo
     kind = getattr(component, "kaldi_type", "") or type(component).__name__
     record = lookup(kind)
     if record is None or record.write_fields is None:
-        raise ModelWriteError(f"component {component.name!r}: symnet cannot write a {kind} to a Kaldi model file "
-                              f"(it writes: {', '.join(sorted(WRITABLE_TYPES))})")
+        raise ModelWriteError(
+            f"component {component.name!r}: symnet cannot write a {kind} to a Kaldi model file "
+            f"(it writes: {', '.join(sorted(WRITABLE_TYPES))})"
+        )
     try:
         fields = record.write_fields(component, ParamValues(component, params))
     except (TypeError, AttributeError) as e:
@@ -166,8 +173,10 @@ def nnet_component(component: Component, params: Mapping[str, Any]) -> NnetCompo
 
 def _blocks(fields: Any) -> list[tuple[str, Any]]:
     """Fields with every nested `Block` made an `NnetComponent` (name "", token its type)."""
-    return [(token, NnetComponent("", value.type, _blocks(value.fields)) if isinstance(value, Block) else value)
-            for token, value in fields]
+    return [
+        (token, NnetComponent("", value.type, _blocks(value.fields)) if isinstance(value, Block) else value)
+        for token, value in fields
+    ]
 
 
 def _updated(stored: NnetComponent, component: Component, params: Mapping[str, Any]) -> NnetComponent:
@@ -176,8 +185,11 @@ def _updated(stored: NnetComponent, component: Component, params: Mapping[str, A
     parts = getattr(component, "parts", ())
     if parts:
         fields = list(stored.fields)
-        blocks = [i for i, (token, value) in enumerate(fields)
-                  if isinstance(value, NnetComponent) and token.endswith("Component")]
+        blocks = [
+            i
+            for i, (token, value) in enumerate(fields)
+            if isinstance(value, NnetComponent) and token.endswith("Component")
+        ]
         for part, i in zip(parts, blocks, strict=False):
             fields[i] = (fields[i][0], _updated(fields[i][1], part, params))
         stored = attrs.evolve(stored, fields=tuple(fields))
@@ -192,8 +204,10 @@ def _updated(stored: NnetComponent, component: Component, params: Mapping[str, A
         new = np.asarray(params[name])
         old_array = np.asarray(old)
         if new.shape != old_array.shape:
-            raise ModelWriteError(f"component {component.name!r}: parameter {name!r} has shape {new.shape}, the "
-                                  f"stored <{token}> {old_array.shape}")
+            raise ModelWriteError(
+                f"component {component.name!r}: parameter {name!r} has shape {new.shape}, the "
+                f"stored <{token}> {old_array.shape}"
+            )
         if np.array_equal(new.astype(np.float32), old_array.astype(np.float32), equal_nan=True):
             continue
         if isinstance(old, np.ndarray):
@@ -217,13 +231,16 @@ def _network_lines(net: Network) -> tuple[list[ConfigLine], dict[str, Component]
     nodes: dict[str, Node] = {}
     for layer in order:
         if isinstance(layer, Identity):
-            raise ModelWriteError("the network reads Identity() (x); a Kaldi model needs named inputs: "
-                                  "Input(name, dim)")
+            raise ModelWriteError(
+                "the network reads Identity() (x); a Kaldi model needs named inputs: Input(name, dim)"
+            )
         if isinstance(layer, Input):
             inputs.setdefault(layer.name, layer)
         elif isinstance(layer, Component) and id(layer) not in under_node:
-            raise ModelWriteError(f"component {layer.name!r} ({layer.kaldi_type}) is not the operand of a Node; a "
-                                  "Kaldi model needs a component-node for it: Node(name, component)")
+            raise ModelWriteError(
+                f"component {layer.name!r} ({layer.kaldi_type}) is not the operand of a Node; a "
+                "Kaldi model needs a component-node for it: Node(name, component)"
+            )
         elif isinstance(layer, Node):
             other = nodes.setdefault(layer.name, layer)
             if other is not layer and other != layer:
@@ -243,8 +260,9 @@ def _network_lines(net: Network) -> tuple[list[ConfigLine], dict[str, Component]
             elif isinstance(arg, DimRange) and isinstance(arg.arg, (Node, Input, Ref)):
                 lines.append(DimRangeNode(name=name, input_node=arg.arg.name, dim_offset=arg.offset, dim=arg.dim))
             else:
-                raise ModelWriteError(f"node {name!r}: a Kaldi node is a component or a DimRange of a node, not "
-                                      f"{type(arg).__name__}")
+                raise ModelWriteError(
+                    f"node {name!r}: a Kaldi node is a component or a DimRange of a node, not {type(arg).__name__}"
+                )
         for name, layer in net.structure.outputs:
             write_descriptor(layer)
             lines.append(OutputNode(name=name, descriptor=by_name(layer), objective="linear"))
@@ -281,23 +299,35 @@ def model_to_nnet(model: KaldiModel | KaldiNetwork | Network, *, raw: bool = Fal
     net = kn.network
     source = model.source
     params = net.values  # a model file stores parameters and state alike
-    unchanged = (source is not None and model.reference is not None and net.structure == model.reference
-                 and dict(kn.objectives) == _objectives(source.config))
+    unchanged = (
+        source is not None
+        and model.reference is not None
+        and net.structure == model.reference
+        and dict(kn.objectives) == _objectives(source.config)
+    )
     if unchanged:
         assert source is not None  # `unchanged` says so
-        built = {layer.name: layer for layer in walk([layer for _, layer in net.structure.outputs])
-                 if isinstance(layer, Component)}
+        built = {
+            layer.name: layer
+            for layer in walk([layer for _, layer in net.structure.outputs])
+            if isinstance(layer, Component)
+        }
         components = tuple(_updated(c, built[c.name], params) if c.name in built else c for c in source.components)
         config = source.config
     else:
         lines, by_name = _network_lines(net)
         objectives = kn.objectives
-        lines = [attrs.evolve(line, objective=objectives.get(line.name, "linear"))
-                 if isinstance(line, OutputNode) else line for line in lines]
+        lines = [
+            attrs.evolve(line, objective=objectives.get(line.name, "linear")) if isinstance(line, OutputNode) else line
+            for line in lines
+        ]
         reference: dict[str, Component] = {}
         if source is not None and model.reference is not None:
-            reference = {layer.name: layer for layer in walk([layer for _, layer in model.reference.outputs])
-                         if isinstance(layer, Component)}
+            reference = {
+                layer.name: layer
+                for layer in walk([layer for _, layer in model.reference.outputs])
+                if isinstance(layer, Component)
+            }
         stored = {c.name: c for c in source.components} if source is not None else {}
         out = []
         for name, component in by_name.items():
@@ -317,8 +347,10 @@ def model_to_nnet(model: KaldiModel | KaldiNetwork | Network, *, raw: bool = Fal
                 config = source.config
     if raw or model.transition_model is None:
         if model.priors is not None and not raw and len(model.priors):
-            raise ModelWriteError("the model has priors but no transition model: an acoustic model needs both; "
-                                  "write it raw (raw=True) to leave the priors out")
+            raise ModelWriteError(
+                "the model has priors but no transition model: an acoustic model needs both; "
+                "write it raw (raw=True) to leave the priors out"
+            )
         return NnetFile(config, components)
     if unchanged and source is not None and source.is_am:
         left, right = source.left_context, source.right_context
@@ -326,11 +358,18 @@ def model_to_nnet(model: KaldiModel | KaldiNetwork | Network, *, raw: bool = Fal
         try:
             left, right = net.context("output")
         except SymnetError as e:
-            raise ModelWriteError(f"cannot work out the context of output 'output' for the acoustic model: "
-                                  f"{str(e).splitlines()[0]}") from None
+            raise ModelWriteError(
+                f"cannot work out the context of output 'output' for the acoustic model: {str(e).splitlines()[0]}"
+            ) from None
     priors = model.priors if model.priors is not None else np.zeros(0, np.float32)
-    return NnetFile(config, components, transition_model=model.transition_model, left_context=left,
-                    right_context=right, priors=priors)
+    return NnetFile(
+        config,
+        components,
+        transition_model=model.transition_model,
+        left_context=left,
+        right_context=right,
+        priors=priors,
+    )
 
 
 def _objectives(config: str) -> dict[str, str]:
@@ -346,7 +385,8 @@ def format_model(model: KaldiModel | KaldiNetwork | Network, *, binary: bool = T
     return format_nnet(model_to_nnet(model, raw=raw), binary=binary)
 
 
-def write_model(path: str | os.PathLike[str], model: KaldiModel | KaldiNetwork | Network, *, binary: bool = True,
-                raw: bool = False) -> None:
+def write_model(
+    path: str | os.PathLike[str], model: KaldiModel | KaldiNetwork | Network, *, binary: bool = True, raw: bool = False
+) -> None:
     """Write a Kaldi model file, atomically (a failure leaves any existing file untouched)."""
     write_nnet(path, model_to_nnet(model, raw=raw), binary=binary)

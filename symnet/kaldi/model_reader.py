@@ -70,8 +70,9 @@ def _derive(component: NnetComponent, file: str) -> tuple[ComponentLine, ModelFi
         known = ", ".join(sorted(READABLE_TYPES))
         raise f.error(f"symnet cannot build a {component.type} from a model file (it reads: {known})")
     options = record.read_fields(f)
-    line = ComponentLine(name=component.name, type=component.type,
-                         options=[(key, _option_text(value)) for key, value in options.items()])
+    line = ComponentLine(
+        name=component.name, type=component.type, options=[(key, _option_text(value)) for key, value in options.items()]
+    )
     return line, f
 
 
@@ -104,15 +105,19 @@ def model_from_nnet(nnet: NnetFile, *, file: str = "<model>") -> KaldiModel:
         raise _config_error(file, e) from None
     bad = [line for line in node_lines if isinstance(line, ComponentLine)]
     if bad:
-        raise ModelFormatError(f"{file}: the config lines of a model file hold nodes only, not 'component' lines "
-                               f"(found component {bad[0].name})")
+        raise ModelFormatError(
+            f"{file}: the config lines of a model file hold nodes only, not 'component' lines "
+            f"(found component {bad[0].name})"
+        )
     stored = {c.name: c for c in nnet.components}
     used: dict[str, None] = {}
     for line in node_lines:
         if isinstance(line, ComponentNode):
             if line.component not in stored:
-                raise ModelFormatError(f"{file}: component-node {line.name} uses component {line.component!r}, "
-                                       "which the file does not have")
+                raise ModelFormatError(
+                    f"{file}: component-node {line.name} uses component {line.component!r}, "
+                    "which the file does not have"
+                )
             used.setdefault(line.component)
 
     component_lines: list[ComponentLine] = []
@@ -135,8 +140,13 @@ def model_from_nnet(nnet: NnetFile, *, file: str = "<model>") -> KaldiModel:
         if isinstance(layer, Component) and layer.name in stored:
             _set_params(layer, built[layer.name][1], params)
     network = network.replace(network=network.network.assign(params))
-    return KaldiModel(network, priors=nnet.priors, transition_model=nnet.transition_model, source=nnet,
-                      reference=network.network.structure)
+    return KaldiModel(
+        network,
+        priors=nnet.priors,
+        transition_model=nnet.transition_model,
+        source=nnet,
+        reference=network.network.structure,
+    )
 
 
 def _set_params(layer: Component, fields: ModelFields, params: dict[str, Any]) -> None:
@@ -153,8 +163,9 @@ def _set_params(layer: Component, fields: ModelFields, params: dict[str, Any]) -
         if value.dtype.kind != "f":
             raise fields.error(f"expected numbers, got {describe_value(c[token])}", token)
         if tuple(value.shape) != tuple(weight.shape):
-            raise fields.error(f"has shape {tuple(value.shape)}, but the component's other fields make it "
-                               f"{tuple(weight.shape)}", token)
+            raise fields.error(
+                f"has shape {tuple(value.shape)}, but the component's other fields make it {tuple(weight.shape)}", token
+            )
         params[weight.name] = jnp.asarray(value, dtype=jnp.float32)
     for part, block in zip(getattr(layer, "parts", ()), fields.blocks(), strict=False):
         _set_params(part, block, params)
@@ -185,7 +196,8 @@ def _check_dims(lines: list[ConfigLine], built: Mapping[str, tuple[Component, Mo
             raise ModelFormatError(
                 f"{file}: component {line.component!r} ({component.kaldi_type}): {origin}, which makes its input "
                 f"dim {component.input_dim}, but component-node {line.name} gives it "
-                f"input={write_descriptor(line.descriptor)} of dim {got}")
+                f"input={write_descriptor(line.descriptor)} of dim {got}"
+            )
 
 
 def parse_model(data: bytes, *, file: str = "<bytes>") -> KaldiModel:

@@ -134,8 +134,9 @@ jax.tree_util.register_pytree_node(
 )
 
 
-def unwrap_network(network: Network | KaldiNetwork,
-                   objectives: Mapping[str, str] | None) -> tuple[Network, dict[str, str]]:
+def unwrap_network(
+    network: Network | KaldiNetwork, objectives: Mapping[str, str] | None
+) -> tuple[Network, dict[str, str]]:
     """The Network of `network` (a Network or KaldiNetwork) and its objectives, updated by `objectives`."""
     if isinstance(network, KaldiNetwork):
         merged = dict(network.objectives)
@@ -176,8 +177,12 @@ def descriptor_dim(layer: Layer, dims: Mapping[str, int], line: ConfigLine) -> i
             what = type(layer).__name__
             message = f"{what}() of parts with different dims ({', '.join(map(str, found))})"
             column = _column(layer.where)
-            if (line.source is not None and column is not None and layer.where is not None
-                    and layer.where.startswith(line.source.file + ":")):
+            if (
+                line.source is not None
+                and column is not None
+                and layer.where is not None
+                and layer.where.startswith(line.source.file + ":")
+            ):
                 raise line.source.error(message, column)
             raise line.error(message, "input")
         return found[0]
@@ -238,7 +243,8 @@ def network_config_lines(
     for layer in walk(roots):
         if isinstance(layer, Identity):
             raise ConfigWriteError(
-                "the network reads Identity() (x); a Kaldi config needs named inputs: Input(name, dim)")
+                "the network reads Identity() (x); a Kaldi config needs named inputs: Input(name, dim)"
+            )
         if isinstance(layer, Input):
             other = inputs.setdefault(layer.name, layer)
             if other.dim != layer.dim:
@@ -246,7 +252,8 @@ def network_config_lines(
         elif isinstance(layer, Component) and id(layer) not in under_node:
             raise ConfigWriteError(
                 f"component {layer.name!r} ({layer.kaldi_type}) is not the operand of a Node; a Kaldi config "
-                f"needs a component-node for it: Node(name, component)")
+                f"needs a component-node for it: Node(name, component)"
+            )
         elif isinstance(layer, Node):
             other_node = nodes.setdefault(layer.name, layer)
             if other_node is not layer and other_node != layer:
@@ -350,7 +357,8 @@ def _node_lines(node: Node, components: dict[str, Component], exact: bool) -> li
     if isinstance(arg, DimRange) and isinstance(arg.arg, (Node, Input, Ref)):
         return [DimRangeNode(name=node.name, input_node=arg.arg.name, dim_offset=arg.offset, dim=arg.dim)]
     raise ConfigWriteError(
-        f"{what}: a Kaldi config node is a component or a DimRange of a node, not {type(arg).__name__}")
+        f"{what}: a Kaldi config node is a component or a DimRange of a node, not {type(arg).__name__}"
+    )
 
 
 def write_network(network: Network | KaldiNetwork, objectives: Mapping[str, str] | None = None) -> str:

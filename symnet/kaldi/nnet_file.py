@@ -153,8 +153,7 @@ def _normalize(value: Any, kind: Kind | None, where: str) -> Any:
     if kind in ARRAYS or isinstance(value, (np.ndarray, list)):
         return array_value(value, kind if kind in ARRAYS else None, where)
     if kind is None and isinstance(value, tuple):
-        if not value or any(isinstance(v, (tuple, list, np.ndarray, str, NnetComponent)) or v is None
-                            for v in value):
+        if not value or any(isinstance(v, (tuple, list, np.ndarray, str, NnetComponent)) or v is None for v in value):
             raise ModelFormatError(f"{where}: a tuple value must hold two or more numbers, got {value!r}")
         return tuple(scalar_value(v, None, where) for v in value)
     return scalar_value(value, kind, where)
@@ -191,15 +190,19 @@ class NnetComponent(ByValue):
                 raise ModelFormatError(f"{label}: fields must be (token, value) pairs, got {item!r}")
             token, value = item
             if not re.fullmatch(r"[^\s<>/]+", token):
-                raise ModelFormatError(f"{label}: token {token!r} must be a word without <, > or / "
-                                       "(give LinearParams for <LinearParams>)")
+                raise ModelFormatError(
+                    f"{label}: token {token!r} must be a word without <, > or / (give LinearParams for <LinearParams>)"
+                )
             if isinstance(value, NnetComponent):
                 if value.type != token or value.name:
-                    raise ModelFormatError(f"{label}: a nested block's token must be its type and its name "
-                                           f"empty, got token {token!r} for {value.type!r} named {value.name!r}")
+                    raise ModelFormatError(
+                        f"{label}: a nested block's token must be its type and its name "
+                        f"empty, got token {token!r} for {value.type!r} named {value.name!r}"
+                    )
             elif _is_block(token):
-                raise ModelFormatError(f"{label}: token <{token}> names a nested block; its value must be an "
-                                       "NnetComponent")
+                raise ModelFormatError(
+                    f"{label}: token <{token}> names a nested block; its value must be an NnetComponent"
+                )
             fields.append((token, _normalize(value, _kind(self.type, token), f"{label} <{token}>")))
         object.__setattr__(self, "fields", tuple(fields))
 
@@ -242,8 +245,7 @@ class NnetComponent(ByValue):
     @property
     def parameters(self) -> dict[str, np.ndarray]:
         """Float arrays by symnet field name (``linear_params``), for the network builder."""
-        return {token_to_field(t): v for t, v in self.fields
-                if isinstance(v, np.ndarray) and v.dtype.kind == "f"}
+        return {token_to_field(t): v for t, v in self.fields if isinstance(v, np.ndarray) and v.dtype.kind == "f"}
 
 
 # ----- the file ---------------------------------------------------------------------------------
@@ -301,16 +303,25 @@ class NnetFile(ByValue):
             seen.add(component.name)
         am = (self.transition_model, self.left_context, self.right_context, self.priors)
         if any(v is not None for v in am) and any(v is None for v in am):
-            raise ModelFormatError("an acoustic model needs transition_model, left_context, right_context and "
-                                   "priors (all of them, or none for a raw nnet)")
+            raise ModelFormatError(
+                "an acoustic model needs transition_model, left_context, right_context and "
+                "priors (all of them, or none for a raw nnet)"
+            )
         for name in ("left_context", "right_context"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, scalar_value(value, INT, name))
 
     def key(self) -> Any:
-        return ("nnet", self.config, tuple(c.key() for c in self.components), value_key(self.transition_model),
-                self.left_context, self.right_context, None if self.priors is None else value_key(self.priors))
+        return (
+            "nnet",
+            self.config,
+            tuple(c.key() for c in self.components),
+            value_key(self.transition_model),
+            self.left_context,
+            self.right_context,
+            None if self.priors is None else value_key(self.priors),
+        )
 
     @property
     def is_am(self) -> bool:
@@ -376,11 +387,12 @@ def _infer_binary(r: BinaryReader, token: str, label: str) -> Any:
     if byte == 8:
         return r.read_real(f"{token} of {label}")
     if byte == 4:
-        raise r.error(f"cannot tell whether the value of {token} in {label} is an int32, a float or an integer "
-                      f"vector: {token} is not in symnet's table of Kaldi tokens (TOKEN_KINDS) for this type",
-                      expected=f"a known token of {label}")
-    raise r.error(f"expected the value of {token} in {label}, got {r.describe(byte)}",
-                  expected=f"value of {token}")
+        raise r.error(
+            f"cannot tell whether the value of {token} in {label} is an int32, a float or an integer "
+            f"vector: {token} is not in symnet's table of Kaldi tokens (TOKEN_KINDS) for this type",
+            expected=f"a known token of {label}",
+        )
+    raise r.error(f"expected the value of {token} in {label}, got {r.describe(byte)}", expected=f"value of {token}")
 
 
 def _infer_text(r: TextReader, token: str, label: str) -> Any:
@@ -392,7 +404,7 @@ def _infer_text(r: TextReader, token: str, label: str) -> Any:
         return None
     if c == "[":
         end = r.text.find("]", r.pos)
-        content = r.text[r.pos + 1:end] if end >= 0 else ""
+        content = r.text[r.pos + 1 : end] if end >= 0 else ""
         if "," in content:
             return r.read_int_vector(what, pairs=True)
         words = content.split()
@@ -438,8 +450,9 @@ def _read_block(r: BinaryReader | TextReader, name: str, kaldi_type: str, depth:
         if token == end:
             break
         if not (len(token) > 2 and token[0] == "<" and token[-1] == ">" and token[1] != "/"):
-            raise r.error(f"expected a field token like <LinearParams> or {end} in {label}, got {token!r}",
-                          at=at, expected=end)
+            raise r.error(
+                f"expected a field token like <LinearParams> or {end} in {label}, got {token!r}", at=at, expected=end
+            )
         field = token[1:-1]
         if _is_block(field):
             value: Any = _read_block(r, "", field, depth + 1)
@@ -465,8 +478,11 @@ def _read_nnet3(r: BinaryReader | TextReader) -> tuple[str, list[NnetComponent]]
         if line in ("", "\r"):
             break
         if line.lstrip(" \t").startswith("<NumComponents>"):
-            raise r.error("expected the blank line that ends the config lines before <NumComponents>", at=at,
-                          expected="a blank line")
+            raise r.error(
+                "expected the blank line that ends the config lines before <NumComponents>",
+                at=at,
+                expected="a blank line",
+            )
         lines.append(line[:-1] if line.endswith("\r") else line)
     r.expect_token("<NumComponents>", " (after the blank line that ends the config lines)")
     at = r.pos
@@ -485,8 +501,11 @@ def _read_nnet3(r: BinaryReader | TextReader) -> tuple[str, list[NnetComponent]]
         at = r.skip_ws()
         token = r.read_token(f"the type of component {name!r}, e.g. <AffineComponent>")
         if not (len(token) > 2 and token[0] == "<" and token[-1] == ">" and token[1] != "/"):
-            raise r.error(f"expected the type of component {name!r} (like <AffineComponent>), got {token!r}",
-                          at=at, expected="<...Component>")
+            raise r.error(
+                f"expected the type of component {name!r} (like <AffineComponent>), got {token!r}",
+                at=at,
+                expected="<...Component>",
+            )
         components.append(_read_block(r, name, token[1:-1]))
     r.expect_token("</Nnet3>", f" (after {count} components)")
     return "".join(line + "\n" for line in lines), components
@@ -504,9 +523,13 @@ def parse_nnet(data: bytes, *, file: str = "<bytes>") -> NnetFile:
         transition_model = read_transition_model(r)
     elif first != "<Nnet3>":
         at = r.skip_ws()
-        raise r.error(f"expected <Nnet3> (a raw nnet) or <TransitionModel> (an acoustic model), got "
-                      f"{first[:40]!r}" if first else "empty file: expected <Nnet3> or <TransitionModel>",
-                      at=at, expected="<Nnet3>")
+        raise r.error(
+            f"expected <Nnet3> (a raw nnet) or <TransitionModel> (an acoustic model), got {first[:40]!r}"
+            if first
+            else "empty file: expected <Nnet3> or <TransitionModel>",
+            at=at,
+            expected="<Nnet3>",
+        )
     config, components = _read_nnet3(r)
     extra: dict[str, Any] = {}
     if transition_model is not None:
@@ -524,8 +547,13 @@ def parse_nnet(data: bytes, *, file: str = "<bytes>") -> NnetFile:
     try:
         return NnetFile(config, components, **extra)
     except ModelFormatError as e:
-        raise model_error(str(e), file=file, offset=0 if r.binary else None, line=None if r.binary else 1,
-                          column=None if r.binary else 1) from None
+        raise model_error(
+            str(e),
+            file=file,
+            offset=0 if r.binary else None,
+            line=None if r.binary else 1,
+            column=None if r.binary else 1,
+        ) from None
 
 
 def read_nnet(path: str | os.PathLike[str]) -> NnetFile:

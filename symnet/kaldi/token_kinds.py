@@ -15,8 +15,21 @@ tuple of scalar kinds for a token followed by several values
 
 from __future__ import annotations
 
-__all__ = ["ARRAYS", "BOOL", "DMATRIX", "DOUBLE", "DVECTOR", "FLAG", "FLOAT", "INT", "INTS", "Kind", "MATRIX",
-           "PAIRS", "VECTOR"]
+__all__ = [
+    "ARRAYS",
+    "BOOL",
+    "DMATRIX",
+    "DOUBLE",
+    "DVECTOR",
+    "FLAG",
+    "FLOAT",
+    "INT",
+    "INTS",
+    "Kind",
+    "MATRIX",
+    "PAIRS",
+    "VECTOR",
+]
 
 INT, FLOAT, DOUBLE, BOOL = "int", "float", "double", "bool"
 VECTOR, MATRIX, INTS, PAIRS, FLAG = "vector", "matrix", "ints", "pairs", "flag"

@@ -72,13 +72,16 @@ def make_chunks(
         if feats.ndim != 2 or len(feats) == 0:
             raise ShapeError(f"sequence {i}: features must be [T, D] with T > 0, got shape {feats.shape}")
         if feats.shape[1] != np.shape(features[0])[-1]:
-            raise ShapeError(f"sequence {i}: features of dim {feats.shape[1]}, but sequence 0 has dim "
-                             f"{np.shape(features[0])[-1]}")
+            raise ShapeError(
+                f"sequence {i}: features of dim {feats.shape[1]}, but sequence 0 has dim {np.shape(features[0])[-1]}"
+            )
         if tgt.ndim == 0 or len(tgt) != len(feats):
             raise ShapeError(f"sequence {i}: {len(feats)} frames of features but targets of shape {tgt.shape}")
         if tgt.shape[1:] != np.shape(targets[0])[1:]:
-            raise ShapeError(f"sequence {i}: targets of shape {tgt.shape}, but sequence 0 has targets of shape "
-                             f"{np.shape(targets[0])}")
+            raise ShapeError(
+                f"sequence {i}: targets of shape {tgt.shape}, but sequence 0 has targets of shape "
+                f"{np.shape(targets[0])}"
+            )
         if not np.isfinite(feats).all():
             frame, dim = (int(j) for j in np.argwhere(~np.isfinite(feats))[0])
             raise ShapeError(f"sequence {i}: the features are {feats[frame, dim]} at frame {frame}, dim {dim}")

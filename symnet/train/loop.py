@@ -78,8 +78,17 @@ def as_chunks(data: Any, network: Any, chunk: int, output: str) -> Chunks:
 class Trainer:
     """The compiled pieces of one training setup: request, step, evaluation."""
 
-    def __init__(self, network: Any, optimizer: optax.GradientTransformation, *, batch_size: int,
-                 chunks: Chunks, kind: str, input: str, output: str) -> None:
+    def __init__(
+        self,
+        network: Any,
+        optimizer: optax.GradientTransformation,
+        *,
+        batch_size: int,
+        chunks: Chunks,
+        kind: str,
+        input: str,
+        output: str,
+    ) -> None:
         self.optimizer = optimizer
         self.kind, self.input, self.output = kind, input, output
         self.batch_size = batch_size
@@ -91,9 +100,14 @@ class Trainer:
         self.computation = compile(network, request)
         self.structure = network.structure
 
-        def step(network: Network, opt_state: Any, x: jax.Array, targets: jax.Array, weights: jax.Array,
-                 key: jax.Array | None = None
-                 ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array]]:
+        def step(
+            network: Network,
+            opt_state: Any,
+            x: jax.Array,
+            targets: jax.Array,
+            weights: jax.Array,
+            key: jax.Array | None = None,
+        ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array]]:
             # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
             # the NaturalGradient* components' backward reads and updates them (else a no-op context).
             # `key` feeds training-mode dropout (symnet.rng), forward and backward alike.
@@ -116,8 +130,9 @@ class Trainer:
         test_structure = set_test_mode(network).structure
         test_computation = compile(Network.from_structure(test_structure, network.params, network.state), request)
 
-        def evaluate(network: Network, x: jax.Array, targets: jax.Array,
-                     weights: jax.Array) -> tuple[jax.Array, jax.Array]:
+        def evaluate(
+            network: Network, x: jax.Array, targets: jax.Array, weights: jax.Array
+        ) -> tuple[jax.Array, jax.Array]:
             test_network = Network.from_structure(test_structure, network.params, network.state)
             value = test_computation(test_network, {input: x})[output]
             loss, correct, _ = objective(kind, value, targets, weights)
@@ -376,11 +391,25 @@ def _fit(
         bar.close()
 
 
-def _train(trainer: Trainer, network: Any, opt_state: Any, position: ckpt.Position, history: list[EpochStats],
-           train_chunks: Chunks, valid_chunks: Chunks | None, bar: _progress, *, epochs: int, seed: int,
-           checkpoint: str | None, checkpoint_every: int, max_steps: int | None,
-           on_epoch: Callable[[EpochStats], None] | None, sums: Any,
-           run: Mapping[str, Any] | None) -> FitResult:
+def _train(
+    trainer: Trainer,
+    network: Any,
+    opt_state: Any,
+    position: ckpt.Position,
+    history: list[EpochStats],
+    train_chunks: Chunks,
+    valid_chunks: Chunks | None,
+    bar: _progress,
+    *,
+    epochs: int,
+    seed: int,
+    checkpoint: str | None,
+    checkpoint_every: int,
+    max_steps: int | None,
+    on_epoch: Callable[[EpochStats], None] | None,
+    sums: Any,
+    run: Mapping[str, Any] | None,
+) -> FitResult:
     step = position.step
     base_key = jax.random.PRNGKey(seed)
     for epoch in range(position.epoch, epochs):

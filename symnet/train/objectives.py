@@ -16,8 +16,9 @@ from ..errors import SymnetError
 OBJECTIVES = ("linear", "quadratic")
 
 
-def objective(kind: str, output: jax.Array, targets: jax.Array,
-              weights: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+def objective(
+    kind: str, output: jax.Array, targets: jax.Array, weights: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """`(loss, correct, delta)`: mean loss, count of correct frames (linear), d loss / d output."""
     total = jnp.maximum(weights.sum(), 1.0)
     if kind == "linear":

@@ -64,7 +64,9 @@ class Run:
     def check_backward(self, rtol=2e-4, atol=2e-5, input_delta=True):
         assert set(self.grads) == set(self.net.params)  # state (FixedWeights) gets no gradient
         for name, ref in self.ref_grads.items():
-            np.testing.assert_allclose(np.asarray(self.grads[name]), np.asarray(ref), rtol=rtol, atol=atol, err_msg=name)
+            np.testing.assert_allclose(
+                np.asarray(self.grads[name]), np.asarray(ref), rtol=rtol, atol=atol, err_msg=name
+            )
         if input_delta:
             np.testing.assert_allclose(
                 np.asarray(self.dx), np.asarray(self.ref_dx), rtol=rtol, atol=atol, err_msg="input delta"

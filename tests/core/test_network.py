@@ -118,7 +118,12 @@ def test_unnamed_weights_are_named_by_their_path():
     y = Node("y", h @ Weight(Normal((3, 1))))
     assert list(Network(y).params) == ["h.bias", "h.weight", "y.weight"]
     h2 = Node("h", ReLU(x @ Weight(Normal((2, 3))) + Weight(Zeros(3)) + Weight(Zeros(3))))
-    assert list(Network(Node("y", h2 @ Weight(Normal((3, 1))))).params) == ["h.bias", "h.bias_2", "h.weight", "y.weight"]
+    assert list(Network(Node("y", h2 @ Weight(Normal((3, 1))))).params) == [
+        "h.bias",
+        "h.bias_2",
+        "h.weight",
+        "y.weight",
+    ]
 
 
 def test_names_and_initial_values_do_not_depend_on_construction_order_or_history():

@@ -30,6 +30,7 @@ SAMPLES = {**SIMPLE_SAMPLES, **{kind: options for kind, (options, _, _) in NONSI
 SCALAR_KINDS = {kinds.INT, kinds.FLOAT, kinds.DOUBLE, kinds.BOOL}
 ALL_KINDS = SCALAR_KINDS | {kinds.FLAG, *kinds.ARRAYS}
 
+
 def _layer_classes() -> dict[str, type]:
     """Every component layer class symnet.components exports that names a Kaldi type."""
     out = {}

@@ -370,24 +370,37 @@ def test_rejected_descriptors(text, column, fragment):
     assert fragment in info.value.message
 
 
-@pytest.mark.parametrize("text", ["Sum(a, Scale(2, a))", "Sum(Offset(a, -1), Offset(Scale(0.5, a), 1))",
-                                  "Switch(a, Scale(2, a))", "Switch(a, a, Offset(Scale(3, a), -1))"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Sum(a, Scale(2, a))",
+        "Sum(Offset(a, -1), Offset(Scale(0.5, a), 1))",
+        "Switch(a, Scale(2, a))",
+        "Switch(a, a, Offset(Scale(3, a), -1))",
+    ],
+)
 def test_a_node_with_two_scales_reads_but_does_not_compute(text):
     """nnet3-init and nnet3-info take such a descriptor; Kaldi's compiler refuses it (GetScaleForNode: 'got two
     different scales'), and so does symnet's nnet3-compute (the corpus's rejected/b10_switch)."""
     from symnet.kaldi.compute import Nnet3Computer
     from symnet.kaldi.scales import check_descriptor_scales
 
-    net = parse_network(f"input-node name=a dim=2\ninput-node name=b dim=2\n"
-                        f"output-node name=output input=Append(b, {text})\n", file="two-scales.config").network
+    net = parse_network(
+        f"input-node name=a dim=2\ninput-node name=b dim=2\noutput-node name=output input=Append(b, {text})\n",
+        file="two-scales.config",
+    ).network
     assert net.context("output") is not None
     with pytest.raises(SymnetError, match=r"output-node output: .* node 'a' with two different scales") as info:
         check_descriptor_scales(net)
     assert "two-scales.config:3" in str(info.value)
     with pytest.raises(SymnetError, match="two different scales"):
         Nnet3Computer(net)
-    check_descriptor_scales(parse_network("input-node name=a dim=2\noutput-node name=output input="
-                                          "Append(a, Scale(2, a), Switch(Scale(3, a), Offset(Scale(3, a), 1)))\n").network)
+    check_descriptor_scales(
+        parse_network(
+            "input-node name=a dim=2\noutput-node name=output input="
+            "Append(a, Scale(2, a), Switch(Scale(3, a), Offset(Scale(3, a), 1)))\n"
+        ).network
+    )
 
 
 # ----- errors with columns and carets -------------------------------------------------------------

@@ -263,6 +263,7 @@ LAYERS = {
     "delta-layer": "",
 }
 
+
 def test_every_layer_type_is_exercised():
     assert set(LAYERS) | {"input", "output", "output-layer"} == set(LAYER_TYPES)
 

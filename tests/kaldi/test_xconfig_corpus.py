@@ -35,6 +35,7 @@ CASES = case_names("xconfig") or [
     pytest.param(None, marks=pytest.mark.skip(reason="the Kaldi corpus (shared/kaldi-oracle-dev.tar.xz) is absent"))
 ]
 
+
 def _case(case: str) -> str:
     return str(corpus_dir() / "cases" / case)
 

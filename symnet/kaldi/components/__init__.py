@@ -38,7 +38,7 @@ from .registry import (
 # The family modules register their records when imported.
 del affine, attention, convolution, misc, nonlinear, normalize, recurrent, scale, statistics, structure, tdnn
 
-#: Kaldi type name -> builder `(name, options, input, *, read_matrix: MatrixReader | None = None) -> Layer`, for every known type.
+#: Kaldi type name -> builder `(name, options, input, *, read_matrix=None) -> Component`, for every known type.
 COMPONENTS: Mapping[str, Any] = types.MappingProxyType({name: r.build for name, r in records().items()})
 
 #: The Kaldi component types `read_model` turns into symnet components.
@@ -49,10 +49,12 @@ WRITABLE_TYPES = frozenset(name for name, r in records().items() if r.write_fiel
 
 #: Kaldi type -> token -> kind of its value (`symnet.kaldi.token_kinds`): every record's, plus the
 #: <ConvolutionModel> block nested in TimeHeightConvolutionComponent.
-TOKEN_KINDS: Mapping[str, Mapping[str, Any]] = types.MappingProxyType({
-    **{name: r.token_kinds for name, r in records().items()},
-    "ConvolutionModel": types.MappingProxyType(CONVOLUTION_MODEL_KINDS),
-})
+TOKEN_KINDS: Mapping[str, Mapping[str, Any]] = types.MappingProxyType(
+    {
+        **{name: r.token_kinds for name, r in records().items()},
+        "ConvolutionModel": types.MappingProxyType(CONVOLUTION_MODEL_KINDS),
+    }
+)
 
 __all__ = [
     "COMPONENTS",

@@ -21,8 +21,9 @@ from .options import ComponentOptionReader, MatrixReader, field_options
 from .registry import KaldiComponentType, register
 
 
-def restricted_attention_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                   read_matrix: MatrixReader | None = None) -> Component:
+def restricted_attention_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options (Kaldi's RestrictedAttentionComponent::InitFromConfig): key-dim, value-dim, num-left-inputs,
     num-right-inputs (required; not both 0), num-heads (1), time-stride (1), num-left-inputs-required and
     num-right-inputs-required (negative or absent: all of them; at most num-left/right-inputs),
@@ -45,33 +46,70 @@ def restricted_attention_component(name: str, options: Mapping[str, Any], input:
         left_required = left
     if right_required < 0:
         right_required = right
-    for key, value in (("num-heads", num_heads), ("key-dim", key_dim), ("value-dim", value_dim),
-                       ("time-stride", stride)):
+    for key, value in (
+        ("num-heads", num_heads),
+        ("key-dim", key_dim),
+        ("value-dim", value_dim),
+        ("time-stride", stride),
+    ):
         opts.positive(key, value)
     opts.nonnegative("num-left-inputs", left)
     opts.nonnegative("num-right-inputs", right)
     opts.require(left + right > 0, "num-left-inputs and num-right-inputs must not both be 0", "num-right-inputs")
-    opts.require(left_required <= left, f"num-left-inputs-required={left_required} exceeds num-left-inputs={left}",
-                 "num-left-inputs-required")
-    opts.require(right_required <= right,
-                 f"num-right-inputs-required={right_required} exceeds num-right-inputs={right}",
-                 "num-right-inputs-required")
+    opts.require(
+        left_required <= left,
+        f"num-left-inputs-required={left_required} exceeds num-left-inputs={left}",
+        "num-left-inputs-required",
+    )
+    opts.require(
+        right_required <= right,
+        f"num-right-inputs-required={right_required} exceeds num-right-inputs={right}",
+        "num-right-inputs-required",
+    )
     opts.require(0.0 < key_scale <= 1.0, f"key-scale={key_scale} must be in (0, 1]", "key-scale")
-    return RestrictedAttentionComponent(name, input, num_heads, key_dim, value_dim, left, right, stride,
-                                        left_required, right_required, output_context, key_scale)
+    return RestrictedAttentionComponent(
+        name,
+        input,
+        num_heads,
+        key_dim,
+        value_dim,
+        left,
+        right,
+        stride,
+        left_required,
+        right_required,
+        output_context,
+        key_scale,
+    )
 
 
 def _restricted_attention_options(c: Any) -> list[tuple[str, Any]]:
-    return field_options(c, "num_heads", "key_dim", "value_dim", "num_left_inputs", "num_right_inputs",
-                         "time_stride", "num_left_inputs_required", "num_right_inputs_required", "output_context",
-                         "key_scale")
+    return field_options(
+        c,
+        "num_heads",
+        "key_dim",
+        "value_dim",
+        "num_left_inputs",
+        "num_right_inputs",
+        "time_stride",
+        "num_left_inputs_required",
+        "num_right_inputs_required",
+        "output_context",
+        "key_scale",
+    )
 
 
 #: The integer fields, in Kaldi's write order, and the options they are.
-_INT_FIELDS = (("NumHeads", "num-heads"), ("KeyDim", "key-dim"), ("ValueDim", "value-dim"),
-               ("NumLeftInputs", "num-left-inputs"), ("NumRightInputs", "num-right-inputs"),
-               ("TimeStride", "time-stride"), ("NumLeftInputsRequired", "num-left-inputs-required"),
-               ("NumRightInputsRequired", "num-right-inputs-required"))
+_INT_FIELDS = (
+    ("NumHeads", "num-heads"),
+    ("KeyDim", "key-dim"),
+    ("ValueDim", "value-dim"),
+    ("NumLeftInputs", "num-left-inputs"),
+    ("NumRightInputs", "num-right-inputs"),
+    ("TimeStride", "time-stride"),
+    ("NumLeftInputsRequired", "num-left-inputs-required"),
+    ("NumRightInputsRequired", "num-right-inputs-required"),
+)
 
 
 def _read_restricted_attention(f: ModelFields) -> dict[str, Any]:
@@ -84,16 +122,42 @@ def _read_restricted_attention(f: ModelFields) -> dict[str, Any]:
 
 def _write_restricted_attention(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = [(token, int(getattr(c, key.replace("-", "_")))) for token, key in _INT_FIELDS]
-    return out + [("OutputContext", bool(c.output_context)), ("KeyScale", f32(c.key_scale)),
-                  ("StatsCount", np.float64(0.0)), ("EntropyStats", np.zeros(0, np.float64)),
-                  ("PosteriorStats", np.zeros((0, 0), np.float64))]
+    return out + [
+        ("OutputContext", bool(c.output_context)),
+        ("KeyScale", f32(c.key_scale)),
+        ("StatsCount", np.float64(0.0)),
+        ("EntropyStats", np.zeros(0, np.float64)),
+        ("PosteriorStats", np.zeros((0, 0), np.float64)),
+    ]
 
 
-register(KaldiComponentType(
-    "RestrictedAttentionComponent", RestrictedAttentionComponent, restricted_attention_component,
-    _restricted_attention_options,
-    {**{t: INT for t in ("NumHeads", "KeyDim", "ValueDim", "NumLeftInputs", "NumRightInputs", "TimeStride",
-                         "NumLeftInputsRequired", "NumRightInputsRequired")},
-     "OutputContext": BOOL, "KeyScale": FLOAT, "StatsCount": DOUBLE, "EntropyStats": DVECTOR,
-     "PosteriorStats": DMATRIX},
-    _read_restricted_attention, _write_restricted_attention))
+register(
+    KaldiComponentType(
+        "RestrictedAttentionComponent",
+        RestrictedAttentionComponent,
+        restricted_attention_component,
+        _restricted_attention_options,
+        {
+            **{
+                t: INT
+                for t in (
+                    "NumHeads",
+                    "KeyDim",
+                    "ValueDim",
+                    "NumLeftInputs",
+                    "NumRightInputs",
+                    "TimeStride",
+                    "NumLeftInputsRequired",
+                    "NumRightInputsRequired",
+                )
+            },
+            "OutputContext": BOOL,
+            "KeyScale": FLOAT,
+            "StatsCount": DOUBLE,
+            "EntropyStats": DVECTOR,
+            "PosteriorStats": DMATRIX,
+        },
+        _read_restricted_attention,
+        _write_restricted_attention,
+    )
+)

@@ -50,13 +50,23 @@ def _sorted_unique(values: tuple) -> bool:
     return all(a < b for a, b in zip(values, values[1:]))
 
 
-def _check_model(opts: ComponentOptionReader, num_filters_in: int, height_in: int, height_out: int, subsample: int,
-                 offsets: tuple[tuple[int, int], ...], required: tuple[int, ...]) -> None:
+def _check_model(
+    opts: ComponentOptionReader,
+    num_filters_in: int,
+    height_in: int,
+    height_out: int,
+    subsample: int,
+    offsets: tuple[tuple[int, int], ...],
+    required: tuple[int, ...],
+) -> None:
     """Kaldi's ConvolutionModel::Check(check_heights_used=false, allow_height_padding=true)."""
     time_offsets = {t for t, _ in offsets}
     missing = [t for t in required if t not in time_offsets]
-    opts.require(not missing, f"required-time-offsets {','.join(map(str, missing))} are not among the time-offsets",
-                 "required-time-offsets")
+    opts.require(
+        not missing,
+        f"required-time-offsets {','.join(map(str, missing))} are not among the time-offsets",
+        "required-time-offsets",
+    )
     used = [False] * len(offsets)
     for j in range(height_out):
         h_out = j * subsample
@@ -65,11 +75,19 @@ def _check_model(opts: ComponentOptionReader, num_filters_in: int, height_in: in
             if 0 <= h_out + h < height_in:
                 used[i] = True
                 available = available or t in required
-        opts.require(available, f"output height {j} reads no input height at the required time offsets (height-in="
-                     f"{height_in}, height-out={height_out}, height-subsample-out={subsample})", "height-out")
+        opts.require(
+            available,
+            f"output height {j} reads no input height at the required time offsets (height-in="
+            f"{height_in}, height-out={height_out}, height-subsample-out={subsample})",
+            "height-out",
+        )
     unused = [offsets[i] for i, u in enumerate(used) if not u]
-    opts.require(not unused, f"the (time, height) offset {unused[0] if unused else ''} is never used (it reads outside "
-                 "the input height at every output height)", "height-offsets")
+    opts.require(
+        not unused,
+        f"the (time, height) offset {unused[0] if unused else ''} is never used (it reads outside "
+        "the input height at every output height)",
+        "height-offsets",
+    )
 
 
 def _offset_pairs(opts: ComponentOptionReader) -> tuple[tuple[int, int], ...]:
@@ -88,8 +106,9 @@ def _offset_pairs(opts: ComponentOptionReader) -> tuple[tuple[int, int], ...]:
     return offsets
 
 
-def time_height_convolution_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                      read_matrix: MatrixReader | None = None) -> Component:
+def time_height_convolution_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options (Kaldi's TimeHeightConvolutionComponent::InitFromConfig): num-filters-in, num-filters-out,
     height-in, height-out (required); the offsets, either `offsets=t1,h1;t2,h2;...` or height-offsets and
     time-offsets (sorted and unique; the offsets are then every (time, height) pair);
@@ -111,19 +130,29 @@ def time_height_convolution_component(name: str, options: Mapping[str, Any], inp
         height_offsets = opts.int_list("height-offsets")
         time_offsets = opts.int_list("time-offsets")
         for key, values in (("height-offsets", height_offsets), ("time-offsets", time_offsets)):
-            opts.require(len(values) > 0 and _sorted_unique(values),
-                         f"{key}={','.join(map(str, values))} must be nonempty, sorted and unique", key)
+            opts.require(
+                len(values) > 0 and _sorted_unique(values),
+                f"{key}={','.join(map(str, values))} must be nonempty, sorted and unique",
+                key,
+            )
         offsets = tuple((t, h) for t in time_offsets for h in height_offsets)
     all_time_offsets = tuple(sorted({t for t, _ in offsets}))
     required = opts.int_list("required-time-offsets", all_time_offsets)
-    opts.require(len(required) > 0 and _sorted_unique(required),
-                 f"required-time-offsets={','.join(map(str, required))} must be nonempty, sorted and unique",
-                 "required-time-offsets")
+    opts.require(
+        len(required) > 0 and _sorted_unique(required),
+        f"required-time-offsets={','.join(map(str, required))} must be nonempty, sorted and unique",
+        "required-time-offsets",
+    )
     subsample = opts.int("height-subsample-out", 1)
     max_memory_mb = opts.float("max-memory-mb", 200.0)
-    for key, value in (("num-filters-in", nfi), ("num-filters-out", nfo), ("height-in", height_in),
-                       ("height-out", height_out), ("height-subsample-out", subsample),
-                       ("max-memory-mb", max_memory_mb)):
+    for key, value in (
+        ("num-filters-in", nfi),
+        ("num-filters-out", nfo),
+        ("height-in", height_in),
+        ("height-out", height_out),
+        ("height-subsample-out", subsample),
+        ("max-memory-mb", max_memory_mb),
+    ):
         opts.positive(key, value)
     _check_model(opts, nfi, height_in, height_out, subsample, offsets, required)
     param_stddev = opts.float("param-stddev", -1.0)
@@ -133,10 +162,12 @@ def time_height_convolution_component(name: str, options: Mapping[str, Any], inp
         param_stddev = 1.0 / math.sqrt(nfi * len(offsets))
     cols = nfi * len(offsets)
     if init_unit:
-        opts.require(nfi == nfo, f"init-unit needs num-filters-in == num-filters-out (got {nfi} and {nfo})",
-                     "init-unit")
-        opts.require((0, 0) in offsets, "init-unit needs the offset (0, 0) (time-offset 0 and height-offset 0)",
-                     "init-unit")
+        opts.require(
+            nfi == nfo, f"init-unit needs num-filters-in == num-filters-out (got {nfi} and {nfo})", "init-unit"
+        )
+        opts.require(
+            (0, 0) in offsets, "init-unit needs the offset (0, 0) (time-offset 0 and height-offset 0)", "init-unit"
+        )
         unit = np.zeros((nfo, cols))
         start = offsets.index((0, 0)) * nfi
         unit[:, start : start + nfi] = np.eye(nfi)
@@ -170,8 +201,9 @@ def time_height_convolution_component(name: str, options: Mapping[str, Any], inp
     )
 
 
-def convolution_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                          read_matrix: MatrixReader | None = None) -> Component:
+def convolution_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options (Kaldi's ConvolutionComponent::InitFromConfig): input-x-dim, input-y-dim, input-z-dim, filt-x-dim,
     filt-y-dim, filt-x-step, filt-y-step (required; (input - filt) divisible by the step),
     input-vectorization-order (zyx, or yzx); then matrix=FILE (`[filters bias]`, num-filters x
@@ -184,19 +216,24 @@ def convolution_component(name: str, options: Mapping[str, Any], input: Layer, *
         dims[key] = opts.int(key)
         opts.positive(key, dims[key])
     order = opts.str("input-vectorization-order", "zyx")
-    opts.require(order in ("zyx", "yzx"), f"input-vectorization-order={order} is not zyx or yzx",
-                 "input-vectorization-order")
+    opts.require(
+        order in ("zyx", "yzx"), f"input-vectorization-order={order} is not zyx or yzx", "input-vectorization-order"
+    )
     for axis in ("x", "y"):
         size, filt, step = dims[f"input-{axis}-dim"], dims[f"filt-{axis}-dim"], dims[f"filt-{axis}-step"]
-        opts.require(filt <= size and (size - filt) % step == 0,
-                     f"filt-{axis}-dim={filt} and filt-{axis}-step={step} do not tile input-{axis}-dim={size}",
-                     f"filt-{axis}-dim")
+        opts.require(
+            filt <= size and (size - filt) % step == 0,
+            f"filt-{axis}-dim={filt} and filt-{axis}-step={step} do not tile input-{axis}-dim={size}",
+            f"filt-{axis}-dim",
+        )
     filter_dim = dims["filt-x-dim"] * dims["filt-y-dim"] * dims["input-z-dim"]
     if opts.has("matrix"):
         mat = load_array(opts, "matrix", read_matrix, 2)
-        opts.require(mat.shape[1] == filter_dim + 1,
-                     f"matrix={opts.raw['matrix']} has {mat.shape[1]} columns, expected {filter_dim + 1} (filters "
-                     "and the bias)", "matrix")
+        opts.require(
+            mat.shape[1] == filter_dim + 1,
+            f"matrix={opts.raw['matrix']} has {mat.shape[1]} columns, expected {filter_dim + 1} (filters and the bias)",
+            "matrix",
+        )
         w_init: Any = FrozenArray(mat[:, :filter_dim])
         b_init: Any = FrozenArray(mat[:, filter_dim])
     else:
@@ -210,16 +247,25 @@ def convolution_component(name: str, options: Mapping[str, Any], input: Layer, *
         b_init = normal_init((num_filters,), bias_stddev)
     opts.finish()
     return ConvolutionComponent(
-        name, input,
+        name,
+        input,
         Weight(w_init, param_name(name, "filter_params")),
         Weight(b_init, param_name(name, "bias_params")),
-        dims["input-x-dim"], dims["input-y-dim"], dims["input-z-dim"], dims["filt-x-dim"], dims["filt-y-dim"],
-        dims["filt-x-step"], dims["filt-y-step"], order,
+        dims["input-x-dim"],
+        dims["input-y-dim"],
+        dims["input-z-dim"],
+        dims["filt-x-dim"],
+        dims["filt-y-dim"],
+        dims["filt-x-step"],
+        dims["filt-y-step"],
+        order,
         options=tuple(meta),
     )
 
 
-def maxpooling_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def maxpooling_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options (Kaldi's MaxpoolingComponent::InitFromConfig and Check), all required: input-x-dim, input-y-dim,
     input-z-dim, pool-x-size, pool-y-size, pool-z-size, pool-x-step, pool-y-step, pool-z-step; per axis
     size <= input dim, step <= size, and (input dim - size) divisible by the step."""
@@ -233,8 +279,11 @@ def maxpooling_component(name: str, options: Mapping[str, Any], input: Layer, *,
         dim, size, step = values[f"input-{a}-dim"], values[f"pool-{a}-size"], values[f"pool-{a}-step"]
         opts.require(size <= dim, f"pool-{a}-size={size} exceeds input-{a}-dim={dim}", f"pool-{a}-size")
         opts.require(step <= size, f"pool-{a}-step={step} exceeds pool-{a}-size={size}", f"pool-{a}-step")
-        opts.require((dim - size) % step == 0,
-                     f"pool-{a}-size={size} and pool-{a}-step={step} do not tile input-{a}-dim={dim}", f"pool-{a}-step")
+        opts.require(
+            (dim - size) % step == 0,
+            f"pool-{a}-size={size} and pool-{a}-step={step} do not tile input-{a}-dim={dim}",
+            f"pool-{a}-step",
+        )
     return MaxpoolingComponent(name, input, *(values[k] for k in keys))
 
 
@@ -248,41 +297,77 @@ def _offset_options(offsets: tuple[tuple[int, int], ...]) -> list[tuple[str, Any
 
 
 def _time_height_options(c: Any) -> list[tuple[str, Any]]:
-    out = [("num-filters-in", c.num_filters_in), ("num-filters-out", c.num_filters_out), ("height-in", c.height_in),
-           ("height-out", c.height_out), ("height-subsample-out", c.height_subsample_out),
-           *_offset_options(c.offsets), ("required-time-offsets", c.required_time_offsets)]
+    out = [
+        ("num-filters-in", c.num_filters_in),
+        ("num-filters-out", c.num_filters_out),
+        ("height-in", c.height_in),
+        ("height-out", c.height_out),
+        ("height-subsample-out", c.height_subsample_out),
+        *_offset_options(c.offsets),
+        ("required-time-offsets", c.required_time_offsets),
+    ]
     if isinstance(getattr(c.linear_params, "init", None), (Normal, Zeros)):
         out += init_options(c.linear_params, "param-stddev", None)
     else:
         out.append(("init-unit", True))
     out += init_options(c.bias_params, "bias-stddev", None)
-    return out + meta_options(c, LEARNING + ("max-memory-mb", "use-natural-gradient", "rank-in", "rank-out", "alpha-in",
-                                       "alpha-out", "num-minibatches-history"))
+    return out + meta_options(
+        c,
+        LEARNING
+        + (
+            "max-memory-mb",
+            "use-natural-gradient",
+            "rank-in",
+            "rank-out",
+            "alpha-in",
+            "alpha-out",
+            "num-minibatches-history",
+        ),
+    )
 
 
 def _convolution_options(c: Any) -> list[tuple[str, Any]]:
-    return (field_options(c, "input_x_dim", "input_y_dim", "input_z_dim", "filt_x_dim", "filt_y_dim", "filt_x_step",
-                    "filt_y_step", "input_vectorization_order") + [("num-filters", c.num_filters)]
-            + init_options(c.filter_params, "param-stddev", None) + init_options(c.bias_params, "bias-stddev", None)
-            + meta_options(c, LEARNING))
+    return (
+        field_options(
+            c,
+            "input_x_dim",
+            "input_y_dim",
+            "input_z_dim",
+            "filt_x_dim",
+            "filt_y_dim",
+            "filt_x_step",
+            "filt_y_step",
+            "input_vectorization_order",
+        )
+        + [("num-filters", c.num_filters)]
+        + init_options(c.filter_params, "param-stddev", None)
+        + init_options(c.bias_params, "bias-stddev", None)
+        + meta_options(c, LEARNING)
+    )
 
 
 def _maxpooling_options(c: Any) -> list[tuple[str, Any]]:
-    return field_options(c, *(f"input_{a}_dim" for a in "xyz"), *(f"pool_{a}_size" for a in "xyz"),
-                         *(f"pool_{a}_step" for a in "xyz"))
+    return field_options(
+        c, *(f"input_{a}_dim" for a in "xyz"), *(f"pool_{a}_size" for a in "xyz"), *(f"pool_{a}_step" for a in "xyz")
+    )
 
 
 def _read_time_height(f: ModelFields) -> dict[str, Any]:
     m = f.nested("ConvolutionModel")
     pairs = m.offset_pairs("Offsets")
     out: dict[str, Any] = {
-        "num-filters-in": m.int("NumFiltersIn"), "num-filters-out": m.int("NumFiltersOut"),
-        "height-in": m.int("HeightIn"), "height-out": m.int("HeightOut"),
+        "num-filters-in": m.int("NumFiltersIn"),
+        "num-filters-out": m.int("NumFiltersOut"),
+        "height-in": m.int("HeightIn"),
+        "height-out": m.int("HeightOut"),
         "height-subsample-out": m.int("HeightSubsampleOut"),
-        **dict(_offset_options(pairs)), "required-time-offsets": m.ints("RequiredTimeOffsets"),
+        **dict(_offset_options(pairs)),
+        "required-time-offsets": m.ints("RequiredTimeOffsets"),
         **updatable_field_options(f),
-        "max-memory-mb": f.float("MaxMemoryMb", 200.0), "use-natural-gradient": f.bool("UseNaturalGradient", True),
-        "num-minibatches-history": f.float("NumMinibatchesHistory", 4.0)}
+        "max-memory-mb": f.float("MaxMemoryMb", 200.0),
+        "use-natural-gradient": f.bool("UseNaturalGradient", True),
+        "num-minibatches-history": f.float("NumMinibatchesHistory", 4.0),
+    }
     if f.has("AlphaInOut"):
         out["alpha-in"], out["alpha-out"] = (stored_float(v) for v in f.pair("AlphaInOut"))
     if f.has("RankInOut"):
@@ -292,24 +377,41 @@ def _read_time_height(f: ModelFields) -> dict[str, Any]:
 
 
 def _write_time_height(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
-    model = Block("ConvolutionModel", [
-        ("NumFiltersIn", c.num_filters_in), ("NumFiltersOut", c.num_filters_out), ("HeightIn", c.height_in),
-        ("HeightOut", c.height_out), ("HeightSubsampleOut", c.height_subsample_out),
-        ("Offsets", np.array(c.offsets, dtype=np.int32).reshape(-1, 2)),
-        ("RequiredTimeOffsets", np.array(c.required_time_offsets, dtype=np.int32))])
+    model = Block(
+        "ConvolutionModel",
+        [
+            ("NumFiltersIn", c.num_filters_in),
+            ("NumFiltersOut", c.num_filters_out),
+            ("HeightIn", c.height_in),
+            ("HeightOut", c.height_out),
+            ("HeightSubsampleOut", c.height_subsample_out),
+            ("Offsets", np.array(c.offsets, dtype=np.int32).reshape(-1, 2)),
+            ("RequiredTimeOffsets", np.array(c.required_time_offsets, dtype=np.int32)),
+        ],
+    )
     return updatable_fields(c) + [
-        ("Model", None), ("ConvolutionModel", model), ("LinearParams", p("linear_params")),
-        ("BiasParams", p("bias_params")), ("MaxMemoryMb", f32(option_or(c, "max-memory-mb", 200.0))),
+        ("Model", None),
+        ("ConvolutionModel", model),
+        ("LinearParams", p("linear_params")),
+        ("BiasParams", p("bias_params")),
+        ("MaxMemoryMb", f32(option_or(c, "max-memory-mb", 200.0))),
         ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True))),
         ("NumMinibatchesHistory", f32(option_or(c, "num-minibatches-history", 4.0))),
         ("AlphaInOut", (f32(option_or(c, "alpha-in", 4.0)), f32(option_or(c, "alpha-out", 4.0)))),
-        ("RankInOut", (int(option_or(c, "rank-in", 20)), int(option_or(c, "rank-out", 80))))]
+        ("RankInOut", (int(option_or(c, "rank-in", 20)), int(option_or(c, "rank-out", 80)))),
+    ]
 
 
 #: ConvolutionComponent's dim fields, in Kaldi's write order, and their options.
-_CONVOLUTION_DIMS = (("InputXDim", "input-x-dim"), ("InputYDim", "input-y-dim"), ("InputZDim", "input-z-dim"),
-                     ("FiltXDim", "filt-x-dim"), ("FiltYDim", "filt-y-dim"), ("FiltXStep", "filt-x-step"),
-                     ("FiltYStep", "filt-y-step"))
+_CONVOLUTION_DIMS = (
+    ("InputXDim", "input-x-dim"),
+    ("InputYDim", "input-y-dim"),
+    ("InputZDim", "input-z-dim"),
+    ("FiltXDim", "filt-x-dim"),
+    ("FiltYDim", "filt-y-dim"),
+    ("FiltXStep", "filt-x-step"),
+    ("FiltYStep", "filt-y-step"),
+)
 #: Kaldi's TensorVectorizationType: kYzx = 0, kZyx = 1 (`<InputVectorization>`).
 _VECTORIZATION = {0: "yzx", 1: "zyx"}
 
@@ -328,9 +430,16 @@ def _read_convolution(f: ModelFields) -> dict[str, Any]:
 
 def _write_convolution(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
     code = next(k for k, v in _VECTORIZATION.items() if v == c.input_vectorization_order)
-    return (updatable_fields(c) + [(token, int(getattr(c, key.replace("-", "_")))) for token, key in _CONVOLUTION_DIMS]
-            + [("InputVectorization", code), ("FilterParams", p("filter_params")), ("BiasParams", p("bias_params")),
-               ("IsGradient", bool(option_or(c, "is-gradient", False)))])
+    return (
+        updatable_fields(c)
+        + [(token, int(getattr(c, key.replace("-", "_")))) for token, key in _CONVOLUTION_DIMS]
+        + [
+            ("InputVectorization", code),
+            ("FilterParams", p("filter_params")),
+            ("BiasParams", p("bias_params")),
+            ("IsGradient", bool(option_or(c, "is-gradient", False))),
+        ]
+    )
 
 
 def _read_maxpooling(f: ModelFields) -> dict[str, Any]:
@@ -344,9 +453,11 @@ def _read_maxpooling(f: ModelFields) -> dict[str, Any]:
 
 
 def _write_maxpooling(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
-    return [(f"{kind}{a.upper()}{what}", int(getattr(c, f"{attr}_{a}_{what.lower()}")))
-            for kind, attr, what in (("Input", "input", "Dim"), ("Pool", "pool", "Size"), ("Pool", "pool", "Step"))
-            for a in "xyz"]
+    return [
+        (f"{kind}{a.upper()}{what}", int(getattr(c, f"{attr}_{a}_{what.lower()}")))
+        for kind, attr, what in (("Input", "input", "Dim"), ("Pool", "pool", "Size"), ("Pool", "pool", "Step"))
+        for a in "xyz"
+    ]
 
 
 # ----- the records ---------------------------------------------------------------------------
@@ -356,24 +467,85 @@ def _write_maxpooling(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
 
 #: The kinds of the tokens of the <ConvolutionModel> block nested in a TimeHeightConvolutionComponent.
 CONVOLUTION_MODEL_KINDS = {
-    "NumFiltersIn": INT, "NumFiltersOut": INT, "HeightIn": INT, "HeightOut": INT, "HeightSubsampleOut": INT,
-    "Offsets": PAIRS, "RequiredTimeOffsets": INTS}
+    "NumFiltersIn": INT,
+    "NumFiltersOut": INT,
+    "HeightIn": INT,
+    "HeightOut": INT,
+    "HeightSubsampleOut": INT,
+    "Offsets": PAIRS,
+    "RequiredTimeOffsets": INTS,
+}
 
-register(KaldiComponentType(
-    "TimeHeightConvolutionComponent", TimeHeightConvolutionComponent, time_height_convolution_component,
-    _time_height_options,
-    {**UPDATABLE_KINDS, "Model": FLAG, "LinearParams": MATRIX, "BiasParams": VECTOR, "MaxMemoryMb": FLOAT,
-     "UseNaturalGradient": BOOL, "NumMinibatchesHistory": FLOAT, "AlphaInOut": (FLOAT, FLOAT),
-     "RankInOut": (INT, INT)},
-    _read_time_height, _write_time_height))
-register(KaldiComponentType(
-    "ConvolutionComponent", ConvolutionComponent, convolution_component, _convolution_options,
-    {**UPDATABLE_KINDS, **{t: INT for t in ("InputXDim", "InputYDim", "InputZDim", "FiltXDim", "FiltYDim",
-                                            "FiltXStep", "FiltYStep", "InputVectorization")},
-     "FilterParams": MATRIX, "BiasParams": VECTOR},
-    _read_convolution, _write_convolution))
-register(KaldiComponentType(
-    "MaxpoolingComponent", MaxpoolingComponent, maxpooling_component, _maxpooling_options,
-    {t: INT for t in ("InputXDim", "InputYDim", "InputZDim", "PoolXSize", "PoolYSize", "PoolZSize", "PoolXStep",
-                      "PoolYStep", "PoolZStep")},
-    _read_maxpooling, _write_maxpooling))
+register(
+    KaldiComponentType(
+        "TimeHeightConvolutionComponent",
+        TimeHeightConvolutionComponent,
+        time_height_convolution_component,
+        _time_height_options,
+        {
+            **UPDATABLE_KINDS,
+            "Model": FLAG,
+            "LinearParams": MATRIX,
+            "BiasParams": VECTOR,
+            "MaxMemoryMb": FLOAT,
+            "UseNaturalGradient": BOOL,
+            "NumMinibatchesHistory": FLOAT,
+            "AlphaInOut": (FLOAT, FLOAT),
+            "RankInOut": (INT, INT),
+        },
+        _read_time_height,
+        _write_time_height,
+    )
+)
+register(
+    KaldiComponentType(
+        "ConvolutionComponent",
+        ConvolutionComponent,
+        convolution_component,
+        _convolution_options,
+        {
+            **UPDATABLE_KINDS,
+            **{
+                t: INT
+                for t in (
+                    "InputXDim",
+                    "InputYDim",
+                    "InputZDim",
+                    "FiltXDim",
+                    "FiltYDim",
+                    "FiltXStep",
+                    "FiltYStep",
+                    "InputVectorization",
+                )
+            },
+            "FilterParams": MATRIX,
+            "BiasParams": VECTOR,
+        },
+        _read_convolution,
+        _write_convolution,
+    )
+)
+register(
+    KaldiComponentType(
+        "MaxpoolingComponent",
+        MaxpoolingComponent,
+        maxpooling_component,
+        _maxpooling_options,
+        {
+            t: INT
+            for t in (
+                "InputXDim",
+                "InputYDim",
+                "InputZDim",
+                "PoolXSize",
+                "PoolYSize",
+                "PoolZSize",
+                "PoolXStep",
+                "PoolYStep",
+                "PoolZStep",
+            )
+        },
+        _read_maxpooling,
+        _write_maxpooling,
+    )
+)

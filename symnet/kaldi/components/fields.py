@@ -55,14 +55,26 @@ __all__ = [
 
 #: UpdatableComponent::WriteUpdatableCommon (nnet-component-itf.cc).
 UPDATABLE_KINDS = {
-    "LearningRateFactor": FLOAT, "IsGradient": BOOL, "MaxChange": FLOAT, "L2Regularize": FLOAT,
+    "LearningRateFactor": FLOAT,
+    "IsGradient": BOOL,
+    "MaxChange": FLOAT,
+    "L2Regularize": FLOAT,
     "LearningRate": FLOAT,
 }
 #: NonlinearComponent::Write (nnet-component-itf.cc).
 NONLINEAR_KINDS = {
-    "Dim": INT, "BlockDim": INT, "ValueAvg": VECTOR, "DerivAvg": VECTOR, "Count": DOUBLE,
-    "OderivRms": VECTOR, "OderivCount": DOUBLE, "NumDimsSelfRepaired": DOUBLE, "NumDimsProcessed": DOUBLE,
-    "SelfRepairLowerThreshold": FLOAT, "SelfRepairUpperThreshold": FLOAT, "SelfRepairScale": FLOAT,
+    "Dim": INT,
+    "BlockDim": INT,
+    "ValueAvg": VECTOR,
+    "DerivAvg": VECTOR,
+    "Count": DOUBLE,
+    "OderivRms": VECTOR,
+    "OderivCount": DOUBLE,
+    "NumDimsSelfRepaired": DOUBLE,
+    "NumDimsProcessed": DOUBLE,
+    "SelfRepairLowerThreshold": FLOAT,
+    "SelfRepairUpperThreshold": FLOAT,
+    "SelfRepairScale": FLOAT,
 }
 #: The components whose only fields are their dims.
 IN_OUT_KINDS = {"InputDim": INT, "OutputDim": INT}
@@ -159,8 +171,7 @@ class ModelFields:
     def offset_pairs(self, token: str) -> tuple[tuple[builtins.int, builtins.int], ...]:
         """An integer-pair vector (`[ -1,0 0,1 ]`) as a tuple of pairs."""
         value = self._get(token, _REQUIRED)
-        if not (isinstance(value, np.ndarray) and value.dtype.kind in "iu" and value.ndim == 2
-                and value.shape[1] == 2):
+        if not (isinstance(value, np.ndarray) and value.dtype.kind in "iu" and value.ndim == 2 and value.shape[1] == 2):
             raise self.error(f"expected a vector of integer pairs, got {describe_value(value)}", token)
         return tuple((int(a), int(b)) for a, b in value)
 
@@ -186,8 +197,11 @@ def describe_value(value: Any) -> str:
 def updatable_field_options(f: ModelFields) -> dict[str, Any]:
     """UpdatableComponent's learning-rate fields as config options."""
     out = {"learning-rate": f.float("LearningRate", 0.001)}
-    for token, key in (("LearningRateFactor", "learning-rate-factor"), ("MaxChange", "max-change"),
-                       ("L2Regularize", "l2-regularize")):
+    for token, key in (
+        ("LearningRateFactor", "learning-rate-factor"),
+        ("MaxChange", "max-change"),
+        ("L2Regularize", "l2-regularize"),
+    ):
         if f.has(token):
             out[key] = f.float(token)
     return out
@@ -220,6 +234,7 @@ def dim_token(f: ModelFields, token: str = "Dim") -> int:
     f.dims_from("input", token, f"is {dim}")
     f.dims_from("output", token, f"is {dim}")
     return dim
+
 
 def read_in_out(f: ModelFields) -> dict[str, Any]:
     """`<InputDim>` and `<OutputDim>` as input-dim and output-dim."""
@@ -281,8 +296,10 @@ class ParamValues:
         weight = getattr(c, field)
         name = weight.name if isinstance(weight, Weight) else None
         if name is None or name not in self.params:
-            raise ModelWriteError(f"component {c.name!r} ({c.kaldi_type}): its {field} is not a parameter "
-                                  f"of the network ({type(weight).__name__}); a model file stores arrays")
+            raise ModelWriteError(
+                f"component {c.name!r} ({c.kaldi_type}): its {field} is not a parameter "
+                f"of the network ({type(weight).__name__}); a model file stores arrays"
+            )
         return np.array(self.params[name], dtype=np.float32)
 
 

@@ -23,7 +23,9 @@ from .options import ComponentOptionReader, MatrixReader, field_options
 from .registry import KaldiComponentType, register
 
 
-def normalize_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def normalize_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options: dim or input-dim (required), block-dim (input-dim), target-rms (1.0), add-log-stddev (false)."""
     opts = ComponentOptionReader("NormalizeComponent", name, options)
     key = "dim" if opts.has("dim") else "input-dim"
@@ -33,13 +35,18 @@ def normalize_component(name: str, options: Mapping[str, Any], input: Layer, *, 
     target_rms = opts.float("target-rms", 1.0)
     add_log_stddev = opts.bool("add-log-stddev", False)
     opts.positive("target-rms", target_rms)
-    opts.require(block_dim > 0 and input_dim % block_dim == 0,
-                 f"block-dim={block_dim} must be positive and divide the input dim {input_dim}", "block-dim")
+    opts.require(
+        block_dim > 0 and input_dim % block_dim == 0,
+        f"block-dim={block_dim} must be positive and divide the input dim {input_dim}",
+        "block-dim",
+    )
     opts.finish()
     return NormalizeComponent(name, input, input_dim, block_dim, target_rms, add_log_stddev)
 
 
-def batch_norm_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def batch_norm_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options: dim (required), block-dim (dim), epsilon (0.001), target-rms (1.0), test-mode (false).
 
     The statistics start as Kaldi's fresh component's: count 0, mean 0, variance 0.
@@ -51,8 +58,11 @@ def batch_norm_component(name: str, options: Mapping[str, Any], input: Layer, *,
     epsilon = opts.float("epsilon", 1.0e-3)
     target_rms = opts.float("target-rms", 1.0)
     test_mode = opts.bool("test-mode", False)
-    opts.require(block_dim > 0 and dim % block_dim == 0,
-                 f"block-dim={block_dim} must be positive and divide dim={dim}", "block-dim")
+    opts.require(
+        block_dim > 0 and dim % block_dim == 0,
+        f"block-dim={block_dim} must be positive and divide dim={dim}",
+        "block-dim",
+    )
     opts.positive("epsilon", epsilon)
     opts.positive("target-rms", target_rms)
     opts.finish()
@@ -91,8 +101,13 @@ def _read_normalize(f: ModelFields) -> dict[str, Any]:
 
 
 def _read_batchnorm(f: ModelFields) -> dict[str, Any]:
-    return {"dim": dim_token(f), "block-dim": f.int("BlockDim"), "epsilon": f.float("Epsilon"),
-            "target-rms": f.float("TargetRms"), "test-mode": f.bool("TestMode", False)}
+    return {
+        "dim": dim_token(f),
+        "block-dim": f.int("BlockDim"),
+        "epsilon": f.float("Epsilon"),
+        "target-rms": f.float("TargetRms"),
+        "test-mode": f.bool("TestMode", False),
+    }
 
 
 def _write_normalize(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
@@ -104,20 +119,57 @@ def _write_normalize(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
 
 def _write_batchnorm(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
     count = p("count")
-    return [("Dim", c.dim), ("BlockDim", c.block_dim), ("Epsilon", f32(c.epsilon)), ("TargetRms", f32(c.target_rms)),
-            ("TestMode", bool(c.test_mode)), ("Count", np.float64(count.reshape(()))),
-            ("StatsMean", p("stats_mean")), ("StatsVar", p("stats_var"))]
+    return [
+        ("Dim", c.dim),
+        ("BlockDim", c.block_dim),
+        ("Epsilon", f32(c.epsilon)),
+        ("TargetRms", f32(c.target_rms)),
+        ("TestMode", bool(c.test_mode)),
+        ("Count", np.float64(count.reshape(()))),
+        ("StatsMean", p("stats_mean")),
+        ("StatsVar", p("stats_var")),
+    ]
 
 
 # ----- the records ---------------------------------------------------------------------------
 
-register(KaldiComponentType(
-    "NormalizeComponent", NormalizeComponent, normalize_component, _normalize_options,
-    {"Dim": INT, "InputDim": INT, "BlockDim": INT, "TargetRms": FLOAT, "AddLogStddev": BOOL,
-     "ValueAvg": VECTOR, "DerivAvg": VECTOR, "Count": DOUBLE},  # the last three: its old format
-    _read_normalize, _write_normalize))
-register(KaldiComponentType(
-    "BatchNormComponent", BatchNormComponent, batch_norm_component, _batchnorm_options,
-    {"Dim": INT, "BlockDim": INT, "Epsilon": FLOAT, "TargetRms": FLOAT, "TestMode": BOOL, "Count": DOUBLE,
-     "StatsMean": VECTOR, "StatsVar": VECTOR},
-    _read_batchnorm, _write_batchnorm))
+register(
+    KaldiComponentType(
+        "NormalizeComponent",
+        NormalizeComponent,
+        normalize_component,
+        _normalize_options,
+        {
+            "Dim": INT,
+            "InputDim": INT,
+            "BlockDim": INT,
+            "TargetRms": FLOAT,
+            "AddLogStddev": BOOL,
+            "ValueAvg": VECTOR,
+            "DerivAvg": VECTOR,
+            "Count": DOUBLE,
+        },  # the last three: its old format
+        _read_normalize,
+        _write_normalize,
+    )
+)
+register(
+    KaldiComponentType(
+        "BatchNormComponent",
+        BatchNormComponent,
+        batch_norm_component,
+        _batchnorm_options,
+        {
+            "Dim": INT,
+            "BlockDim": INT,
+            "Epsilon": FLOAT,
+            "TargetRms": FLOAT,
+            "TestMode": BOOL,
+            "Count": DOUBLE,
+            "StatsMean": VECTOR,
+            "StatsVar": VECTOR,
+        },
+        _read_batchnorm,
+        _write_batchnorm,
+    )
+)

@@ -78,12 +78,16 @@ class KaldiComponentType:
 
     def __attrs_post_init__(self) -> None:
         if getattr(self.layer, "kaldi_type", None) != self.name:
-            raise SymnetError(f"the record of {self.name} names the layer class {self.layer.__name__}, whose "
-                              f"kaldi_type is {getattr(self.layer, 'kaldi_type', None)!r}")
+            raise SymnetError(
+                f"the record of {self.name} names the layer class {self.layer.__name__}, whose "
+                f"kaldi_type is {getattr(self.layer, 'kaldi_type', None)!r}"
+            )
         full = self.read_fields is not None and self.write_fields is not None
         if full == bool(self.limitation):
-            raise SymnetError(f"the record of {self.name}: a type without a field reader or writer needs a "
-                              "limitation (why), and only such a type")
+            raise SymnetError(
+                f"the record of {self.name}: a type without a field reader or writer needs a "
+                "limitation (why), and only such a type"
+            )
 
     @property
     def model_support(self) -> str:
@@ -115,7 +119,11 @@ def records() -> Mapping[str, KaldiComponentType]:
 
 
 def build_component(
-    kaldi_type: str, name: str, options: Mapping[str, Any], input: Layer, *,
+    kaldi_type: str,
+    name: str,
+    options: Mapping[str, Any],
+    input: Layer,
+    *,
     read_matrix: Callable[[str], np.ndarray] | None = None,
 ) -> Component:
     """Build the component of Kaldi type `kaldi_type` from its config options (strings or Python values),
@@ -123,8 +131,9 @@ def build_component(
     options. `read_matrix(path)` reads the files that options such as `matrix=` name."""
     record = lookup(kaldi_type)
     if record is None:
-        raise ComponentConfigError(f"unknown component type {kaldi_type!r}", component=name, type=kaldi_type,
-                                   option="type")
+        raise ComponentConfigError(
+            f"unknown component type {kaldi_type!r}", component=name, type=kaldi_type, option="type"
+        )
     return record.build(name, options, input, read_matrix=read_matrix)
 
 
@@ -151,8 +160,7 @@ def _stripped(component: Component) -> Component:
     return attrs.evolve(component, input=PLACEHOLDER_INPUT)
 
 
-def _rebuild(record: KaldiComponentType, component: Component,
-             options: Sequence[tuple[str, str]]) -> Component | None:
+def _rebuild(record: KaldiComponentType, component: Component, options: Sequence[tuple[str, str]]) -> Component | None:
     try:
         return record.build(component.name, dict(options), PLACEHOLDER_INPUT)
     except (SymnetError, TypeError, ValueError):
@@ -199,7 +207,8 @@ def component_options(component: Component, *, exact: bool = True) -> list[tuple
             raise ConfigWriteError(
                 f"component {component.name!r} ({kind}) cannot be written as a config line: the options "
                 f"'{text}' build a different component (parameters read from files, renamed Weights or "
-                f"initialisers Kaldi's config cannot express)")
+                f"initialisers Kaldi's config cannot express)"
+            )
         return options
     # Leave out what the defaults give anyway, last options first.
     for i in range(len(options) - 1, -1, -1):

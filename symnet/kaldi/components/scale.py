@@ -57,11 +57,14 @@ from .registry import KaldiComponentType, register
 def _only(opts: ComponentOptionReader, key: str) -> None:
     """Kaldi's "file=... and nothing else" forms."""
     others = [k for k in opts.raw if k != key and k not in opts.used]
-    opts.require(not others, f"with {key}= no other option is allowed (got {', '.join(others)})",
-                 others[0] if others else None)
+    opts.require(
+        not others, f"with {key}= no other option is allowed (got {', '.join(others)})", others[0] if others else None
+    )
 
 
-def scale_and_offset_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def scale_and_offset_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options: dim (required), block-dim (dim), use-natural-gradient (true), rank (20), learning rates.
     Scales start at 1, offsets at 0."""
     opts = ComponentOptionReader("ScaleAndOffsetComponent", name, options)
@@ -69,8 +72,11 @@ def scale_and_offset_component(name: str, options: Mapping[str, Any], input: Lay
     dim = positive_dim(opts)
     meta.append(("use-natural-gradient", opts.bool("use-natural-gradient", True)))
     block_dim = opts.int("block-dim", dim)
-    opts.require(block_dim > 0 and dim % block_dim == 0,
-                 f"block-dim={block_dim} must be positive and divide dim={dim}", "block-dim")
+    opts.require(
+        block_dim > 0 and dim % block_dim == 0,
+        f"block-dim={block_dim} must be positive and divide dim={dim}",
+        "block-dim",
+    )
     meta.append(("rank", opts.int("rank", 20)))
     opts.finish()
     return ScaleAndOffsetComponent(
@@ -83,8 +89,9 @@ def scale_and_offset_component(name: str, options: Mapping[str, Any], input: Lay
     )
 
 
-def _scale_vector(opts: ComponentOptionReader, read_matrix: MatrixReader | None, file_key: str,
-                  check_dim: bool) -> FrozenArray | Initializer:
+def _scale_vector(
+    opts: ComponentOptionReader, read_matrix: MatrixReader | None, file_key: str, check_dim: bool
+) -> FrozenArray | Initializer:
     if opts.has(file_key):
         vec = load_array(opts, file_key, read_matrix, 1)
         if check_dim and opts.has("dim"):
@@ -98,7 +105,9 @@ def _scale_vector(opts: ComponentOptionReader, read_matrix: MatrixReader | None,
     return normal_init((dim,), param_stddev, param_mean)
 
 
-def per_element_scale_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def per_element_scale_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options: vector=FILE (optional dim must match), or dim with param-mean (1.0), param-stddev (0.0);
     learning rates."""
     opts = ComponentOptionReader("PerElementScaleComponent", name, options)
@@ -108,23 +117,31 @@ def per_element_scale_component(name: str, options: Mapping[str, Any], input: La
     return PerElementScaleComponent(name, input, Weight(init, param_name(name, "params")), options=tuple(meta))
 
 
-def natural_gradient_per_element_scale_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                                 read_matrix: MatrixReader | None = None) -> Component:
+def natural_gradient_per_element_scale_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options: scales=FILE, or dim with param-mean (1.0), param-stddev (0.0); rank (8), update-period (10),
     num-samples-history (2000), alpha (4); learning rates."""
     opts = ComponentOptionReader("NaturalGradientPerElementScaleComponent", name, options)
-    meta = [("rank", opts.int("rank", 8)), ("update-period", opts.int("update-period", 10)),
-            ("num-samples-history", opts.float("num-samples-history", 2000.0)), ("alpha", opts.float("alpha", 4.0))]
+    meta = [
+        ("rank", opts.int("rank", 8)),
+        ("update-period", opts.int("update-period", 10)),
+        ("num-samples-history", opts.float("num-samples-history", 2000.0)),
+        ("alpha", opts.float("alpha", 4.0)),
+    ]
     meta = updatable_options(opts) + meta
     if opts.has("scales"):
         _only(opts, "scales")
     init = _scale_vector(opts, read_matrix, "scales", check_dim=False)
     opts.finish()
-    return NaturalGradientPerElementScaleComponent(name, input, Weight(init, param_name(name, "params")),
-                                                   options=tuple(meta))
+    return NaturalGradientPerElementScaleComponent(
+        name, input, Weight(init, param_name(name, "params")), options=tuple(meta)
+    )
 
 
-def per_element_offset_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def per_element_offset_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options: vector=FILE (dim defaults to its dimension), or dim with param-mean (0.0), param-stddev (0.0),
     block-dim (dim); use-natural-gradient (true); learning rates."""
     opts = ComponentOptionReader("PerElementOffsetComponent", name, options)
@@ -132,23 +149,31 @@ def per_element_offset_component(name: str, options: Mapping[str, Any], input: L
     if opts.has("vector"):
         vec = load_array(opts, "vector", read_matrix, 1)
         dim = opts.int("dim", vec.shape[0])
-        opts.require(dim > 0 and dim % vec.shape[0] == 0,
-                     f"dim={dim} must be a positive multiple of the vector's dimension {vec.shape[0]}", "dim")
+        opts.require(
+            dim > 0 and dim % vec.shape[0] == 0,
+            f"dim={dim} must be a positive multiple of the vector's dimension {vec.shape[0]}",
+            "dim",
+        )
         init: FrozenArray | Initializer = FrozenArray(vec)
     else:
         dim = positive_dim(opts)
         param_mean = opts.float("param-mean", 0.0)
         param_stddev = opts.float("param-stddev", 0.0)
         block_dim = opts.int("block-dim", dim)
-        opts.require(block_dim > 0 and dim % block_dim == 0,
-                     f"block-dim={block_dim} must be positive and divide dim={dim}", "block-dim")
+        opts.require(
+            block_dim > 0 and dim % block_dim == 0,
+            f"block-dim={block_dim} must be positive and divide dim={dim}",
+            "block-dim",
+        )
         init = normal_init((block_dim,), param_stddev, param_mean)
     meta.append(("use-natural-gradient", opts.bool("use-natural-gradient", True)))
     opts.finish()
     return PerElementOffsetComponent(name, input, Weight(init, param_name(name, "offsets")), dim, options=tuple(meta))
 
 
-def fixed_scale_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def fixed_scale_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options: scales=FILE (nothing else), or dim with scale (every element = scale; default random N(0, 1))."""
     opts = ComponentOptionReader("FixedScaleComponent", name, options)
     if opts.has("scales"):
@@ -162,7 +187,9 @@ def fixed_scale_component(name: str, options: Mapping[str, Any], input: Layer, *
     return FixedScaleComponent(name, input, FixedWeight(init, param_name(name, "scales")))
 
 
-def fixed_bias_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def fixed_bias_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options: bias=FILE (nothing else), or dim (random N(0, 1) bias, for tests)."""
     opts = ComponentOptionReader("FixedBiasComponent", name, options)
     if opts.has("bias"):
@@ -174,7 +201,9 @@ def fixed_bias_component(name: str, options: Mapping[str, Any], input: Layer, *,
     return FixedBiasComponent(name, input, FixedWeight(init, param_name(name, "bias")))
 
 
-def constant_function_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def constant_function_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options: input-dim, output-dim (required), is-updatable (true), use-natural-gradient (true),
     output-mean (0.0), output-stddev (0.0); learning rates."""
     opts = ComponentOptionReader("ConstantFunctionComponent", name, options)
@@ -191,7 +220,9 @@ def constant_function_component(name: str, options: Mapping[str, Any], input: La
     return ConstantFunctionComponent(name, input, output, input_dim, is_updatable, options=tuple(meta))
 
 
-def constant_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def constant_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options (Kaldi's ConstantComponent::InitFromConfig): output-dim (required), is-updatable (true),
     use-natural-gradient (true), output-mean (0.0), output-stddev (0.0); learning rates. It reads no input."""
     opts = ComponentOptionReader("ConstantComponent", name, options)
@@ -212,7 +243,8 @@ def constant_component(name: str, options: Mapping[str, Any], input: Layer, *, r
 
 def _scale_and_offset_options(c: Any) -> list[tuple[str, Any]]:
     return [("dim", c.dim), ("block-dim", param_shape(c.scales)[0])] + meta_options(
-        c, LEARNING + ("use-natural-gradient", "rank"))
+        c, LEARNING + ("use-natural-gradient", "rank")
+    )
 
 
 def _per_element_scale_options(c: Any, keys: tuple[str, ...] = LEARNING) -> list[tuple[str, Any]]:
@@ -224,9 +256,11 @@ def _natural_gradient_per_element_scale_options(c: Any) -> list[tuple[str, Any]]
 
 
 def _per_element_offset_options(c: Any) -> list[tuple[str, Any]]:
-    return ([("dim", c.dim), ("block-dim", param_shape(c.offsets)[0])]
-            + init_options(c.offsets, "param-stddev", "param-mean")
-            + meta_options(c, LEARNING + ("use-natural-gradient",)))
+    return (
+        [("dim", c.dim), ("block-dim", param_shape(c.offsets)[0])]
+        + init_options(c.offsets, "param-stddev", "param-mean")
+        + meta_options(c, LEARNING + ("use-natural-gradient",))
+    )
 
 
 def _fixed_scale_options(c: Any) -> list[tuple[str, Any]]:
@@ -244,15 +278,19 @@ def _fixed_bias_options(c: Any) -> list[tuple[str, Any]]:
 
 
 def _constant_function_options(c: Any) -> list[tuple[str, Any]]:
-    return ([("input-dim", c.in_dim), ("output-dim", c.output_dim), ("is-updatable", c.is_updatable)]
-            + init_options(c.output, "output-stddev", "output-mean")
-            + meta_options(c, LEARNING + ("use-natural-gradient",)))
+    return (
+        [("input-dim", c.in_dim), ("output-dim", c.output_dim), ("is-updatable", c.is_updatable)]
+        + init_options(c.output, "output-stddev", "output-mean")
+        + meta_options(c, LEARNING + ("use-natural-gradient",))
+    )
 
 
 def _constant_options(c: Any) -> list[tuple[str, Any]]:
-    return ([("output-dim", c.output_dim), ("is-updatable", c.is_updatable)]
-            + init_options(c.output, "output-stddev", "output-mean")
-            + meta_options(c, LEARNING + ("use-natural-gradient",)))
+    return (
+        [("output-dim", c.output_dim), ("is-updatable", c.is_updatable)]
+        + init_options(c.output, "output-stddev", "output-mean")
+        + meta_options(c, LEARNING + ("use-natural-gradient",))
+    )
 
 
 # ----- reading model-file fields ---------------------------------------------------------------
@@ -274,8 +312,12 @@ def _read_per_element_scale(f: ModelFields) -> dict[str, Any]:
 
 def _read_natural_gradient_per_element_scale(f: ModelFields) -> dict[str, Any]:
     out = _read_per_element_scale(f)
-    for token, key, read in (("Rank", "rank", f.int), ("UpdatePeriod", "update-period", f.int),
-                             ("NumSamplesHistory", "num-samples-history", f.float), ("Alpha", "alpha", f.float)):
+    for token, key, read in (
+        ("Rank", "rank", f.int),
+        ("UpdatePeriod", "update-period", f.int),
+        ("NumSamplesHistory", "num-samples-history", f.float),
+        ("Alpha", "alpha", f.float),
+    ):
         if f.has(token):
             out[key] = read(token)
     return out
@@ -295,8 +337,12 @@ def _read_constant_function(f: ModelFields) -> dict[str, Any]:
     f.dims_from("output", "Output", f"has {len(output)} elements")
     input_dim = f.int("InputDim")
     f.dims_from("input", "InputDim", f"is {input_dim}")
-    out = {"input-dim": input_dim, "output-dim": len(output), "is-updatable": f.bool("IsUpdatable", True),
-           **updatable_field_options(f)}
+    out = {
+        "input-dim": input_dim,
+        "output-dim": len(output),
+        "is-updatable": f.bool("IsUpdatable", True),
+        **updatable_field_options(f),
+    }
     if f.has("UseNaturalGradient"):
         out["use-natural-gradient"] = f.bool("UseNaturalGradient")
     return out
@@ -325,9 +371,12 @@ def _read_fixed_bias(f: ModelFields) -> dict[str, Any]:
 
 def _write_scale_and_offset(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
     return updatable_fields(c) + [
-        ("Dim", c.dim), ("Scales", p("scales")), ("Offsets", p("offsets")),
+        ("Dim", c.dim),
+        ("Scales", p("scales")),
+        ("Offsets", p("offsets")),
         ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True))),
-        ("Rank", int(option_or(c, "rank", 20)))]
+        ("Rank", int(option_or(c, "rank", 20))),
+    ]
 
 
 def _write_per_element_scale(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
@@ -336,15 +385,20 @@ def _write_per_element_scale(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
 
 def _write_natural_gradient_per_element_scale(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
     return _write_per_element_scale(c, p) + [
-        ("IsGradient", bool(option_or(c, "is-gradient", False))), ("Rank", int(option_or(c, "rank", 8))),
+        ("IsGradient", bool(option_or(c, "is-gradient", False))),
+        ("Rank", int(option_or(c, "rank", 8))),
         ("UpdatePeriod", int(option_or(c, "update-period", 10))),
         ("NumSamplesHistory", f32(option_or(c, "num-samples-history", 2000.0))),
-        ("Alpha", f32(option_or(c, "alpha", 4.0)))]
+        ("Alpha", f32(option_or(c, "alpha", 4.0))),
+    ]
 
 
 def _write_per_element_offset(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
-    return updatable_fields(c) + [("Offsets", p("offsets")), ("Dim", c.dim),
-                                  ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True)))]
+    return updatable_fields(c) + [
+        ("Offsets", p("offsets")),
+        ("Dim", c.dim),
+        ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True))),
+    ]
 
 
 def _write_fixed_scale(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
@@ -357,48 +411,116 @@ def _write_fixed_bias(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
 
 def _write_constant_function(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
     return updatable_fields(c) + [
-        ("InputDim", c.in_dim), ("Output", p("output")), ("IsUpdatable", bool(c.is_updatable)),
-        ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True)))]
+        ("InputDim", c.in_dim),
+        ("Output", p("output")),
+        ("IsUpdatable", bool(c.is_updatable)),
+        ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True))),
+    ]
 
 
 def _write_constant(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
     return updatable_fields(c) + [
-        ("Output", p("output")), ("IsUpdatable", bool(c.is_updatable)),
-        ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True)))]
+        ("Output", p("output")),
+        ("IsUpdatable", bool(c.is_updatable)),
+        ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True))),
+    ]
 
 
 # ----- the records ---------------------------------------------------------------------------
 
-register(KaldiComponentType(
-    "ScaleAndOffsetComponent", ScaleAndOffsetComponent, scale_and_offset_component, _scale_and_offset_options,
-    {**UPDATABLE_KINDS, "Dim": INT, "Scales": VECTOR, "Offsets": VECTOR, "UseNaturalGradient": BOOL, "Rank": INT},
-    _read_scale_and_offset, _write_scale_and_offset))
-register(KaldiComponentType(
-    "PerElementScaleComponent", PerElementScaleComponent, per_element_scale_component, _per_element_scale_options,
-    {**UPDATABLE_KINDS, "Params": VECTOR}, _read_per_element_scale, _write_per_element_scale))
-register(KaldiComponentType(
-    "NaturalGradientPerElementScaleComponent", NaturalGradientPerElementScaleComponent,
-    natural_gradient_per_element_scale_component, _natural_gradient_per_element_scale_options,
-    {**UPDATABLE_KINDS, "Params": VECTOR, "Rank": INT, "UpdatePeriod": INT, "NumSamplesHistory": FLOAT,
-     "Alpha": FLOAT, "MaxChangePerMinibatch": FLOAT},
-    _read_natural_gradient_per_element_scale, _write_natural_gradient_per_element_scale))
-register(KaldiComponentType(
-    "PerElementOffsetComponent", PerElementOffsetComponent, per_element_offset_component,
-    _per_element_offset_options,
-    {**UPDATABLE_KINDS, "Offsets": VECTOR, "Dim": INT, "UseNaturalGradient": BOOL},
-    _read_per_element_offset, _write_per_element_offset))
-register(KaldiComponentType(
-    "FixedScaleComponent", FixedScaleComponent, fixed_scale_component, _fixed_scale_options, {"Scales": VECTOR},
-    _read_fixed_scale, _write_fixed_scale))
-register(KaldiComponentType(
-    "FixedBiasComponent", FixedBiasComponent, fixed_bias_component, _fixed_bias_options, {"Bias": VECTOR},
-    _read_fixed_bias, _write_fixed_bias))
-register(KaldiComponentType(
-    "ConstantFunctionComponent", ConstantFunctionComponent, constant_function_component,
-    _constant_function_options,
-    {**UPDATABLE_KINDS, "InputDim": INT, "Output": VECTOR, "IsUpdatable": BOOL, "UseNaturalGradient": BOOL},
-    _read_constant_function, _write_constant_function))
-register(KaldiComponentType(
-    "ConstantComponent", ConstantComponent, constant_component, _constant_options,
-    {**UPDATABLE_KINDS, "Output": VECTOR, "IsUpdatable": BOOL, "UseNaturalGradient": BOOL},
-    _read_constant, _write_constant))
+register(
+    KaldiComponentType(
+        "ScaleAndOffsetComponent",
+        ScaleAndOffsetComponent,
+        scale_and_offset_component,
+        _scale_and_offset_options,
+        {**UPDATABLE_KINDS, "Dim": INT, "Scales": VECTOR, "Offsets": VECTOR, "UseNaturalGradient": BOOL, "Rank": INT},
+        _read_scale_and_offset,
+        _write_scale_and_offset,
+    )
+)
+register(
+    KaldiComponentType(
+        "PerElementScaleComponent",
+        PerElementScaleComponent,
+        per_element_scale_component,
+        _per_element_scale_options,
+        {**UPDATABLE_KINDS, "Params": VECTOR},
+        _read_per_element_scale,
+        _write_per_element_scale,
+    )
+)
+register(
+    KaldiComponentType(
+        "NaturalGradientPerElementScaleComponent",
+        NaturalGradientPerElementScaleComponent,
+        natural_gradient_per_element_scale_component,
+        _natural_gradient_per_element_scale_options,
+        {
+            **UPDATABLE_KINDS,
+            "Params": VECTOR,
+            "Rank": INT,
+            "UpdatePeriod": INT,
+            "NumSamplesHistory": FLOAT,
+            "Alpha": FLOAT,
+            "MaxChangePerMinibatch": FLOAT,
+        },
+        _read_natural_gradient_per_element_scale,
+        _write_natural_gradient_per_element_scale,
+    )
+)
+register(
+    KaldiComponentType(
+        "PerElementOffsetComponent",
+        PerElementOffsetComponent,
+        per_element_offset_component,
+        _per_element_offset_options,
+        {**UPDATABLE_KINDS, "Offsets": VECTOR, "Dim": INT, "UseNaturalGradient": BOOL},
+        _read_per_element_offset,
+        _write_per_element_offset,
+    )
+)
+register(
+    KaldiComponentType(
+        "FixedScaleComponent",
+        FixedScaleComponent,
+        fixed_scale_component,
+        _fixed_scale_options,
+        {"Scales": VECTOR},
+        _read_fixed_scale,
+        _write_fixed_scale,
+    )
+)
+register(
+    KaldiComponentType(
+        "FixedBiasComponent",
+        FixedBiasComponent,
+        fixed_bias_component,
+        _fixed_bias_options,
+        {"Bias": VECTOR},
+        _read_fixed_bias,
+        _write_fixed_bias,
+    )
+)
+register(
+    KaldiComponentType(
+        "ConstantFunctionComponent",
+        ConstantFunctionComponent,
+        constant_function_component,
+        _constant_function_options,
+        {**UPDATABLE_KINDS, "InputDim": INT, "Output": VECTOR, "IsUpdatable": BOOL, "UseNaturalGradient": BOOL},
+        _read_constant_function,
+        _write_constant_function,
+    )
+)
+register(
+    KaldiComponentType(
+        "ConstantComponent",
+        ConstantComponent,
+        constant_component,
+        _constant_options,
+        {**UPDATABLE_KINDS, "Output": VECTOR, "IsUpdatable": BOOL, "UseNaturalGradient": BOOL},
+        _read_constant,
+        _write_constant,
+    )
+)

@@ -33,7 +33,9 @@ from .options import ComponentOptionReader, MatrixReader, field_options, in_out_
 from .registry import KaldiComponentType, component_options, lookup, option_text, register
 
 
-def distribute_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def distribute_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options (Kaldi's DistributeComponent::InitFromConfig): input-dim, output-dim (required, positive,
     output-dim divides input-dim)."""
     opts = ComponentOptionReader("DistributeComponent", name, options)
@@ -42,8 +44,9 @@ def distribute_component(name: str, options: Mapping[str, Any], input: Layer, *,
     opts.finish()
     opts.positive("input-dim", input_dim)
     opts.positive("output-dim", output_dim)
-    opts.require(input_dim % output_dim == 0, f"output-dim={output_dim} must divide input-dim={input_dim}",
-                 "output-dim")
+    opts.require(
+        input_dim % output_dim == 0, f"output-dim={output_dim} must divide input-dim={input_dim}", "output-dim"
+    )
     return DistributeComponent(name, input, input_dim, output_dim)
 
 
@@ -65,7 +68,9 @@ def composite_part_name(name: str, i: int) -> str:
     return f"{name}.component{i}"
 
 
-def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def composite_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options (Kaldi's CompositeComponent::InitFromConfig): num-components (required, >= 1), component1 ..
     componentN (required: each a nested config line `type=... options`, or a mapping with a `type`), of simple
     components (not CompositeComponent) whose dims chain; max-rows-process (4096)."""
@@ -92,19 +97,25 @@ def composite_component(name: str, options: Mapping[str, Any], input: Layer, *, 
             raise opts.error(f"{key} ({kind}): {e.message}", key) from None
         except SymnetError as e:
             raise opts.error(f"{key} ({kind}): {e}", key) from None
-        opts.require(type(part).rowwise and getattr(part, "input", None) is PART_INPUT,
-                     f"{key}: {kind} is not a simple (row-wise) component", key)
+        opts.require(
+            type(part).rowwise and getattr(part, "input", None) is PART_INPUT,
+            f"{key}: {kind} is not a simple (row-wise) component",
+            key,
+        )
         if parts:
-            opts.require(part.input_dim == parts[-1].output_dim,
-                         f"{key} has input-dim {part.input_dim}, but component{i - 1} has output-dim "
-                         f"{parts[-1].output_dim}", key)
+            opts.require(
+                part.input_dim == parts[-1].output_dim,
+                f"{key} has input-dim {part.input_dim}, but component{i - 1} has output-dim {parts[-1].output_dim}",
+                key,
+            )
         parts.append(part)
     opts.finish()
     return CompositeComponent(name, input, tuple(parts), max_rows)
 
 
-def spec_augment_time_mask_component(name: str, options: Mapping[str, Any], input: Layer, *,
-                                     read_matrix: MatrixReader | None = None) -> Component:
+def spec_augment_time_mask_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options (Kaldi's SpecAugmentTimeMaskComponent::InitFromConfig): dim (required), zeroed-proportion (0.25),
     time-mask-max-frames (10, more than 1). Kaldi's config has no test-mode option: the component starts in
     training mode; `set_test_mode` switches it."""
@@ -143,20 +154,24 @@ def _read_composite(f: ModelFields) -> dict[str, Any]:
         if record is None or record.read_fields is None:
             raise part.error(f"symnet cannot read a {part.component.type} from a model file")
         options = record.read_fields(part)
-        out[f"component{i}"] = " ".join([f"type={part.component.type}"]
-                                        + [f"{k}={option_text(v)}" for k, v in options.items()])
+        out[f"component{i}"] = " ".join(
+            [f"type={part.component.type}"] + [f"{k}={option_text(v)}" for k, v in options.items()]
+        )
     f.origin["input"] = "its first part's fields"
     return out
 
 
 def _write_composite(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = updatable_fields(c) + [("MaxRowsProcess", int(c.max_rows_process)),
-                                                        ("NumComponents", len(c.parts))]
+    out: list[tuple[str, Any]] = updatable_fields(c) + [
+        ("MaxRowsProcess", int(c.max_rows_process)),
+        ("NumComponents", len(c.parts)),
+    ]
     for part in c.parts:
         record = lookup(part.kaldi_type)
         if record is None or record.write_fields is None:
-            raise ModelWriteError(f"component {c.name!r}: symnet cannot write its part {part.name!r} "
-                                  f"({part.kaldi_type}) to a model file")
+            raise ModelWriteError(
+                f"component {c.name!r}: symnet cannot write its part {part.name!r} ({part.kaldi_type}) to a model file"
+            )
         out.append((part.kaldi_type, Block(part.kaldi_type, record.write_fields(part, ParamValues(part, p.params)))))
     return out
 
@@ -166,26 +181,54 @@ def _spec_augment_options(c: Any) -> list[tuple[str, Any]]:
 
 
 def _read_spec_augment(f: ModelFields) -> dict[str, Any]:
-    return {"dim": dim_token(f), "zeroed-proportion": f.float("ZeroedProportion"),
-            "time-mask-max-frames": f.int("TimeMaskMaxFrames")}
+    return {
+        "dim": dim_token(f),
+        "zeroed-proportion": f.float("ZeroedProportion"),
+        "time-mask-max-frames": f.int("TimeMaskMaxFrames"),
+    }
 
 
 def _write_spec_augment(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
-    return [("Dim", c.dim), ("ZeroedProportion", f32(c.zeroed_proportion)),
-            ("TimeMaskMaxFrames", int(c.time_mask_max_frames))]
+    return [
+        ("Dim", c.dim),
+        ("ZeroedProportion", f32(c.zeroed_proportion)),
+        ("TimeMaskMaxFrames", int(c.time_mask_max_frames)),
+    ]
 
 
 # ----- the records ---------------------------------------------------------------------------
 
-register(KaldiComponentType(
-    "DistributeComponent", DistributeComponent, distribute_component, in_out_options, IN_OUT_KINDS,
-    read_in_out, write_in_out))
-register(KaldiComponentType(
-    "CompositeComponent", CompositeComponent, composite_component, _composite_options,
-    {**UPDATABLE_KINDS, "MaxRowsProcess": INT, "NumComponents": INT},
-    _read_composite, _write_composite))
+register(
+    KaldiComponentType(
+        "DistributeComponent",
+        DistributeComponent,
+        distribute_component,
+        in_out_options,
+        IN_OUT_KINDS,
+        read_in_out,
+        write_in_out,
+    )
+)
+register(
+    KaldiComponentType(
+        "CompositeComponent",
+        CompositeComponent,
+        composite_component,
+        _composite_options,
+        {**UPDATABLE_KINDS, "MaxRowsProcess": INT, "NumComponents": INT},
+        _read_composite,
+        _write_composite,
+    )
+)
 # Token names from shared/KALDI-TEXT-FORMATS.md, not from its Write code.
-register(KaldiComponentType(
-    "SpecAugmentTimeMaskComponent", SpecAugmentTimeMaskComponent, spec_augment_time_mask_component,
-    _spec_augment_options, {"Dim": INT, "ZeroedProportion": FLOAT, "TimeMaskMaxFrames": INT},
-    _read_spec_augment, _write_spec_augment))
+register(
+    KaldiComponentType(
+        "SpecAugmentTimeMaskComponent",
+        SpecAugmentTimeMaskComponent,
+        spec_augment_time_mask_component,
+        _spec_augment_options,
+        {"Dim": INT, "ZeroedProportion": FLOAT, "TimeMaskMaxFrames": INT},
+        _read_spec_augment,
+        _write_spec_augment,
+    )
+)

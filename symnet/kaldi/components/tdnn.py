@@ -37,7 +37,9 @@ from .options import (
 from .registry import KaldiComponentType, register
 
 
-def tdnn_component(name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None) -> Component:
+def tdnn_component(
+    name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
+) -> Component:
     """Options (Kaldi's TdnnComponent::InitFromConfig): time-offsets (required, e.g. -1,0,1; distinct),
     input-dim, output-dim (required), use-bias (true), param-stddev (1/sqrt(input-dim * num-offsets); a
     negative value means the default), bias-stddev (1.0), bias-mean (0.0), orthonormal-constraint (0.0),
@@ -48,8 +50,11 @@ def tdnn_component(name: str, options: Mapping[str, Any], input: Layer, *, read_
     meta = updatable_options(opts)
     time_offsets = opts.int_list("time-offsets")
     opts.require(len(time_offsets) > 0, "time-offsets must not be empty", "time-offsets")
-    opts.require(len(set(time_offsets)) == len(time_offsets),
-                 f"repeated time-offsets: {','.join(map(str, time_offsets))}", "time-offsets")
+    opts.require(
+        len(set(time_offsets)) == len(time_offsets),
+        f"repeated time-offsets: {','.join(map(str, time_offsets))}",
+        "time-offsets",
+    )
     input_dim = opts.int("input-dim")
     output_dim = opts.int("output-dim")
     opts.positive("input-dim", input_dim)
@@ -85,13 +90,28 @@ def tdnn_component(name: str, options: Mapping[str, Any], input: Layer, *, read_
 
 
 def _tdnn_options(c: Any) -> list[tuple[str, Any]]:
-    out = [("input-dim", c.input_dim), ("output-dim", c.output_dim), ("time-offsets", c.time_offsets),
-           ("use-bias", c.use_bias)]
+    out = [
+        ("input-dim", c.input_dim),
+        ("output-dim", c.output_dim),
+        ("time-offsets", c.time_offsets),
+        ("use-bias", c.use_bias),
+    ]
     out += init_options(c.linear_params, "param-stddev", None)
     if c.use_bias:
         out += init_options(c.bias_params, "bias-stddev", "bias-mean")
-    return out + meta_options(c, LEARNING + ("orthonormal-constraint", "use-natural-gradient", "rank-in", "rank-out",
-                                       "alpha-in", "alpha-out", "num-samples-history"))
+    return out + meta_options(
+        c,
+        LEARNING
+        + (
+            "orthonormal-constraint",
+            "use-natural-gradient",
+            "rank-in",
+            "rank-out",
+            "alpha-in",
+            "alpha-out",
+            "num-samples-history",
+        ),
+    )
 
 
 def _read_tdnn(f: ModelFields) -> dict[str, Any]:
@@ -100,13 +120,19 @@ def _read_tdnn(f: ModelFields) -> dict[str, Any]:
         raise f.error("no time offsets", "TimeOffsets")
     m = f.array("LinearParams", 2)
     if m.shape[1] % len(offsets) or m.shape[0] == 0 or m.shape[1] == 0:
-        raise f.error(f"shape {m.shape} does not fit {len(offsets)} time offsets (its columns must be a multiple)",
-                      "LinearParams")
+        raise f.error(
+            f"shape {m.shape} does not fit {len(offsets)} time offsets (its columns must be a multiple)", "LinearParams"
+        )
     f.dims_from("input", "LinearParams", f"has {m.shape[1]} columns for {len(offsets)} time offsets")
     f.dims_from("output", "LinearParams", f"has {m.shape[0]} rows")
     bias = f.array("BiasParams", 1)
-    out = {"time-offsets": offsets, "input-dim": m.shape[1] // len(offsets), "output-dim": m.shape[0],
-           "use-bias": len(bias) > 0, **updatable_field_options(f)}
+    out = {
+        "time-offsets": offsets,
+        "input-dim": m.shape[1] // len(offsets),
+        "output-dim": m.shape[0],
+        "use-bias": len(bias) > 0,
+        **updatable_field_options(f),
+    }
     if f.has("OrthonormalConstraint"):
         out["orthonormal-constraint"] = f.float("OrthonormalConstraint")
     if f.has("UseNaturalGradient"):
@@ -123,7 +149,8 @@ def _read_tdnn(f: ModelFields) -> dict[str, Any]:
 def _write_tdnn(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
     return updatable_fields(c) + [
         ("TimeOffsets", np.array(c.time_offsets, dtype=np.int32)),
-        ("LinearParams", p("linear_params")), ("BiasParams", p("bias_params")),
+        ("LinearParams", p("linear_params")),
+        ("BiasParams", p("bias_params")),
         ("OrthonormalConstraint", f32(option_or(c, "orthonormal-constraint", 0.0))),
         ("UseNaturalGradient", bool(option_or(c, "use-natural-gradient", True))),
         ("NumSamplesHistory", f32(option_or(c, "num-samples-history", 2000.0))),
@@ -132,9 +159,25 @@ def _write_tdnn(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
     ]
 
 
-register(KaldiComponentType(
-    "TdnnComponent", TdnnComponent, tdnn_component, _tdnn_options,
-    {**UPDATABLE_KINDS, "TimeOffsets": INTS, "LinearParams": MATRIX, "BiasParams": VECTOR,
-     "OrthonormalConstraint": FLOAT, "JointL2RegularizeProportion": FLOAT, "UseNaturalGradient": BOOL,
-     "NumSamplesHistory": FLOAT, "AlphaInOut": (FLOAT, FLOAT), "RankInOut": (INT, INT)},
-    _read_tdnn, _write_tdnn))
+register(
+    KaldiComponentType(
+        "TdnnComponent",
+        TdnnComponent,
+        tdnn_component,
+        _tdnn_options,
+        {
+            **UPDATABLE_KINDS,
+            "TimeOffsets": INTS,
+            "LinearParams": MATRIX,
+            "BiasParams": VECTOR,
+            "OrthonormalConstraint": FLOAT,
+            "JointL2RegularizeProportion": FLOAT,
+            "UseNaturalGradient": BOOL,
+            "NumSamplesHistory": FLOAT,
+            "AlphaInOut": (FLOAT, FLOAT),
+            "RankInOut": (INT, INT),
+        },
+        _read_tdnn,
+        _write_tdnn,
+    )
+)

@@ -26,8 +26,17 @@ from .backend import KaldiNetwork
 from .base import LAYER_TYPES
 from .expand import CONFIG_NAMES, Xconfig, parse_xconfig, read_xconfig, write_kaldi_matrix
 
-__all__ = ["CONFIG_NAMES", "LAYER_TYPES", "Xconfig", "is_xconfig", "parse_xconfig", "parse_xconfig_network",
-           "read_xconfig", "read_xconfig_network", "write_kaldi_matrix"]
+__all__ = [
+    "CONFIG_NAMES",
+    "LAYER_TYPES",
+    "Xconfig",
+    "is_xconfig",
+    "parse_xconfig",
+    "parse_xconfig_network",
+    "read_xconfig",
+    "read_xconfig_network",
+    "write_kaldi_matrix",
+]
 
 _CONFIG_KINDS = ("input-node", "component", "component-node", "output-node", "dim-range-node")
 
@@ -45,13 +54,19 @@ def is_xconfig(path: str | os.PathLike[str]) -> bool:
     return False
 
 
-def parse_xconfig_network(text: str, *, file: str = "<xconfig>", seed: int = 0,
-                          read_matrix: Callable[[str], np.ndarray] | None = None) -> KaldiNetwork:
+def parse_xconfig_network(
+    text: str, *, file: str = "<xconfig>", seed: int = 0, read_matrix: Callable[[str], np.ndarray] | None = None
+) -> KaldiNetwork:
     """The KaldiNetwork of an xconfig text (Kaldi's final.config)."""
     return parse_xconfig(text, file=file).network(seed=seed, read_matrix=read_matrix)
 
 
-def read_xconfig_network(source: str | os.PathLike[str] | Any, *, seed: int = 0, file: str | None = None,
-                         read_matrix: Callable[[str], np.ndarray] | None = None) -> KaldiNetwork:
+def read_xconfig_network(
+    source: str | os.PathLike[str] | Any,
+    *,
+    seed: int = 0,
+    file: str | None = None,
+    read_matrix: Callable[[str], np.ndarray] | None = None,
+) -> KaldiNetwork:
     """The KaldiNetwork of an xconfig file (Kaldi's final.config)."""
     return read_xconfig(source, file=file).network(seed=seed, read_matrix=read_matrix)

@@ -16,24 +16,48 @@ from .base import Lines, XLayer, both, fmt, layer_types
 __all__ = ["XAttention"]
 
 
-@layer_types("attention-renorm-layer", "attention-relu-renorm-layer", "attention-relu-batchnorm-layer",
-             "relu-renorm-attention-layer")
+@layer_types(
+    "attention-renorm-layer",
+    "attention-relu-renorm-layer",
+    "attention-relu-batchnorm-layer",
+    "relu-renorm-attention-layer",
+)
 class XAttention(XLayer):
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        return {"input": "[-1]", "dim": -1, "max-change": 0.75, "self-repair-scale": 1.0e-05, "target-rms": 1.0,
-                "learning-rate-factor": 1.0, "ng-affine-options": "", "num-left-inputs-required": -1,
-                "num-right-inputs-required": -1, "output-context": True, "time-stride": 1, "num-heads": 1,
-                "key-dim": -1, "value-dim": -1, "num-left-inputs": -1, "num-right-inputs": -1,
-                "dropout-proportion": 0.5}
+        return {
+            "input": "[-1]",
+            "dim": -1,
+            "max-change": 0.75,
+            "self-repair-scale": 1.0e-05,
+            "target-rms": 1.0,
+            "learning-rate-factor": 1.0,
+            "ng-affine-options": "",
+            "num-left-inputs-required": -1,
+            "num-right-inputs-required": -1,
+            "output-context": True,
+            "time-stride": 1,
+            "num-heads": 1,
+            "key-dim": -1,
+            "value-dim": -1,
+            "num-left-inputs": -1,
+            "num-right-inputs": -1,
+            "dropout-proportion": 0.5,
+        }
 
     def check(self) -> None:
         c = self.config
-        self.require(0.0 <= c["self-repair-scale"] <= 1.0,
-                     f"self-repair-scale has invalid value {c['self-repair-scale']}", "self-repair-scale")
+        self.require(
+            0.0 <= c["self-repair-scale"] <= 1.0,
+            f"self-repair-scale has invalid value {c['self-repair-scale']}",
+            "self-repair-scale",
+        )
         self.require(c["target-rms"] >= 0.0, f"target-rms has invalid value {c['target-rms']}", "target-rms")
-        self.require(c["learning-rate-factor"] > 0.0,
-                     f"learning-rate-factor has invalid value {c['learning-rate-factor']}", "learning-rate-factor")
+        self.require(
+            c["learning-rate-factor"] > 0.0,
+            f"learning-rate-factor has invalid value {c['learning-rate-factor']}",
+            "learning-rate-factor",
+        )
         for key in ("value-dim", "key-dim", "num-left-inputs", "num-right-inputs"):
             self.require(c[key] >= 0, f"{key} must be set (>= 0), got {c[key]}", key)
 
@@ -59,9 +83,11 @@ class XAttention(XLayer):
         dim = self.attention_input_dim()
         factor = c["learning-rate-factor"]
         rate = f"learning-rate-factor={fmt(factor)}" if factor != 1.0 else ""
-        out = [f"component name={n}.affine type=NaturalGradientAffineComponent input-dim={self.input.dim} "
-               f"output-dim={dim} max-change={fmt(c['max-change'])} {c['ng-affine-options']} {rate} ",
-               f"component-node name={n}.affine component={n}.affine input={self.input.text}"]
+        out = [
+            f"component name={n}.affine type=NaturalGradientAffineComponent input-dim={self.input.dim} "
+            f"output-dim={dim} max-change={fmt(c['max-change'])} {c['ng-affine-options']} {rate} ",
+            f"component-node name={n}.affine component={n}.affine input={self.input.text}",
+        ]
         node = f"{n}.affine"
         repair, rms = fmt(c["self-repair-scale"]), fmt(c["target-rms"])
         for op in self.operations:
@@ -69,12 +95,14 @@ class XAttention(XLayer):
             if op == "relu":
                 line = f"{head} type=RectifiedLinearComponent dim={dim} self-repair-scale={repair}"
             elif op == "attention":
-                line = (f"{head} type=RestrictedAttentionComponent value-dim={c['value-dim']} key-dim={c['key-dim']} "
-                        f"num-left-inputs={c['num-left-inputs']} num-right-inputs={c['num-right-inputs']} "
-                        f"num-left-inputs-required={c['num-left-inputs-required']} "
-                        f"num-right-inputs-required={c['num-right-inputs-required']} "
-                        f"output-context={fmt(c['output-context'])} time-stride={c['time-stride']} "
-                        f"num-heads={c['num-heads']}")
+                line = (
+                    f"{head} type=RestrictedAttentionComponent value-dim={c['value-dim']} key-dim={c['key-dim']} "
+                    f"num-left-inputs={c['num-left-inputs']} num-right-inputs={c['num-right-inputs']} "
+                    f"num-left-inputs-required={c['num-left-inputs-required']} "
+                    f"num-right-inputs-required={c['num-right-inputs-required']} "
+                    f"output-context={fmt(c['output-context'])} time-stride={c['time-stride']} "
+                    f"num-heads={c['num-heads']}"
+                )
                 dim = self.output_dim()
             elif op == "sigmoid":
                 line = f"{head} type=SigmoidComponent dim={dim} self-repair-scale={repair}"

@@ -12,5 +12,13 @@ from ..config import ConfigLine, OutputNode, Source, parse_line
 from ..descriptor_text import write_descriptor
 from ..network import KaldiNetwork
 
-__all__ = ["ConfigLine", "KaldiNetwork", "OutputNode", "Source", "build_network", "parse_line",
-           "read_matrix_file", "write_descriptor"]
+__all__ = [
+    "ConfigLine",
+    "KaldiNetwork",
+    "OutputNode",
+    "Source",
+    "build_network",
+    "parse_line",
+    "read_matrix_file",
+    "write_descriptor",
+]

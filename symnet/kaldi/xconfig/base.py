@@ -135,8 +135,11 @@ class XLayer:
                 continue
             if key not in self.config:
                 allowed = " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in self.config.items())
-                raise source.error(f"{self.what}: unknown option {key}{closest(key, self.config)} (the options and "
-                                   f"their defaults: {allowed})", source.key_column(key))
+                raise source.error(
+                    f"{self.what}: unknown option {key}{closest(key, self.config)} (the options and "
+                    f"their defaults: {allowed})",
+                    source.key_column(key),
+                )
             try:
                 self.config[key] = _convert(key, self.config[key], text)
             except ValueError as e:
@@ -238,8 +241,7 @@ class XLayer:
                     raise fail(f"layer {head} ({layer.layer_type}) has no auxiliary output {aux!r}{hint}")
                 layer.used_aux.add(aux)
                 return layer, aux
-        raise fail(f"no layer named {head!r} before this line"
-                   f"{closest(head, [layer.name for layer in self.previous])}")
+        raise fail(f"no layer named {head!r} before this line{closest(head, [layer.name for layer in self.previous])}")
 
 
 class XInput(XLayer):

@@ -41,9 +41,11 @@ class XOutput(XLayer):
         return {"input": "[-1]", "dim": -1, "objective-type": "linear", "output-delay": 0}
 
     def check(self) -> None:
-        self.require(self.config["objective-type"] in ("linear", "quadratic"),
-                     f"objective-type must be linear or quadratic, got {self.config['objective-type']}",
-                     "objective-type")
+        self.require(
+            self.config["objective-type"] in ("linear", "quadratic"),
+            f"objective-type must be linear or quadratic, got {self.config['objective-type']}",
+            "objective-type",
+        )
 
     def output_name(self, aux: str | None = None) -> str:
         return self.name
@@ -66,26 +68,48 @@ class XOutputLayer(XLayer):
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        return {"input": "[-1]", "dim": -1, "bottleneck-dim": -1, "orthonormal-constraint": 1.0,
-                "include-log-softmax": True, "objective-type": "linear", "output-delay": 0,
-                "ng-affine-options": "", "ng-linear-options": "",
-                "learning-rate-factor": "", "l2-regularize": "", "max-change": 1.5,
-                "param-stddev": 0.0, "bias-stddev": 0.0, "use-natural-gradient": ""}
+        return {
+            "input": "[-1]",
+            "dim": -1,
+            "bottleneck-dim": -1,
+            "orthonormal-constraint": 1.0,
+            "include-log-softmax": True,
+            "objective-type": "linear",
+            "output-delay": 0,
+            "ng-affine-options": "",
+            "ng-linear-options": "",
+            "learning-rate-factor": "",
+            "l2-regularize": "",
+            "max-change": 1.5,
+            "param-stddev": 0.0,
+            "bias-stddev": 0.0,
+            "use-natural-gradient": "",
+        }
 
     def check(self) -> None:
-        self.require(self.config["objective-type"] in ("linear", "quadratic"),
-                     f"objective-type must be linear or quadratic, got {self.config['objective-type']}",
-                     "objective-type")
-        self.require(self.config["orthonormal-constraint"] > 0.0,
-                     "orthonormal-constraint must be positive (a floating constraint needs a separate "
-                     "linear-component followed by a batchnorm-component)", "orthonormal-constraint")
+        self.require(
+            self.config["objective-type"] in ("linear", "quadratic"),
+            f"objective-type must be linear or quadratic, got {self.config['objective-type']}",
+            "objective-type",
+        )
+        self.require(
+            self.config["orthonormal-constraint"] > 0.0,
+            "orthonormal-constraint must be positive (a floating constraint needs a separate "
+            "linear-component followed by a batchnorm-component)",
+            "orthonormal-constraint",
+        )
         factor = self.config["learning-rate-factor"]
-        self.require(factor == "" or float(factor) > 0.0, f"learning-rate-factor must be positive, got {factor}",
-                     "learning-rate-factor")
+        self.require(
+            factor == "" or float(factor) > 0.0,
+            f"learning-rate-factor must be positive, got {factor}",
+            "learning-rate-factor",
+        )
         b = self.config["bottleneck-dim"]
-        self.require(b < 0 or 0 < b < min(self.input.dim, self.config["dim"]),
-                     f"bottleneck-dim={b} must be positive and less than the input dim {self.input.dim} and dim",
-                     "bottleneck-dim")
+        self.require(
+            b < 0 or 0 < b < min(self.input.dim, self.config["dim"]),
+            f"bottleneck-dim={b} must be positive and less than the input dim {self.input.dim} and dim",
+            "bottleneck-dim",
+        )
 
     def output_name(self, aux: str | None = None) -> str:
         return self.name
@@ -100,15 +124,28 @@ class XOutputLayer(XLayer):
         if c["bottleneck-dim"] >= 0:
             linear = c["ng-linear-options"] + _passed(c, ("learning-rate-factor", "l2-regularize", "max-change"))
             constraint = c["orthonormal-constraint"]
-            out.append(f"component name={name}.linear type=LinearComponent orthonormal-constraint={fmt(constraint)} "
-                       f"param-stddev={fmt(constraint / math.sqrt(dim))} input-dim={dim} "
-                       f"output-dim={c['bottleneck-dim']} max-change=0.75 {linear}")
+            out.append(
+                f"component name={name}.linear type=LinearComponent orthonormal-constraint={fmt(constraint)} "
+                f"param-stddev={fmt(constraint / math.sqrt(dim))} input-dim={dim} "
+                f"output-dim={c['bottleneck-dim']} max-change=0.75 {linear}"
+            )
             out.append(f"component-node name={name}.linear component={name}.linear input={node}")
             node, dim = f"{name}.linear", c["bottleneck-dim"]
-        affine = c["ng-affine-options"] + _passed(c, ("learning-rate-factor", "l2-regularize", "max-change",
-                                                      "param-stddev", "bias-stddev", "use-natural-gradient"))
-        out.append(f"component name={name}.affine type=NaturalGradientAffineComponent input-dim={dim} "
-                   f"output-dim={c['dim']} {affine}")
+        affine = c["ng-affine-options"] + _passed(
+            c,
+            (
+                "learning-rate-factor",
+                "l2-regularize",
+                "max-change",
+                "param-stddev",
+                "bias-stddev",
+                "use-natural-gradient",
+            ),
+        )
+        out.append(
+            f"component name={name}.affine type=NaturalGradientAffineComponent input-dim={dim} "
+            f"output-dim={c['dim']} {affine}"
+        )
         out.append(f"component-node name={name}.affine component={name}.affine input={node}")
         node = f"{name}.affine"
         if c["include-log-softmax"]:
@@ -129,18 +166,40 @@ def _passed(config: dict[str, Any], keys: tuple[str, ...]) -> str:
 _NONLINEARITIES = ("relu", "sigmoid", "tanh", "renorm", "batchnorm", "so", "dropout")
 
 
-@layer_types("relu-layer", "relu-renorm-layer", "relu-batchnorm-dropout-layer", "relu-dropout-layer",
-             "relu-batchnorm-layer", "relu-batchnorm-so-layer", "batchnorm-so-relu-layer", "batchnorm-layer",
-             "sigmoid-layer", "tanh-layer")
+@layer_types(
+    "relu-layer",
+    "relu-renorm-layer",
+    "relu-batchnorm-dropout-layer",
+    "relu-dropout-layer",
+    "relu-batchnorm-layer",
+    "relu-batchnorm-so-layer",
+    "batchnorm-so-relu-layer",
+    "batchnorm-layer",
+    "sigmoid-layer",
+    "tanh-layer",
+)
 class XBasic(XLayer):
     """An affine component and the components the layer's name lists (`relu-batchnorm-layer`)."""
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        return {"input": "[-1]", "dim": -1, "bottleneck-dim": -1, "self-repair-scale": 1.0e-05,
-                "target-rms": 1.0, "ng-affine-options": "", "ng-linear-options": "", "dropout-proportion": 0.5,
-                "dropout-per-dim": False, "dropout-per-dim-continuous": False, "add-log-stddev": False,
-                "bias-stddev": "", "l2-regularize": "", "learning-rate-factor": "", "max-change": 0.75}
+        return {
+            "input": "[-1]",
+            "dim": -1,
+            "bottleneck-dim": -1,
+            "self-repair-scale": 1.0e-05,
+            "target-rms": 1.0,
+            "ng-affine-options": "",
+            "ng-linear-options": "",
+            "dropout-proportion": 0.5,
+            "dropout-per-dim": False,
+            "dropout-per-dim-continuous": False,
+            "add-log-stddev": False,
+            "bias-stddev": "",
+            "l2-regularize": "",
+            "learning-rate-factor": "",
+            "max-change": 0.75,
+        }
 
     @property
     def nonlinearities(self) -> list[str]:
@@ -151,14 +210,23 @@ class XBasic(XLayer):
         self.require(c["dim"] > 0, f"dim has invalid value {c['dim']}", "dim")
         b = c["bottleneck-dim"]
         self.require(b < 0 or 0 < b < c["dim"], f"bottleneck-dim has invalid value {b}", "bottleneck-dim")
-        self.require(0.0 <= c["self-repair-scale"] <= 1.0,
-                     f"self-repair-scale has invalid value {c['self-repair-scale']}", "self-repair-scale")
+        self.require(
+            0.0 <= c["self-repair-scale"] <= 1.0,
+            f"self-repair-scale has invalid value {c['self-repair-scale']}",
+            "self-repair-scale",
+        )
         self.require(c["target-rms"] >= 0.0, f"target-rms has invalid value {c['target-rms']}", "target-rms")
         factor = c["learning-rate-factor"]
-        self.require(factor == "" or float(factor) > 0.0, f"learning-rate-factor has invalid value {factor}",
-                     "learning-rate-factor")
-        self.require(not c["add-log-stddev"] or self.nonlinearities[-1] == "renorm",
-                     "add-log-stddev needs a final renorm component", "add-log-stddev")
+        self.require(
+            factor == "" or float(factor) > 0.0,
+            f"learning-rate-factor has invalid value {factor}",
+            "learning-rate-factor",
+        )
+        self.require(
+            not c["add-log-stddev"] or self.nonlinearities[-1] == "renorm",
+            "add-log-stddev needs a final renorm component",
+            "add-log-stddev",
+        )
 
     def output_name(self, aux: str | None = None) -> str:
         return f"{self.name}.{self.nonlinearities[-1]}"
@@ -173,14 +241,19 @@ class XBasic(XLayer):
         node, in_dim = self.input.text, self.input.dim
         if c["bottleneck-dim"] > 0:
             linear = c["ng-linear-options"] + _passed(c, ("max-change", "learning-rate-factor"))
-            out.append(f"component name={name}.linear type=LinearComponent input-dim={in_dim} "
-                       f"orthonormal-constraint=1.0 output-dim={c['bottleneck-dim']} {linear}")
+            out.append(
+                f"component name={name}.linear type=LinearComponent input-dim={in_dim} "
+                f"orthonormal-constraint=1.0 output-dim={c['bottleneck-dim']} {linear}"
+            )
             out.append(f"component-node name={name}.linear component={name}.linear input={node}")
             node, in_dim = f"{name}.linear", c["bottleneck-dim"]
-        affine = c["ng-affine-options"] + _passed(c, ("max-change", "learning-rate-factor", "bias-stddev",
-                                                      "l2-regularize"))
-        out.append(f"component name={name}.affine type=NaturalGradientAffineComponent input-dim={in_dim} "
-                   f"output-dim={dim} {affine}")
+        affine = c["ng-affine-options"] + _passed(
+            c, ("max-change", "learning-rate-factor", "bias-stddev", "l2-regularize")
+        )
+        out.append(
+            f"component name={name}.affine type=NaturalGradientAffineComponent input-dim={in_dim} "
+            f"output-dim={dim} {affine}"
+        )
         out.append(f"component-node name={name}.affine component={name}.affine input={node}")
         node = f"{name}.affine"
         kinds = self.nonlinearities
@@ -224,8 +297,9 @@ class XFixedAffine(XLayer):
         return {"input": "[-1]", "dim": -1, "affine-transform-file": "", "delay": 0, "write-init-config": True}
 
     def check(self) -> None:
-        self.require(self.config["affine-transform-file"] != "", "affine-transform-file must be set",
-                     "affine-transform-file")
+        self.require(
+            self.config["affine-transform-file"] != "", "affine-transform-file must be set", "affine-transform-file"
+        )
 
     def output_name(self, aux: str | None = None) -> str:
         return self.name
@@ -238,14 +312,20 @@ class XFixedAffine(XLayer):
         out: Lines = []
         if c["write-init-config"]:
             if c["delay"] != 0:
-                out += [(("init",), f"component name={name}.delayed type=NoOpComponent dim={self.input.dim}"),
-                        (("init",), f"component-node name={name}.delayed component={name}.delayed input={descriptor}"),
-                        (("init",), f"output-node name=output input=Offset({name}.delayed, {c['delay']})")]
+                out += [
+                    (("init",), f"component name={name}.delayed type=NoOpComponent dim={self.input.dim}"),
+                    (("init",), f"component-node name={name}.delayed component={name}.delayed input={descriptor}"),
+                    (("init",), f"output-node name=output input=Offset({name}.delayed, {c['delay']})"),
+                ]
             else:
                 out.append((("init",), f"output-node name=output input={descriptor}"))
         out.append((("final",), f"component name={name} type=FixedAffineComponent matrix={c['affine-transform-file']}"))
-        out.append((("ref",), f"component name={name} type=FixedAffineComponent input-dim={self.input.dim} "
-                              f"output-dim={c['dim']}"))
+        out.append(
+            (
+                ("ref",),
+                f"component name={name} type=FixedAffineComponent input-dim={self.input.dim} output-dim={c['dim']}",
+            )
+        )
         out.append((("ref", "final"), f"component-node name={name} component={name} input={descriptor}"))
         return out
 
@@ -256,8 +336,16 @@ class XAffine(XLayer):
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        return {"input": "[-1]", "dim": -1, "param-stddev": -1.0, "bias-stddev": 1.0, "bias-mean": 0.0,
-                "max-change": 0.75, "learning-rate-factor": 1.0, "ng-affine-options": ""}
+        return {
+            "input": "[-1]",
+            "dim": -1,
+            "param-stddev": -1.0,
+            "bias-stddev": 1.0,
+            "bias-mean": 0.0,
+            "max-change": 0.75,
+            "learning-rate-factor": 1.0,
+            "ng-affine-options": "",
+        }
 
     def derive(self) -> None:
         super().derive()
@@ -275,11 +363,17 @@ class XAffine(XLayer):
 
     def lines(self) -> Lines:
         c = self.config
-        options = "".join(f" {key}={fmt(c[key])}" for key in ("param-stddev", "bias-stddev", "bias-mean",
-                                                                "max-change")) + c["ng-affine-options"]
-        return both([f"component name={self.name} type=NaturalGradientAffineComponent input-dim={self.input.dim} "
-                     f"output-dim={c['dim']} {options}",
-                     f"component-node name={self.name} component={self.name} input={self.input.text}"])
+        options = (
+            "".join(f" {key}={fmt(c[key])}" for key in ("param-stddev", "bias-stddev", "bias-mean", "max-change"))
+            + c["ng-affine-options"]
+        )
+        return both(
+            [
+                f"component name={self.name} type=NaturalGradientAffineComponent input-dim={self.input.dim} "
+                f"output-dim={c['dim']} {options}",
+                f"component-node name={self.name} component={self.name} input={self.input.text}",
+            ]
+        )
 
 
 def idct_matrix(input_dim: int, output_dim: int, cepstral_lifter: float) -> np.ndarray:
@@ -303,8 +397,9 @@ class XIdct(XLayer):
         return {"input": "[-1]", "dim": -1, "cepstral-lifter": 22.0, "affine-transform-file": ""}
 
     def check(self) -> None:
-        self.require(self.config["affine-transform-file"] != "", "affine-transform-file must be set",
-                     "affine-transform-file")
+        self.require(
+            self.config["affine-transform-file"] != "", "affine-transform-file must be set", "affine-transform-file"
+        )
 
     def output_name(self, aux: str | None = None) -> str:
         return self.name
@@ -313,12 +408,19 @@ class XIdct(XLayer):
         return self.config["dim"]
 
     def matrices(self) -> dict[str, Any]:
-        return {self.config["affine-transform-file"]:
-                idct_matrix(self.input.dim, self.config["dim"], self.config["cepstral-lifter"])}
+        return {
+            self.config["affine-transform-file"]: idct_matrix(
+                self.input.dim, self.config["dim"], self.config["cepstral-lifter"]
+            )
+        }
 
     def lines(self) -> Lines:
         c, name = self.config, self.name
-        return [(("final",), f"component name={name} type=FixedAffineComponent matrix={c['affine-transform-file']}"),
-                (("ref",), f"component name={name} type=FixedAffineComponent input-dim={self.input.dim} "
-                           f"output-dim={c['dim']}"),
-                (("ref", "final"), f"component-node name={name} component={name} input={self.input.text}")]
+        return [
+            (("final",), f"component name={name} type=FixedAffineComponent matrix={c['affine-transform-file']}"),
+            (
+                ("ref",),
+                f"component name={name} type=FixedAffineComponent input-dim={self.input.dim} output-dim={c['dim']}",
+            ),
+            (("ref", "final"), f"component-node name={name} component={name} input={self.input.text}"),
+        ]

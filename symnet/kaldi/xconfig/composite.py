@@ -29,9 +29,18 @@ __all__ = ["XPrefinal", "XTdnnf"]
 class XTdnnf(XLayer):
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        return {"input": "[-1]", "dim": -1, "bottleneck-dim": -1, "bypass-scale": 0.66, "dropout-proportion": -1.0,
-                "time-stride": 1, "l2-regularize": 0.0, "max-change": 0.75, "self-repair-scale": 1.0e-05,
-                "context": "default"}
+        return {
+            "input": "[-1]",
+            "dim": -1,
+            "bottleneck-dim": -1,
+            "bypass-scale": 0.66,
+            "dropout-proportion": -1.0,
+            "time-stride": 1,
+            "l2-regularize": 0.0,
+            "max-change": 0.75,
+            "self-repair-scale": 1.0e-05,
+            "context": "default",
+        }
 
     def derive(self) -> None:
         pass
@@ -42,12 +51,19 @@ class XTdnnf(XLayer):
         self.require(c["dim"] > c["bottleneck-dim"], "dim must be greater than bottleneck-dim", "dim")
         p = c["dropout-proportion"]
         self.require(p == -1.0 or 0.0 <= p < 1.0, f"invalid dropout-proportion {p}", "dropout-proportion")
-        self.require(abs(c["bypass-scale"]) <= 1.0, f"bypass-scale has invalid value {c['bypass-scale']}",
-                     "bypass-scale")
-        self.require(c["dim"] == self.input.dim or c["bypass-scale"] == 0.0,
-                     f"bypass-scale is nonzero but dim != input dim: {c['dim']} != {self.input.dim}", "dim")
-        self.require(c["context"] in ("default", "left-only", "shift-left", "none"),
-                     f"context must be default, left-only, shift-left or none, got {c['context']}", "context")
+        self.require(
+            abs(c["bypass-scale"]) <= 1.0, f"bypass-scale has invalid value {c['bypass-scale']}", "bypass-scale"
+        )
+        self.require(
+            c["dim"] == self.input.dim or c["bypass-scale"] == 0.0,
+            f"bypass-scale is nonzero but dim != input dim: {c['dim']} != {self.input.dim}",
+            "dim",
+        )
+        self.require(
+            c["context"] in ("default", "left-only", "shift-left", "none"),
+            f"context must be default, left-only, shift-left or none, got {c['context']}",
+            "context",
+        )
 
     def output_name(self, aux: str | None = None) -> str:
         c = self.config
@@ -85,14 +101,18 @@ class XTdnnf(XLayer):
         ]
         last = "batchnorm"
         if c["dropout-proportion"] != -1:
-            out += [f"component name={name}.dropout type=GeneralDropoutComponent dim={c['dim']} "
-                    f"dropout-proportion={fmt(c['dropout-proportion'])} continuous=true",
-                    f"component-node name={name}.dropout component={name}.dropout input={name}.batchnorm"]
+            out += [
+                f"component name={name}.dropout type=GeneralDropoutComponent dim={c['dim']} "
+                f"dropout-proportion={fmt(c['dropout-proportion'])} continuous=true",
+                f"component-node name={name}.dropout component={name}.dropout input={name}.batchnorm",
+            ]
             last = "dropout"
         if c["bypass-scale"] != 0.0:
-            out += [f"component name={name}.noop type=NoOpComponent dim={c['dim']}",
-                    f"component-node name={name}.noop component={name}.noop "
-                    f"input=Sum(Scale({fmt(c['bypass-scale'])}, {self.input.text}), {name}.{last})"]
+            out += [
+                f"component name={name}.noop type=NoOpComponent dim={c['dim']}",
+                f"component-node name={name}.noop component={name}.noop "
+                f"input=Sum(Scale({fmt(c['bypass-scale'])}, {self.input.text}), {name}.{last})",
+            ]
         return both(out)
 
 
@@ -100,8 +120,14 @@ class XTdnnf(XLayer):
 class XPrefinal(XLayer):
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        return {"input": "[-1]", "big-dim": -1, "small-dim": -1, "l2-regularize": 0.0, "max-change": 0.75,
-                "self-repair-scale": 1.0e-05}
+        return {
+            "input": "[-1]",
+            "big-dim": -1,
+            "small-dim": -1,
+            "l2-regularize": 0.0,
+            "max-change": 0.75,
+            "self-repair-scale": 1.0e-05,
+        }
 
     def derive(self) -> None:
         pass
@@ -121,18 +147,20 @@ class XPrefinal(XLayer):
         c, name = self.config, self.name
         big, small = c["big-dim"], c["small-dim"]
         l2, change = fmt(c["l2-regularize"]), fmt(c["max-change"])
-        return both([
-            f"component name={name}.affine type=NaturalGradientAffineComponent input-dim={self.input.dim} "
-            f"output-dim={big} l2-regularize={l2} max-change={change}",
-            f"component-node name={name}.affine component={name}.affine input={self.input.text}",
-            f"component name={name}.relu type=RectifiedLinearComponent dim={big} "
-            f"self-repair-scale={fmt(c['self-repair-scale'])}",
-            f"component-node name={name}.relu component={name}.relu input={name}.affine",
-            f"component name={name}.batchnorm1 type=BatchNormComponent dim={big}",
-            f"component-node name={name}.batchnorm1 component={name}.batchnorm1 input={name}.relu",
-            f"component name={name}.linear type=LinearComponent input-dim={big} output-dim={small} "
-            f"l2-regularize={l2} max-change={change} orthonormal-constraint=-1 ",
-            f"component-node name={name}.linear component={name}.linear input={name}.batchnorm1",
-            f"component name={name}.batchnorm2 type=BatchNormComponent dim={small}",
-            f"component-node name={name}.batchnorm2 component={name}.batchnorm2 input={name}.linear",
-        ])
+        return both(
+            [
+                f"component name={name}.affine type=NaturalGradientAffineComponent input-dim={self.input.dim} "
+                f"output-dim={big} l2-regularize={l2} max-change={change}",
+                f"component-node name={name}.affine component={name}.affine input={self.input.text}",
+                f"component name={name}.relu type=RectifiedLinearComponent dim={big} "
+                f"self-repair-scale={fmt(c['self-repair-scale'])}",
+                f"component-node name={name}.relu component={name}.relu input={name}.affine",
+                f"component name={name}.batchnorm1 type=BatchNormComponent dim={big}",
+                f"component-node name={name}.batchnorm1 component={name}.batchnorm1 input={name}.relu",
+                f"component name={name}.linear type=LinearComponent input-dim={big} output-dim={small} "
+                f"l2-regularize={l2} max-change={change} orthonormal-constraint=-1 ",
+                f"component-node name={name}.linear component={name}.linear input={name}.batchnorm1",
+                f"component name={name}.batchnorm2 type=BatchNormComponent dim={small}",
+                f"component-node name={name}.batchnorm2 component={name}.batchnorm2 input={name}.linear",
+            ]
+        )

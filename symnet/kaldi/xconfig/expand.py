@@ -38,10 +38,10 @@ CONFIG_NAMES = ("init", "ref", "final")
 
 _HEADERS = {
     "init": "# It contains the parts of the network that can be used to\n"
-            "# accumulate statistics on the input features (the LDA-like transform).",
+    "# accumulate statistics on the input features (the LDA-like transform).",
     "ref": "# It contains the entire neural network, but with the components that\n"
-           "# would read fixed matrices from disk replaced with random ones; it is\n"
-           "# used only to work out the left-context and right-context of the network.",
+    "# would read fixed matrices from disk replaced with random ones; it is\n"
+    "# used only to work out the left-context and right-context of the network.",
     "final": "# It contains the entire neural network.",
 }
 
@@ -105,8 +105,9 @@ class Xconfig:
         """xconfig.expanded.1 (`normalized=False`) or xconfig.expanded.2: each layer with all its options."""
         return "".join(layer.describe(normalized) + "\n" for layer in self.layers)
 
-    def network(self, *, seed: int = 0, base: Any = None,
-                read_matrix: Callable[[str], np.ndarray] | None = None) -> KaldiNetwork:
+    def network(
+        self, *, seed: int = 0, base: Any = None, read_matrix: Callable[[str], np.ndarray] | None = None
+    ) -> KaldiNetwork:
         """The KaldiNetwork of final.config; errors name the xconfig line and the layer.
 
         Matrices the layers write (the idct-layer's) are used as they are;
@@ -122,12 +123,12 @@ class Xconfig:
         try:
             return build_network(lines, seed=seed, base=base, read_matrix=read)
         except ConfigError as e:
-            layer = next((layer for layer in self.layers if e.file == self.file and layer.source.line == e.line),
-                         None)
+            layer = next((layer for layer in self.layers if e.file == self.file and layer.source.line == e.line), None)
             if layer is None or e.message.startswith(layer.what):
                 raise
-            raise ConfigError(f"{layer.what}: {e.message}", file=e.file, line=e.line, column=e.column,
-                              text=e.text) from None
+            raise ConfigError(
+                f"{layer.what}: {e.message}", file=e.file, line=e.line, column=e.column, text=e.text
+            ) from None
 
     def write_config_dir(self, directory: str | os.PathLike[str]) -> list[str]:
         """Write what xconfig_to_configs.py writes to its --config-dir; returns the paths written."""
@@ -154,10 +155,19 @@ class Xconfig:
 def _source(xline: XconfigLine, generated: Source | None) -> Source:
     """The xconfig line as the source of a generated config line; options the xconfig line sets keep columns."""
     keys = generated.options if generated is not None else ()
-    options = tuple((key, value, xline.key_column(key), xline.value_column(key)) for key, value, *_ in keys
-                    if xline.value(key) is not None)
-    return Source(xline.file, xline.line, xline.text, kind_column=xline.type_column, end_column=len(xline.text) + 1,
-                  options=options)
+    options = tuple(
+        (key, value, xline.key_column(key), xline.value_column(key))
+        for key, value, *_ in keys
+        if xline.value(key) is not None
+    )
+    return Source(
+        xline.file,
+        xline.line,
+        xline.text,
+        kind_column=xline.type_column,
+        end_column=len(xline.text) + 1,
+        options=options,
+    )
 
 
 def write_kaldi_matrix(path: str | os.PathLike[str], matrix: np.ndarray) -> None:
@@ -167,7 +177,9 @@ def write_kaldi_matrix(path: str | os.PathLike[str], matrix: np.ndarray) -> None
         f.write("[ " + "\n".join(rows) + " ]")
 
 
-def parse_xconfig(text: str, *, file: str = "<xconfig>", existing: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> Xconfig:
+def parse_xconfig(
+    text: str, *, file: str = "<xconfig>", existing: Mapping[str, int] | Iterable[tuple[str, int]] = ()
+) -> Xconfig:
     """The layers of an xconfig text. `existing`: names and dims of nodes of a network it adds to."""
     items = existing.items() if isinstance(existing, Mapping) else existing
     previous: list[XLayer] = [existing_layer(name, dim) for name, dim in items]
@@ -181,8 +193,12 @@ def parse_xconfig(text: str, *, file: str = "<xconfig>", existing: Mapping[str, 
     return Xconfig(tuple(layers), file)
 
 
-def read_xconfig(source: str | os.PathLike[str] | Any, *, file: str | None = None,
-                 existing: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> Xconfig:
+def read_xconfig(
+    source: str | os.PathLike[str] | Any,
+    *,
+    file: str | None = None,
+    existing: Mapping[str, int] | Iterable[tuple[str, int]] = (),
+) -> Xconfig:
     """The layers of an xconfig file, given as a path or an open text file."""
     if hasattr(source, "read"):
         text = source.read()

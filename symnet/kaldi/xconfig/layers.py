@@ -154,9 +154,11 @@ def _function(layer_type: str) -> Callable[..., Layer]:
     defaults = {k: v for k, v in cls.defaults().items() if k != "input"}
     listed = ", ".join(f"{k.replace('-', '_')}={v!r}" for k, v in defaults.items())
     function.__name__ = function.__qualname__ = py_name
-    function.__doc__ = (f"The xconfig `{layer_type}` on input `x`, named `name`: its output node.\n\n"
-                        f"{(cls.__doc__ or '').strip()}\n\nOptions (xconfig's, dashes as underscores) and "
-                        f"their defaults: {listed}.")
+    function.__doc__ = (
+        f"The xconfig `{layer_type}` on input `x`, named `name`: its output node.\n\n"
+        f"{(cls.__doc__ or '').strip()}\n\nOptions (xconfig's, dashes as underscores) and "
+        f"their defaults: {listed}."
+    )
     return function
 
 

@@ -35,8 +35,9 @@ class XStats(XLayer):
         text = self.config["config"]
         match = _CONFIG.search(text)
         if match is None:
-            raise self.error(f"config={text!r} is not a statistics configuration like mean+stddev(-99:3:9:99)",
-                             "config")
+            raise self.error(
+                f"config={text!r} is not a statistics configuration like mean+stddev(-99:3:9:99)", "config"
+            )
         kind = match.group(1)
         self.stddev = "stddev" in kind
         self.count = "count" in kind
@@ -44,14 +45,23 @@ class XStats(XLayer):
         self.input_period, self.stats_period = int(match.group(3)), int(match.group(4))
         self.right = int(match.group(5))
         dim = self.input.dim * (2 if self.stddev else 1) + (1 if self.count else 0)
-        self.require(self.config["dim"] <= 0 or self.config["dim"] == dim,
-                     f"dim={self.config['dim']} is not the output dim {dim}", "dim")
+        self.require(
+            self.config["dim"] <= 0 or self.config["dim"] == dim,
+            f"dim={self.config['dim']} is not the output dim {dim}",
+            "dim",
+        )
         self.config["dim"] = dim
 
     def check(self) -> None:
-        ok = (self.left >= 0 and self.right >= 0 and self.input_period > 0 and self.stats_period > 0
-              and self.left % self.stats_period == 0 and self.right % self.stats_period == 0
-              and self.stats_period % self.input_period == 0)
+        ok = (
+            self.left >= 0
+            and self.right >= 0
+            and self.input_period > 0
+            and self.stats_period > 0
+            and self.left % self.stats_period == 0
+            and self.right % self.stats_period == 0
+            and self.stats_period % self.input_period == 0
+        )
         self.require(ok, f"invalid statistics configuration {self.config['config']}", "config")
 
     @property
@@ -68,12 +78,14 @@ class XStats(XLayer):
         n, s, dim = self.name, self.suffix, self.input.dim
         variance = "true" if self.stddev else "false"
         stats_dim = 1 + dim * (2 if self.stddev else 1)
-        return both([
-            f"component name={n}-extraction-{s} type=StatisticsExtractionComponent input-dim={dim} "
-            f"input-period={self.input_period} output-period={self.stats_period} include-variance={variance} ",
-            f"component-node name={n}-extraction-{s} component={n}-extraction-{s} input={self.input.text} ",
-            f"component name={n}-pooling-{s} type=StatisticsPoolingComponent input-dim={stats_dim} "
-            f"input-period={self.stats_period} left-context={self.left} right-context={self.right} "
-            f"num-log-count-features={1 if self.count else 0} output-stddevs={variance} ",
-            f"component-node name={n}-pooling-{s} component={n}-pooling-{s} input={n}-extraction-{s} ",
-        ])
+        return both(
+            [
+                f"component name={n}-extraction-{s} type=StatisticsExtractionComponent input-dim={dim} "
+                f"input-period={self.input_period} output-period={self.stats_period} include-variance={variance} ",
+                f"component-node name={n}-extraction-{s} component={n}-extraction-{s} input={self.input.text} ",
+                f"component name={n}-pooling-{s} type=StatisticsPoolingComponent input-dim={stats_dim} "
+                f"input-period={self.stats_period} left-context={self.left} right-context={self.right} "
+                f"num-log-count-features={1 if self.count else 0} output-stddevs={variance} ",
+                f"component-node name={n}-pooling-{s} component={n}-pooling-{s} input={n}-extraction-{s} ",
+            ]
+        )

@@ -84,8 +84,10 @@ def parse_xconfig_line(text: str, *, file: str = "<xconfig>", line: int = 1) -> 
     layer_type = first.group(0)
     if not _TYPE.match(layer_type):
         word = layer_type.split("=")[0]
-        raise fail(f"expected a layer type (lower-case letters, digits and dashes, like relu-batchnorm-layer), "
-                   f"got {word!r}", first.start() + 1)
+        raise fail(
+            f"expected a layer type (lower-case letters, digits and dashes, like relu-batchnorm-layer), got {word!r}",
+            first.start() + 1,
+        )
     options: list[tuple[str, str]] = []
     columns: list[tuple[str, int, int]] = []
     pos, n = first.end(), len(body)
@@ -105,7 +107,7 @@ def parse_xconfig_line(text: str, *, file: str = "<xconfig>", line: int = 1) -> 
         if start < n and body[start] == '"':
             close = body.find('"', start + 1)
             if close < 0:
-                raise fail(f"no closing \" for the value of {key}", start + 1)
+                raise fail(f'no closing " for the value of {key}', start + 1)
             value, value_pos, pos = body[start + 1 : close], start + 2, close + 1
             if pos < n and not body[pos].isspace():
                 raise fail(f"expected a blank after the quoted value of {key}", pos + 1)

@@ -41,8 +41,7 @@ class XSingleComponent(XLayer):
         raise NotImplementedError
 
     def lines(self) -> Lines:
-        out = [self.component_line(),
-               f"component-node name={self.name} component={self.name} input={self.input.text}"]
+        out = [self.component_line(), f"component-node name={self.name} component={self.name} input={self.input.text}"]
         return both(out)
 
 
@@ -56,8 +55,10 @@ class XRenorm(XSingleComponent):
         self.require(self.config["target-rms"] > 0.0, "target-rms must be positive", "target-rms")
 
     def component_line(self) -> str:
-        return (f"component name={self.name} type=NormalizeComponent dim={self.input.dim} "
-                f"target-rms={fmt(self.config['target-rms'])}")
+        return (
+            f"component name={self.name} type=NormalizeComponent dim={self.input.dim} "
+            f"target-rms={fmt(self.config['target-rms'])}"
+        )
 
 
 @layer_types("batchnorm-component")
@@ -70,8 +71,10 @@ class XBatchnorm(XSingleComponent):
         self.require(self.config["target-rms"] > 0.0, "target-rms must be positive", "target-rms")
 
     def component_line(self) -> str:
-        return (f"component name={self.name} type=BatchNormComponent dim={self.input.dim} "
-                f"target-rms={fmt(self.config['target-rms'])}")
+        return (
+            f"component name={self.name} type=BatchNormComponent dim={self.input.dim} "
+            f"target-rms={fmt(self.config['target-rms'])}"
+        )
 
     def lines(self) -> Lines:
         names = ("ref", "final", "init") if self.config["include-in-init"] else ("ref", "final")
@@ -94,15 +97,24 @@ class XLinear(XSingleComponent):
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        return {"input": "[-1]", "dim": -1, "orthonormal-constraint": "", "max-change": 0.75, "l2-regularize": "",
-                "param-stddev": "", "learning-rate-factor": ""}
+        return {
+            "input": "[-1]",
+            "dim": -1,
+            "orthonormal-constraint": "",
+            "max-change": 0.75,
+            "l2-regularize": "",
+            "param-stddev": "",
+            "learning-rate-factor": "",
+        }
 
     def check(self) -> None:
         self.require(self.config["dim"] > 0, "dim must be specified and > 0", "dim")
 
     def component_line(self) -> str:
-        return (f"component name={self.name} type=LinearComponent input-dim={self.input.dim} "
-                f"output-dim={self.config['dim']} {self.component_options()}")
+        return (
+            f"component name={self.name} type=LinearComponent input-dim={self.input.dim} "
+            f"output-dim={self.config['dim']} {self.component_options()}"
+        )
 
 
 @layer_types("affine-component")
@@ -111,15 +123,24 @@ class XAffineComponent(XSingleComponent):
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        return {"input": "[-1]", "dim": -1, "orthonormal-constraint": "", "max-change": 0.75, "param-stddev": "",
-                "bias-stddev": "", "l2-regularize": ""}
+        return {
+            "input": "[-1]",
+            "dim": -1,
+            "orthonormal-constraint": "",
+            "max-change": 0.75,
+            "param-stddev": "",
+            "bias-stddev": "",
+            "l2-regularize": "",
+        }
 
     def check(self) -> None:
         self.require(self.config["dim"] > 0, "dim must be specified and > 0", "dim")
 
     def component_line(self) -> str:
-        return (f"component name={self.name} type=NaturalGradientAffineComponent input-dim={self.input.dim} "
-                f"output-dim={self.config['dim']} {self.component_options()}")
+        return (
+            f"component name={self.name} type=NaturalGradientAffineComponent input-dim={self.input.dim} "
+            f"output-dim={self.config['dim']} {self.component_options()}"
+        )
 
 
 @layer_types("scale-component", "offset-component")
@@ -128,12 +149,21 @@ class XPerElement(XSingleComponent):
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        return {"input": "[-1]", "l2-regularize": "", "max-change": 0.75, "param-mean": "", "param-stddev": "",
-                "learning-rate-factor": ""}
+        return {
+            "input": "[-1]",
+            "l2-regularize": "",
+            "max-change": 0.75,
+            "param-mean": "",
+            "param-stddev": "",
+            "learning-rate-factor": "",
+        }
 
     def component_line(self) -> str:
-        kind = ("NaturalGradientPerElementScaleComponent" if self.layer_type == "scale-component"
-                else "PerElementOffsetComponent")
+        kind = (
+            "NaturalGradientPerElementScaleComponent"
+            if self.layer_type == "scale-component"
+            else "PerElementOffsetComponent"
+        )
         return f"component name={self.name} type={kind} dim={self.input.dim} {self.component_options()} "
 
 
@@ -149,10 +179,16 @@ class XDimRange(XLayer):
         c, input_dim = self.config, self.input.dim
         self.require(0 < c["dim"] <= input_dim, f"dim must be > 0 and at most the input dim {input_dim}", "dim")
         self.require(c["dim-offset"] >= 0, "dim-offset must be >= 0", "dim-offset")
-        self.require(c["dim-offset"] + c["dim"] <= input_dim,
-                     f"dim-offset plus dim must be at most the input dim {input_dim}", "dim-offset")
-        self.require(self.input.descriptor.operator is None and "(" not in self.input.text,
-                     f"the input of a dim-range-component must be a node, not {self.input.text}", "input")
+        self.require(
+            c["dim-offset"] + c["dim"] <= input_dim,
+            f"dim-offset plus dim must be at most the input dim {input_dim}",
+            "dim-offset",
+        )
+        self.require(
+            self.input.descriptor.operator is None and "(" not in self.input.text,
+            f"the input of a dim-range-component must be a node, not {self.input.text}",
+            "input",
+        )
 
     def output_name(self, aux: str | None = None) -> str:
         return self.name
@@ -162,8 +198,12 @@ class XDimRange(XLayer):
 
     def lines(self) -> Lines:
         c = self.config
-        return both([f"dim-range-node name={self.name} input-node={self.input.text} dim={c['dim']} "
-                     f"dim-offset={c['dim-offset']}"])
+        return both(
+            [
+                f"dim-range-node name={self.name} input-node={self.input.text} dim={c['dim']} "
+                f"dim-offset={c['dim-offset']}"
+            ]
+        )
 
 
 @layer_types("combine-feature-maps-layer")
@@ -177,11 +217,15 @@ class XCombineFeatureMaps(XSingleComponent):
     def check(self) -> None:
         c = self.config
         f1, f2, f3, h = c["num-filters1"], c["num-filters2"], c["num-filters3"], c["height"]
-        self.require(f1 > 0 and f2 > 0 and f3 >= 0 and h > 0, "invalid values of num-filters1, num-filters2 "
-                     "and/or height")
-        self.require(self.input.dim == (f1 + f2 + f3) * h,
-                     f"expected input-dim={(f1 + f2 + f3) * h} from num-filters1={f1}, num-filters2={f2}, "
-                     f"num-filters3={f3} and height={h}, but got input-dim={self.input.dim}", "input")
+        self.require(
+            f1 > 0 and f2 > 0 and f3 >= 0 and h > 0, "invalid values of num-filters1, num-filters2 and/or height"
+        )
+        self.require(
+            self.input.dim == (f1 + f2 + f3) * h,
+            f"expected input-dim={(f1 + f2 + f3) * h} from num-filters1={f1}, num-filters2={f2}, "
+            f"num-filters3={f3} and height={h}, but got input-dim={self.input.dim}",
+            "input",
+        )
 
     def component_line(self) -> str:
         c = self.config
@@ -203,8 +247,11 @@ class XDelta(XLayer):
         return {"input": "[-1]"}
 
     def check(self) -> None:
-        self.require(self.input.descriptor.operator is None and "(" not in self.input.text,
-                     f"the input of a delta-layer must be a node, not {self.input.text}", "input")
+        self.require(
+            self.input.descriptor.operator is None and "(" not in self.input.text,
+            f"the input of a delta-layer must be a node, not {self.input.text}",
+            "input",
+        )
 
     def output_name(self, aux: str | None = None) -> str:
         return self.name
@@ -214,16 +261,18 @@ class XDelta(XLayer):
 
     def lines(self) -> Lines:
         x, dim, out_dim = self.input.text, self.input.dim, 3 * self.input.dim
-        return both([
-            f"dim-range-node name={x}_copy1 input-node={x} dim={dim} dim-offset=0",
-            f"dim-range-node name={x}_copy2 input-node={x} dim={dim} dim-offset=0",
-            f"component name={x}_2 type=NoOpComponent dim={out_dim}",
-            f"component-node name={x}_2 component={x}_2 input=Append(Offset({x},0), "
-            f"Sum(Offset(Scale(-1.0,{x}_copy1),-1), Offset({x},1)), Sum(Offset({x},-2), Offset({x},2), "
-            f"Offset(Scale(-2.0,{x}_copy2),0)))",
-            f"component name={self.name} type=BatchNormComponent dim={out_dim}",
-            f"component-node name={self.name} component={self.name} input={x}_2",
-        ])
+        return both(
+            [
+                f"dim-range-node name={x}_copy1 input-node={x} dim={dim} dim-offset=0",
+                f"dim-range-node name={x}_copy2 input-node={x} dim={dim} dim-offset=0",
+                f"component name={x}_2 type=NoOpComponent dim={out_dim}",
+                f"component-node name={x}_2 component={x}_2 input=Append(Offset({x},0), "
+                f"Sum(Offset(Scale(-1.0,{x}_copy1),-1), Offset({x},1)), Sum(Offset({x},-2), Offset({x},2), "
+                f"Offset(Scale(-2.0,{x}_copy2),0)))",
+                f"component name={self.name} type=BatchNormComponent dim={out_dim}",
+                f"component-node name={self.name} component={self.name} input={x}_2",
+            ]
+        )
 
 
 @layer_types("spec-augment-layer")
@@ -232,15 +281,24 @@ class XSpecAugment(XLayer):
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        return {"input": "[-1]", "freq-max-proportion": 0.5, "time-zeroed-proportion": 0.2,
-                "time-mask-max-frames": 10, "include-in-init": False}
+        return {
+            "input": "[-1]",
+            "freq-max-proportion": 0.5,
+            "time-zeroed-proportion": 0.2,
+            "time-mask-max-frames": 10,
+            "include-in-init": False,
+        }
 
     def check(self) -> None:
         c = self.config
-        self.require(0.0 < c["freq-max-proportion"] < 1.0, "freq-max-proportion must be in (0, 1)",
-                     "freq-max-proportion")
-        self.require(0.0 < c["time-zeroed-proportion"] < 1.0, "time-zeroed-proportion must be in (0, 1)",
-                     "time-zeroed-proportion")
+        self.require(
+            0.0 < c["freq-max-proportion"] < 1.0, "freq-max-proportion must be in (0, 1)", "freq-max-proportion"
+        )
+        self.require(
+            0.0 < c["time-zeroed-proportion"] < 1.0,
+            "time-zeroed-proportion must be in (0, 1)",
+            "time-zeroed-proportion",
+        )
         self.require(c["time-mask-max-frames"] >= 1, "time-mask-max-frames must be >= 1", "time-mask-max-frames")
 
     def output_name(self, aux: str | None = None) -> str:
