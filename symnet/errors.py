@@ -72,6 +72,13 @@ class OutputError(SymnetError, OSError):
 class ModelFormatError(SymnetError, ValueError):
     """A model file that is truncated, corrupted or inconsistent; names the token or byte offset."""
 
+    # set by the Kaldi model readers (symnet.kaldi.binary.model_error): where in which file, and what was expected
+    file: str
+    offset: int | None
+    line: int | None
+    column: int | None
+    expected: str | None
+
 
 class ArgumentTypeError(SymnetError, TypeError):
     """A public function given an argument of a type it does not take; names the function and the type."""
@@ -122,3 +129,15 @@ class ModelKeyError(SymnetError, KeyError):
 class SaveError(SymnetError, ValueError):
     """A network `symnet.save` cannot write: a class that is not registered, a field value the format does not
     hold; names the layer and the field."""
+
+
+class TrainingError(SymnetError, RuntimeError):
+    """Training cannot go on: a diverging loss, data the network cannot take."""
+
+
+class KaldiDataError(SymnetError, ValueError):
+    """Kaldi archives that cannot be used: unreadable specifiers, missing utterances, length mismatches."""
+
+
+class CheckpointError(SymnetError, ValueError):
+    """A checkpoint that cannot be used: wrong format, other network or run, damaged file, in use."""

@@ -24,11 +24,10 @@ from .core.layer import (
     Weight,
     as_layer,
     canonicalize,
-    checked_params,
     evaluate,
-    initial_values,
     input_tape,
 )
+from .core.params import checked_params, initial_values
 from .core.tape import Tape
 from .core.walk import rewrite, walk
 from .engine import dense

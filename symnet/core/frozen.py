@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import numbers
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from ..errors import LayerTypeError, at
+from .source import user_line
 
 
 class FrozenArray:
@@ -56,3 +60,17 @@ def constant_array(value: float | FrozenArray) -> jax.Array:
     if isinstance(value, FrozenArray):
         return jnp.asarray(value.array, dtype=dtype)
     return jnp.asarray(value, dtype=dtype)
+
+
+def literal_value(value: Any) -> float | FrozenArray:
+    """A Literal's value as the tree stores it: a float, or a FrozenArray of an array."""
+    if isinstance(value, FrozenArray):
+        return value
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.ndarray)):
+        return float(value)
+    if isinstance(value, (jax.Array, np.ndarray, np.generic)):
+        try:
+            return FrozenArray(np.asarray(value))
+        except TypeError as e:
+            raise LayerTypeError(f"cannot make a Literal of {value!r}: {e}{at(user_line())}") from None
+    raise LayerTypeError(f"cannot make a Literal of {value!r} (a {type(value).__name__}){at(user_line())}")

@@ -15,9 +15,7 @@ engine's `[rows, batch, dim]` arrays alike, so row-wise layers keep row labels.
 from __future__ import annotations
 
 import functools
-import math
 import numbers
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
@@ -28,10 +26,12 @@ import numpy as np
 
 from ..errors import GraphError, LayerTypeError, ParameterError, ShapeError, at
 from . import html
+from .broadcast import check_broadcast, unbroadcast
 from .formatting import Formatter
-from .frozen import FrozenArray, constant_array
+from .frozen import FrozenArray, constant_array, literal_value
 from .initializers import Initializer
 from .naming import default_names, unique_name
+from .params import checked_params, initial_values
 from .registry import LAYER_CLASSES
 from .source import user_line
 from .tape import Tape
@@ -281,31 +281,6 @@ def as_layer(value: Any) -> Layer:
     )
 
 
-def _literal_value(value: Any) -> float | FrozenArray:
-    if isinstance(value, FrozenArray):
-        return value
-    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.ndarray)):
-        return float(value)
-    if isinstance(value, (jax.Array, np.ndarray, np.generic)):
-        try:
-            return FrozenArray(np.asarray(value))
-        except TypeError as e:
-            raise LayerTypeError(f"cannot make a Literal of {value!r}: {e}{at(user_line())}") from None
-    raise LayerTypeError(f"cannot make a Literal of {value!r} (a {type(value).__name__}){at(user_line())}")
-
-
-def unbroadcast(delta: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """Sum `delta` down to `shape`: the transpose of broadcasting to delta's shape."""
-    if delta.shape == tuple(shape):
-        return delta
-    extra = delta.ndim - len(shape)
-    delta = delta.sum(axis=tuple(range(extra))) if extra > 0 else delta
-    axes = tuple(i for i, d in enumerate(shape) if d == 1 and delta.shape[i] != 1)
-    if axes:
-        delta = delta.sum(axis=axes, keepdims=True)
-    return delta.reshape(shape)
-
-
 # ----- leaves -------------------------------------------------------------------
 
 
@@ -325,7 +300,7 @@ class Identity(Layer):
 class Literal(Layer):
     """A constant: a number or an array (stored frozen, so the tree stays hashable)."""
 
-    value: float | FrozenArray = attrs.field(converter=_literal_value)
+    value: float | FrozenArray = attrs.field(converter=literal_value)
 
     @property
     def array(self) -> jax.Array:
@@ -352,7 +327,7 @@ def _check_name(name: Any) -> None:
 def _weight_init(value: Any) -> float | FrozenArray | Initializer:
     if isinstance(value, Initializer):
         return value
-    return _literal_value(value)
+    return literal_value(value)
 
 
 @layer_class
@@ -415,15 +390,6 @@ class FixedWeight(Weight):
 # ----- arithmetic ------------------------------------------------------------------
 
 
-def _broadcast_check(layer: Layer, a: tuple[int, ...], b: tuple[int, ...]) -> None:
-    try:
-        np.broadcast_shapes(a, b)
-    except ValueError:
-        raise ShapeError(
-            f"{type(layer).__name__}: operand shapes {a} and {b} do not broadcast{at(layer.where)}"
-        ) from None
-
-
 @layer_class
 class BinaryLayer(Layer):
     """Base of the binary operators: operands `lhs` and `rhs`, printed infix with `symbol`."""
@@ -435,7 +401,7 @@ class BinaryLayer(Layer):
     precedence: ClassVar[int] = Formatter.SUM
 
     def check(self, a: tuple[int, ...], b: tuple[int, ...]) -> None:
-        _broadcast_check(self, a, b)
+        check_broadcast(self, a, b)
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         p = self.precedence
@@ -658,61 +624,9 @@ def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[s
             weights.setdefault(new.name, new)  # type: ignore[arg-type]
             rewritten[id(layer)] = weights[new.name]  # type: ignore[index]
         else:
-            new = layer.with_children(tuple(rewritten[id(c)] for c in layer.children))
-            rewritten[id(layer)] = attrs.evolve(new, name=names[id(layer)]) if id(layer) in names else new
+            changed = layer.with_children(tuple(rewritten[id(c)] for c in layer.children))
+            rewritten[id(layer)] = evolve(changed, name=names[id(layer)]) if id(layer) in names else changed
     return {name: rewritten[id(layer)] for name, layer in outputs.items()}, dict(sorted(weights.items()))
-
-
-def parameter_key(seed: int, name: str) -> jax.Array:
-    """The random key of the parameter `name`: derived from the seed and the name, not from any counter."""
-    return jax.random.PRNGKey(zlib.crc32(f"{seed}:{name}".encode()))
-
-
-#: The most values the Weights of one network may have (a gigabyte of float32: far beyond any real model),
-#: checked before anything is initialised, so that a config saying `output-dim=1000000000` is an error.
-MAX_PARAMETER_VALUES = 1 << 28
-
-
-def initial_values(weights: Mapping[str, Weight], seed: int) -> dict[str, jax.Array]:
-    """Every Weight's initial array, random ones with a key derived from `seed` and the name."""
-    total = 0
-    for name, w in weights.items():
-        total += math.prod(w.shape)
-        if total > MAX_PARAMETER_VALUES:
-            raise ParameterError(
-                f"Weight {name!r} of shape {w.shape}{at(w.where)} takes the network's parameters "
-                f"beyond {MAX_PARAMETER_VALUES} values; refusing to initialise them"
-            )
-    return {name: w.initial_value(parameter_key(seed, name)) for name, w in weights.items()}
-
-
-def checked_params(
-    weights: Mapping[str, Weight], params: Mapping[str, Any], what: str = "parameter"
-) -> dict[str, jax.Array]:
-    """Values of these Weights as arrays, after checking names and shapes (`what` names them in errors)."""
-    if not isinstance(params, Mapping):
-        raise ParameterError(f"{what} values must be a mapping of name -> array, got {type(params).__name__}")
-    missing = [n for n in weights if n not in params]
-    if missing:
-        w = weights[missing[0]]
-        raise ParameterError(f"missing {what}(s) {missing}: Weight {w!r}{at(w.where)}")
-    unknown = [n for n in params if n not in weights]
-    if unknown:
-        raise ParameterError(f"unknown {what}(s) {unknown}; the network has {list(weights)}")
-    out = {}
-    for name, w in weights.items():
-        value = params[name]
-        if not hasattr(value, "shape"):
-            try:
-                value = jnp.asarray(value, dtype=jnp.result_type(float))
-            except (TypeError, ValueError):
-                raise ParameterError(f"{what} {name!r} is {value!r}, not an array") from None
-        if tuple(value.shape) != w.shape:
-            raise ParameterError(
-                f"{what} {name!r} has shape {tuple(value.shape)}, but its Weight has shape {w.shape}{at(w.where)}"
-            )
-        out[name] = value
-    return out
 
 
 def input_tape(value: Any) -> Tape:

@@ -9,7 +9,7 @@ the Tape (one tape node per network node, each knowing its row labels) so that
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -188,13 +188,14 @@ class Computation:
 
     def _input_maps(self, planner: Planner) -> dict[str, tuple[int, RowMap]]:
         """Per given input or node state: its node id and the map from request order to sorted rows."""
-        maps = {}
+        maps: dict[str, tuple[int, RowMap]] = {}
         for name, indexes in self.request.inputs.items():
             nid = self.graph.endpoint(name, "input")
             if nid not in self.rows:
                 continue
             given = planner.provided[name]  # sorted
-            order = indexes.grid()[1] if planner.regular else indexes.keys
+            grid = indexes.grid() if planner.regular else None
+            order = grid[1] if grid is not None else indexes.keys  # a regular request's inputs are grids
             position = np.argsort(order, kind="stable")
             src = position[np.searchsorted(order[position], given)]
             maps[name] = (nid, RowMap(src, len(order)))
@@ -300,16 +301,18 @@ class Computation:
         if isinstance(layer, Literal):
             return Tape(layer, layer.array, parameters=params)
         upstream = tuple(tapes[op] if op in tapes else self._absent(op, tapes) for op in step.operands)
-        rows = self.rows.get(step.nid)
+        rows = self.rows.get(step.nid)  # None for values that do not depend on the Index (weights, literals)
         if isinstance(layer, Const):
+            assert rows is not None
             value = jnp.full((len(rows), layer.dim), layer.value, dtype=jnp.result_type(float))
             return Tape(layer, value, rows=rows, parameters=params)
         if not self.graph.indexed[step.nid]:  # a function of weights and literals only
             layer.check(*(u.shape for u in upstream))
             return Tape(layer, layer.apply(*(u.value for u in upstream)), upstream, parameters=params)
+        assert rows is not None  # the planner gives every indexed step its rows
         if layer.rowwise:
-            selected = []
-            transposes = []
+            selected: list[jax.Array] = []
+            transposes: list[Callable[..., Any] | None] = []
             for u, rowmap in zip(upstream, step.maps):
                 if rowmap is None or rowmap.is_identity:
                     selected.append(u.value)
@@ -321,22 +324,28 @@ class Computation:
             layer.check(*(s.shape for s in selected))
             value = layer.apply(*selected)
 
-            def pullback(d, layer=layer, value=value, selected=tuple(selected), transposes=tuple(transposes)):
+            def pullback(
+                d: jax.Array,
+                layer: Layer = layer,
+                value: jax.Array = value,
+                selected: tuple[jax.Array, ...] = tuple(selected),
+                transposes: tuple[Callable[..., Any] | None, ...] = tuple(transposes),
+            ) -> tuple[jax.Array | None, ...]:
                 deltas = layer.vjp(d, value, *selected)
                 return tuple(dd if (t is None or dd is None) else t(dd)[0] for dd, t in zip(deltas, transposes))
 
             return Tape(layer, value, upstream, rows=rows, pullback=pullback, parameters=params)
         if isinstance(layer, IndexedLayer):
             rows_read = step.maps[0]
+            assert isinstance(rows_read, IndexedRows)  # _maps gives an IndexedLayer's input an IndexedRows
 
-            def fn(v, *weights):
+            def fn(v: jax.Array, *weights: jax.Array) -> jax.Array:
                 out = layer.apply_rows(rows_read(_rows3(v, batch)), rows_read.owner, rows_read.num_rows, *weights)
                 return _flat(out)
 
             value, vjp = jax.vjp(fn, *(u.value for u in upstream))
             return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
-        fn = _descriptor_fn(layer, step.maps, batch, len(rows))
-        value, vjp = jax.vjp(fn, *(u.value for u in upstream))
+        value, vjp = jax.vjp(_descriptor_fn(layer, step.maps, batch, len(rows)), *(u.value for u in upstream))
         return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
 
     def _absent(self, nid: int, tapes: dict[int, Tape]) -> Tape:
@@ -364,17 +373,21 @@ def _flat(value: jax.Array) -> jax.Array:
     return value.reshape(value.shape[0] * value.shape[1], value.shape[2])
 
 
-def _descriptor_fn(layer: Layer, maps: tuple[RowMap | None, ...], batch: int, num_rows: int):
+def _descriptor_fn(
+    layer: Layer, maps: tuple[RowMap | None, ...], batch: int, num_rows: int
+) -> Callable[..., jax.Array]:
     """The value of a descriptor node from its operands' values (linear in them)."""
 
     def take(i: int, v: jax.Array) -> jax.Array:
-        return _flat(maps[i](_rows3(v, batch)))
+        rowmap = maps[i]
+        assert rowmap is not None  # parts no row reads are left out before this
+        return _flat(rowmap(_rows3(v, batch)))
 
     if isinstance(layer, Append):
         return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)
     if isinstance(layer, (Sum, Failover, Switch)):
 
-        def total(*vs):
+        def total(*vs: jax.Array) -> jax.Array:
             terms = [take(i, v) for i, v in enumerate(vs) if maps[i] is not None]
             out = terms[0]
             for t in terms[1:]:

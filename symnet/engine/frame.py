@@ -95,27 +95,31 @@ class ActivationGroup:
 
         def column_range(m: int) -> tuple[Any, int, int] | None:
             e = edges[m][0]
-            if e.kind != "same" or e.slot >= 0 or not isinstance(layers[e.op], DimRange):
+            rng = layers[e.op]
+            if e.kind != "same" or e.slot >= 0 or not isinstance(rng, DimRange):
                 return None
             (src,) = edges[e.op]
             if src.kind != "same" or src.slot >= 0:
                 return None
-            return src, layers[e.op].offset, layers[e.op].dim
+            return src, rng.offset, rng.dim
 
         ranges = {m: column_range(m) for m in members}
-        self.members = sorted(members, key=lambda m: (ranges[m][0].op, ranges[m][1]) if ranges[m] else (-1, 0))
+
+        def order(m: int) -> tuple[int, int]:
+            r = ranges[m]
+            return (r[0].op, r[1]) if r else (-1, 0)
+
+        self.members = sorted(members, key=order)
         self.arg_edges = [edges[m][0] for m in self.members]
-        spans = [ranges[m] for m in self.members]
+        found = [ranges[m] for m in self.members]
+        spans = [sp for sp in found if sp is not None]
         self.source: tuple[Any, int, int] | None = None  # (edge, first column, end column)
         if (
-            all(spans)
+            len(spans) == len(found)
             and len({sp[0].op for sp in spans}) == 1
-            and all(  # type: ignore[index]
-                a[1] + a[2] == b[1]
-                for a, b in zip(spans, spans[1:])  # type: ignore[index]
-            )
+            and all(a[1] + a[2] == b[1] for a, b in zip(spans, spans[1:]))
         ):
-            self.source = (spans[0][0], spans[0][1], spans[-1][1] + spans[-1][2])  # type: ignore[index]
+            self.source = (spans[0][0], spans[0][1], spans[-1][1] + spans[-1][2])
 
     def tanh(
         self,
@@ -211,7 +215,7 @@ class FrameProgram:
 
     def _units(self, groups: list[list[int]]) -> list[tuple[int, ...]]:
         """The frame's evaluation order with each activation group as one unit (Kahn's algorithm)."""
-        unit_of = {m: (m,) for m in self.order}
+        unit_of: dict[int, tuple[int, ...]] = {m: (m,) for m in self.order}
         for group in groups:
             for m in group:
                 unit_of[m] = tuple(group)

@@ -123,6 +123,16 @@ class _Edge:
         self.kind, self.op, self.lag, self.mask, self.rowmap = kind, op, lag, mask, rowmap
         self.slot = -1  # index into the per-step masks or external inputs
 
+    def present(self) -> np.ndarray:
+        """The steps at which a `same` or `lag` edge's source row exists."""
+        assert self.mask is not None, self.kind  # same and lag edges carry their mask
+        return self.mask
+
+    def gather(self, values: jax.Array) -> jax.Array:
+        """An `external` edge's rows, per step, of the operand's `values`."""
+        assert self.rowmap is not None, self.kind  # external edges carry their row map
+        return self.rowmap(values)
+
 
 class RecurrentBlock:
     """The plan of one scanned group: steps, edges, buffers and what leaves the scan."""
@@ -276,8 +286,11 @@ class RecurrentBlock:
         """The frame edges of external `op` computed per frame, or None where it cannot be."""
         if type(graph.layers[op]) not in _ABSORBABLE or users.get(op, set()) - set(self.edges):
             return None
-        src = readers[0].rowmap.src
-        if (src < 0).any() or any(not np.array_equal(e.rowmap.src, src) for e in readers[1:]):
+        rowmaps = [r for e in readers if (r := e.rowmap) is not None]
+        if len(rowmaps) != len(readers):
+            return None
+        src = rowmaps[0].src
+        if (src < 0).any() or any(not np.array_equal(r.src, src) for r in rowmaps[1:]):
             return None
         if sum(graph.indexed[o] for o in graph.operands[op]) != 1:
             return None
@@ -312,10 +325,11 @@ class RecurrentBlock:
                 outside = (source < 0) | (source >= self.num_steps)
                 source_zero = outside.copy()
                 source_zero[~outside] = zero[e.op][source[~outside]] if e.op in zero else False
-                if not np.all(e.mask | source_zero):
+                present = e.present()
+                if not np.all(present | source_zero):
                     e.slot = len(masks)
-                    masks.append(e.mask)
-                known_zero = ~e.mask | source_zero
+                    masks.append(present)
+                known_zero = ~present | source_zero
             passes = isinstance(self.graph.layers[m], (Offset, IfDefined, Round, ReplaceIndex, Node))
             zero[m] = known_zero if passes and len(self.edges[m]) == 1 else np.zeros(self.num_steps, dtype=bool)
         return masks
@@ -373,7 +387,7 @@ class RecurrentBlock:
         batch = self.batch
         statics = dict(zip(self.statics, static_values, strict=True))
         given = {m: _rows3(v, batch) for m, v in zip(self.given, given_values, strict=True)}
-        xs_ext = tuple(e.rowmap(_rows3(v, batch)) for e, v in zip(self.externals, ext_values, strict=True))
+        xs_ext = tuple(e.gather(_rows3(v, batch)) for e, v in zip(self.externals, ext_values, strict=True))
         dims = self._dims([x.shape for x in xs_ext])
         dtype = jnp.result_type(*(x.dtype for x in xs_ext)) if xs_ext else jnp.result_type(float)
         carry0 = {}
@@ -416,7 +430,7 @@ class RecurrentBlock:
         """The exported members' values per frame by one `lax.scan` of `step_value`."""
         masks = jnp.asarray(self.masks)
 
-        def step(carry, xs):
+        def step(carry: Any, xs: Any) -> tuple[Any, Any]:
             ext, mask = xs
             vals: dict[int, jax.Array] = {}
             for m in self.order:
@@ -448,7 +462,7 @@ class RecurrentBlock:
 
     def exported_dims(self, ext_values: tuple, static_values: tuple) -> list[int]:
         """The dims of the exported members, given the scan's operand values."""
-        xs_shapes = [(self.num_steps, self.batch, v.shape[-1]) for v in ext_values]
+        xs_shapes: list[tuple[int, ...]] = [(self.num_steps, self.batch, v.shape[-1]) for v in ext_values]
         dims = self._dims(xs_shapes)
         return [dims[m] for m in self.exported]
 

@@ -196,9 +196,8 @@ def summarize(outputs: Mapping[str, Layer], input_dims: Mapping[str, int] | None
         indexed = nid is not None and graph.indexed[nid]
         shape = shapes[nid] if nid is not None else None
         dim: int | Shape | None = None if shape is None else (int(shape[-1]) if indexed and len(shape) else shape)
-        rows.append(
-            SummaryRow(label, type(layer).__name__, dim, params, state, contexts.get(nid) if indexed else None, indexed)
-        )  # type: ignore[arg-type]
+        context = contexts.get(nid) if indexed and nid is not None else None
+        rows.append(SummaryRow(label, type(layer).__name__, dim, params, state, context, indexed))
     return Summary(tuple(rows))
 
 

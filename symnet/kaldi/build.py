@@ -48,12 +48,11 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import attrs
 import numpy as np
 
 from ..components.base import Component
 from ..core.descriptor import DimRange, Input, Node, Ref
-from ..core.layer import Layer, Weight
+from ..core.layer import Layer, Weight, evolve
 from ..core.walk import walk
 from ..errors import ComponentConfigError, ConfigError, ParameterError, SymnetError
 from ..network import Network
@@ -111,7 +110,7 @@ def _build_component(line: ComponentLine, read_matrix: Callable | None) -> Compo
         raise
     except SymnetError as e:
         raise _component_error(line, e) from None
-    return attrs.evolve(component, where=_where(line))
+    return evolve(component, where=_where(line))
 
 
 def _leaf_names(layer: Layer) -> list[str]:
@@ -294,7 +293,7 @@ def build_network(
         if isinstance(line, InputNode):
             built[name] = Input(name, line.dim, where=_where(line))
         elif isinstance(line, ComponentNode):
-            component = attrs.evolve(components[line.component], input=substitute_nodes(line.descriptor, resolve))
+            component = evolve(components[line.component], input=substitute_nodes(line.descriptor, resolve))
             built[name] = Node(name, component, where=_where(line))
         else:
             source = resolve(line.input_node)

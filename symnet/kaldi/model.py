@@ -40,7 +40,7 @@ import numpy as np
 
 from ..components.base import Component
 from ..core.descriptor import DimRange, Input, Node, Ref
-from ..core.layer import Identity
+from ..core.layer import Identity, evolve
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, DescriptorError, ModelFormatError, ModelWriteError, SymnetError
 from ..network import Network
@@ -219,7 +219,7 @@ def _updated(stored: NnetComponent, component: Component, params: Mapping[str, A
 
 def _bare(component: Component) -> Component:
     """The component without its input (to compare components used by different nodes)."""
-    return attrs.evolve(component, input=PLACEHOLDER_INPUT)
+    return evolve(component, input=PLACEHOLDER_INPUT)
 
 
 def _network_lines(net: Network) -> tuple[list[ConfigLine], dict[str, Component]]:

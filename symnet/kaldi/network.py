@@ -47,7 +47,7 @@ from ..core.descriptor import (
     Sum,
     Switch,
 )
-from ..core.layer import Identity, Layer, Structure
+from ..core.layer import Identity, Layer, Structure, evolve
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, ConfigWriteError, DescriptorError
 from ..layers.base import Typed
@@ -340,7 +340,7 @@ def _node_lines(node: Node, components: dict[str, Component], exact: bool) -> li
     what = f"node {node.name!r}"
     if isinstance(arg, Component) and hasattr(arg, "input"):
         out: list[ConfigLine] = []
-        stripped = attrs.evolve(arg, input=PLACEHOLDER_INPUT)
+        stripped = evolve(arg, input=PLACEHOLDER_INPUT)
         known = components.get(arg.name)
         if known is None:
             components[arg.name] = stripped

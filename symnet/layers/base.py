@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -92,7 +92,7 @@ def positive_int(layer: str, option: str) -> Callable[[Any], int]:
 
 def positive_float(layer: str, option: str) -> Callable[[Any], float]:
     def convert(value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) > 0:
             raise LayerOptionError(f"{layer}: {option} must be a positive number, got {value!r}{at(user_line())}")
         return float(value)
 
@@ -159,7 +159,7 @@ def image_shape_of(layer: Layer) -> Image | None:
         seen.add(id(item))
         shape = getattr(item, "image_shape", None)
         if shape is not None:
-            return shape  # type: ignore[no-any-return]
+            return shape
         if isinstance(item, LAYOUT_KEEPING) or getattr(item, "keeps_layout", False):
             stack.append(item.children[0])
         elif isinstance(item, BinaryLayer):
@@ -179,6 +179,9 @@ class Typed:
     """The common behaviour of typed layers (mixed into a layer class before its base)."""
 
     __slots__ = ()
+
+    if TYPE_CHECKING:  # the classes it is mixed into are attrs classes
+        __attrs_attrs__: ClassVar[Any]
 
     #: Whether the value keeps the input's column layout (an image stays the same image).
     keeps_layout: ClassVar[bool] = False
@@ -236,7 +239,7 @@ def as_component(layer: Any, cls: type, **changes: Any) -> Layer:
     """The plain component `cls` (a base class of the typed `layer`) with the layer's values of its fields."""
     values = {f.alias: getattr(layer, f.name) for f in attrs.fields(cls) if f.init}
     values.update(changes)
-    return cls(**values)  # type: ignore[no-any-return]
+    return cls(**values)
 
 
 def pair(layer: str, option: str) -> Callable[[Any], tuple[int, int]]:

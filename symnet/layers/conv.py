@@ -101,7 +101,9 @@ class Conv2d(ImageLayer, Layer):
         )
         return self._rows(y + b, x)
 
-    def vjp(self, delta, value, x, w, b):
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x, w, b)
 
     def kaldi_form(self, name: str) -> Layer:

@@ -51,7 +51,8 @@ __all__ = ["Affine", "TimeConv"]
 class Affine(Typed, AffineComponent):
     """`Affine(h, out_dim)`: `y = W x + b` on every row (a fully connected layer). Kaldi: AffineComponent."""
 
-    input: Layer = child()
+    # mypy takes the base component's fields as positional ones with defaults; attrs makes them keyword-only
+    input: Layer = child()  # type: ignore[misc]
     out_dim: int = option(converter=positive_int("Affine", "out_dim"), kw_only=False)
     name: str | None = option(None, converter=optional_name)  # type: ignore[assignment]
     in_dim: int = derived(input_dim, converter=positive_int("Affine", "in_dim"))
@@ -89,7 +90,8 @@ class TimeConv(Typed, TdnnComponent):
     (`Round`). Kaldi: TdnnComponent (with a stride, a Round in the descriptors that read it).
     """
 
-    input: Layer = child()
+    # mypy takes the base component's fields as positional ones with defaults; attrs makes them keyword-only
+    input: Layer = child()  # type: ignore[misc]
     out_dim: int = option(converter=positive_int("TimeConv", "out_dim"), kw_only=False)
     time_offsets: tuple[int, ...] = option(converter=_offsets, alias="offsets")
     stride: int = option(1, converter=positive_int("TimeConv", "stride"))

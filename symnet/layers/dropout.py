@@ -30,7 +30,7 @@ __all__ = ["Dropout"]
 
 
 def _proportion(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < 1.0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= float(value) < 1.0:
         raise LayerOptionError(f"Dropout: proportion must be a number in [0, 1), got {value!r}{at(user_line())}")
     return float(value)
 
@@ -42,7 +42,8 @@ class Dropout(Typed, GeneralDropoutComponent):
     Kaldi: GeneralDropoutComponent (block-dim = dim, or 1 with `per_frame`).
     """
 
-    input: Layer = child()
+    # mypy takes the base component's fields as positional ones with defaults; attrs makes them keyword-only
+    input: Layer = child()  # type: ignore[misc]
     dropout_proportion: float = option(0.5, converter=_proportion, kw_only=False, alias="proportion")
     per_frame: bool = option(False, converter=boolean("Dropout", "per_frame"))
     continuous: bool = option(False, converter=boolean("Dropout", "continuous"))

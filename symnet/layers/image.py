@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 
@@ -86,7 +86,7 @@ class Reshape(Typed, Layer):
 
     @property
     def image_shape(self) -> Image | None:
-        return self.shape if len(self.shape) == 3 else None  # type: ignore[return-value]
+        return (self.shape[0], self.shape[1], self.shape[2]) if len(self.shape) == 3 else None
 
     @property
     def output_dim(self) -> int:
@@ -98,7 +98,7 @@ class Reshape(Typed, Layer):
     def apply(self, x: jax.Array) -> jax.Array:
         return _flat(x, self.shape)
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return (delta.reshape(x.shape),)
 
     def kaldi_form(self, name: str) -> Layer:
@@ -132,7 +132,7 @@ class Flatten(Typed, Layer):
     def apply(self, x: jax.Array) -> jax.Array:
         return x if self.in_shape is None else _flat(x, self.in_shape)
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return (delta.reshape(x.shape),)
 
     def kaldi_form(self, name: str) -> Layer:
@@ -233,7 +233,7 @@ def image_option(layer: str) -> Any:
     def convert(value: Any) -> Image:
         try:
             shape = tuple(
-                int(v) for v in value if not isinstance(v, bool) and isinstance(v, numbers.Integral) and v > 0
+                int(v) for v in value if not isinstance(v, bool) and isinstance(v, numbers.Integral) and int(v) > 0
             )
             if len(shape) != 3 or len(tuple(value)) != 3:
                 raise ValueError
@@ -242,7 +242,7 @@ def image_option(layer: str) -> Any:
                 f"{layer}: image must be (height, width, channels), three positive integers, "
                 f"got {value!r}{at(user_line())}"
             ) from None
-        return shape  # type: ignore[return-value]
+        return (shape[0], shape[1], shape[2])
 
     return convert
 
@@ -251,6 +251,11 @@ class ImageLayer(Typed):
     """What `Conv2d` and the pools share: the input image, the padding, the output image, the flat rows."""
 
     __slots__ = ()
+
+    if TYPE_CHECKING:  # each image layer's own property
+
+        @property
+        def image_shape(self) -> Image | None: ...
 
     def __attrs_post_init__(self) -> None:
         self.image_shape  # noqa: B018  (a window larger than the image is an error where the layer is built)

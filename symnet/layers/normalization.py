@@ -22,8 +22,9 @@ import jax.numpy as jnp
 
 from ..components.base import Constant, rows_sum
 from ..components.normalize import BatchNormComponent
+from ..core.broadcast import unbroadcast
 from ..core.initializers import Zeros
-from ..core.layer import FixedWeight, Layer, Literal, Weight, child, layer_class, unbroadcast
+from ..core.layer import FixedWeight, Layer, Literal, Weight, child, layer_class
 from ..errors import ShapeError, at
 from .base import (
     Typed,
@@ -58,7 +59,8 @@ class BatchNorm(Typed, BatchNormComponent):
     the input is an image, else to the dim. Kaldi: BatchNormComponent.
     """
 
-    input: Layer = child()
+    # mypy takes the base component's fields as positional ones with defaults; attrs makes them keyword-only
+    input: Layer = child()  # type: ignore[misc]
     epsilon: float = option(1.0e-3, converter=positive_float("BatchNorm", "epsilon"))
     target_rms: float = option(1.0, converter=positive_float("BatchNorm", "target_rms"))
     test_mode: bool = option(False, converter=boolean("BatchNorm", "test_mode"))
@@ -123,7 +125,9 @@ class LayerNorm(Typed, Layer):
     def apply(self, x: jax.Array, scale: jax.Array, offset: jax.Array) -> jax.Array:
         return self._normalised(x)[0] * scale + offset
 
-    def vjp(self, delta, value, x, scale, offset):
+    def vjp(
+        self, delta: jax.Array, value: jax.Array, x: jax.Array, scale: jax.Array, offset: jax.Array
+    ) -> tuple[jax.Array | None, ...]:
         xhat, inv = self._normalised(x)
         g = delta * scale
         dx = inv * (g - jnp.mean(g, axis=-1, keepdims=True) - xhat * jnp.mean(g * xhat, axis=-1, keepdims=True))

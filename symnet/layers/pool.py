@@ -43,7 +43,7 @@ class _Pool(ImageLayer):
     @property
     def steps(self) -> tuple[int, int]:
         """The stride, or the kernel when no stride was given."""
-        return self.stride or self.kernel  # type: ignore[attr-defined,no-any-return]
+        return self.stride or self.kernel  # type: ignore[attr-defined]
 
     @property
     def pads(self) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -73,7 +73,8 @@ class _Pool(ImageLayer):
             ((0, 0), (t, b), (left, r), (0, 0)),
         )
 
-    def vjp(self, delta, value, x):
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
+        assert isinstance(self, Layer)  # every pool is also a Layer
         return auto_vjp(self, delta, x)
 
 

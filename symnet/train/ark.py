@@ -31,7 +31,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..errors import SymnetError
+from ..errors import KaldiDataError, SymnetError
 
 #: The most bytes one entry read from a stream (a pipe, stdin) may have: far more than any utterance.
 MAX_ENTRY_BYTES = 1 << 31
@@ -48,10 +48,6 @@ _NOT_KALDI = {
     b"RIFF": "a wav file",
     b"fLaC": "a flac file",
 }
-
-
-class KaldiDataError(SymnetError, ValueError):
-    """Kaldi archives that cannot be used: unreadable specifiers, missing utterances, length mismatches."""
 
 
 PIPE_HINT = "an entry that runs a command; pass allow_pipes=True (symnet's --allow-pipes) to run it"

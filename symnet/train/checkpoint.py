@@ -30,17 +30,13 @@ import jax
 import numpy as np
 
 from ..atomic import atomic_write
-from ..errors import SymnetError
+from ..errors import CheckpointError
 from ..safe_read import NpzArchive
 
 FORMAT = "symnet-checkpoint"
 VERSION = 2
 #: Versions this symnet reads (version 1 has no `run` record, so a resume from it cannot be checked).
 READABLE = (1, 2)
-
-
-class CheckpointError(SymnetError, ValueError):
-    """A checkpoint that cannot be used: wrong format, other network or run, damaged file, in use."""
 
 
 @attrs.frozen

@@ -30,16 +30,12 @@ from ..core import rng
 from ..core.index import IndexSet
 from ..core.walk import walk
 from ..engine import ComputationRequest, compile
-from ..errors import ShapeError, SymnetError
+from ..errors import ShapeError, TrainingError
 from ..network import Network
 from . import checkpoint as ckpt
 from . import resume
 from .examples import Chunks, make_chunks
 from .objectives import OBJECTIVES, objective
-
-
-class TrainingError(SymnetError, RuntimeError):
-    """Training cannot go on: a diverging loss, data the network cannot take."""
 
 
 @attrs.frozen

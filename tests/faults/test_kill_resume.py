@@ -64,7 +64,7 @@ def test_training_killed_at_random_moments_resumes_bit_identically(tmp_path):
     path = tmp_path / "run.ckpt"
     rng = random.Random(5)
     kills = 0
-    for _ in range(6):
+    for _ in range(3):
         proc = symnet(*TRAIN, "--out", str(tmp_path / "run.npz"), "--checkpoint", str(path))
         time.sleep(rng.uniform(2.0, 9.0))
         if proc.poll() is not None:
@@ -124,7 +124,7 @@ def test_a_file_being_rewritten_when_killed_is_whole(name, tmp_path):
     target = tmp_path / "out"
     rng = random.Random(name)
     versions = set()
-    for _ in range(4):
+    for _ in range(2):
         proc = subprocess.Popen(
             [sys.executable, "-c", WRITER_LOOP, name, str(tmp_path / "inputs"), str(target)],
             stdout=subprocess.PIPE,

@@ -46,12 +46,13 @@ from helpers.kaldi_corpus import (
 )
 from helpers.kaldi_oracle import case_names, tarball
 from symnet import Network
-from symnet.cli import info_lines, main
+from symnet.cli import main
 from symnet.errors import PlanError, SymnetError
 from symnet.kaldi import read_model, read_network
 from symnet.kaldi.components import records
 from symnet.kaldi.compute import Nnet3Computer
 from symnet.kaldi.exact import exact_outputs as symnet_exact_outputs
+from symnet.kaldi.info import info_lines
 
 ABSENT = pytest.mark.skip(reason="the Kaldi corpus (shared/kaldi-oracle-dev.tar.xz) is absent")
 CASES = [c for source in ("hand", "xconfig", "kaldi-gen") for c in case_names(source)] or [

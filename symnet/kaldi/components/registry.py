@@ -34,7 +34,7 @@ import numpy as np
 
 from ...components.base import Component
 from ...core.descriptor import Ref
-from ...core.layer import Layer
+from ...core.layer import Layer, evolve
 from ...errors import ComponentConfigError, ConfigWriteError, SymnetError
 from ..token_kinds import Kind
 
@@ -157,7 +157,7 @@ def option_text(value: Any) -> str:
 
 
 def _stripped(component: Component) -> Component:
-    return attrs.evolve(component, input=PLACEHOLDER_INPUT)
+    return evolve(component, input=PLACEHOLDER_INPUT)
 
 
 def _rebuild(record: KaldiComponentType, component: Component, options: Sequence[tuple[str, str]]) -> Component | None:
