@@ -130,6 +130,19 @@ class NpzArchive:
     def __contains__(self, name: object) -> bool:
         return name in self._members
 
+    def filename(self, name: str) -> str:
+        """Member `name`'s file name in the archive (`name.npy` for arrays)."""
+        return self._info(name).filename
+
+    def require_stored(self) -> None:
+        """Refuse compressed or encrypted members: in an archive of stored members the file's size bounds
+        every array, as symnet writes its network files."""
+        for info in self._members.values():
+            if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
+                raise self._fail(
+                    f"member {info.filename!r} is compressed or encrypted; symnet stores members as they are"
+                )
+
     def _info(self, name: str) -> zipfile.ZipInfo:
         info = self._members.get(name)
         if info is None:
