@@ -191,7 +191,7 @@ class DropoutComponent(_SameDim):
     kaldi_type = "DropoutComponent"
 
     def _mask(self, x: jax.Array) -> jax.Array:
-        key = rng.key_for(self.name, f"DropoutComponent {self.name!r}")
+        key = rng.key_for(self.name, f"{type(self).__name__} {self.name!r}")
         shape = x.shape[:-1] + (1,) if self.dropout_per_frame else x.shape
         return (jax.random.uniform(key, shape, x.dtype) >= self.dropout_proportion).astype(x.dtype)
 
@@ -242,7 +242,7 @@ class GeneralDropoutComponent(_SameDim):
                 f"GeneralDropoutComponent {self.name!r}: SpecAugment's random frequency masks in training mode "
                 "are not supported yet; run it in test mode (symnet.components.set_test_mode)"
             )
-        key = rng.key_for(self.name, f"GeneralDropoutComponent {self.name!r}")
+        key = rng.key_for(self.name, f"{type(self).__name__} {self.name!r}")
         block = self.block_dim or x.shape[-1]
         u = jax.random.uniform(key, x.shape[:-1] + (1, block), x.dtype)
         p = self.dropout_proportion
@@ -291,7 +291,7 @@ class _DropoutMaskRows(Component):
             return jnp.ones(shape, x.dtype)
         if self.test_mode:
             return jnp.full(shape, 1.0 - p, x.dtype)
-        key = rng.key_for(self.name, f"DropoutMaskComponent {self.name!r}")
+        key = rng.key_for(self.name, f"{type(self).__name__} {self.name!r}")
         u = jax.random.uniform(key, shape, x.dtype)
         if self.continuous:
             return 1.0 - 2.0 * p + 4.0 * p * u

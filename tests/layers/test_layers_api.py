@@ -9,7 +9,7 @@ import pytest
 
 import symnet.display  # noqa: F401  (registers the notebook renderers)
 from symnet import Input, Network, Node, ReLU
-from symnet.errors import ConfigWriteError, LayerOptionError, ShapeError
+from symnet.errors import ConfigWriteError, LayerOptionError, ShapeError, SymnetError
 from symnet.kaldi import parse_network, write_network
 from symnet.layers import AvgPool2d, BatchNorm, Conv2d, Dropout, Flatten, LayerNorm, MaxPool2d, Reshape, TimeConv
 
@@ -138,3 +138,9 @@ def test_shape_errors_name_the_layer() -> None:
 
     with pytest.raises(ShapeError, match="BatchNorm.*give it as dim="):
         BatchNorm(ReLU(Identity()))
+
+
+def test_a_dropout_layer_in_training_mode_without_randomness_names_itself() -> None:
+    net = Network(Node("drop", Dropout(Input("input", 3), 0.5)))
+    with pytest.raises(SymnetError, match="Dropout 'drop' needs random numbers in training mode"):
+        net(jnp.ones((4, 3)))
