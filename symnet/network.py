@@ -9,7 +9,7 @@ two networks built the same way have equal structure (and share compiled code).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -173,6 +173,22 @@ class Network:
         params = {n: values.get(n, v) for n, v in self.params.items()}
         state = {n: values.get(n, v) for n, v in self.state.items()}
         return self.replace(params=params, state=state)
+
+    def select(self, outputs: Mapping[str, str] | Sequence[str]) -> Network:
+        """A network of some of these outputs, arrays kept; a mapping renames (new name -> this network's name).
+
+        `net.select({"output": "output-xent"})` is nnet3-copy's rename-node.
+        (`Network({"output": net.outputs["output-xent"]})` would build the same
+        structure with every Weight at its initial value.)
+        """
+        pairs = dict(outputs) if isinstance(outputs, Mapping) else {name: name for name in outputs}
+        mine = self.outputs
+        unknown = [old for old in pairs.values() if old not in mine]
+        if unknown or not pairs:
+            raise GraphError(f"select: no output(s) {unknown or 'given'}; the network has {list(mine)}")
+        fresh = Network({new: mine[old] for new, old in pairs.items()})
+        values = self.values
+        return fresh.assign({name: values[name] for name in fresh.values})
 
     def rewrite(self, fn: Callable[[Layer], Layer], *, seed: int = 0) -> Network:
         """A network whose every layer is replaced by `fn(layer)`, operands first; arrays kept by name.

@@ -532,3 +532,25 @@ def test_core_step_benchmark_runs_and_reports():
         module.main(steps=10, verbose=False)
     net = module.mlp(4, 8, 3)
     assert isinstance(net.output, LogSoftmax)
+
+
+def test_select_keeps_the_arrays_of_the_outputs_it_keeps_and_renames():
+    from symnet import FixedWeight, Input
+
+    x = Input("input", 3)
+    h = Node("h", Tanh(x @ Weight(Normal((3, 4), 1.0)) * FixedWeight(Uniform((4,), 0.5, 1.5))))
+    net = Network(
+        {"output": LogSoftmax(h @ Weight(Normal((4, 2), 1.0))), "output-xent": h @ Weight(Normal((4, 5), 1.0))}
+    )
+    trained = net.assign({name: jnp.full(np.shape(v), 0.3) for name, v in net.values.items()})
+    xent = trained.select({"output": "output-xent"})
+    assert list(xent.outputs) == ["output"] and set(xent.values) < set(trained.values)
+    for name, value in xent.values.items():
+        np.testing.assert_array_equal(np.asarray(value), np.asarray(trained.values[name]))
+    features = np.random.default_rng(0).standard_normal((1, 6, 3)).astype(np.float32)
+    np.testing.assert_allclose(
+        np.asarray(xent.compute(features)), np.asarray(trained.compute(features, output="output-xent")), rtol=1e-6
+    )
+    assert list(trained.select(["output"]).outputs) == ["output"]
+    with pytest.raises(GraphError, match=r"select: no output\(s\) \['nope'\]"):
+        trained.select({"output": "nope"})

@@ -110,8 +110,7 @@ def _features(folder) -> dict[str, np.ndarray]:
 
 def _renamed(network: Network, output: str) -> Network:
     """The network with node `output` as its output named 'output' (nnet3-copy --edits=rename-node)."""
-    renamed = Network({"output": network.outputs[output]})
-    return renamed.assign({k: network.values[k] for k in renamed.values})
+    return network.select({"output": output})
 
 
 @pytest.mark.parametrize("case", _marked(CASES))
