@@ -115,6 +115,7 @@ import sys
 from helpers.writers import make_inputs, make_writers
 from pathlib import Path
 writers = make_writers(make_inputs(Path(sys.argv[2])))
+writers[sys.argv[1]](sys.argv[3])  # the file exists: every kill below lands while it is being rewritten
 print("ready", flush=True)
 while True:
     writers[sys.argv[1]](sys.argv[3])
@@ -141,7 +142,7 @@ def test_a_file_being_rewritten_when_killed_is_whole(name, tmp_path):
         proc.wait()
         if target.exists():
             versions.add(_whole(name, target))
-    assert versions, "no write finished before the kills"
+    assert versions, "the file was never whole after a kill"
 
 
 def _whole(name: str, path: Path) -> int:
