@@ -92,7 +92,11 @@ class _Step:
 
 
 class Computation:
-    """A compiled request: `computation(network, {input: matrix}) -> {output: matrix}`."""
+    """A compiled request: `computation(network, {input: matrix}) -> {output: matrix}`.
+
+    A regular request's Computation also takes `[T, N, D]` arrays and then
+    returns `[T, N, D]` outputs (see `__call__`).
+    """
 
     def __init__(self, graph: Graph, request: ComputationRequest, planner: Planner):
         needed = planner.requirements()
@@ -204,8 +208,13 @@ class Computation:
     # ----- running ------------------------------------------------------------------
 
     def __call__(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, jax.Array]:
-        """Output matrices (rows in the request's order) for input matrices.
+        """Output arrays for input arrays, in one of two layouts for the whole call.
 
+        Flat: every input and output is a matrix with one row per Index, in the
+        request's order. Batched (regular requests only): every input is a
+        `[T, N, D]` array (its request's rows of one sequence, sequences, features;
+        flat row `r * N + n` is `[r, n]`) and every output comes back `[T, N, D]`.
+        Mixing the layouts in one call is a ShapeError naming the input.
         Inside `symnet.rng.randomness(key)` the key is an argument of the jitted
         program (training-mode dropout draws from it), never a constant of it.
         """
@@ -223,7 +232,11 @@ class Computation:
             return {name: tape.value for name, tape in self._tapes(params, state, inputs).items()}
 
     def forward(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, Tape]:
-        """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step."""
+        """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step.
+
+        Inputs are flat or batched as for calling the Computation; batched inputs
+        give `[T, N, D]` output Tapes, whose `backward` takes a `[T, N, D]` delta.
+        """
         network = self._check_network(network)
         return self._tapes(network.params, network.state, self._check_inputs(inputs))
 
@@ -239,7 +252,9 @@ class Computation:
         return network
 
     def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """The input arrays, checked: all flat `[rows, D]` or (regular requests) all batched `[T, N, D]`."""
         out = {}
+        batched: tuple[str, bool] | None = None  # the first input's name and layout
         for name, indexes in self.request.inputs.items():
             if name not in inputs:
                 raise PlanError(f"missing input matrix {name!r} (the request provides it)")
@@ -247,9 +262,30 @@ class Computation:
             if not isinstance(value, jax.Array):  # jnp.asarray of a jax.Array costs a call's worth of host time
                 value = jnp.asarray(value)
             dim = self.graph.input_dims.get(name) if name in self.graph.inputs else None
-            if value.ndim != 2 or value.shape[0] != len(indexes) or (dim is not None and value.shape[1] != dim):
-                want = f"({len(indexes)}, {dim if dim is not None else 'dim'})"
-                raise ShapeError(f"input {name!r}: matrix of shape {tuple(value.shape)}, the request needs {want}")
+            feature = dim if dim is not None else "dim"
+            flat = f"({len(indexes)}, {feature})"
+            if self.regular:
+                grid = f"({len(indexes) // self.batch}, {self.batch}, {feature})"
+                want = f"a flat matrix {flat} or a [T, N, D] array {grid}"
+                shape = (len(indexes),) if value.ndim == 2 else (len(indexes) // self.batch, self.batch)
+            else:
+                want = f"a flat matrix {flat} (the request is irregular: [T, N, D] arrays need a regular one)"
+                shape = (len(indexes),)
+            if (
+                value.ndim != len(shape) + 1
+                or value.shape[:-1] != shape
+                or (dim is not None and value.shape[-1] != dim)
+            ):
+                raise ShapeError(f"input {name!r}: array of shape {tuple(value.shape)}, the request needs {want}")
+            if batched is None:
+                batched = (name, value.ndim == 3)
+            elif batched[1] != (value.ndim == 3):
+                kinds = ("a [T, N, D] array", "a flat matrix")
+                first, this = kinds if batched[1] else kinds[::-1]
+                raise ShapeError(
+                    f"input {name!r}: {this} of shape {tuple(value.shape)}, but input {batched[0]!r} is {first}: "
+                    f"give every input of one call in the same layout ({want})"
+                )
             out[name] = value
         unknown = set(inputs) - set(self.request.inputs)
         if unknown:
@@ -262,8 +298,11 @@ class Computation:
         graph, batch = self.graph, self.batch
         tapes: dict[int, Tape] = {}
         given: dict[int, Tape] = {}
+        batched = any(v.ndim == 3 for v in inputs.values())  # _check_inputs: then every input is [T, N, D]
         for name, (nid, rowmap) in self.input_maps.items():
             value = inputs[name]
+            if batched:
+                value = _flat(value)
             if not rowmap.is_identity:
                 value = _flat(rowmap(_rows3(value, batch)))
             if nid in self.given_state:
@@ -287,7 +326,7 @@ class Computation:
                 tape.rows = self.request.outputs[name]  # the same Indexes, as the request's IndexSet
             else:
                 tape = _selection_tape(tape, rowmap, batch, self.request.outputs[name])
-            out[name] = tape
+            out[name] = _batched_tape(tape, batch) if batched else tape
         return out
 
     def _tape(
@@ -409,6 +448,14 @@ def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet) -> T
     fn = lambda v: _flat(rowmap(_rows3(v, batch)))  # noqa: E731
     value, vjp = jax.vjp(fn, tape.value)
     return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
+
+
+def _batched_tape(tape: Tape, batch: int) -> Tape:
+    """A tape node showing a flat output `[T * N, D]` as `[T, N, D]` (its delta is reshaped back)."""
+    shape = tape.value.shape
+    value = _rows3(tape.value, batch)
+    pullback = lambda d: (d.reshape(shape),)  # noqa: E731
+    return Tape(tape.layer, value, (tape,), rows=tape.rows, pullback=pullback, parameters=tape.parameters)
 
 
 _CACHE: Cache[Computation] = Cache(64)
