@@ -9,7 +9,7 @@ the Tape (one tape node per network node, each knowing its row labels) so that
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -30,8 +30,9 @@ from ..core.descriptor import (
     Sum,
     Switch,
 )
+from ..core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from ..core.index import IndexSet, decode, encode
-from ..core.layer import Identity, Layer, Literal, Weight
+from ..core.layer import Divide, Dot, Identity, Layer, Literal, Minus, Negate, Plus, Times, Weight
 from ..core.tape import Tape
 from ..errors import PlanError, ShapeError, at
 from .cache import Cache
@@ -298,16 +299,16 @@ class Computation:
         graph, batch = self.graph, self.batch
         tapes: dict[int, Tape] = {}
         given: dict[int, Tape] = {}
-        batched = any(v.ndim == 3 for v in inputs.values())  # _check_inputs: then every input is [T, N, D]
+        # A batched call ([T, N, D] inputs, _check_inputs: then all are) keeps values [T, N, D] where it can,
+        # so that a sharding of N stays one: flattening [T, N, D] to (t, n) rows makes XLA gather N.
+        batched = any(v.ndim == 3 for v in inputs.values())
         for name, (nid, rowmap) in self.input_maps.items():
             value = inputs[name]
-            if batched:
-                value = _flat(value)
             if not rowmap.is_identity:
-                value = _flat(rowmap(_rows3(value, batch)))
-            if nid in self.given_state:
+                value = _shaped(rowmap(_rows3(value, batch)), batch, batched)
+            if nid in self.given_state:  # a recurrence's given state: scans take (t, n) rows
                 rows = Rows(self.given_state[nid], batch, self.regular)
-                given[nid] = Tape(graph.layers[nid], value, rows=rows, parameters=params)
+                given[nid] = Tape(graph.layers[nid], _flat(value), rows=rows, parameters=params)
             else:
                 tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
         for step in self.schedule:
@@ -316,22 +317,39 @@ class Computation:
                     for edge in block.externals:  # an operand no row of this request reads (e.g. a Failover's)
                         if edge.op not in tapes:
                             tapes[edge.op] = self._absent(edge.op, tapes)
-                step.tapes(tapes, self.rows, params, given)
+                if batched:  # scans take (t, n) rows: show them flat views of [T, N, D] operands
+                    view = dict(tapes)
+                    for block in step.blocks if isinstance(step, MergedScans) else (step,):
+                        for edge in block.externals:
+                            if view[edge.op].value.ndim == 3:
+                                view[edge.op] = _reshaped_tape(view[edge.op], _flat(view[edge.op].value))
+                    step.tapes(view, self.rows, params, given)
+                    tapes.update({nid: tape for nid, tape in view.items() if nid not in tapes})
+                else:
+                    step.tapes(tapes, self.rows, params, given)
             elif step.nid not in tapes:
-                tapes[step.nid] = self._tape(step, tapes, params, state)
+                tapes[step.nid] = self._tape(step, tapes, params, state, batched)
         out = {}
         for name, rowmap in self.output_maps.items():
             tape = tapes[self.output_ids[name]]
             if rowmap.is_identity:
                 tape.rows = self.request.outputs[name]  # the same Indexes, as the request's IndexSet
             else:
-                tape = _selection_tape(tape, rowmap, batch, self.request.outputs[name])
-            out[name] = _batched_tape(tape, batch) if batched else tape
+                tape = _selection_tape(tape, rowmap, batch, self.request.outputs[name], batched)
+            if batched and tape.value.ndim == 2:
+                tape = _reshaped_tape(tape, _rows3(tape.value, batch))
+            out[name] = tape
         return out
 
     def _tape(
-        self, step: _Step, tapes: dict[int, Tape], params: Mapping[str, jax.Array], state: Mapping[str, jax.Array]
+        self,
+        step: _Step,
+        tapes: dict[int, Tape],
+        params: Mapping[str, jax.Array],
+        state: Mapping[str, jax.Array],
+        batched: bool = False,
     ) -> Tape:
+        """The tape node of one step; `batched`: keep indexed values `[T, N, D]` where the layer allows."""
         layer, batch = step.layer, self.batch
         if isinstance(layer, Weight):
             if not layer.trainable:
@@ -343,24 +361,38 @@ class Computation:
         rows = self.rows.get(step.nid)  # None for values that do not depend on the Index (weights, literals)
         if isinstance(layer, Const):
             assert rows is not None
-            value = jnp.full((len(rows), layer.dim), layer.value, dtype=jnp.result_type(float))
+            shape = (len(rows) // batch, batch, layer.dim) if batched else (len(rows), layer.dim)
+            value = jnp.full(shape, layer.value, dtype=jnp.result_type(float))
             return Tape(layer, value, rows=rows, parameters=params)
         if not self.graph.indexed[step.nid]:  # a function of weights and literals only
             layer.check(*(u.shape for u in upstream))
             return Tape(layer, layer.apply(*(u.value for u in upstream)), upstream, parameters=params)
         assert rows is not None  # the planner gives every indexed step its rows
         if layer.rowwise:
+            leading = batched and leading_axes_safe(layer, [u.value for u in upstream], step.maps)
+            ndim = 3 if leading else 2
             selected: list[jax.Array] = []
             transposes: list[Callable[..., Any] | None] = []
             for u, rowmap in zip(upstream, step.maps):
-                if rowmap is None or rowmap.is_identity:
+                if rowmap is None or (rowmap.is_identity and u.value.ndim == ndim):
                     selected.append(u.value)
                     transposes.append(None)
                 else:
-                    sel, vjp = jax.vjp(lambda v, m=rowmap: _flat(m(_rows3(v, batch))), u.value)
+                    move = lambda v, m=rowmap: _shaped(m(_rows3(v, batch)), batch, leading)  # noqa: E731
+                    sel, vjp = jax.vjp(move, u.value)
                     selected.append(sel)
                     transposes.append(vjp)
-            layer.check(*(s.shape for s in selected))
+            layer.check(
+                *(
+                    (s.shape[0] * s.shape[1], s.shape[2]) if m and leading else s.shape
+                    for s, m in zip(selected, step.maps)
+                )
+            )
+            if leading:  # the layer's own vjp may assume matrices (Dot's would batch its weight delta by frame)
+                value, apply_vjp = jax.vjp(layer.apply, *selected)
+                return Tape(
+                    layer, value, upstream, rows=rows, pullback=_chain(apply_vjp, transposes), parameters=params
+                )
             value = layer.apply(*selected)
 
             def pullback(
@@ -380,11 +412,12 @@ class Computation:
 
             def fn(v: jax.Array, *weights: jax.Array) -> jax.Array:
                 out = layer.apply_rows(rows_read(_rows3(v, batch)), rows_read.owner, rows_read.num_rows, *weights)
-                return _flat(out)
+                return _shaped(out, batch, batched)
 
             value, vjp = jax.vjp(fn, *(u.value for u in upstream))
             return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
-        value, vjp = jax.vjp(_descriptor_fn(layer, step.maps, batch, len(rows)), *(u.value for u in upstream))
+        fn = _descriptor_fn(layer, step.maps, batch, batched)
+        value, vjp = jax.vjp(fn, *(u.value for u in upstream))
         return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
 
     def _absent(self, nid: int, tapes: dict[int, Tape]) -> Tape:
@@ -405,22 +438,59 @@ class Computation:
 
 
 def _rows3(value: jax.Array, batch: int) -> jax.Array:
-    return value.reshape(value.shape[0] // batch, batch, value.shape[-1])
+    """A regular value as `[T, N, D]` (flat rows are in (t, n) order)."""
+    return value if value.ndim == 3 else value.reshape(value.shape[0] // batch, batch, value.shape[-1])
 
 
 def _flat(value: jax.Array) -> jax.Array:
-    return value.reshape(value.shape[0] * value.shape[1], value.shape[2])
+    """A regular value as `[T * N, D]`, rows in (t, n) order."""
+    return value if value.ndim == 2 else value.reshape(value.shape[0] * value.shape[1], value.shape[2])
+
+
+def _shaped(value: jax.Array, batch: int, batched: bool) -> jax.Array:
+    """`value` as `[T, N, D]` in a batched call, as flat rows otherwise."""
+    return _rows3(value, batch) if batched else _flat(value)
+
+
+_ELEMENTWISE: frozenset[type] = frozenset({Plus, Minus, Times, Divide, Negate, Exp, Log, Tanh, Sigmoid, ReLU})
+_LAST_AXIS: frozenset[type] = frozenset({Softmax, LogSoftmax})
+
+
+def leading_axes_safe(layer: Layer, values: Sequence[jax.Array], maps: Sequence[RowMap | None]) -> bool:
+    """Whether the row-wise `layer` gives the same rows on `[T, N, D]` operands as on `[T * N, D]` ones.
+
+    True for the core arithmetic and nonlinearities (exact types: a subclass may
+    assume matrices) whose unindexed operands broadcast over rows (at most 1-D),
+    and for `indexed @ matrix`. Other layers get flat rows.
+    """
+    kind = type(layer)
+    if kind is Dot:
+        return maps[0] is not None and maps[1] is None and values[1].ndim == 2
+    if kind in _ELEMENTWISE or kind in _LAST_AXIS:
+        return all(m is not None or jnp.ndim(v) <= 1 for v, m in zip(values, maps))
+    return False
+
+
+def _chain(
+    apply_vjp: Callable[..., tuple[jax.Array, ...]], transposes: Sequence[Callable[..., Any] | None]
+) -> Callable[[jax.Array], tuple[jax.Array | None, ...]]:
+    """The pullback of a layer applied to moved rows: its vjp, then each row movement's transpose."""
+
+    def pullback(d: jax.Array) -> tuple[jax.Array | None, ...]:
+        return tuple(dd if t is None else t(dd)[0] for dd, t in zip(apply_vjp(d), transposes))
+
+    return pullback
 
 
 def _descriptor_fn(
-    layer: Layer, maps: tuple[RowMap | None, ...], batch: int, num_rows: int
+    layer: Layer, maps: tuple[RowMap | None, ...], batch: int, batched: bool
 ) -> Callable[..., jax.Array]:
     """The value of a descriptor node from its operands' values (linear in them)."""
 
     def take(i: int, v: jax.Array) -> jax.Array:
         rowmap = maps[i]
         assert rowmap is not None  # parts no row reads are left out before this
-        return _flat(rowmap(_rows3(v, batch)))
+        return _shaped(rowmap(_rows3(v, batch)), batch, batched)
 
     if isinstance(layer, Append):
         return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)
@@ -443,17 +513,16 @@ def _descriptor_fn(
     raise PlanError(f"cannot lower {type(layer).__name__}{at(layer.where)}")
 
 
-def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet) -> Tape:
+def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet, batched: bool) -> Tape:
     """A tape node picking the requested rows, in the request's order, from an output node."""
-    fn = lambda v: _flat(rowmap(_rows3(v, batch)))  # noqa: E731
+    fn = lambda v: _shaped(rowmap(_rows3(v, batch)), batch, batched)  # noqa: E731
     value, vjp = jax.vjp(fn, tape.value)
     return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
 
 
-def _batched_tape(tape: Tape, batch: int) -> Tape:
-    """A tape node showing a flat output `[T * N, D]` as `[T, N, D]` (its delta is reshaped back)."""
+def _reshaped_tape(tape: Tape, value: jax.Array) -> Tape:
+    """A tape node showing `tape`'s value reshaped (flat rows as `[T, N, D]` or back); its delta is reshaped back."""
     shape = tape.value.shape
-    value = _rows3(tape.value, batch)
     pullback = lambda d: (d.reshape(shape),)  # noqa: E731
     return Tape(tape.layer, value, (tape,), rows=tape.rows, pullback=pullback, parameters=tape.parameters)
 
