@@ -32,7 +32,7 @@ from symnet import (
 )
 from symnet.core.index import Index
 from symnet.errors import ShapeError
-from symnet.layers import Dropout
+from symnet.layers import Affine, BatchNorm, Dropout
 
 D, H, N, T = 3, 5, 4, 7
 x = Input("input", D)
@@ -192,3 +192,18 @@ def test_jit_of_forward_backward_with_dropout_equals_unjitted(layout: str) -> No
     # the key is an argument, not a constant: another key gives another mask
     other, _ = jax.jit(step)(net, jnp.asarray(xs), jax.random.PRNGKey(4))
     assert not np.allclose(np.asarray(other), np.asarray(jvalue))
+
+
+def test_tnd_typed_layers_see_flat_rows_and_give_the_flat_numbers() -> None:
+    """Layers the engine does not run on [T, N, D] (typed layers, Kaldi components) get (t, n) rows."""
+    h = Node("h", BatchNorm(ReLU(Affine(Append(Offset(x, -1), x, Offset(x, 1)), H))))
+    net = Network({"output": Tanh(Affine(Append(Offset(h, -2), h), H)) + 1.0})
+    computation = compile(net, request(3, 1))
+    xs = batch(T + 4)
+    (tape,) = computation.forward(net, {"input": xs}).values()
+    (flat,) = computation.forward(net, {"input": xs.reshape(-1, D)}).values()
+    np.testing.assert_allclose(np.asarray(tape.value), np.asarray(flat.value).reshape(T, N, H), rtol=1e-5, atol=1e-6)
+    delta = np.random.default_rng(5).standard_normal((T, N, H)).astype(np.float32)
+    got, want = tape.backward(delta), flat.backward(delta.reshape(-1, H))
+    for name in want:
+        np.testing.assert_allclose(np.asarray(got[name]), np.asarray(want[name]), rtol=1e-4, atol=1e-5, err_msg=name)
