@@ -273,6 +273,9 @@ class Network:
         `frames_per_chunk` runs in chunks, carrying recurrent state across them
         (`carry_state=True`, equal to one pass) or computing each chunk on its
         own as nnet3-compute does (`carry_state=False`, with extra context).
+        Inside `jax.jit`/`jax.grad` (traced `x`, static frame count) it runs one
+        regular request for the whole batch and gives the same numbers;
+        `frames_per_chunk` needs concrete input (a PlanError when traced).
         """
         return dense.compute(
             self,

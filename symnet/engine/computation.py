@@ -9,7 +9,7 @@ the Tape (one tape node per network node, each knowing its row labels) so that
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -30,8 +30,9 @@ from ..core.descriptor import (
     Sum,
     Switch,
 )
+from ..core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from ..core.index import IndexSet, decode, encode
-from ..core.layer import Identity, Layer, Literal, Weight
+from ..core.layer import Divide, Dot, Identity, Layer, Literal, Minus, Negate, Plus, Times, Weight
 from ..core.tape import Tape
 from ..errors import PlanError, ShapeError, at
 from .cache import Cache
@@ -92,7 +93,11 @@ class _Step:
 
 
 class Computation:
-    """A compiled request: `computation(network, {input: matrix}) -> {output: matrix}`."""
+    """A compiled request: `computation(network, {input: matrix}) -> {output: matrix}`.
+
+    A regular request's Computation also takes `[T, N, D]` arrays and then
+    returns `[T, N, D]` outputs (see `__call__`).
+    """
 
     def __init__(self, graph: Graph, request: ComputationRequest, planner: Planner):
         needed = planner.requirements()
@@ -204,8 +209,13 @@ class Computation:
     # ----- running ------------------------------------------------------------------
 
     def __call__(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, jax.Array]:
-        """Output matrices (rows in the request's order) for input matrices.
+        """Output arrays for input arrays, in one of two layouts for the whole call.
 
+        Flat: every input and output is a matrix with one row per Index, in the
+        request's order. Batched (regular requests only): every input is a
+        `[T, N, D]` array (its request's rows of one sequence, sequences, features;
+        flat row `r * N + n` is `[r, n]`) and every output comes back `[T, N, D]`.
+        Mixing the layouts in one call is a ShapeError naming the input.
         Inside `symnet.rng.randomness(key)` the key is an argument of the jitted
         program (training-mode dropout draws from it), never a constant of it.
         """
@@ -223,7 +233,11 @@ class Computation:
             return {name: tape.value for name, tape in self._tapes(params, state, inputs).items()}
 
     def forward(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, Tape]:
-        """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step."""
+        """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step.
+
+        Inputs are flat or batched as for calling the Computation; batched inputs
+        give `[T, N, D]` output Tapes, whose `backward` takes a `[T, N, D]` delta.
+        """
         network = self._check_network(network)
         return self._tapes(network.params, network.state, self._check_inputs(inputs))
 
@@ -239,7 +253,9 @@ class Computation:
         return network
 
     def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, jax.Array]:
+        """The input arrays, checked: all flat `[rows, D]` or (regular requests) all batched `[T, N, D]`."""
         out = {}
+        batched: tuple[str, bool] | None = None  # the first input's name and layout
         for name, indexes in self.request.inputs.items():
             if name not in inputs:
                 raise PlanError(f"missing input matrix {name!r} (the request provides it)")
@@ -247,9 +263,30 @@ class Computation:
             if not isinstance(value, jax.Array):  # jnp.asarray of a jax.Array costs a call's worth of host time
                 value = jnp.asarray(value)
             dim = self.graph.input_dims.get(name) if name in self.graph.inputs else None
-            if value.ndim != 2 or value.shape[0] != len(indexes) or (dim is not None and value.shape[1] != dim):
-                want = f"({len(indexes)}, {dim if dim is not None else 'dim'})"
-                raise ShapeError(f"input {name!r}: matrix of shape {tuple(value.shape)}, the request needs {want}")
+            feature = dim if dim is not None else "dim"
+            flat = f"({len(indexes)}, {feature})"
+            if self.regular:
+                grid = f"({len(indexes) // self.batch}, {self.batch}, {feature})"
+                want = f"a flat matrix {flat} or a [T, N, D] array {grid}"
+                shape = (len(indexes),) if value.ndim == 2 else (len(indexes) // self.batch, self.batch)
+            else:
+                want = f"a flat matrix {flat} (the request is irregular: [T, N, D] arrays need a regular one)"
+                shape = (len(indexes),)
+            if (
+                value.ndim != len(shape) + 1
+                or value.shape[:-1] != shape
+                or (dim is not None and value.shape[-1] != dim)
+            ):
+                raise ShapeError(f"input {name!r}: array of shape {tuple(value.shape)}, the request needs {want}")
+            if batched is None:
+                batched = (name, value.ndim == 3)
+            elif batched[1] != (value.ndim == 3):
+                kinds = ("a [T, N, D] array", "a flat matrix")
+                first, this = kinds if batched[1] else kinds[::-1]
+                raise ShapeError(
+                    f"input {name!r}: {this} of shape {tuple(value.shape)}, but input {batched[0]!r} is {first}: "
+                    f"give every input of one call in the same layout ({want})"
+                )
             out[name] = value
         unknown = set(inputs) - set(self.request.inputs)
         if unknown:
@@ -262,13 +299,16 @@ class Computation:
         graph, batch = self.graph, self.batch
         tapes: dict[int, Tape] = {}
         given: dict[int, Tape] = {}
+        # A batched call ([T, N, D] inputs, _check_inputs: then all are) keeps values [T, N, D] where it can,
+        # so that a sharding of N stays one: flattening [T, N, D] to (t, n) rows makes XLA gather N.
+        batched = any(v.ndim == 3 for v in inputs.values())
         for name, (nid, rowmap) in self.input_maps.items():
             value = inputs[name]
             if not rowmap.is_identity:
-                value = _flat(rowmap(_rows3(value, batch)))
-            if nid in self.given_state:
+                value = _shaped(rowmap(_rows3(value, batch)), batch, batched)
+            if nid in self.given_state:  # a recurrence's given state: scans take (t, n) rows
                 rows = Rows(self.given_state[nid], batch, self.regular)
-                given[nid] = Tape(graph.layers[nid], value, rows=rows, parameters=params)
+                given[nid] = Tape(graph.layers[nid], _flat(value), rows=rows, parameters=params)
             else:
                 tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
         for step in self.schedule:
@@ -277,22 +317,39 @@ class Computation:
                     for edge in block.externals:  # an operand no row of this request reads (e.g. a Failover's)
                         if edge.op not in tapes:
                             tapes[edge.op] = self._absent(edge.op, tapes)
-                step.tapes(tapes, self.rows, params, given)
+                if batched:  # scans take (t, n) rows: show them flat views of [T, N, D] operands
+                    view = dict(tapes)
+                    for block in step.blocks if isinstance(step, MergedScans) else (step,):
+                        for edge in block.externals:
+                            if view[edge.op].value.ndim == 3:
+                                view[edge.op] = _reshaped_tape(view[edge.op], _flat(view[edge.op].value))
+                    step.tapes(view, self.rows, params, given)
+                    tapes.update({nid: tape for nid, tape in view.items() if nid not in tapes})
+                else:
+                    step.tapes(tapes, self.rows, params, given)
             elif step.nid not in tapes:
-                tapes[step.nid] = self._tape(step, tapes, params, state)
+                tapes[step.nid] = self._tape(step, tapes, params, state, batched)
         out = {}
         for name, rowmap in self.output_maps.items():
             tape = tapes[self.output_ids[name]]
             if rowmap.is_identity:
                 tape.rows = self.request.outputs[name]  # the same Indexes, as the request's IndexSet
             else:
-                tape = _selection_tape(tape, rowmap, batch, self.request.outputs[name])
+                tape = _selection_tape(tape, rowmap, batch, self.request.outputs[name], batched)
+            if batched and tape.value.ndim == 2:
+                tape = _reshaped_tape(tape, _rows3(tape.value, batch))
             out[name] = tape
         return out
 
     def _tape(
-        self, step: _Step, tapes: dict[int, Tape], params: Mapping[str, jax.Array], state: Mapping[str, jax.Array]
+        self,
+        step: _Step,
+        tapes: dict[int, Tape],
+        params: Mapping[str, jax.Array],
+        state: Mapping[str, jax.Array],
+        batched: bool = False,
     ) -> Tape:
+        """The tape node of one step; `batched`: keep indexed values `[T, N, D]` where the layer allows."""
         layer, batch = step.layer, self.batch
         if isinstance(layer, Weight):
             if not layer.trainable:
@@ -304,24 +361,38 @@ class Computation:
         rows = self.rows.get(step.nid)  # None for values that do not depend on the Index (weights, literals)
         if isinstance(layer, Const):
             assert rows is not None
-            value = jnp.full((len(rows), layer.dim), layer.value, dtype=jnp.result_type(float))
+            shape = (len(rows) // batch, batch, layer.dim) if batched else (len(rows), layer.dim)
+            value = jnp.full(shape, layer.value, dtype=jnp.result_type(float))
             return Tape(layer, value, rows=rows, parameters=params)
         if not self.graph.indexed[step.nid]:  # a function of weights and literals only
             layer.check(*(u.shape for u in upstream))
             return Tape(layer, layer.apply(*(u.value for u in upstream)), upstream, parameters=params)
         assert rows is not None  # the planner gives every indexed step its rows
         if layer.rowwise:
+            leading = batched and leading_axes_safe(layer, [u.value for u in upstream], step.maps)
+            ndim = 3 if leading else 2
             selected: list[jax.Array] = []
             transposes: list[Callable[..., Any] | None] = []
             for u, rowmap in zip(upstream, step.maps):
-                if rowmap is None or rowmap.is_identity:
+                if rowmap is None or (rowmap.is_identity and u.value.ndim == ndim):
                     selected.append(u.value)
                     transposes.append(None)
                 else:
-                    sel, vjp = jax.vjp(lambda v, m=rowmap: _flat(m(_rows3(v, batch))), u.value)
+                    move = lambda v, m=rowmap: _shaped(m(_rows3(v, batch)), batch, leading)  # noqa: E731
+                    sel, vjp = jax.vjp(move, u.value)
                     selected.append(sel)
                     transposes.append(vjp)
-            layer.check(*(s.shape for s in selected))
+            layer.check(
+                *(
+                    (s.shape[0] * s.shape[1], s.shape[2]) if m and leading else s.shape
+                    for s, m in zip(selected, step.maps)
+                )
+            )
+            if leading:  # the layer's own vjp may assume matrices (Dot's would batch its weight delta by frame)
+                value, apply_vjp = jax.vjp(layer.apply, *selected)
+                return Tape(
+                    layer, value, upstream, rows=rows, pullback=_chain(apply_vjp, transposes), parameters=params
+                )
             value = layer.apply(*selected)
 
             def pullback(
@@ -341,11 +412,12 @@ class Computation:
 
             def fn(v: jax.Array, *weights: jax.Array) -> jax.Array:
                 out = layer.apply_rows(rows_read(_rows3(v, batch)), rows_read.owner, rows_read.num_rows, *weights)
-                return _flat(out)
+                return _shaped(out, batch, batched)
 
             value, vjp = jax.vjp(fn, *(u.value for u in upstream))
             return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
-        value, vjp = jax.vjp(_descriptor_fn(layer, step.maps, batch, len(rows)), *(u.value for u in upstream))
+        fn = _descriptor_fn(layer, step.maps, batch, batched)
+        value, vjp = jax.vjp(fn, *(u.value for u in upstream))
         return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
 
     def _absent(self, nid: int, tapes: dict[int, Tape]) -> Tape:
@@ -366,22 +438,59 @@ class Computation:
 
 
 def _rows3(value: jax.Array, batch: int) -> jax.Array:
-    return value.reshape(value.shape[0] // batch, batch, value.shape[-1])
+    """A regular value as `[T, N, D]` (flat rows are in (t, n) order)."""
+    return value if value.ndim == 3 else value.reshape(value.shape[0] // batch, batch, value.shape[-1])
 
 
 def _flat(value: jax.Array) -> jax.Array:
-    return value.reshape(value.shape[0] * value.shape[1], value.shape[2])
+    """A regular value as `[T * N, D]`, rows in (t, n) order."""
+    return value if value.ndim == 2 else value.reshape(value.shape[0] * value.shape[1], value.shape[2])
+
+
+def _shaped(value: jax.Array, batch: int, batched: bool) -> jax.Array:
+    """`value` as `[T, N, D]` in a batched call, as flat rows otherwise."""
+    return _rows3(value, batch) if batched else _flat(value)
+
+
+_ELEMENTWISE: frozenset[type] = frozenset({Plus, Minus, Times, Divide, Negate, Exp, Log, Tanh, Sigmoid, ReLU})
+_LAST_AXIS: frozenset[type] = frozenset({Softmax, LogSoftmax})
+
+
+def leading_axes_safe(layer: Layer, values: Sequence[jax.Array], maps: Sequence[RowMap | None]) -> bool:
+    """Whether the row-wise `layer` gives the same rows on `[T, N, D]` operands as on `[T * N, D]` ones.
+
+    True for the core arithmetic and nonlinearities (exact types: a subclass may
+    assume matrices) whose unindexed operands broadcast over rows (at most 1-D),
+    and for `indexed @ matrix`. Other layers get flat rows.
+    """
+    kind = type(layer)
+    if kind is Dot:
+        return maps[0] is not None and maps[1] is None and values[1].ndim == 2
+    if kind in _ELEMENTWISE or kind in _LAST_AXIS:
+        return all(m is not None or jnp.ndim(v) <= 1 for v, m in zip(values, maps))
+    return False
+
+
+def _chain(
+    apply_vjp: Callable[..., tuple[jax.Array, ...]], transposes: Sequence[Callable[..., Any] | None]
+) -> Callable[[jax.Array], tuple[jax.Array | None, ...]]:
+    """The pullback of a layer applied to moved rows: its vjp, then each row movement's transpose."""
+
+    def pullback(d: jax.Array) -> tuple[jax.Array | None, ...]:
+        return tuple(dd if t is None else t(dd)[0] for dd, t in zip(apply_vjp(d), transposes))
+
+    return pullback
 
 
 def _descriptor_fn(
-    layer: Layer, maps: tuple[RowMap | None, ...], batch: int, num_rows: int
+    layer: Layer, maps: tuple[RowMap | None, ...], batch: int, batched: bool
 ) -> Callable[..., jax.Array]:
     """The value of a descriptor node from its operands' values (linear in them)."""
 
     def take(i: int, v: jax.Array) -> jax.Array:
         rowmap = maps[i]
         assert rowmap is not None  # parts no row reads are left out before this
-        return _flat(rowmap(_rows3(v, batch)))
+        return _shaped(rowmap(_rows3(v, batch)), batch, batched)
 
     if isinstance(layer, Append):
         return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)
@@ -404,11 +513,18 @@ def _descriptor_fn(
     raise PlanError(f"cannot lower {type(layer).__name__}{at(layer.where)}")
 
 
-def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet) -> Tape:
+def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet, batched: bool) -> Tape:
     """A tape node picking the requested rows, in the request's order, from an output node."""
-    fn = lambda v: _flat(rowmap(_rows3(v, batch)))  # noqa: E731
+    fn = lambda v: _shaped(rowmap(_rows3(v, batch)), batch, batched)  # noqa: E731
     value, vjp = jax.vjp(fn, tape.value)
     return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
+
+
+def _reshaped_tape(tape: Tape, value: jax.Array) -> Tape:
+    """A tape node showing `tape`'s value reshaped (flat rows as `[T, N, D]` or back); its delta is reshaped back."""
+    shape = tape.value.shape
+    pullback = lambda d: (d.reshape(shape),)  # noqa: E731
+    return Tape(tape.layer, value, (tape,), rows=tape.rows, pullback=pullback, parameters=tape.parameters)
 
 
 _CACHE: Cache[Computation] = Cache(64)

@@ -51,6 +51,12 @@ def compute(
     (`symnet.engine.buckets`), so any set of lengths up to 2,000 frames
     compiles at most 8 programs.
 
+    Traced input (`compute` inside `jax.jit`, `jax.grad` or the like, its frame
+    count static) runs as one regular request over the whole `[N, T, D]` batch,
+    the edge frames repeated by jnp ops, with no bucketing (`compute_traced`);
+    it gives the same numbers. `frames_per_chunk` cannot run on traced input
+    (its chunks are planned from concrete arrays): that is a PlanError.
+
     `frames_per_chunk` computes `mode='same'` output in chunks of that many
     frames, in one of two ways:
 
@@ -86,6 +92,14 @@ def compute(
             )
     name = output_name(network, output)
     graph = Graph(dict(network.structure.outputs))
+    if _traced(x):
+        if frames_per_chunk is not None:
+            raise PlanError(
+                "frames_per_chunk cannot run on traced input (inside jax.jit, jax.grad, ...): its chunks are "
+                "planned from concrete arrays. Compute in one pass (no frames_per_chunk), or call it outside the "
+                "transformation."
+            )
+        return compute_traced(network, name, graph, x, mode)
     seqs, ragged = _sequences(x, graph)
     left, right = context(network, name)
     main = "input" if "input" in seqs else next(iter(seqs))
@@ -125,6 +139,88 @@ def compute(
     if not ragged:  # device_put, unlike jnp.asarray, compiles nothing per shape
         return jax.device_put(np.stack(results))
     return [jax.device_put(r) for r in results]
+
+
+def _traced(x: Any) -> bool:
+    """Whether any input array of `x` (an array, a list of them, or a dict of either) is a JAX tracer."""
+    values = x.values() if isinstance(x, Mapping) else (x,)
+    leaves = [leaf for v in values for leaf in (v if isinstance(v, (list, tuple)) else (v,))]
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
+
+
+def compute_traced(network: Any, name: str, graph: Graph, x: Any, mode: str) -> Any:
+    """`compute` for traced input: one regular request for the whole `[N, T, D]` batch (per input), edge
+    frames repeated by a static `jnp.take`, values kept on the device as tracers.
+
+    Only the frame count must be static. A list of `[T_i, D]` sequences runs one
+    request per distinct length (sequences of a length stacked) and gives a list.
+    """
+    inputs = x if isinstance(x, Mapping) else {"input": x}
+    unknown = sorted(set(inputs) - set(graph.inputs))
+    missing = sorted(set(graph.inputs) - set(inputs))
+    if unknown or missing:
+        raise PlanError(
+            f"inputs {unknown or missing} are {'not inputs of' if unknown else 'missing from'} "
+            f"the network (it has {sorted(graph.inputs)})"
+        )
+    if any(isinstance(v, (list, tuple)) for v in inputs.values()):
+        if not all(isinstance(v, (list, tuple)) for v in inputs.values()):
+            raise ShapeError("inputs mix lists of sequences and [N, T, D] arrays: give every input the same way")
+        seqs = {k: [jnp.asarray(s) for s in v] for k, v in inputs.items()}
+        counts = {k: len(v) for k, v in seqs.items()}
+        if len(set(counts.values())) != 1 or not next(iter(counts.values())):
+            raise ShapeError(f"inputs need the same, nonzero number of sequences, got {counts}")
+        main = "input" if "input" in seqs else next(iter(seqs))
+        lengths = [int(s.shape[0]) if s.ndim else 0 for s in seqs[main]]
+        results: list[Any] = [None] * len(lengths)
+        for length in sorted(set(lengths)):
+            members = [i for i, n in enumerate(lengths) if n == length]
+            batch = {k: jnp.stack([_sequence(v[i], k, i) for i in members]) for k, v in seqs.items()}
+            out = compute_traced(network, name, graph, batch, mode)
+            for j, i in enumerate(members):
+                results[i] = out[j]
+        return results
+    arrays = {k: jnp.asarray(v) for k, v in inputs.items()}
+    for k, v in arrays.items():
+        dim = graph.input_dims.get(k)
+        if v.ndim != 3 or not v.shape[0] or not v.shape[1] or (dim is not None and v.shape[2] != dim):
+            want = f"[N, T, {dim if dim is not None else 'D'}] with N, T > 0"
+            raise ShapeError(f"input {k!r}: expected a batch of shape {want}, got shape {tuple(v.shape)}")
+    counts = {k: v.shape[0] for k, v in arrays.items()}
+    if len(set(counts.values())) != 1:
+        raise ShapeError(f"inputs have different numbers of sequences: {counts}")
+    main = "input" if "input" in arrays else next(iter(arrays))
+    n, length = arrays[main].shape[:2]
+    left, right = context(network, name)
+    if mode == "valid" and length <= left + right:
+        raise ShapeError(f"sequences of {length} frames are too short for context ({left}, {right})")
+    in_t = (-left, length + right) if mode == "same" else (0, length)
+    out_t = (0, length) if mode == "same" else (left, length - right)
+    blocks = {k: _edge_frames(v[:, :length].transpose(1, 0, 2), *in_t) for k, v in arrays.items()}
+    request = ComputationRequest(
+        inputs={k: IndexSet.range(n=n, t=in_t) for k in blocks}, outputs={name: IndexSet.range(n=n, t=out_t)}
+    )
+    return compile(network, request)(network, blocks)[name].transpose(1, 0, 2)
+
+
+def _edge_frames(value: Any, start: int, end: int) -> Any:
+    """Frames `start .. end - 1` of `[T, N, D]` `value`, its first and last frames repeated outside `0 .. T - 1`
+    (as `_compute_bucketed` clips frame numbers), by slices and broadcasts: no gather."""
+    frames, n, dim = value.shape
+    parts = []
+    if start < 0:
+        parts.append(jnp.broadcast_to(value[:1], (min(end, 0) - start, n, dim)))
+    if min(end, frames) > max(start, 0):
+        parts.append(value[max(start, 0) : min(end, frames)])
+    if end > frames:
+        parts.append(jnp.broadcast_to(value[-1:], (end - max(start, frames), n, dim)))
+    return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=0)
+
+
+def _sequence(value: Any, name: str, i: int) -> Any:
+    if value.ndim != 2:
+        raise ShapeError(f"input {name!r} sequence {i}: expected [T, D], got shape {tuple(value.shape)}")
+    return value
 
 
 def host(value: Any) -> Any:
