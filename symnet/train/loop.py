@@ -26,6 +26,7 @@ import optax
 
 from ..atomic import check_writable
 from ..components import batchnorm_stats_updates, natural_gradient, set_test_mode
+from ..components.normalize import statistics_across
 from ..core import rng
 from ..core.index import IndexSet
 from ..core.walk import walk
@@ -93,7 +94,7 @@ class Trainer:
         self.chunk, self.left, self.right = chunks.chunk, chunks.left, chunks.right
         # With a mesh every device computes its own `batch_size / devices` chunks (symnet.train.parallel).
         self.parallel = parallel
-        reduce = parallel.reduction if parallel is not None else Reduction(None)
+        reduce = Reduction(parallel.axis if parallel is not None else None)
         request = self.request(parallel.local_batch if parallel is not None else batch_size)
         self.computation = compile(network, request)
         self.structure = network.structure
@@ -110,17 +111,18 @@ class Trainer:
             # the NaturalGradient* components' backward reads and updates them (else a no-op context).
             # `key` feeds training-mode dropout (symnet.rng), forward and backward alike.
             # With a mesh: the loss and derivative scaled by this device's share of the frames, then summed.
+            # Training-mode batch-norm takes the whole minibatch's statistics (over all devices).
             randomness = rng.randomness(reduce.key(key)) if key is not None else contextlib.nullcontext()
-            with randomness, natural_gradient.step_context(opt_state) as ng:
+            with randomness, statistics_across(reduce.axis), natural_gradient.step_context(opt_state) as ng:
                 tape = self.computation.forward(network, {input: x})[output]
                 loss, correct, delta = objective(kind, tape.value, targets, weights)
                 share = reduce.share(weights)
                 grads = reduce.sum(tape.backward(delta * share))
+                # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
+                state = {**network.state, **batchnorm_stats_updates(tape)}
             loss, correct = reduce.sum((loss * share, correct))
             updates, opt_state = optimizer.update(grads, ng.carry(opt_state), network.params)
             params = optax.apply_updates(network.params, updates)
-            # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
-            state = {**network.state, **reduce.stats(network.state, batchnorm_stats_updates(tape))}
             # Per parameter: are all its new values finite? (A huge step can overflow the
             # parameters while the loss, computed before the update, is still finite.)
             finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
@@ -292,7 +294,7 @@ def fit(
     )
     if not isinstance(data_axis, str):
         raise TrainingError(f"data_axis must be a mesh axis name, got {data_axis!r}")
-    parallel = DataParallel(mesh, batch_size, network, data_axis) if mesh is not None else None
+    parallel = DataParallel(mesh, batch_size, data_axis) if mesh is not None else None
     train_chunks = as_chunks(train, network, chunk, output)
     valid_chunks = as_chunks(valid, network, chunk, output) if valid is not None else None
     _check_data(network, train_chunks, objective, input, output)

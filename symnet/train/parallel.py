@@ -11,9 +11,10 @@ the minibatch's frames and the gradients are summed (`psum`) over the data
 axis, so the summed gradient and loss are the one-device minibatch's. Every
 device then applies the same optax update to the same replicated values.
 
-Training-mode batch-norm normalises with each device's own statistics (as
-PyTorch's DistributedDataParallel does); the stored statistics it accumulates
-are merged exactly over the devices, so they are the whole minibatch's.
+Training-mode batch-norm sums its minibatch statistics over the data axis
+(`symnet.components.normalize.statistics_across`): every device normalises
+with the whole minibatch's mean and variance, as on one device (unlike
+PyTorch's DistributedDataParallel, whose BatchNorm uses each device's own).
 
 Several processes (`jax.distributed.initialize`) work the same way with a
 mesh over all processes' devices: every process calls `fit` with the same
@@ -23,7 +24,7 @@ data and puts only the slices of its own devices on them
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -32,20 +33,17 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from ..components import BatchNormComponent
 from ..components.natural_gradient import NaturalGradientState
-from ..core.walk import walk
 from ..errors import TrainingError
 
 DATA_AXIS = "data"
 
 
 class Reduction:
-    """How one device's objective, gradients and batch-norm statistics join the others' (over `axis`)."""
+    """How one device's objective and gradients join the other devices' (over mesh axis `axis`)."""
 
-    def __init__(self, axis: str | None, batchnorm: tuple[tuple[str, str, str], ...] = ()) -> None:
+    def __init__(self, axis: str | None) -> None:
         self.axis = axis
-        self.batchnorm = batchnorm
 
     def share(self, weights: jax.Array) -> jax.Array:
         """This device's share of the minibatch's frames: the factor turning its mean into its part of the sum."""
@@ -64,26 +62,6 @@ class Reduction:
             return key
         return jax.random.fold_in(key, jax.lax.axis_index(self.axis))
 
-    def stats(self, old: Mapping[str, jax.Array], new: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
-        """Batch-norm's accumulated (count, mean, var) after every device's chunks, from each device's own.
-
-        Each device added its chunks to the same `old` statistics; the increments of count, sum and
-        sum of squares are summed over the devices and added once.
-        """
-        if self.axis is None or not new:
-            return dict(new)
-        merged = dict(new)
-        for c, m, v in self.batchnorm:
-            if c not in new:
-                continue
-            c0, m0, v0 = old[c], old[m], old[v]
-            c1, m1, v1 = new[c], new[m], new[v]
-            count, total, squares = self.sum((c1 - c0, c1 * m1 - c0 * m0, c1 * (v1 + m1 * m1) - c0 * (v0 + m0 * m0)))
-            count = c0 + count
-            mean = (c0 * m0 + total) / count
-            merged[c], merged[m], merged[v] = count, mean, (c0 * (v0 + m0 * m0) + squares) / count - mean * mean
-        return merged
-
 
 def _slicer(array: np.ndarray) -> Callable[[Any], np.ndarray]:
     """The callback of `jax.make_array_from_callback`: the part of `array` one device holds."""
@@ -94,21 +72,10 @@ def _slicer(array: np.ndarray) -> Callable[[Any], np.ndarray]:
     return part
 
 
-def batchnorm_names(network: Any) -> tuple[tuple[str, str, str], ...]:
-    """(count, stats_mean, stats_var) parameter names of each training-mode BatchNormComponent of `network`."""
-    names = []
-    for layer in walk([layer for _, layer in network.structure.outputs]):
-        if isinstance(layer, BatchNormComponent) and not layer.test_mode:
-            triple = tuple(getattr(layer, field).name for field in ("count", "stats_mean", "stats_var"))
-            if all(isinstance(n, str) for n in triple) and triple not in names:
-                names.append(triple)
-    return tuple(names)
-
-
 class DataParallel:
     """A minibatch of `batch_size` chunks split over `mesh`'s `data_axis`; everything else replicated."""
 
-    def __init__(self, mesh: Any, batch_size: int, network: Any, data_axis: str = DATA_AXIS) -> None:
+    def __init__(self, mesh: Any, batch_size: int, data_axis: str = DATA_AXIS) -> None:
         if not isinstance(mesh, Mesh):
             raise TrainingError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
         if data_axis not in mesh.axis_names:
@@ -123,7 +90,6 @@ class DataParallel:
         self.local_batch = batch_size // self.devices
         self.replicated = NamedSharding(mesh, P())
         self.split = NamedSharding(mesh, P(data_axis))
-        self.reduction = Reduction(data_axis, batchnorm_names(network))
 
     def check_optimizer_state(self, opt_state: Any) -> None:
         if isinstance(opt_state, NaturalGradientState):
