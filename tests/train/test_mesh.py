@@ -15,6 +15,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 import numpy as np
@@ -81,12 +82,9 @@ def data() -> tuple[Any, Any]:
     return task.sample(8, seed=1), task.sample(3, seed=2)
 
 
-def train(net: Any, mesh: Any) -> dict[str, Any]:
-    (
-        """Two epochs of `fit`: losses and values. 45 chunks make 12 minibatches an epoch; the last one has
+def train(net: Any, mesh: Any, **options: Any) -> dict[str, Any]:
+    """One epoch of `fit`: losses and values. 45 chunks make 12 minibatches an epoch; the last one has
     one chunk and 3 of weight 0 (3 of the 4 devices have no frame to train on)."""
-        ""
-    )
     import optax
 
     from symnet.train import fit
@@ -97,15 +95,16 @@ def train(net: Any, mesh: Any) -> dict[str, Any]:
         train_data,
         optax.adam(1e-2),
         valid=valid,
-        epochs=2,
+        epochs=1,
         batch_size=BATCH,
         chunk=CHUNK,
         progress=False,
         mesh=mesh,
+        **options,
     )
     return {
         "losses": [[h.train_loss, h.train_accuracy, h.valid_loss, h.valid_accuracy] for h in result.history],
-        "steps": result.history[-1].step,
+        "steps": result.history[-1].step if result.history else None,
         "values": {k: np.asarray(v).tolist() for k, v in result.network.values.items()},
     }
 
@@ -155,6 +154,10 @@ def worker(mode: str, *args: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, net in networks().items():
             out[name] = {"one": train(net, None), "mesh": train(net, mesh), "hlo": collectives(net, mesh)}
+        with tempfile.TemporaryDirectory() as folder:  # stopped after 7 steps (mid-epoch), then resumed
+            path = os.path.join(folder, "run.ckpt")
+            train(networks()["tdnn"], mesh, checkpoint=path, checkpoint_every=1, max_steps=7)
+            out["resumed"] = train(networks()["tdnn"], mesh, checkpoint=path)
         try:
             fit(networks()["tdnn"], data()[0], optax.sgd(0.1), batch_size=6, mesh=mesh)
         except TrainingError as e:
@@ -190,7 +193,7 @@ def result(proc: subprocess.Popen, timeout: float = 240) -> dict[str, Any]:
 
 
 def assert_same_run(run: dict[str, Any], reference: dict[str, Any], rtol: float = 1e-5) -> None:
-    assert run["steps"] == reference["steps"] == 24
+    assert run["steps"] == reference["steps"] == 12
     np.testing.assert_allclose(run["losses"], reference["losses"], rtol=rtol)
     assert run["values"].keys() == reference["values"].keys()
     for name, value in reference["values"].items():
@@ -204,7 +207,7 @@ def compared() -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", ["tdnn", "recurrent", "batchnorm"])
 def test_mesh_run_equals_one_device_run(compared: dict[str, Any], name: str) -> None:
-    """Losses, accuracies (train and validation) and every parameter after 24 steps, to float rounding;
+    """Losses, accuracies (train and validation) and every parameter after 12 steps, to float rounding;
     with batch-norm also its stored statistics (the minibatch's statistics are taken over all devices)."""
     run = compared[name]
     assert_same_run(run["mesh"], run["one"])
@@ -217,14 +220,21 @@ def test_mesh_run_equals_one_device_run(compared: dict[str, Any], name: str) -> 
 @pytest.mark.parametrize("name", ["tdnn", "recurrent", "batchnorm"])
 def test_compiled_step_all_reduces_and_gathers_nothing(compared: dict[str, Any], name: str) -> None:
     """The step all-reduces exactly: the frame count, every parameter's gradient, the loss and the number
-    of correct frames (and batch-norm's sums of x and x^2 forward and their derivatives backward). Nothing activation-sized is reduced, and nothing is gathered, exchanged or
-    scattered: parameters are replicated and each device keeps its own chunks."""
+    of correct frames (and batch-norm's sums of x and x^2 forward and their derivatives backward).
+    Nothing activation-sized is reduced, and nothing is gathered, exchanged or scattered: parameters
+    are replicated and each device keeps its own chunks."""
     ops = compared[name]["hlo"]
     assert ops["all-gather"] == ops["all-to-all"] == ops["collective-permute"] == ops["reduce-scatter"] == 0, ops
     expected = [[]] * 3 + [list(np.shape(v)) for v in networks()[name].params.values()]
     if name == "batchnorm":
         expected += [[8]] * 4  # (the row count is a constant: jax folds its psum)
     assert sorted(ops["reduced"]) == sorted(expected), ops
+
+
+def test_mesh_run_resumes_from_its_checkpoint(compared: dict[str, Any]) -> None:
+    """A mesh run stopped after 7 steps and resumed from its checkpoint ends as the uninterrupted one."""
+    resumed, whole = compared["resumed"], compared["tdnn"]["mesh"]
+    assert resumed["losses"] == whole["losses"] and resumed["values"] == whole["values"]
 
 
 def test_mesh_needs_a_batch_size_the_devices_divide(compared: dict[str, Any]) -> None:
