@@ -256,6 +256,39 @@ def test_mesh_arguments_are_checked() -> None:
         fit(networks()["tdnn"], data()[0], optax.sgd(0.1), mesh="data")  # type: ignore[arg-type]
 
 
+def test_a_non_finite_loss_on_a_mesh_names_the_step_and_the_node() -> None:
+    """The diagnosis walks the whole minibatch's Tape on one device (here a mesh of this process's one)."""
+    import jax
+    import optax
+
+    from symnet import Input, Log, LogSoftmax, Network, Normal, Weight
+    from symnet.train import TrainingError, fit
+
+    x = Input("input", FEAT)
+    net = Network(LogSoftmax(Log(x) @ Weight(Normal((FEAT, CLASSES), 0.3))), seed=0)  # Log of negatives: NaN
+    mesh = jax.make_mesh((1,), ("data",))
+    with pytest.raises(TrainingError) as e:
+        fit(net, data()[0], optax.sgd(0.1), batch_size=BATCH, chunk=CHUNK, progress=False, mesh=mesh)
+    assert "the loss is nan at step 1 " in str(e.value)
+    assert "first non-finite value: Log node `Log(Input('input', 4))`" in str(e.value)
+
+
+def test_natural_gradient_with_a_mesh_is_refused() -> None:
+    import jax
+    import optax
+
+    from helpers import EXAMPLES
+    from symnet import natural_gradient
+    from symnet.datasets import HmmTask
+    from symnet.kaldi import read_network
+    from symnet.train import TrainingError, fit
+
+    net = read_network(EXAMPLES / "hmm-tdnn.config").network
+    mesh = jax.make_mesh((1,), ("data",))
+    with pytest.raises(TrainingError, match="natural gradient .* with a mesh: its preconditioners"):
+        fit(net, HmmTask.create(seed=0).sample(2, seed=1), natural_gradient.optimizer(optax.sgd(0.1), net), mesh=mesh)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
