@@ -135,5 +135,8 @@ class DataParallel:
 
         specs = tuple(P(self.axis) if kind == "s" else P() for kind in layout)
         shardings = tuple(self.split if kind == "s" else self.replicated for kind in layout)
+        # Unchecked replication: the Tape differentiates, and collectives are placed by hand (Reduction),
+        # except batch-norm's psum inside `jax.vjp`, whose transpose is then a psum, as its global
+        # statistics need (each device's derivative of the summed statistics, summed).
         mapped = jax.shard_map(per_device, mesh=self.mesh, in_specs=specs, out_specs=P(), check_vma=False)
         return jax.jit(mapped, in_shardings=shardings, out_shardings=self.replicated, donate_argnums=donate)
