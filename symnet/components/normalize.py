@@ -6,10 +6,16 @@ non-trained state: FixedWeights named `{name}.count`, `{name}.stats_mean`,
 1:1). In test mode the forward pass uses them; in training mode it uses the
 minibatch's statistics, and `batchnorm_stats_updates(tape)` returns the
 accumulated statistics for the training loop to store (Kaldi's StoreStats).
+Inside `statistics_across(axis)` (data-parallel training in `jax.shard_map`)
+the minibatch statistics are summed over the devices of mesh axis `axis`:
+every device normalises with, and stores, the whole minibatch's statistics.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -20,6 +26,30 @@ from .base import Component
 
 #: Kaldi's floor on the squared norm (2^-66: its square root is exact in float).
 SQUARED_NORM_FLOOR = 2.0**-66
+
+_ACROSS: contextvars.ContextVar[str | None] = contextvars.ContextVar("batchnorm_across", default=None)
+
+
+@contextlib.contextmanager
+def statistics_across(axis: str | None) -> Iterator[None]:
+    """Training-mode batch-norm traced inside takes its minibatch statistics over mesh axis `axis`
+    (a `jax.shard_map` axis; None: this device's rows only)."""
+    token = _ACROSS.set(axis)
+    try:
+        yield
+    finally:
+        _ACROSS.reset(token)
+
+
+def minibatch_sums(flat: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array | int]:
+    """(sum, sum of squares, rows) of `flat [rows, dim]`, over all devices inside `statistics_across`."""
+    sums: tuple[jax.Array, jax.Array, jax.Array | int] = (
+        jnp.sum(flat, axis=0),
+        jnp.sum(flat * flat, axis=0),
+        flat.shape[0],
+    )
+    axis = _ACROSS.get()
+    return sums if axis is None else jax.lax.psum(sums, axis)
 
 
 @layer_class
@@ -132,10 +162,9 @@ class BatchNormComponent(Component):
 
     def _train(self, x: jax.Array) -> jax.Array:
         xs = self._blocks(x)
-        flat = xs.reshape(-1, self.block_dim)
-        n = flat.shape[0]
-        mean = jnp.sum(flat, axis=0) / n
-        uvar = jnp.sum(flat * flat, axis=0) / n
+        total, squares, n = minibatch_sums(xs.reshape(-1, self.block_dim))
+        mean = total / n
+        uvar = squares / n
         var_scale = 1.0 / (self.target_rms * self.target_rms)
         scaled_var = jnp.maximum(var_scale * uvar - var_scale * mean * mean, 0.0)
         scale = jax.lax.rsqrt(scaled_var + var_scale * self.epsilon)
@@ -160,10 +189,7 @@ class BatchNormComponent(Component):
         self, x: jax.Array, count: jax.Array, mean: jax.Array, var: jax.Array
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Kaldi's StoreStats, in mean/variance form: the statistics after adding minibatch `x`."""
-        flat = self._blocks(x).reshape(-1, self.block_dim)
-        n = flat.shape[0]
-        batch_sum = jnp.sum(flat, axis=0)
-        batch_sumsq = jnp.sum(flat * flat, axis=0)
+        batch_sum, batch_sumsq, n = minibatch_sums(self._blocks(x).reshape(-1, self.block_dim))
         new_count = count + n
         stats_sum = count * mean + batch_sum
         stats_sumsq = count * (var + mean * mean) + batch_sumsq

@@ -1,4 +1,4 @@
-"""Training: examples with context, Kaldi's objectives, the fit loop, checkpoints."""
+"""Training: examples with context, Kaldi's objectives, the fit loop (data-parallel over a mesh), checkpoints."""
 
 from .checkpoint import CheckpointError, Position
 from .examples import Chunks, make_chunks

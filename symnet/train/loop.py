@@ -26,6 +26,7 @@ import optax
 
 from ..atomic import check_writable
 from ..components import batchnorm_stats_updates, natural_gradient, set_test_mode
+from ..components.normalize import statistics_across
 from ..core import rng
 from ..core.index import IndexSet
 from ..core.walk import walk
@@ -36,6 +37,7 @@ from . import checkpoint as ckpt
 from . import resume
 from .examples import Chunks, make_chunks
 from .objectives import OBJECTIVES, objective
+from .parallel import DATA_AXIS, DataParallel, Reduction
 
 
 @attrs.frozen
@@ -84,15 +86,16 @@ class Trainer:
         kind: str,
         input: str,
         output: str,
+        parallel: DataParallel | None = None,
     ) -> None:
         self.optimizer = optimizer
         self.kind, self.input, self.output = kind, input, output
         self.batch_size = batch_size
-        self.chunk, left, right = chunks.chunk, chunks.left, chunks.right
-        request = ComputationRequest(
-            inputs={input: IndexSet.range(n=batch_size, t=(-left, self.chunk + right))},
-            outputs={output: IndexSet.range(n=batch_size, t=self.chunk)},
-        )
+        self.chunk, self.left, self.right = chunks.chunk, chunks.left, chunks.right
+        # With a mesh every device computes its own `batch_size / devices` chunks (symnet.train.parallel).
+        self.parallel = parallel
+        reduce = Reduction(parallel.axis if parallel is not None else None)
+        request = self.request(parallel.local_batch if parallel is not None else batch_size)
         self.computation = compile(network, request)
         self.structure = network.structure
 
@@ -107,15 +110,19 @@ class Trainer:
             # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
             # the NaturalGradient* components' backward reads and updates them (else a no-op context).
             # `key` feeds training-mode dropout (symnet.rng), forward and backward alike.
-            randomness = rng.randomness(key) if key is not None else contextlib.nullcontext()
-            with randomness, natural_gradient.step_context(opt_state) as ng:
+            # With a mesh: the loss and derivative scaled by this device's share of the frames, then summed.
+            # Training-mode batch-norm takes the whole minibatch's statistics (over all devices).
+            randomness = rng.randomness(reduce.key(key)) if key is not None else contextlib.nullcontext()
+            with randomness, statistics_across(reduce.axis), natural_gradient.step_context(opt_state) as ng:
                 tape = self.computation.forward(network, {input: x})[output]
                 loss, correct, delta = objective(kind, tape.value, targets, weights)
-                grads = tape.backward(delta)
+                share = reduce.share(weights)
+                grads = reduce.sum(tape.backward(delta * share))
+                # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
+                state = {**network.state, **batchnorm_stats_updates(tape)}
+            loss, correct = reduce.sum((loss * share, correct))
             updates, opt_state = optimizer.update(grads, ng.carry(opt_state), network.params)
             params = optax.apply_updates(network.params, updates)
-            # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
-            state = {**network.state, **batchnorm_stats_updates(tape)}
             # Per parameter: are all its new values finite? (A huge step can overflow the
             # parameters while the loss, computed before the update, is still finite.)
             finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
@@ -132,10 +139,22 @@ class Trainer:
             test_network = Network.from_structure(test_structure, network.params, network.state)
             value = test_computation(test_network, {input: x})[output]
             loss, correct, _ = objective(kind, value, targets, weights)
-            return loss, correct
+            share = reduce.share(weights)
+            return reduce.sum((loss * share, correct))
 
-        self.step = jax.jit(step, donate_argnums=(1,))
-        self.evaluate = jax.jit(evaluate)
+        if parallel is None:
+            self.step = jax.jit(step, donate_argnums=(1,))
+            self.evaluate = jax.jit(evaluate)
+        else:
+            self.step = parallel.jit(step, "rrsssr", donate=(1,))
+            self.evaluate = parallel.jit(evaluate, "rsss")
+
+    def request(self, batch: int) -> ComputationRequest:
+        """The request of one minibatch of `batch` chunks."""
+        return ComputationRequest(
+            inputs={self.input: IndexSet.range(n=batch, t=(-self.left, self.chunk + self.right))},
+            outputs={self.output: IndexSet.range(n=batch, t=self.chunk)},
+        )
 
     def batches(self, chunks: Chunks, order: np.ndarray) -> list[np.ndarray]:
         """Minibatch indexes in `order`; `arrays` fills the last one up to keep one shape."""
@@ -145,15 +164,25 @@ class Trainer:
             out.append(idx)
         return out
 
-    def arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[jax.Array, jax.Array, jax.Array]:
+    def arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[jax.Array, ...]:
+        """(features, targets, weights) of minibatch `idx`, each split over the devices with a mesh."""
+        x, targets, weights = self.host_arrays(chunks, idx)
+        if self.parallel is not None:
+            return self.parallel.shard(x, targets, weights)
+        return jnp.asarray(x), jnp.asarray(targets), jnp.asarray(weights)
+
+    def host_arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         pad = self.batch_size - len(idx)
         weights_scale = np.ones(self.batch_size, dtype=np.float32)
         if pad:
             weights_scale[len(idx) :] = 0.0
             idx = np.concatenate([idx, np.resize(idx, pad)])
         x, targets, weights = chunks.minibatch(idx)
-        weights = weights * np.tile(weights_scale, self.chunk)
-        return jnp.asarray(x), jnp.asarray(targets), jnp.asarray(weights)
+        return x, targets, weights * np.tile(weights_scale, self.chunk)
+
+    def frames(self, chunks: Chunks, idx: np.ndarray) -> float:
+        """The weight (frames) of minibatch `idx`: the sum of `arrays`' weights."""
+        return float(chunks.weights[idx].sum(dtype=np.float32))
 
     def score(self, network: Any, chunks: Chunks) -> tuple[float, float]:
         """(loss, frame accuracy) over all of `chunks`."""
@@ -161,20 +190,27 @@ class Trainer:
         for idx in self.batches(chunks, np.arange(len(chunks))):
             x, targets, weights = self.arrays(chunks, idx)
             loss, correct = self.evaluate(network, x, targets, weights)
-            frames = float(weights.sum())
+            frames = self.frames(chunks, idx)
             total_loss += float(loss) * frames
             total_correct += float(correct)
             total += frames
         return total_loss / max(total, 1.0), total_correct / max(total, 1.0)
 
-    def first_non_finite(self, network: Any, x: jax.Array, key: jax.Array | None = None) -> str:
+    def first_non_finite(self, network: Any, chunks: Chunks, idx: np.ndarray, key: jax.Array | None = None) -> str:
         """The first node (operands before users) whose value is NaN or Inf, by walking the Tape.
 
         In the Tape's topological order the first such node has only finite operands:
-        it is where the non-finite values start.
+        it is where the non-finite values start. With a mesh the whole minibatch runs here, on this
+        process's default device (dropout masks then differ from the devices').
         """
+        x = jnp.asarray(self.host_arrays(chunks, idx)[0])
+        computation = self.computation
+        if self.parallel is not None:
+            computation = compile(network, self.request(self.batch_size))
+            network = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), network)
+            key = None if key is None else jnp.asarray(np.asarray(key))
         with rng.randomness(key) if key is not None else contextlib.nullcontext():
-            tape = self.computation.forward(network, {self.input: x})[self.output]
+            tape = computation.forward(network, {self.input: x})[self.output]
         for node in tape.nodes():
             value = np.asarray(node.value)
             bad = ~np.isfinite(value)
@@ -219,6 +255,8 @@ def fit(
     on_epoch: Callable[[EpochStats], None] | None = None,
     run: Mapping[str, Any] | None = None,
     allow_changes: Sequence[str] = (),
+    mesh: jax.sharding.Mesh | None = None,
+    data_axis: str = DATA_AXIS,
 ) -> FitResult:
     """Train `network` on `train`; return the trained network and per-epoch statistics.
 
@@ -232,6 +270,10 @@ def fit(
     in `allow_changes` (see `symnet.train.resume`). While the run lasts the
     checkpoint is locked: a second run on it is refused.
     `max_steps` stops early (a simulated interruption, for tests and time limits).
+    With `mesh` (a `jax.sharding.Mesh` with an axis named `data_axis`) each minibatch is split
+    over that axis's devices, `batch_size / devices` chunks each, and the parameters and
+    optimiser state are replicated (`symnet.train.parallel`; docs/scaling.md). With several
+    processes every process calls `fit` with the same arguments and data.
     """
     _check_arguments(
         network,
@@ -250,6 +292,9 @@ def fit(
         run=run,
         allow_changes=allow_changes,
     )
+    if not isinstance(data_axis, str):
+        raise TrainingError(f"data_axis must be a mesh axis name, got {data_axis!r}")
+    parallel = DataParallel(mesh, batch_size, data_axis) if mesh is not None else None
     train_chunks = as_chunks(train, network, chunk, output)
     valid_chunks = as_chunks(valid, network, chunk, output) if valid is not None else None
     _check_data(network, train_chunks, objective, input, output)
@@ -276,6 +321,7 @@ def fit(
             on_epoch=on_epoch,
             run=run,
             allow_changes=allow_changes,
+            parallel=parallel,
         )
 
 
@@ -332,9 +378,17 @@ def _fit(
     on_epoch: Callable[[EpochStats], None] | None,
     run: Mapping[str, Any] | None,
     allow_changes: Sequence[str],
+    parallel: DataParallel | None,
 ) -> FitResult:
     trainer = Trainer(
-        network, optimizer, batch_size=batch_size, chunks=train_chunks, kind=objective, input=input, output=output
+        network,
+        optimizer,
+        batch_size=batch_size,
+        chunks=train_chunks,
+        kind=objective,
+        input=input,
+        output=output,
+        parallel=parallel,
     )
     opt_state = optimizer.init(network.params)
     position = ckpt.Position()
@@ -363,6 +417,9 @@ def _fit(
         resume.check(checkpoint, saved, record, position, allow_changes)
         saved_history, sums = resume.check_extra(checkpoint, extra, position, batches)
         history = [EpochStats(**h) for h in saved_history]
+    if parallel is not None:
+        parallel.check_optimizer_state(opt_state)
+        network, opt_state = parallel.replicate(network), parallel.replicate(opt_state)
     bar = _progress(progress, epochs, batches)
     try:
         return _train(
@@ -411,6 +468,8 @@ def _train(
     for epoch in range(position.epoch, epochs):
         if position.batch == 0 or epoch != position.epoch:
             network = zero_batchnorm_stats(network)  # as Kaldi's ZeroComponentStats at each training job
+            if trainer.parallel is not None:
+                network = trainer.parallel.replicate(network)
         order = np.random.default_rng([seed, epoch]).permutation(len(train_chunks))
         batches = trainer.batches(train_chunks, order)
         start_batch = position.batch if epoch == position.epoch else 0
@@ -423,10 +482,12 @@ def _train(
                 return FitResult(network, tuple(history), opt_state)
             x, targets, weights = trainer.arrays(train_chunks, batches[b])
             key = jax.random.fold_in(base_key, step)  # this step's randomness (dropout masks)
+            if trainer.parallel is not None:
+                key = trainer.parallel.replicate(key)
             new_network, opt_state, loss, correct, finite = trainer.step(network, opt_state, x, targets, weights, key)
             loss_value = float(loss)
             if not np.isfinite(loss_value):
-                culprit = trainer.first_non_finite(network, x, key)
+                culprit = trainer.first_non_finite(network, train_chunks, batches[b], key)
                 raise TrainingError(
                     f"the loss is {loss_value} at step {step + 1} (epoch {epoch}, minibatch {b}); "
                     f"first non-finite value: {culprit}. {_kept(checkpoint)}"
@@ -440,7 +501,7 @@ def _train(
                 )
             network = new_network
             step += 1
-            frames = float(weights.sum())
+            frames = trainer.frames(train_chunks, batches[b])
             loss_sum += loss_value * frames
             correct_sum += float(correct)
             frames_sum += frames
