@@ -23,15 +23,17 @@ share: one chunk of output frames from absolute frames of input.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import Failover, IfDefined, Node
 from ..core.index import IndexSet, decode
 from ..errors import PlanError, ShapeError
+from .cache import Cache
 from .computation import compile
 from .context import context, output_name
 from .context import modulus as graph_modulus
@@ -45,6 +47,8 @@ from .request import ComputationRequest
 Source = Callable[[np.ndarray], dict[str, np.ndarray]]
 #: The carried state: per recurrent node, its values `[depth, n, dim]` on the frames just before a chunk.
 State = dict[str, np.ndarray]
+
+_RUNNERS: Cache[ChunkRunner] = Cache(64)
 
 
 def recurrent_states(network: Any, output: str | None = None) -> dict[str, int]:
@@ -110,6 +114,25 @@ def optional_reach(graph: Graph) -> int:
     return 0
 
 
+def host(value: Any) -> Any:
+    """A concrete array as numpy (slicing it compiles nothing); a traced one (under jax.grad) as it is."""
+    return value if isinstance(value, jax.core.Tracer) else np.asarray(value)
+
+
+def concatenate(parts: Sequence[Any]) -> Any:
+    """`parts` joined along the first axis: in numpy unless one is traced (under jax.grad)."""
+    if any(isinstance(p, jax.core.Tracer) for p in parts):
+        return jnp.concatenate(parts)
+    return np.concatenate(parts)
+
+
+def chunk_runner(network: Any, output: str | None, frames_per_chunk: int) -> ChunkRunner:
+    """The ChunkRunner for a network structure, output and chunk size; cached."""
+    key = (network.structure, output, frames_per_chunk)
+    hit = _RUNNERS.get(key)
+    return hit if hit is not None else _RUNNERS.put(key, ChunkRunner(network, output, frames_per_chunk))
+
+
 class ChunkRunner:
     """Chunks of one output equal to one pass, each a request in chunk-relative time.
 
@@ -120,7 +143,6 @@ class ChunkRunner:
     """
 
     def __init__(self, network: Any, output: str | None, frames_per_chunk: int):
-        self.network = network
         self.name = output_name(network, output)
         self.graph = Graph(dict(network.structure.outputs))
         self.left, self.right = context(network, self.name)
@@ -164,7 +186,9 @@ class ChunkRunner:
         """The end of the chunk starting at `start` (a chunk start)."""
         return start + (self.first_chunk if start == 0 else self.chunk)
 
-    def run(self, source: Source, start: int, length: int | None, state: State) -> tuple[np.ndarray, State]:
+    def run(
+        self, network: Any, source: Source, start: int, length: int | None, state: State
+    ) -> tuple[np.ndarray, State]:
         """Output frames `[start, end)` `[frames, n, dim]` of the chunk at `start`, and the state after it.
 
         `length` is the sequence's length once known (the last chunks), else None;
@@ -193,13 +217,12 @@ class ChunkRunner:
         for node, frames in carried.items():
             outputs[node] = IndexSet.range(n=n, t=(out_end - start - frames, out_end - start))
         request = ComputationRequest(inputs=inputs, outputs=outputs)
-        result = compile(self.network, request)(self.network, matrices)
-        out = np.asarray(result[self.name]).reshape(out_end - start, n, -1)[: end - start]
+        result = compile(network, request)(network, matrices)
+        out = host(result[self.name]).reshape(out_end - start, n, -1)[: end - start]
         after: State = {}
         for node, frames in carried.items():
-            new = np.asarray(result[node]).reshape(frames, n, -1)
-            before = state.get(node, new[:0])
-            after[node] = np.concatenate([before, new])[-self.states[node] :]
+            new = host(result[node]).reshape(frames, n, -1)
+            after[node] = concatenate([state[node], new])[-self.states[node] :] if node in state else new
         return out, after
 
 
@@ -222,7 +245,7 @@ class Stream:
         if isinstance(frames_per_chunk, bool) or not isinstance(frames_per_chunk, int) or frames_per_chunk <= 0:
             raise PlanError(f"frames_per_chunk must be a positive number of frames, got {frames_per_chunk!r}")
         self.network = network
-        self._runner = ChunkRunner(network, output, frames_per_chunk)
+        self._runner = chunk_runner(network, output, frames_per_chunk)
         self.output = self._runner.name
         self.frames_per_chunk = frames_per_chunk
         self.reset()
@@ -261,7 +284,7 @@ class Stream:
         return result
 
     def _chunk(self, length: int | None) -> np.ndarray:
-        out, self._state = self._runner.run(self._frames, self._start, length, self._state)
+        out, self._state = self._runner.run(self.network, self._frames, self._start, length, self._state)
         self._start = self._runner.end_of(self._start)
         keep = self._start - self._runner.left - self._runner.extra - self._offset
         if keep > 0 and self._buffers is not None:  # frames no later chunk reads
