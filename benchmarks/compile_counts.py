@@ -87,3 +87,7 @@ def _chunked(network: Network, how: str, x: np.ndarray) -> None:
         for start in range(0, len(x), 7):
             stream.feed(x[start : start + 7])
         stream.finish()
+
+
+if __name__ == "__main__":
+    main()
