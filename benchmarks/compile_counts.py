@@ -69,9 +69,9 @@ def main() -> None:
             counts = []
             for frames in (200, 400, 2000):
                 clear_caches()
-                x = rng.standard_normal((frames, 40)).astype(np.float32)
+                utt = rng.standard_normal((frames, 40)).astype(np.float32)
                 before, started = len(compiled), time.perf_counter()
-                _chunked(network, how, x)
+                _chunked(network, how, utt)
                 counts.append(f"T={frames}: {len(compiled) - before} ({time.perf_counter() - started:.1f} s)")
             print(f"{name}, chunks of 20, {how}: compilations " + ", ".join(counts))
 

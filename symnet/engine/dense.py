@@ -283,5 +283,5 @@ def _compute_chunked(
     while start < length:
         out, state = runner.run(network, source, start, length, state)
         pieces.append(out)
-        start = runner.end_of(start)
+        start += len(out)
     return concatenate(pieces)

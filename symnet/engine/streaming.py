@@ -95,14 +95,14 @@ def optional_reach(graph: Graph) -> int:
     """
     indexed = [nid for nid in range(len(graph.layers)) if graph.indexed[nid]]
     group_of: dict[int, int] = {}
-    for i, group in enumerate(strongly_connected(indexed, graph.operands)):
-        if len(group) > 1 or group[0] in graph.operands[group[0]]:
-            group_of.update(dict.fromkeys(group, i))
+    for i, members in enumerate(strongly_connected(indexed, graph.operands)):
+        if len(members) > 1 or members[0] in graph.operands[members[0]]:
+            group_of.update(dict.fromkeys(members, i))
     for nid, layer in enumerate(graph.layers):
         if not isinstance(layer, (IfDefined, Failover)):
             continue
         group = group_of.get(nid)
-        stack, seen = list(graph.operands[nid]), set()
+        stack, seen = list(graph.operands[nid]), set[int]()
         while stack:
             op = stack.pop()
             if op in seen or not graph.indexed[op] or (group is not None and group_of.get(op) == group):
@@ -195,16 +195,20 @@ class ChunkRunner:
         the chunk then ends at `length` if that comes first. Without optional
         reads beyond the context a last chunk is padded to full size (repeated
         edge frames change none of its outputs), so it shares the steady program.
+        With them, the chunk whose input would reach past the sequence's end
+        (`length + right`) runs on to `length`: one last program, seeing exactly
+        the frames one pass has. Callers move on by the frames returned.
         """
         full_end = self.end_of(start)
-        end = full_end if length is None else min(full_end, length)
+        end = full_end
+        if length is not None:
+            end = length if self.extra and full_end + self.extra > length else min(full_end, length)
         last = length is not None and end == length
-        # Chunks with optional reads see exactly the frames one pass has (up to length + right).
         out_end = end if (last and self.extra) else full_end
         lo = max(-self.left, start - self.left - self.extra)
         hi = out_end + self.right + self.extra
-        if length is not None and self.extra:
-            hi = min(hi, length + self.right)
+        if length is not None and last and self.extra:
+            hi = length + self.right
         blocks = source(np.arange(lo, hi))
         n = next(iter(blocks.values())).shape[1]
         inputs = {k: IndexSet.range(n=n, t=(lo - start, hi - start)) for k in blocks}
@@ -213,7 +217,8 @@ class ChunkRunner:
             inputs[node] = IndexSet.range(n=n, t=(-len(value), 0))
             matrices[node] = jax.device_put(value.reshape(-1, value.shape[-1]))
         outputs = {self.name: IndexSet.range(n=n, t=(0, out_end - start))}
-        carried = {} if last else {node: min(depth, out_end - start) for node, depth in self.states.items()}
+        # A padded last chunk computes the state too, so that it is the steady request.
+        carried = {} if last and out_end == end else {n: min(d, out_end - start) for n, d in self.states.items()}
         for node, frames in carried.items():
             outputs[node] = IndexSet.range(n=n, t=(out_end - start - frames, out_end - start))
         request = ComputationRequest(inputs=inputs, outputs=outputs)
@@ -285,7 +290,7 @@ class Stream:
 
     def _chunk(self, length: int | None) -> np.ndarray:
         out, self._state = self._runner.run(self.network, self._frames, self._start, length, self._state)
-        self._start = self._runner.end_of(self._start)
+        self._start += len(out)
         keep = self._start - self._runner.left - self._runner.extra - self._offset
         if keep > 0 and self._buffers is not None:  # frames no later chunk reads
             self._buffers = {k: v[keep:] for k, v in self._buffers.items()}
