@@ -62,6 +62,9 @@ def compute(
       `extra_left_context`/`extra_right_context` more frames (real ones where
       the sequence has them, repeated edge frames elsewhere), and every
       recurrence restarts at the chunk's first input frame.
+
+    Chunks are requests in chunk-relative time (`symnet.engine.streaming`),
+    so a few programs serve every chunk of every length.
     """
     if mode not in ("same", "valid"):
         raise PlanError(f"mode must be 'same' or 'valid', got {mode!r}")
