@@ -218,7 +218,7 @@ class ChunkRunner:
             matrices[node] = jax.device_put(value.reshape(-1, value.shape[-1]))
         outputs = {self.name: IndexSet.range(n=n, t=(0, out_end - start))}
         # A last chunk without optional reads computes the state too, so that it is the steady request.
-        carried = {} if last and self.extra else {n: min(d, out_end - start) for n, d in self.states.items()}
+        carried = {} if last and self.extra else {k: min(d, out_end - start) for k, d in self.states.items()}
         for node, frames in carried.items():
             outputs[node] = IndexSet.range(n=n, t=(out_end - start - frames, out_end - start))
         request = ComputationRequest(inputs=inputs, outputs=outputs)
