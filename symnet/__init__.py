@@ -56,7 +56,7 @@ from .core.layer import (
 from .core.source import user_line
 from .core.tape import Tape
 from .core.walk import rewrite, walk
-from .engine import Computation, ComputationRequest, compile
+from .engine import Computation, ComputationRequest, Stream, compile
 from .engine.cache import clear_caches
 from .errors import (
     ConfigError,
@@ -125,6 +125,7 @@ __all__ = [
     "ShapeError",
     "Sigmoid",
     "Softmax",
+    "Stream",
     "Structure",
     "Sum",
     "Switch",

@@ -2,5 +2,6 @@
 
 from .computation import Computation, Rows, compile
 from .request import ComputationRequest
+from .streaming import Stream
 
-__all__ = ["Computation", "ComputationRequest", "Rows", "compile"]
+__all__ = ["Computation", "ComputationRequest", "Rows", "Stream", "compile"]

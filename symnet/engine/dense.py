@@ -17,7 +17,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import Node
 from ..core.index import IndexSet
 from ..errors import PlanError, ShapeError
 from .buckets import batch_size, bucket_length, fill, padding_side
@@ -25,9 +24,8 @@ from .computation import compile
 from .context import context, output_name
 from .context import modulus as graph_modulus
 from .graph import Graph
-from .plan import time_reach
-from .recurrence import RecurrentBlock
 from .request import ComputationRequest
+from .streaming import Source, State, chunk_runner, concatenate, host
 
 
 def compute(
@@ -70,6 +68,9 @@ def compute(
       `extra_left_context`/`extra_right_context` more frames (real ones where
       the sequence has them, repeated edge frames elsewhere), and every
       recurrence restarts at the chunk's first input frame.
+
+    Chunks are requests in chunk-relative time (`symnet.engine.streaming`),
+    so a few programs serve every chunk of every length.
     """
     if mode not in ("same", "valid"):
         raise PlanError(f"mode must be 'same' or 'valid', got {mode!r}")
@@ -112,26 +113,22 @@ def compute(
             members = [i for i, n in enumerate(lengths) if n == length]
             group = {k: [v[i] for i in members] for k, v in seqs.items()}
             if carry_state:
-                out = _compute_chunked(network, name, group, length, frames_per_chunk, left, right)
+                out = _compute_chunked(network, name, group, length, frames_per_chunk)
             else:
-                out = jnp.concatenate(
+                out = concatenate(
                     [
-                        _compute_span(
+                        _compute_alone(
                             network,
                             name,
                             group,
                             length,
                             (start, min(start + frames_per_chunk, length)),
-                            "same",
                             left + extra_left_context,
                             right + extra_right_context,
-                            {},
-                        )[0]
+                        )
                         for start in range(0, length, frames_per_chunk)
-                    ],
-                    axis=0,
+                    ]
                 )
-            out = host(out)
             for j, i in enumerate(members):
                 results[i] = out[:, j]
     if any(isinstance(r, jax.core.Tracer) for r in results):  # under jax.grad and the like
@@ -221,11 +218,6 @@ def _sequence(value: Any, name: str, i: int) -> Any:
     if value.ndim != 2:
         raise ShapeError(f"input {name!r} sequence {i}: expected [T, D], got shape {tuple(value.shape)}")
     return value
-
-
-def host(value: Any) -> Any:
-    """A concrete array as numpy (slicing it compiles nothing); a traced one (under jax.grad) as it is."""
-    return value if isinstance(value, jax.core.Tracer) else np.asarray(value)
 
 
 def _compute_bucketed(
@@ -339,97 +331,56 @@ def _numeric(value: Any, what: str) -> np.ndarray:
     return array
 
 
-def _compute_span(
+def _source(group: dict[str, list[np.ndarray]], length: int) -> Source:
+    """Input blocks of sequences of `length` frames at absolute frames, edge frames repeated outside them."""
+
+    def blocks(t: np.ndarray) -> dict[str, np.ndarray]:
+        frames = np.clip(t, 0, length - 1)
+        return {k: np.stack([s[np.clip(frames, 0, len(s) - 1)] for s in v], axis=1) for k, v in group.items()}
+
+    return blocks
+
+
+def _compute_alone(
     network: Any,
     name: str,
     group: dict[str, list[np.ndarray]],
     length: int,
     out_t: tuple[int, int],
-    mode: str,
     left: int,
     right: int,
-    state: dict[str, tuple[tuple[int, int], Any]],
-    state_out: tuple[tuple[str, int], ...] = (),
-    in_t: tuple[int, int] | None = None,
-) -> tuple[Any, dict[str, tuple[tuple[int, int], Any]]]:
-    """Output frames `out_t` of sequences of `length` frames; `state` gives node values before them.
+) -> Any:
+    """Output frames `out_t` `[frames, n, dim]` computed on their own from the span plus (left, right) frames.
 
-    The input is given on frames `in_t` (by default the span and its context),
-    edge frames repeated where they lie outside the sequence.
-    Returns `([frames, n, dim] output, {state node: [frames, n, dim] at the span's last frames})`.
+    The request is in chunk-relative time (shifted by a multiple of the
+    modulus), so every full chunk at the same start modulo it is one program.
     """
-    if out_t[1] <= out_t[0]:
-        raise ShapeError(f"sequences of {length} frames are too short for context ({left}, {right})")
     n = len(next(iter(group.values())))
-    if in_t is None:
-        in_t = (out_t[0] - left, out_t[1] + right) if mode == "same" else (0, length)
-    frames = np.clip(np.arange(*in_t), 0, length - 1)
-    inputs = {k: IndexSet.range(n=n, t=in_t) for k in group}
-    matrices = {}
-    for k, v in group.items():
-        block = np.stack([s[np.clip(frames, 0, len(s) - 1)] for s in v], axis=1)  # [T', n, D]
-        matrices[k] = jnp.asarray(block.reshape(-1, block.shape[-1]))
-    for node, (frames_given, value) in state.items():
-        inputs[node] = IndexSet.range(n=n, t=frames_given)
-        matrices[node] = value.reshape(-1, value.shape[-1])
-    outputs = {name: IndexSet.range(n=n, t=out_t)}
-    for node, depth in state_out:
-        outputs[node] = IndexSet.range(n=n, t=(out_t[1] - depth, out_t[1]))
-    result = compile(network, ComputationRequest(inputs=inputs, outputs=outputs))(network, matrices)
-    out = result[name].reshape(out_t[1] - out_t[0], n, -1)
-    carried = {node: ((out_t[1] - depth, out_t[1]), result[node].reshape(depth, n, -1)) for node, depth in state_out}
-    return out, carried
+    in_t = (out_t[0] - left, out_t[1] + right)
+    shift = out_t[0] - out_t[0] % graph_modulus(Graph(dict(network.structure.outputs)))
+    blocks = _source(group, length)(np.arange(*in_t))
+    inputs = {k: IndexSet.range(n=n, t=(in_t[0] - shift, in_t[1] - shift)) for k in group}
+    matrices = {k: jax.device_put(b.reshape(-1, b.shape[-1])) for k, b in blocks.items()}
+    request = ComputationRequest(
+        inputs=inputs, outputs={name: IndexSet.range(n=n, t=(out_t[0] - shift, out_t[1] - shift))}
+    )
+    result = compile(network, request)(network, matrices)
+    return host(result[name]).reshape(out_t[1] - out_t[0], n, -1)
 
 
 def _compute_chunked(
-    network: Any, name: str, group: dict[str, list[np.ndarray]], length: int, chunk: int, left: int, right: int
+    network: Any, name: str, group: dict[str, list[np.ndarray]], length: int, frames_per_chunk: int
 ) -> Any:
-    """Chunks equal to one pass: each chunk sees every input frame that any of its outputs could read in
-    one pass (optional reads through IfDefined and Failover reach beyond the context), and recurrent
-    states carry over from the chunk before."""
-    states = recurrent_states(network, name)
-    reach = time_reach(Graph(dict(network.structure.outputs)))
+    """Chunks equal to one pass, recurrent state carried (symnet.engine.streaming.ChunkRunner); the chunk
+    size rounded up to a multiple of the modulus, which changes no output."""
+    step = graph_modulus(Graph(dict(network.structure.outputs)))
+    runner = chunk_runner(network, name, step * -(-frames_per_chunk // step))
+    source = _source(group, length)
     pieces: list[Any] = []
-    state: dict[str, tuple[tuple[int, int], Any]] = {}
-    for start in range(0, length, chunk):
-        end = min(start + chunk, length)
-        in_t = (max(-left, start - left - reach), min(length + right, end + right + reach))
-        out, state = _compute_span(
-            network, name, group, length, (start, end), "same", left, right, state, tuple(states.items()), in_t
-        )
+    state: State = {}
+    start = 0
+    while start < length:
+        out, state = runner.run(network, source, start, length, state)
         pieces.append(out)
-    return jnp.concatenate(pieces, axis=0)
-
-
-def recurrent_states(network: Any, output: str | None = None) -> dict[str, int]:
-    """The recurrent nodes whose values carry from frame to frame, with how many frames back they are read.
-
-    A PlanError names a recurrence that reads later frames of itself: its state
-    would have to come from the future, so it cannot be carried forward.
-    """
-    name = output_name(network, output)
-    left, right = context(network, name)
-    request = ComputationRequest(
-        inputs={k: IndexSet.range(n=1, t=(-left, 8 + right)) for k in Graph(dict(network.structure.outputs)).inputs},
-        outputs={name: IndexSet.range(n=1, t=8)},
-    )
-    computation = compile(network, request)
-    states: dict[str, int] = {}
-    for step in computation.steps:
-        if not isinstance(step, RecurrentBlock):
-            continue
-        if step.reverse:
-            graph = computation.graph
-            named = [graph.describe(m) for m in step.order if isinstance(graph.layers[m], Node)]
-            nodes = ", ".join(named or [graph.describe(m) for m in step.order])
-            raise PlanError(
-                f"cannot carry the state of a backward recurrence ({nodes}) from one chunk to the next: it reads "
-                "later frames of itself. Compute without frames_per_chunk (one pass), or compute each chunk on its "
-                "own as nnet3-compute does (carry_state=False, with extra_right_context frames of lookahead)."
-            )
-        for nid, depth in step.depth.items():
-            layer = computation.graph.layers[nid]
-            if not isinstance(layer, Node):
-                raise PlanError(f"cannot carry the state of {computation.graph.describe(nid)}: it is not a named Node")
-            states[layer.name] = max(states.get(layer.name, 0), depth)
-    return states
+        start += len(out)
+    return concatenate(pieces)
