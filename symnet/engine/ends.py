@@ -9,6 +9,16 @@ optional read per row and sequence with whether the sequence's own request
 (the request's frames before its end) makes it (`Planner.dependencies` of
 that request). The masks are arrays of the call, one program serves every set
 of ends; planning them is numpy, once per distinct end.
+
+Planning a whole request per end would cost more than computing it, so ends
+far from the first frame are derived from two plans: whether a read is made at
+frame t depends only on the input frames within `2 * time_reach` of t (the
+least fixed point of the computability rules is local when no Failover lies
+on a cycle: every cycle then passes an IfDefined, which is always computable),
+so rows well before the end read as in the full request, and rows near the end
+as in a reference end as far from the start, shifted (by a multiple of the
+network's time modulus). Networks where that does not hold (a Failover inside
+a recurrence, ReplaceIndex of t) plan every end.
 """
 
 from __future__ import annotations
@@ -18,12 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from ..core.descriptor import Failover, IfDefined
-from ..core.index import IndexSet, decode
+from ..core.descriptor import Failover, IfDefined, IndexedLayer, ReplaceIndex
+from ..core.index import IndexSet, decode, shift
 from ..errors import PlanError
 from .cache import Cache
+from .context import modulus
 from .graph import Graph
-from .plan import Planner
+from .plan import Planner, time_reach
+from .recurrence import strongly_connected
 from .request import ComputationRequest
 
 #: Distinct ends whose read masks are kept, per Computation.
@@ -38,6 +50,12 @@ class SequenceEnds:
     """
 
     def __init__(self, graph: Graph, request: ComputationRequest, rows: Mapping[int, np.ndarray], batch: int):
+        indexed = [layer for nid, layer in enumerate(graph.layers) if nid in rows and isinstance(layer, IndexedLayer)]
+        if indexed:
+            raise PlanError(
+                f"a request with sequence_ends cannot compute {type(indexed[0]).__name__}: its value depends on how "
+                "many input frames exist, which differs per sequence"
+            )
         self.graph, self.batch = graph, batch
         self.rows = {nid: keys for nid, keys in rows.items() if isinstance(graph.layers[nid], (IfDefined, Failover))}
         self.reads = [
@@ -47,6 +65,15 @@ class SequenceEnds:
         self._inputs = {name: one[name][1] for name in request.inputs}  # type: ignore[index]
         self._outputs = {name: IndexSet(one[name][1]) for name in request.outputs}  # type: ignore[index]
         self._masks: Cache[list[np.ndarray]] = Cache(KEPT_ENDS)
+        self.first = min(int(decode(keys)[1].min()) for keys in self._inputs.values())
+        self.last = max(int(decode(keys)[1].max()) for keys in self._inputs.values()) + 1
+        self.radius = 2 * time_reach(graph)
+        self.modulus = modulus(graph)
+        cyclic = {m for g in strongly_connected(list(range(len(graph.layers))), graph.operands) if len(g) > 1 for m in g}
+        self.local = not any(
+            (isinstance(layer, Failover) and nid in cyclic) or (isinstance(layer, ReplaceIndex) and layer.variable == "t")
+            for nid, layer in enumerate(graph.layers)
+        )
 
     def masks(self, ends: Any) -> tuple[np.ndarray, ...]:
         """Per optional read, `[rows of its node, batch]` booleans: whether each sequence makes it there."""
@@ -66,9 +93,38 @@ class SequenceEnds:
 
     def _one(self, end: int) -> list[np.ndarray]:
         """Per optional read, whether one sequence that ends at `end` makes it, per row of the read's node."""
+        end = min(end, self.last)  # frames the request does not give are not given either way
         hit = self._masks.get(end)
         if hit is not None:
             return hit
+        near = self.first + 2 * self.radius + 1  # the first end whose rows near it are `radius` from the start
+        if self.local and near + self.modulus < end < self.last:
+            reference = near + (end - near) % self.modulus
+            masks = self._shifted(self._one(self.last), self._one(reference), end, end - reference)
+            if masks is not None:
+                return self._masks.put(end, masks)
+        return self._masks.put(end, self._planned(end))
+
+    def _shifted(
+        self, full: list[np.ndarray], reference: list[np.ndarray], end: int, by: int
+    ) -> list[np.ndarray] | None:
+        """Rows before `end - radius` as in the full request, the others as `by` frames earlier in the reference
+        end's masks; None if such a row is not planned."""
+        masks = []
+        for (nid, _), whole, ref in zip(self.reads, full, reference, strict=True):
+            keys = self.rows[nid]
+            late = decode(keys)[1] >= end - self.radius
+            source = shift(keys[late], -by, 0)
+            at = np.minimum(np.searchsorted(keys, source), len(keys) - 1)
+            if not np.array_equal(keys[at], source):
+                return None
+            mask = whole.copy()
+            mask[late] = ref[at]
+            masks.append(mask)
+        return masks
+
+    def _planned(self, end: int) -> list[np.ndarray]:
+        """The masks for `end` from a plan of the request's frames before it."""
         inputs = {name: IndexSet(keys[decode(keys)[1] < end]) for name, keys in self._inputs.items()}
         inputs = {name: keys for name, keys in inputs.items() if len(keys)}
         planner = Planner(self.graph, ComputationRequest(inputs=inputs, outputs=self._outputs))
@@ -79,4 +135,4 @@ class SequenceEnds:
         for nid, pos in self.reads:
             indexed = sum(self.graph.indexed[op] for op in self.graph.operands[nid][:pos])
             masks.append(used[nid][indexed])
-        return self._masks.put(end, masks)
+        return masks
