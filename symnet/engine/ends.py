@@ -23,7 +23,7 @@ a recurrence, ReplaceIndex of t) plan every end.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -69,9 +69,13 @@ class SequenceEnds:
         self.last = max(int(decode(keys)[1].max()) for keys in self._inputs.values()) + 1
         self.radius = 2 * time_reach(graph)
         self.modulus = modulus(graph)
-        cyclic = {m for g in strongly_connected(list(range(len(graph.layers))), graph.operands) if len(g) > 1 for m in g}
+        self.near = self.first + 2 * self.radius + 1  # the first end whose rows near it are `radius` from the start
+        cyclic = {
+            m for g in strongly_connected(list(range(len(graph.layers))), graph.operands) if len(g) > 1 for m in g
+        }
         self.local = not any(
-            (isinstance(layer, Failover) and nid in cyclic) or (isinstance(layer, ReplaceIndex) and layer.variable == "t")
+            (isinstance(layer, Failover) and nid in cyclic)
+            or (isinstance(layer, ReplaceIndex) and layer.variable == "t")
             for nid, layer in enumerate(graph.layers)
         )
 
@@ -97,9 +101,8 @@ class SequenceEnds:
         hit = self._masks.get(end)
         if hit is not None:
             return hit
-        near = self.first + 2 * self.radius + 1  # the first end whose rows near it are `radius` from the start
-        if self.local and near + self.modulus < end < self.last:
-            reference = near + (end - near) % self.modulus
+        if self.local and self.near + self.modulus < end < self.last:
+            reference = self.near + (end - self.near) % self.modulus
             masks = self._shifted(self._one(self.last), self._one(reference), end, end - reference)
             if masks is not None:
                 return self._masks.put(end, masks)

@@ -93,7 +93,7 @@ class Planner:
         self.batch = sizes.pop() if self.regular else 1
         if request.sequence_ends and not self.regular:
             raise PlanError(
-                "a request with sequence_ends must be regular (every sequence with the same frames, e.g. IndexSet.range)"
+                "a request with sequence_ends must be regular (every sequence with the same frames: IndexSet.range)"
             )
         if self.regular:
             self.provided = {name: np.sort(g[1]) for name, g in in_grids.items()}  # type: ignore[index]
