@@ -12,8 +12,10 @@ decides where the padding frames go (`padding_side`):
 - `'start'`: with time shifted by a multiple of the network's modulus, when
   every recurrence is backward (reads later frames of itself): a backward
   recurrence then starts at the real last frame and never reads padding;
-- `'ends'`: after the last frame, the request given each sequence's own end
-  (`ComputationRequest(sequence_ends=True)`, `symnet.engine.ends`), when
+- `'ends'` (for callers that can give each sequence's end, `with_ends=True`;
+  None for the others): after the last frame, the request given each
+  sequence's own end (`ComputationRequest(sequence_ends=True)`,
+  `symnet.engine.ends`), when
   recurrences run both ways (a BLSTM), when an optional read (IfDefined,
   Failover) lies outside a recurrence, or when a recurrence moves time other
   than by an Offset: a frame past a sequence's end then counts as absent for
@@ -55,24 +57,25 @@ def batch_size(padded_length: int) -> int:
     return max(1, BATCH_FRAMES // padded_length)
 
 
-def padding_side(graph: Graph) -> Side | None:
+def padding_side(graph: Graph, with_ends: bool = False) -> Side | None:
     """Where padding frames leave every output unchanged: `'end'`, `'start'`, `'ends'` (at the end, with each
-    sequence's end given to the request), or None (nowhere)."""
+    sequence's end given to the request: only `with_ends`), or None (nowhere)."""
     if any(isinstance(layer, IndexedLayer) for layer in graph.layers):
         return None
+    ends: Side | None = "ends" if with_ends else None
     directions = set()
     for user, _ in recurrent_edges(graph):
         layer = graph.layers[user]
         if not isinstance(layer, Offset) or layer.t_offset == 0:
-            return "ends"
+            return ends
         directions.add("end" if layer.t_offset < 0 else "start")
     recurrent = {m for group in strongly_connected_groups(graph) if len(group) > 1 for m in group}
     recurrent |= {user for user, _ in recurrent_edges(graph)}
     for nid, layer in enumerate(graph.layers):
         if isinstance(layer, (IfDefined, Failover)) and nid not in recurrent:
-            return "ends"
+            return ends
     if len(directions) > 1:
-        return "ends"
+        return ends
     return "start" if directions == {"start"} else "end"
 
 

@@ -148,7 +148,7 @@ def _compute_bucketed(
 
     With padding side `'ends'` each call gives every sequence its own end (its last input frame + 1), so
     that optional reads past it see the sequence as ended there."""
-    side = padding_side(graph)
+    side = padding_side(graph, with_ends=True)
     step = graph_modulus(graph) if side == "start" else 1
     groups: dict[int, list[int]] = {}
     for i, length in enumerate(lengths):
