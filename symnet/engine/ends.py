@@ -18,7 +18,8 @@ on a cycle: every cycle then passes an IfDefined, which is always computable),
 so rows well before the end read as in the full request, and rows near the end
 as in a reference end as far from the start, shifted (by a multiple of the
 network's time modulus). Networks where that does not hold (a Failover inside
-a recurrence, ReplaceIndex of t) plan every end.
+a recurrence, ReplaceIndex of t) plan every end, and so do ends near the
+first frame or past the last output frame.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class SequenceEnds:
         self.radius = 2 * time_reach(graph)
         self.modulus = modulus(graph)
         self.near = self.first + 2 * self.radius + 1  # the first end whose rows near it are `radius` from the start
+        # Up to the last output frame, the planner's time window (`Planner._time_window`) does not move with the end.
+        self.wanted_end = max(int(decode(s.keys)[1].max()) for s in self._outputs.values()) + 1
         cyclic = {
             m for g in strongly_connected(list(range(len(graph.layers))), graph.operands) if len(g) > 1 for m in g
         }
@@ -101,7 +104,7 @@ class SequenceEnds:
         hit = self._masks.get(end)
         if hit is not None:
             return hit
-        if self.local and self.near + self.modulus < end < self.last:
+        if self.local and self.near + self.modulus < end <= self.wanted_end and end < self.last:
             reference = self.near + (end - self.near) % self.modulus
             masks = self._shifted(self._one(self.last), self._one(reference), end, end - reference)
             if masks is not None:
