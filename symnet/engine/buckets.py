@@ -6,16 +6,24 @@ sequence to a bucket length (and grouping a fixed number of sequences per
 call) leaves a handful of shapes. Padding may not change any output, which
 decides where the padding frames go (`padding_side`):
 
-- at the end, after the last frame (repeating it, as the edge frames already
+- `'end'`: after the last frame (repeating it, as the edge frames already
   are), when nothing reads later frames without needing them: no recurrence
   or only forward ones (reading earlier frames of themselves);
-- at the start, with time shifted by a multiple of the network's modulus, when
+- `'start'`: with time shifted by a multiple of the network's modulus, when
   every recurrence is backward (reads later frames of itself): a backward
   recurrence then starts at the real last frame and never reads padding;
-- nowhere (one shape per length, as before) when recurrences run both ways,
-  when an optional read (IfDefined, Failover) lies outside a recurrence (its
-  value would change where padding makes a frame available), or when a
-  recurrence moves time other than by an Offset.
+- `'ends'` (for callers that can give each sequence's end, `with_ends=True`;
+  None for the others): after the last frame, the request given each
+  sequence's own end (`ComputationRequest(sequence_ends=True)`,
+  `symnet.engine.ends`), when
+  recurrences run both ways (a BLSTM), when an optional read (IfDefined,
+  Failover) lies outside a recurrence, or when a recurrence moves time other
+  than by an Offset: a frame past a sequence's end then counts as absent for
+  that sequence (IfDefined reads zeros, Failover its second part, a backward
+  recurrence starts at the sequence's end), per sequence, by masks that are
+  arrays of the call, so one program still serves every length of a bucket;
+- nowhere (one shape per length) when the network has an IndexedLayer (its
+  value depends on how many input frames exist, which masks do not change).
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ BUCKETS: tuple[int, ...] = (128, 256, 384, 512, 768, 1024, 1536, 2048)
 #: Sequences of one bucket computed in one call: as many as fill this many frames (at least one).
 BATCH_FRAMES = 1024
 
-Side = Literal["start", "end"]
+Side = Literal["start", "end", "ends"]
 T = TypeVar("T")
 
 
@@ -49,21 +57,25 @@ def batch_size(padded_length: int) -> int:
     return max(1, BATCH_FRAMES // padded_length)
 
 
-def padding_side(graph: Graph) -> Side | None:
-    """Where padding frames leave every output unchanged: `'end'`, `'start'`, or None (nowhere)."""
+def padding_side(graph: Graph, with_ends: bool = False) -> Side | None:
+    """Where padding frames leave every output unchanged: `'end'`, `'start'`, `'ends'` (at the end, with each
+    sequence's end given to the request: only `with_ends`), or None (nowhere)."""
+    if any(isinstance(layer, IndexedLayer) for layer in graph.layers):
+        return None
+    ends: Side | None = "ends" if with_ends else None
     directions = set()
     for user, _ in recurrent_edges(graph):
         layer = graph.layers[user]
         if not isinstance(layer, Offset) or layer.t_offset == 0:
-            return None
+            return ends
         directions.add("end" if layer.t_offset < 0 else "start")
     recurrent = {m for group in strongly_connected_groups(graph) if len(group) > 1 for m in group}
     recurrent |= {user for user, _ in recurrent_edges(graph)}
     for nid, layer in enumerate(graph.layers):
-        if isinstance(layer, IndexedLayer) or (isinstance(layer, (IfDefined, Failover)) and nid not in recurrent):
-            return None
+        if isinstance(layer, (IfDefined, Failover)) and nid not in recurrent:
+            return ends
     if len(directions) > 1:
-        return None
+        return ends
     return "start" if directions == {"start"} else "end"
 
 

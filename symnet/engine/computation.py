@@ -3,7 +3,9 @@
 `compile(network, request)` plans eagerly and caches by (network structure,
 request). Calling the Computation runs the jitted program; `forward` builds
 the Tape (one tape node per network node, each knowing its row labels) so that
-`tape.backward` gives gradients through every row movement.
+`tape.backward` gives gradients through every row movement. A request with
+`sequence_ends` takes each call's ends (`symnet.engine.ends`) and masks its
+optional reads per sequence with them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from ..core.tape import Tape
 from ..errors import PlanError, ShapeError, at
 from .cache import Cache
 from .dims import node_shapes, static_dim
+from .ends import SequenceEnds
 from .graph import Graph
 from .plan import Planner
 from .recurrence import RecurrentBlock, strongly_connected
@@ -112,6 +115,11 @@ class Computation:
             for nid, keys in planner.given.items()
             if not isinstance(graph.layers[nid], (Input, Identity)) and nid in self.rows
         }
+        self.sequence_ends = (
+            SequenceEnds(graph, request, {nid: r.keys for nid, r in self.rows.items()}, self.batch)
+            if request.sequence_ends
+            else None
+        )
         self.steps = self._steps(planner)
         # The order to run the steps in, independent scans over the same frames merged (engine/scan_merge.py).
         self.schedule = run_schedule(self.steps, graph)
@@ -162,7 +170,7 @@ class Computation:
             members = set(group)
             exported = [m for m in group if m in outputs or users.get(m, set()) - members]
             given = {m: self.given_state[m] for m in group if m in self.given_state}
-            units.append(RecurrentBlock(graph, group, self.rows, maps, exported, given))
+            units.append(RecurrentBlock(graph, group, self.rows, maps, exported, given, self.request.sequence_ends))
         return units
 
     def _row_maps(self, planner: Planner, nid: int) -> tuple[RowMap | None, ...]:
@@ -208,7 +216,7 @@ class Computation:
 
     # ----- running ------------------------------------------------------------------
 
-    def __call__(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, jax.Array]:
+    def __call__(self, network: Any, inputs: Mapping[str, Any], ends: Any = None) -> dict[str, jax.Array]:
         """Output arrays for input arrays, in one of two layouts for the whole call.
 
         Flat: every input and output is a matrix with one row per Index, in the
@@ -218,9 +226,12 @@ class Computation:
         Mixing the layouts in one call is a ShapeError naming the input.
         Inside `symnet.rng.randomness(key)` the key is an argument of the jitted
         program (training-mode dropout draws from it), never a constant of it.
+        `ends` (one frame per sequence) is required by, and only taken by, a
+        request with `sequence_ends`; it is an argument of the program too.
         """
         network = self._check_network(network)
-        return self._jitted(network.params, network.state, self._check_inputs(inputs), rng.active_key())
+        reads = self._read_masks(ends)
+        return self._jitted(network.params, network.state, self._check_inputs(inputs), rng.active_key(), reads)
 
     def _run(
         self,
@@ -228,18 +239,29 @@ class Computation:
         state: Mapping[str, jax.Array],
         inputs: Mapping[str, jax.Array],
         key: jax.Array | None,
+        reads: tuple[jax.Array, ...] = (),
     ) -> dict[str, jax.Array]:
         with rng.randomness(key) if key is not None else contextlib.nullcontext():
-            return {name: tape.value for name, tape in self._tapes(params, state, inputs).items()}
+            return {name: tape.value for name, tape in self._tapes(params, state, inputs, reads).items()}
 
-    def forward(self, network: Any, inputs: Mapping[str, Any]) -> dict[str, Tape]:
+    def forward(self, network: Any, inputs: Mapping[str, Any], ends: Any = None) -> dict[str, Tape]:
         """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step.
 
-        Inputs are flat or batched as for calling the Computation; batched inputs
+        Inputs (and `ends`) are as for calling the Computation; batched inputs
         give `[T, N, D]` output Tapes, whose `backward` takes a `[T, N, D]` delta.
         """
         network = self._check_network(network)
-        return self._tapes(network.params, network.state, self._check_inputs(inputs))
+        return self._tapes(network.params, network.state, self._check_inputs(inputs), self._read_masks(ends))
+
+    def _read_masks(self, ends: Any) -> tuple[jax.Array, ...]:
+        """The optional reads' per-sequence masks for `ends` (`symnet.engine.ends`); none without sequence ends."""
+        if self.sequence_ends is None:
+            if ends is not None:
+                raise PlanError("ends are given, but the request has no sequence_ends")
+            return ()
+        if ends is None:
+            raise PlanError("the request has sequence_ends: pass ends=[end frame of each sequence]")
+        return tuple(jax.device_put(m) for m in self.sequence_ends.masks(ends))
 
     def _check_network(self, network: Any) -> Any:
         """`network`, if it has the structure this Computation was compiled for (else its plan does not apply)."""
@@ -294,9 +316,14 @@ class Computation:
         return out
 
     def _tapes(
-        self, params: Mapping[str, jax.Array], state: Mapping[str, jax.Array], inputs: Mapping[str, jax.Array]
+        self,
+        params: Mapping[str, jax.Array],
+        state: Mapping[str, jax.Array],
+        inputs: Mapping[str, jax.Array],
+        reads: tuple[jax.Array, ...] = (),
     ) -> dict[str, Tape]:
         graph, batch = self.graph, self.batch
+        by_read = dict(zip(self.sequence_ends.reads, reads, strict=True)) if self.sequence_ends else {}
         tapes: dict[int, Tape] = {}
         given: dict[int, Tape] = {}
         # A batched call ([T, N, D] inputs, _check_inputs: then all are) keeps values [T, N, D] where it can,
@@ -323,12 +350,12 @@ class Computation:
                         for edge in block.externals:
                             if view[edge.op].value.ndim == 3:
                                 view[edge.op] = _reshaped_tape(view[edge.op], _flat(view[edge.op].value))
-                    step.tapes(view, self.rows, params, given)
+                    step.tapes(view, self.rows, params, given, by_read)
                     tapes.update({nid: tape for nid, tape in view.items() if nid not in tapes})
                 else:
-                    step.tapes(tapes, self.rows, params, given)
+                    step.tapes(tapes, self.rows, params, given, by_read)
             elif step.nid not in tapes:
-                tapes[step.nid] = self._tape(step, tapes, params, state, batched)
+                tapes[step.nid] = self._tape(step, tapes, params, state, by_read, batched)
         out = {}
         for name, rowmap in self.output_maps.items():
             tape = tapes[self.output_ids[name]]
@@ -347,6 +374,7 @@ class Computation:
         tapes: dict[int, Tape],
         params: Mapping[str, jax.Array],
         state: Mapping[str, jax.Array],
+        reads: Mapping[tuple[int, int], jax.Array],
         batched: bool = False,
     ) -> Tape:
         """The tape node of one step; `batched`: keep indexed values `[T, N, D]` where the layer allows."""
@@ -416,8 +444,8 @@ class Computation:
 
             value, vjp = jax.vjp(fn, *(u.value for u in upstream))
             return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
-        fn = _descriptor_fn(layer, step.maps, batch, batched)
-        value, vjp = jax.vjp(fn, *(u.value for u in upstream))
+        uses = tuple(reads.get((step.nid, pos)) for pos in range(len(step.operands)))
+        value, vjp = jax.vjp(_descriptor_fn(layer, step.maps, batch, batched, uses), *(u.value for u in upstream))
         return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
 
     def _absent(self, nid: int, tapes: dict[int, Tape]) -> Tape:
@@ -483,14 +511,25 @@ def _chain(
 
 
 def _descriptor_fn(
-    layer: Layer, maps: tuple[RowMap | None, ...], batch: int, batched: bool
+    layer: Layer,
+    maps: tuple[RowMap | None, ...],
+    batch: int,
+    batched: bool,
+    uses: tuple[jax.Array | None, ...] = (),
 ) -> Callable[..., jax.Array]:
-    """The value of a descriptor node from its operands' values (linear in them)."""
+    """The value of a descriptor node from its operands' values (linear in them).
+
+    `uses[i]` (`[rows, batch]` booleans, or None) masks operand i per row and sequence (sequence ends).
+    """
 
     def take(i: int, v: jax.Array) -> jax.Array:
         rowmap = maps[i]
         assert rowmap is not None  # parts no row reads are left out before this
-        return _shaped(rowmap(_rows3(v, batch)), batch, batched)
+        out = rowmap(_rows3(v, batch))  # [rows, batch, dim]
+        use = uses[i] if i < len(uses) else None
+        if use is not None:
+            out = jnp.where(use[:, :, None], out, jnp.zeros_like(out))
+        return _shaped(out, batch, batched)
 
     if isinstance(layer, Append):
         return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)

@@ -232,8 +232,11 @@ def _compute_bucketed(
     results: list[Any],
 ) -> None:
     """One pass per sequence, sequences padded to bucket lengths (symnet.engine.buckets) and computed a fixed
-    number per call, so that a few programs serve every length; fills `results[i]` `[frames, dim]`."""
-    side = padding_side(graph)
+    number per call, so that a few programs serve every length; fills `results[i]` `[frames, dim]`.
+
+    With padding side `'ends'` each call gives every sequence its own end (its last input frame + 1), so
+    that optional reads past it see the sequence as ended there."""
+    side = padding_side(graph, with_ends=True)
     step = graph_modulus(graph) if side == "start" else 1
     groups: dict[int, list[int]] = {}
     for i, length in enumerate(lengths):
@@ -258,19 +261,29 @@ def _compute_bucketed(
                 )
                 for k, v in seqs.items()
             }
-            out = _run(network, name, blocks, in_t, out_t)
+            ends = [lengths[i] + in_t[1] - padded for i in batch] if side == "ends" else None
+            out = _run(network, name, blocks, in_t, out_t, ends)
             for j, (i, s) in enumerate(zip(batch, shifts, strict=True)):
                 count = lengths[i] if mode == "same" else lengths[i] - left - right
                 results[i] = out[s : s + count, j]
 
 
-def _run(network: Any, name: str, blocks: dict[str, np.ndarray], in_t: tuple[int, int], out_t: tuple[int, int]) -> Any:
-    """Output frames `out_t` `[frames, n, dim]` for input blocks `[frames of in_t, n, dim]`, one regular request."""
+def _run(
+    network: Any,
+    name: str,
+    blocks: dict[str, np.ndarray],
+    in_t: tuple[int, int],
+    out_t: tuple[int, int],
+    ends: list[int] | None = None,
+) -> Any:
+    """Output frames `out_t` `[frames, n, dim]` for input blocks `[frames of in_t, n, dim]`, one regular request
+    (with each sequence's end frame, if `ends` is given)."""
     n = len(next(iter(blocks.values()))[0])
     inputs = {k: IndexSet.range(n=n, t=in_t) for k in blocks}
     matrices = {k: jax.device_put(b.reshape(-1, b.shape[-1])) for k, b in blocks.items()}
-    request = ComputationRequest(inputs=inputs, outputs={name: IndexSet.range(n=n, t=out_t)})
-    result = compile(network, request)(network, matrices)
+    outputs = {name: IndexSet.range(n=n, t=out_t)}
+    request = ComputationRequest(inputs=inputs, outputs=outputs, sequence_ends=ends is not None)
+    result = compile(network, request)(network, matrices, ends=ends)
     return host(result[name]).reshape(out_t[1] - out_t[0], n, -1)
 
 

@@ -49,16 +49,22 @@ def _reader(
     ext: Mapping[int, jax.Array],
     lagged: Callable[[int, int], jax.Array],
     masked: Callable[[jax.Array, int], jax.Array],
+    per_sequence: Callable[[jax.Array, int], jax.Array] | None = None,
 ) -> Read:
-    """`read(edge, values)`: an operand's value from statics, externals, members at this frame or lagged ones."""
+    """`read(edge, values)`: an operand's value from statics, externals, members at this frame or lagged ones.
+
+    `per_sequence(v, k)` zeroes the sequences whose own request does not make read `k` (`edge.dyn`) here.
+    """
 
     def read(e: Any, vals: Mapping[int, jax.Array]) -> jax.Array:
         if e.kind == "static":
             return statics[e.op]
         if e.kind == "external":
-            return ext[e.slot]
-        v = vals[e.op] if e.kind == "same" else lagged(e.op, abs(e.lag))
-        return v if e.slot < 0 else masked(v, e.slot)
+            v = ext[e.slot]
+        else:
+            v = vals[e.op] if e.kind == "same" else lagged(e.op, abs(e.lag))
+            v = v if e.slot < 0 else masked(v, e.slot)
+        return v if per_sequence is None or e.dyn < 0 else per_sequence(v, e.dyn)
 
     return read
 
@@ -69,6 +75,20 @@ def _frame_mask(mask: jax.Array) -> Callable[[jax.Array, int], jax.Array]:
 
 def _all_frames_mask(masks: jax.Array) -> Callable[[jax.Array, int], jax.Array]:
     return lambda v, slot: jnp.where(masks[:, slot, None, None], v, jnp.zeros_like(v))
+
+
+def _frame_reads(reads: jax.Array | None) -> Callable[[jax.Array, int], jax.Array] | None:
+    """Per-sequence read masks of one frame (`[reads, batch]`) as `_reader`'s `per_sequence`."""
+    if reads is None:
+        return None
+    return lambda v, k: jnp.where(reads[k][:, None], v, jnp.zeros_like(v))
+
+
+def _all_frames_reads(reads: jax.Array | None) -> Callable[[jax.Array, int], jax.Array] | None:
+    """Per-sequence read masks of all frames (`[steps, reads, batch]`) as `_reader`'s `per_sequence`."""
+    if reads is None:
+        return None
+    return lambda v, k: jnp.where(reads[:, k, :, None], v, jnp.zeros_like(v))
 
 
 class _Delta:
@@ -122,7 +142,9 @@ class Lane:
     `statics` the weights by node id, `carry0` each lagged member's buffer
     before the first frame (`[depth, batch, dim]`, most recent first), `masks`
     the per-frame masks of masked edges, `dims` every member's dim; `reverse`
-    runs it from the last frame to the first.
+    runs it from the last frame to the first. `reads` (`[steps, reads, batch]`
+    booleans, or None), in a request with sequence ends, says per frame and
+    sequence whether each optional read (edge `dyn`) is made.
     """
 
     def __init__(
@@ -135,8 +157,9 @@ class Lane:
         dims: Mapping[int, int],
         dtype: Any,
         reverse: bool,
+        reads: jax.Array | None = None,
     ):
-        self.reverse = reverse
+        self.reverse, self.sequence_reads = reverse, reads
         self.program, self.xs_ext, self.statics, self.carry0 = program, tuple(xs_ext), dict(statics), dict(carry0)
         self.masks, self.dims, self.dtype = masks, dims, dtype
         p = program
@@ -152,11 +175,13 @@ class Lane:
         carry: dict[int, jax.Array],
         ext: tuple[jax.Array, ...],
         mask: jax.Array,
+        reads: jax.Array | None,
         statics: Mapping[int, jax.Array],
         names: Sequence[int],
     ) -> tuple[dict, tuple[jax.Array, ...]]:
         """One frame: the new buffers and the values of `names`."""
-        read = _reader(statics, dict(enumerate(ext)), lambda op, k: carry[op][k - 1], _frame_mask(mask))
+        lagged = lambda op, k: carry[op][k - 1]  # noqa: E731
+        read = _reader(statics, dict(enumerate(ext)), lagged, _frame_mask(mask), _frame_reads(reads))
         vals = self.program.values(read, self.dims, self.dtype)
         new = {op: jnp.concatenate([vals[op][None], buf[:-1]], axis=0) for op, buf in carry.items()}
         return new, tuple(vals[m] for m in names)
@@ -213,32 +238,32 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
     masks = tuple(jnp.asarray(lane.masks) for lane in lanes)
     directions = [lane.reverse for lane in lanes]
 
-    def forward(xs_ext: tuple, statics: tuple, carry0: tuple, save: bool) -> tuple:
+    def forward(xs_ext: tuple, statics: tuple, carry0: tuple, reads: tuple, save: bool) -> tuple:
         names = [lane.outs if save else lane.program.exported for lane in lanes]
 
         def step(carries: tuple, xs: tuple) -> tuple[tuple, tuple]:
             out = [
-                lane.forward_step(c, ext, mask, st, nm)
-                for lane, c, (ext, mask), st, nm in zip(lanes, carries, xs, statics, names)
+                lane.forward_step(c, ext, mask, rd, st, nm)
+                for lane, c, (ext, mask, rd), st, nm in zip(lanes, carries, xs, statics, names)
             ]
             return tuple(o[0] for o in out), tuple(o[1] for o in out)
 
-        return scan_lanes(step, carry0, tuple(zip(xs_ext, masks)), directions, unroll)[1]
+        return scan_lanes(step, carry0, tuple(zip(xs_ext, masks, reads)), directions, unroll)[1]
 
     @jax.custom_vjp
-    def run(xs_ext: tuple, statics: tuple, carry0: tuple) -> tuple:
-        return forward(xs_ext, statics, carry0, save=False)
+    def run(xs_ext: tuple, statics: tuple, carry0: tuple, reads: tuple) -> tuple:
+        return forward(xs_ext, statics, carry0, reads, save=False)
 
-    def run_fwd(xs_ext: tuple, statics: tuple, carry0: tuple) -> tuple[tuple, tuple]:
-        ys = forward(xs_ext, statics, carry0, save=True)
+    def run_fwd(xs_ext: tuple, statics: tuple, carry0: tuple, reads: tuple) -> tuple[tuple, tuple]:
+        ys = forward(xs_ext, statics, carry0, reads, save=True)
         exported = tuple(y[: len(lane.program.exported)] for lane, y in zip(lanes, ys))
-        return exported, (xs_ext, statics, carry0, ys)
+        return exported, (xs_ext, statics, carry0, reads, ys)
 
     def run_bwd(res: tuple, dys: tuple) -> tuple:
-        xs_ext, statics, carry0, ys = res
+        xs_ext, statics, carry0, reads, ys = res
         backs = [
-            _LaneBackward(lane, x, st, c0, dict(zip(lane.outs, y)), dy, m)
-            for lane, x, st, c0, y, dy, m in zip(lanes, xs_ext, statics, carry0, ys, dys, masks)
+            _LaneBackward(lane, x, st, c0, dict(zip(lane.outs, y)), dy, m, rd)
+            for lane, x, st, c0, y, dy, m, rd in zip(lanes, xs_ext, statics, carry0, ys, dys, masks, reads)
         ]
 
         def step(carries: tuple, xs: tuple) -> tuple[tuple, tuple]:
@@ -249,11 +274,13 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
             step, tuple(b.carry0() for b in backs), tuple(b.xs() for b in backs), [not d for d in directions], unroll
         )
         grads = [b.finish(f, pf) for b, f, pf in zip(backs, finals, per_frame)]
-        return tuple(g[0] for g in grads), tuple(g[1] for g in grads), tuple(g[2] for g in grads)
+        no_reads = tuple(None if r is None else np.zeros(r.shape, dtype=jax.dtypes.float0) for r in reads)
+        return tuple(g[0] for g in grads), tuple(g[1] for g in grads), tuple(g[2] for g in grads), no_reads
 
     run.defvjp(run_fwd, run_bwd)
     xs_ext = tuple(lane.xs_ext for lane in lanes)
-    return list(run(xs_ext, tuple(lane.statics for lane in lanes), tuple(lane.carry0 for lane in lanes)))
+    reads = tuple(lane.sequence_reads for lane in lanes)
+    return list(run(xs_ext, tuple(lane.statics for lane in lanes), tuple(lane.carry0 for lane in lanes), reads))
 
 
 class _LaneBackward:
@@ -274,9 +301,10 @@ class _LaneBackward:
         saved: Mapping[int, jax.Array],
         dys: tuple,
         masks: jax.Array,
+        reads: jax.Array | None = None,
     ):
         self.lane, self.xs_ext, self.statics, self.carry0_values = lane, xs_ext, statics, carry0
-        self.saved, self.dys, self.masks = saved, dys, masks
+        self.saved, self.dys, self.masks, self.reads = saved, dys, masks, reads
         p = lane.program
         self.lagged = {
             (op, k): shifted(saved[op], k, carry0[op], lane.reverse) for op, k in lane.loop.lags | lane.after.lags
@@ -312,6 +340,7 @@ class _LaneBackward:
             tuple(self.lagged[k] for k in self.lag_names),
             tuple(self.xs_ext[s] for s in self.ext_slots),
             self.masks,
+            self.reads,
         )
 
     def width(self, e: Any) -> int:
@@ -323,9 +352,11 @@ class _LaneBackward:
         lane, p = self.lane, self.lane.program
         edges, shapes, dtype, reads, statics = p.edges, lane.shapes, lane.dtype, lane.reads, self.statics
         pending, acc = carry
-        dy, stored, lags, ext, mask = xs
+        dy, stored, lags, ext, mask, frame_reads = xs
         frame_lags = dict(zip(self.lag_names, lags))
-        read = _reader(statics, dict(zip(self.ext_slots, ext)), lambda op, k: frame_lags[(op, k)], _frame_mask(mask))
+        per_sequence = _frame_reads(frame_reads)
+        lagged = lambda op, k: frame_lags[(op, k)]  # noqa: E731
+        read = _reader(statics, dict(zip(self.ext_slots, ext)), lagged, _frame_mask(mask), per_sequence)
         vals = p.resolve(lane.loop, read, dict(zip(self.stored_names, stored)), (p.batch,), lane.dims, dtype)
 
         def value(m: int) -> Callable[[], jax.Array]:
@@ -371,6 +402,8 @@ class _LaneBackward:
                     continue
                 if e.kind in ("same", "lag") and e.slot >= 0:
                     c = jnp.where(mask[e.slot], c, jnp.zeros_like(c))
+                if per_sequence is not None and e.dyn >= 0:
+                    c = per_sequence(c, e.dyn)
                 if e.kind == "same":
                     delta_of(e.op).add(c)
                 elif e.kind == "lag":
@@ -408,7 +441,11 @@ class _LaneBackward:
         d_dots = [per_frame[i] for i in self.layout["dots"]]
         # The deferred weight gradients: all frames' operands against all frames' deltas, one product each.
         read = _reader(
-            self.statics, dict(enumerate(self.xs_ext)), lambda op, k: self.lagged[(op, k)], _all_frames_mask(self.masks)
+            self.statics,
+            dict(enumerate(self.xs_ext)),
+            lambda op, k: self.lagged[(op, k)],
+            _all_frames_mask(self.masks),
+            _all_frames_reads(self.reads),
         )
         frames = (self.masks.shape[0], p.batch)
         vals = p.resolve(lane.after, read, {m: self.saved[m] for m in lane.after.stored}, frames, lane.dims, lane.dtype)

@@ -9,6 +9,9 @@ operands are, at the same Index; descriptors by their rules (see
 `symnet.descriptor`). Requirements then walk from the requested outputs to the
 inputs, taking an IfDefined branch only where it is computable and a Failover
 branch only where the first is not. What no output needs is pruned.
+A request with `sequence_ends` takes a Failover's second branch wherever it is
+computable: a sequence that ends earlier may need it where the first branch
+exists in the request (`symnet.engine.ends`).
 
 A request is *regular* when every input and output is the same sequences
 `0..N-1` times one list of (t, x) each, in Kaldi's order. Then the plan is made
@@ -88,6 +91,10 @@ class Planner:
         sizes = {g[0] for g in grids if g is not None}
         self.regular = all(g is not None for g in grids) and len(sizes) == 1
         self.batch = sizes.pop() if self.regular else 1
+        if request.sequence_ends and not self.regular:
+            raise PlanError(
+                "a request with sequence_ends must be regular (every sequence with the same frames: IndexSet.range)"
+            )
         if self.regular:
             self.provided = {name: np.sort(g[1]) for name, g in in_grids.items()}  # type: ignore[index]
             self.wanted = {name: g[1] for name, g in out_grids.items()}  # type: ignore[index]
@@ -300,7 +307,8 @@ class Planner:
             return [(ops[0], required, self.computable(ops[0], required))]
         if isinstance(layer, Failover):
             first = self.computable(ops[0], keys)
-            return [(ops[0], keys, first), (ops[1], keys, ~first)]
+            second = self.computable(ops[1], keys) if self.request.sequence_ends else ~first
+            return [(ops[0], keys, first), (ops[1], keys, second)]
         if isinstance(layer, Switch):
             which = decode(keys)[1] % len(ops)
             return [(op, keys, which == i) for i, op in enumerate(ops)]

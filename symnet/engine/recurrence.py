@@ -13,7 +13,10 @@ Per step (one frame t) every member is computed for all sequences at once
 frames before the scan), `same` (a member at this frame) or `lag` (a member
 some frames back, from a buffer carried by the scan). Rows that a
 descriptor reads as absent (IfDefined, Failover, Switch) are masked to zeros by
-per-frame masks computed in numpy.
+per-frame masks computed in numpy. In a request with sequence ends
+(`symnet.engine.ends`) the optional reads (IfDefined, Failover) are masked
+again per frame and sequence, by masks given with each call: a backward
+recurrence then starts at each sequence's end as if nothing came after.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import IfDefined, Node, Offset, ReplaceIndex, Round
+from ..core.descriptor import Failover, IfDefined, Node, Offset, ReplaceIndex, Round
 from ..core.index import decode
 from ..core.layer import Divide, Layer, Minus, Negate, Plus, Times, layer_class
 from ..core.tape import Tape
@@ -117,11 +120,12 @@ def strongly_connected(nodes: list[int], operands: list[tuple[int, ...]]) -> lis
 
 
 class _Edge:
-    __slots__ = ("kind", "op", "lag", "mask", "rowmap", "slot")
+    __slots__ = ("kind", "op", "lag", "mask", "rowmap", "slot", "dyn")
 
     def __init__(self, kind: str, op: int, lag: int = 0, mask: np.ndarray | None = None, rowmap: RowMap | None = None):
         self.kind, self.op, self.lag, self.mask, self.rowmap = kind, op, lag, mask, rowmap
         self.slot = -1  # index into the per-step masks or external inputs
+        self.dyn = -1  # index into the per-sequence read masks (an optional read in a request with sequence ends)
 
     def present(self) -> np.ndarray:
         """The steps at which a `same` or `lag` edge's source row exists."""
@@ -145,6 +149,7 @@ class RecurrentBlock:
         maps: Mapping[int, tuple],
         exported: list[int],
         given: Mapping[int, np.ndarray] | None = None,
+        sequence_ends: bool = False,
     ):
         self.graph = graph
         self.batch = next(iter(rows.values())).batch
@@ -201,6 +206,18 @@ class RecurrentBlock:
                     externals.append(edge)
                 edges.append(edge)
             self.edges[m] = edges
+        # Per optional read (member, operand position): the member's row at each step (-1: none).
+        self.optional_reads: list[tuple[tuple[int, int], np.ndarray]] = []
+        if sequence_ends:
+            for m in members:
+                if not isinstance(graph.layers[m], (IfDefined, Failover)):
+                    continue
+                row_at_step = np.full(self.num_steps, -1, dtype=np.int64)
+                row_at_step[self.step_of[m][computed[m]]] = np.flatnonzero(computed[m])
+                for pos, e in enumerate(self.edges[m]):
+                    if e.kind != "static":
+                        e.dyn = len(self.optional_reads)
+                        self.optional_reads.append(((m, pos), row_at_step))
         if any(lag > 0 for lag in lags) and any(lag < 0 for lag in lags):
             raise PlanError(
                 "a recurrence reads both earlier and later frames of itself: "
@@ -377,11 +394,23 @@ class RecurrentBlock:
     def _value(self, layer: Layer, args: list[jax.Array]) -> jax.Array:
         return step_value(layer, args, self.batch)
 
+    def sequence_reads(self, reads: Mapping[tuple[int, int], jax.Array] | None) -> jax.Array | None:
+        """The optional reads' per-sequence masks per step, `[steps, reads, batch]`, from the Computation's
+        masks per (member, operand position) (`[member rows, batch]`); None without sequence ends."""
+        if not self.optional_reads or reads is None:
+            return None
+        per_read = []
+        for key, row_at_step in self.optional_reads:
+            rows = reads[key][np.maximum(row_at_step, 0)]
+            per_read.append(rows & jnp.asarray(row_at_step >= 0)[:, None])
+        return jnp.stack(per_read, axis=1)
+
     def lane(
         self,
         ext_values: tuple[jax.Array, ...],
         static_values: tuple[jax.Array, ...],
         given_values: tuple[jax.Array, ...] = (),
+        reads: jax.Array | None = None,
     ) -> tuple[Lane, dict[int, jax.Array]]:
         """The group's operands per frame as a fused-scan lane, and the given values (`[rows, batch, dim]`)."""
         batch = self.batch
@@ -394,7 +423,7 @@ class RecurrentBlock:
         for op in self.depth:
             source = given[op] if op in given else jnp.zeros((0, batch, dims[op]), dtype)
             carry0[op] = self.carry_maps[op](source.astype(dtype))
-        return Lane(self.frames, xs_ext, statics, carry0, self.masks, dims, dtype, self.reverse), given
+        return Lane(self.frames, xs_ext, statics, carry0, self.masks, dims, dtype, self.reverse, reads), given
 
     def finish(self, ys: Sequence[jax.Array], given: Mapping[int, jax.Array]) -> list[jax.Array]:
         """The exported members' rows: the given ones first, then the scan's frames, flattened."""
@@ -410,15 +439,16 @@ class RecurrentBlock:
         ext_values: tuple[jax.Array, ...],
         static_values: tuple[jax.Array, ...],
         given_values: tuple[jax.Array, ...] = (),
+        reads: jax.Array | None = None,
     ) -> list[jax.Array]:
         """All exported members' values: `[given rows + steps, batch, dim]` each, flattened to rows."""
-        lane, given = self.lane(ext_values, static_values, given_values)
+        lane, given = self.lane(ext_values, static_values, given_values, reads)
         if not _PLAIN_SCANS.get():
             try:
                 return self.finish(fused_scan([lane])[0], given)
             except NotImplementedError:  # a member without a vjp: JAX differentiates its apply
                 pass
-        return self.finish(self._plain_scan(lane.xs_ext, lane.statics, lane.carry0, lane.dtype), given)
+        return self.finish(self._plain_scan(lane.xs_ext, lane.statics, lane.carry0, lane.dtype, reads), given)
 
     def _plain_scan(
         self,
@@ -426,12 +456,13 @@ class RecurrentBlock:
         statics: Mapping[int, jax.Array],
         carry0: Mapping[int, jax.Array],
         dtype: Any,
+        reads: jax.Array | None = None,
     ) -> tuple[jax.Array, ...]:
         """The exported members' values per frame by one `lax.scan` of `step_value`."""
         masks = jnp.asarray(self.masks)
 
         def step(carry: Any, xs: Any) -> tuple[Any, Any]:
-            ext, mask = xs
+            ext, mask, frame_reads = xs
             vals: dict[int, jax.Array] = {}
             for m in self.order:
                 args = []
@@ -444,6 +475,8 @@ class RecurrentBlock:
                         v = vals[e.op] if e.kind == "same" else carry[e.op][abs(e.lag) - 1]
                         if e.slot >= 0:
                             v = jnp.where(mask[e.slot], v, jnp.zeros_like(v))
+                    if frame_reads is not None and e.dyn >= 0:
+                        v = jnp.where(frame_reads[e.dyn][:, None], v, jnp.zeros_like(v))
                     args.append(v)
                 vals[m] = self._value(self.graph.layers[m], args).astype(dtype)
             new = {
@@ -452,13 +485,18 @@ class RecurrentBlock:
             }
             return new, tuple(vals[m] for m in self.exported)
 
-        return jax.lax.scan(step, dict(carry0), (xs_ext, masks), reverse=self.reverse)[1]
+        return jax.lax.scan(step, dict(carry0), (xs_ext, masks, reads), reverse=self.reverse)[1]
 
     def tapes(
-        self, tapes: dict[int, Tape], rows: Mapping[int, Any], params: Any, given: Mapping[int, Tape] | None = None
+        self,
+        tapes: dict[int, Tape],
+        rows: Mapping[int, Any],
+        params: Any,
+        given: Mapping[int, Tape] | None = None,
+        reads: Mapping[tuple[int, int], jax.Array] | None = None,
     ) -> None:
         """Add the group's Tape node and one selection tape per exported member to `tapes`."""
-        scan_tapes([self], tapes, rows, params, given)
+        scan_tapes([self], tapes, rows, params, given, reads)
 
     def exported_dims(self, ext_values: tuple, static_values: tuple) -> list[int]:
         """The dims of the exported members, given the scan's operand values."""
@@ -473,14 +511,17 @@ def scan_tapes(
     rows: Mapping[int, Any],
     params: Any,
     given: Mapping[int, Tape] | None = None,
+    reads: Mapping[tuple[int, int], jax.Array] | None = None,
 ) -> None:
     """Run scanned groups in one loop; add their Tape node and one selection tape per exported member to `tapes`.
 
     Several groups (independent of each other, with the same frames: the two
     directions of a bidirectional layer) share the loop, each running through
-    the frames in its own direction.
+    the frames in its own direction. `reads` are the per-sequence masks of
+    optional reads, by (member, operand position), in a request with sequence ends.
     """
     given = given or {}
+    block_reads = [b.sequence_reads(reads) for b in blocks]
     operands = []
     for b in blocks:
         ext = tuple(tapes[e.op] for e in b.externals)
@@ -496,12 +537,12 @@ def scan_tapes(
             split.append((chunk[:n_ext], chunk[n_ext : n_ext + n_st], chunk[n_ext + n_st :]))
             at_value += n_ext + n_st + n_gv
         if len(blocks) == 1 or _PLAIN_SCANS.get():
-            for b, args in zip(blocks, split, strict=True):
-                parts.extend(b.scan(*args))
+            for b, args, rd in zip(blocks, split, block_reads, strict=True):
+                parts.extend(b.scan(*args, rd))
         else:
             lanes, givens = [], []
-            for b, args in zip(blocks, split, strict=True):
-                lane, given_values = b.lane(*args)
+            for b, args, rd in zip(blocks, split, block_reads, strict=True):
+                lane, given_values = b.lane(*args, rd)
                 lanes.append(lane)
                 givens.append(given_values)
             for b, ys, given_values in zip(blocks, fused_scan(lanes), givens, strict=True):

@@ -25,15 +25,25 @@ class ComputationRequest:
     explicit lists of `Index`). Matrices passed to and returned by the compiled
     computation have one row per Index, in these orders.
     `need_input_derivatives` asks for input deltas in backward.
+
+    `sequence_ends=True` (regular requests only) makes each call give every
+    sequence its own end: `computation(network, inputs, ends=[...])`, where
+    sequence n's input frames at or beyond `ends[n]` count as not given. Every
+    output the sequence could compute from its own frames is then the value it
+    has in the request of those frames alone (IfDefined and Failover read per
+    sequence whether a frame is available); the others are unspecified. The
+    ends are values of the call, not of the request: one program serves every
+    set of ends.
     """
 
-    __slots__ = ("inputs", "outputs", "need_input_derivatives", "_hash")
+    __slots__ = ("inputs", "outputs", "need_input_derivatives", "sequence_ends", "_hash")
 
     def __init__(
         self,
         inputs: Mapping[str, Any],
         outputs: Mapping[str, Any],
         need_input_derivatives: bool = False,
+        sequence_ends: bool = False,
     ):
         if not outputs:
             raise PlanError("a ComputationRequest needs at least one output")
@@ -43,7 +53,10 @@ class ComputationRequest:
             if len(s) == 0:
                 raise PlanError(f"{name!r}: an empty index set")
         self.need_input_derivatives = bool(need_input_derivatives)
-        self._hash = hash((tuple(self.inputs.items()), tuple(self.outputs.items()), self.need_input_derivatives))
+        self.sequence_ends = bool(sequence_ends)
+        self._hash = hash(
+            (tuple(self.inputs.items()), tuple(self.outputs.items()), self.need_input_derivatives, self.sequence_ends)
+        )
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -52,6 +65,7 @@ class ComputationRequest:
             and self.inputs == other.inputs
             and self.outputs == other.outputs
             and self.need_input_derivatives == other.need_input_derivatives
+            and self.sequence_ends == other.sequence_ends
         )
 
     def __hash__(self) -> int:
@@ -60,4 +74,5 @@ class ComputationRequest:
     def __repr__(self) -> str:
         ins = ", ".join(f"{k!r}: {v!r}" for k, v in self.inputs.items())
         outs = ", ".join(f"{k!r}: {v!r}" for k, v in self.outputs.items())
-        return f"ComputationRequest(inputs={{{ins}}}, outputs={{{outs}}})"
+        ends = ", sequence_ends=True" if self.sequence_ends else ""
+        return f"ComputationRequest(inputs={{{ins}}}, outputs={{{outs}}}{ends})"

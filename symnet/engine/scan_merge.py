@@ -30,10 +30,15 @@ class MergedScans:
         self.blocks = list(blocks)
 
     def tapes(
-        self, tapes: dict[int, Tape], rows: Mapping[int, Any], params: Any, given: Mapping[int, Tape] | None = None
+        self,
+        tapes: dict[int, Tape],
+        rows: Mapping[int, Any],
+        params: Any,
+        given: Mapping[int, Tape] | None = None,
+        reads: Mapping[tuple[int, int], Any] | None = None,
     ) -> None:
         """Add the groups' Tape node and their exported members' tapes to `tapes`."""
-        scan_tapes(self.blocks, tapes, rows, params, given)
+        scan_tapes(self.blocks, tapes, rows, params, given, reads)
 
     def __repr__(self) -> str:
         return f"MergedScans({len(self.blocks)} groups, {self.blocks[0].num_steps} frames)"

@@ -100,17 +100,19 @@ def test_bucket_lengths() -> None:
         (tdnn, "end"),
         (forward_rnn, "end"),
         (backward_rnn, "start"),
-        (bidirectional, None),
+        (bidirectional, "ends"),
         (backward_with_modulus, "start"),
     ],
 )
 def test_padding_side(make: Callable[[], Network], side: str | None) -> None:
-    assert padding_side(Graph(dict(make().structure.outputs))) == side
+    graph = Graph(dict(make().structure.outputs))
+    assert padding_side(graph, with_ends=True) == side
+    assert padding_side(graph) == (None if side == "ends" else side)  # for callers that cannot give ends
 
 
-def test_a_free_optional_read_is_not_padded() -> None:
+def test_a_free_optional_read_is_padded_with_each_sequence_end() -> None:
     net = Network({"output": Append(x, IfDefined(Offset(x, 5))) @ weight("w", 2 * D)})
-    assert padding_side(Graph(dict(net.structure.outputs))) is None
+    assert padding_side(Graph(dict(net.structure.outputs)), with_ends=True) == "ends"
     seqs = sequences([9, 12])
     for seq, got in zip(seqs, net.compute(seqs), strict=True):
         np.testing.assert_allclose(got, unpadded(net, seq), rtol=1e-6, atol=1e-6)
