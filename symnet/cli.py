@@ -9,7 +9,8 @@
     symnet copy [--binary=true|false] [--raw=true|false] IN OUT
                                          a Kaldi model file (nnet3-copy; nnet3-am-copy for acoustic models)
     symnet compute [options] MODEL FEATS_RSPECIFIER MATRIX_WSPECIFIER
-                                         nnet3-compute: the network's 'output' for every utterance
+                                         nnet3-compute: the network's 'output' for every utterance;
+                                         compiled programs are kept for the next run (--compile-cache)
     symnet xconfig [-o FINAL_CONFIG | --config-dir DIR] XCONFIG
                                          steps/nnet3/xconfig_to_configs.py: an xconfig expanded to final.config
 
@@ -350,10 +351,12 @@ def _compute_batch(
 
 
 def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .engine.compile_cache import enable_compile_cache
     from .kaldi.compute import ComputeOptions, Nnet3Computer
     from .kaldi.model import output_dims
     from .train.kaldi_data import iter_table, read_table
 
+    enable_compile_cache(args.compile_cache)  # before the first compilation (the model's initialisers)
     if args.use_gpu != "no":
         warnings.warn(f"--use-gpu={args.use_gpu} is ignored: symnet runs on JAX's default device", stacklevel=2)
     model = _load_model(args.model)
@@ -618,6 +621,13 @@ def _parser() -> argparse.ArgumentParser:
         help="accepted for Kaldi compatibility and ignored (JAX picks the device)",
     )
     compute.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
+    compute.add_argument(
+        "--compile-cache",
+        metavar="DIR|off",
+        default=None,
+        help="keep compiled programs in DIR for later runs (default: $SYMNET_COMPILE_CACHE, else "
+        "$XDG_CACHE_HOME/symnet/xla; see symnet.engine.compile_cache); off: compile every run",
+    )
     compute.add_argument("model", metavar="MODEL")
     compute.add_argument("feats_rspecifier", metavar="FEATS_RSPECIFIER")
     compute.add_argument("matrix_wspecifier", metavar="MATRIX_WSPECIFIER")
