@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import kaldiio
 import numpy as np
@@ -23,7 +24,7 @@ output-node name=output input=relu objective=linear
 
 
 @pytest.fixture()
-def job(tmp_path):
+def job(tmp_path: Path) -> Path:
     write_model(tmp_path / "nnet.raw", parse_network(NET, seed=3))
     rng = np.random.default_rng(0)
     feats = {f"utt{i}": rng.standard_normal((n, 3)).astype(np.float32) for i, n in enumerate((9, 4))}
@@ -31,7 +32,9 @@ def job(tmp_path):
     return tmp_path
 
 
-def compute(folder, out: str, *options: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def compute(
+    folder: Path, out: str, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`symnet compute` as its own process (a process compiles, or reads the cache, once per program)."""
     command = [sys.executable, "-m", "symnet.cli", "compute", "--frames-per-chunk=4", *options]
     command += [str(folder / "nnet.raw"), f"ark:{folder / 'feats.ark'}", f"ark:{folder / out}"]
@@ -39,16 +42,16 @@ def compute(folder, out: str, *options: str, env: dict[str, str] | None = None) 
     return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
 
 
-def outputs(path):
+def outputs(path: Path) -> dict[str, np.ndarray]:
     return dict(kaldiio.load_ark(str(path)))
 
 
-def entries(folder):
+def entries(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith("-cache")) if folder.exists() else []
 
 
 @pytest.mark.slow
-def test_a_second_process_reads_the_programs_the_first_compiled(job):
+def test_a_second_process_reads_the_programs_the_first_compiled(job: Path) -> None:
     cache = job / "cache"
     plain = compute(job, "plain.ark", "--compile-cache=off")
     assert plain.returncode == 0, plain.stderr
@@ -70,7 +73,7 @@ def test_a_second_process_reads_the_programs_the_first_compiled(job):
 
 
 @pytest.mark.slow
-def test_the_environment_variable_names_the_folder_and_off_writes_nothing(job):
+def test_the_environment_variable_names_the_folder_and_off_writes_nothing(job: Path) -> None:
     cache = job / "from-env"
     result = compute(job, "a.ark", env={"SYMNET_COMPILE_CACHE": str(cache)})
     assert result.returncode == 0, result.stderr
@@ -82,7 +85,7 @@ def test_the_environment_variable_names_the_folder_and_off_writes_nothing(job):
 
 
 @pytest.mark.slow
-def test_an_unusable_folder_is_a_warning_and_the_output_is_the_same(job):
+def test_an_unusable_folder_is_a_warning_and_the_output_is_the_same(job: Path) -> None:
     (job / "a-file").write_text("not a folder")
     result = compute(job, "out.ark", f"--compile-cache={job / 'a-file' / 'cache'}")
     assert result.returncode == 0, result.stderr
