@@ -285,10 +285,12 @@ class _ArchiveWriter:
 
         buffer = io.BytesIO()
         kaldiio.save_ark(buffer, {key: np.asarray(matrix, dtype=np.float32)}, text=self.text)
-        self.fark.write(buffer.getvalue())
+        data = buffer.getbuffer()  # a view: no copy of the matrix
+        self.fark.write(data)
         if self.fscp is not None:
             self.fscp.write(f"{key} {self.ark}:{self.written + len((key + ' ').encode('utf-8'))}\n")
-        self.written += len(buffer.getvalue())
+        self.written += len(data)
+        data.release()
 
     def commit(self) -> None:
         if self.stream:
