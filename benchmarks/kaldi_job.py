@@ -232,7 +232,8 @@ def main() -> None:
                         flush=True,
                     )
                 if args.phases:
-                    run_phases(model, feats, chunk, one_thread, cache if "off" not in args.cache else None)
+                    warm = set(args.cache) != {"off"}  # after a cold run: the warm cache
+                    run_phases(model, feats, chunk, one_thread, cache if warm else None)
 
 
 if __name__ == "__main__":
