@@ -7,9 +7,19 @@ PERF.md. The job is 200 utterances of 100 to 1,500 frames (uniform, seeded)
 of 40-dim N(0, 1) features, nnet3-compute's default options (50-frame chunks)
 and one chunk per utterance (`--frames-per-chunk=3000`), run on one thread
 (`taskset` to one core, XLA's CPU thread pool off) and on all threads. Frames
-per second are printed beside Kaldi's nnet3-compute figures from PERF.md.
+per second are printed beside Kaldi's nnet3-compute figures from PERF.md
+(measured on 20 utterances of 500 frames: `--utterances 20 --frames 500`).
+
+Each process runs with a fresh, empty compile cache (`cold`: it compiles every
+program and writes it) and then again with that cache (`warm`: a later run of
+the same job, every program read from disk; `symnet.engine.compile_cache`).
+`--phases` also runs the job in-process (same thread settings) and prints
+where the time goes: importing jax, importing the rest of symnet, reading the
+model, the first pass over the job (planning and compiling, or reading the
+compile cache, included) and a second pass (the compiled forward alone).
 
     python benchmarks/kaldi_job.py [--corpus ../shared/kaldi-oracle-dev.tar.xz | --config tdnn6x512.config]
+        [--utterances 20 --frames 500] [--chunks 50 3000] [--threads one] [--cache cold warm] [--phases]
 """
 
 from __future__ import annotations
@@ -84,11 +94,27 @@ def write_features(path: Path, count: int, low: int, high: int, seed: int = 0) -
     return int(lengths.sum())
 
 
-def run(model: Path, feats: Path, frames_per_chunk: int, one_thread: bool) -> float:
-    """Wall seconds of one `symnet compute` process."""
+def environment(one_thread: bool, cache: Path | None) -> tuple[dict[str, str], list[str]]:
+    """The environment and command prefix of a run: one thread (one core, no XLA thread pool) or all."""
     env = dict(os.environ)
+    env["SYMNET_COMPILE_CACHE"] = str(cache) if cache is not None else "off"
+    prefix: list[str] = []
+    if one_thread:
+        env["XLA_FLAGS"] = (
+            env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+        ).strip()
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
+        if shutil.which("taskset"):
+            prefix = ["taskset", "-c", "0"]
+    return env, prefix
+
+
+def run(model: Path, feats: Path, frames_per_chunk: int, one_thread: bool, cache: Path | None) -> float:
+    """Wall seconds of one `symnet compute` process (compile cache in `cache`, or none)."""
+    env, prefix = environment(one_thread, cache)
     script = Path(sys.executable).with_name("symnet")
     command = [
+        *prefix,
         str(script),
         "compute",
         f"--frames-per-chunk={frames_per_chunk}",
@@ -96,16 +122,63 @@ def run(model: Path, feats: Path, frames_per_chunk: int, one_thread: bool) -> fl
         f"ark:{feats}",
         "ark:/dev/null",
     ]
-    if one_thread:
-        env["XLA_FLAGS"] = (
-            env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-        ).strip()
-        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
-        if shutil.which("taskset"):
-            command = ["taskset", "-c", "0", *command]
     start = time.perf_counter()
     subprocess.run(command, check=True, env=env, cwd=REPO, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
+
+
+def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) -> None:
+    """In this process: the time of each phase of the job (`--phase-child`, started by `--phases`)."""
+    start = time.perf_counter()
+    import jax
+    import jax.monitoring
+
+    jax_done = time.perf_counter()
+    from symnet.cli import _load_model
+    from symnet.engine.compile_cache import enable_compile_cache
+    from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
+    from symnet.train.kaldi_data import iter_table
+
+    symnet_done = time.perf_counter()
+    enable_compile_cache(cache if cache is not None else "off")
+    compiles: list[float] = []
+
+    def listener(event: str, duration_secs: float, **kwargs: object) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(duration_secs)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    network = _load_model(str(model)).network.network
+    read_done = time.perf_counter()
+    read_compiles = len(compiles)
+    computer = Nnet3Computer(network, ComputeOptions(frames_per_chunk=frames_per_chunk))
+    utterances = [np.asarray(f) for _, f in iter_table(f"ark:{feats}", "features")]
+    frames = sum(len(f) for f in utterances)
+    batches = [utterances[i : i + 64] for i in range(0, len(utterances), 64)]  # as `symnet compute` batches
+    passes = []
+    for _ in range(2):
+        begin = time.perf_counter()
+        for batch in batches:
+            computer.compute_many(batch)
+        passes.append(time.perf_counter() - begin)
+    job_compiles = compiles[read_compiles:]
+    print(
+        f"phases ({frames} frames, --frames-per-chunk={frames_per_chunk}, compile cache "
+        f"{'on' if cache is not None else 'off'}): import jax {jax_done - start:.2f} s, import symnet "
+        f"{symnet_done - jax_done:.2f} s, read model {read_done - symnet_done:.2f} s "
+        f"({read_compiles} programs, {sum(compiles[:read_compiles]):.2f} s compiling), first pass "
+        f"{passes[0]:.2f} s ({len(job_compiles)} programs, {sum(job_compiles):.2f} s compiling), compiled pass "
+        f"{passes[1]:.2f} s = {frames / passes[1]:.0f} frames/s",
+        flush=True,
+    )
+
+
+def run_phases(model: Path, feats: Path, frames_per_chunk: int, one_thread: bool, cache: Path | None) -> None:
+    env, prefix = environment(one_thread, cache)
+    command = [*prefix, sys.executable, __file__, "--phase-child", str(model), str(feats), str(frames_per_chunk)]
+    if cache is not None:
+        command.append(str(cache))
+    subprocess.run(command, check=True, env=env, cwd=REPO)
 
 
 def main() -> None:
@@ -116,8 +189,20 @@ def main() -> None:
     parser.add_argument("--min-frames", type=int, default=100)
     parser.add_argument("--max-frames", type=int, default=1500)
     parser.add_argument("--chunks", type=int, nargs="+", default=[50, 3000], help="--frames-per-chunk values")
+    parser.add_argument("--frames", type=int, default=None, help="every utterance this long (min = max)")
     parser.add_argument("--threads", choices=["one", "all", "both"], default="both")
+    parser.add_argument(
+        "--cache", nargs="+", choices=["off", "cold", "warm"], default=["cold", "warm"], help="compile cache runs"
+    )
+    parser.add_argument("--phases", action="store_true", help="also time each phase in-process")
+    parser.add_argument("--phase-child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.phase_child:
+        model, feats, chunk, *cache = args.phase_child
+        phases(Path(model), Path(feats), int(chunk), Path(cache[0]) if cache else None)
+        return
+    if args.frames is not None:
+        args.min_frames = args.max_frames = args.frames
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         config = args.config
@@ -128,19 +213,27 @@ def main() -> None:
         write_model(config, model)
         frames = write_features(feats, args.utterances, args.min_frames, args.max_frames)
         print(f"{args.utterances} utterances, {frames} frames, {args.min_frames}-{args.max_frames} frames each")
-        print("| threads | --frames-per-chunk | wall (s) | symnet frames/s | Kaldi frames/s (1 thread) | ratio |")
-        print("|---|---|---|---|---|---|")
+        print(
+            "| threads | --frames-per-chunk | compile cache | wall (s) | symnet frames/s | "
+            "Kaldi frames/s (1 thread) | symnet / Kaldi |"
+        )
+        print("|---|---|---|---|---|---|---|")
         modes = {"one": [True], "all": [False], "both": [True, False]}[args.threads]
         for one_thread in modes:
             for chunk in args.chunks:
-                wall = run(model, feats, chunk, one_thread)
-                kaldi = KALDI_FPS.get(chunk)
-                ratio = f"{frames / wall / kaldi:.2f}" if kaldi else "-"
-                print(
-                    f"| {'1' if one_thread else 'all'} | {chunk} | {wall:.2f} | {frames / wall:.0f} | "
-                    f"{kaldi or '-'} | {ratio} |",
-                    flush=True,
-                )
+                cache = folder / f"cache-{one_thread}-{chunk}"  # empty: the first run is cold
+                for state in args.cache:
+                    wall = run(model, feats, chunk, one_thread, None if state == "off" else cache)
+                    kaldi = KALDI_FPS.get(chunk)
+                    ratio = f"{frames / wall / kaldi:.2f}" if kaldi else "-"
+                    print(
+                        f"| {'1' if one_thread else 'all'} | {chunk} | {state} | {wall:.2f} | {frames / wall:.0f} | "
+                        f"{kaldi or '-'} | {ratio} |",
+                        flush=True,
+                    )
+                if args.phases:
+                    warm = set(args.cache) != {"off"}  # after a cold run: the warm cache
+                    run_phases(model, feats, chunk, one_thread, cache if warm else None)
 
 
 if __name__ == "__main__":

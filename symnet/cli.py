@@ -9,7 +9,8 @@
     symnet copy [--binary=true|false] [--raw=true|false] IN OUT
                                          a Kaldi model file (nnet3-copy; nnet3-am-copy for acoustic models)
     symnet compute [options] MODEL FEATS_RSPECIFIER MATRIX_WSPECIFIER
-                                         nnet3-compute: the network's 'output' for every utterance
+                                         nnet3-compute: the network's 'output' for every utterance;
+                                         compiled programs are kept for the next run (--compile-cache)
     symnet xconfig [-o FINAL_CONFIG | --config-dir DIR] XCONFIG
                                          steps/nnet3/xconfig_to_configs.py: an xconfig expanded to final.config
 
@@ -284,10 +285,12 @@ class _ArchiveWriter:
 
         buffer = io.BytesIO()
         kaldiio.save_ark(buffer, {key: np.asarray(matrix, dtype=np.float32)}, text=self.text)
-        self.fark.write(buffer.getvalue())
+        data = buffer.getbuffer()  # a view: no copy of the matrix
+        self.fark.write(data)
         if self.fscp is not None:
             self.fscp.write(f"{key} {self.ark}:{self.written + len((key + ' ').encode('utf-8'))}\n")
-        self.written += len(buffer.getvalue())
+        self.written += len(data)
+        data.release()
 
     def commit(self) -> None:
         if self.stream:
@@ -350,10 +353,12 @@ def _compute_batch(
 
 
 def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .engine.compile_cache import enable_compile_cache
     from .kaldi.compute import ComputeOptions, Nnet3Computer
     from .kaldi.model import output_dims
     from .train.kaldi_data import iter_table, read_table
 
+    enable_compile_cache(args.compile_cache)  # before the first compilation (the model's initialisers)
     if args.use_gpu != "no":
         warnings.warn(f"--use-gpu={args.use_gpu} is ignored: symnet runs on JAX's default device", stacklevel=2)
     model = _load_model(args.model)
@@ -618,6 +623,13 @@ def _parser() -> argparse.ArgumentParser:
         help="accepted for Kaldi compatibility and ignored (JAX picks the device)",
     )
     compute.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
+    compute.add_argument(
+        "--compile-cache",
+        metavar="DIR|off",
+        default=None,
+        help="keep compiled programs in DIR for later runs (default: $SYMNET_COMPILE_CACHE, else "
+        "$XDG_CACHE_HOME/symnet/xla; see symnet.engine.compile_cache); off: compile every run",
+    )
     compute.add_argument("model", metavar="MODEL")
     compute.add_argument("feats_rspecifier", metavar="FEATS_RSPECIFIER")
     compute.add_argument("matrix_wspecifier", metavar="MATRIX_WSPECIFIER")

@@ -28,10 +28,12 @@ for text. The error carries ``file``, ``offset`` (binary), ``line`` and
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 import os
 import re
 import struct
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -460,23 +462,43 @@ class TextReader(_Reader):
                         expected=f"number in {what}",
                     )
 
+    def _rows(self, content: str, offset: int, what: str, lines: str) -> list[list[Any]]:
+        """The non-empty rows of words of `content`, rows split at the characters of `lines` (none: one row).
+        Plain decimal text is split as bytes and its words checked by `_reals` as it parses them; other
+        text is checked word by word first (the error names the first word that is no number)."""
+        data = _decimal_words(content)
+        rows: list[list[Any]]
+        if data is not None:
+            rows = [line.split() for line in data.split(b"\n")] if lines else [data.split()]
+        else:
+            self._numbers(content, offset, what)
+            rows = [line.split() for line in re.split(lines, content)] if lines else [content.split()]
+        return [row for row in rows if row]
+
+    def _reals(self, rows: list[list[Any]], content: str, offset: int, what: str, double: bool) -> np.ndarray:
+        count = sum(len(row) for row in rows)
+        try:
+            return _reals(itertools.chain.from_iterable(rows), double, count)
+        except ValueError:  # a plain-decimal word that is no number: the error that names it
+            self._numbers(content, offset, what)
+            raise
+
     def read_vector(self, what: str, double: bool = False) -> np.ndarray:
         content, offset, start = self.bracket(what)
         if "\n" in content or "\r" in content:  # Kaldi's Vector::Read refuses newlines too
             raise self.error(f"newline inside the vector {what} (is it a matrix?)", at=start, expected=f"vector {what}")
-        self._numbers(content, offset, what)
-        array = _reals(content.split(), double)
+        rows = self._rows(content, offset, what, "")
+        array = self._reals(rows, content, offset, what, double)
         array.setflags(write=False)
         return array
 
     def read_matrix(self, what: str, double: bool = False) -> np.ndarray:
         content, offset, start = self.bracket(what)
-        self._numbers(content, offset, what)
-        rows = [line.split() for line in re.split(r"[\n;]", content)]
-        rows = [row for row in rows if row]
+        rows = self._rows(content, offset, what, r"[\n;]")
         if not rows:
             array = np.zeros((0, 0), np.float64 if double else np.float32)
         else:
+            values = self._reals(rows, content, offset, what, double)  # a bad number before a bad row length
             width = len(rows[0])
             for i, row in enumerate(rows):
                 if len(row) != width:
@@ -485,7 +507,7 @@ class TextReader(_Reader):
                         at=start,
                         expected=f"matrix {what}",
                     )
-            array = _reals([w for row in rows for w in row], double).reshape(len(rows), width)
+            array = values.reshape(len(rows), width)
         array.setflags(write=False)
         return array
 
@@ -516,9 +538,26 @@ def parse_real(word: str, double: bool) -> np.float32 | np.float64:
         return np.float64(float(word)) if double else np.float32(float(word))
 
 
-def _reals(words: list[str], double: bool) -> np.ndarray:
+def _reals(words: Iterable[str | bytes], double: bool, count: int = -1) -> np.ndarray:
+    """Number words (each one a number: checked before) as float32, or float64 with `double`."""
     with np.errstate(over="ignore"):
-        return np.array([float(w) for w in words], dtype=np.float64).astype(np.float64 if double else np.float32)
+        values = np.fromiter(map(float, words), dtype=np.float64, count=count)
+        return values.astype(np.float64 if double else np.float32)
+
+
+#: The bytes of plain decimal numbers and the whitespace between them.
+_DECIMAL_BYTES = b"0123456789+-.eE" + _WS
+
+
+def _decimal_words(content: str) -> bytes | None:
+    """`content` as bytes where it holds only decimal digits, signs, points, exponents and whitespace,
+    else None. For the words of such text Python's `float` takes exactly the words `NUMBER_RE` takes
+    (inf and nan need other letters, and there are no underscores), so parsing checks them: the bulk
+    path for large matrices, with no regular expression run over the text."""
+    if not content.isascii():
+        return None
+    data = content.encode("ascii")
+    return None if data.translate(None, _DECIMAL_BYTES) else data
 
 
 def make_reader(data: bytes, file: str = "<bytes>") -> BinaryReader | TextReader:

@@ -193,12 +193,16 @@ class Nnet3Computer:
                 pieces.update(self._regular(group, utterances))
         else:
             pieces.update(self._irregular(chunks, utterances))
+        by_utterance: list[list[np.ndarray]] = [[] for _ in utterances]
+        for chunk in chunks:  # in order: each utterance's chunks from its first frame
+            by_utterance[chunk.utterance].append(pieces[chunk])
         out = []
-        for i in range(len(utterances)):
-            value = np.concatenate([pieces[c] for c in chunks if c.utterance == i], axis=0)
+        for parts in by_utterance:
+            value = np.concatenate(parts, axis=0)
             if self.log_priors is not None:
                 value = value - self.log_priors[None, :]
-            value = value * self.options.acoustic_scale
+            if self.options.acoustic_scale != 1.0:  # x * 1.0 is x: no pass over the output for nothing
+                value = value * self.options.acoustic_scale
             out.append(np.exp(value) if self.options.apply_exp else value)
         return out
 

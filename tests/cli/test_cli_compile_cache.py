@@ -1,0 +1,98 @@
+"""`symnet compute --compile-cache`: compiled programs kept on disk for the next process, same output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import pytest
+
+from symnet.kaldi import parse_network, write_model
+
+NET = """
+input-node name=input dim=3
+component name=affine type=AffineComponent input-dim=9 output-dim=4
+component-node name=affine component=affine input=Append(Offset(input, -1), input, Offset(input, 1))
+component name=relu type=RectifiedLinearComponent dim=4
+component-node name=relu component=relu input=affine
+output-node name=output input=relu objective=linear
+"""
+
+
+@pytest.fixture()
+def job(tmp_path: Path) -> Path:
+    write_model(tmp_path / "nnet.raw", parse_network(NET, seed=3))
+    rng = np.random.default_rng(0)
+    feats = {f"utt{i}": rng.standard_normal((n, 3)).astype(np.float32) for i, n in enumerate((9, 4))}
+    kaldiio.save_ark(str(tmp_path / "feats.ark"), feats)
+    return tmp_path
+
+
+def compute(
+    folder: Path, out: str, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`symnet compute` as its own process (a process compiles, or reads the cache, once per program)."""
+    command = [sys.executable, "-m", "symnet.cli", "compute", "--frames-per-chunk=4", *options]
+    command += [str(folder / "nnet.raw"), f"ark:{folder / 'feats.ark'}", f"ark:{folder / out}"]
+    environment = {**os.environ, **(env or {})}
+    return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)
+
+
+def outputs(path: Path) -> dict[str, np.ndarray]:
+    return dict(kaldiio.load_ark(str(path)))
+
+
+def entries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith("-cache")) if folder.exists() else []
+
+
+@pytest.mark.slow
+def test_a_second_process_reads_the_programs_the_first_compiled(job: Path) -> None:
+    cache = job / "cache"
+    plain = compute(job, "plain.ark", "--compile-cache=off")
+    assert plain.returncode == 0, plain.stderr
+    first = compute(job, "first.ark", f"--compile-cache={cache}")
+    assert first.returncode == 0, first.stderr
+    written = entries(cache)
+    assert any(name.startswith("jit__run-") for name in written), written  # the network's own program
+    stamps = {name: (cache / name).stat().st_mtime_ns for name in written}
+    second = compute(job, "second.ark", f"--compile-cache={cache}")
+    assert second.returncode == 0, second.stderr
+    assert entries(cache) == written  # nothing new: every program came from the cache
+    assert {name: (cache / name).stat().st_mtime_ns for name in written} == stamps
+    reference = outputs(job / "plain.ark")
+    for name in ("first.ark", "second.ark"):
+        got = outputs(job / name)
+        assert list(got) == list(reference)
+        for utt, value in reference.items():
+            np.testing.assert_array_equal(got[utt], value)
+
+
+@pytest.mark.slow
+def test_the_environment_variable_names_the_folder_and_off_writes_nothing(job: Path) -> None:
+    cache = job / "from-env"
+    result = compute(job, "a.ark", env={"SYMNET_COMPILE_CACHE": str(cache)})
+    assert result.returncode == 0, result.stderr
+    assert entries(cache)
+    home = job / "xdg"
+    result = compute(job, "b.ark", env={"SYMNET_COMPILE_CACHE": "off", "XDG_CACHE_HOME": str(home)})
+    assert result.returncode == 0, result.stderr
+    assert not home.exists()
+
+
+@pytest.mark.slow
+def test_an_unusable_folder_is_a_warning_and_the_output_is_the_same(job: Path) -> None:
+    (job / "a-file").write_text("not a folder")
+    result = compute(job, "out.ark", f"--compile-cache={job / 'a-file' / 'cache'}")
+    assert result.returncode == 0, result.stderr
+    assert "warning: compile cache" in result.stderr and "compiling without it" in result.stderr
+    plain = compute(job, "plain.ark", "--compile-cache=off")
+    assert plain.returncode == 0, plain.stderr
+    reference = outputs(job / "plain.ark")
+    got = outputs(job / "out.ark")
+    for utt, value in reference.items():
+        np.testing.assert_array_equal(got[utt], value)
