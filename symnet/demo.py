@@ -59,8 +59,16 @@ def seed_example(steps: int = 200) -> float:
     return w
 
 
-def _affine(name: str, input: str, in_dim: int, out_dim: int, nonlinearity: str | None = "RectifiedLinear") -> str:
-    """Config lines of one layer: an affine component (Kaldi's default initialisation, zero bias) and a nonlinearity."""
+def _affine(
+    name: str,
+    input: str,
+    in_dim: int,
+    out_dim: int,
+    nonlinearity: str | None = "RectifiedLinear",
+    batchnorm: bool = False,
+) -> str:
+    """Config lines of one layer: an affine component (Kaldi's default initialisation, zero bias), a
+    nonlinearity and optionally a batch-norm after it (Kaldi's relu-batchnorm-layer)."""
     lines = [
         f"component name={name}.affine type=NaturalGradientAffineComponent input-dim={in_dim} "
         f"output-dim={out_dim} bias-stddev=0",
@@ -71,6 +79,11 @@ def _affine(name: str, input: str, in_dim: int, out_dim: int, nonlinearity: str 
             f"component name={name}.{nonlinearity.lower()} type={nonlinearity}Component dim={out_dim}",
             f"component-node name={name}.{nonlinearity.lower()} component={name}.{nonlinearity.lower()} "
             f"input={name}.affine",
+        ]
+    if batchnorm:
+        lines += [
+            f"component name={name}.batchnorm type=BatchNormComponent dim={out_dim}",
+            f"component-node name={name}.batchnorm component={name}.batchnorm input={name}.{str(nonlinearity).lower()}",
         ]
     return "\n".join(lines)
 
@@ -104,12 +117,16 @@ def configs(feat_dim: int, classes: int, width: int) -> dict[str, str]:
         _affine("affine1", _splice("input", (-1, 0, 1, 2)), 4 * feat_dim, 65),
         output("affine1.rectifiedlinear", 65),
     ]
+    # The TDNN: two per-frame layers (each frame's features mapped before any splicing), then three
+    # spliced layers seeing frames t-6..t+6, each ReLU followed by batch-norm (Kaldi's relu-batchnorm-layer).
     tdnn = [
         head,
-        _affine("tdnn1", _splice("input", (-2, -1, 0, 1, 2)), 5 * feat_dim, width),
-        _affine("tdnn2", _splice("tdnn1.rectifiedlinear", (-1, 0, 1)), 3 * width, width),
-        _affine("tdnn3", _splice("tdnn2.rectifiedlinear", (-3, 0, 3)), 3 * width, width),
-        output("tdnn3.rectifiedlinear", width),
+        _affine("frame1", "input", feat_dim, width, batchnorm=True),
+        _affine("frame2", "frame1.batchnorm", width, width, batchnorm=True),
+        _affine("tdnn1", _splice("frame2.batchnorm", (-2, -1, 0, 1, 2)), 5 * width, width, batchnorm=True),
+        _affine("tdnn2", _splice("tdnn1.batchnorm", (-1, 0, 1)), 3 * width, width, batchnorm=True),
+        _affine("tdnn3", _splice("tdnn2.batchnorm", (-3, 0, 3)), 3 * width, width, batchnorm=True),
+        output("tdnn3.batchnorm", width),
     ]
     return {"no context (MLP)": "\n".join(mlp), "Kaldi doc example": "\n".join(doc), "TDNN": "\n".join(tdnn)}
 
@@ -130,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     task = HmmTask.create(seed=0)
     # (training sequences, validation sequences, epochs, width, minibatch): plenty of fresh
     # data and few epochs, since the generator is free and small data overfits.
-    sizes = (150, 40, 3, 64, 32) if args.quick else (4000, 150, 3, 128, 128)
+    sizes = (150, 40, 3, 64, 32) if args.quick else (4000, 150, 3, 256, 128)
     train = task.sample(sizes[0], seed=1)
     valid = task.sample(sizes[1], seed=2)
     print(
