@@ -175,7 +175,7 @@ def torch_runner(params: dict, valid: tuple) -> Runner | None:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        return float(loss)
+        return float(loss.detach())
 
     def accuracy() -> float:
         with torch.no_grad():
