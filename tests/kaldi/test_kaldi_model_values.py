@@ -23,7 +23,7 @@ from helpers.kaldi_oracle import case_names
 from symnet import Network, Weight
 from symnet.errors import ModelFormatError, ParameterError
 from symnet.kaldi.build import build_network
-from symnet.kaldi.config import parse_config
+from symnet.kaldi.config import ComponentLine, ComponentNode, parse_config
 from symnet.kaldi.model_reader import component_line, model_from_nnet, parse_model
 from symnet.kaldi.nnet_file import NnetFile, parse_nnet, read_nnet, token_to_field
 
@@ -89,12 +89,12 @@ def test_reading_a_model_gives_the_stored_values_and_the_config_builders_structu
     nnet = _nnet(model)
     network = model_from_nnet(nnet).network.network
     lines = [component_line(c) for c in nnet.components] + parse_config(nnet.config)
-    used = {line.component for line in lines if getattr(line, "component", None)}
-    lines = [line for line in lines if getattr(line, "type", None) is None or line.name in used]
+    used = {line.component for line in lines if isinstance(line, ComponentNode)}
+    lines = [line for line in lines if not isinstance(line, ComponentLine) or line.name in used]
     built = build_network(lines).network  # initial values drawn
     assert network.structure == built.structure
     assert list(network.params) == list(built.params) and list(network.state) == list(built.state)
-    covered = set()
+    covered: set[str] = set()
     for c in nnet.components:
         if c.type == "CompositeComponent":
             covered.update(n for n in network.values if n.startswith(f"{c.name}."))
