@@ -7,10 +7,18 @@ plans a `ComputationRequest` into one jitted program. Kaldi configs and
 models are in `symnet.kaldi`, components in `symnet.components`, training in
 `symnet.train`, notebook views in `symnet.display`; `save` and `load` keep any
 network in one file (`symnet.saving`).
+
+`display`, `natural_gradient`, `save` and `load` are imported on first use
+(PEP 562), and `symnet.display` before the first notebook view is drawn, so a
+program that needs neither (`symnet compute`) does not pay for them.
 """
 
-from . import display  # registers the notebook renderers of layers, tapes, networks and computations
-from .components import natural_gradient
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .core import html as _html
 from .core import rng
 from .core.descriptor import (
     Append,
@@ -71,8 +79,12 @@ from .errors import (
     SymnetError,
 )
 from .network import Network
-from .saving import load, save
 from .version import __version__
+
+if TYPE_CHECKING:
+    from . import display
+    from .components import natural_gradient
+    from .saving import load, save
 
 __all__ = [
     "Append",
@@ -151,3 +163,34 @@ __all__ = [
     "user_line",
     "walk",
 ]
+
+
+#: The names imported on first use -> (module, attribute; None for the module itself).
+_LAZY = {
+    "display": (".display", None),
+    "natural_gradient": (".components.natural_gradient", None),
+    "save": (".saving", "save"),
+    "load": (".saving", "load"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """`display`, `natural_gradient`, `save` and `load`, imported on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = importlib.import_module(module, __name__)  # not `from . import`: that would ask this hook again
+    value = value if attribute is None else getattr(value, attribute)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def _load_display() -> None:
+    from . import display  # noqa: F401  (it registers the notebook views of layers, tapes, networks, ...)
+
+
+_html.on_first_render(_load_display)

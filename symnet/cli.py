@@ -48,12 +48,13 @@ def _load_model(path: str, seed: int = 0) -> Any:
     from .kaldi.model import KaldiModel
     from .kaldi.model_reader import is_kaldi_model, read_model
     from .safe_read import regular_file
-    from .saving import load
 
     regular_file(path, SymnetError, "model or config")  # a device or FIFO would be read until memory runs out
     if is_kaldi_model(path):
         return read_model(path)
     if zipfile.is_zipfile(path):
+        from .saving import load  # only here: `symnet compute` on a Kaldi model never needs it
+
         return KaldiModel(load(path))
     return KaldiModel(_read_config(path, seed))
 

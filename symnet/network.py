@@ -44,8 +44,11 @@ class Network:
     has several. `params` holds the trainable Weights' arrays, `state` the
     FixedWeights' (values kept but never trained by gradients, such as
     batch-norm statistics), each by name. Both start from the initialisers,
-    with a `jax.random` key derived from `seed` and the name, unless given.
-    An optimiser is given `net.params` only: it never sees the state.
+    with a `jax.random` key derived from `seed` and the name, unless given:
+    `params` and `state` give a whole half, `values` the arrays of some
+    Weights by name (parameters or state, as a model file holds them), whose
+    initialisers are then never called. An optimiser is given `net.params`
+    only: it never sees the state.
     """
 
     __slots__ = ("structure", "params", "state", "__weakref__")  # jax.jit(network) keeps a weak reference
@@ -61,6 +64,7 @@ class Network:
         params: Mapping[str, Any] | None = None,
         state: Mapping[str, Any] | None = None,
         seed: int = 0,
+        values: Mapping[str, Any] | None = None,
     ):
         if not isinstance(outputs, Mapping):
             outputs = {DEFAULT_OUTPUT: outputs}
@@ -71,6 +75,14 @@ class Network:
         structure = Structure(tuple(canonical.items()), tuple(weights.values()))
         trainable = {n: w for n, w in weights.items() if w.trainable}
         fixed = {n: w for n, w in weights.items() if not w.trainable}
+        if values is not None:
+            if params is not None or state is not None:
+                raise ParameterError("give a Network either values or params/state, not both")
+            unknown = sorted(set(values) - set(weights))
+            if unknown:
+                raise ParameterError(f"unknown Weight(s) {unknown}; the network has {list(weights)}")
+            params = _with_initial(trainable, values, seed)
+            state = _with_initial(fixed, values, seed)
         params = initial_values(trainable, seed) if params is None else checked_params(trainable, _mapping(params))
         state = initial_values(fixed, seed) if state is None else checked_params(fixed, state, "state value")
         object.__setattr__(self, "structure", structure)
@@ -321,6 +333,12 @@ jax.tree_util.register_pytree_with_keys(
     Network._tree_unflatten,
     Network._tree_flatten,
 )
+
+
+def _with_initial(weights: Mapping[str, Weight], values: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The given values of these Weights, and initial arrays for the rest (only theirs are drawn)."""
+    rest = {n: w for n, w in weights.items() if n not in values}
+    return {**initial_values(rest, seed), **{n: values[n] for n in weights if n in values}}
 
 
 def _mapping(params: Any) -> Mapping[str, Any]:

@@ -3,8 +3,9 @@
 Core and engine classes (layers, tapes, networks, computations) have
 `_repr_html_` methods, but their renderers live in `symnet.display`, which sits
 above everything it draws. `symnet.display` registers a renderer per class when
-it is imported (as `import symnet` does); `render` picks the one registered for
-the nearest class in the object's MRO.
+it is imported (`import symnet` has `render` import it the first time it is
+called: `on_first_render`); `render` picks the one registered for the nearest
+class in the object's MRO.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 _RENDERERS: dict[type, Callable[[Any], str]] = {}
+_LOADERS: list[Callable[[], None]] = []
 
 
 def register(cls: type, renderer: Callable[[Any], str]) -> None:
@@ -21,8 +23,15 @@ def register(cls: type, renderer: Callable[[Any], str]) -> None:
     _RENDERERS[cls] = renderer
 
 
+def on_first_render(load: Callable[[], None]) -> None:
+    """Run `load()` (which registers renderers, e.g. by importing `symnet.display`) before `render` first runs."""
+    _LOADERS.append(load)
+
+
 def render(obj: Any) -> str:
     """The HTML of `obj` from its class's renderer; escaped `repr` if none is registered."""
+    while _LOADERS:
+        _LOADERS.pop(0)()
     for cls in type(obj).__mro__:
         renderer = _RENDERERS.get(cls)
         if renderer is not None:

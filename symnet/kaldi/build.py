@@ -197,6 +197,7 @@ def build_network(
     seed: int = 0,
     base: Network | KaldiNetwork | None = None,
     read_matrix: Callable[[str], np.ndarray] | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> KaldiNetwork:
     """The KaldiNetwork of parsed config lines (see the module doc).
 
@@ -206,6 +207,9 @@ def build_network(
     (Kaldi's rules, `merge_config`): redefined components start afresh,
     every other parameter keeps its value in `base`. `read_matrix` reads the
     files named by `matrix=`/`vector=` options (default: Kaldi text or binary, or .npy).
+    `values` gives arrays for parameters by name (`{component}.{param}`, as a
+    model file stores them): those of the network's Weights are used as they
+    are, never drawn (values of components no output uses are left out).
     """
     lines = list(lines)
     base_net = None
@@ -303,8 +307,11 @@ def build_network(
     outputs = {line.name: substitute_nodes(line.descriptor, built.__getitem__) for line in output_lines}
     objectives = {line.name: line.objective for line in output_lines}
 
+    if values is not None:
+        names = {layer.name for layer in walk(list(outputs.values())) if isinstance(layer, Weight)}
+        values = {name: value for name, value in values.items() if name in names}
     try:
-        network = Network(outputs, seed=seed)
+        network = Network(outputs, seed=seed, values=values)
     except ParameterError as e:  # e.g. a Weight name used by two different components
         raise ConfigError(str(e), file=_config_file(lines)) from None
     if base_net is not None:

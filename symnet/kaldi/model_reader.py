@@ -31,12 +31,11 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 
 from ..components.base import Component
 from ..core.layer import Weight
-from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, DescriptorError, ModelFormatError, ParameterError, SymnetError
 from .build import build_network
 from .components import PLACEHOLDER_INPUT, READABLE_TYPES, ModelFields, build_component, lookup
@@ -130,16 +129,13 @@ def model_from_nnet(nnet: NnetFile, *, file: str = "<model>") -> KaldiModel:
         built[c.name] = (_build_one(line, fields), fields)
 
     _check_dims(node_lines, built, file)
+    values: dict[str, np.ndarray] = {}  # parameters and state alike, by Weight name
+    for component, fields in built.values():
+        _stored_values(component, fields, values)
     try:
-        network = build_network(component_lines + node_lines)
+        network = build_network(component_lines + node_lines, values=values)
     except (ConfigError, DescriptorError, ParameterError) as e:
         raise _config_error(file, e) from None
-
-    params = dict(network.network.values)  # parameters and state alike, by Weight name
-    for layer in walk([layer for _, layer in network.structure.outputs]):
-        if isinstance(layer, Component) and layer.name in stored:
-            _set_params(layer, built[layer.name][1], params)
-    network = network.replace(network=network.network.assign(params))
     return KaldiModel(
         network,
         priors=nnet.priors,
@@ -149,12 +145,13 @@ def model_from_nnet(nnet: NnetFile, *, file: str = "<model>") -> KaldiModel:
     )
 
 
-def _set_params(layer: Component, fields: ModelFields, params: dict[str, Any]) -> None:
-    """Set `params` of `layer` (and of its parts, a CompositeComponent's) from its stored fields, shape-checked."""
+def _stored_values(layer: Component, fields: ModelFields, values: dict[str, Any]) -> None:
+    """Put the stored values of `layer`'s parameters (and its parts', a CompositeComponent's) in `values`,
+    shape-checked, as float32 arrays: read as they are, no program compiled."""
     c = fields.component
     for field in layer.param_fields:
         weight = getattr(layer, field)
-        if not isinstance(weight, Weight) or weight.name not in params:
+        if not isinstance(weight, Weight) or weight.name is None:
             continue
         token = find_token(c, field)
         if token is None:
@@ -166,9 +163,9 @@ def _set_params(layer: Component, fields: ModelFields, params: dict[str, Any]) -
             raise fields.error(
                 f"has shape {tuple(value.shape)}, but the component's other fields make it {tuple(weight.shape)}", token
             )
-        params[weight.name] = jnp.asarray(value, dtype=jnp.float32)
+        values[weight.name] = jax.device_put(value.astype(np.float32, copy=False))  # jnp.asarray compiles a copy
     for part, block in zip(getattr(layer, "parts", ()), fields.blocks(), strict=False):
-        _set_params(part, block, params)
+        _stored_values(part, block, values)
 
 
 def _check_dims(lines: list[ConfigLine], built: Mapping[str, tuple[Component, ModelFields]], file: str) -> None:

@@ -1,10 +1,38 @@
-"""Training: examples with context, Kaldi's objectives, the fit loop (data-parallel over a mesh), checkpoints."""
+"""Training: examples with context, Kaldi's objectives, the fit loop (data-parallel over a mesh), checkpoints.
 
-from .checkpoint import CheckpointError, Position
-from .examples import Chunks, make_chunks
-from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
-from .loop import EpochStats, FitResult, TrainingError, fit
-from .objectives import OBJECTIVES, objective
+The names are imported on first use (PEP 562), so a module that needs only
+one part (`symnet compute` reads features with `kaldi_data`) does not pay for
+the rest (the fit loop imports optax).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .checkpoint import CheckpointError, Position
+    from .examples import Chunks, make_chunks
+    from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
+    from .loop import EpochStats, FitResult, TrainingError, fit
+    from .objectives import OBJECTIVES, objective
+
+#: Public name -> the module of this package that defines it.
+_MODULES = {
+    "CheckpointError": "checkpoint",
+    "Position": "checkpoint",
+    "Chunks": "examples",
+    "make_chunks": "examples",
+    "KaldiData": "kaldi_data",
+    "KaldiDataError": "kaldi_data",
+    "read_kaldi_data": "kaldi_data",
+    "EpochStats": "loop",
+    "FitResult": "loop",
+    "TrainingError": "loop",
+    "fit": "loop",
+    "OBJECTIVES": "objectives",
+    "objective": "objectives",
+}
 
 __all__ = [
     "CheckpointError",
@@ -21,3 +49,16 @@ __all__ = [
     "objective",
     "read_kaldi_data",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

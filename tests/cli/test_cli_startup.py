@@ -1,0 +1,90 @@
+"""Start-up: `symnet compute` imports no module it does not use; the lazy names are the modules' own.
+
+Each check runs in a fresh interpreter (this one has imported everything), and
+the reference for what a lazy name is is the defining module's attribute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import pytest
+
+import symnet
+import symnet.train
+from helpers import REPO
+from symnet.kaldi.build import parse_network
+from symnet.kaldi.model import write_model
+
+CONFIG = """input-node name=input dim=3
+component name=a type=NaturalGradientAffineComponent input-dim=3 output-dim=2
+component-node name=a component=a input=input
+output-node name=output input=a
+"""
+
+#: Modules `symnet compute` on a Kaldi model never uses.
+UNUSED_BY_COMPUTE = ["optax", "symnet.display", "symnet.saving", "symnet.train.loop", "symnet.datasets"]
+
+
+def _fresh(code: str) -> object:
+    """What `code` (which sets `result`) gives in a fresh interpreter, as JSON."""
+    script = f"import json, sys\n{code}\nprint(json.dumps(result))"
+    env = {**os.environ, "SYMNET_COMPILE_CACHE": "off"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, env=env, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_the_compute_path_imports_no_display_saving_or_optax(tmp_path: Path) -> None:
+    model = tmp_path / "m.raw"
+    write_model(model, parse_network(CONFIG), raw=True)
+    feats = tmp_path / "f.ark"
+    kaldiio.save_ark(str(feats), {"u": np.ones((4, 3), np.float32)})
+    loaded = _fresh(
+        "from symnet.cli import main\n"
+        f"assert main(['compute', {str(model)!r}, 'ark:{feats}', 'ark:/dev/null']) == 0\n"
+        f"result = [m for m in {UNUSED_BY_COMPUTE!r} if m in sys.modules]"
+    )
+    assert loaded == []
+
+
+def test_import_symnet_leaves_display_and_saving_for_later() -> None:
+    loaded = _fresh("import symnet\nresult = [m for m in ('symnet.display', 'symnet.saving') if m in sys.modules]")
+    assert loaded == []
+
+
+def test_every_public_name_is_the_defining_modules_object() -> None:
+    same = _fresh(
+        "import importlib, symnet, symnet.train as train\n"
+        "from symnet import *\n"
+        "result = all(getattr(symnet, n) is globals()[n] for n in symnet.__all__)\n"
+        "import symnet.saving, symnet.display, symnet.components.natural_gradient as ng, symnet.train.loop as loop\n"
+        "result = [result, symnet.save is symnet.saving.save, symnet.load is symnet.saving.load,\n"
+        "          symnet.display is sys.modules['symnet.display'], symnet.natural_gradient is ng,\n"
+        "          train.fit is loop.fit, all(getattr(train, n) is not None for n in train.__all__),\n"
+        "          set(symnet.__all__) <= set(dir(symnet)), set(train.__all__) <= set(dir(train))]"
+    )
+    assert same == [True] * 9
+
+
+def test_a_notebook_view_imports_display_when_first_drawn() -> None:
+    drawn = _fresh(
+        "import symnet\n"
+        "net = symnet.Network(symnet.Input('input', 2) @ symnet.Weight(symnet.Normal((2, 3), 1.0)))\n"
+        "html = net._repr_html_()\n"
+        "from symnet.display.network import network_html\n"
+        "result = [html == network_html(net), 'symnet.display' in sys.modules]"
+    )
+    assert drawn == [True, True]
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        symnet.nothing  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        symnet.train.nothing  # noqa: B018
