@@ -2,8 +2,8 @@
 
     python benchmarks/time_to_accuracy.py [--targets 0.80,0.84] [--max-steps 1500] [--eval-every 25]
 
-All three train the same TDNN (the demo's: splices (-2..2), (-1, 0, 1),
-(-3, 0, 3), width 128, ReLU, log-softmax; context (6, 6)) from the same
+All three train the same TDNN (splices (-2..2), (-1, 0, 1), (-3, 0, 3),
+width 128, ReLU, log-softmax; context (6, 6)) from the same
 initial parameters on the same minibatches of `symnet.datasets.HmmTask`
 (4,000 training sequences cut into 20-frame chunks with their context, 128
 chunks per step, Adam 3e-3), and are scored on the same 150 validation
