@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import host_memory as _host_memory  # noqa: F401  (first: it tunes malloc before XLA's threads start)
 from .core import html as _html
 from .core import rng
 from .core.descriptor import (
