@@ -452,7 +452,9 @@ class _LaneBackward:
         for m, d in zip(p.deferred, d_dots):
             a = read(p.edges[m][0], vals)
             weight = p.edges[m][1].op
-            d_statics[weight] = _add(d_statics.get(weight), jnp.tensordot(a, d, axes=((0, 1), (0, 1))))
+            # As one 2-D product, which XLA's CPU backend runs faster than a contraction over two axes.
+            product = a.reshape(-1, a.shape[-1]).T @ d.reshape(-1, d.shape[-1])
+            d_statics[weight] = _add(d_statics.get(weight), product)
         d_statics_out: dict[int, Any] = {}
         for op, v in self.statics.items():
             g = d_statics.get(op)
