@@ -39,7 +39,7 @@ from ..core.tape import Tape
 from ..errors import PlanError, ShapeError, at
 from .cache import Cache
 from .dims import node_shapes, static_dim
-from .ends import SequenceEnds
+from .ends import EndMasks, SequenceEnds
 from .graph import Graph
 from .plan import Planner
 from .recurrence import RecurrentBlock, strongly_connected
@@ -228,6 +228,8 @@ class Computation:
         program (training-mode dropout draws from it), never a constant of it.
         `ends` (one frame per sequence) is required by, and only taken by, a
         request with `sequence_ends`; it is an argument of the program too.
+        Inside a `jax.jit` of your own, pass `end_masks(ends)` made outside it
+        (planning the masks needs the ends as numbers, not tracers).
         """
         network = self._check_network(network)
         reads = self._read_masks(ends)
@@ -253,6 +255,16 @@ class Computation:
         network = self._check_network(network)
         return self._tapes(network.params, network.state, self._check_inputs(inputs), self._read_masks(ends))
 
+    def end_masks(self, ends: Any) -> EndMasks:
+        """The optional reads' per-sequence masks for `ends` (one frame per sequence), as device arrays.
+
+        Pass them as `ends=` to a call or `forward` inside a `jax.jit`: they are
+        planned here, on the host, from the ends as numbers (`symnet.engine.ends`).
+        """
+        if self.sequence_ends is None:
+            raise PlanError("end_masks needs a request with sequence_ends")
+        return EndMasks(tuple(jax.device_put(m) for m in self.sequence_ends.masks(ends)))
+
     def _read_masks(self, ends: Any) -> tuple[jax.Array, ...]:
         """The optional reads' per-sequence masks for `ends` (`symnet.engine.ends`); none without sequence ends."""
         if self.sequence_ends is None:
@@ -261,7 +273,14 @@ class Computation:
             return ()
         if ends is None:
             raise PlanError("the request has sequence_ends: pass ends=[end frame of each sequence]")
-        return tuple(jax.device_put(m) for m in self.sequence_ends.masks(ends))
+        if isinstance(ends, EndMasks):
+            if len(ends.masks) != len(self.sequence_ends.reads):
+                raise PlanError(
+                    f"{len(ends.masks)} end masks, but this Computation has {len(self.sequence_ends.reads)} "
+                    "optional reads: make them with this Computation's end_masks"
+                )
+            return ends.masks
+        return self.end_masks(ends).masks
 
     def _check_network(self, network: Any) -> Any:
         """`network`, if it has the structure this Computation was compiled for (else its plan does not apply)."""

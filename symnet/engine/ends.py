@@ -25,7 +25,7 @@ first frame or past the last output frame.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -41,6 +41,12 @@ from .request import ComputationRequest
 
 #: Distinct ends whose read masks are kept, per Computation.
 KEPT_ENDS = 4096
+
+
+class EndMasks(NamedTuple):
+    """A call's optional-read masks for its sequences' ends (`Computation.end_masks`), a pytree for `jax.jit`."""
+
+    masks: tuple[Any, ...]
 
 
 class SequenceEnds:

@@ -3,8 +3,12 @@
 Every chunk has `chunk` output frames and `left + right` extra input frames
 around them, taken from its own sequence with frame indices clamped to the
 first and last frame (Kaldi's edge convention). Frames past a sequence's end
-in its last chunk get weight 0. All chunks have one shape, so every minibatch
-is the same regular request: one compiled computation, slices only.
+in its last chunk get weight 0, and each chunk records where its sequence
+ends (`ends`), so that a network whose outputs depend on where a sequence
+ends (a backward recurrence, an IfDefined of a later frame) is trained on
+the sequence as it ends, not on repeats of its last frame. All chunks have
+one shape, so every minibatch is the same regular request: one compiled
+computation, slices only.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ class Chunks:
     weights: np.ndarray  # [num, chunk], 0 where a frame is padding
     left: int
     right: int
+    # [num]: each chunk's sequence end in chunk time (output frame 0 is time 0): its first input frame past the
+    # sequence and the right context there (`Network.compute`'s end of a whole sequence), or None where unknown.
+    # Training requests with sequence ends take it (symnet.engine.ends).
+    ends: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.features)
@@ -37,6 +45,13 @@ class Chunks:
     @property
     def num_frames(self) -> int:
         return int(self.weights.sum())
+
+    def chunk_ends(self, indexes: np.ndarray) -> np.ndarray:
+        """The sequence end of each chunk in `indexes` (chunk time), clipped to the chunk's last input frame + 1."""
+        last = self.chunk + self.right
+        if self.ends is None:
+            return np.full(len(indexes), last, dtype=np.int64)
+        return np.minimum(self.ends[indexes], last)
 
     def minibatch(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Matrices in Kaldi's row order (t, then n): features `[frames_in * n, dim]`, targets, weights."""
@@ -65,7 +80,7 @@ def make_chunks(
         raise ShapeError(f"{len(features)} feature sequences but {len(targets)} target sequences")
     if chunk <= 0:
         raise ShapeError(f"chunk must be positive, got {chunk}")
-    feats_out, targets_out, weights_out = [], [], []
+    feats_out, targets_out, weights_out, ends_out = [], [], [], []
     for i, (feats, tgt) in enumerate(zip(features, targets)):
         feats = np.asarray(feats, dtype=np.float32)
         tgt = np.asarray(tgt)
@@ -93,4 +108,6 @@ def make_chunks(
             feats_out.append(feats[frames_in])
             targets_out.append(tgt[np.minimum(frames_out, length - 1)])
             weights_out.append(valid.astype(np.float32))
-    return Chunks(np.stack(feats_out), np.stack(targets_out), np.stack(weights_out), left, right)
+            ends_out.append(length - start + right)  # the right context past the end repeats the last frame
+    ends = np.asarray(ends_out, dtype=np.int64)
+    return Chunks(np.stack(feats_out), np.stack(targets_out), np.stack(weights_out), left, right, ends)

@@ -31,6 +31,9 @@ from ..core import rng
 from ..core.index import IndexSet
 from ..core.walk import walk
 from ..engine import ComputationRequest, compile
+from ..engine.buckets import padding_side
+from ..engine.ends import EndMasks
+from ..engine.graph import Graph
 from ..errors import ShapeError, TrainingError
 from ..network import Network
 from . import checkpoint as ckpt
@@ -73,6 +76,12 @@ def as_chunks(data: Any, network: Any, chunk: int, output: str) -> Chunks:
     return make_chunks(features, targets, chunk=chunk, left=left, right=right)
 
 
+def trains_with_ends(network: Any) -> bool:
+    """Whether padding a chunk past its sequence's end (repeating the last frame) changes its outputs, and the
+    request can take each sequence's end instead (`symnet.engine.buckets.padding_side`)."""
+    return padding_side(Graph(dict(network.structure.outputs)), with_ends=True) in ("ends", "start")
+
+
 class Trainer:
     """The compiled pieces of one training setup: request, step, evaluation."""
 
@@ -95,6 +104,9 @@ class Trainer:
         # With a mesh every device computes its own `batch_size / devices` chunks (symnet.train.parallel).
         self.parallel = parallel
         reduce = Reduction(parallel.axis if parallel is not None else None)
+        # A network whose outputs depend on where a sequence ends (a backward recurrence, an IfDefined of a
+        # later frame) is trained with each chunk's own end, not on repeats of its sequence's last frame.
+        self.sequence_ends = parallel is None and chunks.ends is not None and trains_with_ends(network)
         request = self.request(parallel.local_batch if parallel is not None else batch_size)
         self.computation = compile(network, request)
         self.structure = network.structure
@@ -106,6 +118,7 @@ class Trainer:
             targets: jax.Array,
             weights: jax.Array,
             key: jax.Array | None = None,
+            ends: EndMasks | None = None,
         ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array]]:
             # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
             # the NaturalGradient* components' backward reads and updates them (else a no-op context).
@@ -114,7 +127,7 @@ class Trainer:
             # Training-mode batch-norm takes the whole minibatch's statistics (over all devices).
             randomness = rng.randomness(reduce.key(key)) if key is not None else contextlib.nullcontext()
             with randomness, statistics_across(reduce.axis), natural_gradient.step_context(opt_state) as ng:
-                tape = self.computation.forward(network, {input: x})[output]
+                tape = self.computation.forward(network, {input: x}, ends)[output]
                 loss, correct, delta = objective(kind, tape.value, targets, weights)
                 share = reduce.share(weights)
                 grads = reduce.sum(tape.backward(delta * share))
@@ -132,12 +145,13 @@ class Trainer:
         # nnet3-compute-prob does; the test-mode network has the same parameters.
         test_structure = set_test_mode(network).structure
         test_computation = compile(Network.from_structure(test_structure, network.params, network.state), request)
+        self.test_computation = test_computation
 
         def evaluate(
-            network: Network, x: jax.Array, targets: jax.Array, weights: jax.Array
+            network: Network, x: jax.Array, targets: jax.Array, weights: jax.Array, ends: EndMasks | None = None
         ) -> tuple[jax.Array, jax.Array]:
             test_network = Network.from_structure(test_structure, network.params, network.state)
-            value = test_computation(test_network, {input: x})[output]
+            value = test_computation(test_network, {input: x}, ends)[output]
             loss, correct, _ = objective(kind, value, targets, weights)
             share = reduce.share(weights)
             return reduce.sum((loss * share, correct))
@@ -154,6 +168,7 @@ class Trainer:
         return ComputationRequest(
             inputs={self.input: IndexSet.range(n=batch, t=(-self.left, self.chunk + self.right))},
             outputs={self.output: IndexSet.range(n=batch, t=self.chunk)},
+            sequence_ends=self.sequence_ends,
         )
 
     def batches(self, chunks: Chunks, order: np.ndarray) -> list[np.ndarray]:
@@ -171,13 +186,23 @@ class Trainer:
             return self.parallel.shard(x, targets, weights)
         return jnp.asarray(x), jnp.asarray(targets), jnp.asarray(weights)
 
-    def host_arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def ends(self, chunks: Chunks, idx: np.ndarray, test: bool = False) -> dict[str, EndMasks]:
+        """`{"ends": masks}` of minibatch `idx` for the step (`test`: for `evaluate`) where training takes sequence
+        ends, else {}: keyword arguments."""
+        if not self.sequence_ends:
+            return {}
+        computation = self.test_computation if test else self.computation
+        return {"ends": computation.end_masks(chunks.chunk_ends(self.filled(idx)))}
+
+    def filled(self, idx: np.ndarray) -> np.ndarray:
+        """`idx` filled up to the batch size with repeats of its chunks (`host_arrays` gives them weight 0)."""
         pad = self.batch_size - len(idx)
+        return np.concatenate([idx, np.resize(idx, pad)]) if pad else idx
+
+    def host_arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         weights_scale = np.ones(self.batch_size, dtype=np.float32)
-        if pad:
-            weights_scale[len(idx) :] = 0.0
-            idx = np.concatenate([idx, np.resize(idx, pad)])
-        x, targets, weights = chunks.minibatch(idx)
+        weights_scale[len(idx) :] = 0.0
+        x, targets, weights = chunks.minibatch(self.filled(idx))
         return x, targets, weights * np.tile(weights_scale, self.chunk)
 
     def frames(self, chunks: Chunks, idx: np.ndarray) -> float:
@@ -189,7 +214,7 @@ class Trainer:
         total_loss, total_correct, total = 0.0, 0.0, 0.0
         for idx in self.batches(chunks, np.arange(len(chunks))):
             x, targets, weights = self.arrays(chunks, idx)
-            loss, correct = self.evaluate(network, x, targets, weights)
+            loss, correct = self.evaluate(network, x, targets, weights, **self.ends(chunks, idx, test=True))
             frames = self.frames(chunks, idx)
             total_loss += float(loss) * frames
             total_correct += float(correct)
@@ -210,7 +235,7 @@ class Trainer:
             network = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), network)
             key = None if key is None else jnp.asarray(np.asarray(key))
         with rng.randomness(key) if key is not None else contextlib.nullcontext():
-            tape = computation.forward(network, {self.input: x})[self.output]
+            tape = computation.forward(network, {self.input: x}, self.ends(chunks, idx).get("ends"))[self.output]
         for node in tape.nodes():
             value = np.asarray(node.value)
             bad = ~np.isfinite(value)
@@ -484,7 +509,10 @@ def _train(
             key = jax.random.fold_in(base_key, step)  # this step's randomness (dropout masks)
             if trainer.parallel is not None:
                 key = trainer.parallel.replicate(key)
-            new_network, opt_state, loss, correct, finite = trainer.step(network, opt_state, x, targets, weights, key)
+            ends = trainer.ends(train_chunks, batches[b])
+            new_network, opt_state, loss, correct, finite = trainer.step(
+                network, opt_state, x, targets, weights, key, **ends
+            )
             loss_value = float(loss)
             if not np.isfinite(loss_value):
                 culprit = trainer.first_non_finite(network, train_chunks, batches[b], key)

@@ -1,0 +1,147 @@
+"""`fit` on networks whose outputs depend on where a sequence ends: each chunk is trained with its own end.
+
+A backward recurrence over a chunk padded past its sequence's end (the last
+frame repeated) would start from the padding; with the chunk's end given to
+the request (`ComputationRequest(sequence_ends=True)`) it starts at the
+sequence's last frame, as `Network.compute` does on the whole sequence.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from symnet import (
+    Append,
+    DimRange,
+    IfDefined,
+    Input,
+    LogSoftmax,
+    Network,
+    Node,
+    Normal,
+    Offset,
+    Ref,
+    Sigmoid,
+    Tanh,
+    Weight,
+)
+from symnet.train import fit, loop, make_chunks
+
+DIM, CELLS, CLASSES = 3, 4, 5
+
+
+def lstm(x, name: str, direction: int) -> Node:
+    h_prev = IfDefined(Offset(Ref(f"{name}.h"), -direction))
+    c_prev = IfDefined(Offset(Ref(f"{name}.c"), -direction))
+    gates = x @ Weight(Normal((DIM, 4 * CELLS), 0.7)) + h_prev @ Weight(Normal((CELLS, 4 * CELLS), 0.7))
+    i, f = Sigmoid(DimRange(gates, 0, CELLS)), Sigmoid(DimRange(gates, CELLS, CELLS))
+    g, o = Tanh(DimRange(gates, 2 * CELLS, CELLS)), Sigmoid(DimRange(gates, 3 * CELLS, CELLS))
+    c = Node(f"{name}.c", f * c_prev + i * g)
+    return Node(f"{name}.h", o * Tanh(c))
+
+
+def network(directions=(1, -1), splice: bool = False) -> Network:
+    x = Input("input", DIM)
+    if splice:  # input context (1, 1) in front of the recurrences
+        x = Append(Offset(x, -1), x, Offset(x, 1)) @ Weight(Normal((3 * DIM, DIM), 0.5))
+    parts = [lstm(x, f"d{d}", d) for d in directions]
+    both = parts[0] if len(parts) == 1 else Append(*parts)
+    return Network(LogSoftmax(both @ Weight(Normal((CELLS * len(parts), CLASSES), 0.5))), seed=3)
+
+
+def sequences(lengths, seed=0):
+    rng = np.random.default_rng(seed)
+    feats = [rng.standard_normal((n, DIM)).astype(np.float32) for n in lengths]
+    labels = [rng.integers(0, CLASSES, n) for n in lengths]
+    return feats, labels
+
+
+def chunk_loss_reference(net, feats, labels, chunk):
+    """Mean cross-entropy with every chunk computed alone by `Network.compute` (its frames only, cut at its end)."""
+    total, frames = 0.0, 0
+    for f, lab in zip(feats, labels):
+        left, right = net.context()
+        for start in range(0, len(f), chunk):
+            stop = min(start + chunk, len(f))
+            window = f[np.clip(np.arange(start - left, stop + right), 0, len(f) - 1)]  # clamped like the chunks
+            out = np.asarray(net.compute([window], mode="valid")[0])
+            total -= out[np.arange(stop - start), lab[start:stop]].sum()
+            frames += stop - start
+    return total / frames
+
+
+def trainer_for(net, feats, labels, chunk, batch):
+    left, right = net.context()
+    chunks = make_chunks(feats, labels, chunk=chunk, left=left, right=right)
+    return chunks, loop.Trainer(
+        net, optax.sgd(0.1), batch_size=batch, chunks=chunks, kind="linear", input="input", output="output"
+    )
+
+
+@pytest.mark.parametrize("directions", [(1, -1), (-1,)])
+@pytest.mark.parametrize("chunk", [12, 5])
+def test_chunk_losses_equal_each_chunk_computed_alone(directions, chunk):
+    net = network(directions)
+    feats, labels = sequences([7, 12, 3, 9])
+    chunks, trainer = trainer_for(net, feats, labels, chunk, batch=3)
+    assert trainer.sequence_ends
+    loss, _ = trainer.score(net, chunks)
+    assert loss == pytest.approx(chunk_loss_reference(net, feats, labels, chunk), rel=1e-5)
+
+
+def test_spliced_input_before_the_recurrences():
+    net = network(splice=True)
+    assert net.context() == (1, 1)
+    feats, labels = sequences([8, 11, 4])
+    chunks, trainer = trainer_for(net, feats, labels, 6, batch=2)
+    assert trainer.sequence_ends
+    loss, _ = trainer.score(net, chunks)
+    assert loss == pytest.approx(chunk_loss_reference(net, feats, labels, 6), rel=1e-5)
+
+
+def test_the_gradient_is_that_of_the_chunks_computed_alone():
+    net = network()
+    feats, labels = sequences([6, 2, 5])
+    chunks, trainer = trainer_for(net, feats, labels, 6, batch=3)
+    x, targets, weights = trainer.arrays(chunks, np.arange(3))
+    ends = trainer.ends(chunks, np.arange(3))["ends"]
+
+    def tape_grads(params):
+        tape = trainer.computation.forward(net.replace(params=params), {"input": x}, ends)["output"]
+        _, _, delta = loop.objective("linear", tape.value, targets, weights)
+        return tape.backward(delta)
+
+    def reference_loss(params):
+        n = net.replace(params=params)
+        total = 0.0
+        for f, lab in zip(feats, labels):
+            out = n.compute([jnp.asarray(f)], mode="valid")[0]
+            total = total - out[jnp.arange(len(f)), lab].sum()
+        return total / sum(len(f) for f in feats)
+
+    got, want = tape_grads(net.params), jax.grad(reference_loss)(net.params)
+    for name in want:
+        np.testing.assert_allclose(np.asarray(got[name]), np.asarray(want[name]), rtol=2e-4, atol=1e-6)
+
+
+def test_a_forward_only_recurrence_or_a_tdnn_needs_no_ends():
+    feats, labels = sequences([7, 12])
+    _, trainer = trainer_for(network((1,)), feats, labels, 5, batch=2)
+    assert not trainer.sequence_ends
+    assert trainer.ends(*trainer_for(network((1,)), feats, labels, 5, batch=2)[:1], np.arange(2)) == {}
+
+
+def test_fit_trains_a_blstm_with_sequence_ends_and_its_loss_goes_down():
+    net = network()
+    feats, labels = sequences([7, 12, 3, 9, 10, 4], seed=1)
+    result = fit(net, (feats, labels), optax.adam(0.05), epochs=4, batch_size=3, chunk=12, progress=False)
+    losses = [h.train_loss for h in result.history]
+    assert losses[-1] < losses[0]
+    _, trainer = trainer_for(result.network, feats, labels, 12, batch=3)
+    chunks = make_chunks(feats, labels, chunk=12, left=0, right=0)
+    loss, _ = trainer.score(result.network, chunks)
+    assert loss == pytest.approx(chunk_loss_reference(result.network, feats, labels, 12), rel=1e-5)
