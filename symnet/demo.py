@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     task = HmmTask.create(seed=0)
     # (training sequences, validation sequences, epochs, width, minibatch): plenty of fresh
     # data and few epochs, since the generator is free and small data overfits.
-    sizes = (150, 40, 3, 64, 32) if args.quick else (4000, 150, 3, 128, 128)
+    sizes = (150, 40, 3, 64, 32) if args.quick else (12000, 150, 2, 128, 128)
     train = task.sample(sizes[0], seed=1)
     valid = task.sample(sizes[1], seed=2)
     print(
