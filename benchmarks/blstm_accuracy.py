@@ -1,11 +1,16 @@
 """A BLSTM written in symnet's expressions, trained with `fit` on the built-in task, against the Bayes limit.
 
     python benchmarks/blstm_accuracy.py [--sequences 2000] [--epochs 3] [--cells 64] [--chunk 100]
+        [--layers 1] [--frame-layer 0]
 
 Each direction is the LSTM of docs/worked-examples.md (`IfDefined(Offset(Ref(...), ∓1))`,
 gates by `DimRange`), `--cells` per direction, a log-softmax layer on both.
 `fit` trains on chunks of `--chunk` frames (Adam, cosine-decayed from
-`--lr`, 32 chunks a step); the validation accuracy is then measured on whole
+`--lr`, 32 chunks a step; each chunk computed with its own sequence end, so
+with `--chunk 300` every sequence of the task is one chunk); `--layers`
+stacks BLSTM layers (each reads both directions of the one below) and
+`--frame-layer D` puts a per-frame ReLU layer of width D in front; the
+validation accuracy is then measured on whole
 sequences with `Network.compute` (each utterance computed as if alone: the
 backward direction starts at its own last frame) and printed beside the
 task's Bayes limit, with the training and evaluation times.
@@ -30,6 +35,7 @@ from symnet import (
     Normal,
     Offset,
     Ref,
+    ReLU,
     Sigmoid,
     Tanh,
     Weight,
@@ -61,12 +67,20 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=64)
     parser.add_argument("--chunk", type=int, default=100)
     parser.add_argument("--lr", type=float, default=1e-2)
+    parser.add_argument("--layers", type=int, default=1)
+    parser.add_argument("--frame-layer", type=int, default=0)
     args = parser.parse_args()
 
     task = HmmTask.create(seed=0)
     train, valid = task.sample(args.sequences, seed=1), task.sample(150, seed=2)
-    x = Input("input", task.feat_dim)
-    both = Append(lstm(x, task.feat_dim, args.cells, "forward", 1), lstm(x, task.feat_dim, args.cells, "backward", -1))
+    x, dim = Input("input", task.feat_dim), task.feat_dim
+    if args.frame_layer:
+        x = ReLU(x @ Weight(Normal((dim, args.frame_layer), dim**-0.5)) + Weight(Zeros(args.frame_layer)))
+        dim = args.frame_layer
+    for layer in range(args.layers):
+        forward, backward = (lstm(x, dim, args.cells, f"{d}{layer}", s) for d, s in (("forward", 1), ("backward", -1)))
+        both = x = Append(forward, backward)
+        dim = 2 * args.cells
     scores = both @ Weight(Normal((2 * args.cells, task.num_states), (2 * args.cells) ** -0.5))
     net = Network(LogSoftmax(scores + Weight(Zeros(task.num_states))), seed=0)
     batch = 32
@@ -88,7 +102,9 @@ def main() -> None:
     evaluated = time.perf_counter() - started
     bayes = task.bayes_accuracy(valid)
     print(
-        f"BLSTM, {args.cells} cells a direction, {args.sequences} sequences x {args.epochs} epochs "
+        f"BLSTM, {args.layers} layer(s) of {args.cells} cells a direction"
+        f"{f' after a per-frame layer of {args.frame_layer}' if args.frame_layer else ''}, "
+        f"{args.sequences} sequences x {args.epochs} epochs "
         f"({steps} steps of {batch} chunks of {args.chunk} frames): whole-sequence validation accuracy "
         f"{whole:.3f}, Bayes limit {bayes:.3f} (gap {bayes - whole:.3f}); training {trained:.0f} s, "
         f"computing the {len(valid)} validation sequences {evaluated:.1f} s"
