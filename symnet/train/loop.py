@@ -106,7 +106,16 @@ class Trainer:
         reduce = Reduction(parallel.axis if parallel is not None else None)
         # A network whose outputs depend on where a sequence ends (a backward recurrence, an IfDefined of a
         # later frame) is trained with each chunk's own end, not on repeats of its sequence's last frame.
-        self.sequence_ends = parallel is None and chunks.ends is not None and trains_with_ends(network)
+        needs_ends = chunks.ends is not None and trains_with_ends(network)
+        self.sequence_ends = parallel is None and needs_ends
+        if parallel is not None and needs_ends:
+            warnings.warn(
+                "with mesh=, fit pads each chunk past its sequence's end by repeating the last frame, and this "
+                "network's outputs depend on where a sequence ends (a backward recurrence or an IfDefined of a "
+                "later frame): chunks that end early are trained on those repeats (without a mesh, each chunk "
+                "gets its own end)",
+                stacklevel=3,
+            )
         request = self.request(parallel.local_batch if parallel is not None else batch_size)
         self.computation = compile(network, request)
         self.structure = network.structure

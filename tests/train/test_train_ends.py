@@ -145,3 +145,10 @@ def test_fit_trains_a_blstm_with_sequence_ends_and_its_loss_goes_down():
     chunks = make_chunks(feats, labels, chunk=12, left=0, right=0)
     loss, _ = trainer.score(result.network, chunks)
     assert loss == pytest.approx(chunk_loss_reference(result.network, feats, labels, 12), rel=1e-5)
+
+
+def test_with_a_mesh_a_network_that_needs_ends_is_warned_about_the_padding():
+    mesh = jax.make_mesh((1,), ("data",))
+    feats, labels = sequences([7, 4])
+    with pytest.warns(UserWarning, match="with mesh=, fit pads each chunk past its sequence's end"):
+        fit(network(), (feats, labels), optax.sgd(0.1), batch_size=2, chunk=8, progress=False, mesh=mesh)
