@@ -5,8 +5,9 @@ serves a block above its mmap threshold (128 KiB, growing to at most 32 MiB)
 with a fresh `mmap` and unmaps it when it is freed, and XLA's worker threads
 allocate from per-thread arenas that are trimmed back to the kernel the same
 way. Every call then touches its large buffers page by page: on the 2-core
-machine of docs/performance.md, writing a new 26 MB array took 10 ms, of
-which 9 ms were 6,400 page faults (`python benchmarks/host_memory.py`).
+machine of docs/performance.md, a jitted program writing a fresh 26 MB array
+took 13.8 ms a call with 6,401 page faults, and 3.1 ms with 640 once freed
+memory is kept (`python benchmarks/host_memory.py`).
 
 `keep_freed_memory()` has glibc serve every block from the main heap
 (`M_ARENA_MAX` 1, `M_MMAP_THRESHOLD` 1 GiB) and keep what is freed there
@@ -14,8 +15,9 @@ which 9 ms were 6,400 page faults (`python benchmarks/host_memory.py`).
 same pages. The cost: the process's resident memory stays at its peak instead
 of shrinking between calls.
 
-`import symnet` calls it (importing this module runs `configure()`), on Linux with glibc, unless `SYMNET_HOST_MEMORY`
-is `system`, or the process already tunes malloc itself (any of
+`import symnet` calls it (importing this module runs `configure()`), on
+Linux with glibc, unless `SYMNET_HOST_MEMORY` is `system`, or the process
+already tunes malloc itself (any of
 `MALLOC_ARENA_MAX`, `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`, or a
 `glibc.malloc` tunable in `GLIBC_TUNABLES`). It covers XLA's threads only if
 it runs before they start (the process's first computation); later, it still

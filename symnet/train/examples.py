@@ -31,8 +31,9 @@ class Chunks:
     left: int
     right: int
     # [num]: each chunk's sequence end in chunk time (output frame 0 is time 0): its first input frame past the
-    # sequence and the right context there (`Network.compute`'s end of a whole sequence), or None where unknown.
-    # Training requests with sequence ends take it (symnet.engine.ends).
+    # sequence and the right context there (`Network.compute`'s end of a whole sequence; past the chunk's last
+    # input frame where the sequence goes on), or None where unknown. Training requests with sequence ends take
+    # it (symnet.engine.ends, which reads an end past the request's frames as the request's end).
     ends: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -45,13 +46,6 @@ class Chunks:
     @property
     def num_frames(self) -> int:
         return int(self.weights.sum())
-
-    def chunk_ends(self, indexes: np.ndarray) -> np.ndarray:
-        """The sequence end of each chunk in `indexes` (chunk time), clipped to the chunk's last input frame + 1."""
-        last = self.chunk + self.right
-        if self.ends is None:
-            return np.full(len(indexes), last, dtype=np.int64)
-        return np.minimum(self.ends[indexes], last)
 
     def minibatch(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Matrices in Kaldi's row order (t, then n): features `[frames_in * n, dim]`, targets, weights."""

@@ -201,7 +201,8 @@ class Trainer:
         if not self.sequence_ends:
             return {}
         computation = self.test_computation if test else self.computation
-        return {"ends": computation.end_masks(chunks.chunk_ends(self.filled(idx)))}
+        assert chunks.ends is not None  # sequence_ends is set only for chunks that record their ends
+        return {"ends": computation.end_masks(chunks.ends[self.filled(idx)])}
 
     def filled(self, idx: np.ndarray) -> np.ndarray:
         """`idx` filled up to the batch size with repeats of its chunks (`host_arrays` gives them weight 0)."""

@@ -129,10 +129,14 @@ def test_the_gradient_is_that_of_the_chunks_computed_alone():
 
 
 def test_a_forward_only_recurrence_or_a_tdnn_needs_no_ends():
+    x = Input("input", DIM)
+    tdnn = Network(LogSoftmax(Append(Offset(x, -1), x, Offset(x, 1)) @ Weight(Normal((3 * DIM, CLASSES), 0.5))))
     feats, labels = sequences([7, 12])
-    _, trainer = trainer_for(network((1,)), feats, labels, 5, batch=2)
-    assert not trainer.sequence_ends
-    assert trainer.ends(*trainer_for(network((1,)), feats, labels, 5, batch=2)[:1], np.arange(2)) == {}
+    for net in (network((1,)), tdnn):
+        chunks, trainer = trainer_for(net, feats, labels, 5, batch=2)
+        assert not trainer.sequence_ends
+        assert not trainer.computation.request.sequence_ends
+        assert trainer.ends(chunks, np.arange(2)) == {}
 
 
 def test_fit_trains_a_blstm_with_sequence_ends_and_its_loss_goes_down():
@@ -141,8 +145,7 @@ def test_fit_trains_a_blstm_with_sequence_ends_and_its_loss_goes_down():
     result = fit(net, (feats, labels), optax.adam(0.05), epochs=4, batch_size=3, chunk=12, progress=False)
     losses = [h.train_loss for h in result.history]
     assert losses[-1] < losses[0]
-    _, trainer = trainer_for(result.network, feats, labels, 12, batch=3)
-    chunks = make_chunks(feats, labels, chunk=12, left=0, right=0)
+    chunks, trainer = trainer_for(result.network, feats, labels, 12, batch=3)
     loss, _ = trainer.score(result.network, chunks)
     assert loss == pytest.approx(chunk_loss_reference(result.network, feats, labels, 12), rel=1e-5)
 
