@@ -1,13 +1,14 @@
 """A BLSTM written in symnet's expressions, trained with `fit` on the built-in task, against the Bayes limit.
 
     python benchmarks/blstm_accuracy.py [--sequences 2000] [--epochs 3] [--cells 64] [--chunk 100]
-        [--layers 1] [--frame-layer 0]
+        [--layers 1] [--frame-layer 0] [--batch 32]
 
 Each direction is the LSTM of docs/worked-examples.md (`IfDefined(Offset(Ref(...), ∓1))`,
 gates by `DimRange`), `--cells` per direction, a log-softmax layer on both.
 `fit` trains on chunks of `--chunk` frames (Adam, cosine-decayed from
-`--lr`, 32 chunks a step; each chunk computed with its own sequence end, so
-with `--chunk 300` every sequence of the task is one chunk); `--layers`
+`--lr`, `--batch` chunks a step (32); each chunk computed with its own sequence end, so
+with `--chunk 300` every sequence of the task is one chunk; with several widths,
+`--chunk 300,250,200,150,100`, each chunk is computed at the smallest that holds it); `--layers`
 stacks BLSTM layers (each reads both directions of the one below) and
 `--frame-layer D` puts a per-frame ReLU layer of width D in front; the
 validation accuracy is then measured on whole
@@ -42,7 +43,7 @@ from symnet import (
     Zeros,
 )
 from symnet.datasets import HmmTask, accuracy
-from symnet.train import fit
+from symnet.train import fit, make_chunks
 
 
 def lstm(x: object, dim: int, cells: int, name: str, direction: int) -> Node:
@@ -65,10 +66,11 @@ def main() -> None:
     parser.add_argument("--sequences", type=int, default=2000)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--cells", type=int, default=64)
-    parser.add_argument("--chunk", type=int, default=100)
+    parser.add_argument("--chunk", type=lambda text: [int(w) for w in text.split(",")], default=[100])
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--layers", type=int, default=1)
     parser.add_argument("--frame-layer", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=32, help="chunks a step")
     args = parser.parse_args()
 
     task = HmmTask.create(seed=0)
@@ -83,8 +85,12 @@ def main() -> None:
         dim = 2 * args.cells
     scores = both @ Weight(Normal((2 * args.cells, task.num_states), (2 * args.cells) ** -0.5))
     net = Network(LogSoftmax(scores + Weight(Zeros(task.num_states))), seed=0)
-    batch = 32
-    steps = args.epochs * -(-sum(-(-int(n) // args.chunk) for n in train.lengths) // batch)
+    batch = args.batch
+    widths = sorted(set(args.chunk))
+    left, right = net.context()
+    chunks = make_chunks(train.features, train.labels, chunk=widths[-1], left=left, right=right)
+    per_width = np.unique(chunks.widths(widths), return_counts=True)[1]
+    steps = args.epochs * int(sum(-(-n // batch) for n in per_width))
     started = time.perf_counter()
     result = fit(
         net,
@@ -92,7 +98,7 @@ def main() -> None:
         optax.adam(optax.cosine_decay_schedule(args.lr, steps)),
         epochs=args.epochs,
         batch_size=batch,
-        chunk=args.chunk,
+        chunk=widths,
         seed=0,
         progress=False,
     )
@@ -105,9 +111,10 @@ def main() -> None:
         f"BLSTM, {args.layers} layer(s) of {args.cells} cells a direction"
         f"{f' after a per-frame layer of {args.frame_layer}' if args.frame_layer else ''}, "
         f"{args.sequences} sequences x {args.epochs} epochs "
-        f"({steps} steps of {batch} chunks of {args.chunk} frames): whole-sequence validation accuracy "
+        f"({steps} steps of {batch} chunks of {','.join(map(str, widths))} frames): whole-sequence validation accuracy "
         f"{whole:.3f}, Bayes limit {bayes:.3f} (gap {bayes - whole:.3f}); training {trained:.0f} s, "
-        f"computing the {len(valid)} validation sequences {evaluated:.1f} s"
+        f"computing the {len(valid)} validation sequences {evaluated:.1f} s; training frames a second by epoch "
+        f"{[round(h.frames_per_second) for h in result.history]}"
     )
 
 

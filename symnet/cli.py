@@ -493,6 +493,13 @@ def _count(least: int, most: int | None = None) -> Any:
     return parse
 
 
+def _widths(text: str) -> int | tuple[int, ...]:
+    """An argparse type: one count >= 1, or several separated by commas (Kaldi's `--frames-per-eg=150,110,100`)."""
+    parse = _count(1)
+    widths = tuple(parse(part.strip()) for part in text.split(","))
+    return widths[0] if len(widths) == 1 else widths
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -549,7 +556,13 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--out", required=True, help="the trained model file")
     train.add_argument("--epochs", type=_count(0), default=3)
     train.add_argument("--batch-size", type=_count(1), default=32)
-    train.add_argument("--chunk", type=_count(1), default=20, help="output frames per example")
+    train.add_argument(
+        "--chunk",
+        type=_widths,
+        default=20,
+        help="output frames per example; several (300,200,100): a sequence's last chunk is cut to the smallest "
+        "that holds it",
+    )
     train.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
     train.add_argument("--lr", type=_positive_float, default=2e-3)
     train.add_argument("--seed", type=_count(0), default=0)

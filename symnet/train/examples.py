@@ -8,7 +8,9 @@ ends (`ends`), so that a network whose outputs depend on where a sequence
 ends (a backward recurrence, an IfDefined of a later frame) is trained on
 the sequence as it ends, not on repeats of its last frame. All chunks have
 one shape, so every minibatch is the same regular request: one compiled
-computation, slices only.
+computation, slices only. From the ends, `Chunks.widths` gives each chunk the
+smallest of several widths that holds its frames, and `minibatch` cuts a
+minibatch down to one (`fit(chunk=(300, 200, 100))`).
 """
 
 from __future__ import annotations
@@ -47,11 +49,24 @@ class Chunks:
     def num_frames(self) -> int:
         return int(self.weights.sum())
 
-    def minibatch(self, indexes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Matrices in Kaldi's row order (t, then n): features `[frames_in * n, dim]`, targets, weights."""
-        feats = self.features[indexes].transpose(1, 0, 2)
-        targets = np.swapaxes(self.targets[indexes], 0, 1)
-        weights = self.weights[indexes].T
+    def widths(self, allowed: Sequence[int]) -> np.ndarray:
+        """Per chunk, the smallest of the `allowed` widths (output frames) that holds all its frames up to its
+        sequence's end; the largest allowed where the ends are unknown."""
+        sizes = np.sort(np.asarray(allowed, dtype=np.int64))
+        if self.ends is None or len(sizes) == 1:
+            return np.full(len(self), sizes[-1])
+        frames = np.clip(self.ends - self.right, 1, self.chunk)  # output frames before the sequence ends
+        return sizes[np.minimum(np.searchsorted(sizes, frames), len(sizes) - 1)]
+
+    def minibatch(self, indexes: np.ndarray, width: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Matrices in Kaldi's row order (t, then n): features `[frames_in * n, dim]`, targets, weights.
+
+        `width` (at most `chunk`) keeps each chunk's first `width` output frames and their context only.
+        """
+        width = self.chunk if width is None else width
+        feats = self.features[indexes][:, : width + self.left + self.right].transpose(1, 0, 2)
+        targets = np.swapaxes(self.targets[indexes][:, :width], 0, 1)
+        weights = self.weights[indexes][:, :width].T
         return (
             feats.reshape(-1, feats.shape[-1]),
             targets.reshape((-1,) + targets.shape[2:]),

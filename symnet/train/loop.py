@@ -2,7 +2,9 @@
 
 Data is cut into fixed-size chunks with the network's context
 (`symnet.train.examples`), so every minibatch is one regular request: one
-compiled computation, slice-only row movement. Each step runs forward, the
+compiled computation, slice-only row movement (with several chunk widths, one
+per width: a chunk whose sequence ends early is computed at the smallest width
+that holds it). Each step runs forward, the
 objective, `tape.backward` and the optax update in one `jax.jit`. Runs are
 deterministic given the seed, and a run resumed from a checkpoint continues
 bit-identically.
@@ -96,11 +98,14 @@ class Trainer:
         input: str,
         output: str,
         parallel: DataParallel | None = None,
+        widths: Sequence[int] = (),
     ) -> None:
         self.optimizer = optimizer
         self.kind, self.input, self.output = kind, input, output
         self.batch_size = batch_size
         self.chunk, self.left, self.right = chunks.chunk, chunks.left, chunks.right
+        # The chunk widths minibatches are cut down to (`fit`'s `chunk=(300, 200, 100)`): the largest is `chunk`.
+        self.widths = tuple(sorted({int(w) for w in widths if w < self.chunk} | {self.chunk}))
         # With a mesh every device computes its own `batch_size / devices` chunks (symnet.train.parallel).
         self.parallel = parallel
         reduce = Reduction(parallel.axis if parallel is not None else None)
@@ -116,8 +121,12 @@ class Trainer:
                 "gets its own end)",
                 stacklevel=3,
             )
-        request = self.request(parallel.local_batch if parallel is not None else batch_size)
-        self.computation = compile(network, request)
+        self.local_batch = parallel.local_batch if parallel is not None else batch_size
+        self.network = network
+        self.test_network = set_test_mode(network)
+        self._computations: dict[tuple[int, bool], Any] = {}
+        self.computation = self.computation_for(self.chunk)
+        self.test_computation = self.computation_for(self.chunk, test=True)
         self.structure = network.structure
 
         def step(
@@ -135,8 +144,9 @@ class Trainer:
             # With a mesh: the loss and derivative scaled by this device's share of the frames, then summed.
             # Training-mode batch-norm takes the whole minibatch's statistics (over all devices).
             randomness = rng.randomness(reduce.key(key)) if key is not None else contextlib.nullcontext()
+            computation = self.computation_for(self.width_of(x))
             with randomness, statistics_across(reduce.axis), natural_gradient.step_context(opt_state) as ng:
-                tape = self.computation.forward(network, {input: x}, ends)[output]
+                tape = computation.forward(network, {input: x}, ends)[output]
                 loss, correct, delta = objective(kind, tape.value, targets, weights)
                 share = reduce.share(weights)
                 grads = reduce.sum(tape.backward(delta * share))
@@ -152,15 +162,13 @@ class Trainer:
 
         # Validation runs in test mode (batch-norm's stored statistics, no dropout), as Kaldi's
         # nnet3-compute-prob does; the test-mode network has the same parameters.
-        test_structure = set_test_mode(network).structure
-        test_computation = compile(Network.from_structure(test_structure, network.params, network.state), request)
-        self.test_computation = test_computation
+        test_structure = self.test_network.structure
 
         def evaluate(
             network: Network, x: jax.Array, targets: jax.Array, weights: jax.Array, ends: EndMasks | None = None
         ) -> tuple[jax.Array, jax.Array]:
             test_network = Network.from_structure(test_structure, network.params, network.state)
-            value = test_computation(test_network, {input: x}, ends)[output]
+            value = self.computation_for(self.width_of(x), test=True)(test_network, {input: x}, ends)[output]
             loss, correct, _ = objective(kind, value, targets, weights)
             share = reduce.share(weights)
             return reduce.sum((loss * share, correct))
@@ -172,21 +180,46 @@ class Trainer:
             self.step = parallel.jit(step, "rrsssr", donate=(1,))
             self.evaluate = parallel.jit(evaluate, "rsss")
 
-    def request(self, batch: int) -> ComputationRequest:
-        """The request of one minibatch of `batch` chunks."""
+    def request(self, batch: int, width: int | None = None) -> ComputationRequest:
+        """The request of one minibatch of `batch` chunks of `width` output frames (`chunk` unless given)."""
+        width = self.chunk if width is None else width
         return ComputationRequest(
-            inputs={self.input: IndexSet.range(n=batch, t=(-self.left, self.chunk + self.right))},
-            outputs={self.output: IndexSet.range(n=batch, t=self.chunk)},
+            inputs={self.input: IndexSet.range(n=batch, t=(-self.left, width + self.right))},
+            outputs={self.output: IndexSet.range(n=batch, t=width)},
             sequence_ends=self.sequence_ends,
         )
 
+    def computation_for(self, width: int, test: bool = False) -> Any:
+        """The compiled computation of one minibatch of chunks `width` frames wide (`test`: the test-mode network)."""
+        key = (width, test)
+        if key not in self._computations:
+            network = self.test_network if test else self.network
+            self._computations[key] = compile(network, self.request(self.local_batch, width))
+        return self._computations[key]
+
+    def width_of(self, x: Any) -> int:
+        """The chunk width of a minibatch's features (`[(width + left + right) * local batch, dim]`)."""
+        return int(x.shape[0]) // self.local_batch - self.left - self.right
+
     def batches(self, chunks: Chunks, order: np.ndarray) -> list[np.ndarray]:
-        """Minibatch indexes in `order`; `arrays` fills the last one up to keep one shape."""
+        """Minibatch indexes in `order`, each of chunks of one width; `arrays` fills the last of each up to keep
+        one shape.
+
+        With one width they are consecutive slices of `order`. With several, each width's chunks (in `order`)
+        are cut into minibatches, ordered by where their first chunk comes in `order`.
+        """
+        need = chunks.widths(self.widths)
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
         out = []
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            out.append(idx)
-        return out
+        for width in self.widths:
+            members = order[need[order] == width]
+            out += [members[start : start + self.batch_size] for start in range(0, len(members), self.batch_size)]
+        return sorted(out, key=lambda idx: int(rank[idx[0]]))
+
+    def width(self, chunks: Chunks, idx: np.ndarray) -> int:
+        """The width minibatch `idx` is computed at: the widest its chunks need."""
+        return int(chunks.widths(self.widths)[idx].max())
 
     def arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[jax.Array, ...]:
         """(features, targets, weights) of minibatch `idx`, each split over the devices with a mesh."""
@@ -200,7 +233,7 @@ class Trainer:
         ends, else {}: keyword arguments."""
         if not self.sequence_ends:
             return {}
-        computation = self.test_computation if test else self.computation
+        computation = self.computation_for(self.width(chunks, idx), test)
         assert chunks.ends is not None  # sequence_ends is set only for chunks that record their ends
         return {"ends": computation.end_masks(chunks.ends[self.filled(idx)])}
 
@@ -212,8 +245,9 @@ class Trainer:
     def host_arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         weights_scale = np.ones(self.batch_size, dtype=np.float32)
         weights_scale[len(idx) :] = 0.0
-        x, targets, weights = chunks.minibatch(self.filled(idx))
-        return x, targets, weights * np.tile(weights_scale, self.chunk)
+        width = self.width(chunks, idx)
+        x, targets, weights = chunks.minibatch(self.filled(idx), width)
+        return x, targets, weights * np.tile(weights_scale, width)
 
     def frames(self, chunks: Chunks, idx: np.ndarray) -> float:
         """The weight (frames) of minibatch `idx`: the sum of `arrays`' weights."""
@@ -239,9 +273,10 @@ class Trainer:
         process's default device (dropout masks then differ from the devices').
         """
         x = jnp.asarray(self.host_arrays(chunks, idx)[0])
-        computation = self.computation
+        width = self.width(chunks, idx)
+        computation = self.computation_for(width)
         if self.parallel is not None:
-            computation = compile(network, self.request(self.batch_size))
+            computation = compile(network, self.request(self.batch_size, width))
             network = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), network)
             key = None if key is None else jnp.asarray(np.asarray(key))
         with rng.randomness(key) if key is not None else contextlib.nullcontext():
@@ -278,7 +313,7 @@ def fit(
     valid: Any = None,
     epochs: int = 1,
     batch_size: int = 64,
-    chunk: int = 20,
+    chunk: int | Sequence[int] = 20,
     objective: str = "linear",
     seed: int = 0,
     checkpoint: str | None = None,
@@ -296,6 +331,10 @@ def fit(
     """Train `network` on `train`; return the trained network and per-epoch statistics.
 
     `train`/`valid`: a `symnet.datasets.Dataset`, `Chunks`, or `(features, targets)`.
+    `chunk` is the output frames per example; with several widths (`chunk=(300, 200, 100)`, as
+    Kaldi's `--frames-per-eg=300,200,100`) sequences are cut into chunks of the largest, and a chunk
+    whose sequence ends sooner is computed at the smallest width that holds it (fewer padded frames;
+    one compiled step per width).
     With `checkpoint` (a file path) the run saves there at the end of every epoch
     (and every `checkpoint_every` steps) and resumes from it if it exists. The
     checkpoint records what defines the run (batch size, chunk, seed, objective,
@@ -330,8 +369,9 @@ def fit(
     if not isinstance(data_axis, str):
         raise TrainingError(f"data_axis must be a mesh axis name, got {data_axis!r}")
     parallel = DataParallel(mesh, batch_size, data_axis) if mesh is not None else None
-    train_chunks = as_chunks(train, network, chunk, output)
-    valid_chunks = as_chunks(valid, network, chunk, output) if valid is not None else None
+    widths = _widths(chunk)
+    train_chunks = as_chunks(train, network, widths[-1], output)
+    valid_chunks = as_chunks(valid, network, widths[-1], output) if valid is not None else None
     _check_data(network, train_chunks, objective, input, output)
     if valid_chunks is not None:
         _check_data(network, valid_chunks, objective, input, output, "validation data", like=train_chunks)
@@ -344,7 +384,7 @@ def fit(
             data=(train, valid),
             epochs=epochs,
             batch_size=batch_size,
-            chunk=chunk,
+            chunk=widths,
             objective=objective,
             seed=seed,
             checkpoint=checkpoint,
@@ -368,10 +408,13 @@ def _check_arguments(network: Any, optimizer: Any, **args: Any) -> None:
         raise TrainingError(
             f"optimizer must be an optax GradientTransformation (e.g. optax.adam(1e-3)), got {optimizer!r:.60}"
         )
-    for name, least in (("batch_size", 1), ("chunk", 1), ("epochs", 0), ("checkpoint_every", 0), ("seed", 0)):
+    for name, least in (("batch_size", 1), ("epochs", 0), ("checkpoint_every", 0), ("seed", 0)):
         value = args[name]
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        if not _integer(value, least):
             raise TrainingError(f"{name} must be an integer >= {least}, got {value!r}")
+    chunk = args["chunk"]
+    if not (_integer(chunk, 1) or (isinstance(chunk, Sequence) and chunk and all(_integer(w, 1) for w in chunk))):
+        raise TrainingError(f"chunk must be an integer >= 1 or a sequence of them (chunk widths), got {chunk!r}")
     max_steps = args["max_steps"]
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer))):
         raise TrainingError(f"max_steps must be an integer or None, got {max_steps!r}")
@@ -392,6 +435,15 @@ def _check_arguments(network: Any, optimizer: Any, **args: Any) -> None:
         raise TrainingError(f"allow_changes must be a sequence of field names, got {changes!r}")
 
 
+def _integer(value: Any, least: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and bool(value >= least)
+
+
+def _widths(chunk: int | Sequence[int]) -> tuple[int, ...]:
+    """`fit`'s `chunk` as sorted distinct widths."""
+    return tuple(sorted({int(w) for w in chunk})) if isinstance(chunk, Sequence) else (int(chunk),)
+
+
 def _fit(
     network: Any,
     optimizer: Any,
@@ -401,7 +453,7 @@ def _fit(
     data: tuple,
     epochs: int,
     batch_size: int,
-    chunk: int,
+    chunk: tuple[int, ...],
     objective: str,
     seed: int,
     checkpoint: str | None,
@@ -424,6 +476,7 @@ def _fit(
         input=input,
         output=output,
         parallel=parallel,
+        widths=chunk,
     )
     opt_state = optimizer.init(network.params)
     position = ckpt.Position()
@@ -432,7 +485,7 @@ def _fit(
         train=data[0],
         valid=data[1],
         batch_size=batch_size,
-        chunk=chunk,
+        chunk=chunk[0] if len(chunk) == 1 else list(chunk),
         seed=seed,
         objective=objective,
         input=input,

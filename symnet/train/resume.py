@@ -53,7 +53,7 @@ def record(
     train: Chunks,
     valid: Chunks | None,
     batch_size: int,
-    chunk: int,
+    chunk: int | list[int],
     seed: int,
     objective: str,
     input: str,
@@ -64,7 +64,7 @@ def record(
     the caller's own settings, e.g. optimiser and lr)."""
     out: dict[str, Any] = {
         "batch_size": int(batch_size),
-        "chunk": int(chunk),
+        "chunk": [int(w) for w in chunk] if isinstance(chunk, list) else int(chunk),
         "seed": int(seed),
         "objective": objective,
         "input": input,

@@ -114,7 +114,10 @@ def test_compute_bounds_its_frame_options_before_any_work(
     assert "must be in" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("option", ["--seed=-1", "--batch-size=0", "--epochs=-1", "--lr=0", "--lr=nan", "--chunk=x"])
+@pytest.mark.parametrize(
+    "option",
+    ["--seed=-1", "--batch-size=0", "--epochs=-1", "--lr=0", "--lr=nan", "--chunk=x", "--chunk=8,0", "--chunk=8,"],
+)
 def test_train_bounds_its_numeric_options(option: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as e:
         main([*TRAIN, option, "--out", str(tmp_path / "m.npz")])
@@ -150,6 +153,18 @@ def test_train_refuses_a_resume_with_another_learning_rate_unless_allowed(tmp_pa
     assert status == 1 and "lr: saved 0.002, now 0.01" in err and "--allow-changes lr" in err
     status, _, err = run(*more, *paths, "--lr", "0.01", "--allow-changes", "lr")
     assert status == 0, err
+
+
+def test_train_takes_several_chunk_widths_and_records_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+    fit = train_package.fit
+    monkeypatch.setattr(train_package, "fit", lambda *a, **k: (seen.append(k["chunk"]), fit(*a, **k))[1])
+    paths = ["--out", str(tmp_path / "m.npz"), "--checkpoint", str(tmp_path / "c.npz")]
+    assert run(*TRAIN, *paths, "--chunk", "40, 20")[0] == 0
+    assert seen == [(40, 20)]
+    more = [a if a != "1" else "2" for a in TRAIN]
+    status, _, err = run(*more, *paths, "--chunk", "40")
+    assert status == 1 and "chunk: saved [20, 40], now 40" in err
 
 
 DEVICE_CHILD = """

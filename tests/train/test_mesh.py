@@ -95,12 +95,7 @@ def train(net: Any, mesh: Any, **options: Any) -> dict[str, Any]:
         train_data,
         optax.adam(1e-2),
         valid=valid,
-        epochs=1,
-        batch_size=BATCH,
-        chunk=CHUNK,
-        progress=False,
-        mesh=mesh,
-        **options,
+        **{"epochs": 1, "batch_size": BATCH, "chunk": CHUNK, "progress": False, "mesh": mesh, **options},
     )
     return {
         "losses": [[h.train_loss, h.train_accuracy, h.valid_loss, h.valid_accuracy] for h in result.history],
@@ -154,6 +149,8 @@ def worker(mode: str, *args: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name, net in networks().items():
             out[name] = {"one": train(net, None), "mesh": train(net, mesh), "hlo": collectives(net, mesh)}
+        tdnn = networks()["tdnn"]  # last chunks cut to 2 or 4 frames where they hold no more
+        out["widths"] = {"one": train(tdnn, None, chunk=(CHUNK, 4, 2)), "mesh": train(tdnn, mesh, chunk=(CHUNK, 4, 2))}
         with tempfile.TemporaryDirectory() as folder:  # stopped after 7 steps (mid-epoch), then resumed
             path = os.path.join(folder, "run.ckpt")
             train(networks()["tdnn"], mesh, checkpoint=path, checkpoint_every=1, max_steps=7)
@@ -229,6 +226,16 @@ def test_compiled_step_all_reduces_and_gathers_nothing(compared: dict[str, Any],
     if name == "batchnorm":
         expected += [[8]] * 4  # (the row count is a constant: jax folds its psum)
     assert sorted(ops["reduced"]) == sorted(expected), ops
+
+
+def test_mesh_run_with_several_chunk_widths_equals_one_device_run(compared: dict[str, Any]) -> None:
+    """With `chunk=(6, 4, 2)` every device computes its share of each cut-down minibatch."""
+    one, mesh = compared["widths"]["one"], compared["widths"]["mesh"]
+    assert mesh["steps"] == one["steps"] > 12  # a partly filled minibatch per width
+    np.testing.assert_allclose(mesh["losses"], one["losses"], rtol=1e-5)
+    for name, value in one["values"].items():
+        np.testing.assert_allclose(mesh["values"][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert one["losses"] != compared["tdnn"]["one"]["losses"]  # other minibatches than with one width
 
 
 def test_mesh_run_resumes_from_its_checkpoint(compared: dict[str, Any]) -> None:
