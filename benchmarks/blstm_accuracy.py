@@ -3,8 +3,9 @@
     python benchmarks/blstm_accuracy.py [--sequences 2000] [--epochs 3] [--cells 64] [--chunk 100]
         [--layers 1] [--frame-layer 0] [--batch 32]
 
-Each direction is the LSTM of docs/worked-examples.md (`IfDefined(Offset(Ref(...), ∓1))`,
-gates by `DimRange`), `--cells` per direction, a log-softmax layer on both.
+The network is `symnet.demo.blstm` (the demo's): each direction the LSTM of
+docs/worked-examples.md (`IfDefined(Offset(Ref(...), ∓1))`, gates by `DimRange`),
+`--cells` per direction, a log-softmax layer on both.
 `fit` trains on chunks of `--chunk` frames (Adam, cosine-decayed from
 `--lr`, `--batch` chunks a step (32); each chunk computed with its own sequence end, so
 with `--chunk 300` every sequence of the task is one chunk; with several widths,
@@ -25,40 +26,9 @@ import time
 import numpy as np
 import optax
 
-from symnet import (
-    Append,
-    DimRange,
-    IfDefined,
-    Input,
-    LogSoftmax,
-    Network,
-    Node,
-    Normal,
-    Offset,
-    Ref,
-    ReLU,
-    Sigmoid,
-    Tanh,
-    Weight,
-    Zeros,
-)
 from symnet.datasets import HmmTask, accuracy
-from symnet.train import fit, make_chunks
-
-
-def lstm(x: object, dim: int, cells: int, name: str, direction: int) -> Node:
-    """One LSTM direction: h[t] from x[t] and (h, c) at t - direction."""
-    h_prev = IfDefined(Offset(Ref(f"{name}.h"), -direction))
-    c_prev = IfDefined(Offset(Ref(f"{name}.c"), -direction))
-    gates = (
-        x @ Weight(Normal((dim, 4 * cells), dim**-0.5))
-        + h_prev @ Weight(Normal((cells, 4 * cells), cells**-0.5))
-        + Weight(Zeros(4 * cells))
-    )
-    i, f = Sigmoid(DimRange(gates, 0, cells)), Sigmoid(DimRange(gates, cells, cells) + 1.0)
-    g, o = Tanh(DimRange(gates, 2 * cells, cells)), Sigmoid(DimRange(gates, 3 * cells, cells))
-    c = Node(f"{name}.c", f * c_prev + i * g)
-    return Node(f"{name}.h", o * Tanh(c))
+from symnet.demo import blstm
+from symnet.train import fit, steps_per_epoch
 
 
 def main() -> None:
@@ -75,22 +45,12 @@ def main() -> None:
 
     task = HmmTask.create(seed=0)
     train, valid = task.sample(args.sequences, seed=1), task.sample(150, seed=2)
-    x, dim = Input("input", task.feat_dim), task.feat_dim
-    if args.frame_layer:
-        x = ReLU(x @ Weight(Normal((dim, args.frame_layer), dim**-0.5)) + Weight(Zeros(args.frame_layer)))
-        dim = args.frame_layer
-    for layer in range(args.layers):
-        forward, backward = (lstm(x, dim, args.cells, f"{d}{layer}", s) for d, s in (("forward", 1), ("backward", -1)))
-        both = x = Append(forward, backward)
-        dim = 2 * args.cells
-    scores = both @ Weight(Normal((2 * args.cells, task.num_states), (2 * args.cells) ** -0.5))
-    net = Network(LogSoftmax(scores + Weight(Zeros(task.num_states))), seed=0)
+    net = blstm(
+        task.feat_dim, task.num_states, cells=args.cells, layers=args.layers, frame_layer=args.frame_layer, seed=0
+    )
     batch = args.batch
     widths = sorted(set(args.chunk))
-    left, right = net.context()
-    chunks = make_chunks(train.features, train.labels, chunk=widths[-1], left=left, right=right)
-    per_width = np.unique(chunks.widths(widths), return_counts=True)[1]
-    steps = args.epochs * int(sum(-(-n // batch) for n in per_width))
+    steps = args.epochs * steps_per_epoch(net, train, batch_size=batch, chunk=widths)
     started = time.perf_counter()
     result = fit(
         net,

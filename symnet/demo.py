@@ -1,6 +1,6 @@
-"""`make demo`: the seed example, then TDNNs trained on the built-in speech-like task.
+"""`make demo`: the seed example, then TDNNs and a BLSTM trained on the built-in speech-like task.
 
-    python -m symnet.demo            # the full demo (about three minutes on 2 cores)
+    python -m symnet.demo            # the full demo (about five minutes on 2 cores)
     python -m symnet.demo --quick    # smaller settings (used by the test suite)
 
 Part 1 fits `(1.0 + x) * Weight(2.0)` to data made with the weight 3.5.
@@ -9,6 +9,8 @@ Part 2 trains three networks, written as Kaldi nnet3 configs, on
 classifier without context can reach and the Bayes-optimal limit; it writes
 the models, as symnet files and as Kaldi nnet3 files, and the training curves
 (a PNG, with matplotlib: `pip install 'symnet[plot]'`; `make demo` installs it).
+Part 3 trains a BLSTM written in symnet's expressions on whole sequences, each
+chunk computed at the smallest of five widths that holds its sequence.
 """
 
 from __future__ import annotations
@@ -21,11 +23,31 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from . import Identity, Literal, Network, Tape, Weight
+from . import (
+    Append,
+    DimRange,
+    Identity,
+    IfDefined,
+    Input,
+    Literal,
+    LogSoftmax,
+    Network,
+    Node,
+    Normal,
+    Offset,
+    Ref,
+    ReLU,
+    Sigmoid,
+    Tanh,
+    Tape,
+    Weight,
+    Zeros,
+)
+from .core.layer import Layer
 from .datasets import HmmTask
 from .kaldi import parse_network, write_model
 from .saving import save
-from .train import fit
+from .train import fit, steps_per_epoch
 
 
 def seed_example(steps: int = 200) -> float:
@@ -131,7 +153,40 @@ def configs(feat_dim: int, classes: int, width: int) -> dict[str, str]:
     return {"no context (MLP)": "\n".join(mlp), "Kaldi doc example": "\n".join(doc), "TDNN": "\n".join(tdnn)}
 
 
-FILES = {"no context (MLP)": "mlp", "Kaldi doc example": "kaldi-doc", "TDNN": "tdnn"}
+FILES = {"no context (MLP)": "mlp", "Kaldi doc example": "kaldi-doc", "TDNN": "tdnn", "BLSTM": "blstm"}
+
+
+def lstm(x: Layer, dim: int, cells: int, name: str, direction: int) -> Node:
+    """One LSTM direction (docs/worked-examples.md): `h[t]` from `x[t]` and `(h, c)` at `t - direction`."""
+    h_prev = IfDefined(Offset(Ref(f"{name}.h"), -direction))
+    c_prev = IfDefined(Offset(Ref(f"{name}.c"), -direction))
+    gates = (
+        x @ Weight(Normal((dim, 4 * cells), dim**-0.5))
+        + h_prev @ Weight(Normal((cells, 4 * cells), cells**-0.5))
+        + Weight(Zeros(4 * cells))
+    )
+    i, f = Sigmoid(DimRange(gates, 0, cells)), Sigmoid(DimRange(gates, cells, cells) + 1.0)
+    g, o = Tanh(DimRange(gates, 2 * cells, cells)), Sigmoid(DimRange(gates, 3 * cells, cells))
+    c = Node(f"{name}.c", f * c_prev + i * g)
+    return Node(f"{name}.h", o * Tanh(c))
+
+
+def blstm(feat_dim: int, classes: int, *, cells: int, layers: int, frame_layer: int = 0, seed: int = 0) -> Network:
+    """`layers` BLSTM layers (each reads both directions of the one below), behind a per-frame ReLU layer of
+    width `frame_layer` (none if 0), and a log-softmax layer."""
+    x: Layer = Input("input", feat_dim)
+    dim = feat_dim
+    if frame_layer:
+        x = ReLU(x @ Weight(Normal((dim, frame_layer), dim**-0.5)) + Weight(Zeros(frame_layer)))
+        dim = frame_layer
+    for layer in range(layers):
+        x = Append(*(lstm(x, dim, cells, f"{side}{layer}", d) for side, d in (("forward", 1), ("backward", -1))))
+        dim = 2 * cells
+    return Network(LogSoftmax(x @ Weight(Normal((dim, classes), dim**-0.5)) + Weight(Zeros(classes))), seed=seed)
+
+
+#: Chunk widths for whole sequences of the task (100 to 300 frames): each is computed at the smallest that holds it.
+WHOLE_SEQUENCES = (300, 250, 200, 150, 100)
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
@@ -163,8 +218,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         kaldi = parse_network(config, seed=seed, file=f"<{name}>")
         net = kaldi.network
         t = time.perf_counter()
-        chunks = sum(-(-int(n) // 20) for n in train.lengths)
-        steps = sizes[2] * -(-chunks // sizes[4])
+        steps = sizes[2] * steps_per_epoch(net, train, batch_size=sizes[4], chunk=20)
         optimizer = optax.adam(optax.cosine_decay_schedule(3e-3, steps))
         result = fit(
             net, train, optimizer, valid=valid, epochs=sizes[2], batch_size=sizes[4], chunk=20, seed=0, progress=False
@@ -183,12 +237,33 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         base = os.path.join(args.out, FILES[name])
         save(base + ".npz", trained)  # symnet's network file
         write_model(base + ".raw", trained, binary=True)  # a Kaldi nnet3 model (nnet3-copy reads it)
+
+    print("\n== 3. A BLSTM in symnet's expressions, trained on whole sequences ==")
+    # (cells a direction, layers, per-frame layer width, epochs, learning rate, minibatch)
+    cells, layers, frame_layer, epochs, lr, batch = (32, 1, 0, 6, 2e-2, 16) if args.quick else (64, 2, 64, 2, 1e-2, 32)
+    net = blstm(task.feat_dim, task.num_states, cells=cells, layers=layers, frame_layer=frame_layer, seed=4)
+    t = time.perf_counter()
+    steps = epochs * steps_per_epoch(net, train, batch_size=batch, chunk=WHOLE_SEQUENCES)
+    optimizer = optax.adam(optax.cosine_decay_schedule(lr, steps))
+    # Every sequence is one chunk, computed with its own end (the backward recurrence starts at its last frame).
+    result = fit(
+        net, train, optimizer, valid=valid, epochs=epochs, batch_size=batch, chunk=WHOLE_SEQUENCES, progress=False
+    )
+    curves["BLSTM"] = [h.valid_accuracy for h in result.history if h.valid_accuracy is not None]
+    results["BLSTM"] = accuracy = curves["BLSTM"][-1]
+    behind = f" behind a per-frame layer of {frame_layer}" if frame_layer else ""
+    print(
+        f"  {layers} layer(s) of {cells} cells a direction{behind}: valid accuracy {accuracy:.3f}  "
+        f"({time.perf_counter() - t:.0f} s)"
+    )
+    save(os.path.join(args.out, FILES["BLSTM"] + ".npz"), result.network)
+
     print(f"\n  {'best without context':20s}                  {single:.3f}   (Bayes-optimal single-frame classifier)")
     print(f"  {'Bayes limit':20s}                  {bayes:.3f}   (exact forward-backward posteriors)")
     plotted = plot_curves(curves, single, bayes, os.path.join(args.out, "training.png"))
     png = f"{args.out}/training.png, " if plotted else ""
     print(
-        f"\nwrote {png}the models as symnet files ({args.out}/*.npz) and as Kaldi "
+        f"\nwrote {png}the models as symnet files ({args.out}/*.npz) and the TDNNs as Kaldi "
         f"nnet3 files ({args.out}/*.raw) in {time.perf_counter() - started:.0f} s"
     )
     results.update({"bayes": bayes, "single_frame": single})

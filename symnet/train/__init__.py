@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from .checkpoint import CheckpointError, Position
     from .examples import Chunks, make_chunks
     from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
-    from .loop import EpochStats, FitResult, TrainingError, fit
+    from .loop import EpochStats, FitResult, TrainingError, fit, steps_per_epoch
     from .objectives import OBJECTIVES, objective
 
 #: Public name -> the module of this package that defines it.
@@ -30,6 +30,7 @@ _MODULES = {
     "FitResult": "loop",
     "TrainingError": "loop",
     "fit": "loop",
+    "steps_per_epoch": "loop",
     "OBJECTIVES": "objectives",
     "objective": "objectives",
 }
@@ -48,6 +49,7 @@ __all__ = [
     "make_chunks",
     "objective",
     "read_kaldi_data",
+    "steps_per_epoch",
 ]
 
 

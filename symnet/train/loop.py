@@ -105,7 +105,7 @@ class Trainer:
         self.batch_size = batch_size
         self.chunk, self.left, self.right = chunks.chunk, chunks.left, chunks.right
         # The chunk widths minibatches are cut down to (`fit`'s `chunk=(300, 200, 100)`): the largest is `chunk`.
-        self.widths = tuple(sorted({int(w) for w in widths if w < self.chunk} | {self.chunk}))
+        self.widths = _chunk_widths(chunks, widths)
         # With a mesh every device computes its own `batch_size / devices` chunks (symnet.train.parallel).
         self.parallel = parallel
         reduce = Reduction(parallel.axis if parallel is not None else None)
@@ -412,9 +412,7 @@ def _check_arguments(network: Any, optimizer: Any, **args: Any) -> None:
         value = args[name]
         if not _integer(value, least):
             raise TrainingError(f"{name} must be an integer >= {least}, got {value!r}")
-    chunk = args["chunk"]
-    if not (_integer(chunk, 1) or (isinstance(chunk, Sequence) and chunk and all(_integer(w, 1) for w in chunk))):
-        raise TrainingError(f"chunk must be an integer >= 1 or a sequence of them (chunk widths), got {chunk!r}")
+    _widths(args["chunk"])
     max_steps = args["max_steps"]
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer))):
         raise TrainingError(f"max_steps must be an integer or None, got {max_steps!r}")
@@ -435,12 +433,32 @@ def _check_arguments(network: Any, optimizer: Any, **args: Any) -> None:
         raise TrainingError(f"allow_changes must be a sequence of field names, got {changes!r}")
 
 
+def steps_per_epoch(
+    network: Any, data: Any, *, batch_size: int = 64, chunk: int | Sequence[int] = 20, output: str = "output"
+) -> int:
+    """The minibatches `fit(network, data, batch_size=..., chunk=...)` makes of `data` in an epoch (with or
+    without a mesh): the length of an epoch for a learning-rate schedule."""
+    if not _integer(batch_size, 1):
+        raise TrainingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    widths = _widths(chunk)
+    chunks = as_chunks(data, network, widths[-1], output)
+    counts = np.unique(chunks.widths(_chunk_widths(chunks, widths)), return_counts=True)[1]
+    return int(sum(-(-int(n) // batch_size) for n in counts))
+
+
+def _chunk_widths(chunks: Chunks, widths: Sequence[int]) -> tuple[int, ...]:
+    """The widths minibatches of `chunks` are cut down to: those of `widths` below `chunks.chunk`, and it."""
+    return tuple(sorted({int(w) for w in widths if w < chunks.chunk} | {chunks.chunk}))
+
+
 def _integer(value: Any, least: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and bool(value >= least)
 
 
 def _widths(chunk: int | Sequence[int]) -> tuple[int, ...]:
-    """`fit`'s `chunk` as sorted distinct widths."""
+    """`fit`'s `chunk` as sorted distinct widths (TrainingError unless integers >= 1)."""
+    if not (_integer(chunk, 1) or (isinstance(chunk, Sequence) and chunk and all(_integer(w, 1) for w in chunk))):
+        raise TrainingError(f"chunk must be an integer >= 1 or a sequence of them (chunk widths), got {chunk!r}")
     return tuple(sorted({int(w) for w in chunk})) if isinstance(chunk, Sequence) else (int(chunk),)
 
 

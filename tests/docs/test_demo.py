@@ -1,6 +1,7 @@
 """The demo (`make demo`, quick settings): the TDNN beats the no-context baseline by a clear margin, stays
-under the Bayes limit, and writes the training curves (PNG) and the models; without matplotlib (the optional
-`plot` extra) it says how to install it."""
+under the Bayes limit, the BLSTM's validation accuracy is what `Network.compute` gives, and it writes the
+training curves (PNG) and the models; without matplotlib (the optional `plot` extra) it says how to install
+it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from helpers import REPO
 from symnet import demo, load
-from symnet.datasets import HmmTask
+from symnet.datasets import HmmTask, accuracy
 from symnet.kaldi import parse_network, read_model
 
 
@@ -34,12 +35,19 @@ def test_quick_demo(tmp_path, capsys):
     assert tdnn > doc, results  # more context helps
     assert max(tdnn, mlp, doc) < bayes, results
     assert 0.85 < bayes < 0.95
+    # the BLSTM (quick: one layer of 32 cells a direction, 6 epochs of 150 whole sequences) is about 0.79
+    assert results["BLSTM"] > single + 0.15 and results["BLSTM"] < bayes, results
 
     png = out / "training.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     files = sorted(p for p in os.listdir(out) if p != "training.png")
-    assert files == ["kaldi-doc.npz", "kaldi-doc.raw", "mlp.npz", "mlp.raw", "tdnn.npz", "tdnn.raw"]
+    assert files == ["blstm.npz", "kaldi-doc.npz", "kaldi-doc.raw", "mlp.npz", "mlp.raw", "tdnn.npz", "tdnn.raw"]
     task = HmmTask.create(seed=0)
+    # fit's validation of the BLSTM (whole sequences, each chunk at its width) is Network.compute's accuracy
+    blstm = load(str(out / "blstm.npz"))  # a Network saved from Python loads as one
+    valid = task.sample(40, seed=2)
+    computed = accuracy([np.asarray(o) for o in blstm.compute(list(valid.features))], valid)
+    assert computed == pytest.approx(results["BLSTM"], abs=1e-6)
     for seed, (name, config) in enumerate(demo.configs(task.feat_dim, task.num_states, 64).items(), start=1):
         initial = parse_network(config, seed=seed).network
         base = out / demo.FILES[name]

@@ -15,7 +15,7 @@ import pytest
 
 from helpers.blstm import chunk_loss_reference, network, sequences
 from symnet import Append, Input, LogSoftmax, Network, Normal, Offset, ReLU, Weight
-from symnet.train import CheckpointError, TrainingError, fit, loop, make_chunks
+from symnet.train import CheckpointError, TrainingError, fit, loop, make_chunks, steps_per_epoch
 
 LENGTHS = [7, 12, 3, 9, 11, 2]
 
@@ -105,8 +105,10 @@ def test_fit_compiles_one_step_per_width_and_resumes_bit_identically(tmp_path, m
     monkeypatch.setattr(loop.Trainer, "__init__", lambda self, *a, **k: (init(self, *a, **k), trainers.append(self))[0])
     whole = fit(net, data, optax.adam(1e-2), **kw)
     assert trainers[0].step._cache_size() == 3  # one compiled step per width
+    per_epoch = steps_per_epoch(net, data, batch_size=2, chunk=(12, 8, 4))
+    assert whole.history[0].step == per_epoch == len(trainers[0].batches(chunks_of(net, LENGTHS * 2), np.arange(12)))
+    assert steps_per_epoch(net, data, batch_size=2, chunk=12) == 6
     path = str(tmp_path / "run.npz")
-    per_epoch = whole.history[0].step
     fit(net, data, optax.adam(1e-2), checkpoint=path, checkpoint_every=1, max_steps=per_epoch + 2, **kw)
     resumed = fit(net, data, optax.adam(1e-2), checkpoint=path, checkpoint_every=1, **kw)
     for name, value in whole.network.params.items():
@@ -120,3 +122,5 @@ def test_fit_compiles_one_step_per_width_and_resumes_bit_identically(tmp_path, m
 def test_bad_chunk_widths_are_refused(chunk):
     with pytest.raises(TrainingError, match="chunk must be"):
         fit(tdnn(), sequences([5]), optax.sgd(0.1), chunk=chunk, progress=False)
+    with pytest.raises(TrainingError, match="chunk must be"):
+        steps_per_epoch(tdnn(), sequences([5]), chunk=chunk)
