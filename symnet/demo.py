@@ -1,6 +1,6 @@
 """`make demo`: the seed example, then TDNNs and a BLSTM trained on the built-in speech-like task.
 
-    python -m symnet.demo            # the full demo (about five minutes on 2 cores)
+    python -m symnet.demo            # the full demo (about six minutes on 2 cores)
     python -m symnet.demo --quick    # smaller settings (used by the test suite)
 
 Part 1 fits `(1.0 + x) * Weight(2.0)` to data made with the weight 3.5.
