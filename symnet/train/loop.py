@@ -111,16 +111,8 @@ class Trainer:
         reduce = Reduction(parallel.axis if parallel is not None else None)
         # A network whose outputs depend on where a sequence ends (a backward recurrence, an IfDefined of a
         # later frame) is trained with each chunk's own end, not on repeats of its sequence's last frame.
-        needs_ends = chunks.ends is not None and trains_with_ends(network)
-        self.sequence_ends = parallel is None and needs_ends
-        if parallel is not None and needs_ends:
-            warnings.warn(
-                "with mesh=, fit pads each chunk past its sequence's end by repeating the last frame, and this "
-                "network's outputs depend on where a sequence ends (a backward recurrence or an IfDefined of a "
-                "later frame): chunks that end early are trained on those repeats (without a mesh, each chunk "
-                "gets its own end)",
-                stacklevel=3,
-            )
+        # With a mesh each device gets the masks of its own chunks' ends.
+        self.sequence_ends = chunks.ends is not None and trains_with_ends(network)
         self.local_batch = parallel.local_batch if parallel is not None else batch_size
         self.network = network
         self.test_network = set_test_mode(network)
@@ -177,8 +169,8 @@ class Trainer:
             self.step = jax.jit(step, donate_argnums=(1,))
             self.evaluate = jax.jit(evaluate)
         else:
-            self.step = parallel.jit(step, "rrsssr", donate=(1,))
-            self.evaluate = parallel.jit(evaluate, "rsss")
+            self.step = parallel.jit(step, "rrsssrs", donate=(1,))
+            self.evaluate = parallel.jit(evaluate, "rssss")
 
     def request(self, batch: int, width: int | None = None) -> ComputationRequest:
         """The request of one minibatch of `batch` chunks of `width` output frames (`chunk` unless given)."""
@@ -228,14 +220,18 @@ class Trainer:
             return self.parallel.shard(x, targets, weights)
         return jnp.asarray(x), jnp.asarray(targets), jnp.asarray(weights)
 
-    def ends(self, chunks: Chunks, idx: np.ndarray, test: bool = False) -> dict[str, EndMasks]:
-        """`{"ends": masks}` of minibatch `idx` for the step (`test`: for `evaluate`) where training takes sequence
-        ends, else {}: keyword arguments."""
+    def ends(self, chunks: Chunks, idx: np.ndarray, test: bool = False) -> EndMasks | None:
+        """The end masks of minibatch `idx` for `step` (`test`: for `evaluate`) where training takes sequence
+        ends, else None; with a mesh, each device's own, split over the data axis."""
         if not self.sequence_ends:
-            return {}
+            return None
         computation = self.computation_for(self.width(chunks, idx), test)
         assert chunks.ends is not None  # sequence_ends is set only for chunks that record their ends
-        return {"ends": computation.end_masks(chunks.ends[self.filled(idx)])}
+        ends = chunks.ends[self.filled(idx)]
+        if self.parallel is None:
+            return computation.end_masks(ends)
+        per_device = [computation.sequence_ends.masks(part) for part in np.split(ends, self.parallel.devices)]
+        return EndMasks(self.parallel.stack(per_device))
 
     def filled(self, idx: np.ndarray) -> np.ndarray:
         """`idx` filled up to the batch size with repeats of its chunks (`host_arrays` gives them weight 0)."""
@@ -258,7 +254,7 @@ class Trainer:
         total_loss, total_correct, total = 0.0, 0.0, 0.0
         for idx in self.batches(chunks, np.arange(len(chunks))):
             x, targets, weights = self.arrays(chunks, idx)
-            loss, correct = self.evaluate(network, x, targets, weights, **self.ends(chunks, idx, test=True))
+            loss, correct = self.evaluate(network, x, targets, weights, self.ends(chunks, idx, test=True))
             frames = self.frames(chunks, idx)
             total_loss += float(loss) * frames
             total_correct += float(correct)
@@ -275,12 +271,16 @@ class Trainer:
         x = jnp.asarray(self.host_arrays(chunks, idx)[0])
         width = self.width(chunks, idx)
         computation = self.computation_for(width)
+        ends = self.ends(chunks, idx)
         if self.parallel is not None:
             computation = compile(network, self.request(self.batch_size, width))
             network = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), network)
             key = None if key is None else jnp.asarray(np.asarray(key))
+            if ends is not None:
+                assert chunks.ends is not None  # as in `ends`
+                ends = computation.end_masks(chunks.ends[self.filled(idx)])
         with rng.randomness(key) if key is not None else contextlib.nullcontext():
-            tape = computation.forward(network, {self.input: x}, self.ends(chunks, idx).get("ends"))[self.output]
+            tape = computation.forward(network, {self.input: x}, ends)[self.output]
         for node in tape.nodes():
             value = np.asarray(node.value)
             bad = ~np.isfinite(value)
@@ -592,7 +592,7 @@ def _train(
                 key = trainer.parallel.replicate(key)
             ends = trainer.ends(train_chunks, batches[b])
             new_network, opt_state, loss, correct, finite = trainer.step(
-                network, opt_state, x, targets, weights, key, **ends
+                network, opt_state, x, targets, weights, key, ends
             )
             loss_value = float(loss)
             if not np.isfinite(loss_value):

@@ -110,6 +110,12 @@ class DataParallel:
 
         return jax.tree.map(place, tree)
 
+    def stack(self, per_device: list[tuple[np.ndarray, ...]]) -> tuple[jax.Array, ...]:
+        """Each device's own arrays (`per_device[d]`, all of the same shapes) as `[devices, ...]` arrays split
+        over the axis: device d gets `per_device[d]`."""
+        stacked = (np.stack(parts) for parts in zip(*per_device))
+        return tuple(jax.make_array_from_callback(a.shape, self.split, _slicer(a)) for a in stacked)
+
     def shard(self, *arrays: np.ndarray) -> tuple[jax.Array, ...]:
         """Minibatch matrices in (t, n) row order, each as `[devices, rows per device, ...]` split over the axis.
 
@@ -131,7 +137,7 @@ class DataParallel:
         """
 
         def per_device(*args: Any) -> Any:
-            return fn(*(a[0] if kind == "s" else a for kind, a in zip(layout, args)))
+            return fn(*(jax.tree.map(lambda v: v[0], a) if kind == "s" else a for kind, a in zip(layout, args)))
 
         specs = tuple(P(self.axis) if kind == "s" else P() for kind in layout)
         shardings = tuple(self.split if kind == "s" else self.replicated for kind in layout)

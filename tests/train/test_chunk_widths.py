@@ -76,8 +76,8 @@ def test_a_cut_down_minibatch_has_the_full_width_loss_and_gradients(make):
     widths = set()
     for idx in multi.batches(chunks, np.arange(len(chunks))):
         widths.add(multi.width(chunks, idx))
-        cut = multi.step(net, opt_state, *multi.arrays(chunks, idx), key, **multi.ends(chunks, idx))
-        whole = full.step(net, opt_state, *full.arrays(chunks, idx), key, **full.ends(chunks, idx))
+        cut = multi.step(net, opt_state, *multi.arrays(chunks, idx), key, multi.ends(chunks, idx))
+        whole = full.step(net, opt_state, *full.arrays(chunks, idx), key, full.ends(chunks, idx))
         assert float(cut[2]) == pytest.approx(float(whole[2]), rel=1e-5)  # the loss
         for name, value in whole[0].params.items():
             np.testing.assert_allclose(np.asarray(cut[0].params[name]), np.asarray(value), rtol=1e-5, atol=1e-6)

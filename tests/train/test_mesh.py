@@ -8,6 +8,7 @@ The rest of the suite sees one CPU device, so the runs happen in subprocesses st
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -70,7 +71,16 @@ def networks() -> dict[str, Any]:
     u = Weight(Normal((8, 8), 0.3), name="h.u")
     r = Node("h", Tanh(affine(x, FEAT, 8, "h") + IfDefined(Offset(Ref("h"), -1)) @ u))
     recurrent = Network(LogSoftmax(affine(r, 8, CLASSES, "out")), seed=1)
-    return {"tdnn": tdnn, "recurrent": recurrent, "batchnorm": parse_network(BATCHNORM_CONFIG, seed=2).network}
+    # both directions: trained with each chunk's own sequence end (the backward one starts at its last frame)
+    ub = Weight(Normal((8, 8), 0.3), name="b.u")
+    back = Node("b", Tanh(affine(x, FEAT, 8, "b") + IfDefined(Offset(Ref("b"), 1)) @ ub))
+    bidirectional = Network(LogSoftmax(affine(Append(r, back), 16, CLASSES, "out")), seed=3)
+    return {
+        "tdnn": tdnn,
+        "recurrent": recurrent,
+        "batchnorm": parse_network(BATCHNORM_CONFIG, seed=2).network,
+        "bidirectional": bidirectional,
+    }
 
 
 def data() -> tuple[Any, Any]:
@@ -123,6 +133,7 @@ def collectives(net: Any, mesh: Any) -> dict[str, int]:
         parallel.replicate(opt.init(net.params)),
         *trainer.arrays(chunks, np.arange(BATCH)),
         parallel.replicate(jax.random.PRNGKey(0)),
+        trainer.ends(chunks, np.arange(BATCH)),
     )
     hlo = trainer.step.lower(*args).compile().as_text()
     assert hlo is not None
@@ -198,11 +209,22 @@ def assert_same_run(run: dict[str, Any], reference: dict[str, Any], rtol: float 
 
 
 @pytest.fixture(scope="module")
-def compared() -> dict[str, Any]:
-    return result(start(DEVICES, "compare"))
+def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The compare worker's result, run once per test session: pytest-xdist's workers share it through a
+    file in the session's base temporary folder (under a lock)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return result(start(DEVICES, "compare"))
+    shared = tmp_path_factory.getbasetemp().parent / "test_mesh_compared.json"  # this session's, with xdist
+    with open(str(shared) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if shared.exists():
+            return json.loads(shared.read_text())
+        out = result(start(DEVICES, "compare"))
+        shared.write_text(json.dumps(out))
+        return out
 
 
-@pytest.mark.parametrize("name", ["tdnn", "recurrent", "batchnorm"])
+@pytest.mark.parametrize("name", ["tdnn", "recurrent", "batchnorm", "bidirectional"])
 def test_mesh_run_equals_one_device_run(compared: dict[str, Any], name: str) -> None:
     """Losses, accuracies (train and validation) and every parameter after 12 steps, to float rounding;
     with batch-norm also its stored statistics (the minibatch's statistics are taken over all devices)."""
@@ -214,7 +236,7 @@ def test_mesh_run_equals_one_device_run(compared: dict[str, Any], name: str) -> 
         assert run["one"]["values"]["bn.count"] > 0
 
 
-@pytest.mark.parametrize("name", ["tdnn", "recurrent", "batchnorm"])
+@pytest.mark.parametrize("name", ["tdnn", "recurrent", "batchnorm", "bidirectional"])
 def test_compiled_step_all_reduces_and_gathers_nothing(compared: dict[str, Any], name: str) -> None:
     """The step all-reduces exactly: the frame count, every parameter's gradient, the loss and the number
     of correct frames (and batch-norm's sums of x and x^2 forward and their derivatives backward).

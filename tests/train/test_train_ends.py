@@ -8,6 +8,8 @@ sequence's last frame, as `Network.compute` does on the whole sequence.
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,7 +55,7 @@ def test_the_gradient_is_that_of_the_chunks_computed_alone():
     feats, labels = sequences([6, 2, 5])
     chunks, trainer = trainer_for(net, feats, labels, 6, batch=3)
     x, targets, weights = trainer.arrays(chunks, np.arange(3))
-    ends = trainer.ends(chunks, np.arange(3))["ends"]
+    ends = trainer.ends(chunks, np.arange(3))
 
     def tape_grads(params):
         tape = trainer.computation.forward(net.replace(params=params), {"input": x}, ends)["output"]
@@ -81,7 +83,7 @@ def test_a_forward_only_recurrence_or_a_tdnn_needs_no_ends():
         chunks, trainer = trainer_for(net, feats, labels, 5, batch=2)
         assert not trainer.sequence_ends
         assert not trainer.computation.request.sequence_ends
-        assert trainer.ends(chunks, np.arange(2)) == {}
+        assert trainer.ends(chunks, np.arange(2)) is None
 
 
 def test_fit_trains_a_blstm_with_sequence_ends_and_its_loss_goes_down():
@@ -95,8 +97,15 @@ def test_fit_trains_a_blstm_with_sequence_ends_and_its_loss_goes_down():
     assert loss == pytest.approx(chunk_loss_reference(result.network, feats, labels, 12), rel=1e-5)
 
 
-def test_with_a_mesh_a_network_that_needs_ends_is_warned_about_the_padding():
+def test_with_a_mesh_each_chunk_is_trained_with_its_own_end():
+    """One device here (the suite's); test_mesh.py compares four devices with one."""
     mesh = jax.make_mesh((1,), ("data",))
-    feats, labels = sequences([7, 4])
-    with pytest.warns(UserWarning, match="with mesh=, fit pads each chunk past its sequence's end"):
-        fit(network(), (feats, labels), optax.sgd(0.1), batch_size=2, chunk=8, progress=False, mesh=mesh)
+    feats, labels = sequences([7, 4, 11])
+    kw = dict(epochs=2, batch_size=2, chunk=8, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        meshed = fit(network(), (feats, labels), optax.sgd(0.1), mesh=mesh, **kw)
+    alone = fit(network(), (feats, labels), optax.sgd(0.1), **kw)
+    assert [h.train_loss for h in meshed.history] == pytest.approx([h.train_loss for h in alone.history], rel=1e-5)
+    for name, value in alone.network.params.items():
+        np.testing.assert_allclose(np.asarray(meshed.network.params[name]), np.asarray(value), rtol=1e-5, atol=1e-6)
