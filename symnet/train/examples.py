@@ -49,13 +49,15 @@ class Chunks:
     def num_frames(self) -> int:
         return int(self.weights.sum())
 
-    def widths(self, allowed: Sequence[int]) -> np.ndarray:
-        """Per chunk, the smallest of the `allowed` widths (output frames) that holds all its frames up to its
-        sequence's end; the largest allowed where the ends are unknown."""
+    def widths(self, allowed: Sequence[int], indexes: np.ndarray | None = None) -> np.ndarray:
+        """Per chunk (of `indexes`, else all), the smallest of the `allowed` widths (output frames) that holds
+        all its frames up to its sequence's end; the largest allowed where the ends are unknown."""
         sizes = np.sort(np.asarray(allowed, dtype=np.int64))
+        count = len(self) if indexes is None else len(indexes)
         if self.ends is None or len(sizes) == 1:
-            return np.full(len(self), sizes[-1])
-        frames = np.clip(self.ends - self.right, 1, self.chunk)  # output frames before the sequence ends
+            return np.full(count, sizes[-1])
+        ends = self.ends if indexes is None else self.ends[indexes]
+        frames = np.clip(ends - self.right, 1, self.chunk)  # output frames before the sequence ends
         return sizes[np.minimum(np.searchsorted(sizes, frames), len(sizes) - 1)]
 
     def minibatch(self, indexes: np.ndarray, width: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

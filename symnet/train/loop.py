@@ -211,7 +211,7 @@ class Trainer:
 
     def width(self, chunks: Chunks, idx: np.ndarray) -> int:
         """The width minibatch `idx` is computed at: the widest its chunks need."""
-        return int(chunks.widths(self.widths)[idx].max())
+        return int(chunks.widths(self.widths, idx).max())  # per step: this minibatch's chunks only
 
     def arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[jax.Array, ...]:
         """(features, targets, weights) of minibatch `idx`, each split over the devices with a mesh."""
