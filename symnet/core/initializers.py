@@ -7,6 +7,7 @@ parameter's name, so initial values do not depend on construction order.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from typing import Any
@@ -23,25 +24,35 @@ from .source import user_line
 _BLOCK = 1 << 16
 
 
-@jax.jit
-def _normal_block(key: jax.Array) -> jax.Array:
-    return jax.random.normal(key, (_BLOCK,), jnp.float32)
+#: The smallest block drawn: a parameter's last block is the power of two that holds the rest, from this up.
+_SMALLEST = 1 << 8
 
 
-@jax.jit
-def _uniform_block(key: jax.Array) -> jax.Array:
-    return jax.random.uniform(key, (_BLOCK,), jnp.float32)
+@functools.partial(jax.jit, static_argnums=1)
+def _normal_block(key: jax.Array, size: int) -> jax.Array:
+    return jax.random.normal(key, (size,), jnp.float32)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _uniform_block(key: jax.Array, size: int) -> jax.Array:
+    return jax.random.uniform(key, (size,), jnp.float32)
 
 
 def _draw(block: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """Random values of any shape from fixed-size blocks keyed `fold_in(key, i)`.
+    """Random values of any shape from blocks of `_BLOCK` values keyed `fold_in(key, i)`.
 
-    Drawing in blocks of one size compiles the random generator once per
-    process instead of once per parameter shape (seconds each on a CPU).
+    Drawing in blocks of a few sizes compiles the random generator a few times
+    per process instead of once per parameter shape (seconds each on a CPU).
+    The last block is the smallest power of two (from 256) that holds the rest:
+    JAX's partitionable threefry gives the first values of any block size
+    alike, so the values are those of whole blocks, for a fraction of the work.
     """
     size = math.prod(shape)
     count = max(1, -(-size // _BLOCK))
-    flat = np.concatenate([np.asarray(block(_fold_in(key, i))) for i in range(count)])
+    rest = size - (count - 1) * _BLOCK
+    last = min(_BLOCK, max(_SMALLEST, 1 << max(rest - 1, 0).bit_length()))
+    parts = [np.asarray(block(_fold_in(key, i), _BLOCK if i < count - 1 else last)) for i in range(count)]
+    flat = np.concatenate(parts)
     return flat[:size].reshape(shape).astype(dtype)  # numpy: no compile per shape
 
 
