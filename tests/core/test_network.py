@@ -194,6 +194,22 @@ def test_initialisers():
 # ----- pytree: jit, grad, vmap -----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("size", [1, 4, 255, 257, 3000, 65536, 65537])
+def test_initial_values_are_those_of_whole_blocks_of_65536(size: int) -> None:
+    """Values are drawn in blocks of 65,536 keyed `fold_in(key, block)`; a short last block gives the same
+    values as the whole one would (an independent computation with jax.random)."""
+    key = jax.random.PRNGKey(11)
+    blocks = -(-size // 65536)
+
+    def whole(draw):
+        return np.concatenate([np.asarray(draw(jax.random.fold_in(key, i), (65536,))) for i in range(blocks)])[:size]
+
+    np.testing.assert_array_equal(np.asarray(Normal((size,), 1.0).init(key, jnp.float32)), whole(jax.random.normal))
+    np.testing.assert_array_equal(
+        np.asarray(Uniform((size,), 0.0, 1.0).init(key, jnp.float32)), whole(jax.random.uniform)
+    )
+
+
 def test_network_is_a_pytree_of_its_parameters():
     net = Network(mlp_expr())
     leaves, treedef = jax.tree_util.tree_flatten(net)
