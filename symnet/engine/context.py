@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from ..core.descriptor import Round, Switch
-from ..core.index import IndexSet, decode
+from ..core.index import IndexSet, decode, format_indexes
 from ..errors import PlanError
 from .cache import Cache
 from .graph import Graph
-from .plan import Planner, time_reach
+from .plan import Planner, time_reach, unstarted_recurrence
 from .request import ComputationRequest
 
 #: Kaldi's first probe window, and the largest it tries (it doubles 40 -> 640, stopping below 800).
@@ -126,13 +126,24 @@ def _no_context(graph: Graph, name: str) -> str:
         ok = planner.computable(nid, keys)
         if _probe(ok, keys, window) is None:
             break
-    why = planner.uncomputable_message(name, nid, keys[~ok]).split("\n")[1:] if not ok.all() else []
+    missing: dict[str, set[int]] = {}
+    recurrent: list[str] = []
+    if not ok.all():
+        missing, recurrent = planner.why_uncomputable(nid, keys[~ok])
+    if recurrent:  # the input is there, the recurrence never starts: say that first, and only that
+        return f"output {name!r} has no context: " + unstarted_recurrence(recurrent)
+    lacking = [
+        f"  they lack input {input_name!r} at {format_indexes(np.array(sorted(k), dtype=np.int64), 8)}"
+        for input_name, k in missing.items()
+    ]
+    if not ok.all() and not missing:
+        lacking.append("  (no input reaches them)")
     return "\n".join(
         [
             f"output {name!r} has no context: with every input given on {window} frames (from t={start}) "
             "no output frame in them is computable (an output that depends on absolute time, like "
             "ReplaceIndex(input, t, 0), has none)",
-            *why,
+            *lacking,
         ]
     )
 

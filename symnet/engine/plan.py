@@ -22,6 +22,7 @@ time does not grow with N, and each node's matrix is `[rows, N, dim]`.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -68,6 +69,17 @@ def _member(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     pos = np.searchsorted(sorted_set, keys)
     pos[pos == len(sorted_set)] = 0
     return sorted_set[pos] == keys
+
+
+def unstarted_recurrence(nodes: Sequence[str]) -> str:
+    """What to say of nodes that read themselves at other frames with no IfDefined or Failover to start them."""
+    first = nodes[0]
+    return (
+        f"node(s) {', '.join(nodes)} read themselves at other frames with no IfDefined or Failover to start "
+        f"the recurrence, so no frame of them is computable: wrap the read of the other frame in IfDefined "
+        f"(zeros where that frame is not computed, as IfDefined(Offset(Ref({first!r}), -1))) or in a Failover "
+        f"to a start value (Failover(Offset(Ref({first!r}), -1), Const(0.5, dim)))"
+    )
 
 
 class Planner:
@@ -358,29 +370,32 @@ class Planner:
     def uncomputable_message(self, name: str, nid: int, bad: np.ndarray) -> str:
         """Why Indexes `bad` of output `name` (node `nid`) are not computable: the inputs they lack, or the
         recurrence that never starts."""
-        missing: dict[str, set[int]] = {}
-        seen: set[tuple[int, int]] = set()
-        for key in bad[:5]:
-            self._explain(nid, int(key), missing, seen)
+        missing, recurrent = self.why_uncomputable(nid, bad)
         each = f" in each of the {self.batch} sequences" if self.regular else ""
         lines = [f"output {name!r}: {len(bad)} requested Index(es){each} cannot be computed: {format_indexes(bad, 8)}"]
         for input_name, keys in missing.items():
             arr = np.array(sorted(keys), dtype=np.int64)
             lines.append(f"  they lack input {input_name!r} at {format_indexes(arr, 8)}")
+        if recurrent:
+            lines.append("  " + unstarted_recurrence(recurrent))
+        elif not missing:
+            lines.append("  (no input reaches them)")
+        return "\n".join(lines)
+
+    def why_uncomputable(self, nid: int, bad: np.ndarray) -> tuple[dict[str, set[int]], list[str]]:
+        """The input Indexes the first few of `bad` (Indexes of node `nid`) lack, by input name, and the nodes
+        that read themselves at other frames with nothing to start them (a recurrence with no IfDefined)."""
+        missing: dict[str, set[int]] = {}
+        seen: set[tuple[int, int]] = set()
+        for key in bad[:5]:
+            self._explain(nid, int(key), missing, seen)
         counts: dict[int, int] = {}
         for nid_seen, _ in seen:
             counts[nid_seen] = counts.get(nid_seen, 0) + 1
         recurrent = sorted(
             {layer.name for n, c in counts.items() if c > 1 and isinstance(layer := self.graph.layers[n], Node)}
         )
-        if recurrent:
-            lines.append(
-                f"  node(s) {', '.join(recurrent)} read themselves at other frames with no IfDefined or "
-                "Failover to start the recurrence, so no frame of them is computable"
-            )
-        elif not missing:
-            lines.append("  (no input reaches them)")
-        return "\n".join(lines)
+        return missing, recurrent
 
     def _explain(self, nid: int, key: int, missing: dict[str, set[int]], seen: set[tuple[int, int]]) -> None:
         """Collect the input Indexes whose absence makes (nid, key) uncomputable (a bounded search)."""

@@ -226,8 +226,16 @@ def test_compute_names_the_missing_batch_axis_and_the_feature_dim():
 def test_recurrence_that_never_starts_is_explained_by_compute():
     x = Input("input", 3)
     h = Node("h", Tanh(x @ Weight(Normal((3, 4), 0.5)) + Offset(Ref("h"), -1) @ Weight(Normal((4, 4), 0.5))))
-    with pytest.raises(PlanError, match=r"node\(s\) h read themselves at other frames with no IfDefined"):
-        Network(h).compute(np.ones((1, 10, 3)))
+    """docs/concepts/recurrence.md: the planning error says the recurrence never starts, first and alone."""
+    for run in (lambda net: net.compute(np.ones((1, 10, 3))), lambda net: net.context()):
+        with pytest.raises(PlanError) as raised:
+            run(Network(h))
+        message = str(raised.value)
+        assert message.startswith(
+            "output 'output' has no context: node(s) h read themselves at other frames with no IfDefined or Failover"
+        ), message
+        assert "IfDefined(Offset(Ref('h'), -1))" in message
+        assert "ReplaceIndex" not in message and "lack input" not in message, message
 
 
 def test_a_notebook_cell_is_named_as_ipython_numbers_it(monkeypatch):
