@@ -32,6 +32,11 @@ class LayerOptionError(SymnetError, ValueError):
     names the layer, the option and the line."""
 
 
+class UnknownOptionError(LayerOptionError, TypeError):
+    """A layer built with a keyword argument it does not take (a misspelled option); names the layer, the
+    nearest option it does take and the line. A TypeError as well, as Python's own for a bad keyword."""
+
+
 class DescriptorError(SymnetError, ValueError):
     """A descriptor built with arguments Kaldi does not allow."""
 

@@ -14,6 +14,7 @@ engine's `[rows, batch, dim]` arrays alike, so row-wise layers keep row labels.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import numbers
 from collections.abc import Callable, Iterator, Mapping
@@ -24,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import GraphError, LayerTypeError, ParameterError, ShapeError, at
+from ..errors import GraphError, LayerTypeError, ParameterError, ShapeError, UnknownOptionError, at
 from . import html
 from .broadcast import check_broadcast, unbroadcast
 from .formatting import Formatter
@@ -66,9 +67,13 @@ def layer_class(cls: type | None = None, **options: Any) -> Any:
         if options.get("eq", True) is not False:
             setattr(c, "__eq__", structurally_equal)  # noqa: B010  (mypy refuses assigning a method)
             attrs_init: Callable[..., None] = getattr(c, "__init__")  # noqa: B009
+            keywords = frozenset(f.alias for f in attrs.fields(c) if f.init)
+            shown = _shown_options(c)
 
             @functools.wraps(attrs_init)
             def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+                if not keywords.issuperset(kwargs):
+                    _unknown_option(type(self), keywords, shown, kwargs)
                 attrs_init(self, *args, **kwargs)
                 hash(self)  # cached now, while the operands' hashes are: hashing never recurses deeply
 
@@ -79,6 +84,26 @@ def layer_class(cls: type | None = None, **options: Any) -> Any:
     if cls is None:
         return make
     return make(cls)
+
+
+def _shown_options(cls: type) -> tuple[str, ...]:
+    """The keywords an error about a misspelled one lists: a typed layer's options (`symnet.layers.base.option`),
+    else every field but the source location."""
+    fields = [f for f in attrs.fields(cls) if f.init and f.alias != "where"]
+    options = [f.alias for f in fields if f.metadata.get("option")]
+    return tuple(options or [f.alias for f in fields])
+
+
+def _unknown_option(cls: type, keywords: frozenset[str], shown: tuple[str, ...], given: Mapping[str, Any]) -> None:
+    """Raise UnknownOptionError for the first keyword of `given` that `cls` does not take, with the nearest one."""
+    name = next(k for k in given if k not in keywords)
+    near = difflib.get_close_matches(name, shown, n=1, cutoff=0.6) or difflib.get_close_matches(
+        name, sorted(keywords), n=1, cutoff=0.6
+    )
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    raise UnknownOptionError(
+        f"{cls.__name__} takes no option {name!r}: {hint}its options are {', '.join(shown)}{at(user_line())}"
+    )
 
 
 def evolve(layer: L, **changes: Any) -> L:

@@ -9,7 +9,7 @@ import pytest
 
 import symnet.display  # noqa: F401  (registers the notebook renderers)
 from symnet import Input, Network, Node, ReLU
-from symnet.errors import ConfigWriteError, LayerOptionError, ShapeError, SymnetError
+from symnet.errors import ConfigWriteError, LayerOptionError, ShapeError, SymnetError, UnknownOptionError
 from symnet.kaldi import parse_network, write_network
 from symnet.layers import AvgPool2d, BatchNorm, Conv2d, Dropout, Flatten, LayerNorm, MaxPool2d, Reshape, TimeConv
 
@@ -87,6 +87,38 @@ def test_kaldi_export_writes_the_components_and_reads_back_with_equal_outputs() 
     np.testing.assert_allclose(back.network.compute(x_in), net.compute(x_in), rtol=1e-4, atol=1e-5)
 
 
+def test_the_readmes_typed_tdnn_exports_with_the_nodes_kaldi_needs(tmp_path) -> None:
+    """Typed layers inside a Node and nonlinearities outside components: symnet names the nodes Kaldi needs
+    (as Kaldi's xconfig does: tdnn1.relu), and the config and the model file read back compute the same."""
+    from symnet import LogSoftmax
+    from symnet.components import set_test_mode
+    from symnet.kaldi import read_model, write_model
+    from symnet.layers import Affine
+
+    x = Input("input", 40)
+    h = Node("tdnn1", BatchNorm(ReLU(TimeConv(x, 16, offsets=(-1, 0, 1)))))
+    strided = TimeConv(h, 8, offsets=(-2, 0, 2), stride=2)
+    net = randomised(Network(LogSoftmax(Node("out", Affine(strided, 10)))))
+    text = write_network(net)
+    for line in (
+        "component-node name=tdnn1.timeconv component=tdnn1.timeconv input=input",
+        "component name=tdnn1.relu type=RectifiedLinearComponent dim=16",
+        "component-node name=tdnn1 component=tdnn1 input=tdnn1.relu",
+        "component-node name=out component=out input=Round(",
+        "component name=out.log-softmax type=LogSoftmaxComponent dim=10",
+        "output-node name=output input=out.log-softmax objective=linear",
+    ):
+        assert line in text, text
+    features = RNG.standard_normal((2, 12, 40)).astype(np.float32)
+    want = set_test_mode(net, True).compute(features)
+    back = parse_network(text).network
+    back = back.replace(params={n: net.values[n] for n in back.params})
+    np.testing.assert_allclose(set_test_mode(back, True).compute(features), want, rtol=1e-5, atol=1e-5)
+    write_model(tmp_path / "tdnn.raw", net)
+    model = read_model(tmp_path / "tdnn.raw").network.network
+    np.testing.assert_allclose(set_test_mode(model, True).compute(features), want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "layer, message",
     [
@@ -121,12 +153,26 @@ def test_repr_shows_the_options_given_and_html_renders() -> None:
         (lambda x: TimeConv(x, 4, offsets=(0, 0)), "offsets must be distinct integers"),
         (lambda x: BatchNorm(x, epsilon=0), "epsilon must be a positive number"),
         (lambda x: Reshape(x, (6, 0)), "shape must be a tuple of positive integers"),
+        # a misspelled option (docs/concepts/typed-layers.md): the layer, the nearest option, the line
+        (lambda x: TimeConv(x, 4, offset=(-1, 0)), "TimeConv takes no option 'offset': did you mean 'offsets'"),
+        (lambda x: BatchNorm(x, epsilom=1e-3), "BatchNorm takes no option 'epsilom': did you mean 'epsilon'"),
+        (lambda x: Conv2d(Reshape(x, (6, 6, 1)), 2, kernal=3), "Conv2d takes no option 'kernal': did you mean"),
     ],
 )
 def test_bad_options_raise_layer_option_errors_naming_the_layer_and_line(build, message: str) -> None:
     with pytest.raises(LayerOptionError, match=message) as info:
         build(Input("input", 36))
     assert "test_layers_api.py" in str(info.value)
+
+
+def test_a_misspelled_keyword_is_also_a_type_error_listing_the_options() -> None:
+    """As Python's own error for a bad keyword (code that catches TypeError keeps working), for every layer."""
+    from symnet import Offset
+
+    with pytest.raises(TypeError, match=r"its options are out_dim, offsets, stride, bias, name \(built at"):
+        TimeConv(Input("input", 3), 4, offsetz=(0,))
+    with pytest.raises(UnknownOptionError, match="Offset takes no option 't_ofset': did you mean 't_offset'"):
+        Offset(Input("input", 3), t_ofset=1)
 
 
 def test_shape_errors_name_the_layer() -> None:
