@@ -42,7 +42,16 @@ from ..components.base import Component
 from ..core.descriptor import DimRange, Input, Node, Ref
 from ..core.layer import Identity, evolve
 from ..core.walk import walk
-from ..errors import ArgumentTypeError, ConfigError, DescriptorError, ModelFormatError, ModelWriteError, SymnetError
+from ..errors import (
+    ArgumentTypeError,
+    ConfigError,
+    ConfigWriteError,
+    DescriptorError,
+    ModelFormatError,
+    ModelWriteError,
+    SymnetError,
+)
+from ..layers.kaldi import kaldi_forms
 from ..network import Network
 from .components import PLACEHOLDER_INPUT, WRITABLE_TYPES, ParamValues, lookup
 from .components.fields import Block
@@ -223,8 +232,12 @@ def _bare(component: Component) -> Component:
 
 
 def _network_lines(net: Network) -> tuple[list[ConfigLine], dict[str, Component]]:
-    """The node lines Kaldi writes for `net` (no component lines) and its components by name, in order."""
-    roots = [layer for _, layer in net.structure.outputs]
+    """The node lines Kaldi writes for `net` (no component lines) and its components by name, in order; typed
+    layers and nonlinearities are written as Kaldi's components (`symnet.layers.kaldi.kaldi_forms`)."""
+    try:
+        roots = kaldi_forms([layer for _, layer in net.structure.outputs]).roots
+    except ConfigWriteError as e:
+        raise ModelWriteError(str(e)) from None
     order = walk(roots)
     under_node = {id(layer.arg) for layer in order if isinstance(layer, Node)}
     inputs: dict[str, Input] = {}
@@ -263,7 +276,7 @@ def _network_lines(net: Network) -> tuple[list[ConfigLine], dict[str, Component]
                 raise ModelWriteError(
                     f"node {name!r}: a Kaldi node is a component or a DimRange of a node, not {type(arg).__name__}"
                 )
-        for name, layer in net.structure.outputs:
+        for (name, _), layer in zip(net.structure.outputs, roots, strict=True):
             write_descriptor(layer)
             lines.append(OutputNode(name=name, descriptor=by_name(layer), objective="linear"))
     except (ConfigError, DescriptorError) as e:

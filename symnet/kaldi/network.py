@@ -50,7 +50,6 @@ from ..core.descriptor import (
 from ..core.layer import Identity, Layer, Structure, evolve
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, ConfigWriteError, DescriptorError
-from ..layers.base import Typed
 from ..layers.kaldi import kaldi_forms
 from ..network import Network
 from .components import PLACEHOLDER_INPUT, component_options
@@ -110,6 +109,14 @@ class KaldiNetwork:
     def values(self) -> dict[str, Any]:
         """Parameters and state together, by Weight name (what a model file stores)."""
         return self.network.values
+
+    def compute(self, x: Any, **options: Any) -> Any:
+        """`Network.compute` of the network: outputs for every frame (a model read from a file runs as it is)."""
+        return self.network.compute(x, **options)
+
+    def context(self, output: str | None = None) -> tuple[int, int]:
+        """`Network.context` of the network: the frames of (left, right) context an output needs."""
+        return self.network.context(output)
 
     def replace(self, *, network: Network | None = None, params: Mapping[str, Any] | None = None) -> KaldiNetwork:
         """The same objectives with another network, or with new parameters."""
@@ -227,11 +234,12 @@ def network_config_lines(
     """
     net, objectives = unwrap_network(network, objectives)
     output_names = [name for name, _ in net.structure.outputs]
-    typed = [layer for _, layer in net.structure.outputs]
-    # Typed layers as Kaldi's components; those keep Kaldi's default training options, so only their parameters
-    # (names, shapes, initialisers) must come back from the options written.
-    lowered = {layer.name for layer in walk(typed) if isinstance(layer, Node) and isinstance(layer.arg, Typed)}
-    roots = kaldi_forms(typed)
+    written = [layer for _, layer in net.structure.outputs]
+    # Typed layers and nonlinearities as Kaldi's components, each the operand of a node; those made here keep
+    # Kaldi's default training options, so only their parameters (names, shapes, initialisers) must come back
+    # from the options written.
+    forms = kaldi_forms(written)
+    roots = forms.roots
     inputs: dict[str, Input] = {}
     nodes: dict[str, Node] = {}
     under_node: set[int] = set()
@@ -264,7 +272,9 @@ def network_config_lines(
     lines: list[ConfigLine] = [InputNode(name=name, dim=layer.dim) for name, layer in inputs.items()]
     components: dict[str, Component] = {}
     for name in write_order(nodes):
-        lines += _node_lines(nodes[name], components, exact and name not in lowered)
+        lines += _node_lines(
+            nodes[name], components, exact and getattr(nodes[name].arg, "name", None) not in forms.made
+        )
     names = {line.name for line in lines if not isinstance(line, ComponentLine)}
     for name, layer in zip(output_names, roots, strict=True):
         if name in names:

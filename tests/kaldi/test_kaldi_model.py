@@ -199,6 +199,17 @@ def test_read_compute_write_read_gives_the_same_outputs(tmp_path):
     np.testing.assert_array_equal(before, after)
 
 
+def test_a_model_read_from_a_file_computes_as_docs_kaldi_md_shows(tmp_path):
+    """`read_model(path).network.compute(...)` and `.context()` are the Network's (docs/kaldi.md)."""
+    path = tmp_path / "final.raw"
+    write_model(path, read_network(EXAMPLES / "kaldi-doc-example.config"))
+    model = read_model(path)
+    features = rng.standard_normal((1, 30, 12)).astype(np.float32)
+    out = model.network.compute(features)
+    assert out.shape == (1, 30, 115) and model.network.context() == (1, 2)
+    np.testing.assert_array_equal(out, model.network.network.compute(features))
+
+
 # ----- networks built in symnet --------------------------------------------------------------------
 
 

@@ -322,11 +322,15 @@ def test_python_built_network_writes_and_reads_back():
     assert parse_network(text, seed=1).network.structure == net.structure
 
 
-def test_unwritable_networks():
+def test_a_component_outside_a_node_gets_a_node_of_its_name():
     x = Input("input", 3)
     affine = COMPONENTS["AffineComponent"]("aff", {"input-dim": 3, "output-dim": 2}, x)
-    with pytest.raises(ConfigWriteError, match="not the operand of a Node"):
-        write_network(Network(affine))
+    text = write_network(Network(affine))
+    assert "component-node name=aff component=aff input=input\noutput-node name=output input=aff" in text
+
+
+def test_unwritable_networks():
+    x = Input("input", 3)
     with pytest.raises(ConfigWriteError, match="Identity"):
         write_network(
             Network(Node("n", COMPONENTS["AffineComponent"]("a", {"input-dim": 1, "output-dim": 1}, Identity())))
