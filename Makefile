@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast check bench docs notebooks clean
+.PHONY: demo demo-full test test-all check bench docs notebooks clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,11 +17,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)  ## the dev extra includes the plot extra (matplotlib) the demo draws its curves with
 	$(PY) -m symnet.demo
 
-test: $(STAMP)  ## the whole suite
-	$(PY) -m pytest -n 2
-
-test-fast: $(STAMP)  ## everything but the slow tests (the documentation site, the notebooks, the demo)
+test: $(STAMP)  ## the suite a newcomer runs: everything but the campaigns marked slow (under 8 minutes on 2 cores)
 	$(PY) -m pytest -n 2 -m "not slow"
+
+# The whole suite: the campaigns too (fuzzing, kill -9, full disks, notebooks, the docs site and the
+# pages' examples, the demo), on XLA's optimised code (XLA_FLAGS set, so tests/conftest.py keeps it).
+test-all: $(STAMP)
+	XLA_FLAGS= $(PY) -m pytest -n 2
 
 # Lint, format, types and the import contract; every check runs, and the target fails if any failed.
 check: $(STAMP)
@@ -39,7 +41,7 @@ docs: $(STAMP)  ## the documentation site, into site/ (strict: a broken link or 
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 notebooks: $(STAMP)  ## run every notebook in notebooks/ (outputs are not written back)
-	$(PY) -m pytest -n 2 tests/docs/test_notebooks.py
+	$(PY) -m pytest -n 2 -m slow tests/docs/test_notebooks.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache

@@ -45,12 +45,13 @@ KALDI_FPS = {3000: 6645, 50: 5479}
 
 
 def default_corpus() -> Path:
-    """`shared/kaldi-oracle-dev.tar.xz` in the nearest ancestor of the repository that has one."""
+    """The corpus the tests use: `shared/kaldi-oracle-dev.tar.xz` in the nearest ancestor of the repository that
+    has one, else the copy that ships with the repository (tests/data)."""
     for folder in REPO.parents:
         candidate = folder / "shared" / "kaldi-oracle-dev.tar.xz"
         if candidate.exists():
             return candidate
-    return REPO.parent / "shared" / "kaldi-oracle-dev.tar.xz"
+    return REPO / "tests" / "data" / "kaldi-oracle-dev.tar.xz"
 
 
 def config_text(corpus: Path) -> bytes:
@@ -183,7 +184,9 @@ def run_phases(model: Path, feats: Path, frames_per_chunk: int, one_thread: bool
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=None, help="kaldi-oracle-dev.tar.xz (default: ../shared)")
+    parser.add_argument(
+        "--corpus", type=Path, default=None, help="kaldi-oracle-dev.tar.xz (default: ../shared's, else tests/data's)"
+    )
     parser.add_argument("--config", type=Path, default=None, help="tdnn6x512.config itself, instead of the tarball")
     parser.add_argument("--utterances", type=int, default=200)
     parser.add_argument("--min-frames", type=int, default=100)

@@ -19,6 +19,9 @@ import pytest
 
 from helpers.writers import WRITERS
 
+#: A campaign: `make test-all` runs it, `make test` leaves it out.
+pytestmark = pytest.mark.slow
+
 TESTS = Path(__file__).resolve().parents[1]
 
 

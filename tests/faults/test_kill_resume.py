@@ -16,6 +16,9 @@ import pytest
 
 from helpers import EXAMPLES
 
+#: A campaign: `make test-all` runs it, `make test` leaves it out.
+pytestmark = pytest.mark.slow
+
 TESTS = Path(__file__).resolve().parents[1]
 TRAIN = [
     "train",
@@ -53,7 +56,6 @@ def params(path: Path) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in getattr(loaded, "network", loaded).params.items()}
 
 
-@pytest.mark.slow
 def test_training_killed_at_random_moments_resumes_bit_identically(tmp_path):
     from symnet.kaldi import read_network
     from symnet.train import checkpoint as ckpt
@@ -90,7 +92,6 @@ def test_training_killed_at_random_moments_resumes_bit_identically(tmp_path):
         np.testing.assert_array_equal(resumed[name], whole[name], err_msg=name)
 
 
-@pytest.mark.slow
 def test_a_second_run_on_a_checkpoint_in_use_is_refused_and_a_killed_one_blocks_nothing(tmp_path):
     from symnet.train.checkpoint import lock_path
 
@@ -122,7 +123,6 @@ while True:
 """
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["symnet.save", "checkpoint.save", "write_model binary", "symnet compute ark:"])
 def test_a_file_being_rewritten_when_killed_is_whole(name, tmp_path):
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(TESTS)}

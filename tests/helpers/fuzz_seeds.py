@@ -1,7 +1,7 @@
 """The valid files the fuzz campaigns mutate, one folder per file type, written once per test session.
 
 Kaldi text and binary models (the hand-written ones of `helpers.kaldi_models`
-and, where the corpus is present, real Kaldi models of `kaldi_oracle_dev`),
+and real Kaldi models of the corpus, `helpers.kaldi_oracle`),
 Kaldi configs and an xconfig (the repository's examples and corpus configs),
 a symnet model file, a checkpoint (of `helpers.fuzz_runner.checkpoint_network`), and Kaldi archives and
 scp files.
@@ -20,10 +20,6 @@ CORPUS_CASES = ("a_docs_example", "c01_tdnn_relu_bn", "b06_ifdefined_offsets", "
 
 
 def _corpus_files(name: str) -> list[Path]:
-    from helpers.kaldi_oracle import tarball
-
-    if tarball() is None:
-        return []
     from helpers.kaldi_oracle import corpus_dir
 
     cases = corpus_dir() / "cases"

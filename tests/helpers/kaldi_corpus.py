@@ -69,14 +69,15 @@ def case_folder(case: str) -> pathlib.Path:
 
 
 @functools.cache
-def index_rows() -> dict[str, dict[str, str]]:
-    """index.tsv's rows by case: source, components, descriptors, recurrent, ..."""
-    with open(corpus_dir() / "index.tsv", newline="") as f:
+def index_rows(root: pathlib.Path | None = None) -> dict[str, dict[str, str]]:
+    """index.tsv's rows by case (of the corpus unpacked at `root`, default the one under test): source,
+    components, descriptors, recurrent, ..."""
+    with open((root or corpus_dir()) / "index.tsv", newline="") as f:
         return {row["case"]: row for row in csv.DictReader(f, delimiter="\t")}
 
 
-def rejected_names() -> list[str]:
-    return sorted(p.name for p in (corpus_dir() / "rejected").iterdir() if p.is_dir())
+def rejected_names(root: pathlib.Path | None = None) -> list[str]:
+    return sorted(p.name for p in ((root or corpus_dir()) / "rejected").iterdir() if p.is_dir())
 
 
 def info_context(folder: pathlib.Path) -> dict[str, int]:
@@ -212,3 +213,40 @@ def assert_close(got: np.ndarray, want: np.ndarray, what: str) -> None:
 def uses(row: Mapping[str, str], column: str) -> list[str]:
     """The component types or descriptors (index.tsv's `components`/`descriptors`) a case uses."""
     return [w for w in row[column].split(",") if w and w != "-"]
+
+
+def _traits(row: Mapping[str, str]) -> set[str]:
+    """What a case exercises: its component types, descriptors, generator family (the case name's stem),
+    recurrence, i-vector input, follow-up configs and extra recorded outputs."""
+    return (
+        {f"component {c}" for c in uses(row, "components")}
+        | {f"descriptor {d}" for d in uses(row, "descriptors")}
+        | {f"family {row['case'].rsplit('_', 1)[0]}", f"recurrent {row['recurrent']}", f"configs {row['num_configs']}"}
+        | {f"ivector {row['ivector_dim'] != '0'}"}
+        | {f"file {name}" for name in row["extra_outputs"].split(",") if name}
+    )
+
+
+@functools.cache
+def quick_cases(per_trait: int = 2) -> frozenset[str]:
+    """The cases `make test` runs (`make test-all` runs every case): every hand-written and xconfig case, and
+    of the cases from Kaldi's random generator, which repeat one another, enough that every trait of theirs
+    (`_traits`: each component type, descriptor, generator family, ...) is in `per_trait` of them (or all that
+    have it). Chosen greedily in index.tsv's order, so the same corpus gives the same cases."""
+    rows = index_rows()
+    chosen = {case for case, row in rows.items() if row["source"] != "kaldi-gen"}
+    generated = [row for row in rows.values() if row["source"] == "kaldi-gen"]
+    counts: dict[str, int] = {}
+    for row in generated:
+        for trait in _traits(row):
+            counts[trait] = counts.get(trait, 0) + 1
+    wanted = {trait: min(per_trait, n) for trait, n in counts.items()}
+    covered = dict.fromkeys(counts, 0)
+    rest = list(generated)
+    while any(covered[t] < n for t, n in wanted.items()):
+        best = max(rest, key=lambda row: sum(covered[t] < wanted[t] for t in _traits(row)))
+        rest.remove(best)
+        chosen.add(best["case"])
+        for trait in _traits(best):
+            covered[trait] += 1
+    return frozenset(chosen)

@@ -1,11 +1,13 @@
-"""The real-Kaldi conformance corpus (shared/kaldi-oracle-dev.tar.xz), unpacked once into a cache.
+"""The real-Kaldi conformance corpus (kaldi-oracle-dev.tar.xz), unpacked once into a cache.
 
-The tarball lives in the `shared/` folder next to the repository (CI puts it
-in `../shared`; a git worktree one level deeper finds the same folder one
-level up: the nearest ancestor's `shared/` is used). It is unpacked, once per
-tarball size and modification time, into the temporary directory; tests that
-need it skip, with the reason, when it is absent. Its README.md explains the
-files of every case.
+The development half of the corpus ships with the repository as
+`tests/data/kaldi-oracle-dev.tar.xz` (measurements of a real Kaldi build; its
+README.md explains the files of every case), so a fresh clone runs every parity
+test with nothing beside it. Where a `shared/kaldi-oracle-dev.tar.xz` lies beside
+the repository or above it (the development machines' `../shared`), that one is
+used instead; `SYMNET_KALDI_CORPUS=path/to/corpus.tar.xz` names another. The
+tarball is unpacked, once per size and modification time, into the temporary
+directory.
 """
 
 from __future__ import annotations
@@ -17,26 +19,27 @@ import shutil
 import tarfile
 import tempfile
 
-import pytest
-
 TARBALL = "kaldi-oracle-dev.tar.xz"
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # the repository
+#: The copy that ships with the repository.
+SHIPPED = ROOT / "tests" / "data" / TARBALL
 
 
-def tarball() -> pathlib.Path | None:
-    """The corpus tarball in the nearest ancestor's shared/ folder, or None."""
-    for folder in (ROOT, *ROOT.parents):
+def tarball() -> pathlib.Path:
+    """The corpus tarball: `$SYMNET_KALDI_CORPUS`, else the nearest ancestor's `shared/`, else the shipped copy."""
+    named = os.environ.get("SYMNET_KALDI_CORPUS")
+    if named:
+        return pathlib.Path(named)
+    for folder in ROOT.parents:
         candidate = folder / "shared" / TARBALL
         if candidate.is_file():
             return candidate
-    return None
+    return SHIPPED
 
 
-def corpus_dir() -> pathlib.Path:
-    """The unpacked corpus (its `kaldi_oracle_dev` folder); skips the test when the tarball is absent."""
-    path = tarball()
-    if path is None:
-        pytest.skip(f"the Kaldi corpus is absent: no shared/{TARBALL} beside the repository or above it")
+def corpus_dir(path: pathlib.Path | None = None) -> pathlib.Path:
+    """The unpacked corpus (its `kaldi_oracle_dev` folder) of the tarball at `path` (default `tarball()`)."""
+    path = path or tarball()
     stat = path.stat()
     cache = pathlib.Path(tempfile.gettempdir()) / "symnet-kaldi-oracle" / f"{stat.st_size}-{stat.st_mtime_ns}"
     done = cache / "kaldi_oracle_dev"
@@ -53,8 +56,6 @@ def corpus_dir() -> pathlib.Path:
 
 
 def case_names(source: str) -> list[str]:
-    """The cases of index.tsv with this source (hand, xconfig or kaldi-gen), or [] without the corpus."""
-    if tarball() is None:
-        return []
+    """The cases of index.tsv with this source (hand, xconfig or kaldi-gen)."""
     with open(corpus_dir() / "index.tsv", newline="") as f:
         return [row["case"] for row in csv.DictReader(f, delimiter="\t") if row["source"] == source]

@@ -1,4 +1,4 @@
-"""Every case of the real-Kaldi corpus (shared/kaldi-oracle-dev.tar.xz; its README.md explains the files).
+"""Every case of the real-Kaldi corpus (tests/data/kaldi-oracle-dev.tar.xz; its README.md explains the files).
 
 Per case, against what real Kaldi wrote:
 
@@ -17,6 +17,10 @@ Per case, against what real Kaldi wrote:
 The table of component types and descriptors in docs/kaldi.md is generated here (`SYMNET_WRITE_DOCS=1`
 rewrites it): every corpus case that uses a type is counted, and passes unless it is in KNOWN_FAILURES (a
 strict xfail, so the table cannot claim a pass the suite does not see).
+
+`make test` runs the hand-written and xconfig cases and enough of the generator's cases to exercise every
+component type, descriptor and generator family twice (`helpers.kaldi_corpus.quick_cases`, 81 of 218);
+`make test-all`, which CI runs, runs every case.
 """
 
 from __future__ import annotations
@@ -40,11 +44,12 @@ from helpers.kaldi_corpus import (
     exact_run,
     index_rows,
     info_context,
+    quick_cases,
     read_ark,
     rejected_names,
     uses,
 )
-from helpers.kaldi_oracle import case_names, tarball
+from helpers.kaldi_oracle import SHIPPED, case_names, corpus_dir
 from symnet import Network
 from symnet.cli import main
 from symnet.errors import PlanError, SymnetError
@@ -54,21 +59,24 @@ from symnet.kaldi.compute import Nnet3Computer
 from symnet.kaldi.exact import exact_outputs as symnet_exact_outputs
 from symnet.kaldi.info import info_lines
 
-ABSENT = pytest.mark.skip(reason="the Kaldi corpus (shared/kaldi-oracle-dev.tar.xz) is absent")
-CASES = [c for source in ("hand", "xconfig", "kaldi-gen") for c in case_names(source)] or [
-    pytest.param(None, marks=ABSENT)
-]
-REJECTED = (rejected_names() if tarball() is not None else []) or [pytest.param(None, marks=ABSENT)]
+CASES = [c for source in ("hand", "xconfig", "kaldi-gen") for c in case_names(source)]
+REJECTED = rejected_names()
 
 #: Cases symnet does not reproduce yet, and why (strict xfails: they fail the suite once they pass).
 KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _marked(cases: list) -> list:
-    return [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[c])) if c in KNOWN_FAILURES else c
-        for c in cases
-    ]
+    """The cases as parameters: a known failure a strict xfail; a generator case outside `quick_cases` slow (only
+    `make test-all` runs it: the quick ones already exercise every component type, descriptor and family twice)."""
+    quick = quick_cases()
+    out = []
+    for c in cases:
+        marks = [] if c in quick else [pytest.mark.slow]
+        if c in KNOWN_FAILURES:
+            marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[c]))
+        out.append(pytest.param(c, marks=marks))
+    return out
 
 
 @pytest.fixture(autouse=True)
@@ -205,7 +213,6 @@ def test_rejected_configs_are_refused_where_kaldi_refuses_them(case):
             symnet_exact_outputs(network, list(_features(folder).values()))
 
 
-@pytest.mark.skipif(tarball() is None, reason="the Kaldi corpus (shared/kaldi-oracle-dev.tar.xz) is absent")
 def test_every_rejected_config_has_its_refusal():
     assert set(REFUSALS) == set(rejected_names())
 
@@ -230,8 +237,10 @@ DESCRIPTORS = (
 
 
 def corpus_table() -> str:
-    """The Markdown tables: cases per source, per component type and per descriptor, and how many pass."""
-    rows = index_rows()
+    """The Markdown tables of the shipped corpus: cases per source, per component type and per descriptor, and
+    how many pass."""
+    root = corpus_dir(SHIPPED)
+    rows = index_rows(root)
 
     def counts(cases: list[str]) -> str:
         good = sum(c not in KNOWN_FAILURES for c in cases)
@@ -242,7 +251,7 @@ def corpus_table() -> str:
         out.append(f"| {source} | {counts([c for c, r in rows.items() if r['source'] == source])} |")
     out.append(f"| all | {counts(list(rows))} |")
     out.append(
-        f"| rejected by Kaldi (refused alike; exact evaluation where Kaldi's ran) | {counts(rejected_names())} |"
+        f"| rejected by Kaldi (refused alike; exact evaluation where Kaldi's ran) | {counts(rejected_names(root))} |"
     )
     out += ["", "| component type | cases | pass |", "|---|---|---|"]
     types = sorted(set(records()) | {t for r in rows.values() for t in uses(r, "components")})
@@ -254,7 +263,6 @@ def corpus_table() -> str:
     return "\n".join(out)
 
 
-@pytest.mark.skipif(tarball() is None, reason="the Kaldi corpus (shared/kaldi-oracle-dev.tar.xz) is absent")
 def test_docs_table_is_the_corpus_table():
     text = DOCS.read_text()
     assert START in text and END in text, f"docs/kaldi.md needs the markers {START!r} and {END!r}"

@@ -8,7 +8,6 @@ The rest of the suite sees one CPU device, so the runs happen in subprocesses st
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import os
@@ -188,7 +187,11 @@ def worker(mode: str, *args: str) -> dict[str, Any]:
 
 
 def start(devices: int, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}", "JAX_PLATFORMS": "cpu"}
+    env = {
+        **os.environ,
+        "XLA_FLAGS": os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}",
+        "JAX_PLATFORMS": "cpu",
+    }
     return subprocess.Popen(
         [sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
@@ -208,49 +211,53 @@ def assert_same_run(run: dict[str, Any], reference: dict[str, Any], rtol: float 
         np.testing.assert_allclose(run["values"][name], value, rtol=rtol, atol=1e-6, err_msg=name)
 
 
-@pytest.fixture(scope="module")
-def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The compare worker's result, run once per test session: pytest-xdist's workers share it through a
-    file in the session's base temporary folder (under a lock)."""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        return result(start(DEVICES, "compare"))
-    shared = tmp_path_factory.getbasetemp().parent / "test_mesh_compared.json"  # this session's, with xdist
-    with open(str(shared) + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if shared.exists():
-            return json.loads(shared.read_text())
-        out = result(start(DEVICES, "compare"))
-        shared.write_text(json.dumps(out))
-        return out
+NETWORKS = ("tdnn", "recurrent", "batchnorm", "bidirectional")
 
 
-@pytest.mark.parametrize("name", ["tdnn", "recurrent", "batchnorm", "bidirectional"])
-def test_mesh_run_equals_one_device_run(compared: dict[str, Any], name: str) -> None:
+def test_mesh_runs_equal_the_one_device_runs() -> None:
+    """One compare worker (a process with 4 devices, about 30 s) checks every mesh run: each network's run,
+    its compiled step's collectives, several chunk widths, a resume, and the batch-size check."""
+    compared = result(start(DEVICES, "compare"))
+    for name in NETWORKS:
+        check_equal_runs(compared, name)
+        check_collectives(compared, name)
+    check_chunk_widths(compared)
+    resumed, whole = compared["resumed"], compared["tdnn"]["mesh"]
+    # a mesh run stopped after 7 steps and resumed from its checkpoint ends as the uninterrupted one
+    assert resumed["losses"] == whole["losses"] and resumed["values"] == whole["values"]
+    assert compared["indivisible"] == (
+        "batch_size 6 does not divide over the 4 devices of mesh axis 'data': give a multiple of 4"
+    )
+
+
+def check_equal_runs(compared: dict[str, Any], name: str) -> None:
     """Losses, accuracies (train and validation) and every parameter after 12 steps, to float rounding;
     with batch-norm also its stored statistics (the minibatch's statistics are taken over all devices)."""
     run = compared[name]
     assert_same_run(run["mesh"], run["one"])
     initial = {k: np.asarray(v) for k, v in networks()[name].values.items()}
-    assert any(not np.allclose(run["one"]["values"][k], v) for k, v in initial.items())  # it did train
+    assert any(not np.allclose(run["one"]["values"][k], v) for k, v in initial.items()), name  # it did train
     if name == "batchnorm":
         assert run["one"]["values"]["bn.count"] > 0
 
 
-@pytest.mark.parametrize("name", ["tdnn", "recurrent", "batchnorm", "bidirectional"])
-def test_compiled_step_all_reduces_and_gathers_nothing(compared: dict[str, Any], name: str) -> None:
+def check_collectives(compared: dict[str, Any], name: str) -> None:
     """The step all-reduces exactly: the frame count, every parameter's gradient, the loss and the number
     of correct frames (and batch-norm's sums of x and x^2 forward and their derivatives backward).
     Nothing activation-sized is reduced, and nothing is gathered, exchanged or scattered: parameters
     are replicated and each device keeps its own chunks."""
     ops = compared[name]["hlo"]
-    assert ops["all-gather"] == ops["all-to-all"] == ops["collective-permute"] == ops["reduce-scatter"] == 0, ops
+    assert ops["all-gather"] == ops["all-to-all"] == ops["collective-permute"] == ops["reduce-scatter"] == 0, (
+        name,
+        ops,
+    )
     expected = [[]] * 3 + [list(np.shape(v)) for v in networks()[name].params.values()]
     if name == "batchnorm":
         expected += [[8]] * 4  # (the row count is a constant: jax folds its psum)
-    assert sorted(ops["reduced"]) == sorted(expected), ops
+    assert sorted(ops["reduced"]) == sorted(expected), (name, ops)
 
 
-def test_mesh_run_with_several_chunk_widths_equals_one_device_run(compared: dict[str, Any]) -> None:
+def check_chunk_widths(compared: dict[str, Any]) -> None:
     """With `chunk=(6, 4, 2)` every device computes its share of each cut-down minibatch."""
     one, mesh = compared["widths"]["one"], compared["widths"]["mesh"]
     assert mesh["steps"] == one["steps"] > 12  # a partly filled minibatch per width
@@ -258,18 +265,6 @@ def test_mesh_run_with_several_chunk_widths_equals_one_device_run(compared: dict
     for name, value in one["values"].items():
         np.testing.assert_allclose(mesh["values"][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
     assert one["losses"] != compared["tdnn"]["one"]["losses"]  # other minibatches than with one width
-
-
-def test_mesh_run_resumes_from_its_checkpoint(compared: dict[str, Any]) -> None:
-    """A mesh run stopped after 7 steps and resumed from its checkpoint ends as the uninterrupted one."""
-    resumed, whole = compared["resumed"], compared["tdnn"]["mesh"]
-    assert resumed["losses"] == whole["losses"] and resumed["values"] == whole["values"]
-
-
-def test_mesh_needs_a_batch_size_the_devices_divide(compared: dict[str, Any]) -> None:
-    assert compared["indivisible"] == (
-        "batch_size 6 does not divide over the 4 devices of mesh axis 'data': give a multiple of 4"
-    )
 
 
 def test_mesh_arguments_are_checked() -> None:
