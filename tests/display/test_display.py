@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import jax.numpy as jnp
 import numpy as np
 
-from helpers import EXAMPLES
+from helpers import EXAMPLES, nets
 from symnet import (
     Append,
     ComputationRequest,
@@ -18,7 +18,6 @@ from symnet import (
     IndexSet,
     Input,
     Literal,
-    LogSoftmax,
     Network,
     Node,
     Normal,
@@ -85,21 +84,13 @@ def visible_text(text: str) -> str:
 
 def tdnn():
     x = Input("input", 4)
-    h = Node("tdnn1", ReLU(Append(Offset(x, -1), x, Offset(x, 1)) @ Weight(Normal((12, 8), 0.3), name="w1")))
-    out = LogSoftmax(Append(Offset(h, -2), h, Offset(h, 2)) @ Weight(Normal((24, 5), 0.3), name="w2"))
-    return Network(out)
+    return nets.tdnn(
+        x, hidden=8, out=5, second=(-2, 0, 2), names=("w1", "w2"), node="tdnn1", scale=0.3, log_softmax=True
+    )
 
 
 def rnn():
-    x = Input("input", 3)
-    h = Node(
-        "h",
-        Tanh(
-            x @ Weight(Normal((3, 5), 0.3), name="wx")
-            + IfDefined(Offset(Ref("h"), -1)) @ Weight(Normal((5, 5), 0.2), name="wh")
-        ),
-    )
-    return Network(h)
+    return Network(nets.rnn(Input("input", 3), 3, 5, names=("wx", "wh"), scale=(0.3, 0.2)))
 
 
 # ----- layers -----------------------------------------------------------------------------------

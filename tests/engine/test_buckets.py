@@ -7,6 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from helpers import nets
 from helpers.compiles import count_compilations
 from symnet import (
     Append,
@@ -15,13 +16,9 @@ from symnet import (
     IndexSet,
     Input,
     Network,
-    Node,
     Normal,
     Offset,
-    Ref,
-    ReLU,
     Round,
-    Tanh,
     Weight,
     clear_caches,
     compile,
@@ -35,19 +32,8 @@ x = Input("input", D)
 rng = np.random.default_rng(0)
 
 
-def weight(name: str, rows: int, cols: int = H) -> Weight:
-    return Weight(Normal((rows, cols), 0.5), name=name)
-
-
 def tdnn() -> Network:
-    h = Node("h", ReLU(Append(Offset(x, -2), x, Offset(x, 2)) @ weight("w1", 3 * D)))
-    return Network({"output": Append(Offset(h, -1), h, Offset(h, 3)) @ weight("w2", 3 * H)})
-
-
-def rnn(offset: int, name: str, inp: object, dim: int) -> Node:
-    return Node(
-        name, Tanh(inp @ weight(f"{name}.w", dim) + IfDefined(Offset(Ref(name), offset)) @ weight(f"{name}.u", H))
-    )
+    return nets.tdnn(x, hidden=H, out=H, first=(-2, 0, 2), second=(-1, 0, 3), names=("w1", "w2"), node="h")
 
 
 def spliced() -> Append:
@@ -55,19 +41,20 @@ def spliced() -> Append:
 
 
 def forward_rnn() -> Network:
-    return Network({"output": rnn(-1, "f", spliced(), 3 * D)})
+    return Network({"output": nets.rnn(spliced(), 3 * D, H, lag=-1, name="f")})
 
 
 def backward_rnn() -> Network:
-    return Network({"output": rnn(+1, "b", spliced(), 3 * D)})
+    return Network({"output": nets.rnn(spliced(), 3 * D, H, lag=+1, name="b")})
 
 
 def bidirectional() -> Network:
-    return Network({"output": Append(rnn(-1, "f", spliced(), 3 * D), rnn(+1, "b", spliced(), 3 * D))})
+    forward, backward = nets.rnn(spliced(), 3 * D, H, lag=-1, name="f"), nets.rnn(spliced(), 3 * D, H, lag=+1, name="b")
+    return Network({"output": Append(forward, backward)})
 
 
 def backward_with_modulus() -> Network:
-    return Network({"output": rnn(+1, "b", Round(spliced(), 3), 3 * D)})
+    return Network({"output": nets.rnn(Round(spliced(), 3), 3 * D, H, lag=+1, name="b")})
 
 
 def unpadded(net: Network, seq: np.ndarray, mode: str = "same", first: int = 0, count: int | None = None) -> np.ndarray:
@@ -111,7 +98,7 @@ def test_padding_side(make: Callable[[], Network], side: str | None) -> None:
 
 
 def test_a_free_optional_read_is_padded_with_each_sequence_end() -> None:
-    net = Network({"output": Append(x, IfDefined(Offset(x, 5))) @ weight("w", 2 * D)})
+    net = Network({"output": Append(x, IfDefined(Offset(x, 5))) @ Weight(Normal((2 * D, H), 0.5), name="w")})
     assert padding_side(Graph(dict(net.structure.outputs)), with_ends=True) == "ends"
     seqs = sequences([9, 12])
     for seq, got in zip(seqs, net.compute(seqs), strict=True):

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from helpers import EXAMPLES
+from helpers import EXAMPLES, nets
 from symnet import (
     Append,
     ComputationRequest,
@@ -23,13 +23,11 @@ from symnet import (
     IfDefined,
     IndexSet,
     Input,
-    LogSoftmax,
     Network,
     Node,
     Normal,
     Offset,
     Ref,
-    ReLU,
     ReplaceIndex,
     Round,
     Tanh,
@@ -54,38 +52,19 @@ from symnet.kaldi import COMPONENTS, read_network
 
 def tdnn():
     x = Input("input", 4)
-    h = Node("tdnn1", ReLU(Append(Offset(x, -1), x, Offset(x, 1)) @ Weight(Normal((12, 8), 0.3), name="w1")))
-    return Network(LogSoftmax(Append(Offset(h, -2), h, Offset(h, 2)) @ Weight(Normal((24, 5), 0.3), name="w2")))
+    return nets.tdnn(
+        x, hidden=8, out=5, second=(-2, 0, 2), names=("w1", "w2"), node="tdnn1", scale=0.3, log_softmax=True
+    )
 
 
 def rnn():
-    x = Input("input", 3)
-    h = Node(
-        "h",
-        Tanh(
-            x @ Weight(Normal((3, 5), 0.3), name="wx")
-            + IfDefined(Offset(Ref("h"), -1)) @ Weight(Normal((5, 5), 0.2), name="wh")
-        ),
-    )
-    return Network(h)
+    return Network(nets.rnn(Input("input", 3), 3, 5, names=("wx", "wh"), scale=(0.3, 0.2)))
 
 
 def bidirectional():
     x = Input("input", 2)
-    fw = Node(
-        "fw",
-        Tanh(
-            x @ Weight(Normal((2, 3), 0.4), name="fw.w")
-            + IfDefined(Offset(Ref("fw"), -1)) @ Weight(Normal((3, 3), 0.3), name="fw.u")
-        ),
-    )
-    bw = Node(
-        "bw",
-        Tanh(
-            x @ Weight(Normal((2, 3), 0.4), name="bw.w")
-            + IfDefined(Offset(Ref("bw"), 1)) @ Weight(Normal((3, 3), 0.3), name="bw.u")
-        ),
-    )
+    fw = nets.rnn(x, 2, 3, lag=-1, name="fw", scale=(0.4, 0.3))
+    bw = nets.rnn(x, 2, 3, lag=+1, name="bw", scale=(0.4, 0.3))
     return Network(Append(fw, bw))
 
 

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from helpers.nets import rnn
 from symnet import (
     Append,
     ComputationRequest,
@@ -53,10 +54,6 @@ def weight(name: str, *shape: int, scale: float = 0.5) -> Weight:
 
 def prev(name: str, lag: int = -1):
     return IfDefined(Offset(Ref(name), lag))
-
-
-def rnn(lag: int = -1, name: str = "h", inp=x, dim: int = D):
-    return Node(name, Tanh(inp @ weight(f"{name}.w", dim, C) + prev(name, lag) @ weight(f"{name}.u", C, C)))
 
 
 def lstm(name: str = "m", lag: int = -1, inp=x, dim: int = D):
@@ -136,9 +133,9 @@ def two_lags():
 
 
 NETWORKS = {
-    "rnn": lambda: rnn(),
-    "rnn lag 2": lambda: rnn(-2),
-    "rnn backward in time": lambda: rnn(+1),
+    "rnn": lambda: rnn(x, D, C),
+    "rnn lag 2": lambda: rnn(x, D, C, lag=-2),
+    "rnn backward in time": lambda: rnn(x, D, C, lag=+1),
     "lstm": lambda: lstm(),
     "lstm gate equations": lstm_gate_equations,
     "lstmp": lstmp,

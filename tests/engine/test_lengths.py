@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from helpers import nets
 from helpers.compiles import count_compilations
 from symnet import (
     Append,
@@ -82,8 +83,7 @@ def optional_reads() -> Network:
 
 
 def tdnn() -> Network:
-    h = Node("h", ReLU(Append(Offset(x, -2), x, Offset(x, 2)) @ weight("w1", 3 * D, C)))
-    return Network({"output": Append(Offset(h, -1), h, Offset(h, 3)) @ weight("w2", 3 * C, 4)})
+    return nets.tdnn(x, hidden=C, out=4, first=(-2, 0, 2), second=(-1, 0, 3), names=("w1", "w2"), node="h")
 
 
 def alone(net: Network, seq: np.ndarray, params: Mapping[str, Any] | None = None) -> jax.Array:

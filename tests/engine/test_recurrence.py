@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from helpers.nets import rnn
 from symnet import (
     Append,
     ComputationRequest,
@@ -46,12 +47,6 @@ def full_request(frames: int = T, n: int = N) -> ComputationRequest:
     )
 
 
-def rnn(offset: int = -1, name: str = "h", inp=x, dim: int = D):
-    w = Weight(Normal((dim, H), 0.5), name=f"{name}.w")
-    u = Weight(Normal((H, H), 0.5), name=f"{name}.u")
-    return Node(name, Tanh(inp @ w + IfDefined(Offset(Ref(name), offset)) @ u))
-
-
 def scan_rnn(p, xs, name="h", reverse=False, lag=1):
     """A hand-written recurrence over `xs [T, N, D]` reading the state `lag` frames away."""
     steps = xs.shape[0]
@@ -70,7 +65,7 @@ def run(net, request=None, inputs=X):
 
 
 def test_simple_rnn_matches_a_loop_and_jax_grad():
-    net = Network(rnn())
+    net = Network(rnn(x, D, H))
     c, y = run(net)
     ref = scan_rnn(net.params, X3)
     np.testing.assert_allclose(y.reshape(T, N, H), ref, atol=1e-6)
@@ -84,21 +79,21 @@ def test_simple_rnn_matches_a_loop_and_jax_grad():
 
 @pytest.mark.parametrize("offset", [-2, -3])
 def test_recurrence_further_back(offset):
-    net = Network(rnn(offset))
+    net = Network(rnn(x, D, H, lag=offset))
     _, y = run(net)
     np.testing.assert_allclose(y.reshape(T, N, H), scan_rnn(net.params, X3, lag=-offset), atol=1e-6)
 
 
 def test_recurrence_forward_in_time_runs_backwards():
-    net = Network(rnn(+1))
+    net = Network(rnn(x, D, H, lag=+1))
     _, y = run(net)
     np.testing.assert_allclose(y.reshape(T, N, H), scan_rnn(net.params, X3, reverse=True), atol=1e-6)
 
 
 def test_bidirectional_and_stacked_layers():
-    fwd, bwd = rnn(-1, "f"), rnn(+1, "b")
+    fwd, bwd = rnn(x, D, H, lag=-1, name="f"), rnn(x, D, H, lag=+1, name="b")
     both = Append(fwd, bwd)
-    top = rnn(-1, "top", inp=both, dim=2 * H)
+    top = rnn(both, 2 * H, H, lag=-1, name="top")
     net = Network(top)
     _, y = run(net)
     p = net.params
@@ -186,7 +181,7 @@ def test_input_projection_is_hoisted_out_of_the_scan():
 
 def test_chain_of_recurrences_keeps_state_zero_where_inputs_start_late():
     # Inputs start at t=2: the state starts (zero) at t=2, as in Kaldi.
-    net = Network(rnn())
+    net = Network(rnn(x, D, H))
     request = ComputationRequest(
         inputs={"input": IndexSet.range(n=N, t=(2, 2 + T))}, outputs={"output": IndexSet.range(n=N, t=(2, 2 + T))}
     )
@@ -214,7 +209,7 @@ def test_recurrence_without_a_start_is_uncomputable():
 
 
 def test_compute_runs_recurrent_networks_densely():
-    net = Network(rnn())
+    net = Network(rnn(x, D, H))
     y = net.compute(X3.transpose(1, 0, 2))
     np.testing.assert_allclose(np.asarray(y).transpose(1, 0, 2), scan_rnn(net.params, X3), atol=1e-6)
 
@@ -232,7 +227,7 @@ def test_recurrent_states_are_the_nodes_read_back_in_time():
     from symnet.engine.streaming import recurrent_states
 
     assert recurrent_states(Network(lstm(4))) == {"m": 1, "c": 1}
-    assert recurrent_states(Network(rnn(-3))) == {"h": 3}
+    assert recurrent_states(Network(rnn(x, D, H, lag=-3))) == {"h": 3}
 
 
 def test_given_state_for_a_non_recurrent_node_is_refused():

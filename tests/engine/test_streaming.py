@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from helpers.compiles import count_compilations
+from helpers.nets import tdnn
 from symnet import (
     Append,
     IfDefined,
@@ -32,11 +33,6 @@ x = Input("input", D)
 rng = np.random.default_rng(0)
 
 
-def tdnn() -> Network:
-    h = Node("h1", ReLU(Append(Offset(x, -2), x, Offset(x, 2)) @ Weight(Normal((3 * D, 6), 0.5))))
-    return Network({"output": Append(Offset(h, -1), h, Offset(h, 3)) @ Weight(Normal((18, 4), 0.5))})
-
-
 def lstm_like() -> Network:
     """A gated forward recurrence (IfDefined(Offset(Ref(...), -1))) after a TDNN layer; the output also reads
     the recurrence two frames back, so more than its one frame of lag must be carried."""
@@ -56,7 +52,12 @@ def subsampled() -> Network:
     return Network({"output": Append(h, IfDefined(Offset(h, 4)), Offset(h, -3)) @ Weight(Normal((15, 2), 0.5))})
 
 
-NETWORKS = {"tdnn": tdnn(), "lstm_like": lstm_like(), "subsampled": subsampled()}
+NETWORKS = {
+    # unnamed Weights: h1.weight and weight, which tdnn_reference reads
+    "tdnn": tdnn(x, hidden=6, out=4, first=(-2, 0, 2), second=(-1, 0, 3), node="h1"),
+    "lstm_like": lstm_like(),
+    "subsampled": subsampled(),
+}
 
 
 def feed_all(stream: Stream, xs: np.ndarray, sizes: list[int]) -> np.ndarray:

@@ -12,18 +12,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from helpers import nets
 from helpers.reference import Reference
 from symnet import (
     Append,
     ComputationRequest,
-    IfDefined,
     IndexSet,
     Input,
     Network,
     Node,
     Normal,
     Offset,
-    Ref,
     ReLU,
     Tanh,
     Weight,
@@ -39,16 +38,11 @@ x = Input("input", D)
 
 
 def tdnn() -> Network:
-    h = Node("h", ReLU(Append(Offset(x, -1), x, Offset(x, 1)) @ Weight(Normal((3 * D, H), 0.5), name="w1")))
-    return Network({"output": Append(Offset(h, -2), h) @ Weight(Normal((2 * H, H), 0.5), name="w2")})
+    return nets.tdnn(x, hidden=H, out=H, second=(-2, 0), names=("w1", "w2"), node="h")
 
 
 def rnn() -> Network:
-    h = Node(
-        "h",
-        Tanh(x @ Weight(Normal((D, H), 0.5), name="w") + IfDefined(Offset(Ref("h"), -1)) @ Weight(Normal((H, H), 0.5))),
-    )
-    return Network({"output": h})
+    return Network({"output": nets.rnn(x, D, H, names=("w", None))})
 
 
 def dropout_net() -> Network:

@@ -12,19 +12,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from helpers import nets
 from symnet import (
     Append,
     ComputationRequest,
-    IfDefined,
     IndexSet,
     Input,
     Network,
-    Node,
     Normal,
     Offset,
-    Ref,
     ReLU,
-    Tanh,
     Weight,
     compile,
 )
@@ -35,20 +32,11 @@ x = Input("input", D)
 
 
 def tdnn() -> Network:
-    h = Node("h", ReLU(Append(Offset(x, -2), x, Offset(x, 1)) @ Weight(Normal((3 * D, H), 0.5), name="w1")))
-    return Network({"output": Append(Offset(h, -1), h, Offset(h, 2)) @ Weight(Normal((3 * H, H), 0.5), name="w2")})
+    return nets.tdnn(x, hidden=H, out=H, first=(-2, 0, 1), second=(-1, 0, 2), names=("w1", "w2"), node="h")
 
 
 def rnn() -> Network:
-    spliced = Append(Offset(x, -1), x, Offset(x, 2))
-    h = Node(
-        "h",
-        Tanh(
-            spliced @ Weight(Normal((3 * D, H), 0.5), name="w")
-            + IfDefined(Offset(Ref("h"), -1)) @ Weight(Normal((H, H), 0.5), name="u")
-        ),
-    )
-    return Network({"output": h})
+    return Network({"output": nets.rnn(nets.splice(x, (-1, 0, 2)), 3 * D, H, names=("w", "u"))})
 
 
 def two_inputs() -> Network:

@@ -5,20 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from helpers import EXAMPLES
+from helpers import EXAMPLES, nets
 from symnet import (
     Append,
-    IfDefined,
     Input,
     Network,
-    Node,
     Normal,
-    Offset,
-    Ref,
     ReplaceIndex,
     ShapeError,
     SymnetError,
-    Tanh,
     Weight,
 )
 from symnet.kaldi import read_network
@@ -73,15 +68,8 @@ D, H = 3, 4
 
 
 def rnn_net():
-    x = Input("input", D)
-    h = Node(
-        "h",
-        Tanh(
-            x @ Weight(Normal((D, H), 0.7), name="w")
-            + IfDefined(Offset(Ref("h"), -1)) @ Weight(Normal((H, H), 0.7), name="u")
-        ),
-    )
-    return Network(h)
+    """h = tanh(x w + h[t-1] u): the weights rnn_reference reads as w and u."""
+    return Network(nets.rnn(Input("input", D), D, H, names=("w", "u"), scale=0.7))
 
 
 def rnn_reference(net, feats, chunk, extra_left=0, extra_right=0):

@@ -13,8 +13,9 @@ import numpy as np
 import optax
 import pytest
 
+from helpers import nets
 from helpers.blstm import chunk_loss_reference, network, sequences
-from symnet import Append, Input, LogSoftmax, Network, Normal, Offset, ReLU, Weight
+from symnet import Input, Network
 from symnet.train import CheckpointError, TrainingError, fit, loop, make_chunks, steps_per_epoch
 
 LENGTHS = [7, 12, 3, 9, 11, 2]
@@ -22,9 +23,7 @@ LENGTHS = [7, 12, 3, 9, 11, 2]
 
 def tdnn() -> Network:
     """Context (2, 2), no recurrence: its outputs do not depend on where a sequence ends."""
-    x = Input("input", 3)
-    h = ReLU(Append(Offset(x, -1), x, Offset(x, 1)) @ Weight(Normal((9, 6), 0.5)))
-    return Network(LogSoftmax(Append(Offset(h, -1), h, Offset(h, 1)) @ Weight(Normal((18, 5), 0.5))), seed=1)
+    return nets.tdnn(Input("input", 3), hidden=6, out=5, log_softmax=True, seed=1)
 
 
 def trainer(net, chunks, widths, batch=2):

@@ -10,7 +10,8 @@ import numpy as np
 import optax
 import pytest
 
-from symnet import Append, Input, LogSoftmax, Network, Normal, Offset, ReLU, SymnetError, Weight, Zeros
+from helpers import nets
+from symnet import Input, Network, Normal, SymnetError, Weight, Zeros
 from symnet.train import KaldiData, KaldiDataError, fit, read_kaldi_data
 from symnet.train.kaldi_data import read_table
 
@@ -77,11 +78,8 @@ def test_read_table_is_an_ordered_mapping(archives):
 
 
 def tdnn():
-    x = Input("input", DIM)
-    h = ReLU(
-        Append(Offset(x, -1), x, Offset(x, 1)) @ Weight(Normal((3 * DIM, 8), 1 / math.sqrt(3 * DIM))) + Weight(Zeros(8))
-    )
-    return Network(LogSoftmax(h @ Weight(Normal((8, CLASSES), 1 / math.sqrt(8))) + Weight(Zeros(CLASSES))))
+    """Context (1, 1); both layers with a bias, stddevs 1 / sqrt(fan-in)."""
+    return nets.tdnn(Input("input", DIM), hidden=8, out=CLASSES, second=(0,), scale=None, bias=True, log_softmax=True)
 
 
 def test_fit_trains_one_epoch_on_kaldi_archives(archives):

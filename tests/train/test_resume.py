@@ -5,15 +5,14 @@ checkpoint path is checked before any training."""
 from __future__ import annotations
 
 import json
-import math
 import zipfile
 
 import numpy as np
 import optax
 import pytest
 
-from helpers import fuzz
-from symnet import Append, Input, LogSoftmax, Network, Normal, Offset, ReLU, Weight, Zeros
+from helpers import fuzz, nets
+from symnet import Input, Network
 from symnet.datasets import HmmTask
 from symnet.errors import OutputError
 from symnet.train import CheckpointError, TrainingError, fit, loop
@@ -23,12 +22,11 @@ FEAT, CLASSES = 4, 6
 
 
 def tdnn(seed: int = 0) -> Network:
-    x = Input("input", FEAT)
-    h = ReLU(
-        Append(Offset(x, -1), x, Offset(x, 1)) @ Weight(Normal((3 * FEAT, 8), 1 / math.sqrt(12)), name="l1.w")
-        + Weight(Zeros(8), name="l1.b")
-    )
-    return Network(LogSoftmax(h @ Weight(Normal((8, CLASSES), 0.3), name="out.w")), seed=seed)
+    """Context (1, 1): a hidden layer with a bias (stddev 1 / sqrt(fan-in)), an output layer without."""
+    return nets.tdnn(
+        Input("input", FEAT), hidden=8, out=CLASSES, second=(0,), names=("l1.w", "out.w"), scale=(None, 0.3),
+        bias=("l1.b", False), log_softmax=True, seed=seed,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
