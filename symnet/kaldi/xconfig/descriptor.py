@@ -79,7 +79,9 @@ class XDescriptor:
         if self.operator is None:
             return dim_of(str(self.items[0]))
         if self.operator == "Const":
-            return int(self.items[1])
+            dim = self.items[1]
+            assert isinstance(dim, int)  # the parser reads Const()'s second argument as an integer
+            return dim
         parts = [item for item in self.items if isinstance(item, XDescriptor)]
         if self.operator == "Append":
             return sum(part.dim(dim_of) for part in parts)
@@ -186,9 +188,13 @@ class _Parser:
             self.expect("(", token + "()")
             value = self.number(token + "()")
             self.expect(",", token + "()")
-            second: XDescriptor | int = self.descriptor(depth + 1) if token == "Scale" else self.integer("Const()")
-            if token == "Const" and int(second) <= 0:
-                raise DescriptorSyntaxError(f"Const() needs a positive dim, got {second}", self.tokens[self.i - 1][1])
+            second: XDescriptor | int
+            if token == "Scale":
+                second = self.descriptor(depth + 1)
+            else:
+                second = self.integer("Const()")
+                if second <= 0:
+                    raise DescriptorSyntaxError(f"Const() needs a positive dim, got {second}", self.tokens[self.i - 1][1])
             self.expect(")", token + "()")
             return XDescriptor(token, (value, second))
         if token in _OPERATORS:
