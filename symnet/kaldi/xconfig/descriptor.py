@@ -194,7 +194,9 @@ class _Parser:
             else:
                 second = self.integer("Const()")
                 if second <= 0:
-                    raise DescriptorSyntaxError(f"Const() needs a positive dim, got {second}", self.tokens[self.i - 1][1])
+                    raise DescriptorSyntaxError(
+                        f"Const() needs a positive dim, got {second}", self.tokens[self.i - 1][1]
+                    )
             self.expect(")", token + "()")
             return XDescriptor(token, (value, second))
         if token in _OPERATORS:
