@@ -31,7 +31,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from .errors import OutputError, SymnetError
@@ -122,6 +122,19 @@ class AtomicFile:
             self.how = _IN_PLACE  # a writable file in a folder we may not create files in
             fd, self._tmp = tempfile.mkstemp(prefix=".symnet-", suffix=".tmp")
         return os.fdopen(fd, "wb")
+
+    def prepare(self) -> None:
+        """Flush the written data to disk beside `path` (where a full disk shows), leaving `path` untouched until
+        `commit` (OutputError naming `path` if that fails)."""
+        try:
+            self.file.flush()
+            if self.how != _THROUGH:
+                os.fsync(self.file.fileno())
+        except BaseException as e:
+            self.abort()
+            if isinstance(e, Exception):
+                raise _error(self.path, e) from None
+            raise
 
     def commit(self) -> None:
         """Make the written data `path`'s contents (OutputError naming `path` if that fails)."""
@@ -227,6 +240,27 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     """Write `data` to `path` (see the module doc)."""
     with atomic_open(path, "wb") as f:
         f.write(data)
+
+
+def atomic_write_all(files: Mapping[str, bytes]) -> None:
+    """Write a set of files as a whole: each is written and flushed to disk beside its path first, and only when
+    every one is do they replace their paths, so a failure (a full disk) leaves every path as it was, with an
+    OutputError naming the path that failed. (The renames themselves do not fail on a full disk.)"""
+    outs: list[AtomicFile] = []
+    try:
+        for path, data in files.items():
+            out = AtomicFile(path, "wb")
+            outs.append(out)
+            try:
+                out.file.write(data)
+            except OSError as e:
+                raise _error(out.path, e) from None
+            out.prepare()
+        for out in outs:
+            out.commit()
+    finally:
+        for out in outs:
+            out.abort()
 
 
 def check_writable(path: str | os.PathLike[str]) -> None:

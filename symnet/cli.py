@@ -29,6 +29,7 @@ and exit with status 1; usage errors exit with status 2 (argparse's rule).
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import warnings
 import zipfile
@@ -448,28 +449,37 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     return 0
 
 
+#: The largest xconfig file `symnet xconfig` reads (Kaldi's recipes write a few kilobytes).
+XCONFIG_BYTES = 1 << 24
+
+
 def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .atomic import atomic_open
+    from .atomic import atomic_write_all
     from .kaldi.xconfig import read_xconfig
-    from .safe_read import regular_file
+    from .kaldi.xconfig.expand import kaldi_matrix_text
+    from .safe_read import read_file
 
     if args.output and args.config_dir:
         raise _UsageError("give -o or --config-dir, not both")
-    regular_file(args.xconfig, SymnetError, "xconfig")
-    xconfig = read_xconfig(args.xconfig)
-    xconfig.network()  # the check xconfig_to_configs.py makes with nnet3-init: errors name the xconfig line
+    text = read_file(args.xconfig, XCONFIG_BYTES, error=SymnetError, what="xconfig").decode("utf-8", errors="replace")
+    xconfig = read_xconfig(io.StringIO(text), file=args.xconfig)
+    # The check xconfig_to_configs.py makes with nnet3-init of ref.config (random matrices where final.config reads
+    # files a later recipe step writes, such as lda.mat): errors name the xconfig line.
+    xconfig.network(which="ref")
     if args.config_dir:
-        for path in xconfig.write_config_dir(args.config_dir):
+        for path in xconfig.write_config_dir(args.config_dir, text):
             print(f"wrote {path}", file=stdout)
-    else:
-        text = xconfig.config_text("final")
-        assert text is not None  # only init.config can be missing
-        if args.output:
-            with atomic_open(args.output, "w") as f:
-                f.write(text)
-            print(f"wrote {args.output}", file=stdout)
-        else:
-            stdout.write(text)
+        return 0
+    final = xconfig.config_text("final")
+    assert final is not None  # only init.config can be missing
+    if not args.output:
+        stdout.write(final)
+        return 0
+    files = {args.output: final.encode("utf-8")}  # with the matrices it names that the layers write (the IDCT's)
+    files.update({name: kaldi_matrix_text(matrix).encode("utf-8") for name, matrix in xconfig.matrices.items()})
+    atomic_write_all(files)
+    for path in files:
+        print(f"wrote {path}", file=stdout)
     return 0
 
 

@@ -26,8 +26,9 @@ options as strings for the component's builder to read (with
 the unread ones as Kaldi's "Could not process these elements in
 initializer" does.
 
-Deliberate differences from Kaldi: a key given twice is an error (Kaldi keeps
-the first silently); a trailing carriage return is ignored (Kaldi fails on
+A key given twice keeps its first value, as in Kaldi (whose xconfig writes
+`max-change` twice for an output-layer with a bottleneck), with a warning naming
+the value ignored. Deliberate differences from Kaldi: a trailing carriage return is ignored (Kaldi fails on
 blank CRLF lines); `Round(x, m)` with m < 1, non-finite Scale/Const values and
 inconsistent scales are rejected on reading (Kaldi fails later, when it
 compiles).
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, TextIO
 
@@ -407,8 +409,14 @@ def _split(body: str, source: Source) -> tuple[str, list[tuple[str, str, int, in
             while end > equals + 1 and body[end - 1] in C_SPACE:
                 end -= 1
             value, value_pos, pos = body[equals + 1 : end], equals + 1, end
-        if any(k == key for k, *_ in options):
-            raise source.error(f"option {key} given twice", equals - len(key) + 1)
+        kept = next((v for k, v, *_ in options if k == key), None)
+        if kept is not None:  # Kaldi's ConfigLine keeps the first value (its own xconfig output-layer writes two)
+            warnings.warn(
+                f"{source.file}:{source.line}:{equals - len(key) + 1}: option {key} is given twice; as Kaldi, "
+                f"the first value {kept} is used and {key}={value} is ignored",
+                stacklevel=4,
+            )
+            continue
         options.append((key, value, equals - len(key), value_pos))
     return kind, options
 

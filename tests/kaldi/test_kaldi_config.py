@@ -418,7 +418,6 @@ def caret_column(error: ConfigError) -> int:
         ("input-node name=input dim=x12", "x12"),
         ("input-node name=input dim=0", "0"),
         ("input-node name=input dim=12 foo=bar", "foo"),
-        ("input-node name=input dim=12 dim=13", "dim=13"),
         ("input-node name=2input dim=12", "2input"),
         ("inputnode name=input dim=12", "inputnode"),
         ("component-node name=a component=b input=Append(x, Offset(y, 1.5))", "1.5"),
@@ -739,3 +738,10 @@ def test_deep_nesting_is_a_config_error_not_recursion_error():
     with pytest.raises(ConfigError, match="nested"):
         d(wide)
     assert write_descriptor(d("Sum(" + ", ".join(["x"] * 50) + ")")).count("Sum(") == 49
+
+
+def test_an_option_given_twice_keeps_its_first_value_as_kaldi_does():
+    """Kaldi's ConfigLine keeps the first value (its xconfig writes max-change twice for a bottleneck output)."""
+    with pytest.warns(UserWarning, match=r"bad.config:2:30: option dim is given twice; as Kaldi, the first value 12"):
+        lines = parse_config("# header\ninput-node name=input dim=12 dim=13\n", file="bad.config")
+    assert lines[0].dim == 12

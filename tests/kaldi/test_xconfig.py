@@ -19,6 +19,7 @@ import pytest
 from helpers import EXAMPLES
 from symnet import Append, Input, Network, Node, load
 from symnet.cli import main
+from symnet.core.walk import walk
 from symnet.errors import ConfigError, SymnetError
 from symnet.kaldi import KaldiNetwork, parse_network, write_network
 from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
@@ -403,9 +404,11 @@ def test_write_config_dir_writes_what_xconfig_to_configs_writes(tmp_path, monkey
         "final.config",
         "idct.mat",
         "ref.config",
+        "vars",
         "xconfig.expanded.1",
         "xconfig.expanded.2",
     ]
+    assert open("configs/vars").read() == "model_left_context=1\nmodel_right_context=1\n"
     assert parse_config(open("configs/final.config").read()) == x.config_lines()
     from symnet.kaldi import read_kaldi_array
 
@@ -537,9 +540,99 @@ def test_cli_xconfig_prints_writes_and_fills_a_config_dir(xconfig_file, tmp_path
     assert sorted(os.listdir(tmp_path / "configs")) == [
         "final.config",
         "ref.config",
+        "vars",
+        "xconfig",
         "xconfig.expanded.1",
         "xconfig.expanded.2",
     ]
+    copy = (tmp_path / "configs" / "xconfig").read_text()
+    assert copy.splitlines()[3:] == [line.strip() for line in xconfig_file.read_text().splitlines()]
+
+
+LDA_RECIPE = """input dim=100 name=ivector
+input dim=40 name=input
+fixed-affine-layer name=lda input=Append(-1,0,1,ReplaceIndex(ivector, t, 0)) affine-transform-file=exp/tdnn/configs/lda.mat
+relu-batchnorm-layer name=tdnn1 dim=64
+relu-batchnorm-layer name=tdnn2 dim=64 input=Append(-1,0,1)
+output-layer name=output dim=30 max-change=1.5
+"""
+
+
+def test_a_recipes_config_dir_is_written_before_its_lda_mat_exists(tmp_path, capsys, monkeypatch):
+    """As a recipe runs xconfig_to_configs.py: the LDA's matrix is estimated later, from init.config's network,
+    so writing the configs reads no matrix (ref.config has a random one of the same dims)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "network.xconfig").write_text(LDA_RECIPE)
+    assert main(["xconfig", "--config-dir", "exp/tdnn/configs", "network.xconfig"]) == 0
+    configs = tmp_path / "exp" / "tdnn" / "configs"
+    assert not (configs / "lda.mat").exists()
+    init = (configs / "init.config").read_text()
+    assert (
+        "output-node name=output input=Append(Offset(input, -1), input, Offset(input, 1), ReplaceIndex(ivector, t, 0))"
+        in init
+    )
+    ref = (configs / "ref.config").read_text()
+    assert "component name=lda type=FixedAffineComponent input-dim=220 output-dim=220" in ref
+    final = (configs / "final.config").read_text()
+    assert "component name=lda type=FixedAffineComponent matrix=exp/tdnn/configs/lda.mat" in final
+    assert (configs / "vars").read_text() == "model_left_context=2\nmodel_right_context=2\n"
+    capsys.readouterr()
+    assert main(["xconfig", "network.xconfig"]) == 0  # printing final.config reads no matrix either
+    assert capsys.readouterr().out.count("matrix=exp/tdnn/configs/lda.mat") == 1
+
+
+def test_a_failed_config_dir_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    """The set is written as a whole: when one file cannot be written, none of the others changes."""
+    from symnet import atomic
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "network.xconfig").write_text(LDA_RECIPE)
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "final.config").write_text("the old final.config")
+    real = atomic.AtomicFile.prepare
+
+    def full_disk(self):
+        if self.path.endswith("vars"):
+            raise atomic._error(self.path, OSError(28, "No space left on device"))
+        return real(self)
+
+    monkeypatch.setattr(atomic.AtomicFile, "prepare", full_disk)
+    assert main(["xconfig", "--config-dir", "configs", "network.xconfig"]) == 1
+    assert os.listdir(configs) == ["final.config"]
+    assert (configs / "final.config").read_text() == "the old final.config"
+
+
+def test_scale_and_const_in_xconfig_descriptors():
+    """wsj tdnn_1i, swbd tdnn_7r: `input=Append(delta, Scale(1.0, ReplaceIndex(ivector, t, 0)))`."""
+    x = parse_xconfig(
+        "input name=ivector dim=10\ninput name=input dim=4\n"
+        "relu-layer name=a input=Append(-1,0,Scale(0.5, ReplaceIndex(ivector, t, 0))) dim=8\n"
+        "relu-layer name=b input=Sum(a, Const(2, 8), Scale(-1e-3,a@-1)) dim=8\noutput-layer name=output dim=3\n"
+    )
+    final = x.config_text("final")
+    assert "input=Append(Offset(input, -1), input, Scale(0.5, ReplaceIndex(ivector, t, 0)))" in final
+    assert "input-dim=18 output-dim=8" in final
+    assert "input=Sum(a.relu, Const(2.0, 8), Scale(-0.001, Offset(a.relu, -1)))" in final
+    assert " input=Sum(a, Const(2.0, 8), Scale(-0.001, Offset(a, -1))) " in x.expanded(True)
+    x.network()
+    with pytest.raises(ConfigError, match=r"parsing Scale\(\), expected a number but got 'a'"):
+        parse_xconfig("input name=input dim=4\nrelu-layer name=a input=Scale(a, input) dim=3\n")
+    with pytest.raises(ConfigError, match=r"Const\(\) needs a positive dim"):
+        parse_xconfig("input name=input dim=4\nrelu-layer name=a input=Append(input, Const(1.0, 0)) dim=3\n")
+
+
+def test_an_output_layer_with_a_bottleneck_builds_as_kaldi_reads_it():
+    """Kaldi's xconfig writes max-change twice on the bottleneck's line; its ConfigLine keeps the first value."""
+    x = parse_xconfig(
+        "input name=input dim=4\nrelu-layer name=a dim=8\noutput-layer name=output dim=5 bottleneck-dim=3\n"
+    )
+    final = x.config_text("final")
+    assert "max-change=0.75  max-change=1.5" in final
+    with pytest.warns(UserWarning, match=r"option max-change is given twice; as Kaldi, the first value 0.75 is used"):
+        network = x.network().network
+    linear = next(layer for layer in walk([network.output]) if getattr(layer, "name", None) == "output.linear")
+    assert dict(linear.options)["max-change"] == 0.75
 
 
 def test_cli_xconfig_error_names_the_line(tmp_path, capsys):

@@ -1,7 +1,8 @@
 """Xconfig descriptors: Kaldi's descriptor grammar with the xconfig shorthands.
 
 On top of nnet3's `Offset`, `Append`, `Sum`, `Switch`, `Failover`, `IfDefined`,
-`Round` and `ReplaceIndex` (steps/libs/nnet3/xconfig/utils.py, Descriptor):
+`Round`, `ReplaceIndex`, `Scale(value, descriptor)` and `Const(value, dim)`
+(steps/libs/nnet3/xconfig/utils.py, Descriptor):
 
 - a bare integer `n` is the previous layer at time offset `n`:
   `Append(-1,0,1)` after layer `tdnn1` is `Append(Offset(tdnn1, -1), tdnn1, Offset(tdnn1, 1))`;
@@ -31,6 +32,8 @@ _VALID_NAME = re.compile(r"[a-zA-Z_][-a-zA-Z_0-9.]*")
 _INT = re.compile(r"[+-]?[0-9]+\Z")
 _OPERATORS = ("Offset", "Round", "ReplaceIndex", "Append", "Sum", "Switch", "Failover", "IfDefined")
 _SAME_DIM = ("Sum", "Failover", "IfDefined", "Switch")
+#: Operators whose first argument is a number (Kaldi's xconfig reads it with Python's float()).
+_VALUED = ("Scale", "Const")
 
 
 class DimMismatch(Exception):
@@ -52,7 +55,7 @@ class XDescriptor:
     whose items are descriptors, integers and (ReplaceIndex) the variable name."""
 
     operator: str | None
-    items: tuple[XDescriptor | int | str, ...]
+    items: tuple[XDescriptor | int | float | str, ...]
 
     def __str__(self) -> str:
         """Kaldi's normalized text, with layer names (as `xconfig.expanded.2` shows it)."""
@@ -75,6 +78,10 @@ class XDescriptor:
         """The dimension, given the dimension of each layer name; DimMismatch names mismatched parts."""
         if self.operator is None:
             return dim_of(str(self.items[0]))
+        if self.operator == "Const":
+            dim = self.items[1]
+            assert isinstance(dim, int)  # the parser reads Const()'s second argument as an integer
+            return dim
         parts = [item for item in self.items if isinstance(item, XDescriptor)]
         if self.operator == "Append":
             return sum(part.dim(dim_of) for part in parts)
@@ -164,8 +171,34 @@ class _Parser:
             raise DescriptorSyntaxError(f"parsing {what}, expected an integer but got '{token or 'the end'}'", pos)
         return int(token)
 
+    def number(self, what: str) -> float:
+        token, pos = self.take()
+        try:
+            return float(token)
+        except ValueError:
+            raise DescriptorSyntaxError(
+                f"parsing {what}, expected a number but got '{token or 'the end'}'", pos
+            ) from None
+
     def descriptor(self, depth: int = 0) -> XDescriptor:
         token, pos = self.take()
+        if token in _VALUED:
+            if depth >= MAX_NESTING:
+                raise DescriptorSyntaxError(f"descriptor nested more than {MAX_NESTING} levels deep", pos)
+            self.expect("(", token + "()")
+            value = self.number(token + "()")
+            self.expect(",", token + "()")
+            second: XDescriptor | int
+            if token == "Scale":
+                second = self.descriptor(depth + 1)
+            else:
+                second = self.integer("Const()")
+                if second <= 0:
+                    raise DescriptorSyntaxError(
+                        f"Const() needs a positive dim, got {second}", self.tokens[self.i - 1][1]
+                    )
+            self.expect(")", token + "()")
+            return XDescriptor(token, (value, second))
         if token in _OPERATORS:
             if depth >= MAX_NESTING:  # keeps the recursion far from Python's limit
                 raise DescriptorSyntaxError(f"descriptor nested more than {MAX_NESTING} levels deep", pos)

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ...atomic import atomic_write, atomic_write_all
 from ...errors import ConfigError, SymnetError
 from . import attention, basic, composite, convolution, gru, lstm, stats, trivial  # noqa: F401  (register the layers)
 from .backend import ConfigLine, KaldiNetwork, OutputNode, Source, build_network, parse_line, read_matrix_file
@@ -106,12 +107,20 @@ class Xconfig:
         return "".join(layer.describe(normalized) + "\n" for layer in self.layers)
 
     def network(
-        self, *, seed: int = 0, base: Any = None, read_matrix: Callable[[str], np.ndarray] | None = None
+        self,
+        *,
+        seed: int = 0,
+        base: Any = None,
+        read_matrix: Callable[[str], np.ndarray] | None = None,
+        which: str = "final",
     ) -> KaldiNetwork:
-        """The KaldiNetwork of final.config; errors name the xconfig line and the layer.
+        """The KaldiNetwork of final.config (or of `which`.config); errors name the xconfig line and the layer.
 
         Matrices the layers write (the idct-layer's) are used as they are;
         other files are read with `read_matrix` (default: Kaldi text or binary, or .npy).
+        ref.config reads no file: it has random matrices of the same dims where
+        final.config reads one (the LDA-like transform a recipe estimates after
+        writing the configs), as xconfig_to_configs.py checks the network.
         """
         generated = self.matrices
         reader = read_matrix or read_matrix_file
@@ -119,7 +128,7 @@ class Xconfig:
         def read(path: str) -> np.ndarray:
             return generated[path] if path in generated else reader(path)
 
-        lines = self.config_lines("final")
+        lines = self.config_lines(which)
         try:
             return build_network(lines, seed=seed, base=base, read_matrix=read)
         except ConfigError as e:
@@ -130,26 +139,41 @@ class Xconfig:
                 f"{layer.what}: {e.message}", file=e.file, line=e.line, column=e.column, text=e.text
             ) from None
 
-    def write_config_dir(self, directory: str | os.PathLike[str]) -> list[str]:
-        """Write what xconfig_to_configs.py writes to its --config-dir; returns the paths written."""
-        os.makedirs(directory, exist_ok=True)
+    def config_dir_files(self, directory: str | os.PathLike[str], xconfig_text: str | None = None) -> dict[str, bytes]:
+        """What xconfig_to_configs.py writes to its --config-dir, by path: a copy of the xconfig (`xconfig`, when
+        `xconfig_text` is given), `xconfig.expanded.1`/`.2`, `init.config` (when the xconfig has an LDA-like
+        input), `ref.config`, `final.config`, `vars` (the context of ref.config's output, as recipes read it) and
+        the matrices the layers write (at the paths their options name)."""
         files: dict[str, str] = {}
+        if xconfig_text is not None:
+            lines = (line.strip() for line in xconfig_text.splitlines())
+            files["xconfig"] = (
+                f"# This file was created by symnet from the xconfig {self.file}\n"
+                "# It is a copy of the source from which the config files in this directory were generated.\n\n"
+                + "".join(line + "\n" for line in lines)
+            )
+        files["xconfig.expanded.1"] = self.expanded(False)
+        files["xconfig.expanded.2"] = self.expanded(True)
         for which in CONFIG_NAMES:
             text = self.config_text(which)  # None for a config the xconfig does not make
             if text is not None:
                 files[f"{which}.config"] = text
-        files["xconfig.expanded.1"] = self.expanded(False)
-        files["xconfig.expanded.2"] = self.expanded(True)
-        written = []
-        for name, text in files.items():
-            path = os.path.join(directory, name)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-            written.append(path)
+        reference = self.network(which="ref").network
+        if "output" in dict(reference.structure.outputs):
+            left, right = reference.context("output")
+            files["vars"] = f"model_left_context={left}\nmodel_right_context={right}\n"
+        out = {os.path.join(directory, name): text.encode("utf-8") for name, text in files.items()}
         for name, matrix in self.matrices.items():
-            write_kaldi_matrix(name, matrix)
-            written.append(name)
-        return written
+            out[name] = kaldi_matrix_text(matrix).encode("utf-8")
+        return out
+
+    def write_config_dir(self, directory: str | os.PathLike[str], xconfig_text: str | None = None) -> list[str]:
+        """Write what xconfig_to_configs.py writes to its --config-dir (`config_dir_files`) as a whole: a failure
+        leaves every file as it was. Returns the paths written. Reads no matrix file (ref.config has random
+        stand-ins for them), so it runs before a recipe has estimated its lda.mat."""
+        files = self.config_dir_files(directory, xconfig_text)
+        atomic_write_all(files)
+        return list(files)
 
 
 def _source(xline: XconfigLine, generated: Source | None) -> Source:
@@ -170,11 +194,15 @@ def _source(xline: XconfigLine, generated: Source | None) -> Source:
     )
 
 
-def write_kaldi_matrix(path: str | os.PathLike[str], matrix: np.ndarray) -> None:
+def kaldi_matrix_text(matrix: np.ndarray) -> str:
     """A matrix in Kaldi's text format (`[ a b\\n c d ]`), as Kaldi's scripts write it."""
     rows = [" ".join(repr(float(v)) for v in row) for row in np.asarray(matrix, dtype=np.float64)]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("[ " + "\n".join(rows) + " ]")
+    return "[ " + "\n".join(rows) + " ]"
+
+
+def write_kaldi_matrix(path: str | os.PathLike[str], matrix: np.ndarray) -> None:
+    """Write a matrix in Kaldi's text format, atomically."""
+    atomic_write(path, kaldi_matrix_text(matrix).encode("utf-8"))
 
 
 def parse_xconfig(
