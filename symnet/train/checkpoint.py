@@ -22,6 +22,7 @@ import fcntl
 import io
 import json
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -197,7 +198,7 @@ def lock(path: str) -> Iterator[None]:
     name = lock_path(path)
     os.makedirs(os.path.dirname(name), exist_ok=True)
     while True:
-        fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(name, path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -208,11 +209,7 @@ def lock(path: str) -> Iterator[None]:
                 f"{path} is in use by another training run ({_holder(name)}); two runs on one "
                 "checkpoint would overwrite each other's progress"
             ) from None
-        try:
-            same = os.fstat(fd).st_ino == os.stat(name).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
+        if _same_file(fd, name):
             break
         os.close(fd)  # the holder removed it as we opened it: take the new one
     try:
@@ -220,9 +217,38 @@ def lock(path: str) -> Iterator[None]:
         os.write(fd, f"{os.getpid()}\n".encode())
         yield
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
+        if _same_file(fd, name):  # only the file this run locked: never one planted since
+            with contextlib.suppress(OSError):
+                os.unlink(name)
         os.close(fd)
+
+
+def _open_lock(name: str, path: str) -> int:
+    """The lock file, opened without following a link and without blocking on a FIFO; a CheckpointError where
+    something other than a regular file (a link someone planted, a device, a FIFO) has its name."""
+    try:
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise CheckpointError(
+            f"{path}: its lock file {name} is a symbolic link; symnet never writes through a link it did not "
+            "make (remove it if it is yours)"
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise CheckpointError(f"{path}: its lock file {name} is not a regular file; remove it if it is yours")
+    return fd
+
+
+def _same_file(fd: int, name: str) -> bool:
+    """Whether `name` is still the file open as `fd` (not removed, replaced or turned into a link since)."""
+    try:
+        st = os.stat(name, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
 def _holder(name: str) -> str:

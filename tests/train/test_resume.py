@@ -5,6 +5,8 @@ checkpoint path is checked before any training."""
 from __future__ import annotations
 
 import json
+import os
+import pathlib
 import zipfile
 
 import numpy as np
@@ -110,6 +112,32 @@ def test_a_second_writer_is_locked_out(data, tmp_path):
             run(train, checkpoint=path)
     run(train, checkpoint=path)  # released
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.npz"]  # the lock file went with the run
+
+
+def test_a_link_planted_at_the_lock_path_is_refused_and_its_target_untouched(data, tmp_path):
+    """Before: a symlink at `.NAME.lock` made the run truncate its target, write a PID into it and remove the
+    link (as root: any file on the machine)."""
+    train, _ = data
+    path = str(tmp_path / "c.npz")
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    os.symlink(victim, ckpt.lock_path(path))
+    with pytest.raises(CheckpointError, match=r"its lock file .*\.c\.npz\.lock is a symbolic link"):
+        run(train, checkpoint=path)
+    assert victim.read_text() == "precious" and os.path.islink(ckpt.lock_path(path))
+    os.unlink(ckpt.lock_path(path))
+    os.mkfifo(ckpt.lock_path(path))  # a FIFO neither blocks the run nor is written
+    with pytest.raises(CheckpointError, match="is not a regular file"):
+        run(train, checkpoint=path)
+
+
+def test_a_lock_file_replaced_during_the_run_is_not_removed(tmp_path):
+    """The run removes only the lock file it made, not one that took its name since."""
+    path = str(tmp_path / "c.npz")
+    with ckpt.lock(path):
+        os.unlink(ckpt.lock_path(path))
+        pathlib.Path(ckpt.lock_path(path)).write_text("someone else's")
+    assert pathlib.Path(ckpt.lock_path(path)).read_text() == "someone else's"
 
 
 def test_the_checkpoint_path_is_checked_before_training(data, tmp_path, monkeypatch):
