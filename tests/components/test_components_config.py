@@ -149,6 +149,31 @@ def test_matrix_files(tmp_path):
         build("FixedBiasComponent", {"bias": str(path)})
 
 
+def test_a_matrix_file_is_untrusted_its_contents_never_echoed_and_its_header_checked(tmp_path):
+    """Before: `matrix=secret.txt` quoted the file's first word in the error (`matrix=/proc/self/environ`
+    printed the environment), and a .npy header claiming 2^33 values was allocated before anything was read."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2 is the password\n")
+    for path in (str(secret), "/proc/self/environ"):
+        with pytest.raises(ComponentConfigError, match="not a Kaldi matrix or vector") as info:
+            build("FixedAffineComponent", {"matrix": path})
+        assert "hunter2" not in str(info.value) and "PATH=" not in str(info.value) and path in str(info.value)
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': (8589934592,), }"
+    big = tmp_path / "big.npy"
+    big.write_bytes(
+        b"\x93NUMPY\x01\x00" + len(header + "\n").to_bytes(2, "little") + (header + "\n").encode() + bytes(16)
+    )
+    with pytest.raises(
+        ComponentConfigError, match=r"shape \(8589934592,\) of float32 is 34359738368 bytes, but the file"
+    ):
+        build("FixedAffineComponent", {"matrix": str(big)})
+    good = tmp_path / "good.npy"
+    np.save(good, np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(read_matrix_file(str(good)), np.arange(6.0).reshape(2, 3))
+    np.save(good, np.asfortranarray(np.arange(6.0).reshape(2, 3)))
+    np.testing.assert_array_equal(read_matrix_file(str(good)), np.arange(6.0).reshape(2, 3))
+
+
 def test_nonlinear_defaults():
     for kaldi_type in (
         "RectifiedLinearComponent",
