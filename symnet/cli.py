@@ -29,7 +29,11 @@ and exit with status 1; usage errors exit with status 2 (argparse's rule).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
+import itertools
+import os
+import stat
 import sys
 import warnings
 import zipfile
@@ -243,6 +247,48 @@ def _copy(args: argparse.Namespace, stdout: TextIO) -> int:
     return 0
 
 
+def _input_files(spec: str) -> list[str]:
+    """The files an rspecifier (or a plain path) reads: the archive, or the scp and the archives it names."""
+    from kaldiio.utils import parse_specifier
+
+    try:
+        parsed = parse_specifier(spec) if ":" in spec else {"ark": spec, "scp": None}
+    except ValueError:
+        return [spec]
+    if parsed.get("scp"):
+        files = [parsed["scp"]]
+        with contextlib.suppress(OSError, UnicodeDecodeError), open(parsed["scp"], encoding="utf-8") as f:
+            for line in itertools.islice(f, 1_000_000):
+                entry = line.split(maxsplit=1)[1].strip() if len(line.split(maxsplit=1)) == 2 else ""
+                files.append(entry.rsplit(":", 1)[0] if entry[-1:].isdigit() and ":" in entry else entry)
+        return files
+    return [parsed["ark"]] if parsed.get("ark") else []
+
+
+def _refuse_overwriting_inputs(wspecifier: str, inputs: dict[str, str | None]) -> None:
+    """A SymnetError where a file of `wspecifier` is one of the input files (the outputs would replace the
+    inputs: `symnet compute model ark:feats.ark ark:feats.ark`)."""
+    from kaldiio.utils import parse_specifier
+
+    try:
+        parsed = parse_specifier(wspecifier)
+    except ValueError:
+        return  # _ArchiveWriter says what is wrong with it
+    outputs = [path for path in (parsed["ark"], parsed["scp"]) if path and path != "-"]
+    for what, spec in inputs.items():
+        for path in _input_files(spec) if spec else []:
+            for out in outputs:
+                with contextlib.suppress(OSError):
+                    st = os.stat(path)
+                    if not stat.S_ISREG(st.st_mode) or not os.path.exists(out):
+                        continue
+                    if os.path.samefile(path, out):
+                        raise SymnetError(
+                            f"the output {out} is also an input ({what}: {path}): writing it would replace the "
+                            "input; give another output (or --force)"
+                        )
+
+
 class _ArchiveWriter:
     """A Kaldi wspecifier (`ark:`, `ark,t:`, `ark,scp:A,S`) written as `symnet.atomic` writes files: to
     temporary files beside the targets, moved over them by `commit`, removed by `abort` (written through to
@@ -402,6 +448,16 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
         if args.online_ivectors
         else None
     )
+    if not args.force:
+        _refuse_overwriting_inputs(
+            args.matrix_wspecifier,
+            {
+                "the model": args.model,
+                "the features": args.feats_rspecifier,
+                "--ivectors": args.ivectors,
+                "--online-ivectors": args.online_ivectors,
+            },
+        )
     writer = _ArchiveWriter(args.matrix_wspecifier)
     done = failed = 0
     batch: list[tuple[str, np.ndarray, dict[str, Any]]] = []
@@ -647,6 +703,12 @@ def _parser() -> argparse.ArgumentParser:
         help="accepted for Kaldi compatibility and ignored (JAX picks the device)",
     )
     compute.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
+    compute.add_argument(
+        "--force",
+        action="store_true",
+        help="write the output even where it is one of the input files (by default that is refused: the "
+        "outputs would replace the inputs)",
+    )
     compute.add_argument(
         "--compile-cache",
         metavar="DIR|off",

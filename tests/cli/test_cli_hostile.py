@@ -3,6 +3,7 @@ numeric options are bounded, train checks its output paths first and refuses a r
 
 from __future__ import annotations
 
+import contextlib
 import io
 import time
 from pathlib import Path
@@ -58,6 +59,27 @@ def test_compute_refuses_an_scp_command_without_allow_pipes(
     status, _, err = run(args[0], "--allow-pipes", *args[1:])
     assert status == 0, err
     assert marker.exists() and list(dict(kaldiio.load_ark(str(folder / "out.ark")))) == ["u0"]
+
+
+def test_compute_refuses_to_write_its_output_over_an_input(model_and_feats: tuple[Path, dict[str, np.ndarray]]) -> None:
+    """Before: `symnet compute model ark:feats.ark ark:feats.ark` replaced the input archive with the outputs."""
+    folder, _ = model_and_feats
+    before = (folder / "feats.ark").read_bytes()
+    cases = [
+        ("ark:feats.ark", "ark:feats.ark", "the features"),
+        ("scp:feats.scp", "ark,t:feats.ark", "the features"),  # an archive the scp names
+        ("scp:feats.scp", "ark,scp:out.ark,feats.scp", "the features"),
+        ("ark:feats.ark", "ark:nnet.raw", "the model"),
+    ]
+    for rspecifier, wspecifier, what in cases:
+        with contextlib.chdir(folder):
+            status, _, err = run("compute", "nnet.raw", rspecifier, wspecifier)
+        assert status == 1 and f"is also an input ({what}: " in err and "--force" in err, (wspecifier, err)
+    assert (folder / "feats.ark").read_bytes() == before and (folder / "nnet.raw").read_text() == NNET_TEXT
+    assert sorted(p.name for p in folder.iterdir()) == ["feats.ark", "feats.scp", "nnet.raw"]
+    with contextlib.chdir(folder):  # asked for: written
+        assert run("compute", "--force", "nnet.raw", "ark:feats.ark", "ark:feats.ark")[0] == 0
+    assert (folder / "feats.ark").read_bytes() != before
 
 
 def test_train_refuses_an_scp_command_without_allow_pipes(
