@@ -252,17 +252,19 @@ def _input_files(spec: str) -> list[str]:
     from kaldiio.utils import parse_specifier
 
     try:
-        parsed = parse_specifier(spec) if ":" in spec else {"ark": spec, "scp": None}
+        parsed: dict[str, Any] = parse_specifier(spec) if ":" in spec else {"ark": spec, "scp": None}
     except ValueError:
         return [spec]
-    if parsed.get("scp"):
-        files = [parsed["scp"]]
-        with contextlib.suppress(OSError, UnicodeDecodeError), open(parsed["scp"], encoding="utf-8") as f:
+    scp, ark = parsed.get("scp"), parsed.get("ark")
+    if isinstance(scp, str):
+        files = [scp]
+        with contextlib.suppress(OSError, UnicodeDecodeError), open(scp, encoding="utf-8") as f:
             for line in itertools.islice(f, 1_000_000):
-                entry = line.split(maxsplit=1)[1].strip() if len(line.split(maxsplit=1)) == 2 else ""
+                fields = line.split(maxsplit=1)
+                entry = fields[1].strip() if len(fields) == 2 else ""
                 files.append(entry.rsplit(":", 1)[0] if entry[-1:].isdigit() and ":" in entry else entry)
         return files
-    return [parsed["ark"]] if parsed.get("ark") else []
+    return [ark] if isinstance(ark, str) and ark else []
 
 
 def _refuse_overwriting_inputs(wspecifier: str, inputs: dict[str, str | None]) -> None:
