@@ -10,8 +10,10 @@ its `config_text("final")` is Kaldi's final.config, `config_lines()` the
 config line objects, `network()` the KaldiNetwork. `read_xconfig_network`
 and `parse_xconfig_network` do both steps. `is_xconfig(path)` tells an
 xconfig from an nnet3 config by its first line. `LAYER_TYPES` maps every
-supported layer type to its class; `symnet.kaldi.xconfig.layers` has the same
-layers as Python functions.
+supported layer type to its class; `KALDI_LAYER_TYPES` lists Kaldi's (all of
+them supported: `UNSUPPORTED_LAYER_TYPES`, which would say why one is not,
+is empty); `symnet.kaldi.xconfig.layers` has the same layers as Python
+functions.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from typing import Any
 import numpy as np
 
 from .backend import KaldiNetwork
-from .base import LAYER_TYPES
+from .base import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES
 from .expand import CONFIG_NAMES, Xconfig, parse_xconfig, read_xconfig, write_kaldi_matrix
 
 __all__ = [
     "CONFIG_NAMES",
+    "KALDI_LAYER_TYPES",
     "LAYER_TYPES",
+    "UNSUPPORTED_LAYER_TYPES",
     "Xconfig",
     "is_xconfig",
     "parse_xconfig",
@@ -48,7 +52,8 @@ def is_xconfig(path: str | os.PathLike[str]) -> bool:
             for _number, text in enumerate(f, 1):
                 words = text.split("#", 1)[0].split()
                 if words:
-                    return words[0] not in _CONFIG_KINDS and words[0].split("=")[0] in LAYER_TYPES
+                    kind = words[0].split("=")[0]
+                    return words[0] not in _CONFIG_KINDS and (kind in LAYER_TYPES or kind in KALDI_LAYER_TYPES)
     except OSError:
         return False
     return False

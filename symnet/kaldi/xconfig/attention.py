@@ -9,6 +9,7 @@ the name lists (`attention`: a RestrictedAttentionComponent; `relu`,
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .base import Lines, XLayer, both, fmt, layer_types
@@ -33,12 +34,14 @@ class XAttention(XLayer):
             "target-rms": 1.0,
             "learning-rate-factor": 1.0,
             "ng-affine-options": "",
+            "l2-regularize": 0.0,
             "num-left-inputs-required": -1,
             "num-right-inputs-required": -1,
             "output-context": True,
             "time-stride": 1,
             "num-heads": 1,
             "key-dim": -1,
+            "key-scale": 0.0,
             "value-dim": -1,
             "num-left-inputs": -1,
             "num-right-inputs": -1,
@@ -60,6 +63,9 @@ class XAttention(XLayer):
         )
         for key in ("value-dim", "key-dim", "num-left-inputs", "num-right-inputs"):
             self.require(c[key] >= 0, f"{key} must be set (>= 0), got {c[key]}", key)
+        if c["key-scale"] == 0.0:  # Kaldi's default, worked out in its check_configs: 1/sqrt(key-dim)
+            self.require(c["key-dim"] > 0, "key-dim must be positive when key-scale is not given", "key-dim")
+            c["key-scale"] = 1.0 / math.sqrt(c["key-dim"])
 
     @property
     def operations(self) -> list[str]:
@@ -81,11 +87,12 @@ class XAttention(XLayer):
     def lines(self) -> Lines:
         c, n = self.config, self.name
         dim = self.attention_input_dim()
-        factor = c["learning-rate-factor"]
+        factor, l2 = c["learning-rate-factor"], c["l2-regularize"]
         rate = f"learning-rate-factor={fmt(factor)}" if factor != 1.0 else ""
+        l2_option = f"l2-regularize={fmt(l2)} " if l2 != 0.0 else ""
         out = [
             f"component name={n}.affine type=NaturalGradientAffineComponent input-dim={self.input.dim} "
-            f"output-dim={dim} max-change={fmt(c['max-change'])} {c['ng-affine-options']} {rate} ",
+            f"output-dim={dim} max-change={fmt(c['max-change'])} {c['ng-affine-options']} {rate} {l2_option}",
             f"component-node name={n}.affine component={n}.affine input={self.input.text}",
         ]
         node = f"{n}.affine"
@@ -101,7 +108,7 @@ class XAttention(XLayer):
                     f"num-left-inputs-required={c['num-left-inputs-required']} "
                     f"num-right-inputs-required={c['num-right-inputs-required']} "
                     f"output-context={fmt(c['output-context'])} time-stride={c['time-stride']} "
-                    f"num-heads={c['num-heads']}"
+                    f"num-heads={c['num-heads']} key-scale={fmt(c['key-scale'])}"
                 )
                 dim = self.output_dim()
             elif op == "sigmoid":

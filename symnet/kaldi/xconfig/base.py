@@ -8,7 +8,8 @@ before it, in Kaldi's order (XconfigLayerBase.__init__):
    default is the type of the option (bool, int, float or str, as in Kaldi:
    an option whose default is `''` is passed through as written).
 2. The line's options replace the defaults (an unknown option is an error that
-   suggests the closest valid one and lists them all).
+   suggests the closest valid one and lists them all; a Kaldi option symnet
+   cannot honour, listed in the class's `unsupported`, is an error that says so).
 3. Every descriptor option (`input`, normally `[-1]`, the previous layer) is
    parsed, and its dim and its text in the generated config worked out.
 4. `derive()` fills in options that default to values worked out from others
@@ -33,10 +34,97 @@ from ...errors import ConfigError
 from .descriptor import DimMismatch, XDescriptor, parse_xdescriptor
 from .syntax import XconfigLine
 
-__all__ = ["LAYER_TYPES", "XLayer", "XInput", "both", "closest", "fmt", "layer_types"]
+__all__ = [
+    "KALDI_LAYER_TYPES",
+    "LAYER_TYPES",
+    "UNSUPPORTED_LAYER_TYPES",
+    "XLayer",
+    "XInput",
+    "both",
+    "closest",
+    "fmt",
+    "layer_types",
+]
 
 #: xconfig layer type -> the class that implements it.
 LAYER_TYPES: dict[str, type[XLayer]] = {}
+
+#: Kaldi's xconfig layer types that symnet refuses, with the reason (none: symnet expands all of them).
+UNSUPPORTED_LAYER_TYPES: dict[str, str] = {}
+
+#: Kaldi's xconfig layer types, in the order of its parser.py (`config_to_layer`, Kaldi f4007661).
+KALDI_LAYER_TYPES = (
+    "input",
+    "output",
+    "output-layer",
+    "relu-layer",
+    "relu-renorm-layer",
+    "relu-batchnorm-dropout-layer",
+    "relu-dropout-layer",
+    "relu-batchnorm-layer",
+    "relu-batchnorm-so-layer",
+    "batchnorm-so-relu-layer",
+    "batchnorm-layer",
+    "sigmoid-layer",
+    "tanh-layer",
+    "fixed-affine-layer",
+    "idct-layer",
+    "affine-layer",
+    "lstm-layer",
+    "lstmp-layer",
+    "lstmp-batchnorm-layer",
+    "fast-lstm-layer",
+    "fast-lstm-batchnorm-layer",
+    "fast-lstmp-layer",
+    "fast-lstmp-batchnorm-layer",
+    "lstmb-layer",
+    "stats-layer",
+    "relu-conv-layer",
+    "conv-layer",
+    "conv-relu-layer",
+    "conv-renorm-layer",
+    "relu-conv-renorm-layer",
+    "batchnorm-conv-layer",
+    "conv-relu-renorm-layer",
+    "batchnorm-conv-relu-layer",
+    "relu-batchnorm-conv-layer",
+    "relu-batchnorm-noconv-layer",
+    "relu-noconv-layer",
+    "conv-relu-batchnorm-layer",
+    "conv-relu-batchnorm-so-layer",
+    "conv-relu-batchnorm-dropout-layer",
+    "conv-relu-dropout-layer",
+    "res-block",
+    "res2-block",
+    "channel-average-layer",
+    "attention-renorm-layer",
+    "attention-relu-renorm-layer",
+    "attention-relu-batchnorm-layer",
+    "relu-renorm-attention-layer",
+    "gru-layer",
+    "pgru-layer",
+    "opgru-layer",
+    "norm-pgru-layer",
+    "norm-opgru-layer",
+    "fast-gru-layer",
+    "fast-pgru-layer",
+    "fast-norm-pgru-layer",
+    "fast-opgru-layer",
+    "fast-norm-opgru-layer",
+    "tdnnf-layer",
+    "prefinal-layer",
+    "spec-augment-layer",
+    "renorm-component",
+    "batchnorm-component",
+    "no-op-component",
+    "linear-component",
+    "affine-component",
+    "scale-component",
+    "dim-range-component",
+    "offset-component",
+    "combine-feature-maps-layer",
+    "delta-layer",
+)
 
 _VALID_NAME = re.compile(r"[a-zA-Z_][-a-zA-Z_0-9.]*\Z")
 
@@ -109,7 +197,9 @@ class XLayer:
     descriptor_keys: ClassVar[tuple[str, ...]] = ("input",)
     #: The auxiliary outputs other layers may refer to (`name.aux`).
     aux: ClassVar[tuple[str, ...]] = ()
-    #: False for output layers: their output-node cannot be an input of another layer.
+    #: Kaldi options of the layer that symnet refuses when a line sets them, with the reason (none at present).
+    unsupported: ClassVar[dict[str, str]] = {}
+    #: False for output layers: their output-node cannot be an input of another layer (their auxiliary outputs can).
     referable: ClassVar[bool] = True
 
     #: The layer's name (its `name=` option).
@@ -123,7 +213,8 @@ class XLayer:
             raise source.error(f"{source.type}: the layer needs a name (name=...)")
         if not _VALID_NAME.match(name):
             raise source.error(f"{source.type}: {name!r} is not a valid layer name", source.value_column("name"))
-        if any(layer.name == name for layer in previous):
+        if any(layer.name == name and layer.layer_type != "existing" for layer in previous):
+            # (Kaldi's rule: a layer may take the name of a node of the existing network, as output-layer output)
             raise source.error(f"the name {name!r} is used for more than one layer", source.value_column("name"))
         self.name = name
         self.previous = list(previous)
@@ -133,6 +224,11 @@ class XLayer:
         for key, text in source.options:
             if key == "name":
                 continue
+            if key in self.unsupported:
+                raise source.error(
+                    f"{self.what}: option {key} is not supported by symnet ({self.unsupported[key]})",
+                    source.key_column(key),
+                )
             if key not in self.config:
                 allowed = " ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in self.config.items())
                 raise source.error(
@@ -161,6 +257,10 @@ class XLayer:
 
     def check(self) -> None:
         pass
+
+    def auxiliary_outputs(self) -> tuple[str, ...]:
+        """The auxiliary outputs a later layer may refer to (`name.aux`): `aux`, unless the options decide."""
+        return self.aux
 
     def output_name(self, aux: str | None = None) -> str:
         raise NotImplementedError
@@ -215,7 +315,9 @@ class XLayer:
             where = column + position if column else None
             return self.source.error(f"{self.what}: {key}={text}: {message}", where or self.source.type_column)
 
-        descriptor = parse_xdescriptor(text, [layer.name for layer in self.previous], fail=fail)
+        # [-1], [-2] and bare offsets count the xconfig's layers only, not the existing network's nodes (Kaldi's rule)
+        layers = [layer.name for layer in self.previous if layer.layer_type != "existing"]
+        descriptor = parse_xdescriptor(text, layers, fail=fail)
 
         def lookup(name: str) -> tuple[XLayer, str | None]:
             return self._lookup(name, lambda message: fail(message, max(text.find(name.split(".")[0]), 0)))
@@ -232,12 +334,13 @@ class XLayer:
         head, _, aux = full.partition(".")
         for layer in self.previous:
             if layer.name in (full, head):
-                if not layer.referable:
+                if not layer.referable and layer.name == full:
                     raise fail(f"{layer.layer_type} {layer.name} is an output; other layers cannot use it")
                 if layer.name == full:
                     return layer, None
-                if aux not in layer.aux:
-                    hint = f" (it has {', '.join(layer.aux)})" if layer.aux else ""
+                known = layer.auxiliary_outputs()
+                if aux not in known:
+                    hint = f" (it has {', '.join(known)})" if known else ""
                     raise fail(f"layer {head} ({layer.layer_type}) has no auxiliary output {aux!r}{hint}")
                 layer.used_aux.add(aux)
                 return layer, aux

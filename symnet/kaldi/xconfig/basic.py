@@ -3,7 +3,8 @@
 - `output name=... input=...`: just an output-node.
 - `output-layer`: an affine component (natural gradient, zero-initialised:
   `param-stddev=0.0 bias-stddev=0.0`), an optional log-softmax, an
-  output-node; optionally a linear bottleneck before the affine.
+  output-node; optionally a linear bottleneck before the affine. Later
+  layers may use its auxiliary outputs `name.affine` and `name.log-softmax`.
 - `relu-layer`, `relu-batchnorm-layer`, `sigmoid-layer`, `tanh-layer`, ...:
   an affine component followed by the components the name lists, in order
   (`relu`, `sigmoid`, `tanh`, `renorm`, `batchnorm`, `so` for
@@ -83,7 +84,6 @@ class XOutputLayer(XLayer):
             "max-change": 1.5,
             "param-stddev": 0.0,
             "bias-stddev": 0.0,
-            "use-natural-gradient": "",
         }
 
     def check(self) -> None:
@@ -98,12 +98,6 @@ class XOutputLayer(XLayer):
             "linear-component followed by a batchnorm-component)",
             "orthonormal-constraint",
         )
-        factor = self.config["learning-rate-factor"]
-        self.require(
-            factor == "" or float(factor) > 0.0,
-            f"learning-rate-factor must be positive, got {factor}",
-            "learning-rate-factor",
-        )
         b = self.config["bottleneck-dim"]
         self.require(
             b < 0 or 0 < b < min(self.input.dim, self.config["dim"]),
@@ -111,8 +105,12 @@ class XOutputLayer(XLayer):
             "bottleneck-dim",
         )
 
+    def auxiliary_outputs(self) -> tuple[str, ...]:
+        """Its affine node, and its log-softmax node when it has one (`output.affine` in a later layer)."""
+        return ("affine", "log-softmax") if self.config["include-log-softmax"] else ("affine",)
+
     def output_name(self, aux: str | None = None) -> str:
-        return self.name
+        return f"{self.name}.{aux}" if aux else self.name
 
     def output_dim(self, aux: str | None = None) -> int:
         return self.config["dim"]
@@ -133,14 +131,7 @@ class XOutputLayer(XLayer):
             node, dim = f"{name}.linear", c["bottleneck-dim"]
         affine = c["ng-affine-options"] + _passed(
             c,
-            (
-                "learning-rate-factor",
-                "l2-regularize",
-                "max-change",
-                "param-stddev",
-                "bias-stddev",
-                "use-natural-gradient",
-            ),
+            ("learning-rate-factor", "l2-regularize", "max-change", "param-stddev", "bias-stddev"),
         )
         out.append(
             f"component name={name}.affine type=NaturalGradientAffineComponent input-dim={dim} "
@@ -156,6 +147,14 @@ class XOutputLayer(XLayer):
             node = f"Offset({node}, {c['output-delay']})"
         out.append(f"output-node name={name} input={node} objective={c['objective-type']}")
         return both(out)
+
+
+def _positive(text: str) -> bool:
+    """Whether `text` is a positive number (Kaldi's check of a pass-through learning-rate-factor)."""
+    try:
+        return float(text) > 0.0
+    except ValueError:
+        return False
 
 
 def _passed(config: dict[str, Any], keys: tuple[str, ...]) -> str:
@@ -218,7 +217,7 @@ class XBasic(XLayer):
         self.require(c["target-rms"] >= 0.0, f"target-rms has invalid value {c['target-rms']}", "target-rms")
         factor = c["learning-rate-factor"]
         self.require(
-            factor == "" or float(factor) > 0.0,
+            factor == "" or _positive(factor),
             f"learning-rate-factor has invalid value {factor}",
             "learning-rate-factor",
         )
@@ -343,6 +342,7 @@ class XAffine(XLayer):
             "bias-stddev": 1.0,
             "bias-mean": 0.0,
             "max-change": 0.75,
+            "l2-regularize": 0.0,
             "learning-rate-factor": 1.0,
             "ng-affine-options": "",
         }
@@ -364,7 +364,10 @@ class XAffine(XLayer):
     def lines(self) -> Lines:
         c = self.config
         options = (
-            "".join(f" {key}={fmt(c[key])}" for key in ("param-stddev", "bias-stddev", "bias-mean", "max-change"))
+            "".join(
+                f" {key}={fmt(c[key])}"
+                for key in ("param-stddev", "bias-stddev", "bias-mean", "max-change", "l2-regularize")
+            )
             + c["ng-affine-options"]
         )
         return both(
@@ -394,7 +397,13 @@ class XIdct(XLayer):
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        return {"input": "[-1]", "dim": -1, "cepstral-lifter": 22.0, "affine-transform-file": ""}
+        return {
+            "input": "[-1]",
+            "dim": -1,
+            "cepstral-lifter": 22.0,
+            "affine-transform-file": "",
+            "include-in-init": False,
+        }
 
     def check(self) -> None:
         self.require(
@@ -415,12 +424,9 @@ class XIdct(XLayer):
         }
 
     def lines(self) -> Lines:
-        c, name = self.config, self.name
-        return [
-            (("final",), f"component name={name} type=FixedAffineComponent matrix={c['affine-transform-file']}"),
-            (
-                ("ref",),
-                f"component name={name} type=FixedAffineComponent input-dim={self.input.dim} output-dim={c['dim']}",
-            ),
-            (("ref", "final"), f"component-node name={name} component={name} input={self.input.text}"),
+        name, configs = self.name, ("ref", "final", "init") if self.config["include-in-init"] else ("ref", "final")
+        texts = [
+            f"component name={name} type=FixedAffineComponent matrix={self.config['affine-transform-file']}",
+            f"component-node name={name} component={name} input={self.input.text}",
         ]
+        return [(configs, text) for text in texts]

@@ -29,7 +29,7 @@ from ...atomic import atomic_write, atomic_write_all
 from ...errors import ConfigError, SymnetError
 from . import attention, basic, composite, convolution, gru, lstm, stats, trivial  # noqa: F401  (register the layers)
 from .backend import ConfigLine, KaldiNetwork, OutputNode, Source, build_network, parse_line, read_matrix_file
-from .base import LAYER_TYPES, XInput, XLayer, closest
+from .base import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES, XInput, XLayer, closest
 from .syntax import XconfigLine, xconfig_lines
 
 __all__ = ["CONFIG_NAMES", "Xconfig", "parse_xconfig", "read_xconfig", "write_kaldi_matrix"]
@@ -49,6 +49,9 @@ _HEADERS = {
 
 def _layer(line: XconfigLine, previous: Sequence[XLayer]) -> XLayer:
     cls = LAYER_TYPES.get(line.type)
+    if cls is None and line.type in KALDI_LAYER_TYPES:
+        why = UNSUPPORTED_LAYER_TYPES.get(line.type, "symnet has no expansion of it")
+        raise line.error(f"layer type {line.type} is not supported by symnet ({why})")
     if cls is None:
         raise line.error(f"unknown layer type {line.type}{closest(line.type, LAYER_TYPES)}")
     return cls(line, previous)

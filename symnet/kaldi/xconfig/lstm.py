@@ -6,9 +6,12 @@
 - `lstmp-layer` (`lstmp-batchnorm-layer`): the same with a recurrent and a
   non-recurrent projection; output `name.rp_t` (`name.rp_t_batchnorm`).
 - `fast-lstm-layer` (`fast-lstm-batchnorm-layer`): one affine `W_all` and an
-  LstmNonlinearityComponent; output `name.m` (`name.m_batchnorm`), auxiliary `name.c`.
+  LstmNonlinearityComponent; output `name.m` (`name.m_batchnorm`), auxiliary
+  `name.c` (a node symnet writes when a later layer uses it; Kaldi's script
+  refers to it but leaves it out).
 - `fast-lstmp-layer` (`fast-lstmp-batchnorm-layer`): the projected fast LSTM;
-  output `name.rp` (`name.rp_batchnorm`), auxiliary `name.c_t`.
+  output `name.rp` (`name.rp_batchnorm`), auxiliary `name.c` (Kaldi's
+  script names it `c_t`, but its node is `c`).
 - `lstmb-layer`: the fast LSTM with `W_all` factorised through a bottleneck
   (orthonormal first factor), a ScaleAndOffsetComponent and batch-norm;
   output `name.m_batchnorm`.
@@ -67,7 +70,7 @@ class XRecurrent(XLayer):
             if c["cell-dim"] <= 0:
                 c["cell-dim"] = self.input.dim
             return
-        if c["recurrent-projection-dim"] <= 0:
+        if c["recurrent-projection-dim"] <= 0:  # Kaldi's cell-dim / 4, an integer in the Python 2 it was written for
             c["recurrent-projection-dim"] = c["cell-dim"] // 4
         if c["non-recurrent-projection-dim"] <= 0:
             c["non-recurrent-projection-dim"] = c["recurrent-projection-dim"]
@@ -120,8 +123,85 @@ class XRecurrent(XLayer):
 _SCALE_DEFAULTS = {"clipping-threshold": 30.0, "zeroing-interval": 20, "zeroing-threshold": 15.0, "delay": -1}
 
 
+class XSakLstm(XRecurrent):
+    """lstm-layer and lstmp-layer: the LSTM of Sak et al. from single components."""
+
+    def cell_lines(self, recurrent_dim: int) -> list[str]:
+        """The gates, the cell and m_t of the LSTM of Sak et al., whose recurrent input r_t has `recurrent_dim`
+        (lstm-layer's and lstmp-layer's lines differ in a few blanks; Kaldi's are kept)."""
+        c, n = self.config, self.name
+        x, cell, delay = self.input.text, c["cell-dim"], c["delay"]
+        affine, pes, l2 = c["ng-affine-options"], per_element_scale_options(c), l2_option(c)
+        repair, projected = self.repair, self.projected
+        dropout = projected and c["dropout-proportion"] != -1.0
+        xr = self.input.dim + recurrent_dim
+        c_prev, r_prev = f"IfDefined(Offset({n}.c_t, {delay}))", f"IfDefined(Offset({n}.r_t, {delay}))"
+        scale = f"component name={n}.w_{{}}.c type=NaturalGradientPerElementScaleComponent"
+        out: list[str] = []
+        for gate, title, blank, end in (
+            ("i", "# Input gate", " ", "" if projected else " "),
+            ("f", "# Forget gate", "  " if projected else " ", ""),
+            ("o", "#  Output gate", " " if projected else "  ", ""),
+        ):
+            out += [
+                f"{title} control : W_{gate}* matrices",
+                f"component name={n}.W_{gate}.xr type=NaturalGradientAffineComponent input-dim={xr} "
+                f"output-dim={cell} {affine} {l2}",
+                "# note : the cell outputs pass through a diagonal matrix",
+                f"{scale.format(gate)}{blank}dim={cell} {pes} {l2}{end}",
+            ]
+        out += [
+            "# Cell input matrices : W_c* matrices",
+            f"component name={n}.W_c.xr type=NaturalGradientAffineComponent input-dim={xr} output-dim={cell} "
+            f"{affine} {l2}",
+            "# Defining the non-linearities",
+        ]
+        out += [f"component name={n}.{g} type=SigmoidComponent dim={cell} {repair}" for g in "ifo"]
+        out += [f"component name={n}.{g} type=TanhComponent dim={cell} {repair}" for g in "gh"]
+        if dropout:
+            out.append(
+                f"component name={n}.dropout type=DropoutComponent dim={cell} "
+                f"dropout-proportion={fmt(c['dropout-proportion'])} "
+                f"dropout-per-frame={'true' if c['dropout-per-frame'] else 'false'}"
+            )
+        out.append("# Defining the components for other cell computations")
+        out += [
+            f"component name={n}.{p} type=ElementwiseProductComponent input-dim={2 * cell} output-dim={cell}"
+            for p in ("c1", "c2", "m")
+        ]
+        out.append(f"component name={n}.c type=BackpropTruncationComponent dim={cell} {truncation_options(c)}")
+        out.append(f"component-node name={n}.c_t component={n}.c input=Sum({n}.c1_t, {n}.c2_t)")
+        for gate, gap, peephole in (("i", "  ", c_prev), ("f", "  ", c_prev), ("o", " ", f"{n}.c_t")):
+            out += [
+                f"# {gate}_t",
+                f"component-node name={n}.{gate}1_t component={n}.W_{gate}.xr input=Append({x}, {r_prev})",
+                f"component-node name={n}.{gate}2_t component={n}.w_{gate}.c{gap}input={peephole}",
+            ]
+            total = f"Sum({n}.{gate}1_t, {n}.{gate}2_t)"
+            if dropout:
+                out += [
+                    f"component-node name={n}.{gate}_t_predrop component={n}.{gate} input={total}",
+                    f"component-node name={n}.{gate}_t component={n}.dropout input={n}.{gate}_t_predrop",
+                ]
+            else:
+                out.append(f"component-node name={n}.{gate}_t component={n}.{gate} input={total}")
+        out += [
+            "# h_t",
+            f"component-node name={n}.h_t component={n}.h input={n}.c_t",
+            "# g_t",
+            f"component-node name={n}.g1_t component={n}.W_c.xr input=Append({x}, {r_prev})",
+            f"component-node name={n}.g_t component={n}.g input={n}.g1_t",
+            "# parts of c_t",
+            f"component-node name={n}.c1_t component={n}.c1  input=Append({n}.f_t, {c_prev})",
+            f"component-node name={n}.c2_t component={n}.c2 input=Append({n}.i_t, {n}.g_t)",
+            "# m_t",
+            f"component-node name={n}.m_t component={n}.m input=Append({n}.o_t, {n}.h_t)",
+        ]
+        return out
+
+
 @layer_types("lstm-layer")
-class XLstm(XRecurrent):
+class XLstm(XSakLstm):
     aux = ("c_t",)
 
     @classmethod
@@ -142,54 +222,9 @@ class XLstm(XRecurrent):
 
     def lines(self) -> Lines:
         c, n = self.config, self.name
-        x, cell = self.input.text, c["cell-dim"]
-        affine, pes, l2 = c["ng-affine-options"], per_element_scale_options(c), l2_option(c)
-        trunc, repair, delay = truncation_options(c), self.repair, c["delay"]
-        xr = self.input.dim + cell
-        out = [f"### Begin LSTM layer '{n}'"]
-        for gate, title in (("i", "Input gate"), ("f", "Forget gate"), ("o", "Output gate")):
-            out += [
-                f"# {title} control : W_{gate}* matrices",
-                f"component name={n}.W_{gate}.xr type=NaturalGradientAffineComponent input-dim={xr} "
-                f"output-dim={cell} {affine} {l2}",
-                "# note : the cell outputs pass through a diagonal matrix",
-                f"component name={n}.w_{gate}.c type=NaturalGradientPerElementScaleComponent dim={cell} {pes} {l2}",
-            ]
+        out = [f"### Begin LSTM layer '{n}'", *self.cell_lines(c["cell-dim"])]
         out += [
-            "# Cell input matrices : W_c* matrices",
-            f"component name={n}.W_c.xr type=NaturalGradientAffineComponent input-dim={xr} output-dim={cell} "
-            f"{affine} {l2}",
-            "# Defining the non-linearities",
-        ]
-        out += [f"component name={n}.{g} type=SigmoidComponent dim={cell} {repair}" for g in "ifo"]
-        out += [f"component name={n}.{g} type=TanhComponent dim={cell} {repair}" for g in "gh"]
-        out.append("# Defining the components for other cell computations")
-        out += [
-            f"component name={n}.{p} type=ElementwiseProductComponent input-dim={2 * cell} output-dim={cell}"
-            for p in ("c1", "c2", "m")
-        ]
-        out.append(f"component name={n}.c type=BackpropTruncationComponent dim={cell} {trunc}")
-        out.append(f"component-node name={n}.c_t component={n}.c input=Sum({n}.c1_t, {n}.c2_t)")
-        c_prev, r_prev = f"IfDefined(Offset({n}.c_t, {delay}))", f"IfDefined(Offset({n}.r_t, {delay}))"
-        for gate, peephole in (("i", c_prev), ("f", c_prev), ("o", f"{n}.c_t")):
-            out += [
-                f"# {gate}_t",
-                f"component-node name={n}.{gate}1_t component={n}.W_{gate}.xr input=Append({x}, {r_prev})",
-                f"component-node name={n}.{gate}2_t component={n}.w_{gate}.c input={peephole}",
-                f"component-node name={n}.{gate}_t component={n}.{gate} input=Sum({n}.{gate}1_t, {n}.{gate}2_t)",
-            ]
-        out += [
-            "# h_t",
-            f"component-node name={n}.h_t component={n}.h input={n}.c_t",
-            "# g_t",
-            f"component-node name={n}.g1_t component={n}.W_c.xr input=Append({x}, {r_prev})",
-            f"component-node name={n}.g_t component={n}.g input={n}.g1_t",
-            "# parts of c_t",
-            f"component-node name={n}.c1_t component={n}.c1 input=Append({n}.f_t, {c_prev})",
-            f"component-node name={n}.c2_t component={n}.c2 input=Append({n}.i_t, {n}.g_t)",
-            "# m_t",
-            f"component-node name={n}.m_t component={n}.m input=Append({n}.o_t, {n}.h_t)",
-            f"component name={n}.r type=BackpropTruncationComponent dim={cell} {trunc}",
+            f"component name={n}.r type=BackpropTruncationComponent dim={c['cell-dim']} {truncation_options(c)}",
             f"component-node name={n}.r_t component={n}.r input={n}.m_t",
             f"### End LSTM layer '{n}'",
         ]
@@ -197,7 +232,7 @@ class XLstm(XRecurrent):
 
 
 @layer_types("lstmp-layer", "lstmp-batchnorm-layer")
-class XLstmp(XRecurrent):
+class XLstmp(XSakLstm):
     aux = ("c_t",)
     projected = True
 
@@ -224,74 +259,13 @@ class XLstmp(XRecurrent):
 
     def lines(self) -> Lines:
         c, n = self.config, self.name
-        x, cell = self.input.text, c["cell-dim"]
-        rec, nonrec = c["recurrent-projection-dim"], c["non-recurrent-projection-dim"]
-        affine, pes, l2 = c["ng-affine-options"], per_element_scale_options(c), l2_option(c)
-        trunc, repair, delay = truncation_options(c), self.repair, c["delay"]
-        dropout = c["dropout-proportion"] != -1.0
-        xr = self.input.dim + rec
-        out: list[str] = []
-        for gate, title in (("i", "Input gate"), ("f", "Forget gate"), ("o", "Output gate")):
-            out += [
-                f"# {title} control : W_{gate}* matrices",
-                f"component name={n}.W_{gate}.xr type=NaturalGradientAffineComponent input-dim={xr} "
-                f"output-dim={cell} {affine} {l2}",
-                "# note : the cell outputs pass through a diagonal matrix",
-                f"component name={n}.w_{gate}.c type=NaturalGradientPerElementScaleComponent dim={cell} {pes} {l2}",
-            ]
+        cell, rec, nonrec = c["cell-dim"], c["recurrent-projection-dim"], c["non-recurrent-projection-dim"]
+        out = self.cell_lines(rec)  # the same cell, with r_t projected
         out += [
-            "# Cell input matrices : W_c* matrices",
-            f"component name={n}.W_c.xr type=NaturalGradientAffineComponent input-dim={xr} output-dim={cell} "
-            f"{affine} {l2}",
-            "# Defining the non-linearities",
-        ]
-        out += [f"component name={n}.{g} type=SigmoidComponent dim={cell} {repair}" for g in "ifo"]
-        out += [f"component name={n}.{g} type=TanhComponent dim={cell} {repair}" for g in "gh"]
-        if dropout:
-            out.append(
-                f"component name={n}.dropout type=DropoutComponent dim={cell} "
-                f"dropout-proportion={fmt(c['dropout-proportion'])} "
-                f"dropout-per-frame={'true' if c['dropout-per-frame'] else 'false'}"
-            )
-        out.append("# Defining the components for other cell computations")
-        out += [
-            f"component name={n}.{p} type=ElementwiseProductComponent input-dim={2 * cell} output-dim={cell}"
-            for p in ("c1", "c2", "m")
-        ]
-        out.append(f"component name={n}.c type=BackpropTruncationComponent dim={cell} {trunc}")
-        out.append(f"component-node name={n}.c_t component={n}.c input=Sum({n}.c1_t, {n}.c2_t)")
-        c_prev, r_prev = f"IfDefined(Offset({n}.c_t, {delay}))", f"IfDefined(Offset({n}.r_t, {delay}))"
-        for gate, peephole in (("i", c_prev), ("f", c_prev), ("o", f"{n}.c_t")):
-            out += [
-                f"# {gate}_t",
-                f"component-node name={n}.{gate}1_t component={n}.W_{gate}.xr input=Append({x}, {r_prev})",
-                f"component-node name={n}.{gate}2_t component={n}.w_{gate}.c input={peephole}",
-            ]
-            if dropout:
-                out += [
-                    f"component-node name={n}.{gate}_t_predrop component={n}.{gate} "
-                    f"input=Sum({n}.{gate}1_t, {n}.{gate}2_t)",
-                    f"component-node name={n}.{gate}_t component={n}.dropout input={n}.{gate}_t_predrop",
-                ]
-            else:
-                out.append(
-                    f"component-node name={n}.{gate}_t component={n}.{gate} input=Sum({n}.{gate}1_t, {n}.{gate}2_t)"
-                )
-        out += [
-            "# h_t",
-            f"component-node name={n}.h_t component={n}.h input={n}.c_t",
-            "# g_t",
-            f"component-node name={n}.g1_t component={n}.W_c.xr input=Append({x}, {r_prev})",
-            f"component-node name={n}.g_t component={n}.g input={n}.g1_t",
-            "# parts of c_t",
-            f"component-node name={n}.c1_t component={n}.c1 input=Append({n}.f_t, {c_prev})",
-            f"component-node name={n}.c2_t component={n}.c2 input=Append({n}.i_t, {n}.g_t)",
-            "# m_t",
-            f"component-node name={n}.m_t component={n}.m input=Append({n}.o_t, {n}.h_t)",
             "# projection matrices : Wrm and Wpm",
             f"component name={n}.W_rp.m type=NaturalGradientAffineComponent input-dim={cell} "
-            f"output-dim={rec + nonrec} {affine} {l2}",
-            f"component name={n}.r type=BackpropTruncationComponent dim={rec} {trunc}",
+            f"output-dim={rec + nonrec} {c['ng-affine-options']} {l2_option(c)}",
+            f"component name={n}.r type=BackpropTruncationComponent dim={rec} {truncation_options(c)}",
             "# r_t and p_t : rp_t will be the output (if we're not doing batchnorm)",
             f"component-node name={n}.rp_t component={n}.W_rp.m input={n}.m_t",
             f"dim-range-node name={n}.r_t_preclip input-node={n}.rp_t dim-offset=0 dim={rec}",

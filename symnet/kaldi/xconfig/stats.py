@@ -7,10 +7,9 @@ every `9` frames); the layer's output is `Round(stats-pooling-99-99, 9)`.
 `config` is `mean`, `mean+stddev`, `mean+count` or `mean+stddev+count`
 (`count`: a log-count feature) with `(left:input-period:stats-period:right)`.
 
-Two differences from the stored copy of Kaldi's script, as its recipes need:
-the output dim is the input dim times 1 or 2, plus 1 with `count` (the copy's
-operator precedence gives 0 without `count`), and a zero left or right
-context is allowed (`mean+stddev(0:1:1:10000)`, the x-vector recipes).
+The output dim is the input dim times 1 (mean) or 2 (with stddev), plus 1
+with `count`; a zero left or right context is allowed (`mean+stddev(0:1:1:10000)`,
+the x-vector recipes).
 """
 
 from __future__ import annotations

@@ -285,7 +285,7 @@ class XSpecAugment(XLayer):
             "input": "[-1]",
             "freq-max-proportion": 0.5,
             "time-zeroed-proportion": 0.2,
-            "time-mask-max-frames": 10,
+            "time-mask-max-frames": 20,
             "include-in-init": False,
         }
 
