@@ -230,8 +230,7 @@ def read_matrix_file(path: str) -> np.ndarray:
         return read_kaldi_array(path)
     except ModelFormatError:
         raise ModelFormatError(
-            f"{path}: not a Kaldi matrix or vector (text `[ ... ]` or binary, as Kaldi's scripts write) "
-            "or a .npy file"
+            f"{path}: not a Kaldi matrix or vector (text `[ ... ]` or binary, as Kaldi's scripts write) or a .npy file"
         ) from None
 
 
