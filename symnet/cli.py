@@ -13,6 +13,9 @@
                                          compiled programs are kept for the next run (--compile-cache)
     symnet xconfig [-o FINAL_CONFIG | --config-dir DIR] XCONFIG
                                          steps/nnet3/xconfig_to_configs.py: an xconfig expanded to final.config
+    symnet lda [options] (--posteriors RSPEC | --alignments RSPEC) NETWORK FEATS_RSPECIFIER LDA_MAT
+                                         nnet3-acc-lda-stats + nnet-get-feature-transform: the LDA-like input
+                                         transform of a recipe's fixed-affine-layer (lda.mat)
 
 MODEL_OR_CONFIG is a Kaldi nnet3 model file (text or binary, raw nnet or
 acoustic model, see `symnet.kaldi.model_reader`), a symnet network file
@@ -37,7 +40,7 @@ import stat
 import sys
 import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import numpy as np
@@ -215,7 +218,7 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
 
 # ----- copy and compute (nnet3-copy, nnet3-compute) ---------------------------------------------
 
-_KALDI_FLAGS = ("--binary", "--raw", "--apply-exp", "--use-priors")
+_KALDI_FLAGS = ("--binary", "--raw", "--apply-exp", "--use-priors", "--remove-offset")
 
 
 def _kaldi_bool(text: str) -> bool:
@@ -541,6 +544,103 @@ def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
     return 0
 
 
+#: Options of Kaldi's LDA programs that `symnet lda` refuses, and why.
+_LDA_UNSUPPORTED = {
+    "--write-cholesky": "symnet lda writes the transform (and --write-stats), not the within-class Cholesky factor",
+    "--write-within-covar": "symnet lda writes the transform (and --write-stats), not the within-class covariance",
+    "--frame-subsampling-factor": "symnet lda takes every frame, as nnet3-get-egs's egs without subsampling hold "
+    "them (chain recipes' nnet3-chain-acc-lda-stats, on the supervision's subsampled frames, is not supported)",
+}
+
+
+def _lda_network(path: str) -> Any:
+    """The network whose `output` is the LDA's input: an xconfig's init.config, or a config or model file."""
+    from .kaldi.xconfig import is_xconfig, read_xconfig
+    from .safe_read import read_file, regular_file
+
+    regular_file(path, SymnetError, "network")
+    if not is_xconfig(path):
+        return _load(path)
+    text = read_file(path, XCONFIG_BYTES, error=SymnetError, what="xconfig").decode("utf-8", errors="replace")
+    xconfig = read_xconfig(io.StringIO(text), file=path)
+    if not xconfig.has("init"):
+        raise SymnetError(
+            f"{path} has no LDA-like layer, so no init.config (the network a fixed-affine-layer's "
+            "affine-transform-file is estimated on)"
+        )
+    return xconfig.network(which="init")
+
+
+def _lda(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .atomic import atomic_write_all, check_writable
+    from .kaldi.binary import Writer
+    from .kaldi.lda import LdaOptions, accumulate_lda_stats
+    from .train.kaldi_data import iter_table, read_posteriors, read_table
+
+    for option in _LDA_UNSUPPORTED:
+        if getattr(args, option[2:].replace("-", "_")) is not None:
+            raise _UsageError(f"{option} is not supported: {_LDA_UNSUPPORTED[option]}")
+    if (args.posteriors is None) == (args.alignments is None):
+        raise _UsageError("give the targets: --posteriors RSPECIFIER or --alignments RSPECIFIER (one of them)")
+    if args.ivectors and args.online_ivectors:
+        raise _UsageError("give --ivectors or --online-ivectors, not both")
+    if args.online_ivectors and args.online_ivector_period <= 0:
+        raise _UsageError("--online-ivectors needs --online-ivector-period > 0")
+    options = LdaOptions(
+        dim=args.dim,
+        within_class_factor=args.within_class_factor,
+        max_singular_value=args.max_singular_value,
+        remove_offset=args.remove_offset,
+    )
+    check_writable(args.lda_mat)  # a typo in an output path found now, not after the pass over the data
+    if args.write_stats:
+        check_writable(args.write_stats)
+    network = _lda_network(args.network)
+    pipes = args.allow_pipes
+    targets: Mapping[str, Any]
+    if args.posteriors is not None:
+        targets = read_posteriors(args.posteriors, "posteriors", allow_pipes=pipes)
+    else:
+        targets = read_table(args.alignments, "alignments", allow_pipes=pipes)
+    accumulation = accumulate_lda_stats(
+        network,
+        iter_table(args.feats_rspecifier, "features", allow_pipes=pipes),
+        targets,
+        ivectors=read_table(args.ivectors, "i-vectors", allow_pipes=pipes) if args.ivectors else None,
+        online_ivectors=(
+            read_table(args.online_ivectors, "online i-vectors", allow_pipes=pipes) if args.online_ivectors else None
+        ),
+        online_ivector_period=args.online_ivector_period,
+        rand_prune=args.rand_prune,
+        targets_length_tolerance=args.targets_length_tolerance,
+        length_tolerance=args.length_tolerance,
+        frames_per_chunk=args.frames_per_chunk,
+    )
+    stats = accumulation.stats
+    result = stats.rounded().transform(options)  # Kaldi estimates from its stats file: the same float round trip
+    writer = Writer(args.binary)
+    if args.binary:
+        writer.raw(b"\0B")
+    writer.matrix(result.matrix)
+    files = {args.lda_mat: writer.getvalue()}
+    if args.write_stats:
+        files[args.write_stats] = stats.to_kaldi(args.binary)
+    atomic_write_all(files)
+    print(
+        f"accumulated LDA statistics from {accumulation.utterances} utterances ({len(accumulation.skipped)} "
+        f"skipped): soft frame count {stats.count:g}, dim {stats.dim}, {int((stats.counts != 0).sum())} classes "
+        "with data",
+        file=stdout,
+    )
+    if args.write_stats:
+        print(f"wrote {args.write_stats}", file=stdout)
+    rows, cols = result.matrix.shape
+    capped = f", {result.capped} singular values capped at {args.max_singular_value:g}" if result.capped else ""
+    smoothed = f", {result.smoothed:g} added to the within-class diagonal" if result.smoothed else ""
+    print(f"wrote {args.lda_mat}: {rows} x {cols}{capped}{smoothed}", file=stdout)
+    return 0
+
+
 class _UsageError(Exception):
     pass
 
@@ -734,6 +834,84 @@ def _parser() -> argparse.ArgumentParser:
     xconfig.add_argument("--config-dir", metavar="DIR", help="write every config file into DIR")
     xconfig.add_argument("xconfig", metavar="XCONFIG")
     xconfig.set_defaults(run=_xconfig)
+    lda = commands.add_parser(
+        "lda",
+        help="estimate a recipe's LDA-like input transform, lda.mat (nnet3-acc-lda-stats, nnet-get-feature-transform)",
+        description="What nnet3-acc-lda-stats and nnet-get-feature-transform do in Kaldi's recipes: run NETWORK "
+        "(an xconfig, whose init.config part is used; init.config; or a model whose 'output' is the LDA's input) "
+        "over every frame of the features, accumulate LDA statistics with the targets' pdfs as classes, and write "
+        "the scaled LDA transform to LDA_MAT (atomically; Kaldi's matrix format, [dim, input dim + 1]). The numbers "
+        "are Kaldi's: see symnet.kaldi.lda. As nnet3-get-egs does, an utterance without targets or i-vectors, or "
+        "whose targets are more than --targets-length-tolerance frames off, is skipped with a warning.",
+    )
+    lda.add_argument("--posteriors", metavar="RSPECIFIER", help="targets: pdf posteriors (ali-to-post's output)")
+    lda.add_argument("--alignments", metavar="RSPECIFIER", help="targets: pdf alignments (ali-to-pdf's output)")
+    lda.add_argument("--ivectors", metavar="RSPECIFIER", help="one i-vector per utterance")
+    lda.add_argument("--online-ivectors", metavar="RSPECIFIER", help="i-vectors every --online-ivector-period frames")
+    lda.add_argument(
+        "--online-ivector-period", type=_count(0, frames), default=0, help="frames between rows of --online-ivectors"
+    )
+    lda.add_argument(
+        "--rand-prune",
+        type=float,
+        default=0.0,
+        help="nnet3-acc-lda-stats's randomized pruning of weights below it (default 0: none; recipes pass 4.0), "
+        "with the draws of glibc's rand() from seed 1",
+    )
+    lda.add_argument("--dim", type=int, default=-1, help="the output dim (default -1: the input dim)")
+    lda.add_argument(
+        "--within-class-factor",
+        type=float,
+        default=0.001,
+        help="scale of the directions with little between-class variance (default 0.001; 1.0: plain LDA)",
+    )
+    lda.add_argument(
+        "--max-singular-value",
+        type=float,
+        default=5.0,
+        help="singular values of the transform above it are capped at it (default 5.0; <= 0: no cap)",
+    )
+    lda.add_argument(
+        "--remove-offset",
+        type=_kaldi_bool,
+        default=True,
+        metavar="true|false",
+        help="add the column that makes the output's mean zero (default true)",
+    )
+    lda.add_argument(
+        "--binary", type=_kaldi_bool, default=True, metavar="true|false", help="write in binary mode (default true)"
+    )
+    lda.add_argument(
+        "--write-stats",
+        metavar="FILE",
+        help="also write the statistics as nnet3-acc-lda-stats writes them (for sum-lda-accs, "
+        "nnet-get-feature-transform)",
+    )
+    lda.add_argument(
+        "--targets-length-tolerance",
+        type=_count(0),
+        default=2,
+        help="frames by which the targets may be shorter or longer than the features (nnet3-get-egs's; default 2)",
+    )
+    lda.add_argument(
+        "--length-tolerance",
+        type=_count(0),
+        default=100,
+        help="frames by which the online i-vectors may fall short or run over (nnet3-get-egs's; default 100)",
+    )
+    lda.add_argument(
+        "--frames-per-chunk",
+        type=_count(1, frames),
+        default=50,
+        help="frames computed together, as in `symnet compute`; online i-vectors are taken per chunk",
+    )
+    lda.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
+    for option in _LDA_UNSUPPORTED:
+        lda.add_argument(option, help=argparse.SUPPRESS)
+    lda.add_argument("network", metavar="NETWORK")
+    lda.add_argument("feats_rspecifier", metavar="FEATS_RSPECIFIER")
+    lda.add_argument("lda_mat", metavar="LDA_MAT")
+    lda.set_defaults(run=_lda)
     return parser
 
 

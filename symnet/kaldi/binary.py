@@ -14,6 +14,8 @@ src/matrix/kaldi-matrix.cc and kaldi-vector.cc:
 - Vectors: text `` [ 1 2 3 ]\\n``; binary token ``FV``/``DV``, int32 dim, data.
   Matrices: text `` [\\n  1 2 \\n  3 4 ]\\n`` (`` [ ]\\n`` when empty); binary
   ``FM``/``DM``, int32 rows and cols, data.
+- Packed symmetric matrices (the lower triangle, row by row): text
+  ``[\n1 \n2 3 ]\n``; binary ``FP``/``DP``, int32 size, data.
 - Integer vectors (``WriteIntegerVector``): text ``[ 1 2 ]\\n``; binary: the
   byte 4, a raw int32 count (no size byte), the raw int32s. Integer-pair
   vectors: text ``[ 1,2 3,4 ]\\n``, binary as integer vectors with two int32s
@@ -52,6 +54,7 @@ __all__ = [
     "model_error",
     "parse_real",
     "read_kaldi_array",
+    "unpack_symmetric",
 ]
 
 _WS = b" \t\n\v\f\r"
@@ -315,6 +318,20 @@ class BinaryReader(_Reader):
         rows, cols = self._dims(2, what)
         return self._floats("<f4" if token == "FM" else "<f8", (rows, cols), what)
 
+    def read_packed(self, what: str) -> np.ndarray:
+        """A packed symmetric matrix (``FP``/``DP``: its lower triangle, row by row), as the full matrix."""
+        start = self.skip_ws()
+        token = self.peek_token()
+        if token not in ("FP", "DP"):
+            raise self.error(
+                f"expected a packed matrix (FP or DP) for {what}, got {_word_kind(token)}",
+                at=start,
+                expected=f"packed matrix {what}",
+            )
+        self.read_token("FP or DP")
+        (size,) = self._dims(1, what)
+        return unpack_symmetric(self._floats("<f4" if token == "FP" else "<f8", (size * (size + 1) // 2,), what), size)
+
     def peek_array_token(self) -> str:
         """The array token (FV, DV, FM, DM, CM, CM2, CM3) at the current position, or "" if none."""
         head = self.data[self.pos : self.pos + 4]
@@ -511,6 +528,18 @@ class TextReader(_Reader):
         array.setflags(write=False)
         return array
 
+    def read_packed(self, what: str, double: bool = False) -> np.ndarray:
+        """A packed symmetric matrix (its lower triangle, row by row, in ``[ ]``), as the full matrix."""
+        content, offset, start = self.bracket(what)
+        rows = self._rows(content, offset, what, "")
+        values = self._reals(rows, content, offset, what, double) if rows else np.zeros(0, np.float32)
+        size = int((math.isqrt(8 * len(values) + 1) - 1) // 2)
+        if size * (size + 1) // 2 != len(values):
+            raise self.error(
+                f"packed matrix {what}: {len(values)} numbers is no lower triangle", at=start, expected=f"packed {what}"
+            )
+        return unpack_symmetric(values, size)
+
     def read_int_vector(self, what: str, pairs: bool = False) -> np.ndarray:
         content, offset, start = self.bracket(what)
         values: list[int] = []
@@ -656,6 +685,22 @@ class Writer:
             body = "".join("\n  " + _format_reals(row) for row in array.tolist())
             self.parts.append(b" [" + body.encode() + b"]\n")
 
+    def packed(self, array: np.ndarray) -> None:
+        """A symmetric matrix as Kaldi's packed matrices are written: its lower triangle, row by row."""
+        array = np.asarray(array)
+        double = array.dtype == np.float64
+        size = array.shape[0]
+        lower = array[np.tril_indices(size)]
+        if self.binary:
+            self.token("DP" if double else "FP")
+            self.int(size)
+            self.parts.append(lower.astype("<f8" if double else "<f4").tobytes())
+        elif size == 0:
+            self.parts.append(b"[ ]\n")
+        else:
+            rows = (_format_reals(array[i, : i + 1].tolist()) for i in range(size))
+            self.parts.append(("[\n" + "\n".join(rows) + "]\n").encode())
+
     def int_vector(self, array: np.ndarray, pairs: builtins.bool = False) -> None:
         array = np.asarray(array, dtype=np.int64)
         if self.binary:
@@ -665,6 +710,16 @@ class Writer:
             self.parts.append(("[ " + "".join(f"{a},{b} " for a, b in array.tolist()) + "]\n").encode())
         else:
             self.parts.append(("[ " + "".join(f"{v} " for v in array.tolist()) + "]\n").encode())
+
+
+def unpack_symmetric(lower: np.ndarray, size: int) -> np.ndarray:
+    """The full symmetric matrix of a packed lower triangle (row by row), read-only."""
+    full = np.zeros((size, size), dtype=lower.dtype)
+    rows, cols = np.tril_indices(size)
+    full[rows, cols] = lower
+    full[cols, rows] = lower
+    full.setflags(write=False)
+    return full
 
 
 # ----- single matrices and vectors -------------------------------------------------------------

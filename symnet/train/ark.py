@@ -5,7 +5,7 @@ decide how much it reads and allocates, an entry starting with `PKL` is
 unpickled, and an scp entry ending in `|` is run as a shell command. This
 module reads the same Kaldi objects (binary float and double matrices and
 vectors, int32 vectors, compressed matrices `CM`/`CM2`/`CM3`, text matrices and
-vectors) but
+vectors; and Kaldi's posteriors, `read_posterior`) but
 
 - reads the header first and refuses sizes beyond what is left in the file
   (or, on a stream, beyond `MAX_ENTRY_BYTES`) before reading the data;
@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 import struct
-from collections.abc import Iterator
-from typing import IO, Any
+from collections.abc import Callable, Iterator
+from typing import IO, Any, NamedTuple
 
 import numpy as np
 
@@ -214,6 +215,84 @@ def _read_object(r: _Reader, key: str | None) -> np.ndarray:
     return value
 
 
+class Posterior(NamedTuple):
+    """Kaldi's Posterior of one utterance (hmm/posterior.h), as the file has it: frame t's (pdf, weight)
+    pairs are `pdfs[offsets[t]:offsets[t + 1]]` (int32) and `weights[...]` (float32); `offsets` is int64 [T + 1]."""
+
+    offsets: np.ndarray
+    pdfs: np.ndarray
+    weights: np.ndarray
+
+    @property
+    def num_frames(self) -> int:
+        return len(self.offsets) - 1
+
+
+#: The most frames ReadPosterior takes (Kaldi's "improbably large size").
+MAX_POSTERIOR_FRAMES = 10_000_000
+_PAIR = np.dtype([("s1", "u1"), ("pdf", "<i4"), ("s2", "u1"), ("weight", "<f4")])
+_INT_WORD = re.compile(r"[+-]?[0-9]+\Z")
+_REAL_WORD = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
+
+
+def read_posterior(fd: IO[bytes], where: str, key: str | None) -> Posterior:
+    """One Kaldi Posterior from `fd` (binary, or text `[ pdf weight ... ] [ ... ]` on one line), sizes
+    checked before reading (`key`: for messages)."""
+    return _read_posterior(_Reader(fd, where), key)
+
+
+def _read_posterior(r: _Reader, key: str | None) -> Posterior:
+    if r.peek(2) == b"\0B":
+        r.read(2, key, "the binary marker")
+        _, frames = _int32(r, key, "the number of frames")
+        if frames > MAX_POSTERIOR_FRAMES:
+            raise r.error(key, f"a posterior of {frames} frames (more than {MAX_POSTERIOR_FRAMES})")
+        counts = np.zeros(frames, np.int64)
+        parts = []
+        try:
+            for t in range(frames):
+                _, counts[t] = _int32(r, key, f"the number of pairs of frame {t}")
+                parts.append(r.read(_PAIR.itemsize * int(counts[t]), key, f"the {counts[t]} pairs of frame {t}"))
+        except KaldiDataError as e:
+            raise KaldiDataError(f"{e} (cut short, or an alignment, not posteriors?)") from None
+        pairs = np.frombuffer(b"".join(parts), _PAIR)
+        if len(pairs) and not ((pairs["s1"] == 4).all() and (pairs["s2"] == 4).all()):
+            raise r.error(key, "a (pdf, weight) pair without its size bytes 4 (an alignment, not posteriors?)")
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        return Posterior(offsets, pairs["pdf"].astype(np.int32), pairs["weight"].astype(np.float32))
+    line, _ = r.read_until(b"\n", r.available(), key, "a text posterior")
+    words = line.decode("latin-1").split()
+    counts_list: list[int] = []
+    pdfs: list[int] = []
+    weights: list[float] = []
+    i = 0
+    while i < len(words):
+        if words[i] != "[":
+            hint = " (alignments rather than posteriors?)" if _INT_WORD.match(words[i]) else ""
+            raise r.error(
+                key, f"a text posterior: expected [ to start frame {len(counts_list)}, got {words[i]!r}{hint}"
+            )
+        i += 1
+        start = len(pdfs)
+        while i < len(words) and words[i] != "]":
+            if i + 1 >= len(words) or not _INT_WORD.match(words[i]) or not _REAL_WORD.match(words[i + 1]):
+                shown = " ".join(words[i : i + 2])
+                raise r.error(
+                    key, f"a text posterior: expected a pdf and a weight in frame {len(counts_list)}, got {shown!r}"
+                )
+            pdfs.append(int(words[i]))
+            weights.append(float(words[i + 1]))
+            i += 2
+        if i >= len(words):
+            raise r.error(key, f"a text posterior: frame {len(counts_list)} has no closing ]")
+        i += 1
+        counts_list.append(len(pdfs) - start)
+    if any(not -(2**31) <= p < 2**31 for p in pdfs):
+        raise r.error(key, "a text posterior: a pdf beyond int32")
+    offsets = np.concatenate([[0], np.cumsum(np.array(counts_list, np.int64))]).astype(np.int64)
+    return Posterior(offsets, np.array(pdfs, np.int32), np.array(weights, np.float64).astype(np.float32))
+
+
 def _reason(error: BaseException) -> str:
     """kaldiio's error in words (its asserts have no text worth showing)."""
     if isinstance(error, AssertionError):
@@ -222,8 +301,11 @@ def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def iter_ark(fd: IO[bytes], where: str) -> Iterator[tuple[str, np.ndarray]]:
-    """`(key, array)` for every entry of a Kaldi archive (blanks before a key are skipped, as in Kaldi)."""
+def iter_ark(
+    fd: IO[bytes], where: str, read: Callable[[_Reader, str | None], Any] = _read_object
+) -> Iterator[tuple[str, Any]]:
+    """`(key, array)` for every entry of a Kaldi archive (blanks before a key are skipped, as in Kaldi); `read`
+    reads one object (`_read_posterior` for posteriors)."""
     r = _Reader(fd, where)
     while True:
         while r.peek(1) in (b" ", b"\n", b"\r", b"\t"):
@@ -237,7 +319,7 @@ def iter_ark(fd: IO[bytes], where: str) -> Iterator[tuple[str, np.ndarray]]:
             key = token[:-1].decode("utf-8")
         except UnicodeDecodeError:
             raise r.error(None, f"utterance id {token[:40]!r} is not UTF-8") from None
-        yield key, _read_object(r, key)
+        yield key, read(r, key)
 
 
 def parse_scp_line(line: str, where: str, number: int) -> tuple[str, str]:
@@ -303,9 +385,10 @@ def _slices(spec: str) -> tuple[slice, ...]:
     return tuple(out)
 
 
-def read_entry(entry: str, where: str, key: str, allow_pipes: bool = False) -> np.ndarray:
+def read_entry(entry: str, where: str, key: str, allow_pipes: bool = False, posterior: bool = False) -> Any:
     """The object an scp entry names: `file:offset` (a regular file), with `[rows,cols]` ranges, or a
-    command (`cmd |`, only with `allow_pipes`)."""
+    command (`cmd |`, only with `allow_pipes`); a `Posterior` with `posterior` (no ranges then)."""
+    read: Callable[[IO[bytes], str, str | None], Any] = read_posterior if posterior else read_object
     import kaldiio
 
     name, offset, slices = _split_entry(entry)
@@ -315,7 +398,7 @@ def read_entry(entry: str, where: str, key: str, allow_pipes: bool = False) -> n
             raise KaldiDataError(f"{where}: utterance {key!r} is {PIPE_HINT}: {entry[:80]!r}")
         try:
             with kaldiio.open_like_kaldi(name, "rb") as fd:
-                return read_object(fd, label, None)
+                return read(fd, label, None)
         except SymnetError:
             raise
         except Exception as e:
@@ -332,10 +415,12 @@ def read_entry(entry: str, where: str, key: str, allow_pipes: bool = False) -> n
         with open(name, "rb") as fd:
             if offset is not None:
                 fd.seek(offset)
-            value = read_object(fd, label, None)
+            value = read(fd, label, None)
     except OSError as e:
         raise KaldiDataError(f"{label}: cannot read {name}: {e.strerror or e}") from None
     if slices is not None:
+        if posterior:
+            raise KaldiDataError(f"{label}: a range [...] of a posterior (ranges are for matrices)")
         if len(slices) > value.ndim:
             raise KaldiDataError(f"{label}: a range of {len(slices)} dims for an array of shape {value.shape}")
         value = value[slices]

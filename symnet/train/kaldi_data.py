@@ -28,9 +28,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .ark import KaldiDataError, iter_ark, iter_scp, open_spec, read_entry
+from .ark import KaldiDataError, Posterior, _read_object, _read_posterior, iter_ark, iter_scp, open_spec, read_entry
 
-__all__ = ["KaldiData", "KaldiDataError", "iter_table", "read_kaldi_data", "read_table"]
+__all__ = ["KaldiData", "KaldiDataError", "Posterior", "iter_table", "read_kaldi_data", "read_posteriors", "read_table"]
 
 _SHOW = 5  # ids shown in an error message
 
@@ -156,42 +156,47 @@ def _scp_entries(path: str, spec: str, what: str, allow_pipes: bool) -> dict[str
 
 def iter_table(spec: str, what: str = "table", *, allow_pipes: bool = False) -> Iterator[tuple[str, np.ndarray]]:
     """`(utterance id, array)` for every entry of a Kaldi rspecifier, in order, reading one at a time."""
+    return _iter_table(spec, what, allow_pipes, False)
+
+
+def _iter_table(spec: str, what: str, allow_pipes: bool, posterior: bool) -> Iterator[tuple[str, Any]]:
     kind, path = _parse(spec, what)
     if kind == "scp":
         for key, entry in _scp_entries(path, spec, what, allow_pipes).items():
             with _reading(spec, what):
-                value = read_entry(entry, path, key, allow_pipes)
+                value = read_entry(entry, path, key, allow_pipes, posterior=posterior)
             yield key, value
         return
     with _reading(spec, what), open_spec(path, "rb") as f:
-        yield from iter_ark(f, path)
+        yield from iter_ark(f, path, _read_posterior if posterior else _read_object)
 
 
-class _Table(Mapping[str, np.ndarray]):
-    """A Kaldi table as an ordered mapping id -> array; scp tables read an entry when it is asked for."""
+class _Table(Mapping[str, Any]):
+    """A Kaldi table as an ordered mapping id -> array (or `Posterior`); scp tables read an entry when it is
+    asked for."""
 
-    def __init__(self, spec: str, what: str, allow_pipes: bool = False):
-        self.spec, self.what, self.allow_pipes = spec, what, allow_pipes
+    def __init__(self, spec: str, what: str, allow_pipes: bool = False, posterior: bool = False):
+        self.spec, self.what, self.allow_pipes, self.posterior = spec, what, allow_pipes, posterior
         kind, self.path = _parse(spec, what)
-        self._values: dict[str, np.ndarray] = {}
+        self._values: dict[str, Any] = {}
         self._scp: dict[str, str] | None = None
         if kind == "scp":
             self._scp = _scp_entries(self.path, spec, what, allow_pipes)
             self._keys = list(self._scp)
         else:
-            for key, value in iter_table(spec, what, allow_pipes=allow_pipes):
+            for key, value in _iter_table(spec, what, allow_pipes, posterior):
                 if key in self._values:
                     raise KaldiDataError(f"{what} {spec!r}: utterance {key!r} appears twice")
                 self._values[key] = value
             self._keys = list(self._values)
 
-    def __getitem__(self, key: str) -> np.ndarray:
+    def __getitem__(self, key: str) -> Any:
         if self._scp is None:
             return self._values[key]
         if key not in self._scp:
             raise KeyError(key)
         with _reading(self.spec, self.what):
-            return read_entry(self._scp[key], self.path, key, self.allow_pipes)
+            return read_entry(self._scp[key], self.path, key, self.allow_pipes, posterior=self.posterior)
 
     def __contains__(self, key: object) -> bool:
         return key in (self._scp if self._scp is not None else self._values)
@@ -210,6 +215,12 @@ def read_table(spec: str, what: str = "table", *, allow_pipes: bool = False) -> 
     command runs only with `allow_pipes` (see the module doc).
     """
     return _Table(spec, what, allow_pipes)
+
+
+def read_posteriors(spec: str, what: str = "posteriors", *, allow_pipes: bool = False) -> Mapping[str, Posterior]:
+    """A table of Kaldi posteriors (`ali-to-post` output, binary or text `[ pdf weight ... ] ...`) as an
+    ordered mapping utterance id -> `Posterior` (scp tables read lazily, as `read_table`)."""
+    return _Table(spec, what, allow_pipes, posterior=True)
 
 
 def read_kaldi_data(

@@ -219,6 +219,7 @@ READ_FROM_FILES = [
     ["xconfig", "{path}"],
     ["compute", "{path}", "ark:x.ark", "ark:y.ark"],
     ["train", "{path}", "--data", "builtin:hmm:6", "--out", "{out}"],
+    ["lda", "{path}", "ark:x.ark", "{out}", "--alignments", "ark:y.ark"],
 ]
 
 

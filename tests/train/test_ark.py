@@ -12,7 +12,7 @@ import pytest
 from helpers import fuzz
 from symnet.train import KaldiDataError, read_kaldi_data
 from symnet.train.ark import MAX_ENTRY_BYTES, iter_ark, read_entry
-from symnet.train.kaldi_data import iter_table, read_table
+from symnet.train.kaldi_data import iter_table, read_posteriors, read_table
 
 rng = np.random.default_rng(3)
 TABLE = {
@@ -156,3 +156,56 @@ def test_scp_entries_that_name_devices_folders_or_offsets_past_the_end(piped, en
     folder, _ = piped
     with pytest.raises(KaldiDataError, match="not a regular file|past the end"):
         read_entry(entry.format(folder=folder), "x.scp", "u0")
+
+
+POSTERIORS = {
+    "u1": [[(6, 0.26), (7, 0.74)], [], [(3, 1.0)], [(2, 0.5), (9, 0.25), (2, 0.25)]],
+    "u2": [[(0, 1.0)]],
+}
+
+
+def _binary_posterior(key, frames):
+    import struct
+
+    out = key.encode() + b" \0B" + struct.pack("<bi", 4, len(frames))
+    for frame in frames:
+        out += struct.pack("<bi", 4, len(frame))
+        out += b"".join(struct.pack("<bibf", 4, pdf, 4, weight) for pdf, weight in frame)
+    return out
+
+
+def test_posteriors_binary_text_and_scp(tmp_path):
+    binary = b"".join(_binary_posterior(key, frames) for key, frames in POSTERIORS.items())
+    (tmp_path / "p.ark").write_bytes(binary)
+    text = "".join(
+        f"{key} " + "".join("[ " + "".join(f"{p} {w} " for p, w in f) + "] " for f in frames) + "\n"
+        for key, frames in POSTERIORS.items()
+    )
+    (tmp_path / "p.txt").write_text(text)
+    (tmp_path / "p.scp").write_text(f"u2 {tmp_path / 'p.ark'}:{binary.index(b'u2 ') + 3}\n")
+    for spec in (f"ark:{tmp_path / 'p.ark'}", f"ark,t:{tmp_path / 'p.txt'}"):
+        table = read_posteriors(spec)
+        assert list(table) == ["u1", "u2"]
+        u1 = table["u1"]
+        assert u1.num_frames == 4 and u1.offsets.tolist() == [0, 2, 2, 3, 6]
+        assert u1.pdfs.dtype == np.int32 and u1.pdfs.tolist() == [6, 7, 3, 2, 9, 2]
+        assert u1.weights.dtype == np.float32
+        np.testing.assert_array_equal(u1.weights, np.float32([0.26, 0.74, 1.0, 0.5, 0.25, 0.25]))
+    assert read_posteriors(f"scp:{tmp_path / 'p.scp'}")["u2"].pdfs.tolist() == [0]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"u1 7 7 0\n", "alignments rather than posteriors"),
+        (b"u1 [ 1 0.5 ] [ 2 ]\n", "a pdf and a weight"),
+        (b"u1 [ 1 0.5 \n", "no closing ]"),
+        (b"u1 \0B\x04\x02\x00\x00\x00\x04\x07\x00\x00\x00\x04\x07\x00\x00\x00", "an alignment, not"),  # [7, 7]
+        (b"u1 \0B\x04\x03\x00\x00\x00\x04\x01\x00\x00\x00\x04", "utterance 'u1'"),  # cut short
+        (b"u1 \0B\x04\xff\xff\xff\x7f", "more than"),  # an improbable number of frames
+    ],
+)
+def test_bad_posteriors_are_errors(tmp_path, data, message):
+    (tmp_path / "bad.ark").write_bytes(data)
+    with pytest.raises(KaldiDataError, match=message):
+        dict(read_posteriors(f"ark:{tmp_path / 'bad.ark'}"))
