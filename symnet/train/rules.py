@@ -256,12 +256,23 @@ def _unhonoured(network: Any, natural: set[str]) -> dict[str, list[str]]:
         scale = c.option("self-repair-scale", 0.0)
         if isinstance(scale, (int, float)) and scale > 0.0:
             out.setdefault("self-repair-scale (Kaldi's self-repair of saturated units)", []).append(c.name)
-        kaldi_ng = c.kaldi_type.startswith("NaturalGradient") or c.option("use-natural-gradient", False) is True
+        # Kaldi's LinearComponent preconditions its gradient whatever its use-natural-gradient says.
+        kaldi_ng = (
+            c.kaldi_type.startswith("NaturalGradient")
+            or c.kaldi_type == "LinearComponent"
+            or c.option("use-natural-gradient", False) is True
+        )
         if kaldi_ng and c.name not in natural and _own_weights(c, network.params):
-            out.setdefault("natural gradient (kaldi_rules(..., natural_gradient=True) covers ", []).append(c.name)
+            out.setdefault(NATURAL_GRADIENT, []).append(c.name)
         if c.option("is-gradient", False) is True:
-            out.setdefault("is-gradient", []).append(c.name)
+            out.setdefault("is-gradient=true", []).append(c.name)
     return out
+
+
+NATURAL_GRADIENT = (
+    "natural gradient (kaldi_rules(..., natural_gradient=True) gives it to NaturalGradientAffineComponent and "
+    "NaturalGradientRepeatedAffineComponent only)"
+)
 
 
 def _warn_unhonoured(network: Any, natural: set[str]) -> None:
@@ -270,8 +281,6 @@ def _warn_unhonoured(network: Any, natural: set[str]) -> None:
         return
     lines = []
     for option, names in found.items():
-        if option.startswith("natural gradient"):
-            option = option + "NaturalGradientAffineComponent and NaturalGradientRepeatedAffineComponent)"
         shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
         lines.append(f"{option}: {shown}")
     warnings.warn(
