@@ -3,9 +3,10 @@
 A component is a layer whose operands are its input and its parameters (as
 `Weight` layers, named `f"{component_name}.{param}"` after Kaldi's tokens:
 `<LinearParams>` -> `linear_params`), whose hyper-parameters are plain fields,
-and whose Kaldi metadata that symnet does not use (learning rates, max-change,
+and whose Kaldi metadata (learning rates, max-change, l2-regularize,
 natural-gradient ranks, self-repair settings...) sits in the frozen `options`
-field so that it survives a round trip.
+field so that it survives a round trip; `symnet.train.kaldi_rules` reads the
+training options from there.
 
 Values are matrices whose last axis is the feature dimension; every leading
 axis is a row axis (a plain `[N, D]` batch or the engine's `[R, B, D]`).

@@ -181,7 +181,8 @@ class DropoutComponent(_SameDim):
     `dropout_proportion` and 1 otherwise (no rescaling; one value per row with
     `dropout_per_frame`). Test mode: `y = (1 - dropout_proportion) x`.
 
-    The mask comes from `symnet.rng.key_for(name)`, so backward sees the forward's mask.
+    The mask comes from `symnet.rng.key_for(name)`, so backward sees the forward's mask. Inside
+    `symnet.rng.dropout_proportions({name: p})` (a dropout schedule) the proportion is that block's.
     """
 
     dropout_proportion: float = 0.0
@@ -190,24 +191,34 @@ class DropoutComponent(_SameDim):
 
     kaldi_type = "DropoutComponent"
 
+    def _proportion(self) -> Any:
+        return rng.proportion(self.name, self.dropout_proportion)
+
     def _mask(self, x: jax.Array) -> jax.Array:
         key = rng.key_for(self.name, f"{type(self).__name__} {self.name!r}")
         shape = x.shape[:-1] + (1,) if self.dropout_per_frame else x.shape
-        return (jax.random.uniform(key, shape, x.dtype) >= self.dropout_proportion).astype(x.dtype)
+        return (jax.random.uniform(key, shape, x.dtype) >= self._proportion()).astype(x.dtype)
 
     def apply(self, x: jax.Array) -> jax.Array:
+        p = self._proportion()
         if self.test_mode:
-            return x * (1.0 - self.dropout_proportion)
-        if self.dropout_proportion == 0.0:
+            return x * (1.0 - p)
+        if _is_zero(p):
             return x
         return x * self._mask(x)
 
     def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
+        p = self._proportion()
         if self.test_mode:
-            return (delta * (1.0 - self.dropout_proportion),)
-        if self.dropout_proportion == 0.0:
+            return (delta * (1.0 - p),)
+        if _is_zero(p):
             return (delta,)
         return (delta * self._mask(x),)
+
+
+def _is_zero(p: Any) -> bool:
+    """Whether a proportion is known to be 0 while tracing (a traced one, from a schedule, is not)."""
+    return isinstance(p, (int, float)) and p == 0.0
 
 
 @layer_class
@@ -245,7 +256,7 @@ class GeneralDropoutComponent(_SameDim):
         key = rng.key_for(self.name, f"{type(self).__name__} {self.name!r}")
         block = self.block_dim or x.shape[-1]
         u = jax.random.uniform(key, x.shape[:-1] + (1, block), x.dtype)
-        p = self.dropout_proportion
+        p = rng.proportion(self.name, self.dropout_proportion)
         mask = 1.0 - 2.0 * p + 4.0 * p * u if self.continuous else (u >= p).astype(x.dtype) / (1.0 - p)
         return mask, block
 
@@ -254,7 +265,8 @@ class GeneralDropoutComponent(_SameDim):
         return (blocks * mask).reshape(v.shape)
 
     def _identity(self) -> bool:
-        return self.test_mode or (self.dropout_proportion == 0.0 and self.specaugment_max_proportion == 0.0)
+        p = rng.proportion(self.name, self.dropout_proportion)
+        return self.test_mode or (_is_zero(p) and self.specaugment_max_proportion == 0.0)
 
     def apply(self, x: jax.Array) -> jax.Array:
         if self._identity():
@@ -286,8 +298,8 @@ class _DropoutMaskRows(Component):
         return self.dim
 
     def apply(self, x: jax.Array) -> jax.Array:
-        shape, p = x.shape[:-1] + (self.dim,), self.dropout_proportion
-        if p == 0.0 or (self.test_mode and self.continuous):
+        shape, p = x.shape[:-1] + (self.dim,), rng.proportion(self.name, self.dropout_proportion)
+        if _is_zero(p) or (self.test_mode and self.continuous):
             return jnp.ones(shape, x.dtype)
         if self.test_mode:
             return jnp.full(shape, 1.0 - p, x.dtype)

@@ -519,10 +519,15 @@ def optimizer(inner: Any, network: Any, *, dtype: Any = jnp.float32) -> Any:
 
     The update itself is `inner`'s: the preconditioning happens in the backward pass of a training step
     that enters `step_context(opt_state)` (symnet.train's Trainer does), which puts the new states back.
-    Use it as the outermost transformation (`optimizer(optax.chain(...), net)`).
+    Use it as the outermost transformation (`optimizer(optax.chain(...), net)`). Of Kaldi's rules
+    (`symnet.train.kaldi_rules(...)`, which have a `with_natural_gradient` method) it gives the same rules
+    with natural gradient. Extra arguments of `update` (`frames=`, `sequences=`) reach `inner`.
     """
     import optax
 
+    with_natural_gradient = getattr(inner, "with_natural_gradient", None)
+    if callable(with_natural_gradient):
+        return with_natural_gradient(network, dtype=dtype)
     if not components(network):
         raise SymnetError(
             "natural gradient: the network has no NaturalGradientAffineComponent or "
@@ -532,11 +537,15 @@ def optimizer(inner: Any, network: Any, *, dtype: Any = jnp.float32) -> Any:
     def init_fn(params: Any) -> NaturalGradientState:
         return NaturalGradientState(inner.init(params), init_states(network, dtype))
 
-    def update_fn(updates: Any, state: NaturalGradientState, params: Any = None) -> tuple[Any, NaturalGradientState]:
-        updates, inner_state = inner.update(updates, state.inner, params)
+    wrapped = optax.with_extra_args_support(inner)
+
+    def update_fn(
+        updates: Any, state: NaturalGradientState, params: Any = None, **extra: Any
+    ) -> tuple[Any, NaturalGradientState]:
+        updates, inner_state = wrapped.update(updates, state.inner, params, **extra)
         return updates, NaturalGradientState(inner_state, state.preconditioners)
 
-    return optax.GradientTransformation(init_fn, update_fn)
+    return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
 # ----- a functional op for jax.grad ------------------------------------------------------------------

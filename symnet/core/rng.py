@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import jax
 
@@ -47,3 +48,33 @@ def key_for(name: str, what: str) -> jax.Array:
             "`with symnet.rng.randomness(key):`, or put it in test mode (symnet.components.set_test_mode)"
         )
     return jax.random.fold_in(_STACK[-1], zlib.crc32(name.encode()))
+
+
+# ----- dropout proportions that change during training ----------------------------------------------
+
+_PROPORTIONS: list[Mapping[str, Any]] = []
+
+
+@contextlib.contextmanager
+def dropout_proportions(values: Mapping[str, Any]) -> Iterator[None]:
+    """Inside the block, the dropout components named in `values` (component name -> proportion, a number or
+    a traced scalar) use that proportion instead of their `dropout_proportion` field: a dropout schedule
+    (`symnet.train.DropoutSchedule`) changes it every step without recompiling. A compiled computation
+    passes the mapping into its jitted program as an argument, as it does the key."""
+    _PROPORTIONS.append(dict(values))
+    try:
+        yield
+    finally:
+        _PROPORTIONS.pop()
+
+
+def active_proportions() -> dict[str, Any]:
+    """The proportions of the innermost `dropout_proportions` block (empty outside any)."""
+    return dict(_PROPORTIONS[-1]) if _PROPORTIONS else {}
+
+
+def proportion(name: str, default: float) -> Any:
+    """The dropout proportion of the component `name`: the active block's, else `default` (its field)."""
+    if _PROPORTIONS and name in _PROPORTIONS[-1]:
+        return _PROPORTIONS[-1][name]
+    return default

@@ -225,7 +225,8 @@ class Computation:
         flat row `r * N + n` is `[r, n]`) and every output comes back `[T, N, D]`.
         Mixing the layouts in one call is a ShapeError naming the input.
         Inside `symnet.rng.randomness(key)` the key is an argument of the jitted
-        program (training-mode dropout draws from it), never a constant of it.
+        program (training-mode dropout draws from it), never a constant of it;
+        so are the proportions of a `symnet.rng.dropout_proportions` block.
         `ends` (one frame per sequence) is required by, and only taken by, a
         request with `sequence_ends`; it is an argument of the program too.
         Inside a `jax.jit` of your own, pass `end_masks(ends)` made outside it
@@ -233,7 +234,9 @@ class Computation:
         """
         network = self._check_network(network)
         reads = self._read_masks(ends)
-        return self._jitted(network.params, network.state, self._check_inputs(inputs), rng.active_key(), reads)
+        inputs = self._check_inputs(inputs)
+        proportions = {name: jnp.asarray(p, jnp.float32) for name, p in rng.active_proportions().items()}
+        return self._jitted(network.params, network.state, inputs, rng.active_key(), reads, proportions)
 
     def _run(
         self,
@@ -242,8 +245,12 @@ class Computation:
         inputs: Mapping[str, jax.Array],
         key: jax.Array | None,
         reads: tuple[jax.Array, ...] = (),
+        proportions: Mapping[str, jax.Array] | None = None,
     ) -> dict[str, jax.Array]:
-        with rng.randomness(key) if key is not None else contextlib.nullcontext():
+        with (
+            rng.randomness(key) if key is not None else contextlib.nullcontext(),
+            rng.dropout_proportions(proportions) if proportions else contextlib.nullcontext(),
+        ):
             return {name: tape.value for name, tape in self._tapes(params, state, inputs, reads).items()}
 
     def forward(self, network: Any, inputs: Mapping[str, Any], ends: Any = None) -> dict[str, Tape]:

@@ -1,4 +1,5 @@
-"""Training: examples with context, Kaldi's objectives, the fit loop (data-parallel over a mesh), checkpoints.
+"""Training: examples with context, Kaldi's objectives and training rules, the fit loop (data-parallel over a
+mesh), checkpoints.
 
 The names are imported on first use (PEP 562), so a module that needs only
 one part (`symnet compute` reads features with `kaldi_data`) does not pay for
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
     from .loop import EpochStats, FitResult, TrainingError, fit, steps_per_epoch
     from .objectives import OBJECTIVES, objective
+    from .rules import DropoutSchedule, KaldiRules, KaldiRulesWarning, component_rules, kaldi_rules
 
 #: Public name -> the module of this package that defines it.
 _MODULES = {
@@ -33,19 +35,29 @@ _MODULES = {
     "steps_per_epoch": "loop",
     "OBJECTIVES": "objectives",
     "objective": "objectives",
+    "DropoutSchedule": "rules",
+    "KaldiRules": "rules",
+    "KaldiRulesWarning": "rules",
+    "component_rules": "rules",
+    "kaldi_rules": "rules",
 }
 
 __all__ = [
     "CheckpointError",
     "Chunks",
+    "DropoutSchedule",
     "EpochStats",
     "FitResult",
     "KaldiData",
     "KaldiDataError",
+    "KaldiRules",
+    "KaldiRulesWarning",
     "OBJECTIVES",
     "Position",
     "TrainingError",
+    "component_rules",
     "fit",
+    "kaldi_rules",
     "make_chunks",
     "objective",
     "read_kaldi_data",

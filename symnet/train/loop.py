@@ -31,6 +31,7 @@ from ..components import batchnorm_stats_updates, natural_gradient, set_test_mod
 from ..components.normalize import statistics_across
 from ..core import rng
 from ..core.index import IndexSet
+from ..core.layer import evolve
 from ..core.walk import walk
 from ..engine import ComputationRequest, compile
 from ..engine.buckets import padding_side
@@ -43,6 +44,7 @@ from . import resume
 from .examples import Chunks, make_chunks
 from .objectives import OBJECTIVES, objective
 from .parallel import DATA_AXIS, DataParallel, Reduction
+from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
 
 
 @attrs.frozen
@@ -99,8 +101,12 @@ class Trainer:
         output: str,
         parallel: DataParallel | None = None,
         widths: Sequence[int] = (),
+        rules: KaldiRules | None = None,
     ) -> None:
         self.optimizer = optimizer
+        # Kaldi's rules (`symnet.train.rules`): then `optimizer` is they, and every step also takes the
+        # minibatch's number of sequences and the dropout schedule's proportions (`rules_args`).
+        self.rules = rules
         self.kind, self.input, self.output = kind, input, output
         self.batch_size = batch_size
         self.chunk, self.left, self.right = chunks.chunk, chunks.left, chunks.right
@@ -129,6 +135,7 @@ class Trainer:
             weights: jax.Array,
             key: jax.Array | None = None,
             ends: EndMasks | None = None,
+            rules_args: Mapping[str, Any] | None = None,
         ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array]]:
             # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
             # the NaturalGradient* components' backward reads and updates them (else a no-op context).
@@ -137,7 +144,13 @@ class Trainer:
             # Training-mode batch-norm takes the whole minibatch's statistics (over all devices).
             randomness = rng.randomness(reduce.key(key)) if key is not None else contextlib.nullcontext()
             computation = self.computation_for(self.width_of(x))
-            with randomness, statistics_across(reduce.axis), natural_gradient.step_context(opt_state) as ng:
+            proportions = rng.dropout_proportions(rules_args["dropout"]) if rules_args else contextlib.nullcontext()
+            with (
+                randomness,
+                proportions,
+                statistics_across(reduce.axis),
+                natural_gradient.step_context(opt_state) as ng,
+            ):
                 tape = computation.forward(network, {input: x}, ends)[output]
                 loss, correct, delta = objective(kind, tape.value, targets, weights)
                 share = reduce.share(weights)
@@ -145,8 +158,19 @@ class Trainer:
                 # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
                 state = {**network.state, **batchnorm_stats_updates(tape)}
             loss, correct = reduce.sum((loss * share, correct))
-            updates, opt_state = optimizer.update(grads, ng.carry(opt_state), network.params)
-            params = optax.apply_updates(network.params, updates)
+            if rules is None:
+                updates, opt_state = optimizer.update(grads, ng.carry(opt_state), network.params)
+                params = optax.apply_updates(network.params, updates)
+            else:
+                # Kaldi's rules: the gradient is of the mean loss over the minibatch's frames; its l2 term
+                # needs the number of sequences. Then batch-norm statistics and orthonormal constraints.
+                assert rules_args is not None
+                frames = jnp.maximum(reduce.sum(weights.sum()), 1.0)
+                updates, opt_state = rules.update(
+                    grads, ng.carry(opt_state), network.params, frames=frames, sequences=rules_args["sequences"]
+                )
+                params = optax.apply_updates(network.params, updates)
+                params, state = rules.after_update(params, state, key)
             # Per parameter: are all its new values finite? (A huge step can overflow the
             # parameters while the loss, computed before the update, is still finite.)
             finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
@@ -157,10 +181,16 @@ class Trainer:
         test_structure = self.test_network.structure
 
         def evaluate(
-            network: Network, x: jax.Array, targets: jax.Array, weights: jax.Array, ends: EndMasks | None = None
+            network: Network,
+            x: jax.Array,
+            targets: jax.Array,
+            weights: jax.Array,
+            ends: EndMasks | None = None,
+            dropout: Mapping[str, Any] | None = None,
         ) -> tuple[jax.Array, jax.Array]:
             test_network = Network.from_structure(test_structure, network.params, network.state)
-            value = self.computation_for(self.width_of(x), test=True)(test_network, {input: x}, ends)[output]
+            with rng.dropout_proportions(dropout) if dropout else contextlib.nullcontext():
+                value = self.computation_for(self.width_of(x), test=True)(test_network, {input: x}, ends)[output]
             loss, correct, _ = objective(kind, value, targets, weights)
             share = reduce.share(weights)
             return reduce.sum((loss * share, correct))
@@ -168,9 +198,19 @@ class Trainer:
         if parallel is None:
             self.step = jax.jit(step, donate_argnums=(1,))
             self.evaluate = jax.jit(evaluate)
+        elif rules is None:  # a mesh's jit takes exactly its arguments: the rules' only with rules
+
+            def plain_step(*args: Any) -> Any:
+                return step(*args)
+
+            def plain_evaluate(*args: Any) -> Any:
+                return evaluate(*args)
+
+            self.step = parallel.jit(plain_step, "rrsssrs", donate=(1,))
+            self.evaluate = parallel.jit(plain_evaluate, "rssss")
         else:
-            self.step = parallel.jit(step, "rrsssrs", donate=(1,))
-            self.evaluate = parallel.jit(evaluate, "rssss")
+            self.step = parallel.jit(step, "rrsssrsr", donate=(1,))
+            self.evaluate = parallel.jit(evaluate, "rssssr")
 
     def request(self, batch: int, width: int | None = None) -> ComputationRequest:
         """The request of one minibatch of `batch` chunks of `width` output frames (`chunk` unless given)."""
@@ -249,12 +289,33 @@ class Trainer:
         """The weight (frames) of minibatch `idx`: the sum of `arrays`' weights."""
         return float(chunks.weights[idx].sum(dtype=np.float32))
 
-    def score(self, network: Any, chunks: Chunks) -> tuple[float, float]:
-        """(loss, frame accuracy) over all of `chunks`."""
+    def rules_args(self, idx: np.ndarray, fraction: float) -> dict[str, Any] | None:
+        """What a step with Kaldi's rules takes besides the minibatch: its number of sequences (chunks; the
+        filling ones do not count) and the dropout proportions after `fraction` of the run (None without
+        rules)."""
+        if self.rules is None:
+            return None
+        return {"sequences": self._replicated(float(len(idx))), "dropout": self.dropout(fraction)}
+
+    def dropout(self, fraction: float) -> dict[str, Any]:
+        """The dropout schedule's proportions after `fraction` of the run, as arrays for the jitted step."""
+        if self.rules is None:
+            return {}
+        return {name: self._replicated(p) for name, p in self.rules.dropout(fraction).items()}
+
+    def _replicated(self, value: float) -> jax.Array:
+        array = jnp.asarray(value, jnp.float32)
+        return self.parallel.replicate(array) if self.parallel is not None else array
+
+    def score(self, network: Any, chunks: Chunks, fraction: float = 1.0) -> tuple[float, float]:
+        """(loss, frame accuracy) over all of `chunks` (with a dropout schedule: its proportions after
+        `fraction` of the run, which test-mode dropout scales by)."""
         total_loss, total_correct, total = 0.0, 0.0, 0.0
+        dropout = self.dropout(fraction)
         for idx in self.batches(chunks, np.arange(len(chunks))):
             x, targets, weights = self.arrays(chunks, idx)
-            loss, correct = self.evaluate(network, x, targets, weights, self.ends(chunks, idx, test=True))
+            extra = (dropout,) if self.rules is not None else ()
+            loss, correct = self.evaluate(network, x, targets, weights, self.ends(chunks, idx, test=True), *extra)
             frames = self.frames(chunks, idx)
             total_loss += float(loss) * frames
             total_correct += float(correct)
@@ -327,6 +388,7 @@ def fit(
     allow_changes: Sequence[str] = (),
     mesh: jax.sharding.Mesh | None = None,
     data_axis: str = DATA_AXIS,
+    rules: KaldiRules | bool | None = None,
 ) -> FitResult:
     """Train `network` on `train`; return the trained network and per-epoch statistics.
 
@@ -348,7 +410,16 @@ def fit(
     over that axis's devices, `batch_size / devices` chunks each, and the parameters and
     optimiser state are replicated (`symnet.train.parallel`; docs/scaling.md). With several
     processes every process calls `fit` with the same arguments and data.
+    Kaldi's training rules (`symnet.train.kaldi_rules`: learning-rate factors, l2, max-change,
+    max-param-change, orthonormal constraints, batch-norm statistics, a dropout schedule) apply when
+    `optimizer` is `kaldi_rules(...)`, and by default (`rules=None`) also when a component of the network
+    carries such options (max-change, l2-regularize, learning-rate-factor, orthonormal-constraint): then
+    `optimizer` is wrapped in them (`kaldi_rules(network, optimizer=optimizer)`). `rules=False` trains
+    with `optimizer` alone; `rules=True` wraps it even when no component asks; `rules=kaldi_rules(...)`
+    gives them. A KaldiNetwork is trained as its Network.
     """
+    network = getattr(network, "network", network) if not isinstance(network, Network) else network
+    optimizer, chosen = _with_rules(network, optimizer, rules)
     _check_arguments(
         network,
         optimizer,
@@ -379,6 +450,7 @@ def fit(
         return _fit(
             network,
             optimizer,
+            chosen,
             train_chunks,
             valid_chunks,
             data=(train, valid),
@@ -398,6 +470,51 @@ def fit(
             allow_changes=allow_changes,
             parallel=parallel,
         )
+
+
+def _with_rules(network: Any, optimizer: Any, rules: Any) -> tuple[Any, KaldiRules | None]:
+    """`fit`'s optimiser and Kaldi's rules (None: none) for its `optimizer` and `rules` arguments."""
+    if not isinstance(network, Network):
+        return optimizer, None  # _check_arguments says what is wrong
+    if isinstance(rules, KaldiRules):
+        if isinstance(optimizer, KaldiRules) and optimizer is not rules:
+            raise TrainingError("the optimizer is kaldi_rules(...) and so is rules=: give them once")
+        if isinstance(optimizer, KaldiRules):
+            return rules, rules
+        raise TrainingError(
+            "rules=kaldi_rules(...) is the whole optimiser: pass it as the optimizer (fit(net, data, "
+            "kaldi_rules(net, ...))), or wrap yours with kaldi_rules(net, optimizer=...)"
+        )
+    if rules is not None and not isinstance(rules, bool):
+        raise TrainingError(f"rules must be None, True, False or kaldi_rules(...), got {rules!r:.60}")
+    if isinstance(optimizer, KaldiRules):
+        if rules is False:
+            raise TrainingError(
+                "the optimizer is kaldi_rules(...), but rules=False: pass a plain optax optimizer to train without "
+                "Kaldi's rules"
+            )
+        return optimizer, optimizer
+    if rules is False or not (
+        callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))
+    ):
+        return optimizer, None
+    if rules is None and not carries_kaldi_rules(network):
+        return optimizer, None
+    wrapped = kaldi_rules(network, optimizer=optimizer)
+    return wrapped, wrapped
+
+
+def with_dropout(network: Any, proportions: Mapping[str, float]) -> Any:
+    """`network` with these dropout proportions (component name -> proportion) in its dropout components."""
+    if not proportions:
+        return network
+
+    def set_proportion(layer: Any) -> Any:
+        if isinstance(layer, DROPOUT_TYPES) and layer.name in proportions:
+            return evolve(layer, dropout_proportion=float(proportions[layer.name]))
+        return layer
+
+    return network.rewrite(set_proportion)
 
 
 def _check_arguments(network: Any, optimizer: Any, **args: Any) -> None:
@@ -465,6 +582,7 @@ def _widths(chunk: int | Sequence[int]) -> tuple[int, ...]:
 def _fit(
     network: Any,
     optimizer: Any,
+    rules: KaldiRules | None,
     train_chunks: Chunks,
     valid_chunks: Chunks | None,
     *,
@@ -495,7 +613,10 @@ def _fit(
         output=output,
         parallel=parallel,
         widths=chunk,
+        rules=rules,
     )
+    if rules is not None and rules.settings["params"] != frozenset(network.params):
+        raise TrainingError("kaldi_rules(...) was made for a network with other parameters than this one")
     opt_state = optimizer.init(network.params)
     position = ckpt.Position()
     history: list[EpochStats] = []
@@ -510,6 +631,8 @@ def _fit(
         output=output,
         extra=run,
     )
+    if rules is not None:
+        record["kaldi_rules"] = rules.describe()
     batches = len(trainer.batches(train_chunks, np.arange(len(train_chunks))))
     sums = None
     if checkpoint and os.path.exists(checkpoint):
@@ -571,6 +694,16 @@ def _train(
 ) -> FitResult:
     step = position.step
     base_key = jax.random.PRNGKey(seed)
+    # A dropout schedule follows the fraction of the run's minibatches done before each step.
+    total_steps = max(epochs * len(trainer.batches(train_chunks, np.arange(len(train_chunks)))), 1)
+
+    def done(network: Any, steps: int) -> FitResult:
+        # With a dropout schedule, the network keeps the proportions its last step trained with (test-mode
+        # dropout scales by them), as Kaldi's model keeps the last proportions its scripts set.
+        if trainer.rules is not None and trainer.rules.schedule is not None:
+            network = with_dropout(network, trainer.rules.dropout(max(steps - 1, 0) / total_steps))
+        return FitResult(network, tuple(history), opt_state)
+
     for epoch in range(position.epoch, epochs):
         if position.batch == 0 or epoch != position.epoch:
             network = zero_batchnorm_stats(network)  # as Kaldi's ZeroComponentStats at each training job
@@ -585,14 +718,16 @@ def _train(
         started = time.perf_counter()
         for b in range(start_batch, len(batches)):
             if max_steps is not None and step >= max_steps:
-                return FitResult(network, tuple(history), opt_state)
+                return done(network, step)
             x, targets, weights = trainer.arrays(train_chunks, batches[b])
             key = jax.random.fold_in(base_key, step)  # this step's randomness (dropout masks)
             if trainer.parallel is not None:
                 key = trainer.parallel.replicate(key)
             ends = trainer.ends(train_chunks, batches[b])
+            rules_args = trainer.rules_args(batches[b], step / total_steps)
+            extra = (rules_args,) if rules_args is not None else ()
             new_network, opt_state, loss, correct, finite = trainer.step(
-                network, opt_state, x, targets, weights, key, ends
+                network, opt_state, x, targets, weights, key, ends, *extra
             )
             loss_value = float(loss)
             if not np.isfinite(loss_value):
@@ -627,7 +762,7 @@ def _train(
                 )
         valid_loss = valid_acc = None
         if valid_chunks is not None:
-            valid_loss, valid_acc = trainer.score(network, valid_chunks)
+            valid_loss, valid_acc = trainer.score(network, valid_chunks, max(step - 1, 0) / total_steps)
         stats = EpochStats(
             epoch,
             step,
@@ -650,7 +785,7 @@ def _train(
                 {"history": [attrs.asdict(h) for h in history]},
                 run=run,
             )
-    return FitResult(network, tuple(history), opt_state)
+    return done(network, step)
 
 
 def _kept(checkpoint: str | None) -> str:
