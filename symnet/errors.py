@@ -41,6 +41,11 @@ class DescriptorError(SymnetError, ValueError):
     """A descriptor built with arguments Kaldi does not allow."""
 
 
+class StreamError(SymnetError, RuntimeError):
+    """A `Stream` used out of order: frames fed or `finish()` called after the utterance was finished, or
+    `finish()` before any frame."""
+
+
 class PlanError(SymnetError, ValueError):
     """A computation request that cannot be planned (uncomputable outputs, bad inputs)."""
 

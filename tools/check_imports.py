@@ -3,7 +3,7 @@
 Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
-    errors, atomic, safe_read, host_memory  ->  core  ->  engine  ->  network  ->  components, layers
+    errors, atomic, safe_read, host_memory, paths  ->  core  ->  engine  ->  network  ->  components, layers
         ->  kaldi | train | datasets  ->  display | saving  ->  cli, demo, the package itself
 
 A module may import modules of its own layer or lower ones, never higher;
@@ -29,6 +29,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet.atomic": (0, "base"),
     "symnet.safe_read": (0, "base"),
     "symnet.host_memory": (0, "base"),
+    "symnet.paths": (0, "base"),
     "symnet.version": (0, "base"),
     "symnet.core": (1, "core"),
     "symnet.engine": (2, "engine"),

@@ -336,6 +336,8 @@ def _sequences(x: Any, graph: Graph) -> tuple[dict[str, list[np.ndarray]], bool]
 
 def _numeric(value: Any, what: str) -> np.ndarray:
     array = np.asarray(value) if not isinstance(value, str) else None
+    if array is not None and np.iscomplexobj(array):
+        raise ShapeError(f"{what}: expected real numbers, got complex values of dtype {array.dtype}")
     if array is None or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
         raise ShapeError(
             f"{what}: expected numbers, got {type(value).__name__}"

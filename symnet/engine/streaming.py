@@ -32,7 +32,7 @@ import numpy as np
 
 from ..core.descriptor import Failover, IfDefined, Node
 from ..core.index import IndexSet, decode
-from ..errors import PlanError, ShapeError
+from ..errors import ArgumentTypeError, PlanError, ShapeError, StreamError
 from .cache import Cache
 from .computation import compile
 from .context import context, output_name
@@ -242,11 +242,17 @@ class Stream:
     fed in step), or a dict of such per input for a network with several
     inputs. `frames_per_chunk` must be a multiple of the network's modulus.
     An output frame is returned once `lookahead` input frames after it have
-    arrived and its chunk is complete. After `finish`, the stream is ready for
-    the next utterance (as after `reset`).
+    arrived and its chunk is complete. After `finish` the utterance is over:
+    `feed` and `finish` refuse (more frames of it would be taken for a new
+    utterance) until `reset()` starts the next one, with the same compiled
+    programs.
     """
 
     def __init__(self, network: Any, frames_per_chunk: int, *, output: str | None = None):
+        if not hasattr(network, "structure") or not hasattr(network, "params"):
+            raise ArgumentTypeError(
+                f"Stream: the network must be a symnet Network (or KaldiNetwork), got {type(network).__name__}"
+            )
         if isinstance(frames_per_chunk, bool) or not isinstance(frames_per_chunk, int) or frames_per_chunk <= 0:
             raise PlanError(f"frames_per_chunk must be a positive number of frames, got {frames_per_chunk!r}")
         self.network = network
@@ -268,9 +274,18 @@ class Stream:
         self._start = 0  # the next chunk's first frame
         self._state: State = {}
         self._batched: bool | None = None
+        self._finished = False
+
+    def _check_open(self, what: str) -> None:
+        if self._finished:
+            raise StreamError(
+                f"Stream for output {self.output!r}: {what} after finish(): the utterance is over; call reset() "
+                "to start the next one"
+            )
 
     def feed(self, frames: Any) -> jax.Array:
         """The output frames that the frames so far make final: `[T_out, dim]` (or `[N, T_out, dim]`)."""
+        self._check_open("feed()")
         self._append(frames)
         runner, pieces = self._runner, []
         while self._received >= runner.end_of(self._start) + runner.lookahead:
@@ -278,14 +293,17 @@ class Stream:
         return self._result(pieces)
 
     def finish(self) -> jax.Array:
-        """The remaining output frames, the last input frame repeated for the right context; then `reset`."""
+        """The remaining output frames, the last input frame repeated for the right context; the utterance is
+        then over (`reset()` starts the next)."""
+        self._check_open("finish()")
         if not self._received:
-            raise ShapeError(f"Stream for output {self.output!r}: finish() before any frame was fed")
+            raise StreamError(f"Stream for output {self.output!r}: finish() before any frame was fed")
         pieces = []
         while self._start < self._received:
             pieces.append(self._chunk(self._received))
         result = self._result(pieces)
         self.reset()
+        self._finished = True
         return result
 
     def _chunk(self, length: int | None) -> np.ndarray:
@@ -322,6 +340,8 @@ class Stream:
             array = np.asarray(v) if hasattr(v, "shape") or isinstance(v, (list, tuple)) else None
             if array is None or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
                 raise ShapeError(f"Stream.feed: input {k!r} must be an array of numbers, got {type(v).__name__}")
+            if np.iscomplexobj(array):
+                raise ShapeError(f"Stream.feed: input {k!r} must be real numbers, got complex values ({array.dtype})")
             if array.ndim not in (2, 3):
                 raise ShapeError(
                     f"Stream.feed: input {k!r} must be [T_new, D] or [N, T_new, D], got shape {array.shape}"

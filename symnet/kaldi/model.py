@@ -53,6 +53,7 @@ from ..errors import (
 )
 from ..layers.kaldi import kaldi_forms
 from ..network import Network
+from ..paths import as_path
 from .components import PLACEHOLDER_INPUT, WRITABLE_TYPES, ParamValues, lookup
 from .components.fields import Block
 from .config import ComponentNode, ConfigLine, DimRangeNode, InputNode, OutputNode, parse_config, write_config
@@ -402,4 +403,4 @@ def write_model(
     path: str | os.PathLike[str], model: KaldiModel | KaldiNetwork | Network, *, binary: bool = True, raw: bool = False
 ) -> None:
     """Write a Kaldi model file, atomically (a failure leaves any existing file untouched)."""
-    write_nnet(path, model_to_nnet(model, raw=raw), binary=binary)
+    write_nnet(as_path(path, "write_model"), model_to_nnet(model, raw=raw), binary=binary)

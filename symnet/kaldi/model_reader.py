@@ -37,6 +37,8 @@ import numpy as np
 from ..components.base import Component
 from ..core.layer import Weight
 from ..errors import ArgumentTypeError, ConfigError, DescriptorError, ModelFormatError, ParameterError, SymnetError
+from ..paths import as_path
+from ..safe_read import regular_file
 from .build import build_network
 from .components import PLACEHOLDER_INPUT, READABLE_TYPES, ModelFields, build_component, lookup
 from .components.fields import describe_value
@@ -204,8 +206,10 @@ def parse_model(data: bytes, *, file: str = "<bytes>") -> KaldiModel:
 
 def read_model(path: str | os.PathLike[str]) -> KaldiModel:
     """Read a Kaldi nnet3 model file: a raw nnet (nnet3-init, nnet3-copy) or an acoustic model
-    (nnet3-am-init, final.mdl), text or binary. ModelFormatError if it is malformed or inconsistent."""
-    path = os.fspath(path)
+    (nnet3-am-init, final.mdl), text or binary. ModelFormatError if it is malformed or inconsistent, or not
+    a regular file (a device or FIFO could be read forever)."""
+    path = as_path(path, "read_model")
+    regular_file(path, ModelFormatError, "model file")
     with open(path, "rb") as f:
         data = f.read()
     return parse_model(data, file=path)

@@ -26,6 +26,7 @@ from ..atomic import check_writable
 from ..errors import ArgumentTypeError, ModelFormatError, SymnetError
 from ..kaldi.network import KaldiNetwork
 from ..network import Network
+from ..paths import as_path
 from ..version import __version__
 from .archive import read_archive, write_archive
 from .structure import check_mapping, decode_layers, encode_layers
@@ -58,6 +59,7 @@ def save(path: str | os.PathLike[str], network: Network | KaldiNetwork) -> None:
     (nothing is written), and so is a path that cannot be written (an
     OutputError: a folder, no permission).
     """
+    path = as_path(path, "symnet.save")
     check_writable(path)
     if isinstance(network, KaldiNetwork):
         net, objectives = network.network, dict(network.objectives)
@@ -98,7 +100,7 @@ def load(path: str | os.PathLike[str]) -> Network | KaldiNetwork:
     damaged or inconsistent file: each is a ModelFormatError naming the file
     and what is wrong. FileNotFoundError if there is no file.
     """
-    path = os.fspath(path)
+    path = as_path(path, "symnet.load")
 
     def fail(message: str) -> ModelFormatError:
         return ModelFormatError(f"{path}: {message}")

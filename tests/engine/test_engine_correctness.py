@@ -219,6 +219,8 @@ def test_compute_names_the_missing_batch_axis_and_the_feature_dim():
         net.compute(np.ones((0, 20, 12)))
     with pytest.raises(ShapeError, match="expected numbers"):
         net.compute([np.array([["a"] * 12])])
+    with pytest.raises(ShapeError, match="expected real numbers, got complex values of dtype complex64"):
+        net.compute(np.ones((1, 20, 12), np.complex64))
     with pytest.raises(PlanError, match="frames_per_chunk"):
         net.compute(np.ones((1, 20, 12)), frames_per_chunk=2.5)
 

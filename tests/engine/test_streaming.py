@@ -27,6 +27,7 @@ from symnet import (
     clear_caches,
 )
 from symnet.engine.streaming import chunk_runner
+from symnet.errors import ArgumentTypeError, StreamError
 
 D = 3
 x = Input("input", D)
@@ -144,9 +145,16 @@ def test_finish_and_reset_start_a_new_utterance() -> None:
     np.testing.assert_allclose(
         feed_all(stream, first, [5, 12]), np.asarray(net.compute(first[None]))[0], rtol=1e-5, atol=1e-5
     )
+    # the utterance is over: more frames would be taken for a new one, so they are refused until reset()
+    with pytest.raises(StreamError, match=r"feed\(\) after finish\(\): the utterance is over; call reset\(\)"):
+        stream.feed(second[:4])
+    with pytest.raises(StreamError, match=r"finish\(\) after finish\(\)"):
+        stream.finish()
+    stream.reset()
     np.testing.assert_allclose(
         feed_all(stream, second, [11]), np.asarray(net.compute(second[None]))[0], rtol=1e-5, atol=1e-5
     )
+    stream.reset()
     stream.feed(first)
     stream.reset()
     np.testing.assert_allclose(
@@ -223,8 +231,10 @@ def test_bad_chunk_sizes(chunk: object, match: str) -> None:
 
 def test_bad_frames() -> None:
     stream = Stream(NETWORKS["tdnn"], frames_per_chunk=4)
-    with pytest.raises(ShapeError, match="finish\\(\\) before any frame"):
+    with pytest.raises(StreamError, match="finish\\(\\) before any frame"):
         stream.finish()
+    with pytest.raises(ArgumentTypeError, match="the network must be a symnet Network .*, got str"):
+        Stream("net", frames_per_chunk=4)  # type: ignore[arg-type]
     with pytest.raises(ShapeError, match="has 5 features, the network takes 3"):
         stream.feed(np.zeros((2, 5)))
     with pytest.raises(ShapeError, match=r"\[T_new, D\] or \[N, T_new, D\]"):

@@ -237,3 +237,23 @@ def test_saving_into_a_folder_is_an_output_error(tmp_path: pathlib.Path) -> None
     with pytest.raises(OutputError, match="it is a folder"):
         symnet.save(tmp_path, small_network())
     assert tmp_path.is_dir()
+
+
+def test_path_arguments_of_the_wrong_type_name_the_function(saved: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """Before: `symnet.load(5)` and `load(None)` were Python's TypeError from deep inside; bytes paths work."""
+    from symnet.errors import ArgumentTypeError
+    from symnet.kaldi import read_model, write_model
+
+    for bad in (5, None, 1.5, ["a"]):
+        with pytest.raises(ArgumentTypeError, match=r"symnet.load takes a file path \(a str or os.PathLike\), not"):
+            symnet.load(bad)  # type: ignore[arg-type]
+        with pytest.raises(ArgumentTypeError, match="symnet.save takes a file path"):
+            symnet.save(bad, symnet.load(saved))  # type: ignore[arg-type]
+        with pytest.raises(ArgumentTypeError, match="read_model takes a file path"):
+            read_model(bad)  # type: ignore[arg-type]
+        with pytest.raises(ArgumentTypeError, match="write_model takes a file path"):
+            write_model(bad, symnet.load(saved))  # type: ignore[arg-type]
+    network = symnet.load(os.fsencode(saved))
+    assert network.structure == symnet.load(saved).structure
+    with pytest.raises(ModelFormatError, match="not a regular file"):  # before: read until memory ran out
+        read_model("/dev/zero")
