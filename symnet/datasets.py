@@ -41,6 +41,7 @@ frames of a state change).
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -160,6 +161,10 @@ def _check_nonempty(dataset: Dataset) -> None:
         raise ShapeError("dataset is empty (0 sequences)")
 
 
+#: The most feature values `HmmTask.sample` draws in one call (float64, with as many again for the noise).
+MAX_SAMPLE_VALUES = 1 << 28
+
+
 @attrs.frozen
 class HmmTask:
     """The generative model: an HMM over `num_phones * states_per_phone` states with diagonal Gaussians.
@@ -264,9 +269,19 @@ class HmmTask:
     # -- sampling -------------------------------------------------------------------------------------
 
     def sample(self, num_sequences: int, seed: int) -> Dataset:
-        """`num_sequences` i.i.d. sequences, lengths uniform in [min_length, max_length]; pure in `seed`."""
-        if num_sequences < 1:
-            raise ShapeError(f"num_sequences={num_sequences} must be >= 1")
+        """`num_sequences` i.i.d. sequences, lengths uniform in [min_length, max_length]; pure in `seed`.
+
+        At most MAX_SAMPLE_VALUES feature values are drawn in one call (a ShapeError beyond, before anything
+        is allocated): draw more in several calls with other seeds."""
+        if isinstance(num_sequences, bool) or not isinstance(num_sequences, numbers.Integral) or num_sequences < 1:
+            raise ShapeError(f"num_sequences={num_sequences!r} must be an integer >= 1")
+        values = int(num_sequences) * self.max_length * self.feat_dim
+        if values > MAX_SAMPLE_VALUES:
+            raise ShapeError(
+                f"num_sequences={num_sequences}: up to {values} feature values ({num_sequences} sequences of up "
+                f"to {self.max_length} frames of {self.feat_dim}), more than the {MAX_SAMPLE_VALUES} one call "
+                f"draws (at most {MAX_SAMPLE_VALUES // (self.max_length * self.feat_dim)} sequences)"
+            )
         rng = np.random.default_rng(seed)
         lengths = rng.integers(self.min_length, self.max_length + 1, size=num_sequences)
         t_max = int(lengths.max())

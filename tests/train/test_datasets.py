@@ -192,3 +192,16 @@ def test_errors_name_the_bad_value(task, data):
     with pytest.raises(ShapeError, match="3 predictions for 20"):
         accuracy([np.zeros(1)] * 3, data)
     assert issubclass(ShapeError, SymnetError)
+
+
+def test_a_sample_too_large_to_draw_is_refused_before_anything_is_allocated():
+    """Before: `symnet train --data builtin:hmm:99999999999999` was a raw MemoryError (728 TiB)."""
+    from symnet.datasets import MAX_SAMPLE_VALUES
+
+    task = HmmTask.create(seed=0)
+    most = MAX_SAMPLE_VALUES // (task.max_length * task.feat_dim)
+    with pytest.raises(ShapeError, match=rf"more than the {MAX_SAMPLE_VALUES} one call draws \(at most {most} "):
+        task.sample(99_999_999_999_999, seed=0)
+    for bad in (0, 2.5, True, "10"):
+        with pytest.raises(ShapeError, match="must be an integer >= 1"):
+            task.sample(bad, seed=0)
