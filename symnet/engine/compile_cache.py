@@ -11,21 +11,38 @@ match wins:
 
 `off` (also `none`, `0`, `false` or empty) turns the cache off. Every
 program is cached, however small or quick to compile (JAX's defaults keep
-only programs that took a second or more). JAX keys each entry by the
-program, the XLA flags, the device and the jax/jaxlib versions, so an entry
-is used only where it is the same executable. A folder that cannot be
+only programs that took a second or more). A folder that cannot be
 created or written to is a warning, never an error: the run goes on
 compiling as it would without the cache.
+
+What the cache trusts. Its entries are native code that runs when loaded, so
+whoever can write the folder chooses what runs. symnet uses a folder only if
+it belongs to this user and no one else may write to it (not group or world
+writable; it is made 0700); else it warns and compiles without the cache.
+JAX names each entry by a key of the program, the XLA flags, the device and
+the jax/jaxlib versions; symnet stores that key, symnet's version and a
+SHA-256 digest inside each entry and uses an entry only if all three match,
+so an entry copied over another's name, one from another symnet, or a
+damaged one is ignored (with a warning) and replaced by a fresh compilation.
+The digest is not a signature: it guards against mix-ups and damage, while
+the folder's ownership and mode keep others out.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
+import stat
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
 import jax
+
+from ..version import __version__
 
 #: The environment variable naming the cache folder (or `off`).
 ENV = "SYMNET_COMPILE_CACHE"
@@ -53,11 +70,117 @@ def cache_dir(path: str | os.PathLike[str] | None = None) -> Path | None:
 def _writable(folder: Path) -> str | None:
     """None if `folder` exists (made if need be) and a file can be written in it; else why not."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
             pass
     except OSError as e:
         return e.strerror or str(e)
+    return None
+
+
+def _trusted(folder: Path) -> str | None:
+    """None if `folder` belongs to this user and no one else may write it; else why it is not trusted."""
+    st = folder.stat()
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"it belongs to user id {st.st_uid}, not to this user ({os.geteuid()})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"others may write to it (mode {stat.S_IMODE(st.st_mode):o}; chmod go-w {folder} to use it)"
+    return None
+
+
+#: The first bytes of an entry symnet wrote: then a JSON line (key, symnet version, digest), then JAX's bytes.
+_MAGIC = b"symnet-xla-cache 1\n"
+
+
+class CheckedCache:
+    """JAX's file cache with each entry bound to its key, symnet's version and a digest (see the module doc)."""
+
+    def __init__(self, base: Any):
+        self._base = base
+
+    @property
+    def _path(self) -> Any:
+        return self._base._path
+
+    @_path.setter
+    def _path(self, value: Any) -> None:
+        self._base._path = value
+
+    def get(self, key: str) -> bytes | None:
+        stored = self._base.get(key)
+        if stored is None:
+            return None
+        value = unwrap_entry(key, stored)
+        if value is None:
+            self._forget(key)
+            warnings.warn(
+                f"compile cache entry {key} in {self._path} is not the one symnet stored for it (another "
+                "program's, another symnet's, or damaged): compiling afresh and replacing it",
+                stacklevel=2,
+            )
+        return value
+
+    def _forget(self, key: str) -> None:
+        """Remove the entry stored under `key`: JAX's cache never overwrites an entry, so the fresh one could
+        not replace it otherwise."""
+        from jax._src import lru_cache
+
+        suffix = getattr(lru_cache, "_CACHE_SUFFIX", "-cache")
+        folder = getattr(self._base, "path", None)
+        if folder is not None:
+            with contextlib.suppress(OSError):
+                (Path(str(folder)) / f"{key}{suffix}").unlink()
+
+    def put(self, key: str, value: bytes) -> None:
+        self._base.put(key, wrap_entry(key, value))
+
+    def __getattr__(self, name: str) -> Any:  # anything else JAX asks of its cache
+        return getattr(self._base, name)
+
+
+def wrap_entry(key: str, value: bytes) -> bytes:
+    """The bytes symnet stores for JAX's entry `value` under `key`."""
+    record = {"key": key, "symnet": __version__, "sha256": hashlib.sha256(value).hexdigest()}
+    return _MAGIC + json.dumps(record).encode() + b"\n" + value
+
+
+def unwrap_entry(key: str, stored: bytes) -> bytes | None:
+    """JAX's bytes of an entry symnet stored under `key` with this symnet, or None if it is not that."""
+    if not stored.startswith(_MAGIC):
+        return None
+    line, sep, value = stored[len(_MAGIC) :].partition(b"\n")
+    try:
+        record = json.loads(line) if sep else None
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    ok = (
+        record.get("key") == key
+        and record.get("symnet") == __version__
+        and record.get("sha256") == hashlib.sha256(value).hexdigest()
+    )
+    return value if ok else None
+
+
+def _check_entries() -> str | None:
+    """Make JAX's cache check symnet's entries (None), or say why this jax cannot."""
+    try:
+        from jax._src import compilation_cache
+    except ImportError:
+        return "this jax has no jax._src.compilation_cache"
+    make = getattr(compilation_cache, "get_file_cache", None)
+    if make is None:
+        return "this jax's compilation cache has no get_file_cache"
+    if getattr(make, "symnet_checked", False):
+        return None
+
+    def get_file_cache(path: str) -> Any:
+        made = make(path)
+        return None if made is None else (CheckedCache(made[0]), made[1])
+
+    get_file_cache.symnet_checked = True  # type: ignore[attr-defined]
+    compilation_cache.get_file_cache = get_file_cache
     return None
 
 
@@ -68,7 +191,7 @@ def enable_compile_cache(path: str | os.PathLike[str] | None = None) -> Path | N
     folder = cache_dir(path)
     if folder is None:
         return None
-    problem = _writable(folder)
+    problem = _writable(folder) or _trusted(folder) or _check_entries()
     if problem is not None:
         warnings.warn(f"compile cache {folder} is not usable ({problem}); compiling without it", stacklevel=2)
         return None

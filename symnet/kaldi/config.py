@@ -381,6 +381,8 @@ def _split(body: str, source: Source) -> tuple[str, list[tuple[str, str, int, in
             start + 1,
         )
     options: list[tuple[str, str, int, int]] = []
+    first: dict[str, str] = {}
+    repeats: list[tuple[str, str, int]] = []
     while pos < n:
         if body[pos] in C_SPACE:
             pos += 1
@@ -403,22 +405,31 @@ def _split(body: str, source: Source) -> tuple[str, list[tuple[str, str, int, in
             end = n
             next_equals = body.find("=", equals + 1)
             if next_equals >= 0:
-                blank = max(body.rfind(" ", 0, next_equals), body.rfind("\t", 0, next_equals))
+                blank = max(body.rfind(" ", equals, next_equals), body.rfind("\t", equals, next_equals))
                 if blank > equals:
                     end = blank
             while end > equals + 1 and body[end - 1] in C_SPACE:
                 end -= 1
             value, value_pos, pos = body[equals + 1 : end], equals + 1, end
-        kept = next((v for k, v, *_ in options if k == key), None)
-        if kept is not None:  # Kaldi's ConfigLine keeps the first value (its own xconfig output-layer writes two)
-            warnings.warn(
-                f"{source.file}:{source.line}:{equals - len(key) + 1}: option {key} is given twice; as Kaldi, "
-                f"the first value {kept} is used and {key}={value} is ignored",
-                stacklevel=4,
-            )
+        if key in first:  # Kaldi's ConfigLine keeps the first value (its own xconfig output-layer writes two)
+            repeats.append((key, value, equals - len(key) + 1))
             continue
+        first[key] = value
         options.append((key, value, equals - len(key), value_pos))
+    if repeats:  # one warning per line: a crafted line may repeat a key millions of times
+        key, value, column = repeats[0]
+        more = f" (and {len(repeats) - 1} more repeated options)" if len(repeats) > 1 else ""
+        warnings.warn(
+            f"{source.file}:{source.line}:{column}: option {key} is given twice; as Kaldi, "
+            f"the first value {_shorten(first[key])} is used and {key}={_shorten(value)} is ignored{more}",
+            stacklevel=4,
+        )
     return kind, options
+
+
+def _shorten(value: str, limit: int = 80) -> str:
+    """A value as a message quotes it: at most `limit` characters."""
+    return value if len(value) <= limit else value[: limit - 3] + "..."
 
 
 _NODE_OPTIONS = {

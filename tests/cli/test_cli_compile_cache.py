@@ -96,3 +96,49 @@ def test_an_unusable_folder_is_a_warning_and_the_output_is_the_same(job: Path) -
     got = outputs(job / "out.ark")
     for utt, value in reference.items():
         np.testing.assert_array_equal(got[utt], value)
+
+
+SIGMOID = NET.replace("RectifiedLinearComponent", "SigmoidComponent")  # another program, same names
+
+
+@pytest.mark.slow
+def test_an_entry_copied_over_another_programs_name_is_ignored_and_replaced(job: Path) -> None:
+    """Before: copying the ReLU network's entry over the sigmoid network's made `symnet compute` of the sigmoid
+    network exit 0 with the ReLU network's outputs."""
+    cache = job / "cache"
+    relu = compute(job, "relu.ark", f"--compile-cache={cache}")
+    assert relu.returncode == 0, relu.stderr
+    relu_entries = {name for name in entries(cache) if name.startswith("jit__run-")}
+    write_model(job / "nnet.raw", parse_network(SIGMOID, seed=3))
+    plain = compute(job, "plain.ark", "--compile-cache=off")
+    sigmoid = compute(job, "sigmoid.ark", f"--compile-cache={cache}")
+    assert plain.returncode == sigmoid.returncode == 0, sigmoid.stderr
+    sigmoid_entries = {name for name in entries(cache) if name.startswith("jit__run-")} - relu_entries
+    assert sigmoid_entries and relu_entries
+    planted = (cache / sorted(relu_entries)[0]).read_bytes()
+    for name in sigmoid_entries:
+        (cache / name).write_bytes(planted)
+    again = compute(job, "again.ark", f"--compile-cache={cache}")
+    assert again.returncode == 0, again.stderr
+    assert "is not the one symnet stored for it" in again.stderr
+    reference = outputs(job / "plain.ark")
+    for utt, value in reference.items():
+        np.testing.assert_array_equal(outputs(job / "again.ark")[utt], value)
+    for name in sigmoid_entries:  # replaced by the fresh compilation
+        assert (cache / name).read_bytes() != planted
+
+
+@pytest.mark.slow
+def test_a_folder_others_may_write_or_someone_else_owns_is_not_used(job: Path) -> None:
+    cache = job / "shared-cache"
+    cache.mkdir()
+    cache.chmod(0o777)
+    result = compute(job, "out.ark", f"--compile-cache={cache}")
+    assert result.returncode == 0, result.stderr
+    assert "others may write to it (mode 777" in result.stderr and "compiling without it" in result.stderr
+    assert not entries(cache)
+    if os.geteuid() == 0:  # root can give the folder away
+        os.chown(cache, 12345, 12345)
+        cache.chmod(0o755)
+        result = compute(job, "out.ark", f"--compile-cache={cache}")
+        assert "belongs to user id 12345" in result.stderr and not entries(cache)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import random
+import warnings
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -745,3 +746,15 @@ def test_an_option_given_twice_keeps_its_first_value_as_kaldi_does():
     with pytest.warns(UserWarning, match=r"bad.config:2:30: option dim is given twice; as Kaldi, the first value 12"):
         lines = parse_config("# header\ninput-node name=input dim=12 dim=13\n", file="bad.config")
     assert lines[0].dim == 12
+
+
+def test_a_line_repeating_an_option_many_times_warns_once():
+    """A crafted line with a key repeated 100,000 times: one warning that counts them, read in linear time."""
+    line = "input-node name=input dim=3 " + "dim=4 " * 100_000 + "\n"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        lines = parse_config(line, file="big.config")
+    assert lines[0].dim == 3
+    assert len(caught) == 1
+    assert "option dim is given twice" in str(caught[0].message)
+    assert "(and 99999 more repeated options)" in str(caught[0].message)
