@@ -69,7 +69,9 @@ class ConfigError(SymnetError, ValueError):
         self.column = column
         self.text = text
         caret = f"\n    {text}\n    {' ' * max(column - 1, 0)}^" if text else ""
-        super().__init__(f"{file}:{line}:{column}: {message}{caret}")
+        # a line built in Python (line 0) has no place in a file to show
+        where = f"{file}:{line}:{column}: " if line else (f"{file}: " if file != "<config>" else "")
+        super().__init__(f"{where}{message}{caret}")
 
 
 class OutputError(SymnetError, OSError):

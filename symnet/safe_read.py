@@ -80,6 +80,32 @@ class ArraySpec:
         return self.count * self.dtype.itemsize
 
 
+#: The most a deflated member can expand: deflate's best ratio is 1032 to 1.
+DEFLATE_MAX_RATIO = 1032
+
+
+def _member_size_problem(info: zipfile.ZipInfo, file_size: int) -> str | None:
+    """Why the sizes the zip directory gives for a member cannot be true of this file (None if they can be):
+    they decide what is allocated, so they are checked against the real file before anything is read."""
+    if info.header_offset + info.compress_size > file_size:
+        return (
+            f"the zip directory says it has {info.compress_size} bytes at offset {info.header_offset}, "
+            f"but the file has {file_size} bytes"
+        )
+    if info.compress_type == zipfile.ZIP_STORED:
+        if info.file_size != info.compress_size:
+            return f"a stored member of {info.compress_size} bytes that the zip directory says holds {info.file_size}"
+    elif info.compress_type == zipfile.ZIP_DEFLATED:
+        if info.file_size > DEFLATE_MAX_RATIO * info.compress_size + 1024:
+            return (
+                f"the zip directory says {info.compress_size} compressed bytes hold {info.file_size}, more than "
+                f"deflate can expand them to ({DEFLATE_MAX_RATIO} to 1)"
+            )
+    else:
+        return f"compressed with zip method {info.compress_type}; symnet reads stored and deflated members"
+    return None
+
+
 class NpzArchive:
     """A `.npz` archive read member by member, each checked before it is read (see the module doc).
 
@@ -93,7 +119,7 @@ class NpzArchive:
     ):
         self.path = os.fspath(path)
         self.error, self.what = error, what
-        regular_file(self.path, error, what)
+        size = regular_file(self.path, error, what).st_size
         try:
             self._zip = zipfile.ZipFile(self.path)
             infos = self._zip.infolist()
@@ -109,6 +135,10 @@ class NpzArchive:
                 self._zip.close()
                 raise self._fail(f"member {name!r} appears twice")
             self._members[name] = info
+            problem = _member_size_problem(info, size)
+            if problem is not None:
+                self._zip.close()
+                raise self._fail(f"member {info.filename!r}: {problem}")
 
     def _fail(self, message: str) -> SymnetError:
         return self.error(f"{self.path}: {message}")

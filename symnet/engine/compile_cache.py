@@ -69,6 +69,8 @@ def cache_dir(path: str | os.PathLike[str] | None = None) -> Path | None:
 
 def _writable(folder: Path) -> str | None:
     """None if `folder` exists (made if need be) and a file can be written in it; else why not."""
+    if folder.exists() and not folder.is_dir():
+        return "it is a file, not a folder"
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):

@@ -161,7 +161,9 @@ class OptionReader:
             return default
         result = parse_int(value)
         if result is None:
-            raise self.error(key, f"option {key}={value!r} is not an integer")
+            too_big = re.fullmatch(r"\s*[+-]?[0-9]+\s*", value) is not None
+            why = "is beyond Kaldi's int32 (-2147483648 to 2147483647)" if too_big else "is not an integer"
+            raise self.error(key, f"option {key}={value!r} {why}")
         return self._done(key, result)
 
     def get_float(self, key: str, default: Any = _REQUIRED) -> Any:
@@ -232,7 +234,7 @@ def _check_name(what: str) -> Callable[[Any, attrs.Attribute, Any], None]:
 def _check_int(low: int) -> Callable[[Any, attrs.Attribute, Any], None]:
     def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < low or value >= 2**31:
-            raise ConfigError(f"{attribute.name}={value!r} must be an integer >= {low}")
+            raise ConfigError(f"{attribute.name}={value!r} must be an integer from {low} to 2147483647 (Kaldi's int32)")
 
     return check
 

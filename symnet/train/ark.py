@@ -14,8 +14,12 @@ vectors; and Kaldi's posteriors, `read_posterior`) but
 - runs an scp entry that is a command (`... |`, `| ...`) only with
   `allow_pipes=True`, and opens only regular files otherwise.
 
-The bytes of one entry are then decoded by kaldiio, so the values are exactly
-kaldiio's. Errors are `KaldiDataError`s naming the file, the entry and the field.
+The bytes of a binary entry are then decoded by kaldiio, so the values are
+exactly kaldiio's; text entries are parsed here, with a whole block per
+`bytes.split` (kaldiio reads them a byte at a time: `benchmarks/text_ark.py`),
+to kaldiio's values and types, except that a vector is int32 only if every
+value is an integer (kaldiio looks at the first, and fails on Kaldi's
+`[ 0 0.5 ]`), and a value that is not a number is named with its place. Errors are `KaldiDataError`s naming the file, the entry and the field.
 The rspecifier the user types (`ark:cmd |`, `scp:-`) is opened as kaldiio
 opens it: that command is the user's own.
 """
@@ -42,6 +46,7 @@ MAX_KEY_BYTES = 1 << 16
 MAX_LINE_BYTES = 1 << 20
 
 _CHUNK = 1 << 20
+_READAHEAD = 1 << 16
 _NOT_KALDI = {
     b"PKL": "a pickle",
     b"NPY": "a NumPy array",
@@ -60,12 +65,17 @@ def is_command(value: str) -> bool:
 
 
 class _Reader:
-    """Bounded reads from a binary file, with look-ahead; `left` is what is left in a regular file (else None)."""
+    """Bounded reads from a binary file, with look-ahead; `left` is what is left in a regular file (else None).
+
+    Reads ahead in blocks of `_READAHEAD` bytes (on a pipe: what is there, `read1`), so scanning a text
+    archive for its delimiters costs a `bytes.find` per block, not a Python call per byte.
+    """
 
     def __init__(self, fd: IO[bytes], where: str):
         self.fd, self.where = fd, where
-        self.pending = b""  # bytes looked at but not consumed
+        self.buffer, self.pos = b"", 0  # bytes read ahead; buffer[pos:] is not consumed yet
         self.left: int | None = None
+        self._read_some = getattr(fd, "read1", fd.read)
         try:
             st = os.fstat(fd.fileno())
             if stat.S_ISREG(st.st_mode):
@@ -77,21 +87,31 @@ class _Reader:
         at = f", utterance {key!r}" if key is not None else ""
         return KaldiDataError(f"{self.where}{at}: {message}")
 
-    def _raw(self, n: int) -> bytes:
-        data = self.fd.read(n)
+    def _account(self, data: bytes) -> bytes:
         if self.left is not None:
             self.left -= len(data)
         return data
 
+    def _buffered(self) -> int:
+        return len(self.buffer) - self.pos
+
+    def _fill(self, n: int) -> int:
+        """Read ahead until `n` bytes are buffered or the file ends; the number buffered."""
+        while self._buffered() < n:
+            part = self._account(self._read_some(max(n - self._buffered(), _READAHEAD)))
+            if not part:
+                break
+            self.buffer, self.pos = self.buffer[self.pos :] + part, 0
+        return self._buffered()
+
     def available(self) -> int:
         """The most bytes that can still come: what is left of a regular file, else MAX_ENTRY_BYTES."""
-        return len(self.pending) + (self.left if self.left is not None else MAX_ENTRY_BYTES)
+        return self._buffered() + (self.left if self.left is not None else MAX_ENTRY_BYTES)
 
     def peek(self, n: int) -> bytes:
         """Up to `n` next bytes, not consumed."""
-        if len(self.pending) < n:
-            self.pending += self._raw(n - len(self.pending))
-        return self.pending[:n]
+        self._fill(n)
+        return self.buffer[self.pos : self.pos + n]
 
     def read(self, n: int, key: str | None, what: str) -> bytes:
         """Exactly `n` bytes, read in chunks (memory grows with the data there, not with what a header says)."""
@@ -102,10 +122,11 @@ class _Reader:
                 else f"more than {MAX_ENTRY_BYTES} bytes for one entry"
             )
             raise self.error(key, f"{what} needs {n} bytes, but {left} (a damaged or crafted header)")
-        parts, got = [self.pending[:n]], min(n, len(self.pending))
-        self.pending = self.pending[n:]
+        take = min(n, self._buffered())
+        parts, got = [self.buffer[self.pos : self.pos + take]], take
+        self.pos += take
         while got < n:
-            part = self._raw(min(_CHUNK, n - got))
+            part = self._account(self.fd.read(min(_CHUNK, n - got)))
             if not part:
                 raise self.error(key, f"{what}: the file ends after {got} of {n} bytes")
             parts.append(part)
@@ -114,26 +135,32 @@ class _Reader:
 
     def byte(self) -> bytes:
         """The next byte (b"" at the end)."""
-        if self.pending:
-            c, self.pending = self.pending[:1], self.pending[1:]
-            return c
-        return self._raw(1)
+        self._fill(1)
+        c = self.buffer[self.pos : self.pos + 1]
+        self.pos += len(c)
+        return c
 
     def read_until(self, stop: bytes, cap: int, key: str | None, what: str) -> tuple[bytes, bool]:
         """Bytes up to and including the first one in `stop`, or to the end; `(bytes, found)`.
 
         More than `cap` bytes without one is an error.
         """
-        out = bytearray()
-        while True:
-            if len(out) >= cap and self.peek(1):
+        parts: list[bytes] = []
+        got = 0
+        while self._fill(1):
+            end = min(len(self.buffer), self.pos + cap - got)
+            found = [i for i in (self.buffer.find(s, self.pos, end) for s in stop) if i >= 0]
+            if found:
+                at = min(found) + 1
+                parts.append(self.buffer[self.pos : at])
+                self.pos = at
+                return b"".join(parts), True
+            parts.append(self.buffer[self.pos : end])
+            got += end - self.pos
+            self.pos = end
+            if got >= cap and self._fill(1):
                 raise self.error(key, f"{what} is longer than {cap} bytes")
-            c = self.byte()
-            if not c:
-                return bytes(out), False
-            out += c
-            if c in stop:
-                return bytes(out), True
+        return b"".join(parts), False
 
 
 def _int32(r: _Reader, key: str | None, what: str) -> tuple[bytes, int]:
@@ -205,7 +232,9 @@ def _read_object(r: _Reader, key: str | None) -> np.ndarray:
     for magic, kind in _NOT_KALDI.items():
         if head.startswith(magic):
             raise r.error(key, f"the entry is {kind}, not a Kaldi matrix or vector (symnet never reads those)")
-    data = _binary_entry(r, key) if head.startswith(b"\0B") else _text_entry(r, key)
+    if not head.startswith(b"\0B"):
+        return _parse_text(_text_entry(r, key), r, key)
+    data = _binary_entry(r, key)
     try:
         value = kaldiio.matio.read_kaldi(io.BytesIO(data))
     except Exception as e:  # kaldiio's asserts and ValueErrors on malformed data
@@ -213,6 +242,66 @@ def _read_object(r: _Reader, key: str | None) -> np.ndarray:
     if not isinstance(value, np.ndarray):
         raise r.error(key, f"a {type(value).__name__}, not a matrix or vector")
     return value
+
+
+def _parse_text(data: bytes, r: _Reader, key: str | None) -> np.ndarray:
+    """A text object as kaldiio reads it: `[ ... ]` with rows on lines is a float32 matrix; a vector (`[ ... ]`
+    on one line, or an unbracketed line such as an alignment) is int32 if every value is an integer, else
+    float32 (an unbracketed line only if its first value has a '.', as kaldiio; else it is an int32 vector)."""
+    text = data.strip(b" \n")
+    if not text.startswith(b"["):
+        words = text.split()
+        if _all_integers(words) or not (words and b"." in words[0]):
+            return _numbers(words, np.int32, r, key, "an unbracketed line (an int32 vector, such as an alignment)")
+        return _numbers(words, np.float32, r, key, "a text vector")
+    if not text.endswith(b"]"):
+        raise r.error(key, "a text matrix or vector must end its ']' with a newline")
+    body = text[1:-1]
+    if b"\n" not in body:
+        words = body.split()
+        return _numbers(words, np.int32 if _all_integers(words) else np.float32, r, key, "a text vector")
+    counts = [len(line.split()) for line in body.split(b"\n")]
+    counts = [c for c in counts if c]
+    if any(c != counts[0] for c in counts):
+        row = next(i for i, c in enumerate(counts) if c != counts[0])
+        raise r.error(key, f"a text matrix: row {row + 1} has {counts[row]} values, row 1 has {counts[0]}")
+    values = _numbers(body.split(), np.float32, r, key, "a text matrix")
+    return values.reshape(len(counts), counts[0] if counts else 0)
+
+
+def _all_integers(words: list[bytes]) -> bool:
+    return bool(words) and all(_INT_WORD.match(w.decode("latin-1")) for w in words)
+
+
+def _numbers(words: list[bytes], dtype: type, r: _Reader, key: str | None, what: str) -> np.ndarray:
+    """`words` as an array of `dtype`; a word that is not such a number is an error naming it and its place."""
+    pattern = _INT_WORD if dtype is np.int32 else None
+    try:
+        if pattern is not None:
+            values = np.array([int(w) if pattern.match(w.decode("latin-1")) else None for w in words], dtype=np.int64)
+            if len(values) and (values.min() < -(2**31) or values.max() >= 2**31):
+                raise OverflowError
+            return values.astype(np.int32)
+        return np.array(words, dtype=np.bytes_).astype(dtype) if words else np.zeros(0, dtype)
+    except (ValueError, TypeError, OverflowError):
+        kind = "an int32" if dtype is np.int32 else "a number"
+        bad = next((i for i, w in enumerate(words) if not _is_number(w, dtype)), None)
+        if bad is None:
+            raise r.error(key, f"{what}: a value is not {kind}") from None
+        raise r.error(
+            key, f"{what}: value {bad + 1} of {len(words)}, {words[bad][:40].decode('latin-1')!r}, is not {kind}"
+        ) from None
+
+
+def _is_number(word: bytes, dtype: type) -> bool:
+    text = word.decode("latin-1")
+    if dtype is np.int32:
+        return bool(_INT_WORD.match(text)) and -(2**31) <= int(text) < 2**31
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 class Posterior(NamedTuple):

@@ -113,3 +113,10 @@ def test_index_set_ranges_in_both_directions():
 def test_normal_with_a_fractional_dim_is_a_shape_error():
     with pytest.raises(ShapeError, match=r"\(4, 2.5\)"):
         Normal((4, 2.5))
+
+
+def test_more_frames_than_an_index_can_name_is_a_plan_error_before_any_computation():
+    """The issue's `net.compute` of 2^27 frames ended in a raw MemoryError; beyond 2^20 frames it is refused."""
+    x = Input("input", 2)
+    with pytest.raises(PlanError, match=r"frames must be in \(-1048576, 1048576\)"):
+        Network(Offset(x, -1)).compute(np.zeros((1, 2**21, 2), np.float32))

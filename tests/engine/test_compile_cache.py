@@ -49,6 +49,8 @@ def test_an_unusable_folder_warns_and_leaves_jax_alone(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="compile cache .* is not usable"):
         assert enable_compile_cache(tmp_path / "file" / "cache") is None
     assert setting("jax_compilation_cache_dir") == before
+    with pytest.warns(UserWarning, match=r"is not usable \(it is a file, not a folder\)"):  # was "(File exists)"
+        assert enable_compile_cache(tmp_path / "file") is None
 
 
 def test_enabling_sets_jax_to_cache_every_program(tmp_path: Path) -> None:

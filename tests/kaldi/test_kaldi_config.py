@@ -758,3 +758,12 @@ def test_a_line_repeating_an_option_many_times_warns_once():
     assert len(caught) == 1
     assert "option dim is given twice" in str(caught[0].message)
     assert "(and 99999 more repeated options)" in str(caught[0].message)
+
+
+def test_a_dim_beyond_int32_says_the_range_and_no_made_up_place():
+    """Before: `<config>:0:0: dim=2147483648 must be an integer >= 1` for a line built in Python."""
+    with pytest.raises(ConfigError) as e:
+        InputNode(name="input", dim=2**31)
+    assert str(e.value) == "dim=2147483648 must be an integer from 1 to 2147483647 (Kaldi's int32)"
+    with pytest.raises(ConfigError, match=r"^big.config:1:\d+: option dim='2147483648' is beyond Kaldi's int32"):
+        parse_config("input-node name=input dim=2147483648\n", file="big.config")

@@ -257,3 +257,40 @@ def test_path_arguments_of_the_wrong_type_name_the_function(saved: pathlib.Path,
     assert network.structure == symnet.load(saved).structure
     with pytest.raises(ModelFormatError, match="not a regular file"):  # before: read until memory ran out
         read_model("/dev/zero")
+
+
+def claim_size(path: pathlib.Path, member: str, size: int) -> None:
+    """Make the zip directory entry of `member` claim `size` uncompressed bytes (the data stays as it is)."""
+    data = bytearray(path.read_bytes())
+    at = data.index(b"PK\x01\x02")  # the first central directory entry
+    while True:
+        name_length = int.from_bytes(data[at + 28 : at + 30], "little")
+        if data[at + 46 : at + 46 + name_length].decode() == member:
+            data[at + 24 : at + 28] = size.to_bytes(4, "little")
+            path.write_bytes(bytes(data))
+            return
+        at = data.index(b"PK\x01\x02", at + 4)
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_a_zip_directory_claiming_a_huge_member_is_refused_before_anything_is_allocated(
+    saved: pathlib.Path, tmp_path: pathlib.Path, compression: int
+) -> None:
+    """Before: a 47 KB .npz whose zip directory claimed a 4 GiB member (and whose .npy header agreed) was
+    allocated before a byte was read: a raw MemoryError on a small machine."""
+    huge = 0xFFFFFF00
+    offset = len(npy(np.zeros(0, np.uint8)))
+    claimed = np.lib.format.header_data_from_array_1_0(np.zeros(0, np.uint8))
+    claimed["shape"] = (huge - offset,)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, claimed)
+    path = rewrite(
+        saved,
+        tmp_path / "huge.npz",
+        edit_members=lambda m: m.update({"arrays/0.npy": header.getvalue() + b"\0" * 64}),
+        compression=compression,
+    )
+    claim_size(path, "arrays/0.npy", huge)
+    message = load_error(path)
+    assert "member 'arrays/0.npy'" in message
+    assert ("holds 4294967040" in message) if compression == zipfile.ZIP_STORED else ("more than deflate" in message)

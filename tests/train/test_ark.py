@@ -80,7 +80,7 @@ def test_a_pickle_entry_is_refused_and_never_unpickled(tmp_path, monkeypatch):
         (fuzz.kaldi_int_vector_entry("u1", 2**31 - 1), "an int32 vector of 2147483647 elements needs"),
         (b"u1 \0BXY \x04", "unknown binary object type 'XY'"),
         (b"u1 [ 1 2 3\n", r"a text matrix '\[' without its '\]'"),
-        (b"u1 [ a b ]\n", "not a valid Kaldi matrix or vector"),
+        (b"u1 [ a b ]\n", "a text vector: value 1 of 2, 'a', is not a number"),
         (b"k" * (1 << 17) + b" [ 1 ]\n", "an utterance id is longer than"),
         (b"u1 NPY\x01\xc8", "is a NumPy array"),
         (b"u1 ", "nothing after the utterance id"),
@@ -209,3 +209,29 @@ def test_bad_posteriors_are_errors(tmp_path, data, message):
     (tmp_path / "bad.ark").write_bytes(data)
     with pytest.raises(KaldiDataError, match=message):
         dict(read_posteriors(f"ark:{tmp_path / 'bad.ark'}"))
+
+
+@pytest.mark.parametrize(
+    "entry,message",
+    [
+        (b"u1 1 2 nan 4\n", "an int32 vector, such as an alignment\\): value 3 of 4, 'nan', is not an int32"),
+        (b"u1 1 2 99999999999\n", "value 3 of 3, '99999999999', is not an int32"),
+        (b"u1 [\n 1 2\n 3 ]\n", "a text matrix: row 2 has 1 values, row 1 has 2"),
+        (b"u1 [\n 1 2\n 3 x ]\n", "a text matrix: value 4 of 4, 'x', is not a number"),
+        (b"u1 [ 1 2 ]x", "must end its ']' with a newline"),
+    ],
+)
+def test_text_entries_that_are_not_numbers_name_the_value(tmp_path, entry, message):
+    """Before: 'could not convert string 'nan' to int32 at row 0, column 3' from NumPy, through kaldiio."""
+    (tmp_path / "x.ark").write_bytes(entry)
+    with pytest.raises(KaldiDataError, match=message):
+        dict(iter_table(f"ark:{tmp_path / 'x.ark'}"))
+
+
+def test_text_vectors_are_integers_only_when_every_value_is_one(tmp_path):
+    """kaldiio takes a vector's type from its first value, so Kaldi's `[ 0 0.5 ]` fails there; here it is float32."""
+    (tmp_path / "t.ark").write_text("a [ 0 0.5 -1e-05 ]\nb [ 1 2 3 ]\nc 4 5\nd 1.5 2\ne [\n 0 1\n 2 3 ]\n")
+    ours = dict(iter_table(f"ark:{tmp_path / 't.ark'}"))
+    np.testing.assert_array_equal(ours["a"], np.array([0, 0.5, -1e-5], np.float32))
+    assert ours["a"].dtype == np.float32 and ours["b"].dtype == ours["c"].dtype == np.int32
+    assert ours["d"].dtype == ours["e"].dtype == np.float32 and ours["e"].shape == (2, 2)
