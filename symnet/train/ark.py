@@ -19,7 +19,8 @@ exactly kaldiio's; text entries are parsed here, with a whole block per
 `bytes.split` (kaldiio reads them a byte at a time: `benchmarks/text_ark.py`),
 to kaldiio's values and types, except that a vector is int32 only if every
 value is an integer (kaldiio looks at the first, and fails on Kaldi's
-`[ 0 0.5 ]`), and a value that is not a number is named with its place. Errors are `KaldiDataError`s naming the file, the entry and the field.
+`[ 0 0.5 ]`), and a value that is not a number is named with its place.
+Errors are `KaldiDataError`s naming the file, the entry and the field.
 The rspecifier the user types (`ark:cmd |`, `scp:-`) is opened as kaldiio
 opens it: that command is the user's own.
 """
