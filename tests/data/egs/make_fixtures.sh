@@ -9,8 +9,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 
-# Features: u1 20 x 5, u2 17 x 5, smooth deterministic values (text archive).
-for spec in u1:20 u2:17; do
+# Features: u1 24 x 5, u2 16 x 5 (multiples of every chunk size: nnet3-get-egs then places chunks without its random gaps, so that its binary and its text run write the same examples), smooth deterministic values (text archive).
+for spec in u1:24 u2:16; do
   awk -v key="${spec%%:*}" -v n="${spec##*:}" 'BEGIN { printf "%s  [\n", key;
     for (t = 0; t < n; t++) { for (j = 0; j < 5; j++) printf " %.4f", 2 * sin(0.37 * t + 1.3 * j + length(key) * n) + 0.1 * j;
       printf (t == n - 1 ? " ]\n" : "\n") } }'
@@ -31,7 +31,7 @@ for line in open("feats.txt").read().split("]"):
     out.write(key.strip().encode() + b" \0BCM3 " + struct.pack("<ffii", lo, rng, len(rows), len(rows[0])) + data)
 PY
 # Posteriors over 3 pdfs: frame t has pdf t % 3 (weight 1), every fifth frame splits 0.75/0.25 with the next pdf.
-for spec in u1:20 u2:17; do
+for spec in u1:24 u2:16; do
   awk -v key="${spec%%:*}" -v n="${spec##*:}" 'BEGIN { printf "%s", key;
     for (t = 0; t < n; t++) { if (t % 5 == 4) printf " [ %d 0.75 %d 0.25 ]", t % 3, (t + 1) % 3; else printf " [ %d 1 ]", t % 3 }
     printf "\n" }'
@@ -50,8 +50,9 @@ eg egs_cm ark,t:feats.txt --compress=true --left-context=2 --right-context=1 --n
 eg egs_cm2 ark,t:feats.txt --compress=true --left-context=1 --right-context=1 --num-frames=4
 eg egs_cm3 ark:feats_cm3.ark --left-context=2 --right-context=1 --num-frames=8
 
-# a second input (ivector)
-eg egs_ivec ark,t:feats.txt --compress=false --online-ivectors=ark,t:feats.txt --left-context=2 --right-context=2 --num-frames=9
+# a second input (ivector; period 100 and one row an utterance: always that row, not a random frame's)
+awk '/\[/ { printf "%s  [\n", $1; getline; print $0 " ]" }' feats.txt > ivectors.txt
+eg egs_ivec ark,t:feats.txt --compress=false --online-ivectors=ark,t:ivectors.txt --online-ivector-period=100 --left-context=2 --right-context=2 --num-frames=8
 cp feats.txt post.txt "$here/"
 
 # Chain: a monophone model of 4 phones, alignments, supervision (tolerances, subsampling 3), egs.
@@ -69,7 +70,7 @@ T
 ali() {  # phone:frames ... -> transition ids (phone p: 2p-1 on each frame but the last, 2p on the last)
   for pk in "$@"; do p=${pk%%:*}; k=${pk##*:}; for ((i = 1; i < k; i++)); do printf " %d" $((2 * p - 1)); done; printf " %d" $((2 * p)); done
 }
-{ echo "u1$(ali 1:5 2:4 3:6 4:5)"; echo "u2$(ali 3:4 1:6 2:7)"; } > ali.txt
+{ echo "u1$(ali 1:6 2:5 3:7 4:6)"; echo "u2$(ali 3:4 1:5 2:7)"; } > ali.txt
 printf 'u1 1 2 3 4\nu2 3 1 2\nu3 2 4 1 3\n' > phones.txt
 gmm-init-mono topo 5 mono.mdl mono.tree
 ali-to-phones --write-lengths=true mono.mdl ark:ali.txt ark:phone_lengths.ark
