@@ -72,6 +72,13 @@ _FST_MAGIC = 2125659606
 _INF = np.float32(np.inf)
 
 
+def _buffer(data: Any, dtype: Any, count: int, offset: int = 0) -> np.ndarray:
+    """`count` items of `dtype` at `offset` of `data` (checked by the caller); empty when `count` is 0."""
+    if count == 0:
+        return np.zeros(0, dtype)
+    return np.frombuffer(data, dtype, count, offset)
+
+
 def _frozen(array: np.ndarray) -> np.ndarray:
     array.setflags(write=False)
     return array
@@ -193,18 +200,18 @@ def decode_compressed(kind: str, min_value: float, range_: float, rows: int, col
     lo, rng = np.float32(min_value), np.float32(range_)
     if kind == "CM2":
         inc = np.float32(np.float64(rng) * (1.0 / 65535.0))
-        q = np.frombuffer(data, "<u2", rows * cols).reshape(rows, cols)
+        q = _buffer(data, "<u2", rows * cols).reshape(rows, cols)
         return lo + q.astype(np.float32) * inc
     if kind == "CM3":
         inc = np.float32(np.float64(rng) * (1.0 / 255.0))
-        q = np.frombuffer(data, "u1", rows * cols).reshape(rows, cols)
+        q = _buffer(data, "u1", rows * cols).reshape(rows, cols)
         return lo + q.astype(np.float32) * inc
     if kind != "CM":
         raise ValueError(f"unknown compressed matrix kind {kind!r}")
-    heads = np.frombuffer(data, "<u2", 4 * cols).reshape(cols, 4).astype(np.float32)
+    heads = _buffer(data, "<u2", 4 * cols).reshape(cols, 4).astype(np.float32)
     step = rng * np.float32(1.52590218966964e-05)
     p0, p25, p75, p100 = (lo + step * heads[:, i] for i in range(4))  # [cols] each
-    q = np.frombuffer(data, "u1", rows * cols, 8 * cols).reshape(cols, rows).T  # stored column by column
+    q = _buffer(data, "u1", rows * cols, 8 * cols).reshape(cols, rows).T  # stored column by column
     v = q.astype(np.float32)
     low = ((p25 - p0) * v).astype(np.float64) * (1 / 64.0) + p0
     mid = ((p75 - p25) * (v - 64)).astype(np.float64) * (1 / 128.0) + p25
@@ -258,8 +265,13 @@ class _Parse:
                 raise self.fail(str(e).removeprefix(f"{self.where}: ")) from None
             pos = r.pos
 
-    def count(self, r: BinaryReader | TextReader, what: str, low: int, high: int) -> int:
+    def count(self, r: BinaryReader | TextReader, what: str, low: int, high: int, per: int = 0) -> int:
+        """An int32 in low..high; with `per`, also at most what is left over `per` bytes an item."""
         value = r.read_int(what)
+        if per:
+            left = (len(r.text) if isinstance(r, TextReader) else len(r.data)) - r.pos
+            if value > left // per:
+                raise self.fail(f"{what} is {value}, more than {left} bytes left can hold (damaged or crafted)")
         if not low <= value <= high:
             raise self.fail(f"{what} is {value}, expected {low} to {high}")
         return value
@@ -291,14 +303,14 @@ class _Parse:
     def indexes(self, r: BinaryReader | TextReader) -> np.ndarray:
         r.expect_token("<I1V>")
         if isinstance(r, TextReader):
-            size = self.count(r, "the number of indexes", 0, (len(r.text) - r.pos) // 10)  # '<I1> 0 0 0 '
+            size = self.count(r, "the number of indexes", 0, 2**31 - 1, per=10)  # '<I1> 0 0 0 '
             out = np.zeros((size, 3), np.int32)
             for k in range(size):
                 r.expect_token("<I1>")
                 out[k] = (r.read_int("index n"), r.read_int("index t"), r.read_int("index x"))
             return _frozen(out)
-        size = self.count(r, "the number of indexes", 0, len(r.data) - r.pos)  # at least a byte each
-        head = np.frombuffer(r.data, np.int8, size, r.pos)
+        size = self.count(r, "the number of indexes", 0, 2**31 - 1, per=1)  # at least a byte each
+        head = _buffer(r.data, np.int8, size, r.pos)
         if size and np.abs(head.astype(np.int32)).max() < 125:  # the common case: deltas of t only
             out = np.zeros((size, 3), np.int32)
             out[:, 1] = np.cumsum(head, dtype=np.int64).astype(np.int32)
@@ -364,7 +376,7 @@ class _Parse:
 
     def sparse_binary(self, r: BinaryReader) -> SparseRows:
         r.expect_token("SM")
-        rows = self.count(r, "the rows of a sparse matrix", 0, min(9_999_999, (len(r.data) - r.pos) // 13))
+        rows = self.count(r, "the rows of a sparse matrix", 0, 9_999_999, per=13)
         dims, counts, parts = [], [], []
         pair = np.dtype([("s1", "u1"), ("col", "<i4"), ("s2", "u1"), ("value", "<f4")])
         for row in range(rows):
@@ -373,7 +385,7 @@ class _Parse:
             num = self.count(r, f"the elements of sparse row {row}", 0, dim)
             if 10 * num > len(r.data) - r.pos:
                 raise self.fail(f"sparse row {row}: {num} elements need {10 * num} bytes, {len(r.data) - r.pos} left")
-            pairs = np.frombuffer(r.data, pair, num, r.pos)
+            pairs = _buffer(r.data, pair, num, r.pos)
             r.pos += 10 * num
             if num and not ((pairs["s1"] == 4).all() and (pairs["s2"] == 4).all()):
                 raise self.fail(f"sparse row {row}: an element without its size bytes 4")
@@ -390,8 +402,10 @@ class _Parse:
         cols = np.concatenate([p["col"] for p in parts]).astype(np.int32) if parts else np.zeros(0, np.int32)
         values = np.concatenate([p["value"] for p in parts]).astype(np.float32) if parts else np.zeros(0, np.float32)
         if len(cols) and (cols.min() < 0 or cols.max() >= dim):
-            raise self.fail(f"a sparse element in column {int(cols.max() if cols.max() >= dim else cols.min())} "
-                            f"of a matrix of {dim} columns")
+            raise self.fail(
+                f"a sparse element in column {int(cols.max() if cols.max() >= dim else cols.min())} "
+                f"of a matrix of {dim} columns"
+            )
         offsets = np.concatenate([[0], np.cumsum(np.array(counts, np.int64))]).astype(np.int64)
         return SparseRows(dim, _frozen(offsets), _frozen(cols), _frozen(values))
 
@@ -461,8 +475,10 @@ class _Parse:
             raise self.fail(f"expected <DW2> or </NnetChainSup>, got {token[:20]!r}")
         rows = supervision.num_sequences * supervision.frames_per_sequence
         if len(indexes) != rows:
-            raise self.fail(f"{len(indexes)} indexes for {supervision.num_sequences} sequences of "
-                            f"{supervision.frames_per_sequence} frames")
+            raise self.fail(
+                f"{len(indexes)} indexes for {supervision.num_sequences} sequences of "
+                f"{supervision.frames_per_sequence} frames"
+            )
         if deriv is not None and len(deriv) == 0:
             deriv = None
         if deriv is not None and len(deriv) != rows:
@@ -537,12 +553,12 @@ class _Parse:
             raise self.fail("an FST written aligned (--fst_align): not read")
         if not 0 <= states <= (len(data) - r.pos) // 4 - 1 or not -1 <= start < max(states, 0) or arcs < 0:
             raise self.fail(f"an FST header of {states} states, start {start}, {arcs} arcs (damaged?)")
-        bounds = np.frombuffer(data, "<u4", states + 1, r.pos).astype(np.int64)
+        bounds = _buffer(data, "<u4", states + 1, r.pos).astype(np.int64)
         r.pos += 4 * (states + 1)
         total = int(bounds[-1])
         if bounds[0] != 0 or (np.diff(bounds) < 0).any() or 12 * total > len(data) - r.pos:
             raise self.fail(f"the FST's state table is damaged ({total} elements, {len(data) - r.pos} bytes left)")
-        elems = np.frombuffer(data, [("label", "<i4"), ("weight", "<f4"), ("next", "<i4")], total, r.pos)
+        elems = _buffer(data, [("label", "<i4"), ("weight", "<f4"), ("next", "<i4")], total, r.pos)
         r.pos += 12 * total
         owner = np.repeat(np.arange(states, dtype=np.int32), np.diff(bounds))
         is_final = elems["label"] == -1
@@ -557,8 +573,7 @@ class _Parse:
             raise self.fail(f"the FST header says {arcs} arcs, its data has {int(arc.sum())}")
         dst = elems["next"][arc]
         if len(dst) and (dst.min() < 0 or dst.max() >= states):
-            raise self.fail(f"an FST arc to state {int(dst.max() if dst.max() >= states else dst.min())} "
-                            f"of {states}")
+            raise self.fail(f"an FST arc to state {int(dst.max() if dst.max() >= states else dst.min())} of {states}")
         return Fst(
             int(states),
             int(start),
@@ -631,10 +646,10 @@ class _Parse:
 def _open(path: str) -> Any:
     """The bytes of a regular file, memory-mapped (empty bytes for an empty file)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise KaldiDataError(f"{path}: not a regular file (symnet reads egs from files only)")
         with open(path, "rb") as fd:
             st = os.fstat(fd.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise KaldiDataError(f"{path}: not a regular file (symnet reads egs from files only)")
             if st.st_size == 0:
                 return b""
             return mmap.mmap(fd.fileno(), 0, access=mmap.ACCESS_READ)
@@ -734,15 +749,19 @@ def egs_chunks(examples: Sequence[NnetExample], *, soft: str = "error", output: 
         names = [io.name for io in eg.io]
         extra = sorted(set(names) - {"input", output})
         if extra or names.count("input") != 1 or names.count(output) != 1:
-            raise KaldiDataError(f"example {eg.key!r}: has {names}; training chunks take one 'input' and one "
-                                 f"{output!r} (other inputs such as ivectors are not used by fit)")
+            raise KaldiDataError(
+                f"example {eg.key!r}: has {names}; training chunks take one 'input' and one "
+                f"{output!r} (other inputs such as ivectors are not used by fit)"
+            )
         x, y = eg["input"], eg[output]
         if (x.indexes[:, [0, 2]] != 0).any() or (y.indexes[:, [0, 2]] != 0).any():
             raise KaldiDataError(f"example {eg.key!r}: merged examples (n or x not 0) are not chunks")
         t_in, t_out = x.indexes[:, 1], y.indexes[:, 1]
         if (np.diff(t_in) != 1).any() or (np.diff(t_out) != 1).any():
-            raise KaldiDataError(f"example {eg.key!r}: frames not consecutive (a subsampled output?); "
-                                 f"fit trains outputs at the input's frame rate")
+            raise KaldiDataError(
+                f"example {eg.key!r}: frames not consecutive (a subsampled output?); "
+                f"fit trains outputs at the input's frame rate"
+            )
         if y.sparse is None:
             raise KaldiDataError(f"example {eg.key!r}: output {output!r} is a {y.storage} matrix, not posteriors")
         left, right = int(t_out[0] - t_in[0]), int(t_in[-1] - t_out[-1])
@@ -756,8 +775,10 @@ def egs_chunks(examples: Sequence[NnetExample], *, soft: str = "error", output: 
         counts = np.diff(sp.offsets)
         if soft == "error" and (counts > 1).any():
             row = int(np.argmax(counts > 1))
-            raise KaldiDataError(f"example {eg.key!r}: output frame {row} has {counts[row]} pdfs (soft targets); "
-                                 f"pass soft='max' to train on the largest")
+            raise KaldiDataError(
+                f"example {eg.key!r}: output frame {row} has {counts[row]} pdfs (soft targets); "
+                f"pass soft='max' to train on the largest"
+            )
         dense = y.matrix
         targets.append(np.argmax(dense, axis=1).astype(np.int32))
         weights.append(dense.sum(axis=1).astype(np.float32))
