@@ -1,0 +1,787 @@
+"""Kaldi's nnet3 egs (`egs.*.ark`: NnetExample) and chain egs (`cegs.*.ark`: NnetChainExample), read safely.
+
+What is read, as Kaldi's src/nnet3/nnet-example.cc, nnet-chain-example.cc,
+nnet-common.cc (Index vectors), matrix/compressed-matrix.cc, sparse-matrix.cc
+and chain/chain-supervision.cc write it, binary and text (`ark,t`):
+
+- every `NnetIo`: its name, its Indexes `(n, t, x)` (binary: Kaldi's compact
+  one-byte-delta encoding), its matrix: full (`FM`, `DM`), compressed (`CM`,
+  `CM2`, `CM3`, decoded with Kaldi's float arithmetic, so the values are
+  Kaldi's to the bit) or sparse (`SM`: posterior targets);
+- every chain output (`NnetChainSupervision`): name, Indexes, the
+  `chain::Supervision` (weight, sequences, frames per sequence, label dim, the
+  FST: OpenFst's `compact_acceptor` binary format, or Kaldi's text FST;
+  end-to-end FSTs, one per sequence; alignment pdfs) and the derivative weights.
+
+Every count and size is checked against the bytes left before anything is
+allocated, and every unknown token, format or flag is refused: errors are
+`KaldiDataError`s naming the archive, the example key and the field.
+Refused: FSTs with symbol tables or aligned (`--fst_align`) data, FST types
+other than `compact_acceptor` over `standard` arcs, the pre-2016 `<DW>` deriv
+weights, non-regular files (stdin, pipes).
+
+The supervision FST (`Fst`) is arrays, for the chain objective: `num_states`
+states numbered 0..num_states-1, `start` (-1 if empty); arc k goes from
+`src[k]` to `dst[k]` (int32) with `label[k]` (int32, pdf + 1: 1..label_dim) and
+`weight[k]` (float32, OpenFst tropical cost: -log of the arc's probability;
+0 on most arcs, the normalization FST's cost on the first ones); arcs are in
+the file's order, grouped by source state in increasing state order; `final[s]`
+(float32) is the final cost of state s, +inf where s is not final. A
+non-end-to-end supervision of `num_sequences` sequences has one FST whose
+paths have `num_sequences * frames_per_sequence` labels, sequence after
+sequence (Kaldi's concatenation); an end-to-end one has one FST per sequence.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+import struct
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import attrs
+import numpy as np
+
+from ..errors import KaldiDataError, ModelFormatError
+from .binary import BinaryReader, TextReader
+
+__all__ = [
+    "ChainExample",
+    "ChainOutput",
+    "EgsChunks",
+    "Fst",
+    "NnetExample",
+    "NnetIo",
+    "SparseRows",
+    "Supervision",
+    "decode_compressed",
+    "egs_chunks",
+    "read_cegs",
+    "read_egs",
+]
+
+#: The most values a matrix of an example may have once dense (features, or sparse targets made dense).
+MAX_DENSE_VALUES = 1 << 28
+#: The longest example key.
+MAX_KEY_BYTES = 1 << 16
+#: Kaldi's own limit on the inputs/outputs of one example.
+MAX_IOS = 1_000_000
+_FST_MAGIC = 2125659606
+_INF = np.float32(np.inf)
+
+
+def _buffer(data: Any, dtype: Any, count: int, offset: int = 0) -> np.ndarray:
+    """`count` items of `dtype` at `offset` of `data` (checked by the caller); empty when `count` is 0."""
+    if count == 0:
+        return np.zeros(0, dtype)
+    return np.frombuffer(data, dtype, count, offset)
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+@attrs.frozen(eq=False)
+class SparseRows:
+    """A Kaldi SparseMatrix as read: row r's (column, value) pairs are `cols[offsets[r]:offsets[r + 1]]` and
+    `values[...]`; `dim` columns."""
+
+    dim: int
+    offsets: np.ndarray  # int64 [rows + 1]
+    cols: np.ndarray  # int32
+    values: np.ndarray  # float32
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.offsets) - 1
+
+    def toarray(self) -> np.ndarray:
+        """The dense [rows, dim] float32 matrix (a pair repeated in a row: the last one, as Kaldi's CopyToMat)."""
+        out = np.zeros((self.num_rows, self.dim), np.float32)
+        rows = np.repeat(np.arange(self.num_rows), np.diff(self.offsets))
+        out[rows, self.cols] = self.values
+        return out
+
+
+@attrs.frozen(eq=False)
+class NnetIo:
+    """One input or output of an example: `name`, `indexes` int32 [rows, 3] (columns n, t, x), `matrix`
+    float32 [rows, cols] (read-only), `storage` how the file held it (FM, DM, CM, CM2, CM3, SM; `text` or
+    `text-sparse` in text archives) and, for a sparse matrix, `sparse` as read."""
+
+    name: str
+    indexes: np.ndarray
+    matrix: np.ndarray
+    storage: str
+    sparse: SparseRows | None = None
+
+
+@attrs.frozen(eq=False)
+class NnetExample:
+    """One nnet3 example (NnetExample): its archive `key` and its inputs and outputs, in the file's order."""
+
+    key: str
+    io: tuple[NnetIo, ...]
+
+    def __getitem__(self, name: str) -> NnetIo:
+        for io in self.io:
+            if io.name == name:
+                return io
+        raise KeyError(name)
+
+
+@attrs.frozen(eq=False)
+class Fst:
+    """A supervision FST as arrays (layout: this module's docstring)."""
+
+    num_states: int
+    start: int
+    src: np.ndarray
+    dst: np.ndarray
+    label: np.ndarray
+    weight: np.ndarray
+    final: np.ndarray
+
+    @property
+    def num_arcs(self) -> int:
+        return len(self.src)
+
+
+@attrs.frozen(eq=False)
+class Supervision:
+    """Kaldi's chain::Supervision: `fsts` has one FST (or, with `e2e`, one per sequence);
+    `alignment_pdfs` int32 or None."""
+
+    weight: float
+    num_sequences: int
+    frames_per_sequence: int
+    label_dim: int
+    e2e: bool
+    fsts: tuple[Fst, ...]
+    alignment_pdfs: np.ndarray | None = None
+
+    @property
+    def fst(self) -> Fst:
+        """The FST of a non-end-to-end supervision."""
+        if self.e2e:
+            raise KaldiDataError("an end-to-end supervision has one FST per sequence: use .fsts")
+        return self.fsts[0]
+
+
+@attrs.frozen(eq=False)
+class ChainOutput:
+    """One chain output (NnetChainSupervision): `name`, `indexes` int32 [rows, 3], `supervision`,
+    `deriv_weights` float32 [rows] or None where the file has none."""
+
+    name: str
+    indexes: np.ndarray
+    supervision: Supervision
+    deriv_weights: np.ndarray | None
+
+
+@attrs.frozen(eq=False)
+class ChainExample:
+    """One chain example (NnetChainExample): `key`, `inputs` (NnetIo) and `outputs` (ChainOutput)."""
+
+    key: str
+    inputs: tuple[NnetIo, ...]
+    outputs: tuple[ChainOutput, ...]
+
+
+# ---------------------------------------------------------------------------------------------- decoding
+
+
+def decode_compressed(kind: str, min_value: float, range_: float, rows: int, cols: int, data: Any) -> np.ndarray:
+    """A Kaldi CompressedMatrix (`kind` CM, CM2 or CM3; `data`: the bytes after the 16-byte header, exactly
+    as long as the format says) as float32 [rows, cols], with the float arithmetic of Kaldi's CopyToMat."""
+    lo, rng = np.float32(min_value), np.float32(range_)
+    if kind == "CM2":
+        inc = np.float32(np.float64(rng) * (1.0 / 65535.0))
+        q = _buffer(data, "<u2", rows * cols).reshape(rows, cols)
+        return lo + q.astype(np.float32) * inc
+    if kind == "CM3":
+        inc = np.float32(np.float64(rng) * (1.0 / 255.0))
+        q = _buffer(data, "u1", rows * cols).reshape(rows, cols)
+        return lo + q.astype(np.float32) * inc
+    if kind != "CM":
+        raise ValueError(f"unknown compressed matrix kind {kind!r}")
+    heads = _buffer(data, "<u2", 4 * cols).reshape(cols, 4).astype(np.float32)
+    step = rng * np.float32(1.52590218966964e-05)
+    p0, p25, p75, p100 = (lo + step * heads[:, i] for i in range(4))  # [cols] each
+    q = _buffer(data, "u1", rows * cols, 8 * cols).reshape(cols, rows).T  # stored column by column
+    v = q.astype(np.float32)
+    low = ((p25 - p0) * v).astype(np.float64) * (1 / 64.0) + p0
+    mid = ((p75 - p25) * (v - 64)).astype(np.float64) * (1 / 128.0) + p25
+    high = ((p100 - p75) * (v - 192)).astype(np.float64) * (1 / 63.0) + p75
+    out = np.where(q <= 64, low, np.where(q <= 192, mid, high))
+    return out.astype(np.float32)
+
+
+class _Parse:
+    """Reads one archive's examples with `binary.BinaryReader` / `TextReader`; `field` names what is read."""
+
+    def __init__(self, data: Any, where: str):
+        self.data, self.where = data, where
+        self.key = ""
+        self.field = ""
+        self.text: str | None = None
+
+    def fail(self, message: str) -> KaldiDataError:
+        at = f", example {self.key!r}" if self.key else ""
+        field = f", {self.field}" if self.field else ""
+        return KaldiDataError(f"{self.where}{at}{field}: {message}")
+
+    # one object
+
+    def reader(self, pos: int) -> BinaryReader | TextReader:
+        if self.data[pos : pos + 2] == b"\0B":
+            return BinaryReader(self.data, pos + 2, file=self.where)
+        if self.text is None:  # text archives: decoded once, one character a byte
+            self.text = bytes(self.data).decode("latin-1")
+        return TextReader(self.text, pos, file=self.where)
+
+    def entries(self, chain: bool) -> Iterator[Any]:
+        data, pos, n = self.data, 0, len(self.data)
+        while True:
+            while pos < n and data[pos] in b" \t\r\n":
+                pos += 1
+            if pos >= n:
+                return
+            end = data.find(b" ", pos, pos + MAX_KEY_BYTES + 1)
+            self.key, self.field = "", ""
+            if end < 0:
+                raise self.fail(f"byte {pos}: no key followed by a space (at most {MAX_KEY_BYTES} bytes)")
+            try:
+                self.key = bytes(data[pos:end]).decode("utf-8")
+            except UnicodeDecodeError:
+                raise self.fail(f"byte {pos}: the key is not UTF-8") from None
+            r = self.reader(end + 1)
+            try:
+                yield self.chain_example(r) if chain else self.example(r)
+            except ModelFormatError as e:
+                raise self.fail(str(e).removeprefix(f"{self.where}: ")) from None
+            pos = r.pos
+
+    def count(self, r: BinaryReader | TextReader, what: str, low: int, high: int, per: int = 0) -> int:
+        """An int32 in low..high; with `per`, also at most what is left over `per` bytes an item."""
+        value = r.read_int(what)
+        if per:
+            left = (len(r.text) if isinstance(r, TextReader) else len(r.data)) - r.pos
+            if value > left // per:
+                raise self.fail(f"{what} is {value}, more than {left} bytes left can hold (damaged or crafted)")
+        if not low <= value <= high:
+            raise self.fail(f"{what} is {value}, expected {low} to {high}")
+        return value
+
+    # nnet3
+
+    def example(self, r: BinaryReader | TextReader) -> NnetExample:
+        self.field = "header"
+        r.expect_token("<Nnet3Eg>")
+        r.expect_token("<NumIo>")
+        size = self.count(r, "the number of inputs and outputs", 1, MAX_IOS)
+        ios = tuple(self.nnet_io(r, i) for i in range(size))
+        self.field = "end"
+        r.expect_token("</Nnet3Eg>")
+        return NnetExample(self.key, ios)
+
+    def nnet_io(self, r: BinaryReader | TextReader, i: int) -> NnetIo:
+        self.field = f"NnetIo {i}"
+        r.expect_token("<NnetIo>")
+        name = r.read_token("the NnetIo name")
+        self.field = f"NnetIo {i} ({name!r})"
+        indexes = self.indexes(r)
+        matrix, storage, sparse = self.general_matrix(r)
+        if len(matrix) != len(indexes):
+            raise self.fail(f"{len(indexes)} indexes but a matrix of {len(matrix)} rows")
+        r.expect_token("</NnetIo>")
+        return NnetIo(name, indexes, matrix, storage, sparse)
+
+    def indexes(self, r: BinaryReader | TextReader) -> np.ndarray:
+        r.expect_token("<I1V>")
+        if isinstance(r, TextReader):
+            size = self.count(r, "the number of indexes", 0, 2**31 - 1, per=10)  # '<I1> 0 0 0 '
+            out = np.zeros((size, 3), np.int32)
+            for k in range(size):
+                r.expect_token("<I1>")
+                out[k] = (r.read_int("index n"), r.read_int("index t"), r.read_int("index x"))
+            return _frozen(out)
+        size = self.count(r, "the number of indexes", 0, 2**31 - 1, per=1)  # at least a byte each
+        head = _buffer(r.data, np.int8, size, r.pos)
+        if size and np.abs(head.astype(np.int32)).max() < 125:  # the common case: deltas of t only
+            out = np.zeros((size, 3), np.int32)
+            out[:, 1] = np.cumsum(head, dtype=np.int64).astype(np.int32)
+            r.pos += size
+            return _frozen(out)
+        rows = []
+        n = t = x = 0
+        for k in range(size):
+            if r.pos >= len(r.data):
+                raise self.fail(f"the file ends in index {k} of {size}")
+            c = struct.unpack_from("b", r.data, r.pos)[0]
+            r.pos += 1
+            if abs(c) < 125:
+                if k == 0:
+                    n, t, x = 0, c, 0
+                else:
+                    t += c
+            elif c == 127:
+                n, t, x = r.read_int("index n"), r.read_int("index t"), r.read_int("index x")
+            else:
+                raise self.fail(f"index {k}: unexpected byte {c} (Kaldi's Index vectors use -124..124 and 127)")
+            rows.append((n, t, x))
+        return _frozen(np.array(rows, np.int32).reshape(size, 3))
+
+    def dense_cap(self, rows: int, cols: int) -> None:
+        if rows * cols > MAX_DENSE_VALUES:
+            raise self.fail(f"a {rows} x {cols} matrix is more than {MAX_DENSE_VALUES} values")
+
+    def general_matrix(self, r: BinaryReader | TextReader) -> tuple[np.ndarray, str, SparseRows | None]:
+        start = r.skip_ws()
+        if isinstance(r, TextReader):
+            if r.peek() == "r":
+                sparse = self.sparse_text(r)
+                return _frozen(sparse.toarray()), "text-sparse", sparse
+            return _frozen(np.asarray(r.read_matrix("the matrix"), np.float32)), "text", None
+        token = r.peek_array_token()
+        if token in ("CM", "CM2", "CM3"):
+            r.read_token(token)
+            if len(r.data) - r.pos < 16:
+                raise self.fail(f"the {token} header needs 16 bytes, {len(r.data) - r.pos} left")
+            lo, rng, rows, cols = struct.unpack_from("<ffii", r.data, r.pos)
+            r.pos += 16
+            if cols == 0:  # Kaldi: an empty matrix, whatever the rows say
+                return _frozen(np.zeros((0, 0), np.float32)), token, None
+            if rows < 0 or cols < 0:
+                raise self.fail(f"a compressed matrix of {rows} x {cols}")
+            size = {"CM": 8 * cols + rows * cols, "CM2": 2 * rows * cols, "CM3": rows * cols}[token]
+            if size > len(r.data) - r.pos:
+                raise self.fail(f"a {token} {rows} x {cols} matrix needs {size} bytes, {len(r.data) - r.pos} left")
+            self.dense_cap(rows, cols)
+            out = decode_compressed(token, lo, rng, rows, cols, r.data[r.pos : r.pos + size])
+            r.pos += size
+            return _frozen(out), token, None
+        if r.peek() == ord("S"):
+            sparse = self.sparse_binary(r)
+            return _frozen(sparse.toarray()), "SM", sparse
+        if token not in ("FM", "DM"):
+            got = r.peek_token()[:20] if r.peek() >= 0 else "the end of the file"
+            raise self.fail(f"byte {start}: expected a matrix (FM, DM, CM, CM2, CM3 or SM), got {got!r}")
+        matrix = r.read_matrix("the matrix")
+        self.dense_cap(*matrix.shape)
+        return _frozen(np.asarray(matrix, np.float32)), token, None
+
+    def sparse_binary(self, r: BinaryReader) -> SparseRows:
+        r.expect_token("SM")
+        rows = self.count(r, "the rows of a sparse matrix", 0, 9_999_999, per=13)
+        dims, counts, parts = [], [], []
+        pair = np.dtype([("s1", "u1"), ("col", "<i4"), ("s2", "u1"), ("value", "<f4")])
+        for row in range(rows):
+            r.expect_token("SV", f" (row {row} of the sparse matrix)")
+            dim = self.count(r, f"the dim of sparse row {row}", 0, 2**31 - 1)
+            num = self.count(r, f"the elements of sparse row {row}", 0, dim)
+            if 10 * num > len(r.data) - r.pos:
+                raise self.fail(f"sparse row {row}: {num} elements need {10 * num} bytes, {len(r.data) - r.pos} left")
+            pairs = _buffer(r.data, pair, num, r.pos)
+            r.pos += 10 * num
+            if num and not ((pairs["s1"] == 4).all() and (pairs["s2"] == 4).all()):
+                raise self.fail(f"sparse row {row}: an element without its size bytes 4")
+            dims.append(dim)
+            counts.append(num)
+            parts.append(pairs)
+        return self.sparse(dims, counts, parts)
+
+    def sparse(self, dims: list[int], counts: list[int], parts: list[np.ndarray]) -> SparseRows:
+        if len(set(dims)) > 1:
+            raise self.fail(f"sparse rows of different dims {sorted(set(dims))[:4]}")
+        dim = dims[0] if dims else 0
+        self.dense_cap(len(dims), dim)
+        cols = np.concatenate([p["col"] for p in parts]).astype(np.int32) if parts else np.zeros(0, np.int32)
+        values = np.concatenate([p["value"] for p in parts]).astype(np.float32) if parts else np.zeros(0, np.float32)
+        if len(cols) and (cols.min() < 0 or cols.max() >= dim):
+            raise self.fail(
+                f"a sparse element in column {int(cols.max() if cols.max() >= dim else cols.min())} "
+                f"of a matrix of {dim} columns"
+            )
+        offsets = np.concatenate([[0], np.cumsum(np.array(counts, np.int64))]).astype(np.int64)
+        return SparseRows(dim, _frozen(offsets), _frozen(cols), _frozen(values))
+
+    def sparse_text(self, r: TextReader) -> SparseRows:
+        word, _ = r.read_word("rows=N")
+        if not word.startswith("rows=") or not word[5:].isdigit():
+            raise self.fail(f"expected rows=N to start a sparse matrix, got {word[:20]!r}")
+        rows = int(word[5:])
+        if rows > (len(r.text) - r.pos) // 8:  # 'dim=1 [ ] ' at least
+            raise self.fail(f"a sparse matrix of {rows} rows in {len(r.text) - r.pos} characters")
+        dims, counts, parts = [], [], []
+        pair = np.dtype([("col", "<i4"), ("value", "<f4")])
+        for row in range(rows):
+            word, _ = r.read_word(f"dim=N of sparse row {row}")
+            if not word.startswith("dim=") or not word[4:].isdigit() or int(word[4:]) >= 2**31:
+                raise self.fail(f"sparse row {row}: expected dim=N, got {word[:20]!r}")
+            content, _, _ = r.bracket(f"sparse row {row}")
+            words = content.split()
+            if len(words) % 2:
+                raise self.fail(f"sparse row {row}: an odd number of words in [ {content[:40]} ]")
+            try:
+                cols = [int(w) for w in words[::2]]
+                values = [float(w) for w in words[1::2]]
+            except ValueError:
+                raise self.fail(f"sparse row {row}: expected column value pairs, got [ {content[:40]} ]") from None
+            p = np.zeros(len(cols), pair)
+            if any(not 0 <= c < 2**31 for c in cols):
+                raise self.fail(f"sparse row {row}: a column beyond int32")
+            p["col"], p["value"] = cols, values
+            dims.append(int(word[4:]))
+            counts.append(len(cols))
+            parts.append(p)
+        return self.sparse(dims, counts, parts)
+
+    # chain
+
+    def chain_example(self, r: BinaryReader | TextReader) -> ChainExample:
+        self.field = "header"
+        r.expect_token("<Nnet3ChainEg>")
+        r.expect_token("<NumInputs>")
+        size = self.count(r, "the number of inputs", 1, MAX_IOS)
+        inputs = tuple(self.nnet_io(r, i) for i in range(size))
+        self.field = "outputs"
+        r.expect_token("<NumOutputs>")
+        size = self.count(r, "the number of outputs", 1, MAX_IOS)
+        outputs = tuple(self.chain_output(r, i) for i in range(size))
+        self.field = "end"
+        r.expect_token("</Nnet3ChainEg>")
+        return ChainExample(self.key, inputs, outputs)
+
+    def chain_output(self, r: BinaryReader | TextReader, i: int) -> ChainOutput:
+        self.field = f"chain output {i}"
+        r.expect_token("<NnetChainSup>")
+        name = r.read_token("the output name")
+        self.field = f"chain output {i} ({name!r})"
+        indexes = self.indexes(r)
+        supervision = self.supervision(r, f"chain output {i} ({name!r})")
+        token = r.read_token("<DW2> or </NnetChainSup>")
+        deriv: np.ndarray | None = None
+        if token == "<DW>":
+            raise self.fail("<DW> deriv weights (Kaldi's format before 2016, stored as chars) are not read")
+        if token == "<DW2>":
+            self.field = f"chain output {i} ({name!r}) deriv weights"
+            deriv = _frozen(np.asarray(r.read_vector("the deriv weights"), np.float32))
+            r.expect_token("</NnetChainSup>")
+        elif token != "</NnetChainSup>":
+            raise self.fail(f"expected <DW2> or </NnetChainSup>, got {token[:20]!r}")
+        rows = supervision.num_sequences * supervision.frames_per_sequence
+        if len(indexes) != rows:
+            raise self.fail(
+                f"{len(indexes)} indexes for {supervision.num_sequences} sequences of "
+                f"{supervision.frames_per_sequence} frames"
+            )
+        if deriv is not None and len(deriv) == 0:
+            deriv = None
+        if deriv is not None and len(deriv) != rows:
+            raise self.fail(f"{len(deriv)} deriv weights for {rows} frames")
+        return ChainOutput(name, indexes, supervision, deriv)
+
+    def supervision(self, r: BinaryReader | TextReader, where: str) -> Supervision:
+        self.field = f"{where} supervision"
+        r.expect_token("<Supervision>")
+        r.expect_token("<Weight>")
+        weight = float(r.read_real("the supervision weight"))
+        r.expect_token("<NumSequences>")
+        num = self.count(r, "the number of sequences", 1, MAX_IOS)
+        r.expect_token("<FramesPerSeq>")
+        frames = self.count(r, "the frames per sequence", 1, 2**31 - 1)
+        r.expect_token("<LabelDim>")
+        label_dim = self.count(r, "the label dim", 1, 2**31 - 1)
+        r.expect_token("<End2End>")
+        e2e = r.read_bool("<End2End>")
+        if e2e:
+            r.expect_token("<Fsts>")
+            fsts = tuple(self.fst(r, f"{where} FST {k}", label_dim) for k in range(num))
+            r.expect_token("</Fsts>")
+        else:
+            fsts = (self.fst(r, f"{where} FST", label_dim),)
+        self.field = f"{where} supervision"
+        pdfs = None
+        if r.peek_token() == "<AlignmentPdfs>":
+            r.expect_token("<AlignmentPdfs>")
+            pdfs = r.read_int_vector("the alignment pdfs")
+        r.expect_token("</Supervision>")
+        return Supervision(weight, num, frames, label_dim, e2e, fsts, pdfs)
+
+    def fst(self, r: BinaryReader | TextReader, field: str, label_dim: int) -> Fst:
+        self.field = field
+        fst = self.fst_text(r) if isinstance(r, TextReader) else self.fst_binary(r)
+        if fst.num_arcs and (fst.label.min() < 1 or fst.label.max() > label_dim):
+            bad = int(fst.label.min() if fst.label.min() < 1 else fst.label.max())
+            raise self.fail(f"an arc label {bad} outside 1..{label_dim} (pdf + 1)")
+        return fst
+
+    def fst_binary(self, r: BinaryReader) -> Fst:
+        data = r.data
+
+        def take(fmt: str, what: str) -> Any:
+            size = struct.calcsize(fmt)
+            if size > len(data) - r.pos:
+                raise self.fail(f"the FST's {what} needs {size} bytes, {len(data) - r.pos} left")
+            value = struct.unpack_from(fmt, data, r.pos)
+            r.pos += size
+            return value[0] if len(value) == 1 else value
+
+        def string(what: str) -> str:
+            length = take("<i", f"{what} length")
+            if not 0 <= length <= 256 or length > len(data) - r.pos:
+                raise self.fail(f"the FST's {what} has length {length}")
+            value = bytes(data[r.pos : r.pos + length]).decode("latin-1")
+            r.pos += length
+            return value
+
+        if take("<i", "magic number") != _FST_MAGIC:
+            raise self.fail("not an OpenFst binary FST (bad magic number)")
+        kind, arc = string("type"), string("arc type")
+        if kind != "compact_acceptor" or arc != "standard":
+            raise self.fail(f"an FST of type {kind!r} over {arc!r} arcs (Kaldi writes compact_acceptor, standard)")
+        version, flags, _props, start, states, arcs = take("<iiQqqq", "header")
+        if version not in (1, 2):
+            raise self.fail(f"a compact_acceptor FST of version {version} (symnet reads versions 1 and 2)")
+        if flags & 3:
+            raise self.fail("an FST with symbol tables (Kaldi's supervision FSTs have none)")
+        if flags & 4:
+            raise self.fail("an FST written aligned (--fst_align): not read")
+        if not 0 <= states <= (len(data) - r.pos) // 4 - 1 or not -1 <= start < max(states, 0) or arcs < 0:
+            raise self.fail(f"an FST header of {states} states, start {start}, {arcs} arcs (damaged?)")
+        bounds = _buffer(data, "<u4", states + 1, r.pos).astype(np.int64)
+        r.pos += 4 * (states + 1)
+        total = int(bounds[-1])
+        if bounds[0] != 0 or (np.diff(bounds) < 0).any() or 12 * total > len(data) - r.pos:
+            raise self.fail(f"the FST's state table is damaged ({total} elements, {len(data) - r.pos} bytes left)")
+        elems = _buffer(data, [("label", "<i4"), ("weight", "<f4"), ("next", "<i4")], total, r.pos)
+        r.pos += 12 * total
+        owner = np.repeat(np.arange(states, dtype=np.int32), np.diff(bounds))
+        is_final = elems["label"] == -1
+        first = np.zeros(total, bool)
+        first[bounds[:-1][np.diff(bounds) > 0]] = True
+        if (is_final & ~first).any():
+            raise self.fail("a final weight that is not the first element of its state (damaged FST)")
+        final = np.full(states, _INF, np.float32)
+        final[owner[is_final]] = elems["weight"][is_final]
+        arc = ~is_final
+        if int(arc.sum()) != arcs:
+            raise self.fail(f"the FST header says {arcs} arcs, its data has {int(arc.sum())}")
+        dst = elems["next"][arc]
+        if len(dst) and (dst.min() < 0 or dst.max() >= states):
+            raise self.fail(f"an FST arc to state {int(dst.max() if dst.max() >= states else dst.min())} of {states}")
+        return Fst(
+            int(states),
+            int(start),
+            _frozen(owner[arc].copy()),
+            _frozen(dst.astype(np.int32)),
+            _frozen(elems["label"][arc].astype(np.int32)),
+            _frozen(elems["weight"][arc].astype(np.float32)),
+            _frozen(final),
+        )
+
+    def fst_text(self, r: TextReader) -> Fst:
+        text = r.text
+        while r.pos < len(text) and text[r.pos] in " \t\r\v\f":
+            r.pos += 1
+        if r.peek() != "\n":
+            raise self.fail("a text FST must start on a new line")
+        r.pos += 1
+        end = text.find("\n\n", r.pos - 1)
+        if end < 0:
+            raise self.fail("a text FST without the empty line that ends it")
+        lines = text[r.pos : end + 1].splitlines() if end + 1 > r.pos else []
+        r.pos = end + 2
+        cap = 2 * len(lines) + 1
+        src, dst, lab, wts, finals = [], [], [], [], {}
+        start = -1
+        for number, line in enumerate(lines):
+            cols = line.replace("\r", "").split()
+            try:
+                s = int(cols[0])
+                if not 0 <= s < cap:
+                    raise ValueError
+                if number == 0:
+                    start = s
+                if len(cols) in (1, 2):
+                    finals[s] = float(cols[1]) if len(cols) == 2 else 0.0
+                elif len(cols) in (4, 5):
+                    d, i, o = int(cols[1]), int(cols[2]), int(cols[3])
+                    if not 0 <= d < cap:
+                        raise ValueError
+                    if i != o:
+                        raise self.fail(f"FST line {number + 1}: labels {i} and {o} differ (not an acceptor)")
+                    src.append(s)
+                    dst.append(d)
+                    lab.append(i)
+                    wts.append(float(cols[4]) if len(cols) == 5 else 0.0)
+                else:
+                    raise ValueError
+            except (ValueError, IndexError):
+                raise self.fail(f"FST line {number + 1}: bad line {line[:60]!r}") from None
+        states = max([*src, *dst, *finals, -1]) + 1
+        final = np.full(states, _INF, np.float32)
+        for s, w in finals.items():
+            final[s] = w
+        if any(not -(2**31) <= v < 2**31 for v in lab):
+            raise self.fail("an FST label beyond int32")
+        return Fst(
+            states,
+            start,
+            _frozen(np.array(src, np.int32)),
+            _frozen(np.array(dst, np.int32)),
+            _frozen(np.array(lab, np.int32)),
+            _frozen(np.array(wts, np.float64).astype(np.float32)),
+            _frozen(final),
+        )
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+
+def _open(path: str) -> Any:
+    """The bytes of a regular file, memory-mapped (empty bytes for an empty file)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise KaldiDataError(f"{path}: not a regular file (symnet reads egs from files only)")
+        with open(path, "rb") as fd:
+            st = os.fstat(fd.fileno())
+            if st.st_size == 0:
+                return b""
+            return mmap.mmap(fd.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise KaldiDataError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _specifier(spec: str | os.PathLike[str]) -> tuple[str, str]:
+    """`(kind, path)`: `ark` or `scp`, from `ark:`/`ark,t:`/`scp:` prefixes (a bare path is an archive)."""
+    text = os.fspath(spec)
+    if not isinstance(text, str):
+        raise KaldiDataError(f"an egs path must be a str or path, got {type(spec).__name__}")
+    head, sep, tail = text.partition(":")
+    if sep and head.split(",")[0] in ("ark", "scp"):
+        options = set(head.split(",")[1:]) - {"t", "b", "o", "s", "cs", "p"}
+        if options:
+            raise KaldiDataError(f"{text}: unknown rspecifier options {sorted(options)}")
+        if tail == "-" or "|" in tail:
+            raise KaldiDataError(f"{text}: egs are read from files only (no stdin, no commands)")
+        return head.split(",")[0], tail
+    return "ark", text
+
+
+def read_egs(spec: str | os.PathLike[str]) -> Iterator[NnetExample]:
+    """The examples of an nnet3 egs archive (`egs.1.ark`, `ark:egs.1.ark`, `ark,t:egs.txt`; binary and text
+    entries both) or scp (`scp:egs.scp`, lines `key file:offset`), in the file's order."""
+    yield from _read(spec, chain=False)
+
+
+def read_cegs(spec: str | os.PathLike[str]) -> Iterator[ChainExample]:
+    """The examples of a chain egs archive (`cegs.1.ark`) or scp, as `read_egs`."""
+    yield from _read(spec, chain=True)
+
+
+def _read(spec: str | os.PathLike[str], chain: bool) -> Iterator[Any]:
+    kind, path = _specifier(spec)
+    if kind == "ark":
+        yield from _Parse(_open(path), path).entries(chain)
+        return
+    opened: dict[str, Any] = {}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fd:
+            lines = fd.read(1 << 30)
+    except OSError as e:
+        raise KaldiDataError(f"cannot read {path}: {e.strerror or e}") from None
+    for number, line in enumerate(lines.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split(None, 1)
+        if len(parts) != 2:
+            raise KaldiDataError(f"{path}:{number}: an scp line is 'key file:offset', got {line[:80]!r}")
+        key, entry = parts
+        name, _, offset = entry.strip().rpartition(":")
+        if "|" in entry or not name or not offset.isdigit():
+            raise KaldiDataError(f"{path}:{number}: example {key!r}: expected file:offset, got {entry[:80]!r}")
+        if name not in opened:
+            opened[name] = _open(name)
+        data = opened[name]
+        if int(offset) > len(data):
+            raise KaldiDataError(f"{path}:{number}: example {key!r}: offset {offset} is past the end of {name}")
+        parse = _Parse(data, name)
+        parse.key = key
+        r = parse.reader(int(offset))
+        try:
+            yield parse.chain_example(r) if chain else parse.example(r)
+        except ModelFormatError as e:
+            raise parse.fail(str(e).removeprefix(f"{name}: ")) from None
+
+
+# ---------------------------------------------------------------------------------------------- training data
+
+
+class EgsChunks(NamedTuple):
+    """nnet3 egs as the arrays of `symnet.train.Chunks` (same fields, same order: `Chunks(*egs_chunks(...))`):
+    features [num, left + chunk + right, dim], targets [num, chunk] (int32 pdf), weights [num, chunk]."""
+
+    features: np.ndarray
+    targets: np.ndarray
+    weights: np.ndarray
+    left: int
+    right: int
+
+
+def egs_chunks(examples: Sequence[NnetExample], *, soft: str = "error", output: str = "output") -> EgsChunks:
+    """Examples of nnet3-get-egs (one `input`, one sparse `output` of posteriors, at the input's frame rate)
+    as training chunks. A frame's target is its pdf and its weight the posterior's total; a frame with
+    several pdfs is an error, or with `soft="max"` its largest one (weight: the total). Frames with no
+    pdf get weight 0. Refused, naming the example: other inputs (ivectors), subsampled outputs, merged
+    examples (n > 0), examples of different sizes."""
+    if soft not in ("error", "max"):
+        raise KaldiDataError(f"soft must be 'error' or 'max', got {soft!r}")
+    if not examples:
+        raise KaldiDataError("no examples")
+    feats, targets, weights = [], [], []
+    shape: tuple[int, int, int] | None = None
+    for eg in examples:
+        names = [io.name for io in eg.io]
+        extra = sorted(set(names) - {"input", output})
+        if extra or names.count("input") != 1 or names.count(output) != 1:
+            raise KaldiDataError(
+                f"example {eg.key!r}: has {names}; training chunks take one 'input' and one "
+                f"{output!r} (other inputs such as ivectors are not used by fit)"
+            )
+        x, y = eg["input"], eg[output]
+        if (x.indexes[:, [0, 2]] != 0).any() or (y.indexes[:, [0, 2]] != 0).any():
+            raise KaldiDataError(f"example {eg.key!r}: merged examples (n or x not 0) are not chunks")
+        t_in, t_out = x.indexes[:, 1], y.indexes[:, 1]
+        if (np.diff(t_in) != 1).any() or (np.diff(t_out) != 1).any():
+            raise KaldiDataError(
+                f"example {eg.key!r}: frames not consecutive (a subsampled output?); "
+                f"fit trains outputs at the input's frame rate"
+            )
+        if y.sparse is None:
+            raise KaldiDataError(f"example {eg.key!r}: output {output!r} is a {y.storage} matrix, not posteriors")
+        left, right = int(t_out[0] - t_in[0]), int(t_in[-1] - t_out[-1])
+        if left < 0 or right < 0:
+            raise KaldiDataError(f"example {eg.key!r}: output frames {t_out[0]}..{t_out[-1]} outside the input's")
+        here = (left, len(t_out), right)
+        if shape is not None and here != shape:
+            raise KaldiDataError(f"example {eg.key!r}: (left, frames, right) {here} differs from {shape}")
+        shape = here
+        sp = y.sparse
+        counts = np.diff(sp.offsets)
+        if soft == "error" and (counts > 1).any():
+            row = int(np.argmax(counts > 1))
+            raise KaldiDataError(
+                f"example {eg.key!r}: output frame {row} has {counts[row]} pdfs (soft targets); "
+                f"pass soft='max' to train on the largest"
+            )
+        dense = y.matrix
+        targets.append(np.argmax(dense, axis=1).astype(np.int32))
+        weights.append(dense.sum(axis=1).astype(np.float32))
+        feats.append(x.matrix)
+    assert shape is not None
+    return EgsChunks(np.stack(feats), np.stack(targets), np.stack(weights), shape[0], shape[2])
