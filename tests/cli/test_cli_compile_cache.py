@@ -126,6 +126,16 @@ def test_an_entry_copied_over_another_programs_name_is_ignored_and_replaced(job:
         np.testing.assert_array_equal(outputs(job / "again.ark")[utt], value)
     for name in sigmoid_entries:  # replaced by the fresh compilation
         assert (cache / name).read_bytes() != planted
+    # every entry damaged (one byte flipped in the middle, or cut short): each is ignored and replaced
+    for i, name in enumerate(sorted(entries(cache))):
+        data = bytearray((cache / name).read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        (cache / name).write_bytes(bytes(data) if i % 2 else bytes(data[: len(data) // 3]))
+    damaged = compute(job, "damaged.ark", f"--compile-cache={cache}")
+    assert damaged.returncode == 0, damaged.stderr
+    assert "is not the one symnet stored for it" in damaged.stderr
+    for utt, value in reference.items():
+        np.testing.assert_array_equal(outputs(job / "damaged.ark")[utt], value)
 
 
 @pytest.mark.slow

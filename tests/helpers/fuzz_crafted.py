@@ -53,6 +53,16 @@ def _with_flag(archive: bytes, flag: int) -> bytes:
     return bytes(out)
 
 
+def _claiming(archive: bytes, size: int) -> bytes:
+    """The archive with every central directory entry claiming `size` uncompressed bytes (data unchanged)."""
+    out = bytearray(archive)
+    i = out.find(b"PK\x01\x02")
+    while i >= 0:
+        out[i + 24 : i + 28] = struct.pack("<I", size)
+        i = out.find(b"PK\x01\x02", i + 4)
+    return bytes(out)
+
+
 def npz_archives(job: dict[str, Any]) -> Inputs:
     """Container-level attacks on any `.npz` reader."""
     good = fuzz.npz_bytes({"a": fuzz.npy_bytes(np.arange(6, dtype=np.float32).reshape(2, 3))})
@@ -95,6 +105,9 @@ def npz_archives(job: dict[str, Any]) -> Inputs:
         z.writestr("a.npy", fuzz.npy_bytes(np.zeros(2, np.float32)))
         z.writestr("a.npy", fuzz.npy_bytes(np.zeros(3, np.float32)))
     yield "duplicate member", buffer.getvalue()
+    yield "zip directory claims 4 GiB of a stored member", _claiming(_lying_npz("a", (0x3FFFFFE0 - 32,)), 0xFFFFFF00)
+    deflated = fuzz.deflated_zeros_npz("a", (1 << 10,), 1 << 12)
+    yield "zip directory claims 4 GiB of a small deflated member", _claiming(deflated, 0xFFFFFF00)
     yield "unknown compression method", _with_method(good, 99)
     yield "lzma member", _with_method(good, 14)
     yield "encrypted member", _with_flag(good, 1)
@@ -219,6 +232,10 @@ def archives(job: dict[str, Any]) -> Inputs:
     yield "text matrix without ]", b"u1 [ 1 2 3\n 4 5 6\n" * 1000
     yield "text with letters", b"u1 [ a b c ]\n"
     yield "text with nan", b"u1 [ nan inf -inf ]\n"
+    yield "alignment with nan", b"u1 1 2 nan 4\n"
+    yield "alignment beyond int32", b"u1 1 2 99999999999 4\n"
+    yield "ragged text matrix", b"u1 [\n 1 2 3\n 4 5\n ]\n"
+    yield "text matrix of 10^6 rows of one value", b"u1 [\n" + b" 1\n" * 1000000 + b" ]\n"
     yield "key of 1 MB", b"k" * (1 << 20) + b" [ 1 ]\n"
     yield "key not UTF-8", b"\xff\xfe [ 1 ]\n"
     yield "key, then nothing", b"u1 "
