@@ -20,7 +20,13 @@ from symnet.chain import (
 )
 from symnet.errors import ChainError
 
-jax.config.update("jax_enable_x64", True)
+
+@pytest.fixture(autouse=True)
+def float64():
+    """These tests compare in float64 (the references are exact to 1e-12); other tests' precision is untouched."""
+    with jax.enable_x64(True):
+        yield
+
 
 P = 3
 # a small cyclic graph: 3 states, 6 arcs (src, dst, pdf, prob)
