@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..errors import ChainError
 from .forward_backward import GraphArrays, forward_backward
@@ -154,8 +155,8 @@ def chain_objective(
     if num.src.ndim != 2 or num.src.shape[0] != b:
         raise ChainError(f"{num.src.shape[0] if num.src.ndim == 2 else 'no'} numerator graphs for {b} sequences")
     for name, g in (("denominator", den), ("numerator", num)):
-        if g.pdf.size and not isinstance(g.pdf, jax.core.Tracer) and int(g.pdf.max()) >= p:
-            raise ChainError(f"the {name} graph has pdf {int(g.pdf.max())}, the outputs only {p} pdfs")
+        if g.pdf.size and not isinstance(g.pdf, jax.core.Tracer) and (top := int(np.max(np.asarray(g.pdf)))) >= p:
+            raise ChainError(f"the {name} graph has pdf {top}, the outputs only {p} pdfs")
     lengths = jnp.full((b,), t, jnp.int32) if lengths is None else jnp.asarray(lengths, jnp.int32)
     weights = jnp.ones((b,), y.dtype) if weights is None else jnp.asarray(weights, y.dtype)
     if lengths.shape != (b,) or weights.shape != (b,):
