@@ -153,3 +153,7 @@ class KaldiDataError(SymnetError, ValueError):
 
 class CheckpointError(SymnetError, ValueError):
     """A checkpoint that cannot be used: wrong format, other network or run, damaged file, in use."""
+
+
+class ChainError(SymnetError, ValueError):
+    """A chain (LF-MMI) graph, FST file or objective option that symnet cannot use; names the value at fault."""

@@ -3,12 +3,13 @@
 Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
-    errors, atomic, safe_read, host_memory, paths  ->  core  ->  engine  ->  network  ->  components, layers
+    errors, atomic, safe_read, host_memory, paths  ->  core  ->  engine  ->  network  ->  components, layers | chain
         ->  kaldi | train | datasets  ->  display | saving  ->  cli, demo, the package itself
 
 A module may import modules of its own layer or lower ones, never higher;
 `kaldi`, `train` and `datasets` share a layer but do not import each other,
-nor do `display` and `saving`.
+nor do `display` and `saving`, nor `components` and `chain` (the LF-MMI objective,
+which `train` and `kaldi` may use).
 There is no cycle at all, counting every import (modules of one layer
 included). Run `python tools/check_imports.py`; it prints each violation
 and exits 1 if there is one.
@@ -36,6 +37,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet.network": (3, "network"),
     "symnet.components": (4, "components"),
     "symnet.layers": (4, "components"),
+    "symnet.chain": (4, "chain"),
     "symnet.kaldi": (5, "kaldi"),
     "symnet.train": (5, "train"),
     "symnet.datasets": (5, "datasets"),
