@@ -20,15 +20,16 @@ Refused: FSTs with symbol tables or aligned (`--fst_align`) data, FST types
 other than `compact_acceptor` over `standard` arcs, the pre-2016 `<DW>` deriv
 weights, non-regular files (stdin, pipes).
 
-The supervision FST (`Fst`) is arrays, for the chain objective: `num_states`
-states numbered 0..num_states-1, `start` (-1 if empty); arc k goes from
-`src[k]` to `dst[k]` (int32) with `label[k]` (int32, pdf + 1: 1..label_dim) and
-`weight[k]` (float32, OpenFst tropical cost: -log of the arc's probability;
-0 on most arcs, the normalization FST's cost on the first ones); arcs are in
-the file's order, grouped by source state in increasing state order; `final[s]`
-(float32) is the final cost of state s, +inf where s is not final. A
-non-end-to-end supervision of `num_sequences` sequences has one FST whose
-paths have `num_sequences * frames_per_sequence` labels, sequence after
+The supervision FST is a `symnet.chain.Fst` (the arrays the chain objective
+reads; `symnet.chain.numerator_graph` makes its numerator graph): `start`;
+arc k goes from `src[k]` to `dst[k]` (int32) with `ilabel[k] == olabel[k]`
+(int32, pdf + 1: 1..label_dim; an acceptor) and `weight[k]` (float32, OpenFst
+tropical cost: -log of the arc's probability; 0 on most arcs, the
+normalization FST's cost on the first ones); arcs are in the file's order,
+grouped by source state in increasing state order; `final[s]` (float32) is
+the final cost of state s, +inf where s is not final. An empty FST (no start
+state) is refused. A non-end-to-end supervision of `num_sequences` sequences
+has one FST whose paths have `num_sequences * frames_per_sequence` labels,
 sequence (Kaldi's concatenation); an end-to-end one has one FST per sequence.
 """
 
@@ -44,14 +45,14 @@ from typing import Any, NamedTuple
 import attrs
 import numpy as np
 
-from ..errors import KaldiDataError, ModelFormatError
+from ..chain.fst import Fst, parse_fst_text
+from ..errors import ChainError, KaldiDataError, ModelFormatError
 from .binary import BinaryReader, TextReader
 
 __all__ = [
     "ChainExample",
     "ChainOutput",
     "EgsChunks",
-    "Fst",
     "NnetExample",
     "NnetIo",
     "SparseRows",
@@ -131,23 +132,6 @@ class NnetExample:
             if io.name == name:
                 return io
         raise KeyError(name)
-
-
-@attrs.frozen(eq=False)
-class Fst:
-    """A supervision FST as arrays (layout: this module's docstring)."""
-
-    num_states: int
-    start: int
-    src: np.ndarray
-    dst: np.ndarray
-    label: np.ndarray
-    weight: np.ndarray
-    final: np.ndarray
-
-    @property
-    def num_arcs(self) -> int:
-        return len(self.src)
 
 
 @attrs.frozen(eq=False)
@@ -515,8 +499,8 @@ class _Parse:
     def fst(self, r: BinaryReader | TextReader, field: str, label_dim: int) -> Fst:
         self.field = field
         fst = self.fst_text(r) if isinstance(r, TextReader) else self.fst_binary(r)
-        if fst.num_arcs and (fst.label.min() < 1 or fst.label.max() > label_dim):
-            bad = int(fst.label.min() if fst.label.min() < 1 else fst.label.max())
+        if fst.num_arcs and (fst.ilabel.min() < 1 or fst.ilabel.max() > label_dim):
+            bad = int(fst.ilabel.min() if fst.ilabel.min() < 1 else fst.ilabel.max())
             raise self.fail(f"an arc label {bad} outside 1..{label_dim} (pdf + 1)")
         return fst
 
@@ -574,15 +558,22 @@ class _Parse:
         dst = elems["next"][arc]
         if len(dst) and (dst.min() < 0 or dst.max() >= states):
             raise self.fail(f"an FST arc to state {int(dst.max() if dst.max() >= states else dst.min())} of {states}")
-        return Fst(
-            int(states),
-            int(start),
-            _frozen(owner[arc].copy()),
-            _frozen(dst.astype(np.int32)),
-            _frozen(elems["label"][arc].astype(np.int32)),
-            _frozen(elems["weight"][arc].astype(np.float32)),
-            _frozen(final),
+        labels = _frozen(elems["label"][arc].astype(np.int32))
+        return self.make_fst(
+            start=int(start),
+            final=_frozen(final),
+            src=_frozen(owner[arc].copy()),
+            dst=_frozen(dst.astype(np.int32)),
+            ilabel=labels,
+            olabel=labels,
+            weight=_frozen(elems["weight"][arc].astype(np.float32)),
         )
+
+    def make_fst(self, **arrays: Any) -> Fst:
+        try:
+            return Fst(**arrays)
+        except ChainError as e:
+            raise self.fail(str(e)) from None
 
     def fst_text(self, r: TextReader) -> Fst:
         text = r.text
@@ -596,48 +587,17 @@ class _Parse:
             raise self.fail("a text FST without the empty line that ends it")
         lines = text[r.pos : end + 1].splitlines() if end + 1 > r.pos else []
         r.pos = end + 2
-        cap = 2 * len(lines) + 1
-        src, dst, lab, wts, finals = [], [], [], [], {}
-        start = -1
-        for number, line in enumerate(lines):
-            cols = line.replace("\r", "").split()
-            try:
-                s = int(cols[0])
-                if not 0 <= s < cap:
-                    raise ValueError
-                if number == 0:
-                    start = s
-                if len(cols) in (1, 2):
-                    finals[s] = float(cols[1]) if len(cols) == 2 else 0.0
-                elif len(cols) in (4, 5):
-                    d, i, o = int(cols[1]), int(cols[2]), int(cols[3])
-                    if not 0 <= d < cap:
-                        raise ValueError
-                    if i != o:
-                        raise self.fail(f"FST line {number + 1}: labels {i} and {o} differ (not an acceptor)")
-                    src.append(s)
-                    dst.append(d)
-                    lab.append(i)
-                    wts.append(float(cols[4]) if len(cols) == 5 else 0.0)
-                else:
-                    raise ValueError
-            except (ValueError, IndexError):
-                raise self.fail(f"FST line {number + 1}: bad line {line[:60]!r}") from None
-        states = max([*src, *dst, *finals, -1]) + 1
-        final = np.full(states, _INF, np.float32)
-        for s, w in finals.items():
-            final[s] = w
-        if any(not -(2**31) <= v < 2**31 for v in lab):
-            raise self.fail("an FST label beyond int32")
-        return Fst(
-            states,
-            start,
-            _frozen(np.array(src, np.int32)),
-            _frozen(np.array(dst, np.int32)),
-            _frozen(np.array(lab, np.int32)),
-            _frozen(np.array(wts, np.float64).astype(np.float32)),
-            _frozen(final),
-        )
+        try:
+            fst = parse_fst_text("\n".join(lines), name="the FST")
+        except ChainError as e:
+            raise self.fail(str(e)) from None
+        different = np.flatnonzero(fst.ilabel != fst.olabel)
+        if len(different):
+            k = int(different[0])
+            raise self.fail(f"FST arc {k}: labels {fst.ilabel[k]} and {fst.olabel[k]} differ (not an acceptor)")
+        for array in (fst.final, fst.src, fst.dst, fst.ilabel, fst.olabel, fst.weight):
+            _frozen(array)
+        return fst
 
 
 # ---------------------------------------------------------------------------------------------- files

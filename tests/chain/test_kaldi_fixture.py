@@ -90,3 +90,27 @@ def test_den_fst_reads_as_kaldi_reports_it():
     # chain-make-den-fst's log: "Number of states is 16 and arcs 30"
     assert (fst.num_states, fst.num_arcs) == (16, 30)
     assert fst.start == 12 and (fst.ilabel == fst.olabel).all() and set(fst.ilabel) == {1, 2, 3, 4}
+
+
+@pytest.mark.parametrize("factor", [1, 3])
+def test_cegs_read_by_symnet_give_kaldis_objective(factor):
+    """The same egs through symnet's own reader (symnet.kaldi.read_cegs) and numerator graphs made from its
+    FSTs: Kaldi's objective again, so the egs reader and the objective agree on the FST layout."""
+    from symnet.chain import numerator_graph
+    from symnet.kaldi.egs import read_cegs
+
+    outputs = read_text_matrices(DATA / f"outputs{factor}.ark")
+    ys, nums = [], []
+    for eg in read_cegs(f"ark,t:{DATA / f'cegs{factor}.txt'}"):
+        (inputs,) = eg.inputs
+        (output,) = eg.outputs
+        in_t, out_t = inputs.indexes[:, 1].tolist(), output.indexes[:, 1].tolist()
+        ys.append(outputs[eg.key][[in_t.index(t) for t in out_t]])
+        nums.append(numerator_graph(output.supervision.fst, output.supervision.label_dim))
+    den = graph_arrays(read_denominator_graph(str(DATA / "den.fst"), NUM_PDFS))
+    r = chain_objective(
+        jnp.asarray(np.stack(ys)), den, stack_graphs(nums), options=kaldi_options(DATA / f"opts{factor}.txt")
+    )
+    like, _, frames = kaldi_prob(DATA / f"prob{factor}.txt")
+    assert float(r.weight) == frames
+    assert float(r.objf) / frames == pytest.approx(like, abs=1e-6, rel=5e-6)

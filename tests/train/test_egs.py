@@ -96,10 +96,10 @@ def test_cegs_binary_reads_as_kaldi_prints_it(name: str) -> None:
         )
         bf, tf = bs.fst, ts.fst
         assert (bf.num_states, bf.start) == (tf.num_states, tf.start)
-        for field in ("src", "dst", "label", "final"):
+        for field in ("src", "dst", "ilabel", "olabel", "final"):
             np.testing.assert_array_equal(getattr(bf, field), getattr(tf, field))
         np.testing.assert_array_equal(printed(bf.weight), tf.weight)
-        assert bf.label.dtype == np.int32 and bf.weight.dtype == np.float32
+        assert bf.ilabel.dtype == np.int32 and bf.weight.dtype == np.float32
 
 
 def test_cegs_supervision_is_an_acceptor_of_frames_per_sequence_labels() -> None:
@@ -114,7 +114,7 @@ def test_cegs_supervision_is_an_acceptor_of_frames_per_sequence_labels() -> None
             assert depth[s] >= 0 and depth[d] in (-1, depth[s] + 1)
             depth[d] = depth[s] + 1
         assert set(depth[np.isfinite(fst.final)]) == {sup.frames_per_sequence}
-        assert 1 <= fst.label.min() and fst.label.max() <= 4
+        assert 1 <= fst.ilabel.min() and fst.ilabel.max() <= 4
 
 
 def test_compressed_decoding_matches_kaldis_formulas_independently() -> None:
