@@ -484,7 +484,7 @@ def _collapse(labels: np.ndarray) -> np.ndarray:
     return labels[keep].astype(np.int32)
 
 
-def _edit_distance(ref: Sequence[int], hyp: Sequence[int]) -> int:
+def _edit_distance(ref: Any, hyp: Any) -> int:
     """Levenshtein distance (substitutions, insertions and deletions cost 1)."""
     row = np.arange(len(hyp) + 1)
     for i, r in enumerate(ref, 1):
