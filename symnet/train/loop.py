@@ -110,8 +110,8 @@ class Trainer:
         resolved = get_objective(kind)
         self.sequence: Objective | None = resolved if isinstance(resolved, Objective) else None
         kind = resolved if isinstance(resolved, str) else resolved.name
-        # Outputs at chunk frames 0, k, 2k, ...: all frames are computed and every k-th is trained (the
-        # network is time-invariant, so those equal the outputs a request of every k-th frame would give).
+        # Outputs at chunk frames 0, k, 2k, ...: the request asks for those output Indexes only (the planner
+        # computes what they need: about half the time of all frames for a TDNN at k=3, docs/training.md).
         self.subsampling = int(frame_subsampling_factor)
         if self.sequence is not None and parallel is not None:
             raise TrainingError(
@@ -227,34 +227,26 @@ class Trainer:
             self.evaluate = parallel.jit(evaluate, "rssssr")
 
     def objective(self, value: jax.Array, targets: Any, weights: jax.Array) -> tuple[jax.Array, Any, jax.Array]:
-        """(loss, statistics, d loss / d value) of output rows `value` (`[width * batch, dim]`, t-major).
+        """(loss, statistics, d loss / d value) of output rows `value` (`[frames * batch, dim]`, t-major; with
+        frame subsampling the rows of chunk frames 0, k, 2k, ... only, as are `targets` and `weights`).
 
         Statistics: the correct frames for a per-frame objective, a sequence objective's statistics (a dict
-        with `correct` and `count`) for one. With frame subsampling `targets` and `weights` are of every k-th
-        frame, and the derivative is 0 at the other frames."""
-        k, batch = self.subsampling, self.local_batch
-        width = value.shape[0] // batch
-        if self.sequence is None and k == 1:
-            return objective(self.kind, value, targets, weights)
-        frames = value.reshape((width, batch) + value.shape[1:])[::k]
-        correct: Any
+        with `correct` and `count`) for one."""
         if self.sequence is None:
-            loss, correct, delta = objective(self.kind, frames.reshape((-1,) + value.shape[1:]), targets, weights)
-        else:
-            out = jnp.swapaxes(frames, 0, 1)  # [batch, frames, dim]
-            w = weights.reshape(frames.shape[0], batch).T
-            loss, correct, delta = self.sequence.value_and_grad(out, w, targets)
-            delta = jnp.swapaxes(delta, 0, 1)
-        full = jnp.zeros((width, batch) + value.shape[1:], delta.dtype)
-        full = full.at[::k].set(delta.reshape(frames.shape))
-        return loss, correct, full.reshape(value.shape)
+            return objective(self.kind, value, targets, weights)
+        batch = self.local_batch
+        frames = value.reshape((value.shape[0] // batch, batch) + value.shape[1:])
+        out = jnp.swapaxes(frames, 0, 1)  # [batch, frames, dim]
+        w = weights.reshape(frames.shape[0], batch).T
+        loss, stats, delta = self.sequence.value_and_grad(out, w, targets)
+        return loss, stats, jnp.swapaxes(delta, 0, 1).reshape(value.shape)
 
     def request(self, batch: int, width: int | None = None) -> ComputationRequest:
         """The request of one minibatch of `batch` chunks of `width` output frames (`chunk` unless given)."""
         width = self.chunk if width is None else width
         return ComputationRequest(
             inputs={self.input: IndexSet.range(n=batch, t=(-self.left, width + self.right))},
-            outputs={self.output: IndexSet.range(n=batch, t=width)},
+            outputs={self.output: IndexSet.range(n=batch, t=range(0, width, self.subsampling))},
             sequence_ends=self.sequence_ends,
         )
 
@@ -623,7 +615,8 @@ def _check_arguments(network: Any, optimizer: Any, **args: Any) -> None:
             raise TrainingError(f"{name} must be a string, got {args[name]!r}")
     if not isinstance(args["objective"], (str, Objective)):
         raise TrainingError(
-            f"objective must be one of {OBJECTIVE_NAMES} or a symnet.train.Objective, got {args['objective']!r:.60}"
+            f"objective must be a string (one of {OBJECTIVE_NAMES}) or a symnet.train.Objective, got "
+            f"{args['objective']!r:.60}"
         )
     get_objective(args["objective"])  # an unknown name, or chain, refused now
     if not _integer(args["frame_subsampling_factor"], 1):
