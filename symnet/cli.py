@@ -165,12 +165,21 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
 
         sequences = int(parts[2]) if len(parts) == 3 else 500
         task = HmmTask.create(seed=args.seed)
-        return task.sample(sequences, seed=args.seed + 1), task.sample(max(sequences // 5, 1), seed=args.seed + 2)
+        train = task.sample(sequences, seed=args.seed + 1)
+        valid = task.sample(max(sequences // 5, 1), seed=args.seed + 2)
+        if getattr(args, "objective", None) == "ctc":  # phone labels 1..P per frame; 0 is CTC's blank
+            return task.phone_dataset(train), task.phone_dataset(valid)
+        return train, valid
     if not (args.feats and args.targets):
         raise _UsageError("give --data builtin:hmm, or --feats and --targets")
     from .train.kaldi_data import read_kaldi_data
 
-    data = read_kaldi_data(args.feats, args.targets, allow_pipes=args.allow_pipes)
+    data = read_kaldi_data(
+        args.feats,
+        args.targets,
+        allow_pipes=args.allow_pipes,
+        frame_subsampling_factor=getattr(args, "frame_subsampling_factor", 1),
+    )
     return data, None
 
 
@@ -181,12 +190,23 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     from .saving import save
     from .train import fit
 
+    if args.objective == "chain":
+        raise SymnetError(
+            "--objective chain: the chain (LF-MMI) objective is not in this version of symnet yet; "
+            "use --objective linear (xent) or ctc"
+        )
     check_writable(args.out)  # a typo in --out or --checkpoint found now, not after the run
     if args.checkpoint:
         check_writable(args.checkpoint)
     source = _network_source(args.network, args.seed)
+    configured = source.objectives.get("output", "linear")
+    objective = configured if args.objective is None else args.objective
+    if configured == "quadratic" and objective != "quadratic":
+        raise SymnetError(
+            f"--objective {objective}: the network's output node has objective=quadratic (target vectors); "
+            "give --objective quadratic or change the config"
+        )
     train, valid = _training_data(args)
-    objective = source.objectives.get("output", "linear")
     optimizer = {"sgd": optax.sgd, "adam": optax.adam}[args.optimizer](args.lr)
     changes = [c.strip() for c in args.allow_changes.split(",") if c.strip()] if args.allow_changes else []
     result = fit(
@@ -203,6 +223,7 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
         progress=not args.quiet,
         run={"optimizer": args.optimizer, "lr": args.lr},
         allow_changes=changes,
+        frame_subsampling_factor=args.frame_subsampling_factor,
     )
     trained = source.replace(network=result.network)
     save(args.out, trained if trained.objectives else trained.network)  # a Network from Python stays one
@@ -730,6 +751,21 @@ def _parser() -> argparse.ArgumentParser:
         default=20,
         help="output frames per example; several (300,200,100): a sequence's last chunk is cut to the smallest "
         "that holds it",
+    )
+    train.add_argument(
+        "--objective",
+        choices=("linear", "xent", "quadratic", "ctc", "chain"),
+        help="the training objective (default: the output node's, linear unless the config says quadratic): "
+        "linear/xent, cross-entropy of log-softmax outputs and frame labels; quadratic; ctc, CTC with blank 0 "
+        "on each chunk's labels with repeats collapsed (with --data builtin:hmm the labels are phones 1..P); "
+        "chain is not available yet",
+    )
+    train.add_argument(
+        "--frame-subsampling-factor",
+        type=_count(1),
+        default=1,
+        help="train the outputs at every k-th frame of each chunk (Kaldi's frame-subsampling-factor; --chunk "
+        "must be a multiple of it); alignments of ceil(frames / k) labels are accepted",
     )
     train.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
     train.add_argument("--lr", type=_positive_float, default=2e-3)

@@ -378,6 +378,57 @@ class HmmTask:
             p = p @ self.trans
         return total / total.sum()
 
+    # -- phones -----------------------------------------------------------------------------------------
+
+    @property
+    def num_phones(self) -> int:
+        return self.num_states // self.states_per_phone
+
+    def phone_alignments(self, dataset: Dataset) -> tuple[np.ndarray, ...]:
+        """Each sequence's phone per frame, int32 `[T_i]` (state `s` is phone `s // states_per_phone`)."""
+        self._check_dataset(dataset)
+        return tuple((lab // self.states_per_phone).astype(np.int32) for lab in dataset.labels)
+
+    def transcripts(self, dataset: Dataset) -> tuple[np.ndarray, ...]:
+        """Each sequence's phone transcript: its phones in order, int32 `[L_i]` (a phone is never followed by
+        itself, so these are the phone alignments with repeats collapsed)."""
+        return tuple(_collapse(p) for p in self.phone_alignments(dataset))
+
+    def phone_dataset(self, dataset: Dataset, first_label: int = 1) -> Dataset:
+        """`dataset` with phone labels `phone + first_label` per frame: with the default 1, label 0 is free for
+        CTC's blank (`fit(..., objective="ctc")` on an output of dim `num_phones + 1`)."""
+        if isinstance(first_label, bool) or not isinstance(first_label, numbers.Integral) or first_label < 0:
+            raise ShapeError(f"first_label={first_label!r} must be an integer >= 0")
+        phones = self.phone_alignments(dataset)
+        return Dataset(dataset.features, [p + int(first_label) for p in phones])
+
+    def viterbi(self, features: np.ndarray) -> np.ndarray:
+        """The most likely state sequence `[T]` of `features` under the true model (Viterbi, log space)."""
+        ll = self.log_likelihoods(features)
+        log_a = _log(self.trans)
+        score = _log(self.init) + ll[0]
+        back = np.zeros(ll.shape, np.int64)
+        for t in range(1, len(ll)):
+            candidates = score[:, None] + log_a
+            back[t] = candidates.argmax(0)
+            score = candidates.max(0) + ll[t]
+        path = np.empty(len(ll), np.int64)
+        path[-1] = int(score.argmax())
+        for t in range(len(ll) - 1, 0, -1):
+            path[t - 1] = back[t, path[t]]
+        return path
+
+    def viterbi_phone_error_rate(self, dataset: Dataset) -> float:
+        """The reference phone error rate: phone edit errors of each sequence's Viterbi state path (true
+        model) with repeats collapsed, against its transcript, over all transcript phones."""
+        self._check_dataset(dataset)
+        errors = tokens = 0
+        for features, reference in zip(dataset.features, self.transcripts(dataset)):
+            hypothesis = _collapse(self.viterbi(features) // self.states_per_phone)
+            errors += _edit_distance(reference, hypothesis)
+            tokens += len(reference)
+        return errors / max(tokens, 1)
+
     def single_frame_accuracy(self, dataset: Dataset) -> float:
         """Accuracy of argmax_s P(s) N(x_t | s) with P(s) the exact frame marginal: the best classifier
         that sees one frame and not its position."""
@@ -423,6 +474,32 @@ class HmmTask:
                 beta = np.where((pos < end)[:, None], step, beta)
             correct += int(np.sum((alpha + beta).argmax(-1) == labels[c : c + chunk]))
         return correct / len(t_of)
+
+
+def _collapse(labels: np.ndarray) -> np.ndarray:
+    """`labels` with runs of equal labels collapsed to one, int32."""
+    labels = np.asarray(labels)
+    keep = np.ones(len(labels), bool)
+    keep[1:] = labels[1:] != labels[:-1]
+    return labels[keep].astype(np.int32)
+
+
+def _edit_distance(ref: Any, hyp: Any) -> int:
+    """Levenshtein distance (substitutions, insertions and deletions cost 1)."""
+    row = np.arange(len(hyp) + 1)
+    for i, r in enumerate(ref, 1):
+        diagonal = row[:-1] + (np.asarray(hyp) != r)
+        new = np.concatenate([[i], np.minimum(row[1:] + 1, diagonal)])
+        row = np.minimum.accumulate(new - np.arange(len(new))) + np.arange(len(new))
+    return int(row[-1])
+
+
+def phone_error_rate(hypotheses: Sequence[Sequence[int]], transcripts: Sequence[Sequence[int]]) -> float:
+    """Edit errors of phone sequences against `transcripts`, over all transcript phones."""
+    if len(hypotheses) != len(transcripts):
+        raise ShapeError(f"{len(hypotheses)} hypotheses for {len(transcripts)} transcripts")
+    errors = sum(_edit_distance(list(r), list(h)) for r, h in zip(transcripts, hypotheses))
+    return errors / max(sum(len(r) for r in transcripts), 1)
 
 
 def accuracy(predictions: Sequence[np.ndarray], dataset: Dataset) -> float:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .examples import Chunks, make_chunks
     from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
     from .loop import EpochStats, FitResult, TrainingError, fit, steps_per_epoch
-    from .objectives import OBJECTIVES, objective
+    from .objectives import CTC, OBJECTIVE_NAMES, OBJECTIVES, Objective, edit_distance, greedy_decode, objective
     from .rules import DropoutSchedule, KaldiRules, KaldiRulesWarning, component_rules, kaldi_rules
 
 #: Public name -> the module of this package that defines it.
@@ -34,6 +34,11 @@ _MODULES = {
     "fit": "loop",
     "steps_per_epoch": "loop",
     "OBJECTIVES": "objectives",
+    "OBJECTIVE_NAMES": "objectives",
+    "Objective": "objectives",
+    "CTC": "objectives",
+    "edit_distance": "objectives",
+    "greedy_decode": "objectives",
     "objective": "objectives",
     "DropoutSchedule": "rules",
     "KaldiRules": "rules",
@@ -43,6 +48,7 @@ _MODULES = {
 }
 
 __all__ = [
+    "CTC",
     "CheckpointError",
     "Chunks",
     "DropoutSchedule",
@@ -53,10 +59,14 @@ __all__ = [
     "KaldiRules",
     "KaldiRulesWarning",
     "OBJECTIVES",
+    "OBJECTIVE_NAMES",
+    "Objective",
     "Position",
     "TrainingError",
     "component_rules",
+    "edit_distance",
     "fit",
+    "greedy_decode",
     "kaldi_rules",
     "make_chunks",
     "objective",

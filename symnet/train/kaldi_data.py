@@ -229,6 +229,7 @@ def read_kaldi_data(
     *,
     skip_missing: bool = False,
     allow_pipes: bool = False,
+    frame_subsampling_factor: int = 1,
 ) -> KaldiData:
     """Features and targets from two Kaldi rspecifiers, matched by utterance id.
 
@@ -238,7 +239,16 @@ def read_kaldi_data(
     Utterances come in the order of the features' table. An utterance without targets is an
     error unless `skip_missing` (then it is left out and listed in `.skipped`). An scp entry
     that is a shell command runs only with `allow_pipes` (see the module doc).
+    With `frame_subsampling_factor=k` an alignment of `ceil(T / k)` labels (made at the subsampled rate, as a
+    chain model's) is also taken: each label is repeated for its k frames, so that `fit(...,
+    frame_subsampling_factor=k)` trains output frame `k * i` on label `i`. Full-length alignments are taken too.
     """
+    if (
+        isinstance(frame_subsampling_factor, bool)
+        or not isinstance(frame_subsampling_factor, int)
+        or (frame_subsampling_factor < 1)
+    ):
+        raise KaldiDataError(f"frame_subsampling_factor must be an integer >= 1, got {frame_subsampling_factor!r}")
     feats = _Table(features, "features", allow_pipes)
     if not len(feats):
         raise KaldiDataError(f"features {features!r}: no utterances in it")
@@ -292,10 +302,15 @@ def read_kaldi_data(
                 f"targets {targets!r}: utterance {key!r} has shape {t.shape}, but utterance "
                 f"{target_shape[0]!r} has shape (frames,) + {target_shape[1]}"
             )
+        if frame_subsampling_factor > 1 and t.ndim == 1 and len(t) == -(-len(f) // frame_subsampling_factor):
+            # a subsampled alignment (label of frame k*i at i): each label held for its k frames, so that fit's
+            # frame_subsampling_factor=k, which trains frames 0, k, 2k, ..., reads the alignment's labels back
+            t = np.repeat(t, frame_subsampling_factor)[: len(f)]
         if len(t) != len(f):
             raise KaldiDataError(
                 f"utterance {key!r}: {len(f)} frames of features but {len(t)} targets in {targets!r} "
-                "(an alignment has one label per frame; was it made with frame subsampling, or for other features?)"
+                "(an alignment has one label per frame, or ceil(frames / k) with frame_subsampling_factor=k; was it "
+                "made with frame subsampling, or for other features?)"
             )
         if t.ndim == 1 and not np.issubdtype(t.dtype, np.integer):
             raise KaldiDataError(

@@ -42,7 +42,7 @@ from ..network import Network
 from . import checkpoint as ckpt
 from . import resume
 from .examples import Chunks, make_chunks
-from .objectives import OBJECTIVES, objective
+from .objectives import OBJECTIVE_NAMES, Objective, get_objective, objective
 from .parallel import DATA_AXIS, DataParallel, Reduction
 from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
 
@@ -96,14 +96,28 @@ class Trainer:
         *,
         batch_size: int,
         chunks: Chunks,
-        kind: str,
+        kind: str | Objective,
         input: str,
         output: str,
         parallel: DataParallel | None = None,
         widths: Sequence[int] = (),
         rules: KaldiRules | None = None,
+        frame_subsampling_factor: int = 1,
     ) -> None:
         self.optimizer = optimizer
+        # A per-frame objective by its name (`objective()`), or a sequence Objective (`objective.loss` on
+        # [batch, frames, dim] outputs with per-chunk supervision, made once per Chunks in `supervision`).
+        resolved = get_objective(kind)
+        self.sequence: Objective | None = resolved if isinstance(resolved, Objective) else None
+        kind = resolved if isinstance(resolved, str) else resolved.name
+        # Outputs at chunk frames 0, k, 2k, ...: the request asks for those output Indexes only (the planner
+        # computes what they need: about half the time of all frames for a TDNN at k=3, docs/training.md).
+        self.subsampling = int(frame_subsampling_factor)
+        if self.sequence is not None and parallel is not None:
+            raise TrainingError(
+                f"the {self.sequence.name!r} objective does not train over a mesh yet; train it without mesh="
+            )
+        self._supervision: dict[int, tuple[Chunks, Any]] = {}
         # Kaldi's rules (`symnet.train.rules`): then `optimizer` is they, and every step also takes the
         # minibatch's number of sequences and the dropout schedule's proportions (`rules_args`).
         self.rules = rules
@@ -152,7 +166,7 @@ class Trainer:
                 natural_gradient.step_context(opt_state) as ng,
             ):
                 tape = computation.forward(network, {input: x}, ends)[output]
-                loss, correct, delta = objective(kind, tape.value, targets, weights)
+                loss, correct, delta = self.objective(tape.value, targets, weights)
                 share = reduce.share(weights)
                 grads = reduce.sum(tape.backward(delta * share))
                 # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
@@ -191,7 +205,7 @@ class Trainer:
             test_network = Network.from_structure(test_structure, network.params, network.state)
             with rng.dropout_proportions(dropout) if dropout else contextlib.nullcontext():
                 value = self.computation_for(self.width_of(x), test=True)(test_network, {input: x}, ends)[output]
-            loss, correct, _ = objective(kind, value, targets, weights)
+            loss, correct, _ = self.objective(value, targets, weights)
             share = reduce.share(weights)
             return reduce.sum((loss * share, correct))
 
@@ -212,12 +226,27 @@ class Trainer:
             self.step = parallel.jit(step, "rrsssrsr", donate=(1,))
             self.evaluate = parallel.jit(evaluate, "rssssr")
 
+    def objective(self, value: jax.Array, targets: Any, weights: jax.Array) -> tuple[jax.Array, Any, jax.Array]:
+        """(loss, statistics, d loss / d value) of output rows `value` (`[frames * batch, dim]`, t-major; with
+        frame subsampling the rows of chunk frames 0, k, 2k, ... only, as are `targets` and `weights`).
+
+        Statistics: the correct frames for a per-frame objective, a sequence objective's statistics (a dict
+        with `correct` and `count`) for one."""
+        if self.sequence is None:
+            return objective(self.kind, value, targets, weights)
+        batch = self.local_batch
+        frames = value.reshape((value.shape[0] // batch, batch) + value.shape[1:])
+        out = jnp.swapaxes(frames, 0, 1)  # [batch, frames, dim]
+        w = weights.reshape(frames.shape[0], batch).T
+        loss, stats, delta = self.sequence.value_and_grad(out, w, targets)
+        return loss, stats, jnp.swapaxes(delta, 0, 1).reshape(value.shape)
+
     def request(self, batch: int, width: int | None = None) -> ComputationRequest:
         """The request of one minibatch of `batch` chunks of `width` output frames (`chunk` unless given)."""
         width = self.chunk if width is None else width
         return ComputationRequest(
             inputs={self.input: IndexSet.range(n=batch, t=(-self.left, width + self.right))},
-            outputs={self.output: IndexSet.range(n=batch, t=width)},
+            outputs={self.output: IndexSet.range(n=batch, t=range(0, width, self.subsampling))},
             sequence_ends=self.sequence_ends,
         )
 
@@ -258,7 +287,18 @@ class Trainer:
         x, targets, weights = self.host_arrays(chunks, idx)
         if self.parallel is not None:
             return self.parallel.shard(x, targets, weights)
-        return jnp.asarray(x), jnp.asarray(targets), jnp.asarray(weights)
+        return jnp.asarray(x), jax.tree.map(jnp.asarray, targets), jnp.asarray(weights)
+
+    def supervision(self, chunks: Chunks) -> Any:
+        """The sequence objective's per-chunk supervision of `chunks`, made once (from the frames at the full
+        rate; with frame subsampling, the output frames' weights are those of every k-th frame)."""
+        assert self.sequence is not None
+        cached = self._supervision.get(id(chunks))
+        if cached is None or cached[0] is not chunks:
+            made = self.sequence.supervision(chunks.targets, chunks.weights, self.subsampling)
+            cached = (chunks, {name: np.asarray(a) for name, a in made.items()})
+            self._supervision[id(chunks)] = cached
+        return cached[1]
 
     def ends(self, chunks: Chunks, idx: np.ndarray, test: bool = False) -> EndMasks | None:
         """The end masks of minibatch `idx` for `step` (`test`: for `evaluate`) where training takes sequence
@@ -278,16 +318,34 @@ class Trainer:
         pad = self.batch_size - len(idx)
         return np.concatenate([idx, np.resize(idx, pad)]) if pad else idx
 
-    def host_arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def host_arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[np.ndarray, Any, np.ndarray]:
         weights_scale = np.ones(self.batch_size, dtype=np.float32)
         weights_scale[len(idx) :] = 0.0
         width = self.width(chunks, idx)
-        x, targets, weights = chunks.minibatch(self.filled(idx), width)
-        return x, targets, weights * np.tile(weights_scale, width)
+        x, frame_targets, weights = chunks.minibatch(self.filled(idx), width)
+        targets: Any = frame_targets
+        weights = weights * np.tile(weights_scale, width)
+        k = self.subsampling
+        if k > 1:  # chunk frames 0, k, 2k, ... (rows t-major: every k-th block of `batch_size` rows)
+            rows = (np.arange(width)[::k, None] * self.batch_size + np.arange(self.batch_size)).ravel()
+            targets, weights = targets[rows], weights[rows]
+        if self.sequence is not None:
+            targets = {name: a[self.filled(idx)] for name, a in self.supervision(chunks).items()}
+        return x, targets, weights
 
     def frames(self, chunks: Chunks, idx: np.ndarray) -> float:
-        """The weight (frames) of minibatch `idx`: the sum of `arrays`' weights."""
+        """The weight (frames) of minibatch `idx`: the sum of `arrays`' weights (every k-th frame's with frame
+        subsampling)."""
+        if self.subsampling > 1:
+            return float(chunks.weights[idx][:, :: self.subsampling].sum(dtype=np.float32))
         return float(chunks.weights[idx].sum(dtype=np.float32))
+
+    def counts(self, correct: Any, frames: float) -> tuple[float, float]:
+        """(correct, count) of a step's or evaluation's statistics: a per-frame objective counts frames, a
+        sequence objective its own (e.g. CTC's tokens)."""
+        if isinstance(correct, Mapping):
+            return float(correct["correct"]), float(correct["count"])
+        return float(correct), frames
 
     def rules_args(self, idx: np.ndarray, fraction: float) -> dict[str, Any] | None:
         """What a step with Kaldi's rules takes besides the minibatch: its number of sequences (chunks; the
@@ -310,17 +368,19 @@ class Trainer:
     def score(self, network: Any, chunks: Chunks, fraction: float = 1.0) -> tuple[float, float]:
         """(loss, frame accuracy) over all of `chunks` (with a dropout schedule: its proportions after
         `fraction` of the run, which test-mode dropout scales by)."""
-        total_loss, total_correct, total = 0.0, 0.0, 0.0
+        total_loss, total_correct, total, total_count = 0.0, 0.0, 0.0, 0.0
         dropout = self.dropout(fraction)
         for idx in self.batches(chunks, np.arange(len(chunks))):
             x, targets, weights = self.arrays(chunks, idx)
             extra = (dropout,) if self.rules is not None else ()
             loss, correct = self.evaluate(network, x, targets, weights, self.ends(chunks, idx, test=True), *extra)
             frames = self.frames(chunks, idx)
+            right, count = self.counts(correct, frames)
             total_loss += float(loss) * frames
-            total_correct += float(correct)
+            total_correct += right
             total += frames
-        return total_loss / max(total, 1.0), total_correct / max(total, 1.0)
+            total_count += count
+        return total_loss / max(total, 1.0), total_correct / max(total_count, 1.0)
 
     def first_non_finite(self, network: Any, chunks: Chunks, idx: np.ndarray, key: jax.Array | None = None) -> str:
         """The first node (operands before users) whose value is NaN or Inf, by walking the Tape.
@@ -375,7 +435,7 @@ def fit(
     epochs: int = 1,
     batch_size: int = 64,
     chunk: int | Sequence[int] = 20,
-    objective: str = "linear",
+    objective: str | Objective = "linear",
     seed: int = 0,
     checkpoint: str | None = None,
     checkpoint_every: int = 0,
@@ -389,8 +449,16 @@ def fit(
     mesh: jax.sharding.Mesh | None = None,
     data_axis: str = DATA_AXIS,
     rules: KaldiRules | bool | None = None,
+    frame_subsampling_factor: int = 1,
 ) -> FitResult:
     """Train `network` on `train`; return the trained network and per-epoch statistics.
+
+    `objective`: `"linear"` (cross-entropy of log-probability outputs and frame labels; `"xent"` is the same),
+    `"quadratic"` (target vectors), `"ctc"` (`symnet.train.CTC()`: the frame labels of each chunk, repeats
+    collapsed, as its label sequence; blank 0), or a `symnet.train.Objective`. `frame_subsampling_factor=k`
+    (Kaldi's `frame-subsampling-factor`) trains the outputs at chunk frames 0, k, 2k, ... only (`chunk` must
+    be a multiple of k; the targets stay at the full frame rate, e.g. `read_kaldi_data(...,
+    frame_subsampling_factor=k)` expands a subsampled alignment).
 
     `train`/`valid`: a `symnet.datasets.Dataset`, `Chunks`, or `(features, targets)`.
     `chunk` is the output frames per example; with several widths (`chunk=(300, 200, 100)`, as
@@ -436,6 +504,7 @@ def fit(
         on_epoch=on_epoch,
         run=run,
         allow_changes=allow_changes,
+        frame_subsampling_factor=frame_subsampling_factor,
     )
     if not isinstance(data_axis, str):
         raise TrainingError(f"data_axis must be a mesh axis name, got {data_axis!r}")
@@ -443,9 +512,16 @@ def fit(
     widths = _widths(chunk)
     train_chunks = as_chunks(train, network, widths[-1], output)
     valid_chunks = as_chunks(valid, network, widths[-1], output) if valid is not None else None
-    _check_data(network, train_chunks, objective, input, output)
+    resolved = get_objective(objective)
+    _check_data(network, train_chunks, resolved, input, output)
     if valid_chunks is not None:
-        _check_data(network, valid_chunks, objective, input, output, "validation data", like=train_chunks)
+        _check_data(network, valid_chunks, resolved, input, output, "validation data", like=train_chunks)
+    if frame_subsampling_factor > 1 and any(w % frame_subsampling_factor for w in widths + (train_chunks.chunk,)):
+        raise TrainingError(
+            f"frame_subsampling_factor={frame_subsampling_factor}: the chunk widths {widths} must be multiples of "
+            "it (Kaldi's frames-per-eg are), so that every chunk's outputs are at frames 0, k, 2k, ... of its "
+            "sequence"
+        )
     with ckpt.lock(checkpoint) if checkpoint else contextlib.nullcontext():
         return _fit(
             network,
@@ -457,7 +533,7 @@ def fit(
             epochs=epochs,
             batch_size=batch_size,
             chunk=widths,
-            objective=objective,
+            objective=resolved,
             seed=seed,
             checkpoint=checkpoint,
             checkpoint_every=checkpoint_every,
@@ -469,6 +545,7 @@ def fit(
             run=run,
             allow_changes=allow_changes,
             parallel=parallel,
+            frame_subsampling_factor=int(frame_subsampling_factor),
         )
 
 
@@ -533,9 +610,19 @@ def _check_arguments(network: Any, optimizer: Any, **args: Any) -> None:
     max_steps = args["max_steps"]
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer))):
         raise TrainingError(f"max_steps must be an integer or None, got {max_steps!r}")
-    for name in ("objective", "input", "output"):
+    for name in ("input", "output"):
         if not isinstance(args[name], str):
             raise TrainingError(f"{name} must be a string, got {args[name]!r}")
+    if not isinstance(args["objective"], (str, Objective)):
+        raise TrainingError(
+            f"objective must be a string (one of {OBJECTIVE_NAMES}) or a symnet.train.Objective, got "
+            f"{args['objective']!r:.60}"
+        )
+    get_objective(args["objective"])  # an unknown name, or chain, refused now
+    if not _integer(args["frame_subsampling_factor"], 1):
+        raise TrainingError(
+            f"frame_subsampling_factor must be an integer >= 1, got {args['frame_subsampling_factor']!r}"
+        )
     checkpoint = args["checkpoint"]
     if checkpoint is not None:
         if not isinstance(checkpoint, (str, os.PathLike)) or not os.fspath(checkpoint):
@@ -590,7 +677,7 @@ def _fit(
     epochs: int,
     batch_size: int,
     chunk: tuple[int, ...],
-    objective: str,
+    objective: str | Objective,
     seed: int,
     checkpoint: str | None,
     checkpoint_every: int,
@@ -602,6 +689,7 @@ def _fit(
     run: Mapping[str, Any] | None,
     allow_changes: Sequence[str],
     parallel: DataParallel | None,
+    frame_subsampling_factor: int = 1,
 ) -> FitResult:
     trainer = Trainer(
         network,
@@ -614,6 +702,7 @@ def _fit(
         parallel=parallel,
         widths=chunk,
         rules=rules,
+        frame_subsampling_factor=frame_subsampling_factor,
     )
     if rules is not None and rules.settings["params"] != frozenset(network.params):
         raise TrainingError("kaldi_rules(...) was made for a network with other parameters than this one")
@@ -626,13 +715,15 @@ def _fit(
         batch_size=batch_size,
         chunk=chunk[0] if len(chunk) == 1 else list(chunk),
         seed=seed,
-        objective=objective,
+        objective=objective if isinstance(objective, str) else objective.describe(),
         input=input,
         output=output,
         extra=run,
     )
     if rules is not None:
         record["kaldi_rules"] = rules.describe()
+    if frame_subsampling_factor != 1:
+        record["frame_subsampling_factor"] = frame_subsampling_factor
     batches = len(trainer.batches(train_chunks, np.arange(len(train_chunks))))
     sums = None
     if checkpoint and os.path.exists(checkpoint):
@@ -713,8 +804,11 @@ def _train(
         batches = trainer.batches(train_chunks, order)
         start_batch = position.batch if epoch == position.epoch else 0
         loss_sum = correct_sum = frames_sum = 0.0
+        count_sum: float | None = None if trainer.sequence is None else 0.0  # a sequence objective's count
         if start_batch and sums is not None:  # resumed mid-epoch: the statistics of the steps before
-            loss_sum, correct_sum, frames_sum = (float(v) for v in sums)
+            loss_sum, correct_sum, frames_sum = (float(v) for v in sums[:3])
+            if count_sum is not None:
+                count_sum = float(sums[3]) if len(sums) > 3 else frames_sum
         started = time.perf_counter()
         for b in range(start_batch, len(batches)):
             if max_steps is not None and step >= max_steps:
@@ -746,18 +840,24 @@ def _train(
             network = new_network
             step += 1
             frames = trainer.frames(train_chunks, batches[b])
+            right, count = trainer.counts(correct, frames)
             loss_sum += loss_value * frames
-            correct_sum += float(correct)
+            correct_sum += right
             frames_sum += frames
+            if count_sum is not None:
+                count_sum += count
             rate = frames_sum / max(time.perf_counter() - started, 1e-9)
-            bar.update(loss_sum / frames_sum, correct_sum / frames_sum, rate)
+            bar.update(loss_sum / frames_sum, correct_sum / max(count_sum or frames_sum, 1e-9), rate)
             if checkpoint and checkpoint_every and step % checkpoint_every == 0:
                 ckpt.save(
                     checkpoint,
                     network,
                     opt_state,
                     ckpt.Position(step, epoch, b + 1),
-                    {"history": [attrs.asdict(h) for h in history], "sums": [loss_sum, correct_sum, frames_sum]},
+                    {
+                        "history": [attrs.asdict(h) for h in history],
+                        "sums": [loss_sum, correct_sum, frames_sum] + ([count_sum] if count_sum is not None else []),
+                    },
                     run=run,
                 )
         valid_loss = valid_acc = None
@@ -767,7 +867,7 @@ def _train(
             epoch,
             step,
             loss_sum / max(frames_sum, 1),
-            correct_sum / max(frames_sum, 1),
+            correct_sum / max(count_sum if count_sum is not None else frames_sum, 1),
             valid_loss,
             valid_acc,
             frames_sum / max(time.perf_counter() - started, 1e-9),
@@ -811,7 +911,7 @@ def zero_batchnorm_stats(network: Any) -> Any:
 def _check_data(
     network: Any,
     chunks: Chunks,
-    kind: str,
+    kind: str | Objective,
     input: str,
     output: str,
     what: str = "training data",
@@ -819,8 +919,7 @@ def _check_data(
 ) -> None:
     from ..engine.graph import Graph
 
-    if kind not in OBJECTIVES:
-        raise TrainingError(f"unknown objective {kind!r}; Kaldi's objectives are {OBJECTIVES}")
+    kind = get_objective(kind)
     graph = Graph(dict(network.structure.outputs))
     if output not in graph.outputs:
         raise TrainingError(f"the network has no output {output!r}; it has {list(graph.outputs)}")
@@ -844,7 +943,9 @@ def _check_data(
         )
     out_dim = _output_dim(network, chunks, input, output)
     targets = chunks.targets
-    if kind == "linear":
+    if isinstance(kind, Objective):
+        kind.check(targets, out_dim, what, output)
+    elif kind == "linear":
         if targets.ndim != 2 or not np.issubdtype(targets.dtype, np.integer):
             raise ShapeError(
                 f"{what}: the 'linear' objective needs one integer label per frame, got "

@@ -1,19 +1,36 @@
-"""Kaldi's objectives for output nodes, with their derivatives for `tape.backward`.
+"""Kaldi's objectives for output nodes, with their derivatives for `tape.backward`, and sequence objectives.
+
+Per-frame objectives (Kaldi's, on flattened frames):
 
 `linear`: the output is log-probabilities; the objective is the weighted mean
 cross-entropy `-sum(w * logp[label]) / sum(w)` (Kaldi's `linear` objective
-is the dot product of the output with the one-hot target). `quadratic`:
-`0.5 * sum(w * |y - target|^2) / sum(w)`.
+is the dot product of the output with the one-hot target; `xent` is an alias).
+`quadratic`: `0.5 * sum(w * |y - target|^2) / sum(w)`.
+
+Sequence objectives (`Objective` subclasses, e.g. `CTC`) see the output as `[batch, frames, dim]` with
+per-frame weights `[batch, frames]` (0 on padding) and a per-sequence supervision that `Objective.supervision`
+makes once from the chunks' frame-level targets (alignments). `Objective.loss` is a JAX function; the
+derivative for `tape.backward` is `jax.value_and_grad` of it (or the objective's own custom_vjp). See
+docs/training.md, "Objectives".
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ..errors import SymnetError
+from ..errors import ShapeError, SymnetError, TrainingError
 
+#: Kaldi's per-frame objectives (output-node `objective=`).
 OBJECTIVES = ("linear", "quadratic")
+#: Every name `fit(objective=...)` takes; `xent` is `linear`, `chain` is reserved.
+OBJECTIVE_NAMES = ("linear", "xent", "quadratic", "ctc")
 
 
 def objective(
@@ -21,7 +38,7 @@ def objective(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """`(loss, correct, delta)`: mean loss, count of correct frames (linear), d loss / d output."""
     total = jnp.maximum(weights.sum(), 1.0)
-    if kind == "linear":
+    if kind in ("linear", "xent"):
         onehot = jax.nn.one_hot(targets, output.shape[-1], dtype=output.dtype)
         loss = -(weights * (onehot * output).sum(-1)).sum() / total
         delta = -onehot * (weights / total)[:, None]
@@ -32,3 +49,231 @@ def objective(
         loss = 0.5 * (weights[:, None] * diff * diff).sum() / total
         return loss, jnp.zeros(()), diff * (weights / total)[:, None]
     raise SymnetError(f"unknown objective {kind!r}; Kaldi's are {OBJECTIVES}")
+
+
+class Objective:
+    """A sequence objective for `fit(objective=...)`.
+
+    Subclasses set `name` and define `loss`; `supervision` and `check` have defaults for frame-level integer
+    targets. In a training step the output of `[batch * frames]` rows (Kaldi's t-major order) is given to
+    `loss` as `[batch, frames, dim]`, at the output frame rate (every `frame_subsampling_factor`-th frame).
+
+    To plug in an objective that is a JAX function `f(outputs [B, T, D], lengths [B], supervision) -> scalar`
+    (with its own custom_vjp or not): subclass, build the per-chunk supervision in `supervision`, and in
+    `loss` return `f(output, (weights > 0).sum(1), supervision) / max(weights.sum(), 1)` and its statistics.
+    """
+
+    name: ClassVar[str] = "objective"
+    #: Whether the objective is per frame (Kaldi's `linear`/`quadratic`: the loop's original path).
+    per_frame: ClassVar[bool] = False
+
+    def check(self, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
+        """ShapeError unless `targets [chunks, frames]` are integer labels in [0, out_dim)."""
+        _check_labels(self.name, targets, out_dim, what, output)
+
+    def supervision(self, targets: np.ndarray, weights: np.ndarray, subsampling: int = 1) -> Mapping[str, np.ndarray]:
+        """Per-chunk supervision from frame-level `targets [chunks, frames(, K)]` and `weights [chunks, frames]`
+        (both at the full frame rate; the outputs are every `subsampling`-th frame): a mapping of arrays, each
+        with a leading chunk axis (minibatches index it)."""
+        return {"targets": targets[:, ::subsampling], "weights": weights[:, ::subsampling]}
+
+    def loss(
+        self, output: jax.Array, weights: jax.Array, supervision: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """(loss normalised per output frame: a sum over sequences / max(sum(weights), 1), statistics).
+
+        `output [B, T, D]`, `weights [B, T]` (output frame rate, 0 on padding), `supervision`: this
+        minibatch's rows of `supervision(...)`. Statistics: sums over the minibatch, at least `correct`
+        and `count` (the loop reports `correct / count` as the accuracy)."""
+        raise NotImplementedError
+
+    def value_and_grad(
+        self, output: jax.Array, weights: jax.Array, supervision: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, dict[str, jax.Array], jax.Array]:
+        """(loss, statistics, d loss / d output): `jax.value_and_grad` of `loss`."""
+        (value, stats), delta = jax.value_and_grad(self.loss, has_aux=True)(output, weights, supervision)
+        return value, stats, delta
+
+    def describe(self) -> str:
+        """What a checkpoint records as the objective (a resume with another is refused)."""
+        return self.name
+
+
+@attrs.frozen
+class CTC(Objective):
+    """Connectionist temporal classification (`optax.ctc_loss`) on a per-frame output.
+
+    The output is taken as unnormalised log-probabilities: optax applies log-softmax, which leaves a
+    log-softmax output unchanged, so a `LogSoftmax` output and a plain affine output both work. `blank` is the
+    blank's index in the output (default 0). The supervision of a chunk is its frame labels with repeats
+    collapsed and `blank` labels dropped (a phone alignment gives the chunk's phone sequence). A chunk whose
+    labels cannot be aligned to its output frames (more labels, plus blanks between repeats, than frames) is
+    a warning when its supervision is made, and it is left out of the loss (weight 0).
+    Statistics: `correct` = reference tokens - edit distance of the greedy decode, `count` = tokens, so the
+    reported accuracy is 1 - token error rate.
+    """
+
+    blank: int = 0
+    name: ClassVar[str] = "ctc"
+
+    def describe(self) -> str:
+        return "ctc" if self.blank == 0 else f"ctc(blank={self.blank})"
+
+    def check(self, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
+        _check_labels(self.name, targets, out_dim, what, output)
+        if not 0 <= self.blank < out_dim:
+            raise ShapeError(
+                f"{what}: the CTC blank {self.blank} is not an index of output {output!r} of dim {out_dim}"
+            )
+        if out_dim < 2:
+            raise ShapeError(f"{what}: CTC needs an output of dim >= 2 (blank and a label), {output!r} has {out_dim}")
+
+    def supervision(self, targets: np.ndarray, weights: np.ndarray, subsampling: int = 1) -> Mapping[str, np.ndarray]:
+        sequences = [collapse(t[w > 0], self.blank) for t, w in zip(targets, weights)]
+        frames = (weights[:, ::subsampling] > 0).sum(1)
+        need = np.array([len(s) + int(np.sum(s[1:] == s[:-1])) for s in sequences])
+        short = int(np.sum(need > frames))
+        if short:
+            warnings.warn(
+                f"CTC: {short} of {len(sequences)} chunks have more labels than their {subsampling}-subsampled "
+                "output frames can align (labels + blanks between repeats); they are left out of the loss "
+                "(use longer chunks or a smaller frame subsampling factor)",
+                stacklevel=2,
+            )
+        longest = max(1, max(len(s) for s in sequences))
+        labels = np.zeros((len(sequences), longest), np.int32)
+        paddings = np.ones((len(sequences), longest), np.float32)
+        for i, s in enumerate(sequences):
+            labels[i, : len(s)], paddings[i, : len(s)] = s, 0.0
+        return {"labels": labels, "label_paddings": paddings}
+
+    def loss(
+        self, output: jax.Array, weights: jax.Array, supervision: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        import optax
+
+        labels, label_paddings = supervision["labels"], supervision["label_paddings"]
+        frames = weights > 0
+        frame_paddings = (~frames).astype(output.dtype)
+        per_sequence = optax.ctc_loss(output, frame_paddings, labels, label_paddings, blank_id=self.blank)
+        lengths = (1 - label_paddings).sum(-1)
+        # A sequence that cannot be aligned (optax's loss is then ~1e5) or has no frames is left out.
+        usable = (frames.sum(-1) >= min_frames(labels, label_paddings)) & frames.any(-1)
+        total = jnp.maximum(jnp.where(usable[:, None], weights, 0.0).sum(), 1.0)
+        loss = jnp.where(usable, per_sequence, 0.0).sum() / total
+        hyp, hyp_lengths = greedy_decode(jax.lax.stop_gradient(output), frames, self.blank)
+        errors = edit_distances(labels, lengths.astype(jnp.int32), hyp, hyp_lengths)
+        tokens = jnp.where(usable, lengths, 0.0).sum()
+        correct = tokens - jnp.where(usable, errors, 0).sum()
+        return loss, {"correct": correct, "count": tokens}
+
+
+def _check_labels(name: str, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
+    if targets.ndim != 2 or not np.issubdtype(targets.dtype, np.integer):
+        raise ShapeError(
+            f"{what}: the {name!r} objective needs one integer label per frame (an alignment), got "
+            f"{targets.dtype} targets of shape {targets.shape[2:] or '()'} per frame"
+        )
+    bad = (targets < 0) | (targets >= out_dim)
+    if bad.any():
+        raise ShapeError(
+            f"{what}: label {int(targets[bad][0])} is out of range for output {output!r} of dim {out_dim} "
+            f"(labels must be in [0, {out_dim}))"
+        )
+
+
+def get_objective(objective: str | Objective) -> Objective | str:
+    """The objective `fit(objective=...)` names: a per-frame kind (`"linear"`, `"quadratic"`; `"xent"` is
+    `"linear"`) as its name, `"ctc"` as `CTC()`, an `Objective` as it is (TrainingError for others)."""
+    if isinstance(objective, Objective):
+        return objective
+    if objective == "xent":
+        return "linear"
+    if objective in OBJECTIVES:
+        return objective
+    if objective == "ctc":
+        return CTC()
+    if objective == "chain":
+        raise TrainingError(
+            "the chain (LF-MMI) objective is not in this version of symnet yet; train with objective='linear' "
+            "(xent) or 'ctc', or pass an Objective"
+        )
+    raise TrainingError(f"unknown objective {objective!r}; fit takes {OBJECTIVE_NAMES} or a symnet.train.Objective")
+
+
+# -- CTC helpers ---------------------------------------------------------------------------------------------
+
+
+def collapse(labels: np.ndarray, blank: int | None = None) -> np.ndarray:
+    """`labels` with runs of equal labels collapsed to one, then `blank` labels dropped (numpy)."""
+    labels = np.asarray(labels)
+    if not len(labels):
+        return labels.astype(np.int32)
+    keep = np.ones(len(labels), bool)
+    keep[1:] = labels[1:] != labels[:-1]
+    out = labels[keep]
+    return (out[out != blank] if blank is not None else out).astype(np.int32)
+
+
+def min_frames(labels: jax.Array, label_paddings: jax.Array) -> jax.Array:
+    """Per sequence, the fewest frames a CTC alignment of `labels` needs: its length plus one blank between
+    each pair of equal neighbours."""
+    valid = label_paddings == 0
+    repeats = (labels[:, 1:] == labels[:, :-1]) & valid[:, 1:] & valid[:, :-1]
+    return valid.sum(-1) + repeats.sum(-1)
+
+
+def greedy_decode(output: jax.Array, frames: jax.Array, blank: int = 0) -> tuple[jax.Array, jax.Array]:
+    """Best-path CTC decode of `output [B, T, D]` over the frames where `frames [B, T]` is true: the argmax
+    per frame, repeats collapsed, blanks dropped. Returns `(labels [B, T]` padded with `blank`, `lengths [B])`."""
+    best = jnp.where(frames, jnp.argmax(output, -1), blank)
+    previous = jnp.concatenate([jnp.full_like(best[:, :1], -1), best[:, :-1]], axis=1)
+    keep = (best != previous) & (best != blank) & frames
+    position = jnp.cumsum(keep, axis=1) - 1
+    width = best.shape[1]
+    target = jnp.where(keep, position, width)  # past the end: dropped
+    rows = jnp.broadcast_to(jnp.arange(best.shape[0])[:, None], best.shape)
+    out = jnp.full_like(best, blank).at[rows, target].set(best, mode="drop")
+    return out, keep.sum(-1)
+
+
+def edit_distances(ref: jax.Array, ref_lengths: jax.Array, hyp: jax.Array, hyp_lengths: jax.Array) -> jax.Array:
+    """Levenshtein distances `[B]` between `ref [B, L]` and `hyp [B, M]` (their first `*_lengths` entries), in
+    JAX: one `lax.scan` over reference positions, each row's insertions by a cumulative minimum."""
+
+    def one(r: jax.Array, lr: jax.Array, h: jax.Array, lh: jax.Array) -> jax.Array:
+        cols = jnp.arange(h.shape[0] + 1)
+
+        def row(previous: jax.Array, token: jax.Array) -> tuple[jax.Array, jax.Array]:
+            substitute = previous[:-1] + (h != token)
+            best = jnp.concatenate([previous[:1] + 1, jnp.minimum(previous[1:] + 1, substitute)])
+            current = jax.lax.cummin(best - cols) + cols
+            return current, current
+
+        _, rows = jax.lax.scan(row, cols, r)
+        table = jnp.concatenate([cols[None], rows])
+        return table[lr, lh]
+
+    return jax.vmap(one)(ref, ref_lengths, hyp, hyp_lengths)
+
+
+def edit_distance(ref: Any, hyp: Any) -> int:
+    """Levenshtein distance between two sequences (numpy; substitutions, insertions, deletions cost 1)."""
+    ref, hyp = list(ref), list(hyp)
+    row = np.arange(len(hyp) + 1)
+    for i, r in enumerate(ref, 1):
+        new = np.empty_like(row)
+        new[0] = i
+        for j, h in enumerate(hyp, 1):
+            new[j] = min(row[j] + 1, new[j - 1] + 1, row[j - 1] + (r != h))
+        row = new
+    return int(row[-1])
+
+
+def token_error_rate(refs: Any, hyps: Any) -> float:
+    """Sum of edit distances over sum of reference lengths (the phone error rate of phone sequences)."""
+    refs, hyps = list(refs), list(hyps)
+    if len(refs) != len(hyps):
+        raise ShapeError(f"{len(refs)} references but {len(hyps)} hypotheses")
+    tokens = sum(len(r) for r in refs)
+    return sum(edit_distance(r, h) for r, h in zip(refs, hyps)) / max(tokens, 1)

@@ -169,8 +169,8 @@ def check_extra(path: str, extra: Mapping[str, Any], position: Position, batches
     sums = extra.get("sums") if position.batch else None
     if sums is not None and (
         not isinstance(sums, list)
-        or len(sums) != 3
+        or len(sums) not in (3, 4)
         or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in sums)
     ):
-        raise CheckpointError(f"{path}: the header's sums are {sums!r:.60}, not three numbers")
+        raise CheckpointError(f"{path}: the header's sums are {sums!r:.60}, not three (or four) numbers")
     return history, sums

@@ -206,3 +206,24 @@ def test_labels_out_of_the_networks_range_are_caught_by_fit(archives):
     data = read_kaldi_data("scp:feats.scp", "ark:big.ark")
     with pytest.raises(SymnetError, match=f"label {CLASSES + 1} is out of range"):
         fit(tdnn(), data, optax.adam(1e-2), epochs=1, batch_size=4, chunk=5, progress=False)
+
+
+def test_subsampled_alignments_are_taken_with_the_factor(archives):
+    """An alignment of ceil(T / 3) labels (a chain model's frame rate) is read with frame_subsampling_factor=3:
+    each label held for its 3 frames, so fit's outputs at frames 0, 3, 6, ... train on labels 0, 1, 2, ..."""
+    _, feats, _ = archives
+    rng = np.random.default_rng(3)
+    sub = {u: rng.integers(0, CLASSES, size=-(-n // 3)).astype(np.int32) for u, n in LENGTHS.items()}
+    write("ark:sub.ark", sub)
+    with pytest.raises(KaldiDataError, match="utt-a': 12 frames of features but 4 targets.*ceil"):
+        read_kaldi_data("scp:feats.scp", "ark:sub.ark")
+    data = read_kaldi_data("scp:feats.scp", "ark:sub.ark", frame_subsampling_factor=3)
+    for key, targets in zip(data.utt_ids, data.targets):
+        assert len(targets) == LENGTHS[key] and (targets[::3] == sub[key]).all()
+        assert (targets == np.repeat(sub[key], 3)[: LENGTHS[key]]).all()
+    # full-rate alignments are still taken as they are with the factor
+    full = read_kaldi_data("scp:feats.scp", "ark:ali.ark", frame_subsampling_factor=3)
+    plain = read_kaldi_data("scp:feats.scp", "ark:ali.ark")
+    assert all((a == b).all() for a, b in zip(full.targets, plain.targets))
+    with pytest.raises(KaldiDataError, match="frame_subsampling_factor must be an integer >= 1"):
+        read_kaldi_data("scp:feats.scp", "ark:sub.ark", frame_subsampling_factor=0)
