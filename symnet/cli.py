@@ -40,9 +40,10 @@ import stat
 import sys
 import warnings
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
+import attrs
 import numpy as np
 
 from .core.index import INDEX_LIMIT
@@ -174,21 +175,62 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
         raise _UsageError("give --data builtin:hmm, or --feats and --targets")
     from .train.kaldi_data import read_kaldi_data
 
-    data = read_kaldi_data(
-        args.feats,
-        args.targets,
-        allow_pipes=args.allow_pipes,
-        frame_subsampling_factor=getattr(args, "frame_subsampling_factor", 1),
-    )
+    factor = getattr(args, "frame_subsampling_factor", 1)
+    data = read_kaldi_data(args.feats, args.targets, allow_pipes=args.allow_pipes, frame_subsampling_factor=factor)
+    valid_feats, valid_targets = getattr(args, "valid_feats", None), getattr(args, "valid_targets", None)
+    fraction = getattr(args, "valid_fraction", None)
+    if bool(valid_feats) != bool(valid_targets):
+        raise _UsageError("give --valid-feats and --valid-targets together")
+    if valid_feats and fraction:
+        raise _UsageError("give --valid-feats/--valid-targets or --valid-fraction, not both")
+    if valid_feats and valid_targets:
+        held_out = read_kaldi_data(
+            valid_feats, valid_targets, allow_pipes=args.allow_pipes, frame_subsampling_factor=factor
+        )
+        return data, held_out
+    if fraction:
+        return data.split(fraction)
     return data, None
 
 
-def _train(args: argparse.Namespace, stdout: TextIO) -> int:
-    import optax
+@contextlib.contextmanager
+def _metrics_log(path: str | None, learning_rate: Callable[[int], float]) -> Iterator[tuple[Any, Any]]:
+    """`fit`'s (on_step, on_epoch) appending JSON lines to `path` (None, None without a path)."""
+    if path is None:
+        yield None, None
+        return
+    import json
 
+    with open(path, "a", encoding="utf-8") as f:
+
+        def write(record: dict[str, Any]) -> None:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+
+        def on_step(s: Any) -> None:
+            write(
+                {
+                    "kind": "step",
+                    "step": s.step,
+                    "epoch": s.epoch,
+                    "loss": s.loss,
+                    "accuracy": s.accuracy,
+                    "lr": learning_rate(s.step - 1),
+                    "frames_per_second": s.frames / max(s.seconds, 1e-9),
+                }
+            )
+
+        def on_epoch(e: Any) -> None:
+            write({"kind": "epoch", **{k: v for k, v in attrs.asdict(e).items()}})
+
+        yield on_step, on_epoch
+
+
+def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     from .atomic import check_writable
     from .saving import save
-    from .train import fit
+    from .train import fit, kaldi_rules, steps_per_epoch
+    from .train.optimizers import OptimizerSettings, make_optimizer
 
     if args.objective == "chain":
         raise SymnetError(
@@ -207,24 +249,42 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
             "give --objective quadratic or change the config"
         )
     train, valid = _training_data(args)
-    optimizer = {"sgd": optax.sgd, "adam": optax.adam}[args.optimizer](args.lr)
-    changes = [c.strip() for c in args.allow_changes.split(",") if c.strip()] if args.allow_changes else []
-    result = fit(
-        source.network,
-        train,
-        optimizer,
-        valid=valid,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        chunk=args.chunk,
-        objective=objective,
-        seed=args.seed,
-        checkpoint=args.checkpoint,
-        progress=not args.quiet,
-        run={"optimizer": args.optimizer, "lr": args.lr},
-        allow_changes=changes,
-        frame_subsampling_factor=args.frame_subsampling_factor,
+    settings = OptimizerSettings(
+        args.optimizer, args.lr, args.schedule, args.final_lr, args.warmup, args.clip, args.weight_decay
     )
+    total = max(
+        args.epochs
+        * steps_per_epoch(source.network, train, batch_size=args.batch_size, chunk=args.chunk, output=args.output),
+        1,
+    )
+    optimizer, learning_rate = make_optimizer(settings, total)
+    rules: Any = None
+    run: dict[str, Any] = settings.record()
+    if args.max_param_change is not None:
+        rules = kaldi_rules(source.network, optimizer=optimizer, max_param_change=args.max_param_change)
+        run["max_param_change"] = args.max_param_change
+    changes = [c.strip() for c in args.allow_changes.split(",") if c.strip()] if args.allow_changes else []
+    with _metrics_log(args.metrics, learning_rate) as (on_step, on_epoch):
+        result = fit(
+            source.network,
+            train,
+            optimizer,
+            valid=valid,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            chunk=args.chunk,
+            objective=objective,
+            seed=args.seed,
+            checkpoint=args.checkpoint,
+            progress=not args.quiet,
+            output=args.output,
+            on_step=on_step,
+            on_epoch=on_epoch,
+            run=run,
+            allow_changes=changes,
+            rules=rules,
+            frame_subsampling_factor=args.frame_subsampling_factor,
+        )
     trained = source.replace(network=result.network)
     save(args.out, trained if trained.objectives else trained.network)  # a Network from Python stays one
     last = result.history[-1] if result.history else None
@@ -699,6 +759,19 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return _positive_float(text)
+
+
+def _fraction(text: str) -> float:
+    value = _positive_float(text)
+    if not value < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1, got {text}")
+    return value
+
+
 _ALLOW_PIPES_HELP = (
     "run the shell commands that scp entries name (`utt cmd |`), as Kaldi does; without it such "
     "an entry is an error (a command typed in the rspecifier itself, `ark:cmd |`, always runs)"
@@ -767,8 +840,44 @@ def _parser() -> argparse.ArgumentParser:
         help="train the outputs at every k-th frame of each chunk (Kaldi's frame-subsampling-factor; --chunk "
         "must be a multiple of it); alignments of ceil(frames / k) labels are accepted",
     )
-    train.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
-    train.add_argument("--lr", type=_positive_float, default=2e-3)
+    train.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam")
+    train.add_argument("--lr", type=_positive_float, default=2e-3, help="the (initial) learning rate")
+    train.add_argument(
+        "--schedule",
+        choices=("constant", "exponential", "cosine"),
+        default="constant",
+        help="the learning rate over the run: constant; exponential, Kaldi's decay from --lr to --final-lr "
+        "(default lr/10); cosine, a half cosine to --final-lr (default 0)",
+    )
+    train.add_argument("--final-lr", type=_non_negative_float, help="the learning rate at the end of the run")
+    train.add_argument("--warmup", type=_count(0), default=0, help="steps of linear warm-up to --lr")
+    train.add_argument("--clip", type=_positive_float, help="clip the gradient's global norm to this")
+    train.add_argument(
+        "--weight-decay",
+        type=_non_negative_float,
+        default=0.0,
+        help="decoupled weight decay (adamw's, or before sgd/adam)",
+    )
+    train.add_argument(
+        "--max-param-change",
+        type=_positive_float,
+        help="Kaldi's max-param-change (nnet3-train's, default 2.0): the update's norm over all parameters is at "
+        "most this, with Kaldi's training rules (applied when the network's components carry Kaldi options)",
+    )
+    train.add_argument("--output", default="output", help="the output node to train (default output)")
+    train.add_argument("--valid-feats", help="validation features rspecifier (with --valid-targets)")
+    train.add_argument("--valid-targets", help="validation targets rspecifier (alignments)")
+    train.add_argument(
+        "--valid-fraction",
+        type=_fraction,
+        help="hold out this fraction of the --feats utterances (the last ones by utterance id) for validation",
+    )
+    train.add_argument(
+        "--metrics",
+        metavar="FILE",
+        help="append per-step metrics to FILE as JSON lines (step, epoch, loss, accuracy, lr, frames/s), and "
+        "one line per epoch with the validation figures",
+    )
     train.add_argument("--seed", type=_count(0), default=0)
     train.add_argument(
         "--checkpoint",

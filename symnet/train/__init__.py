@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .checkpoint import CheckpointError, Position
     from .examples import Chunks, make_chunks
     from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
-    from .loop import EpochStats, FitResult, TrainingError, fit, steps_per_epoch
+    from .loop import EpochStats, FitResult, StepStats, TrainingError, fit, steps_per_epoch
     from .objectives import CTC, OBJECTIVE_NAMES, OBJECTIVES, Objective, edit_distance, greedy_decode, objective
     from .rules import DropoutSchedule, KaldiRules, KaldiRulesWarning, component_rules, kaldi_rules
 
@@ -30,6 +30,7 @@ _MODULES = {
     "read_kaldi_data": "kaldi_data",
     "EpochStats": "loop",
     "FitResult": "loop",
+    "StepStats": "loop",
     "TrainingError": "loop",
     "fit": "loop",
     "steps_per_epoch": "loop",
@@ -54,6 +55,7 @@ __all__ = [
     "DropoutSchedule",
     "EpochStats",
     "FitResult",
+    "StepStats",
     "KaldiData",
     "KaldiDataError",
     "KaldiRules",

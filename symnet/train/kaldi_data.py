@@ -96,6 +96,24 @@ class KaldiData:
             raise KeyError(utt_id) from None
         return self.features[i], self.targets[i]
 
+    def split(self, fraction: float) -> tuple[KaldiData, KaldiData]:
+        """`(train, held_out)`: the last `fraction` of the utterances by id held out (at least one; the same
+        utterances every run, whatever order the tables had), the rest kept for training."""
+        if not 0 < fraction < 1:
+            raise KaldiDataError(f"the held-out fraction must be between 0 and 1, got {fraction!r}")
+        if len(self) < 2:
+            raise KaldiDataError(f"cannot hold out a fraction of {len(self)} utterance(s)")
+        order = sorted(range(len(self)), key=lambda i: self.utt_ids[i])
+        held = max(1, round(fraction * len(self)))
+        keep, out = order[: len(self) - held], order[len(self) - held :]
+
+        def subset(rows: list[int]) -> KaldiData:
+            return KaldiData(
+                [self.utt_ids[i] for i in rows], [self.features[i] for i in rows], [self.targets[i] for i in rows]
+            )
+
+        return subset(keep), subset(out)
+
     def __repr__(self) -> str:
         return f"KaldiData({len(self)} utterances, {self.num_frames} frames, dim {self.feat_dim})"
 

@@ -59,6 +59,19 @@ class EpochStats:
 
 
 @attrs.frozen
+class StepStats:
+    """One training step, for `fit(on_step=...)`: its loss and accuracy on its minibatch, the output
+    frames it trained on, and the seconds since the previous step ended (compilation included)."""
+
+    epoch: int
+    step: int
+    loss: float
+    accuracy: float
+    frames: float
+    seconds: float
+
+
+@attrs.frozen
 class FitResult:
     network: Any
     history: tuple[EpochStats, ...]
@@ -444,6 +457,7 @@ def fit(
     input: str = "input",
     output: str = "output",
     on_epoch: Callable[[EpochStats], None] | None = None,
+    on_step: Callable[[StepStats], None] | None = None,
     run: Mapping[str, Any] | None = None,
     allow_changes: Sequence[str] = (),
     mesh: jax.sharding.Mesh | None = None,
@@ -474,6 +488,8 @@ def fit(
     in `allow_changes` (see `symnet.train.resume`). While the run lasts the
     checkpoint is locked: a second run on it is refused.
     `max_steps` stops early (a simulated interruption, for tests and time limits).
+    `on_epoch` is called with each epoch's `EpochStats`, `on_step` with each step's `StepStats` (a log of
+    metrics: `symnet train --metrics`).
     With `mesh` (a `jax.sharding.Mesh` with an axis named `data_axis`) each minibatch is split
     over that axis's devices, `batch_size / devices` chunks each, and the parameters and
     optimiser state are replicated (`symnet.train.parallel`; docs/scaling.md). With several
@@ -502,6 +518,7 @@ def fit(
         input=input,
         output=output,
         on_epoch=on_epoch,
+        on_step=on_step,
         run=run,
         allow_changes=allow_changes,
         frame_subsampling_factor=frame_subsampling_factor,
@@ -542,6 +559,7 @@ def fit(
             input=input,
             output=output,
             on_epoch=on_epoch,
+            on_step=on_step,
             run=run,
             allow_changes=allow_changes,
             parallel=parallel,
@@ -628,8 +646,9 @@ def _check_arguments(network: Any, optimizer: Any, **args: Any) -> None:
         if not isinstance(checkpoint, (str, os.PathLike)) or not os.fspath(checkpoint):
             raise TrainingError(f"checkpoint must be a file path, got {checkpoint!r}")
         check_writable(checkpoint)  # a typo found now, not after the run
-    if args["on_epoch"] is not None and not callable(args["on_epoch"]):
-        raise TrainingError(f"on_epoch must be a function or None, got {args['on_epoch']!r}")
+    for name in ("on_epoch", "on_step"):
+        if args[name] is not None and not callable(args[name]):
+            raise TrainingError(f"{name} must be a function or None, got {args[name]!r}")
     if args["run"] is not None and not isinstance(args["run"], Mapping):
         raise TrainingError(f"run must be a mapping of setting names to values, got {args['run']!r:.60}")
     changes = args["allow_changes"]
@@ -686,6 +705,7 @@ def _fit(
     input: str,
     output: str,
     on_epoch: Callable[[EpochStats], None] | None,
+    on_step: Callable[[StepStats], None] | None,
     run: Mapping[str, Any] | None,
     allow_changes: Sequence[str],
     parallel: DataParallel | None,
@@ -757,6 +777,7 @@ def _fit(
             checkpoint_every=checkpoint_every,
             max_steps=max_steps,
             on_epoch=on_epoch,
+            on_step=on_step,
             sums=sums,
             run=record,
         )
@@ -780,6 +801,7 @@ def _train(
     checkpoint_every: int,
     max_steps: int | None,
     on_epoch: Callable[[EpochStats], None] | None,
+    on_step: Callable[[StepStats], None] | None,
     sums: Any,
     run: Mapping[str, Any] | None,
 ) -> FitResult:
@@ -809,7 +831,7 @@ def _train(
             loss_sum, correct_sum, frames_sum = (float(v) for v in sums[:3])
             if count_sum is not None:
                 count_sum = float(sums[3]) if len(sums) > 3 else frames_sum
-        started = time.perf_counter()
+        started = last = time.perf_counter()
         for b in range(start_batch, len(batches)):
             if max_steps is not None and step >= max_steps:
                 return done(network, step)
@@ -846,7 +868,11 @@ def _train(
             frames_sum += frames
             if count_sum is not None:
                 count_sum += count
-            rate = frames_sum / max(time.perf_counter() - started, 1e-9)
+            now = time.perf_counter()
+            if on_step is not None:
+                on_step(StepStats(epoch, step, loss_value, right / max(count, 1e-9), frames, now - last))
+            last = now
+            rate = frames_sum / max(now - started, 1e-9)
             bar.update(loss_sum / frames_sum, correct_sum / max(count_sum or frames_sum, 1e-9), rate)
             if checkpoint and checkpoint_every and step % checkpoint_every == 0:
                 ckpt.save(
