@@ -606,12 +606,13 @@ def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
     text = read_file(args.xconfig, XCONFIG_BYTES, error=SymnetError, what="xconfig").decode("utf-8", errors="replace")
     xconfig = read_xconfig(io.StringIO(text), file=args.xconfig)
     # The check xconfig_to_configs.py makes with nnet3-init of ref.config (random matrices where final.config reads
-    # files a later recipe step writes, such as lda.mat): errors name the xconfig line.
-    xconfig.network(which="ref")
+    # files a later recipe step writes, such as lda.mat): errors name the xconfig line. write_config_dir builds it
+    # (for `vars`) before it writes anything, so it is built once.
     if args.config_dir:
         for path in xconfig.write_config_dir(args.config_dir, text):
             print(f"wrote {path}", file=stdout)
         return 0
+    xconfig.network(which="ref")
     final = xconfig.config_text("final")
     assert final is not None  # only init.config can be missing
     if not args.output:

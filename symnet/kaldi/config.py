@@ -357,8 +357,12 @@ def _quote(value: str, line: ConfigLine) -> str:
 # ----- reading ----------------------------------------------------------------------------
 
 
-def _split(body: str, source: Source) -> tuple[str, list[tuple[str, str, int, int]]]:
-    """Kaldi's ConfigLine::ParseLine: the first word and the `key=value` options with 0-based positions."""
+def _split(
+    body: str, source: Source, repeated: Callable[[str, str], int | None] | None = None
+) -> tuple[str, list[tuple[str, str, int, int]]]:
+    """Kaldi's ConfigLine::ParseLine: the first word and the `key=value` options with 0-based positions.
+    A key given twice warns (the first value is used, as Kaldi); `repeated(key, ignored value)`, where given,
+    says at which column to warn, or None to say nothing (see `parse_line`)."""
     n, pos = len(body), 0
     while pos < n and body[pos] in C_SPACE:
         pos += 1
@@ -418,6 +422,8 @@ def _split(body: str, source: Source) -> tuple[str, list[tuple[str, str, int, in
             continue
         first[key] = value
         options.append((key, value, equals - len(key), value_pos))
+    if repeated is not None:
+        repeats = [(key, value, column) for key, value, _ in repeats if (column := repeated(key, value)) is not None]
     if repeats:  # one warning per line: a crafted line may repeat a key millions of times
         key, value, column = repeats[0]
         more = f" (and {len(repeats) - 1} more repeated options)" if len(repeats) > 1 else ""
@@ -472,8 +478,18 @@ def _read_descriptor(reader: OptionReader, source: Source) -> Layer:
     )
 
 
-def parse_line(text: str, *, file: str = "<config>", line: int = 1) -> ConfigLine | None:
-    """One config line as a line object, or None for a blank or comment-only line."""
+def parse_line(
+    text: str,
+    *,
+    file: str = "<config>",
+    line: int = 1,
+    repeated: Callable[[str, str], int | None] | None = None,
+) -> ConfigLine | None:
+    """One config line as a line object, or None for a blank or comment-only line.
+
+    A key the line gives twice warns at its column (Kaldi's ConfigLine keeps the first value). For a line generated
+    from another (an xconfig line), `repeated(key, ignored value)` gives the column of that line to warn at, or
+    None where there is nothing to say (Kaldi's own layers write some keys twice)."""
     if text.endswith("\r"):
         text = text[:-1]
     body = text.split("#", 1)[0]
@@ -481,7 +497,7 @@ def parse_line(text: str, *, file: str = "<config>", line: int = 1) -> ConfigLin
         return None
     end = len(body.rstrip(C_SPACE)) + 1
     source = Source(file, line, text, end_column=end)
-    kind, options = _split(body, source)
+    kind, options = _split(body, source, repeated)
     source = attrs.evolve(
         source,
         kind_column=len(body) - len(body.lstrip(C_SPACE)) + 1,

@@ -713,3 +713,16 @@ def test_the_xconfig_network_is_a_kaldi_config_network():
         next(line for line in x.config_lines() if line.name == "tdnnf2.noop" and isinstance(line, ComponentNode)),
         ComponentNode,
     )
+
+
+def test_a_key_kaldis_own_layer_writes_twice_is_no_warning_but_an_ignored_option_of_the_user_is(recwarn):
+    """Kaldi's output-layer with bottleneck-dim writes max-change=0.75 and then the options' max-change=1.5 on its
+    linear component (nnet3 keeps the first, without a word), as recipes do (swbd tdnn_7m25l, wsj tdnn_lstm_1b):
+    nothing to warn of. A max-change the xconfig line gives that is so ignored warns, at its column."""
+    x = parse_xconfig("input name=input dim=10\noutput-layer name=output dim=5 bottleneck-dim=4\n", file="a.xconfig")
+    assert "output-dim=4 max-change=0.75  max-change=1.5" in x.config_text("final")
+    x.network(which="ref")
+    assert not [w for w in recwarn if "given twice" in str(w.message)]
+    text = "input name=input dim=10\noutput-layer name=output dim=5 bottleneck-dim=4 max-change=2.0\n"
+    with pytest.warns(UserWarning, match=r"b\.xconfig:2:49: option max-change is given twice; as Kaldi, the first "):
+        parse_xconfig(text, file="b.xconfig").network(which="ref")

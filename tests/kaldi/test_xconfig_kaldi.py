@@ -3,7 +3,9 @@
 The fixtures are in tests/data/xconfig-kaldi/: `cases/NAME.xconfig`, small
 xconfigs written for this test (at least one per layer type of Kaldi's
 parser.py `config_to_layer`, and variations of the options of each family and
-of the descriptor grammar), and `NAME.expected` in `expected.tar.xz`, what
+of the descriptor grammar), `cases/recipe-*.xconfig`, the network.xconfig of
+41 of Kaldi's recipe scripts as they write it (`RECIPES`; each names its
+script, Kaldi commit and stand-ins on its first line), and `NAME.expected` in `expected.tar.xz`, what
 Kaldi's xconfig library (steps/libs/nnet3/xconfig at Kaldi commit f4007661)
 gives for them: xconfig.expanded.1 and .2, init/ref/final.config as
 xconfig_to_configs.py writes them (less its header comments and the
@@ -39,12 +41,23 @@ from symnet.kaldi.xconfig.base import KALDI_LAYER_TYPES, UNSUPPORTED_LAYER_TYPES
 #: Warnings the builder gives for some cases: an unused input (the descriptor cases' ivector), an option twice.
 pytestmark = [
     pytest.mark.filterwarnings("ignore:.*is not used by any output"),
-    pytest.mark.filterwarnings("ignore:.*is given twice"),  # output-layer-bottleneck: Kaldi writes max-change twice
 ]
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "data" / "xconfig-kaldi"
 CASES = FIXTURES / "cases"
 NAMES = sorted(path.stem for path in CASES.glob("*.xconfig"))
+
+#: The cases taken from Kaldi's recipes (egs/*/local/{chain,nnet3}/tuning, x-vector, SAD, image and RNNLM scripts):
+#: each script's network.xconfig heredoc with the script's default variables (the first line names the script,
+#: the Kaldi commit and the stand-ins for what the recipe reads from its data, such as num-pdfs).
+RECIPES = [name for name in NAMES if name.startswith("recipe-")]
+#: Recipe cases whose --config-dir test `make test` runs (small networks); the others are slow (`make test-all`).
+QUICK_RECIPES = {
+    "recipe-ami-s5b-rnnlm-run-lstm-tdnn-1a",
+    "recipe-aspire-s5-train-stats-asr-sad-1a",
+    "recipe-cifar-v1-nnet3-run-resnet-1a",
+    "recipe-iam-v2-run-e2e-cnn-1b",
+}
 
 #: Cases Kaldi's scripts refuse, by a failure of the scripts themselves that symnet does not copy.
 KALDI_FAILS = {
@@ -87,6 +100,9 @@ PYTHON3_DIVISION = {
     "res2-block-bottleneck",
     "res2-block-bottleneck-subsample",
     "res2-block-subsample",
+    # Kaldi's recipe (tedlium s5_r2 local/nnet3/tuning/run_lstm_1a.sh): fast-lstmp-layer's default projection dims
+    # are cell-dim / 4, written 256.0 (and the affine's input-dim 556.0) by Python 3
+    "recipe-tedlium-s5-r2-nnet3-run-lstm-1a",
 }
 _DIVIDED = re.compile(r"\b(dim|block-dim|num-filters|num-filters-in|num-filters-out|time-offsets)=([-0-9.,]+)")
 
@@ -175,8 +191,9 @@ def test_symnet_writes_the_lines_kaldi_writes(name):
     if name in KALDI_WRITES_INVALID:
         with pytest.raises(ConfigError, match=KALDI_WRITES_INVALID[name]):
             x.network(which="ref")
-    elif not _existing(name):  # (a config that adds to an existing network is no network by itself)
+    elif not _existing(name) and name not in RECIPES:  # (a config adding to an existing network is no network)
         x.network(which="ref")  # builds (ref.config reads no file but the matrices the layers write)
+    # (the recipes' networks, up to 20 layers of 1536 units, are built by the --config-dir test below)
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if "error" in _expected(n) and n not in KALDI_FAILS])
@@ -203,7 +220,8 @@ def test_every_kaldi_layer_type_is_supported_or_refused_with_a_reason():
 
 
 def test_every_kaldi_layer_type_has_a_case():
-    written = {line.split()[0] for name in NAMES for line in (CASES / f"{name}.xconfig").read_text().splitlines()}
+    lines = (line for name in NAMES for line in (CASES / f"{name}.xconfig").read_text().splitlines())
+    written = {line.split()[0] for line in lines if line.split()}
     assert set(KALDI_LAYER_TYPES) <= written
     assert set(LAYER_TYPES) <= written
 
@@ -236,3 +254,37 @@ def test_the_norm_and_output_gated_grus_build_networks_that_run(layer_type):
     )
     out = x.network().network.compute(np.zeros((1, 20, 6), np.float32))
     assert np.asarray(out).shape == (1, 20, 4)
+
+
+def _recipe_config_dir(name: str) -> str:
+    """The recipe's $dir/configs, as the LDA's or IDCT's matrix path names it (a stand-in where none does)."""
+    found = re.search(r"affine-transform-file=(\S+)/(?:lda|idct)\.mat", (CASES / f"{name}.xconfig").read_text())
+    return found.group(1) if found else "exp/recipe/configs"
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[] if n in QUICK_RECIPES else [pytest.mark.slow]) for n in RECIPES]
+)
+def test_symnet_xconfig_fills_a_recipes_config_dir_before_its_lda_mat_exists(name, tmp_path, monkeypatch, capsys):
+    """As the recipe runs xconfig_to_configs.py: `mkdir -p $dir/configs`, network.xconfig written there, no lda.mat
+    yet. `symnet xconfig --config-dir` writes the configs Kaldi writes and the matrices the layers write."""
+    from symnet.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    configs = pathlib.Path(_recipe_config_dir(name))
+    configs.mkdir(parents=True)
+    (configs / "network.xconfig").write_text((CASES / f"{name}.xconfig").read_text())
+    assert main(["xconfig", "--config-dir", str(configs), str(configs / "network.xconfig")]) == 0, capsys.readouterr()
+    expected = _expected(name)
+    for which in ("init", "ref", "final"):
+        path = configs / f"{which}.config"
+        assert path.exists() == (f"{which}.config" in expected), which
+        if path.exists():
+            assert _without_header(path.read_text()) == expected[f"{which}.config"], which
+    assert not (configs / "lda.mat").exists()
+    for title, lines in expected.items():
+        if title.startswith("file "):
+            written = (tmp_path / title[len("file ") :]).read_text().split("\n")
+            ours = np.array([[float(v) for v in row.strip(" []").split()] for row in written if row.strip(" []")])
+            kaldi = np.array([[float(v) for v in row.strip(" []").split()] for row in lines if row.strip(" []")])
+            np.testing.assert_allclose(ours, kaldi, rtol=1e-12, atol=1e-15)

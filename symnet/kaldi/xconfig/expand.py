@@ -91,7 +91,7 @@ class Xconfig:
         lines: list[ConfigLine] = []
         for layer, text in self.pairs(which):
             try:
-                parsed = parse_line(text, file=self.file, line=layer.source.line)
+                parsed = parse_line(text, file=self.file, line=layer.source.line, repeated=_repeated(layer.source))
             except ConfigError as e:
                 raise layer.error(f"the generated config line is not valid ({e.message}): {text}") from None
             if parsed is not None:
@@ -177,6 +177,17 @@ class Xconfig:
         files = self.config_dir_files(directory, xconfig_text)
         atomic_write_all(files)
         return list(files)
+
+
+def _repeated(xline: XconfigLine) -> Callable[[str, str], int | None]:
+    """For a config line generated from `xline` that gives a key twice (Kaldi's output-layer with bottleneck-dim
+    writes max-change=0.75 before the options' max-change, and nnet3 takes the first without a word): the column
+    of the option of the xconfig line whose value is so ignored, else None (nothing the user wrote is ignored)."""
+
+    def column(key: str, ignored: str) -> int | None:
+        return xline.key_column(key) if xline.value(key) == ignored else None
+
+    return column
 
 
 def _source(xline: XconfigLine, generated: Source | None) -> Source:

@@ -20,7 +20,9 @@ configs at about 25 kB) gets them as sections
 
 without the header comments xconfig_to_configs.py writes first, and a
 `==> file NAME <==` section for each file a layer writes (the idct-layer's
-matrix; the case runs in an empty scratch folder). Comment lines
+matrix; the case runs in an empty scratch folder, where the folders of every
+`affine-transform-file=` path are made first, as a recipe makes $dir/configs).
+Comment lines
 `# existing name=NAME dim=DIM` declare nodes of an existing network the
 xconfig adds to, as xconfig_to_configs.py's --existing-model gives them
 (Kaldi's XconfigExistingLayer). A case Kaldi refuses gets a
@@ -66,6 +68,10 @@ def expand(parser, path: str) -> str:
 
 def _expand(parser, path: str, scratch: str) -> str:
     sections: list[tuple[str, list[str]]] = []
+    with open(path) as f:  # the folders of the files layers write exist, as a recipe makes $dir/configs
+        for folder in re.findall(r"affine-transform-file=(\S+)/[^/\s]+", f.read()):
+            if not os.path.isabs(folder) and ".." not in folder.split("/"):
+                os.makedirs(os.path.join(scratch, folder), exist_ok=True)
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             existing: list = []  # the nodes of an existing network (--existing-model), from `# existing` lines
