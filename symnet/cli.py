@@ -216,6 +216,7 @@ def _metrics_log(path: str | None, learning_rate: Callable[[int], float]) -> Ite
                     "loss": s.loss,
                     "accuracy": s.accuracy,
                     "lr": learning_rate(s.step - 1),
+                    "grad_norm": s.grad_norm,
                     "frames_per_second": s.frames / max(s.seconds, 1e-9),
                 }
             )
@@ -876,7 +877,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--metrics",
         metavar="FILE",
-        help="append per-step metrics to FILE as JSON lines (step, epoch, loss, accuracy, lr, frames/s), and "
+        help="append per-step metrics to FILE as JSON lines (step, epoch, loss, accuracy, lr, gradient norm, "
+        "frames/s), and "
         "one line per epoch with the validation figures",
     )
     train.add_argument("--seed", type=_count(0), default=0)

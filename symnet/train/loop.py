@@ -60,13 +60,15 @@ class EpochStats:
 
 @attrs.frozen
 class StepStats:
-    """One training step, for `fit(on_step=...)`: its loss and accuracy on its minibatch, the output
-    frames it trained on, and the seconds since the previous step ended (compilation included)."""
+    """One training step, for `fit(on_step=...)`: its loss and accuracy on its minibatch, the global norm
+    of its gradient (of the mean loss, before the optimiser and Kaldi's rules), the output frames it trained
+    on, and the seconds since the previous step ended (compilation included)."""
 
     epoch: int
     step: int
     loss: float
     accuracy: float
+    grad_norm: float
     frames: float
     seconds: float
 
@@ -163,7 +165,7 @@ class Trainer:
             key: jax.Array | None = None,
             ends: EndMasks | None = None,
             rules_args: Mapping[str, Any] | None = None,
-        ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array]]:
+        ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array], jax.Array]:
             # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
             # the NaturalGradient* components' backward reads and updates them (else a no-op context).
             # `key` feeds training-mode dropout (symnet.rng), forward and backward alike.
@@ -201,7 +203,8 @@ class Trainer:
             # Per parameter: are all its new values finite? (A huge step can overflow the
             # parameters while the loss, computed before the update, is still finite.)
             finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
-            return Network.from_structure(network.structure, params, state), opt_state, loss, correct, finite
+            new_network = Network.from_structure(network.structure, params, state)
+            return new_network, opt_state, loss, correct, finite, optax.tree.norm(grads)
 
         # Validation runs in test mode (batch-norm's stored statistics, no dropout), as Kaldi's
         # nnet3-compute-prob does; the test-mode network has the same parameters.
@@ -842,7 +845,7 @@ def _train(
             ends = trainer.ends(train_chunks, batches[b])
             rules_args = trainer.rules_args(batches[b], step / total_steps)
             extra = (rules_args,) if rules_args is not None else ()
-            new_network, opt_state, loss, correct, finite = trainer.step(
+            new_network, opt_state, loss, correct, finite, grad_norm = trainer.step(
                 network, opt_state, x, targets, weights, key, ends, *extra
             )
             loss_value = float(loss)
@@ -870,7 +873,8 @@ def _train(
                 count_sum += count
             now = time.perf_counter()
             if on_step is not None:
-                on_step(StepStats(epoch, step, loss_value, right / max(count, 1e-9), frames, now - last))
+                accuracy = right / max(count, 1e-9)
+                on_step(StepStats(epoch, step, loss_value, accuracy, float(grad_norm), frames, now - last))
             last = now
             rate = frames_sum / max(now - started, 1e-9)
             bar.update(loss_sum / frames_sum, correct_sum / max(count_sum or frames_sum, 1e-9), rate)

@@ -8,15 +8,19 @@ import json
 import math
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import kaldiio
 import numpy as np
 import optax
 import pytest
 
 from helpers import EXAMPLES
+from symnet import Network
 from symnet.cli import main
 from symnet.errors import TrainingError
 from symnet.train import StepStats, fit
+from symnet.train.loop import as_chunks
 from symnet.train.optimizers import OptimizerSettings, make_optimizer
 
 
@@ -84,6 +88,19 @@ def test_fit_calls_on_step_once_per_step_with_that_steps_figures() -> None:
     assert all(np.isfinite(s.loss) and 0 <= s.accuracy <= 1 and s.frames > 0 and s.seconds > 0 for s in seen)
     frames = sum(s.frames for s in seen)
     assert result.history[-1].train_loss == pytest.approx(sum(s.loss * s.frames for s in seen) / frames, rel=1e-5)
+    # the first step's gradient norm: jax.grad of the mean cross-entropy of that minibatch, computed here
+    chunks = as_chunks(task.sample(8, seed=1), network, 30, "output")
+    order = np.random.default_rng([0, 0]).permutation(len(chunks))[:4]
+    x, targets, weights = chunks.features[order], chunks.targets[order], chunks.weights[order]
+
+    def mean_xent(params: dict) -> jax.Array:
+        net = Network.from_structure(network.structure, params, network.state)
+        out = net.compute(jnp.asarray(x), mode="valid")  # the chunk's output frames from its context
+        logp = jnp.take_along_axis(out, jnp.asarray(targets)[..., None], -1)[..., 0]
+        return -(logp * weights).sum() / weights.sum()
+
+    grads = jax.grad(mean_xent)(network.params)
+    assert seen[0].grad_norm == pytest.approx(float(optax.tree.norm(grads)), rel=1e-4)
 
 
 def test_train_writes_metrics_of_each_step_and_epoch(tmp_path: Path) -> None:
@@ -101,7 +118,7 @@ def test_train_writes_metrics_of_each_step_and_epoch(tmp_path: Path) -> None:
     assert epochs[-1]["step"] == len(steps) and epochs[-1]["valid_loss"] is not None
     for r in steps:  # the rate each step used: Kaldi's exponential decay over the run's steps
         assert r["lr"] == pytest.approx(0.05 * 0.1 ** ((r["step"] - 1) / len(steps)), rel=1e-5)
-        assert r["frames_per_second"] > 0 and np.isfinite(r["loss"])
+        assert r["frames_per_second"] > 0 and np.isfinite(r["loss"]) and r["grad_norm"] > 0
 
 
 def kaldi_tables(folder: Path, utterances: int) -> tuple[str, str]:
