@@ -233,11 +233,8 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     from .train import fit, kaldi_rules, steps_per_epoch
     from .train.optimizers import OptimizerSettings, make_optimizer
 
-    if args.objective == "chain":
-        raise SymnetError(
-            "--objective chain: the chain (LF-MMI) objective is not in this version of symnet yet; "
-            "use --objective linear (xent) or ctc"
-        )
+    if args.den_fst and args.objective != "chain":
+        raise _UsageError("--den-fst is the chain objective's denominator; it needs --objective chain")
     check_writable(args.out)  # a typo in --out or --checkpoint found now, not after the run
     if args.checkpoint:
         check_writable(args.checkpoint)
@@ -250,6 +247,11 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
             "give --objective quadratic or change the config"
         )
     train, valid = _training_data(args)
+    if objective == "chain":  # Kaldi's den.fst, or (None) symnet's pdf bigram of the training alignments
+        from .chain import read_fst
+        from .train import Chain
+
+        objective = Chain(den=read_fst(args.den_fst) if args.den_fst else None)
     settings = OptimizerSettings(
         args.optimizer, args.lr, args.schedule, args.final_lr, args.warmup, args.clip, args.weight_decay
     )
@@ -833,7 +835,14 @@ def _parser() -> argparse.ArgumentParser:
         help="the training objective (default: the output node's, linear unless the config says quadratic): "
         "linear/xent, cross-entropy of log-softmax outputs and frame labels; quadratic; ctc, CTC with blank 0 "
         "on each chunk's labels with repeats collapsed (with --data builtin:hmm the labels are phones 1..P); "
-        "chain is not available yet",
+        "chain, Kaldi's LF-MMI objective with numerators from the pdf alignments (symnet's construction, "
+        "docs/chain.md) and the denominator of --den-fst",
+    )
+    train.add_argument(
+        "--den-fst",
+        metavar="FILE",
+        help="with --objective chain: Kaldi's den.fst (chain-make-den-fst) as the denominator graph; default: "
+        "symnet's pdf-bigram graph estimated from the training alignments (not Kaldi's phone-LM den.fst)",
     )
     train.add_argument(
         "--frame-subsampling-factor",

@@ -4,6 +4,9 @@ den = graph_arrays(read_denominator_graph("den.fst", num_pdfs))
 num = stack_graphs([numerator_graph(fst, num_pdfs) for fst in supervision_fsts])
 result = chain_objective(outputs, den, num, lengths, options=ChainOptions(l2_regularize=5e-5))
 loss = -result.total / result.weight
+
+Without Kaldi's graphs, symnet's own (not Kaldi's constructions): `alignment_numerator` (from a pdf alignment)
+and `denominator_from_alignments` (a pdf bigram); `symnet.train.Chain` trains with them in `fit`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from .graph import (
     read_denominator_graph,
 )
 from .objective import ChainObjective, ChainOptions, chain_objective, subsample
+from .supervision import alignment_numerator, allowed_pdfs, denominator_from_alignments
 
 __all__ = [
     "ChainGraph",
@@ -27,7 +31,10 @@ __all__ = [
     "ChainOptions",
     "Fst",
     "GraphArrays",
+    "alignment_numerator",
+    "allowed_pdfs",
     "chain_objective",
+    "denominator_from_alignments",
     "denominator_graph",
     "forward_backward",
     "fst_from_arcs",

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .examples import Chunks, make_chunks
     from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
     from .loop import EpochStats, FitResult, StepStats, TrainingError, fit, steps_per_epoch
-    from .objectives import CTC, OBJECTIVE_NAMES, OBJECTIVES, Objective, edit_distance, greedy_decode, objective
+    from .objectives import CTC, OBJECTIVE_NAMES, OBJECTIVES, Chain, Objective, edit_distance, greedy_decode, objective
     from .rules import DropoutSchedule, KaldiRules, KaldiRulesWarning, component_rules, kaldi_rules
 
 #: Public name -> the module of this package that defines it.
@@ -38,6 +38,7 @@ _MODULES = {
     "OBJECTIVE_NAMES": "objectives",
     "Objective": "objectives",
     "CTC": "objectives",
+    "Chain": "objectives",
     "edit_distance": "objectives",
     "greedy_decode": "objectives",
     "objective": "objectives",
@@ -50,6 +51,7 @@ _MODULES = {
 
 __all__ = [
     "CTC",
+    "Chain",
     "CheckpointError",
     "Chunks",
     "DropoutSchedule",

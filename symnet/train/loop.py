@@ -42,7 +42,7 @@ from ..network import Network
 from . import checkpoint as ckpt
 from . import resume
 from .examples import Chunks, make_chunks
-from .objectives import OBJECTIVE_NAMES, Objective, get_objective, objective
+from .objectives import OBJECTIVE_NAMES, Chain, Objective, get_objective, objective
 from .parallel import DATA_AXIS, DataParallel, Reduction
 from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
 
@@ -536,6 +536,13 @@ def fit(
     _check_data(network, train_chunks, resolved, input, output)
     if valid_chunks is not None:
         _check_data(network, valid_chunks, resolved, input, output, "validation data", like=train_chunks)
+    if isinstance(resolved, Chain):  # its denominator graph for the output (from a den.fst or the alignments)
+        resolved = resolved.for_output(
+            train_chunks.targets,
+            train_chunks.weights,
+            _output_dim(network, train_chunks, input, output),
+            int(frame_subsampling_factor),
+        )
     if frame_subsampling_factor > 1 and any(w % frame_subsampling_factor for w in widths + (train_chunks.chunk,)):
         raise TrainingError(
             f"frame_subsampling_factor={frame_subsampling_factor}: the chunk widths {widths} must be multiples of "
@@ -639,7 +646,7 @@ def _check_arguments(network: Any, optimizer: Any, **args: Any) -> None:
             f"objective must be a string (one of {OBJECTIVE_NAMES}) or a symnet.train.Objective, got "
             f"{args['objective']!r:.60}"
         )
-    get_objective(args["objective"])  # an unknown name, or chain, refused now
+    get_objective(args["objective"])  # an unknown name refused now
     if not _integer(args["frame_subsampling_factor"], 1):
         raise TrainingError(
             f"frame_subsampling_factor must be an integer >= 1, got {args['frame_subsampling_factor']!r}"

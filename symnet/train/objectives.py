@@ -16,6 +16,7 @@ docs/training.md, "Objectives".
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -25,12 +26,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..chain.forward_backward import GraphArrays, graph_arrays
+from ..chain.fst import Fst
+from ..chain.graph import ChainGraph, denominator_graph
+from ..chain.objective import ChainOptions, chain_objective
+from ..chain.supervision import alignment_numerator, denominator_from_alignments
 from ..errors import ShapeError, SymnetError, TrainingError
 
 #: Kaldi's per-frame objectives (output-node `objective=`).
 OBJECTIVES = ("linear", "quadratic")
-#: Every name `fit(objective=...)` takes; `xent` is `linear`, `chain` is reserved.
-OBJECTIVE_NAMES = ("linear", "xent", "quadratic", "ctc")
+#: Every name `fit(objective=...)` takes; `xent` is `linear`, `chain` is `Chain()` (its denominator from the
+#: training alignments).
+OBJECTIVE_NAMES = ("linear", "xent", "quadratic", "ctc", "chain")
 
 
 def objective(
@@ -168,6 +175,157 @@ class CTC(Objective):
         return loss, {"correct": correct, "count": tokens}
 
 
+@attrs.frozen(eq=False)
+class Chain(Objective):
+    """Kaldi's chain (LF-MMI) objective (`symnet.chain.chain_objective`) on an output of pdf pseudo
+    log-likelihoods (no log-softmax), with numerators from each chunk's pdf alignment.
+
+    `den`: the denominator graph, a `symnet.chain.ChainGraph`: Kaldi's den.fst by
+    `symnet.chain.read_denominator_graph(path, num_pdfs)`, or symnet's pdf bigram by
+    `symnet.chain.denominator_from_alignments`; a den.fst as an `Fst` (`symnet.chain.read_fst(path)`): `fit`
+    makes its graph for the output's dim; None (and `fit(objective="chain")`): `fit` makes the pdf bigram
+    from the training alignments at the output frame rate (`for_output`). `options`: Kaldi's ChainTrainingOptions
+    (`l2_regularize`, `leaky_hmm_coefficient`, `out_of_range_regularize`); `xent_regularize` needs the
+    `output-xent` output, which `fit` does not train: a nonzero value is an error.
+    `tolerance`: the numerator of a chunk is `symnet.chain.alignment_numerator(alignment, subsampling=k,
+    tolerance=tolerance)`: at output frame j every pdf aligned within `tolerance` input frames of frame j*k
+    (0: the subsampled alignment itself). This is symnet's construction, not Kaldi's chain-get-supervision
+    (phone alignments through the tree and topology with left/right tolerance on phone boundaries).
+
+    The loss is `-(objf + l2_term) / frames` (Kaldi's per-frame objective, negated); its gradient is Kaldi's
+    `numerator - denominator occupation` (the objective's custom_vjp). Statistics: frames whose argmax is the
+    aligned pdf (`correct`) of the output frames (`count`): the frame accuracy."""
+
+    den: ChainGraph | Fst | None = None
+    options: ChainOptions = ChainOptions()
+    tolerance: int = 0
+    name: ClassVar[str] = "chain"
+
+    def __attrs_post_init__(self) -> None:
+        if self.den is not None and not isinstance(self.den, (ChainGraph, Fst)):
+            raise TrainingError(
+                f"Chain(den=...) takes a symnet.chain.ChainGraph (read_denominator_graph or "
+                "denominator_from_alignments) or a den.fst's symnet.chain.Fst (read_fst), got "
+                f"{type(self.den).__name__}"
+            )
+        if not isinstance(self.options, ChainOptions):
+            raise TrainingError(f"Chain(options=...) takes a symnet.chain.ChainOptions, got {self.options!r:.60}")
+        if self.options.xent_regularize:
+            raise TrainingError(
+                f"Chain: xent_regularize={self.options.xent_regularize} needs the output-xent output trained on the "
+                "numerator posteriors, which fit does not do yet; set xent_regularize=0 (or use "
+                "symnet.chain.chain_objective(xent_output=...) in a loop of your own)"
+            )
+        if isinstance(self.tolerance, bool) or not isinstance(self.tolerance, (int, np.integer)) or self.tolerance < 0:
+            raise TrainingError(f"Chain: tolerance must be an integer >= 0 (input frames), got {self.tolerance!r}")
+
+    def describe(self) -> str:
+        o = self.options
+        den = "from-alignments" if self.den is None else "fst" if isinstance(self.den, Fst) else _graph_digest(self.den)
+        return (
+            f"chain(den={den}, tolerance={self.tolerance}, l2_regularize={o.l2_regularize}, "
+            f"leaky_hmm_coefficient={o.leaky_hmm_coefficient}, out_of_range_regularize={o.out_of_range_regularize})"
+        )
+
+    def with_denominator(self, den: ChainGraph) -> Chain:
+        """This objective with denominator graph `den`."""
+        return attrs.evolve(self, den=den)
+
+    def for_output(self, targets: np.ndarray, weights: np.ndarray, num_pdfs: int, subsampling: int) -> Chain:
+        """This objective with its denominator graph made for an output of `num_pdfs`: a den.fst `Fst` as Kaldi's
+        DenominatorGraph, None as symnet's pdf bigram of the alignments `targets [chunks, frames]` (their frames
+        of weight > 0) at frame subsampling `subsampling`; a ChainGraph as it is."""
+        if isinstance(self.den, Fst):
+            return self.with_denominator(denominator_graph(self.den, num_pdfs))
+        if self.den is not None:
+            return self
+        alignments = [t[w > 0] for t, w in zip(targets, weights)]
+        return self.with_denominator(denominator_from_alignments(alignments, num_pdfs, subsampling=subsampling))
+
+    def check(self, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
+        if targets.ndim != 2 or not np.issubdtype(targets.dtype, np.integer):
+            raise ShapeError(
+                f"{what}: the 'chain' objective makes its numerators from one integer pdf-id per frame (an "
+                f"alignment), got {targets.dtype} targets of shape {targets.shape[2:] or '()'} per frame (for "
+                "Kaldi's chain egs use symnet.kaldi.read_cegs and symnet.chain.chain_objective)"
+            )
+        _check_labels(self.name, targets, out_dim, what, output)
+        if isinstance(self.den, ChainGraph) and self.den.num_pdfs != out_dim:
+            raise ShapeError(
+                f"{what}: the chain denominator graph has {self.den.num_pdfs} pdfs, output {output!r} dim {out_dim}"
+            )
+
+    def supervision(self, targets: np.ndarray, weights: np.ndarray, subsampling: int = 1) -> Mapping[str, np.ndarray]:
+        """Each chunk's numerator graph (`alignment_numerator` of its frames of weight > 0, which must be a
+        prefix of weight-1 frames), padded to one size, and its alignment at the output frames."""
+        if targets.ndim != 2:
+            raise ShapeError(f"the chain objective needs [chunks, frames] pdf alignments, got shape {targets.shape}")
+        valid = weights > 0
+        if not np.isin(weights, (0.0, 1.0)).all() or (valid[:, 1:] & ~valid[:, :-1]).any():
+            raise TrainingError(
+                "the chain objective weights whole sequences: each chunk's frame weights must be 1 on a prefix of "
+                "its frames and 0 after (padding); other per-frame weights are not supported"
+            )
+        num_pdfs = self.den.num_pdfs if isinstance(self.den, ChainGraph) else int(targets.max(initial=0)) + 1
+        frames = -(-targets.shape[1] // subsampling)
+        graphs = [
+            alignment_numerator(t[v], num_pdfs, subsampling=subsampling, tolerance=self.tolerance) if v.any() else None
+            for t, v in zip(targets, valid)
+        ]
+        arcs = max([g.num_arcs for g in graphs if g is not None] + [1])
+        n = len(graphs)
+        out: dict[str, np.ndarray] = {
+            "src": np.zeros((n, arcs), np.int32),
+            "dst": np.zeros((n, arcs), np.int32),
+            "pdf": np.zeros((n, arcs), np.int32),
+            "prob": np.zeros((n, arcs), np.float32),
+            "initial": np.zeros((n, frames + 1), np.float32),
+            "final": np.zeros((n, frames + 1), np.float32),
+        }
+        for i, g in enumerate(graphs):
+            if g is None:  # no frames: no path (the chunk counts for nothing)
+                continue
+            for key in ("src", "dst", "pdf", "prob"):
+                out[key][i, : g.num_arcs] = getattr(g, key)
+            out["initial"][i, : g.num_states] = g.initial
+            out["final"][i, : g.num_states] = g.final
+        out["alignment"] = targets[:, ::subsampling].astype(np.int32)
+        return out
+
+    def loss(
+        self, output: jax.Array, weights: jax.Array, supervision: Mapping[str, jax.Array]
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:
+        if not isinstance(self.den, ChainGraph):
+            raise TrainingError(
+                "Chain() has no denominator graph: pass Chain(den=...) (symnet.chain.read_denominator_graph or "
+                "denominator_from_alignments), or train with fit, which makes one (from a den.fst Fst, or from "
+                "the training alignments)"
+            )
+        s = supervision
+        num = GraphArrays(s["src"], s["dst"], s["pdf"], s["prob"], s["initial"], s["final"])
+        frames = weights > 0
+        lengths = frames.sum(1).astype(jnp.int32)
+        result = chain_objective(
+            output,
+            graph_arrays(self.den, output.dtype),
+            num,
+            lengths,
+            (lengths > 0).astype(output.dtype),
+            options=self.options,
+        )
+        loss = -(result.objf + result.l2_term) / jnp.maximum(result.weight, 1.0)
+        aligned = s["alignment"][:, : output.shape[1]]
+        correct = (frames & (jnp.argmax(jax.lax.stop_gradient(output), -1) == aligned)).sum()
+        return loss, {"correct": correct.astype(output.dtype), "count": frames.sum().astype(output.dtype)}
+
+
+def _graph_digest(graph: ChainGraph) -> str:
+    h = hashlib.sha256()
+    for a in (graph.src, graph.dst, graph.pdf, graph.prob, graph.initial, graph.final):
+        h.update(np.ascontiguousarray(a).tobytes())
+    return f"{graph.num_states}-states-{graph.num_arcs}-arcs-{h.hexdigest()[:12]}"
+
+
 def _check_labels(name: str, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
     if targets.ndim != 2 or not np.issubdtype(targets.dtype, np.integer):
         raise ShapeError(
@@ -184,7 +342,8 @@ def _check_labels(name: str, targets: np.ndarray, out_dim: int, what: str, outpu
 
 def get_objective(objective: str | Objective) -> Objective | str:
     """The objective `fit(objective=...)` names: a per-frame kind (`"linear"`, `"quadratic"`; `"xent"` is
-    `"linear"`) as its name, `"ctc"` as `CTC()`, an `Objective` as it is (TrainingError for others)."""
+    `"linear"`) as its name, `"ctc"` as `CTC()`, `"chain"` as `Chain()` (fit makes its denominator), an
+    `Objective` as it is (TrainingError for others)."""
     if isinstance(objective, Objective):
         return objective
     if objective == "xent":
@@ -194,10 +353,7 @@ def get_objective(objective: str | Objective) -> Objective | str:
     if objective == "ctc":
         return CTC()
     if objective == "chain":
-        raise TrainingError(
-            "the chain (LF-MMI) objective is not in this version of symnet yet; train with objective='linear' "
-            "(xent) or 'ctc', or pass an Objective"
-        )
+        return Chain()
     raise TrainingError(f"unknown objective {objective!r}; fit takes {OBJECTIVE_NAMES} or a symnet.train.Objective")
 
 

@@ -1,5 +1,5 @@
 """`symnet train --objective` and `--frame-subsampling-factor`: CTC on the built-in task's phones, xent as
-linear, chain refused with a clear message, an objective that does not fit the network refused."""
+linear, chain (LF-MMI) with frame subsampling, an objective that does not fit the network refused."""
 
 from __future__ import annotations
 
@@ -44,13 +44,40 @@ def test_train_with_ctc_and_subsampling(tmp_path: Path) -> None:
     assert out.exists() and "accuracy" in stdout
 
 
-def test_xent_is_linear_and_chain_is_refused(tmp_path: Path) -> None:
+def chain_config(tmp_path: Path) -> Path:
+    """The example TDNN without its log-softmax: 30 pdf pseudo log-likelihoods, as a chain model's output."""
+    lines = [
+        line
+        for line in (EXAMPLES / "hmm-tdnn.config").read_text().splitlines()
+        if "log-softmax" not in line or line.startswith("output-node")
+    ]
+    text = "\n".join(lines).replace("input=output.log-softmax objective=linear", "input=output.affine")
+    path = tmp_path / "chain.config"
+    path.write_text(text + "\n")
+    return path
+
+
+def test_xent_is_linear(tmp_path: Path) -> None:
     config = str(EXAMPLES / "hmm-tdnn.config")
     status, stdout, err = run("train", config, *COMMON, "--objective", "xent", "--out", str(tmp_path / "a.npz"))
     assert status == 0, err
-    status, _, err = run("train", config, *COMMON, "--objective", "chain", "--out", str(tmp_path / "b.npz"))
-    assert status != 0 and "chain (LF-MMI) objective is not in this version" in err
-    assert not (tmp_path / "b.npz").exists()
+
+
+def test_train_with_chain_and_subsampling(tmp_path: Path) -> None:
+    """--objective chain with the pdf-bigram denominator of the training alignments, and with a den.fst."""
+    out = tmp_path / "chain.npz"
+    args = ["--objective", "chain", "--frame-subsampling-factor", "3", "--out"]
+    status, stdout, err = run("train", str(chain_config(tmp_path)), *COMMON, *args, str(out))
+    assert status == 0, err
+    assert out.exists() and "accuracy" in stdout
+    # Kaldi's den.fst of the chain fixtures (chain-make-den-fst; 4 pdfs, of the output's 30) as the denominator
+    den = EXAMPLES.parent / "tests" / "data" / "chain" / "den.fst"
+    status, stdout, err = run(
+        "train", str(chain_config(tmp_path)), *COMMON, *args[:-1], "--den-fst", str(den), "--out", str(out)
+    )
+    assert status == 0, err
+    status, _, err = run("train", str(chain_config(tmp_path)), *COMMON, "--den-fst", str(den), "--out", str(out))
+    assert status != 0 and "--den-fst is the chain objective's denominator" in err
 
 
 def test_ctc_on_an_output_of_the_wrong_dim_is_an_error(tmp_path: Path) -> None:
