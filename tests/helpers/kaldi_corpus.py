@@ -228,7 +228,7 @@ def _traits(row: Mapping[str, str]) -> set[str]:
 
 
 @functools.cache
-def quick_cases(per_trait: int = 2) -> frozenset[str]:
+def quick_cases(per_trait: int = 1) -> frozenset[str]:
     """The cases `make test` runs (`make test-all` runs every case): every hand-written and xconfig case, and
     of the cases from Kaldi's random generator, which repeat one another, enough that every trait of theirs
     (`_traits`: each component type, descriptor, generator family, ...) is in `per_trait` of them (or all that

@@ -73,7 +73,9 @@ def chunks_of(alignments, width):
     return targets, weights
 
 
-@pytest.mark.parametrize("k,d", [(1, 0), (3, 0), (2, 1), (3, 2)])
+@pytest.mark.parametrize(
+    "k,d", [(1, 0), pytest.param(3, 0, marks=pytest.mark.slow), pytest.param(2, 1, marks=pytest.mark.slow), (3, 2)]
+)
 def test_loss_and_gradient_are_chain_objectives_on_hand_built_graphs(k, d):
     width = 9
     targets, weights = chunks_of(ALIGNMENTS, width)
@@ -221,7 +223,7 @@ def frame_accuracy(network, data, k):
     return right / sum(len(lab[::k]) for lab in data.labels)
 
 
-@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("k", [pytest.param(1, marks=pytest.mark.slow), 3])
 def test_a_short_chain_fit_raises_the_frame_accuracy(task, k):
     train, valid = task.sample(40, seed=1), task.sample(12, seed=2)
     net = tdnn(task.num_states)

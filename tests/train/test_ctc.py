@@ -248,7 +248,7 @@ def greedy_per(network, task, data, k=1):
     return phone_error_rate(hyps, task.transcripts(data))
 
 
-@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("k", [pytest.param(1, marks=pytest.mark.slow), 3])
 def test_a_short_ctc_fit_lowers_the_phone_error_rate(task, k):
     train, valid = task.sample(40, seed=1), task.sample(12, seed=2)
     net = tdnn(task.num_phones + 1)
