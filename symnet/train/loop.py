@@ -42,7 +42,7 @@ from ..network import Network
 from . import checkpoint as ckpt
 from . import resume
 from .examples import Chunks, make_chunks
-from .objectives import OBJECTIVE_NAMES, Chain, Objective, get_objective, objective
+from .objectives import OBJECTIVE_NAMES, Chain, Objective, check_labels, get_objective, objective
 from .parallel import DATA_AXIS, DataParallel, Reduction
 from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
 
@@ -983,17 +983,7 @@ def _check_data(
     if isinstance(kind, Objective):
         kind.check(targets, out_dim, what, output)
     elif kind == "linear":
-        if targets.ndim != 2 or not np.issubdtype(targets.dtype, np.integer):
-            raise ShapeError(
-                f"{what}: the 'linear' objective needs one integer label per frame, got "
-                f"{targets.dtype} targets of shape {targets.shape[2:] or '()'} per frame"
-            )
-        bad = (targets < 0) | (targets >= out_dim)
-        if bad.any():
-            raise ShapeError(
-                f"{what}: label {int(targets[bad][0])} is out of range for output {output!r} of dim {out_dim} "
-                f"(labels must be in [0, {out_dim}))"
-            )
+        check_labels("linear", targets, out_dim, what, output)
     else:  # quadratic
         if targets.ndim != 3 or targets.shape[-1] != out_dim:
             raise ShapeError(

@@ -76,7 +76,7 @@ class Objective:
 
     def check(self, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
         """ShapeError unless `targets [chunks, frames]` are integer labels in [0, out_dim)."""
-        _check_labels(self.name, targets, out_dim, what, output)
+        check_labels(self.name, targets, out_dim, what, output)
 
     def supervision(self, targets: np.ndarray, weights: np.ndarray, subsampling: int = 1) -> Mapping[str, np.ndarray]:
         """Per-chunk supervision from frame-level `targets [chunks, frames(, K)]` and `weights [chunks, frames]`
@@ -127,7 +127,7 @@ class CTC(Objective):
         return "ctc" if self.blank == 0 else f"ctc(blank={self.blank})"
 
     def check(self, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
-        _check_labels(self.name, targets, out_dim, what, output)
+        check_labels(self.name, targets, out_dim, what, output)
         if not 0 <= self.blank < out_dim:
             raise ShapeError(
                 f"{what}: the CTC blank {self.blank} is not an index of output {output!r} of dim {out_dim}"
@@ -249,7 +249,7 @@ class Chain(Objective):
                 f"alignment), got {targets.dtype} targets of shape {targets.shape[2:] or '()'} per frame (for "
                 "Kaldi's chain egs use symnet.kaldi.read_cegs and symnet.chain.chain_objective)"
             )
-        _check_labels(self.name, targets, out_dim, what, output)
+        check_labels(self.name, targets, out_dim, what, output)
         if isinstance(self.den, ChainGraph) and self.den.num_pdfs != out_dim:
             raise ShapeError(
                 f"{what}: the chain denominator graph has {self.den.num_pdfs} pdfs, output {output!r} dim {out_dim}"
@@ -326,7 +326,8 @@ def _graph_digest(graph: ChainGraph) -> str:
     return f"{graph.num_states}-states-{graph.num_arcs}-arcs-{h.hexdigest()[:12]}"
 
 
-def _check_labels(name: str, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
+def check_labels(name: str, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
+    """ShapeError unless `targets [chunks, frames]` are integer labels in [0, out_dim) (`what`: the data)."""
     if targets.ndim != 2 or not np.issubdtype(targets.dtype, np.integer):
         raise ShapeError(
             f"{what}: the {name!r} objective needs one integer label per frame (an alignment), got "

@@ -586,7 +586,7 @@ def test_a_recipes_config_dir_is_written_before_its_lda_mat_exists(tmp_path, cap
     assert capsys.readouterr().out.count("matrix=exp/tdnn/configs/lda.mat") == 1
 
 
-def test_a_failed_config_dir_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+def test_a_failed_config_dir_leaves_the_folder_as_it_was(tmp_path, monkeypatch, capsys):
     """The set is written as a whole: when one file cannot be written, none of the others changes."""
     from symnet import atomic
 
@@ -604,6 +604,8 @@ def test_a_failed_config_dir_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
 
     monkeypatch.setattr(atomic.AtomicFile, "prepare", full_disk)
     assert main(["xconfig", "--config-dir", "configs", "network.xconfig"]) == 1
+    err = capsys.readouterr().err
+    assert "configs/vars" in err and "No space left on device" in err  # the message names the file
     assert os.listdir(configs) == ["final.config"]
     assert (configs / "final.config").read_text() == "the old final.config"
 
