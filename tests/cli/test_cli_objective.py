@@ -6,8 +6,12 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import numpy as np
+
+import symnet
 from helpers import EXAMPLES
 from symnet.cli import main
+from symnet.kaldi import read_model
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -70,6 +74,13 @@ def test_train_with_chain_and_subsampling(tmp_path: Path) -> None:
     status, stdout, err = run("train", str(chain_config(tmp_path)), *COMMON, *args, str(out))
     assert status == 0, err
     assert out.exists() and "accuracy" in stdout
+    # the chain model exported as Kaldi's final.raw (symnet copy, as nnet3-copy) reads back with equal outputs
+    status, _, err = run("copy", str(out), str(tmp_path / "final.raw"))
+    assert status == 0, err
+    trained, exported = symnet.load(out), read_model(tmp_path / "final.raw")
+    x = np.random.default_rng(0).standard_normal((2, 40, 16)).astype(np.float32)
+    ours = np.asarray(getattr(trained, "network", trained).compute(x))
+    np.testing.assert_allclose(np.asarray(exported.network.compute(x)), ours, rtol=1e-5, atol=1e-5)
     # Kaldi's den.fst of the chain fixtures (chain-make-den-fst; 4 pdfs, of the output's 30) as the denominator
     den = EXAMPLES.parent / "tests" / "data" / "chain" / "den.fst"
     status, stdout, err = run(
