@@ -6,8 +6,10 @@ The task (`HmmTask`, 5 phones of 2 states, 6-dim features) gives state alignment
 phone transcripts (CTC, blank 0) and the reference phone error rate of Viterbi decoding with the true model.
 xent trains at every frame; CTC and chain at every `k`-th. Reported on held-out sequences: frame accuracy
 (argmax vs the state alignment, at the trained frames; xent and chain), phone error rate (xent and chain:
-argmax states -> phones, repeats collapsed; CTC: greedy decode), and training steps/s (after the first epoch,
-which compiles). Chain uses symnet's alignment numerators and pdf-bigram denominator (docs/chain.md).
+argmax states -> phones, repeats collapsed, and with an HMM decode: Viterbi with the training alignments' state
+bigram, xent's posteriors over state priors, chain's outputs as they are; CTC: greedy decode), and training
+steps/s (after the first epoch, which compiles). Chain uses symnet's alignment numerators and pdf-bigram
+denominator (docs/chain.md).
 """
 
 from __future__ import annotations
@@ -38,6 +40,32 @@ def tdnn(out_dim: int, log_softmax: bool) -> Network:
     h = ReLU(affine(Append(Offset(h, -3), h, Offset(h, 3)), 96, 32, "l2"))
     out = affine(h, 32, out_dim, "out")
     return Network(LogSoftmax(out) if log_softmax else out, seed=0)
+
+
+def state_bigram(labels: list[np.ndarray], states: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Log initial and transition probabilities of the state sequences at every k-th frame (all k phases),
+    add-one smoothed: the HMM an output is decoded with."""
+    initial, pairs = np.ones(states), np.ones((states, states))
+    for lab in labels:
+        for phase in range(k):
+            seq = lab[phase::k]
+            if len(seq):
+                initial[seq[0]] += 1
+                np.add.at(pairs, (seq[:-1], seq[1:]), 1)
+    return np.log(initial / initial.sum()), np.log(pairs / pairs.sum(1, keepdims=True))
+
+
+def viterbi(scores: np.ndarray, log_initial: np.ndarray, log_trans: np.ndarray) -> np.ndarray:
+    """The best state path for per-frame log scores `[T, S]` under the HMM."""
+    best, back = log_initial + scores[0], []
+    for frame in scores[1:]:
+        candidates = best[:, None] + log_trans
+        back.append(candidates.argmax(0))
+        best = candidates.max(0) + frame
+    path = [int(best.argmax())]
+    for pointers in reversed(back):
+        path.append(int(pointers[path[-1]]))
+    return np.array(path[::-1])
 
 
 def main() -> None:
@@ -88,10 +116,18 @@ def main() -> None:
             hyps = [collapse(o[::k].argmax(-1) // spp) for o in outputs]
             right = sum(int((o[::k].argmax(-1) == lab[::k]).sum()) for o, lab in zip(outputs, valid.labels))
             acc = right / sum(len(lab[::k]) for lab in valid.labels)
+            # An HMM decode, as a hybrid or chain model is decoded: the training alignments' state bigram at
+            # the output frame rate; xent's posteriors divided by the state priors, chain's outputs as they are.
+            log_initial, log_trans = state_bigram(list(tr.labels), task.num_states, k)
+            counts = np.bincount(np.concatenate(list(tr.labels)), minlength=task.num_states) + 1.0
+            log_prior = np.log(counts / counts.sum()) if name == "xent" else 0.0
+            paths = [viterbi(o[::k] - log_prior, log_initial, log_trans) for o in outputs]
+            decoded = phone_error_rate([collapse(p // spp) for p in paths], refs)
         per_epoch = math.ceil(sum(math.ceil(len(f) / args.chunk) for f in tr.features) / 16)
         steps = per_epoch * (args.epochs - 1) / max(sum(times[1:]), 1e-9)
         per = phone_error_rate(hyps, refs)
-        print(f"{name:6s} k={k}: frame accuracy {acc:.3f}  phone error rate {per:.3f}  steps/s {steps:.1f}")
+        hmm = f"  with an HMM decode {decoded:.3f}" if name != "ctc" else ""
+        print(f"{name:6s} k={k}: frame accuracy {acc:.3f}  phone error rate {per:.3f}{hmm}  steps/s {steps:.1f}")
 
 
 if __name__ == "__main__":
