@@ -78,36 +78,33 @@ def initial_probs(fst: Fst) -> np.ndarray:
     return avg
 
 
-def denominator_graph(fst: Fst, num_pdfs: int) -> ChainGraph:
-    """Kaldi's DenominatorGraph of a den.fst: arcs labelled pdf-id + 1, all states final, Kaldi's
-    initial probabilities."""
-    pdf = _pdfs_of(fst, num_pdfs, "denominator FST")
+def _graph(fst: Fst, pdf: np.ndarray, num_pdfs: int, initial: np.ndarray, final: np.ndarray) -> ChainGraph:
+    """The ChainGraph of `fst`'s arcs (probabilities exp(-weight)) with these initial and final probabilities."""
     return ChainGraph(
         num_pdfs=int(num_pdfs),
         src=fst.src.astype(np.int32),
         dst=fst.dst.astype(np.int32),
         pdf=pdf,
         prob=np.exp(-fst.weight.astype(np.float64)).astype(np.float32),
-        initial=initial_probs(fst).astype(np.float32),
-        final=np.ones(fst.num_states, np.float32),
+        initial=initial.astype(np.float32),
+        final=final.astype(np.float32),
     )
+
+
+def denominator_graph(fst: Fst, num_pdfs: int) -> ChainGraph:
+    """Kaldi's DenominatorGraph of a den.fst: arcs labelled pdf-id + 1, all states final, Kaldi's
+    initial probabilities."""
+    pdf = _pdfs_of(fst, num_pdfs, "denominator FST")
+    return _graph(fst, pdf, num_pdfs, initial_probs(fst), np.ones(fst.num_states))
 
 
 def numerator_graph(fst: Fst, num_pdfs: int) -> ChainGraph:
     """A supervision FST (labels pdf-id + 1, as in Kaldi's chain egs) as a numerator graph: it starts in
     the start state and ends with the final weights; no leaky HMM."""
     pdf = _pdfs_of(fst, num_pdfs, "supervision FST")
-    initial = np.zeros(fst.num_states, np.float32)
+    initial = np.zeros(fst.num_states)
     initial[fst.start] = 1.0
-    return ChainGraph(
-        num_pdfs=int(num_pdfs),
-        src=fst.src.astype(np.int32),
-        dst=fst.dst.astype(np.int32),
-        pdf=pdf,
-        prob=np.exp(-fst.weight.astype(np.float64)).astype(np.float32),
-        initial=initial,
-        final=np.exp(-fst.final.astype(np.float64)).astype(np.float32),
-    )
+    return _graph(fst, pdf, num_pdfs, initial, np.exp(-fst.final.astype(np.float64)))
 
 
 def fst_from_arcs(
