@@ -164,6 +164,10 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
             raise SymnetError(f"unknown --data {args.data!r}; the built-in task is builtin:hmm[:SEQUENCES]")
         from .datasets import HmmTask
 
+        given = [o for o in ("valid_feats", "valid_targets", "valid_fraction") if getattr(args, o, None)]
+        if given:  # the built-in task makes its own validation data: these would be ignored
+            options = ", ".join("--" + o.replace("_", "-") for o in given)
+            raise _UsageError(f"{options}: validation data for --feats; --data builtin:hmm makes its own")
         sequences = int(parts[2]) if len(parts) == 3 else 500
         task = HmmTask.create(seed=args.seed)
         train = task.sample(sequences, seed=args.seed + 1)

@@ -146,6 +146,9 @@ def test_validation_data_for_kaldi_tables(tmp_path: Path) -> None:
     status, _, err = run("train", config, *common, "--output", "nothing", "--out", str(tmp_path / "d.npz"))
     assert status != 0 and "nothing" in err
     assert not (tmp_path / "c.npz").exists() and not (tmp_path / "d.npz").exists()
+    builtin = ["--data", "builtin:hmm:6", "--valid-fraction", "0.2", "--out", str(tmp_path / "e.npz")]
+    status, _, err = run("train", config, *builtin)  # the built-in task's own validation data: not ignored silently
+    assert status != 0 and "--valid-fraction: validation data for --feats" in err
 
 
 def test_a_held_out_fraction_is_the_last_utterances_by_id(tmp_path: Path) -> None:
