@@ -5,8 +5,10 @@ num = stack_graphs([numerator_graph(fst, num_pdfs) for fst in supervision_fsts])
 result = chain_objective(outputs, den, num, lengths, options=ChainOptions(l2_regularize=5e-5))
 loss = -result.total / result.weight
 
-Without Kaldi's graphs, symnet's own (not Kaldi's constructions): `alignment_numerator` (from a pdf alignment)
-and `denominator_from_alignments` (a pdf bigram); `symnet.train.Chain` trains with them in `fit`.
+A denominator as Kaldi makes it, without Kaldi: `estimate_phone_lm` (chain-est-phone-lm, exactly) and
+`phone_lm_denominator(lm, Topology...)` (chain-make-den-fst's weighted language, monophone, unminimised).
+symnet's own constructions (not Kaldi's): `alignment_numerator` (from a pdf alignment) and
+`denominator_from_alignments` (a pdf bigram); `symnet.train.Chain` trains with any of them in `fit`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from .graph import (
     read_denominator_graph,
 )
 from .objective import ChainObjective, ChainOptions, chain_objective, subsample
+from .phone_lm import estimate_phone_lm
+from .phone_lm_graph import phone_lm_denominator, push_special
 from .supervision import alignment_numerator, allowed_pdfs, denominator_from_alignments
+from .topology import HmmState, Topology
 
 __all__ = [
     "ChainGraph",
@@ -31,11 +36,14 @@ __all__ = [
     "ChainOptions",
     "Fst",
     "GraphArrays",
+    "HmmState",
+    "Topology",
     "alignment_numerator",
     "allowed_pdfs",
     "chain_objective",
     "denominator_from_alignments",
     "denominator_graph",
+    "estimate_phone_lm",
     "forward_backward",
     "fst_from_arcs",
     "graph_arrays",
@@ -44,6 +52,8 @@ __all__ = [
     "numerator_graph_from_text",
     "parse_fst_binary",
     "parse_fst_text",
+    "phone_lm_denominator",
+    "push_special",
     "read_denominator_graph",
     "read_fst",
     "stack_graphs",

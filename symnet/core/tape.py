@@ -9,7 +9,7 @@ forward and backward become one XLA program.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -69,22 +69,7 @@ class Tape:
 
     def nodes(self) -> list[Tape]:
         """Every tape node reachable from this one, operands before their users."""
-        order: list[Tape] = []
-        seen: set[int] = set()
-        stack: list[tuple[Tape, bool]] = [(self, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            for up in reversed(node.upstream):
-                if id(up) not in seen:
-                    stack.append((up, False))
-        return order
+        return _topological((self,))
 
     def __iter__(self) -> Iterator[Tape]:
         return iter(self.nodes())
@@ -103,22 +88,14 @@ class Tape:
         The result is shaped like the network's parameters: weights this tape does
         not reach get zeros.
         """
-        deltas = self.backward_deltas(delta)
-        reached: dict[str, jax.Array] = {}
-        for node, d in deltas.items():
-            name = node.parameter
-            if name is not None:
-                # One name is one parameter: a tape chained from another run can
-                # hold a second node of the same Weight; its delta adds up.
-                reached[name] = reached[name] + d if name in reached else d
-        grads: dict[str, jax.Array] = {}
-        if self.parameters is not None:
-            grads = {name: jnp.zeros_like(value) for name, value in self.parameters.items()}
-        grads.update(reached)
-        return grads
+        return backward(((self, delta),))
 
     def backward_deltas(self, delta: Any = 1.0) -> dict[Tape, jax.Array]:
         """The delta of every tape node this one reaches (the objects are the keys)."""
+        return backward_deltas(((self, delta),))
+
+    def _delta(self, delta: Any) -> jax.Array:
+        """`delta` as an array of this tape's value's shape (a scalar is broadcast)."""
         try:
             delta = jnp.asarray(delta, dtype=self.value.dtype)
         except (TypeError, ValueError) as e:
@@ -133,23 +110,70 @@ class Tape:
                     f"{self.shape}{at(self.layer.where)}"
                 )
             delta = jnp.broadcast_to(delta, self.value.shape)
-        order = self.nodes()
-        pending: dict[int, jax.Array] = {id(self): delta}
-        result: dict[Tape, jax.Array] = {}
-        for node in reversed(order):
-            d = pending.pop(id(node), None)
-            if d is None:
+        return delta
+
+
+def backward(seeds: Sequence[tuple[Tape, Any]]) -> dict[str, jax.Array]:
+    """Gradients of every Weight (name -> array) given deltas of several tapes of one run (e.g. two outputs
+    that share layers): one walk, the shared layers' deltas summed, as one `Tape.backward` of their sum would.
+    Weights of the run that no seed reaches get zeros."""
+    deltas = backward_deltas(seeds)
+    reached: dict[str, jax.Array] = {}
+    for node, d in deltas.items():
+        name = node.parameter
+        if name is not None:
+            # One name is one parameter: a tape chained from another run can
+            # hold a second node of the same Weight; its delta adds up.
+            reached[name] = reached[name] + d if name in reached else d
+    grads: dict[str, jax.Array] = {}
+    for tape, _ in seeds:
+        if tape.parameters is not None:
+            grads.update({name: jnp.zeros_like(value) for name, value in tape.parameters.items() if name not in grads})
+    grads.update(reached)
+    return grads
+
+
+def backward_deltas(seeds: Sequence[tuple[Tape, Any]]) -> dict[Tape, jax.Array]:
+    """The delta of every tape node the seeds `(tape, delta of its value)` reach (the objects are the keys)."""
+    pending: dict[int, jax.Array] = {}
+    for tape, delta in seeds:
+        d = tape._delta(delta)
+        pending[id(tape)] = pending[id(tape)] + d if id(tape) in pending else d
+    result: dict[Tape, jax.Array] = {}
+    for node in reversed(_topological(tuple(tape for tape, _ in seeds))):
+        d = pending.pop(id(node), None)
+        if d is None:
+            continue
+        result[node] = d
+        if not node.upstream:
+            continue
+        if node.pullback is not None:
+            upstream_deltas = node.pullback(d)
+        else:
+            upstream_deltas = node.layer.vjp(d, node.value, *(u.value for u in node.upstream))
+        for up, ud in zip(node.upstream, upstream_deltas):
+            if ud is None:
                 continue
-            result[node] = d
-            if not node.upstream:
-                continue
-            if node.pullback is not None:
-                upstream_deltas = node.pullback(d)
-            else:
-                upstream_deltas = node.layer.vjp(d, node.value, *(u.value for u in node.upstream))
-            for up, ud in zip(node.upstream, upstream_deltas):
-                if ud is None:
-                    continue
-                key = id(up)
-                pending[key] = pending[key] + ud if key in pending else ud
-        return result
+            key = id(up)
+            pending[key] = pending[key] + ud if key in pending else ud
+    return result
+
+
+def _topological(roots: Sequence[Tape]) -> list[Tape]:
+    """Every tape node reachable from `roots`, operands before their users."""
+    order: list[Tape] = []
+    seen: set[int] = set()
+    stack: list[tuple[Tape, bool]] = [(root, False) for root in reversed(roots)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for up in reversed(node.upstream):
+            if id(up) not in seen:
+                stack.append((up, False))
+    return order

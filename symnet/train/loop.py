@@ -32,6 +32,7 @@ from ..components.normalize import statistics_across
 from ..core import rng
 from ..core.index import IndexSet
 from ..core.layer import evolve
+from ..core.tape import backward
 from ..core.walk import walk
 from ..engine import ComputationRequest, compile
 from ..engine.buckets import padding_side
@@ -80,8 +81,9 @@ class FitResult:
     opt_state: Any
 
 
-def as_chunks(data: Any, network: Any, chunk: int, output: str) -> Chunks:
-    """Chunks from a `Chunks`, a `symnet.datasets.Dataset`, or a `(features, targets)` pair of lists."""
+def as_chunks(data: Any, network: Any, chunk: int, output: str | Sequence[str]) -> Chunks:
+    """Chunks from a `Chunks`, a `symnet.datasets.Dataset`, or a `(features, targets)` pair of lists, with the
+    input context `output` needs (of several outputs, the widest on each side)."""
     if isinstance(data, Chunks):
         return data
     if hasattr(data, "features") and hasattr(data, "labels"):
@@ -91,7 +93,10 @@ def as_chunks(data: Any, network: Any, chunk: int, output: str) -> Chunks:
     else:
         hint = " (read Kaldi archives with symnet.train.read_kaldi_data)" if isinstance(data, str) else ""
         raise ShapeError(f"cannot train on {type(data).__name__}: give a Dataset, Chunks or (features, targets)" + hint)
-    left, right = network.context(output)
+    names = (output,) if isinstance(output, str) else output
+    # An output the network does not have is _check_data's error to report, by name.
+    contexts = [network.context(name) for name in names if name == names[0] or name in network.structure.outputs]
+    left, right = max(c[0] for c in contexts), max(c[1] for c in contexts)
     return make_chunks(features, targets, chunk=chunk, left=left, right=right)
 
 
@@ -137,6 +142,9 @@ class Trainer:
         # minibatch's number of sequences and the dropout schedule's proportions (`rules_args`).
         self.rules = rules
         self.kind, self.input, self.output = kind, input, output
+        # Every output a step computes: the trained one first, then those the objective also reads (the
+        # chain objective's `output-xent`), each given its derivative in one backward walk.
+        self.outputs = (output, *(self.sequence.extra_outputs if self.sequence is not None else ()))
         self.batch_size = batch_size
         self.chunk, self.left, self.right = chunks.chunk, chunks.left, chunks.right
         # The chunk widths minibatches are cut down to (`fit`'s `chunk=(300, 200, 100)`): the largest is `chunk`.
@@ -180,12 +188,16 @@ class Trainer:
                 statistics_across(reduce.axis),
                 natural_gradient.step_context(opt_state) as ng,
             ):
-                tape = computation.forward(network, {input: x}, ends)[output]
-                loss, correct, delta = self.objective(tape.value, targets, weights)
+                tapes = computation.forward(network, {input: x}, ends)
+                loss, correct, deltas = self.objective(
+                    {name: tapes[name].value for name in self.outputs}, targets, weights
+                )
                 share = reduce.share(weights)
-                grads = reduce.sum(tape.backward(delta * share))
+                grads = reduce.sum(backward([(tapes[name], d * share) for name, d in deltas.items()]))
                 # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
-                state = {**network.state, **batchnorm_stats_updates(tape)}
+                state = dict(network.state)
+                for name in self.outputs:
+                    state.update(batchnorm_stats_updates(tapes[name]))
             loss, correct = reduce.sum((loss * share, correct))
             if rules is None:
                 updates, opt_state = optimizer.update(grads, ng.carry(opt_state), network.params)
@@ -220,8 +232,8 @@ class Trainer:
         ) -> tuple[jax.Array, jax.Array]:
             test_network = Network.from_structure(test_structure, network.params, network.state)
             with rng.dropout_proportions(dropout) if dropout else contextlib.nullcontext():
-                value = self.computation_for(self.width_of(x), test=True)(test_network, {input: x}, ends)[output]
-            loss, correct, _ = self.objective(value, targets, weights)
+                values = self.computation_for(self.width_of(x), test=True)(test_network, {input: x}, ends)
+            loss, correct, _ = self.objective({name: values[name] for name in self.outputs}, targets, weights)
             share = reduce.share(weights)
             return reduce.sum((loss * share, correct))
 
@@ -242,27 +254,38 @@ class Trainer:
             self.step = parallel.jit(step, "rrsssrsr", donate=(1,))
             self.evaluate = parallel.jit(evaluate, "rssssr")
 
-    def objective(self, value: jax.Array, targets: Any, weights: jax.Array) -> tuple[jax.Array, Any, jax.Array]:
-        """(loss, statistics, d loss / d value) of output rows `value` (`[frames * batch, dim]`, t-major; with
-        frame subsampling the rows of chunk frames 0, k, 2k, ... only, as are `targets` and `weights`).
+    def objective(
+        self, values: Mapping[str, jax.Array], targets: Any, weights: jax.Array
+    ) -> tuple[jax.Array, Any, dict[str, jax.Array]]:
+        """(loss, statistics, d loss / d each of `outputs`) of the output rows `values` by name
+        (`[frames * batch, dim]`, t-major; with frame subsampling the rows of chunk frames 0, k, 2k, ... only,
+        as are `targets` and `weights`).
 
         Statistics: the correct frames for a per-frame objective, a sequence objective's statistics (a dict
         with `correct` and `count`) for one."""
         if self.sequence is None:
-            return objective(self.kind, value, targets, weights)
+            loss, correct, delta = objective(self.kind, values[self.output], targets, weights)
+            return loss, correct, {self.output: delta}
         batch = self.local_batch
-        frames = value.reshape((value.shape[0] // batch, batch) + value.shape[1:])
-        out = jnp.swapaxes(frames, 0, 1)  # [batch, frames, dim]
-        w = weights.reshape(frames.shape[0], batch).T
-        loss, stats, delta = self.sequence.value_and_grad(out, w, targets)
-        return loss, stats, jnp.swapaxes(delta, 0, 1).reshape(value.shape)
+
+        def sequences(rows: jax.Array) -> jax.Array:  # [frames * batch, dim] -> [batch, frames, dim]
+            return jnp.swapaxes(rows.reshape((rows.shape[0] // batch, batch) + rows.shape[1:]), 0, 1)
+
+        def rows(x: jax.Array) -> jax.Array:
+            return jnp.swapaxes(x, 0, 1).reshape((-1,) + x.shape[2:])
+
+        value = values[self.output]
+        w = weights.reshape(value.shape[0] // batch, batch).T
+        extra = {name: sequences(values[name]) for name in self.outputs[1:]}
+        loss, stats, delta, extra_deltas = self.sequence.value_and_grad(sequences(value), w, targets, extra)
+        return loss, stats, {self.output: rows(delta), **{name: rows(d) for name, d in extra_deltas.items()}}
 
     def request(self, batch: int, width: int | None = None) -> ComputationRequest:
         """The request of one minibatch of `batch` chunks of `width` output frames (`chunk` unless given)."""
         width = self.chunk if width is None else width
         return ComputationRequest(
             inputs={self.input: IndexSet.range(n=batch, t=(-self.left, width + self.right))},
-            outputs={self.output: IndexSet.range(n=batch, t=range(0, width, self.subsampling))},
+            outputs={name: IndexSet.range(n=batch, t=range(0, width, self.subsampling)) for name in self.outputs},
             sequence_ends=self.sequence_ends,
         )
 
@@ -530,9 +553,10 @@ def fit(
         raise TrainingError(f"data_axis must be a mesh axis name, got {data_axis!r}")
     parallel = DataParallel(mesh, batch_size, data_axis) if mesh is not None else None
     widths = _widths(chunk)
-    train_chunks = as_chunks(train, network, widths[-1], output)
-    valid_chunks = as_chunks(valid, network, widths[-1], output) if valid is not None else None
     resolved = get_objective(objective)
+    outputs = (output, *(resolved.extra_outputs if isinstance(resolved, Objective) else ()))
+    train_chunks = as_chunks(train, network, widths[-1], outputs)
+    valid_chunks = as_chunks(valid, network, widths[-1], outputs) if valid is not None else None
     _check_data(network, train_chunks, resolved, input, output)
     if valid_chunks is not None:
         _check_data(network, valid_chunks, resolved, input, output, "validation data", like=train_chunks)
@@ -982,6 +1006,23 @@ def _check_data(
     targets = chunks.targets
     if isinstance(kind, Objective):
         kind.check(targets, out_dim, what, output)
+        for extra in kind.extra_outputs:
+            if extra not in graph.outputs:
+                raise TrainingError(
+                    f"the {kind.name!r} objective reads output {extra!r}, which the network does not have; "
+                    f"it has {list(graph.outputs)}"
+                )
+            extra_left, extra_right = network.context(extra)
+            if chunks.left < extra_left or chunks.right < extra_right:
+                raise ShapeError(
+                    f"{what}: chunks with context ({chunks.left}, {chunks.right}), but output {extra!r} needs "
+                    f"({extra_left}, {extra_right}) frames of input context"
+                )
+            if (extra_dim := _output_dim(network, chunks, input, extra)) != out_dim:
+                raise ShapeError(
+                    f"the {kind.name!r} objective reads output {extra!r} of dim {extra_dim} beside output "
+                    f"{output!r} of dim {out_dim}: they must have one dim (one value per pdf)"
+                )
     elif kind == "linear":
         check_labels("linear", targets, out_dim, what, output)
     else:  # quadratic

@@ -84,22 +84,43 @@ class Objective:
         with a leading chunk axis (minibatches index it)."""
         return {"targets": targets[:, ::subsampling], "weights": weights[:, ::subsampling]}
 
+    #: Other outputs of the network the objective reads (their values come to `loss` as `extra`, at the
+    #: same frames as the output's; `fit` checks each has the output's dim and backpropagates into it).
+    @property
+    def extra_outputs(self) -> tuple[str, ...]:
+        return ()
+
     def loss(
-        self, output: jax.Array, weights: jax.Array, supervision: Mapping[str, jax.Array]
+        self,
+        output: jax.Array,
+        weights: jax.Array,
+        supervision: Mapping[str, jax.Array],
+        extra: Mapping[str, jax.Array] | None = None,
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         """(loss normalised per output frame: a sum over sequences / max(sum(weights), 1), statistics).
 
         `output [B, T, D]`, `weights [B, T]` (output frame rate, 0 on padding), `supervision`: this
-        minibatch's rows of `supervision(...)`. Statistics: sums over the minibatch, at least `correct`
-        and `count` (the loop reports `correct / count` as the accuracy)."""
+        minibatch's rows of `supervision(...)`, `extra`: the `extra_outputs`' values `[B, T, D]` by name
+        (an objective without extra outputs may define `loss` without this argument).
+        Statistics: sums over the minibatch, at least `correct` and `count` (the loop reports
+        `correct / count` as the accuracy)."""
         raise NotImplementedError
 
     def value_and_grad(
-        self, output: jax.Array, weights: jax.Array, supervision: Mapping[str, jax.Array]
-    ) -> tuple[jax.Array, dict[str, jax.Array], jax.Array]:
-        """(loss, statistics, d loss / d output): `jax.value_and_grad` of `loss`."""
-        (value, stats), delta = jax.value_and_grad(self.loss, has_aux=True)(output, weights, supervision)
-        return value, stats, delta
+        self,
+        output: jax.Array,
+        weights: jax.Array,
+        supervision: Mapping[str, jax.Array],
+        extra: Mapping[str, jax.Array] | None = None,
+    ) -> tuple[jax.Array, dict[str, jax.Array], jax.Array, dict[str, jax.Array]]:
+        """(loss, statistics, d loss / d output, d loss / d each extra output): `jax.value_and_grad` of `loss`."""
+        if not self.extra_outputs:  # `loss` may take three arguments (an objective of one output)
+            (value, stats), delta = jax.value_and_grad(self.loss, has_aux=True)(output, weights, supervision)
+            return value, stats, delta, {}
+        (value, stats), (delta, extra_deltas) = jax.value_and_grad(self.loss, argnums=(0, 3), has_aux=True)(
+            output, weights, supervision, dict(extra or {})
+        )
+        return value, stats, delta, extra_deltas
 
     def describe(self) -> str:
         """What a checkpoint records as the objective (a resume with another is refused)."""
@@ -155,7 +176,11 @@ class CTC(Objective):
         return {"labels": labels, "label_paddings": paddings}
 
     def loss(
-        self, output: jax.Array, weights: jax.Array, supervision: Mapping[str, jax.Array]
+        self,
+        output: jax.Array,
+        weights: jax.Array,
+        supervision: Mapping[str, jax.Array],
+        extra: Mapping[str, jax.Array] | None = None,
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         import optax
 
@@ -185,20 +210,27 @@ class Chain(Objective):
     `symnet.chain.denominator_from_alignments`; a den.fst as an `Fst` (`symnet.chain.read_fst(path)`): `fit`
     makes its graph for the output's dim; None (and `fit(objective="chain")`): `fit` makes the pdf bigram
     from the training alignments at the output frame rate (`for_output`). `options`: Kaldi's ChainTrainingOptions
-    (`l2_regularize`, `leaky_hmm_coefficient`, `out_of_range_regularize`); `xent_regularize` needs the
-    `output-xent` output, which `fit` does not train: a nonzero value is an error.
+    (`l2_regularize`, `leaky_hmm_coefficient`, `out_of_range_regularize`, `xent_regularize`).
+    `xent_output`: the name of the network's cross-entropy output (Kaldi's `output-xent`, a log-softmax of the
+    output's dim at the same frames), trained as Kaldi trains it with `xent_regularize` > 0: its derivative is
+    `xent_regularize` times the numerator posteriors (both are needed together; Kaldi's recipes use
+    `xent_regularize=0.1` and give `output-xent` a learning-rate factor of `0.5 / xent_regularize`, which
+    `kaldi_rules` applies for a network from a Kaldi config).
     `tolerance`: the numerator of a chunk is `symnet.chain.alignment_numerator(alignment, subsampling=k,
     tolerance=tolerance)`: at output frame j every pdf aligned within `tolerance` input frames of frame j*k
     (0: the subsampled alignment itself). This is symnet's construction, not Kaldi's chain-get-supervision
     (phone alignments through the tree and topology with left/right tolerance on phone boundaries).
 
     The loss is `-(objf + l2_term) / frames` (Kaldi's per-frame objective, negated); its gradient is Kaldi's
-    `numerator - denominator occupation` (the objective's custom_vjp). Statistics: frames whose argmax is the
-    aligned pdf (`correct`) of the output frames (`count`): the frame accuracy."""
+    `numerator - denominator occupation` (the objective's custom_vjp), and with `xent_output` the gradient
+    also has `output-xent`'s term (its objective is not in the loss, as Kaldi reports it apart).
+    Statistics: frames whose argmax is the aligned pdf (`correct`) of the output frames (`count`): the frame
+    accuracy."""
 
     den: ChainGraph | Fst | None = None
     options: ChainOptions = ChainOptions()
     tolerance: int = 0
+    xent_output: str | None = None
     name: ClassVar[str] = "chain"
 
     def __attrs_post_init__(self) -> None:
@@ -210,11 +242,13 @@ class Chain(Objective):
             )
         if not isinstance(self.options, ChainOptions):
             raise TrainingError(f"Chain(options=...) takes a symnet.chain.ChainOptions, got {self.options!r:.60}")
-        if self.options.xent_regularize:
+        if self.xent_output is not None and not isinstance(self.xent_output, str):
+            raise TrainingError(f"Chain: xent_output must be an output's name, got {self.xent_output!r}")
+        if bool(self.options.xent_regularize) != (self.xent_output is not None):
             raise TrainingError(
-                f"Chain: xent_regularize={self.options.xent_regularize} needs the output-xent output trained on the "
-                "numerator posteriors, which fit does not do yet; set xent_regularize=0 (or use "
-                "symnet.chain.chain_objective(xent_output=...) in a loop of your own)"
+                f"Chain: xent_regularize={self.options.xent_regularize} with xent_output={self.xent_output!r}: "
+                "the cross-entropy output is trained only with both (e.g. xent_output='output-xent', "
+                "options=ChainOptions(xent_regularize=0.1), as Kaldi's recipes); give both or neither"
             )
         if isinstance(self.tolerance, bool) or not isinstance(self.tolerance, (int, np.integer)) or self.tolerance < 0:
             raise TrainingError(f"Chain: tolerance must be an integer >= 0 (input frames), got {self.tolerance!r}")
@@ -224,8 +258,13 @@ class Chain(Objective):
         den = "from-alignments" if self.den is None else "fst" if isinstance(self.den, Fst) else _graph_digest(self.den)
         return (
             f"chain(den={den}, tolerance={self.tolerance}, l2_regularize={o.l2_regularize}, "
-            f"leaky_hmm_coefficient={o.leaky_hmm_coefficient}, out_of_range_regularize={o.out_of_range_regularize})"
+            f"leaky_hmm_coefficient={o.leaky_hmm_coefficient}, out_of_range_regularize={o.out_of_range_regularize}"
+            + (f", xent_output={self.xent_output}, xent_regularize={o.xent_regularize})" if self.xent_output else ")")
         )
+
+    @property
+    def extra_outputs(self) -> tuple[str, ...]:
+        return () if self.xent_output is None else (self.xent_output,)
 
     def with_denominator(self, den: ChainGraph) -> Chain:
         """This objective with denominator graph `den`."""
@@ -293,7 +332,11 @@ class Chain(Objective):
         return out
 
     def loss(
-        self, output: jax.Array, weights: jax.Array, supervision: Mapping[str, jax.Array]
+        self,
+        output: jax.Array,
+        weights: jax.Array,
+        supervision: Mapping[str, jax.Array],
+        extra: Mapping[str, jax.Array] | None = None,
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
         if not isinstance(self.den, ChainGraph):
             raise TrainingError(
@@ -312,8 +355,12 @@ class Chain(Objective):
             lengths,
             (lengths > 0).astype(output.dtype),
             options=self.options,
+            xent_output=None if self.xent_output is None else (extra or {})[self.xent_output],
         )
-        loss = -(result.objf + result.l2_term) / jnp.maximum(result.weight, 1.0)
+        # The value is the chain objective's; the gradient also has output-xent's term (Kaldi's derivative).
+        xent = self.options.xent_regularize * result.xent_objf
+        total = result.objf + result.l2_term + (xent - jax.lax.stop_gradient(xent))
+        loss = -total / jnp.maximum(result.weight, 1.0)
         aligned = s["alignment"][:, : output.shape[1]]
         correct = (frames & (jnp.argmax(jax.lax.stop_gradient(output), -1) == aligned)).sum()
         return loss, {"correct": correct.astype(output.dtype), "count": frames.sum().astype(output.dtype)}

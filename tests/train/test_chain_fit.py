@@ -171,8 +171,10 @@ def test_bigram_denominator_against_counts():
 
 
 def test_refusals():
-    with pytest.raises(TrainingError, match="xent_regularize=0.1 needs the output-xent output"):
+    with pytest.raises(TrainingError, match="xent_regularize=0.1 with xent_output=None: .* give both or neither"):
         Chain(den=small_den(), options=ChainOptions(xent_regularize=0.1))
+    with pytest.raises(TrainingError, match="xent_regularize=0.0 with xent_output='output-xent'"):
+        Chain(den=small_den(), xent_output="output-xent")
     with pytest.raises(TrainingError, match="tolerance must be an integer >= 0"):
         Chain(tolerance=-1)
     with pytest.raises(TrainingError, match="has no denominator graph: pass Chain.den="):
@@ -277,3 +279,123 @@ def by_name_den(train, k):
 
 def small_den_of(p):
     return denominator_graph(fst_from_arcs([0, 0], [0, 0], [0, p - 1], [0.5, 0.5], log=False), p)
+
+
+# -- the cross-entropy output (Kaldi's output-xent) ---------------------------------------------------------
+
+
+def two_headed(out_dim):
+    """A TDNN with Kaldi's two chain outputs: `output` (no log-softmax) and `output-xent` (log-softmax), on one
+    shared hidden layer."""
+    from symnet import LogSoftmax
+
+    x = Input("input", FEAT)
+    h = ReLU(affine(Append(*[Offset(x, o) if o else x for o in (-2, -1, 0, 1, 2)]), 5 * FEAT, 16, "l1"))
+    return Network(
+        {"output": affine(h, 16, out_dim, "out"), "output-xent": LogSoftmax(affine(h, 16, out_dim, "xent"))}, seed=0
+    )
+
+
+def test_xent_regularized_step_equals_jax_grad_of_kaldis_total(task):
+    """One training step's gradient, through the Tape's one backward walk over both outputs, equals jax.grad of
+    Kaldi's total objective (chain + l2 + xent_regularize * xent) computed with chain_objective on the compiled
+    computation's outputs; output-xent's gradient is xent_regularize * numerator posteriors / frames."""
+    from symnet.train import loop, make_chunks
+
+    data = task.sample(3, seed=1)
+    net = two_headed(task.num_states)
+    k, width = 3, 30
+    chunks = make_chunks(data.features, data.labels, chunk=width, left=2, right=2)
+    den = denominator_from_alignments(list(data.labels), task.num_states, subsampling=k)
+    options = ChainOptions(l2_regularize=0.01, xent_regularize=0.25)
+    objective = Chain(den=den, options=options, xent_output="output-xent")
+    trainer = loop.Trainer(
+        net,
+        optax.sgd(1.0),
+        batch_size=2,
+        chunks=chunks,
+        kind=objective,
+        input="input",
+        output="output",
+        frame_subsampling_factor=k,
+    )
+    assert trainer.outputs == ("output", "output-xent")
+    idx = np.arange(2)
+    x, targets, weights = trainer.arrays(chunks, idx)
+    opt_state = optax.sgd(1.0).init(net.params)
+    new, _, loss, stats, _, _ = trainer.step(net, opt_state, x, targets, weights)
+    step_grads = {name: np.asarray(net.params[name] - new.params[name]) for name in net.params}
+
+    sup = objective.supervision(chunks.targets[idx], chunks.weights[idx], k)
+    num = stack_graphs(
+        [
+            alignment_numerator(a[w > 0], task.num_states, subsampling=k)
+            for a, w in zip(chunks.targets[idx], chunks.weights[idx])
+        ]
+    )
+    lengths = jnp.asarray((chunks.weights[idx][:, ::k] > 0).sum(1))
+    computation = trainer.computation_for(width)
+
+    def kaldi_total(params):
+        values = computation(net.assign(params), {"input": x})
+        y, xent = (jnp.swapaxes(values[n].reshape(-1, 2, task.num_states), 0, 1) for n in ("output", "output-xent"))
+        r = chain_objective(y, graph_arrays(den), num, lengths, options=options, xent_output=xent)
+        return -r.total / r.weight, -(r.objf + r.l2_term) / r.weight
+
+    (total, chain_only), grads = jax.value_and_grad(kaldi_total, has_aux=True)(dict(net.params))
+    assert float(loss) == pytest.approx(float(chain_only), rel=1e-5)  # the reported loss leaves xent out
+    assert float(total) != pytest.approx(float(chain_only), rel=1e-3)  # ... which does count in the gradient
+    for name, g in grads.items():
+        np.testing.assert_allclose(step_grads[name], np.asarray(g), atol=2e-5, rtol=1e-4, err_msg=name)
+    assert np.abs(step_grads["xent.w"]).max() > 1e-3  # output-xent is trained
+    assert sup["alignment"].shape == (2, 10)
+
+
+@pytest.mark.slow
+def test_fit_with_xent_regularization_trains_both_outputs(task):
+    train = task.sample(30, seed=1)
+    net = two_headed(task.num_states)
+    objective = Chain(xent_output="output-xent", options=ChainOptions(xent_regularize=0.1))
+    result = fit(
+        net,
+        train,
+        optax.adam(1e-2),
+        objective=objective,
+        chunk=30,
+        batch_size=16,
+        epochs=4,
+        progress=False,
+        frame_subsampling_factor=3,
+    )
+
+    def xent_accuracy(network):
+        outputs = network.compute(list(train.features), output="output-xent")
+        right = sum(int((np.asarray(o)[::3].argmax(-1) == lab[::3]).sum()) for o, lab in zip(outputs, train.labels))
+        return right / sum(len(lab[::3]) for lab in train.labels)
+
+    before, after = xent_accuracy(net), xent_accuracy(result.network)
+    assert after > before + 0.15, (before, after)  # the xent head learnt the pdfs
+
+
+def test_xent_output_must_exist_and_match_the_output(task):
+    train = task.sample(4, seed=1)
+    with pytest.raises(TrainingError, match="reads output 'output-xnet', which the network does not have"):
+        fit(
+            two_headed(task.num_states),
+            train,
+            optax.adam(1e-2),
+            chunk=30,
+            progress=False,
+            objective=Chain(xent_output="output-xnet", options=ChainOptions(xent_regularize=0.1)),
+        )
+    x = Input("input", FEAT)
+    wrong = Network({"output": affine(x, FEAT, task.num_states, "o"), "output-xent": affine(x, FEAT, 3, "x")}, seed=0)
+    with pytest.raises(ShapeError, match="reads output 'output-xent' of dim 3 beside output 'output' of dim 10"):
+        fit(
+            wrong,
+            train,
+            optax.adam(1e-2),
+            chunk=30,
+            progress=False,
+            objective=Chain(xent_output="output-xent", options=ChainOptions(xent_regularize=0.1)),
+        )

@@ -89,7 +89,7 @@ def test_ctc_loss_equals_the_sum_over_all_alignments():
 
 def test_ctc_gradient_equals_jax_grad_of_the_brute_force():
     output, weights, sup = batch(CASES, seed=1)
-    _, _, delta = jax.jit(CTC().value_and_grad)(jnp.asarray(output), jnp.asarray(weights), sup)
+    _, _, delta, _ = jax.jit(CTC().value_and_grad)(jnp.asarray(output), jnp.asarray(weights), sup)
     total = weights.sum()
     for i, (t, lab) in enumerate(CASES):
         paths = jnp.asarray(alignments(t, 3, lab))
@@ -101,7 +101,7 @@ def test_ctc_gradient_equals_jax_grad_of_the_brute_force():
 def test_ctc_gradient_by_finite_differences():
     output, weights, sup = batch([(4, [1, 2])], seed=2)
     output = output.astype(np.float64)
-    _, _, delta = jax.jit(CTC().value_and_grad)(jnp.asarray(output, jnp.float32), jnp.asarray(weights), sup)
+    _, _, delta, _ = jax.jit(CTC().value_and_grad)(jnp.asarray(output, jnp.float32), jnp.asarray(weights), sup)
     eps = 1e-4
     for t, d in [(0, 0), (1, 1), (3, 2), (2, 0)]:
         up, down = output[0].copy(), output[0].copy()
@@ -332,7 +332,8 @@ def test_subsampled_linear_objective_trains_every_kth_frame_only(task):
     # the request asks for chunk frames 0, 3, ..., 27 only: 10 rows per chunk, t-major (row t * 2 + n)
     value = trainer.computation_for(30)(net, {"input": x})["output"]
     assert value.shape == (10 * 2, 10)
-    loss, correct, delta = trainer.objective(value, targets, weights)
+    loss, correct, deltas = trainer.objective({"output": value}, targets, weights)
+    assert list(deltas) == ["output"]
     logp = np.asarray(value).reshape(10, 2, 10)
     labels = np.stack([chunks.targets[0], chunks.targets[1]], 1)[::3]
     w = np.stack([chunks.weights[0], chunks.weights[1]], 1)[::3]

@@ -1,0 +1,205 @@
+"""The phone LM and its denominator graph against Kaldi's chain-est-phone-lm and chain-make-den-fst
+(fixtures in tests/data/chain/phone_lm, made by its make.sh)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from symnet.chain import Fst, Topology, estimate_phone_lm, phone_lm_denominator, push_special, read_fst
+from symnet.chain.phone_lm_graph import K_DELTA, expand_phone_lm
+from symnet.errors import ChainError
+
+DATA = Path(__file__).parent.parent / "data" / "chain" / "phone_lm"
+OPTION_SETS = range(7)
+
+
+def sequences(name: str) -> list[list[int]]:
+    return [[int(p) for p in line.split()[1:]] for line in (DATA / f"{name}.txt").read_text().splitlines()]
+
+
+def options(i: int) -> dict[str, int]:
+    out = {}
+    for item in (DATA / f"opts.{i}").read_text().split():
+        key, value = item[2:].split("=")
+        out[key.replace("-", "_")] = int(value)
+    return out
+
+
+@pytest.mark.parametrize("data", ["task", "rand"])
+@pytest.mark.parametrize("i", OPTION_SETS)
+def test_phone_lm_equals_kaldi(data: str, i: int) -> None:
+    kaldi = read_fst(str(DATA / f"lm.{data}.{i}.fst"))
+    ours = estimate_phone_lm(sequences(data), **options(i))
+    assert (ours.start, ours.num_states, ours.num_arcs) == (kaldi.start, kaldi.num_states, kaldi.num_arcs)
+    for name in ("src", "dst", "ilabel", "olabel"):
+        np.testing.assert_array_equal(getattr(ours, name), getattr(kaldi, name), err_msg=name)
+    np.testing.assert_allclose(ours.weight, kaldi.weight, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(np.isinf(ours.final), np.isinf(kaldi.final))
+    finite = np.isfinite(kaldi.final)
+    np.testing.assert_allclose(ours.final[finite], kaldi.final[finite], rtol=1e-6, atol=1e-6)
+
+
+def test_pruning_happened_in_the_fixtures() -> None:
+    """The option sets exercise Kaldi's backoff: some prune states, some cannot (BackoffAllowed)."""
+    full = estimate_phone_lm(sequences("rand"), ngram_order=4, num_extra_lm_states=10_000)
+    pruned = estimate_phone_lm(sequences("rand"), **options(2))
+    assert pruned.num_states < full.num_states // 5
+
+
+def test_phone_lm_probabilities_by_hand() -> None:
+    """A bigram of two sentences, counted by hand: from the start, 1 -> 1/2 and 2 -> 1/2."""
+    lm = estimate_phone_lm([[1, 2], [2]], ngram_order=2, no_prune_ngram_order=2)
+    arcs = {(int(s), int(p)): (int(d), float(np.exp(-w))) for s, p, d, w in zip(lm.src, lm.ilabel, lm.dst, lm.weight)}
+    start = lm.start
+    assert arcs[(start, 1)][1] == pytest.approx(0.5) and arcs[(start, 2)][1] == pytest.approx(0.5)
+    after_two = arcs[(start, 2)][0]
+    assert np.exp(-lm.final[after_two]) == pytest.approx(1.0)  # 2 always ends the sentence
+    after_one = arcs[(start, 1)][0]
+    assert arcs[(after_one, 2)][1] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"ngram_order": 1}, "ngram_order must be >= 2"),
+        ({"no_prune_ngram_order": 5}, "no_prune_ngram_order"),
+        ({"num_extra_lm_states": -1}, "num_extra_lm_states"),
+        ({"ngram_order": 2.5}, "must be an integer"),
+    ],
+)
+def test_phone_lm_refuses_options_kaldi_refuses(kwargs: dict, match: str) -> None:
+    with pytest.raises(ChainError, match=match):
+        estimate_phone_lm([[1, 2]], **kwargs)
+
+
+def test_phone_lm_refuses_phone_zero_and_no_data() -> None:
+    with pytest.raises(ChainError, match="sequence 1 has phone 0"):
+        estimate_phone_lm([[1, 2], [0, 1]])
+    with pytest.raises(ChainError, match="no sequences"):
+        estimate_phone_lm([])
+
+
+# -- topologies ------------------------------------------------------------------------------------------------
+
+KALDI_SMOKE_TOPO = """<Topology>
+<TopologyEntry>
+<ForPhones>
+1 2 3 4
+</ForPhones>
+<State> 0 <PdfClass> 0 <Transition> 0 0.5 <Transition> 1 0.5 </State>
+<State> 1 </State>
+</TopologyEntry>
+</Topology>"""
+
+
+def test_topology_parse_and_constructors() -> None:
+    smoke = Topology.parse(KALDI_SMOKE_TOPO)
+    assert smoke == Topology.left_to_right([1, 2, 3, 4], 1, self_loop=0.5)
+    assert smoke.monophone_pdfs() == {1: (0,), 2: (1,), 3: (2,), 4: (3,)}
+    chain = Topology.parse((DATA / "topochain").read_text())
+    assert chain == Topology.chain(range(1, 13))
+    assert chain.monophone_pdfs()[3] == (4, 5)  # two pdf-classes per phone
+    two = Topology.parse((DATA / "topo2").read_text())
+    assert two.phones[1][1].loop_probability(1) == pytest.approx(0.7)
+    assert two.monophone_pdfs()[5] == (8, 9)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("<Topology> </Topology>", "no <TopologyEntry>"),
+        ("not a topology", "in text form"),
+        (KALDI_SMOKE_TOPO.replace("<PdfClass> 0 ", ""), "needs <PdfClass>"),
+        (KALDI_SMOKE_TOPO.replace("<Transition> 1 0.5", "<Transition> 7 0.5"), "transition to 7"),
+        (KALDI_SMOKE_TOPO.replace("1 2 3 4", "1 2 2"), "phone 2 is listed twice"),
+        (KALDI_SMOKE_TOPO.replace("<State> 1 </State>", ""), "at least one emitting state"),
+    ],
+)
+def test_topology_errors_name_the_entry(text: str, match: str) -> None:
+    with pytest.raises(ChainError, match=match):
+        Topology.parse(text, name="topo")
+
+
+# -- the denominator graph ---------------------------------------------------------------------------------------
+
+
+def path_weight(fst: Fst, labels: list[int]) -> float:
+    """log of the total probability of `labels` (sum over paths, final weights included)."""
+    alpha = np.full(fst.num_states, -np.inf)
+    alpha[fst.start] = 0.0
+    for label in labels:
+        arcs = fst.ilabel == label
+        new = np.full(fst.num_states, -np.inf)
+        np.logaddexp.at(new, fst.dst[arcs], alpha[fst.src[arcs]] - fst.weight[arcs].astype(np.float64))
+        alpha = new
+    return float(logsumexp(alpha - fst.final.astype(np.float64)))
+
+
+def sample_path(fst: Fst, rng: np.random.Generator, longest: int = 60) -> list[int] | None:
+    prob, final = np.exp(-fst.weight.astype(np.float64)), np.exp(-fst.final.astype(np.float64))
+    state, labels = fst.start, []
+    while len(labels) <= longest:
+        arcs = np.flatnonzero(fst.src == state)
+        weights = np.append(prob[arcs], final[state])
+        choice = rng.choice(len(weights), p=weights / weights.sum())
+        if choice == len(arcs):
+            return labels
+        labels.append(int(fst.ilabel[arcs[choice]]))
+        state = int(fst.dst[arcs[choice]])
+    return None
+
+
+@pytest.mark.parametrize("lm, topo, den", [("lm.task.0", "topo2", "den.task"), ("lm.rand.2", "topochain", "den.rand")])
+def test_denominator_language_equals_kaldi_den_fst(lm: str, topo: str, den: str) -> None:
+    """Every pdf sequence has the same probability in symnet's graph as in chain-make-den-fst's (sampled from
+    both), to Kaldi's weight quantisation: its minimisation rounds weights to multiples of 10 * kDelta three
+    times, so up to 1.5 * 10 * kDelta per arc and final weight."""
+    topology = Topology.parse((DATA / topo).read_text())
+    ours = expand_phone_lm(read_fst(str(DATA / f"{lm}.fst")), topology, topology.monophone_pdfs())
+    pushed = push_special(ours)
+    kaldi = read_fst(str(DATA / f"{den}.fst"))
+    rng = np.random.default_rng(0)
+    checked = 0
+    for source in (ours, kaldi):
+        for _ in range(100):
+            labels = sample_path(source, rng)
+            if labels is None:
+                continue
+            mine, theirs = path_weight(ours, labels), path_weight(kaldi, labels)
+            assert np.isfinite(mine) and np.isfinite(theirs)
+            assert abs(mine - theirs) <= 1.5 * 10 * K_DELTA * (len(labels) + 1)
+            assert path_weight(pushed, labels) == pytest.approx(mine, abs=1e-5)
+            checked += 1
+    assert checked > 150
+
+
+def test_push_special_makes_outgoing_sums_equal() -> None:
+    topology = Topology.parse((DATA / "topo2").read_text())
+    pushed = push_special(expand_phone_lm(read_fst(str(DATA / "lm.task.0.fst")), topology, topology.monophone_pdfs()))
+    out = np.bincount(pushed.src, np.exp(-pushed.weight.astype(np.float64)), minlength=pushed.num_states)
+    out += np.exp(-pushed.final.astype(np.float64))
+    assert np.log(out.max() / out.min()) <= K_DELTA * 0.01 + 1e-6
+
+
+def test_phone_lm_denominator_graph() -> None:
+    topology = Topology.chain(range(1, 13))
+    graph = phone_lm_denominator(read_fst(str(DATA / "lm.rand.2.fst")), topology)
+    assert graph.num_pdfs == 24
+    assert graph.initial.sum() == pytest.approx(1.0, abs=1e-5)
+    assert (graph.final == 1).all()
+    custom = phone_lm_denominator(
+        read_fst(str(DATA / "lm.rand.2.fst")), topology, {p: (2 * (12 - p) + 1, 2 * (12 - p)) for p in range(1, 13)}
+    )
+    assert set(custom.pdf.tolist()) == set(graph.pdf.tolist())
+
+
+def test_phone_lm_denominator_errors() -> None:
+    lm = read_fst(str(DATA / "lm.rand.2.fst"))
+    with pytest.raises(ChainError, match="phone 12 has no HMM"):
+        phone_lm_denominator(lm, Topology.chain(range(1, 12)))
+    with pytest.raises(ChainError, match="phone 1 needs 2 pdf-ids"):
+        phone_lm_denominator(lm, Topology.chain(range(1, 13)), {p: (p,) for p in range(1, 13)})
