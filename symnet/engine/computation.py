@@ -1,11 +1,11 @@
 """A planned computation: row maps fixed in numpy, run as one jitted JAX function.
 
 `compile(network, request, lowering=...)` plans eagerly and caches by (network
-structure, request, lowering). Calling the Computation runs the jitted program; `forward` builds
-the Tape (one tape node per network node, each knowing its row labels) so that
-`tape.backward` gives gradients through every row movement. A request with
-`sequence_ends` takes each call's ends (`symnet.engine.ends`) and masks its
-optional reads per sequence with them.
+structure, request, lowering). Calling the Computation runs the jitted program;
+`forward` builds the Tape (one tape node per network node, each knowing its row
+labels) so that `tape.backward` gives gradients through every row movement. A
+request with `sequence_ends` takes each call's ends (`symnet.engine.ends`) and
+masks its optional reads per sequence with them.
 """
 
 from __future__ import annotations
