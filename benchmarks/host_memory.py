@@ -1,8 +1,9 @@
 """What keeping freed host memory (`symnet.host_memory`) buys: page faults and step times, kept against glibc's default.
 
-Each measurement runs in fresh processes, alternately with symnet's setting
-(`kept`) and with `SYMNET_HOST_MEMORY=system` (glibc as it is), `--rounds`
-times each; the table gives medians and the ratio kept / system.
+Each measurement runs in fresh processes that call `symnet.tune_host_memory()`,
+alternately with symnet's setting (`kept`) and with `SYMNET_HOST_MEMORY=system`
+(glibc as it is), `--rounds` times each; the table gives medians and the ratio
+kept / system.
 
 - `new 26 MB array`: one jitted `a * 2` whose output is a fresh
   `[200, 32, 1024]` float32 array (W3's gate buffer), and the minor page
@@ -32,9 +33,9 @@ def child(what: str) -> dict:
     import jax
     import jax.numpy as jnp
 
-    import symnet.host_memory
+    import symnet
 
-    out: dict = {"mode": symnet.host_memory.mode}
+    out: dict = {"mode": symnet.tune_host_memory()}
     if what == "array":
         a = jnp.ones((200, 32, 1024), jnp.float32)
         double = jax.jit(lambda a: a * 2.0)

@@ -8,7 +8,10 @@ Every timing is a ratio against a reference measured in the same run: per
 round, the median of `--steps` interleaved steps (symnet, reference, symnet,
 ...) after warm-up, blocking on results. Rounds go over all selected
 workloads in turn, so a burst of load on the shared machine hits every row;
-the table gives the median ratio over `--rounds` rounds and its range.
+the table gives the median ratio over `--rounds` rounds and its range. It
+keeps freed host memory first (`symnet.tune_host_memory()`, as `fit` does;
+`import symnet` did so itself when the figures of docs/performance.md dated
+from 2026-12-01 17:09 UTC on were measured).
 """
 
 from __future__ import annotations
@@ -181,6 +184,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default=",".join([*ROWS, "compiler"]), help="comma-separated rows")
     args = parser.parse_args()
+    symnet.tune_host_memory()
     selected = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = sorted(set(selected) - set(ROWS) - {"compiler"})
     if unknown:

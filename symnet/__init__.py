@@ -11,6 +11,8 @@ network in one file (`symnet.saving`).
 `display`, `natural_gradient`, `save` and `load` are imported on first use
 (PEP 562), and `symnet.display` before the first notebook view is drawn, so a
 program that needs neither (`symnet compute`) does not pay for them.
+`import symnet` leaves the process's malloc as it is; `tune_host_memory()`
+opts in to keeping freed host memory (`symnet.host_memory`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import host_memory as _host_memory  # noqa: F401  (first: it tunes malloc before XLA's threads start)
 from .core import html as _html
 from .core import rng
 from .core.descriptor import (
@@ -79,6 +80,7 @@ from .errors import (
     ShapeError,
     SymnetError,
 )
+from .host_memory import tune_host_memory
 from .network import Network
 from .version import __version__
 
@@ -161,6 +163,7 @@ __all__ = [
     "rewrite",
     "rng",
     "save",
+    "tune_host_memory",
     "user_line",
     "walk",
 ]

@@ -48,6 +48,7 @@ import numpy as np
 
 from .core.index import INDEX_LIMIT
 from .errors import SymnetError
+from .host_memory import tune_host_memory
 
 PROG = "symnet"
 
@@ -1077,7 +1078,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """Run the command line; returns the exit status (0, or 1 after printing an error)."""
+    """Run the command line; returns the exit status (0, or 1 after printing an error).
+
+    It first keeps freed host memory (`symnet.tune_host_memory`), as a process of its own may.
+    """
+    tune_host_memory()
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     parser = _parser()

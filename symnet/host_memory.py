@@ -15,13 +15,18 @@ memory is kept (`python benchmarks/host_memory.py`).
 same pages. The cost: the process's resident memory stays at its peak instead
 of shrinking between calls.
 
-`import symnet` calls it (importing this module runs `configure()`), on
-Linux with glibc, unless `SYMNET_HOST_MEMORY` is `system`, or the process
-already tunes malloc itself (any of
-`MALLOC_ARENA_MAX`, `MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`, or a
-`glibc.malloc` tunable in `GLIBC_TUNABLES`). It covers XLA's threads only if
-it runs before they start (the process's first computation); later, it still
-covers the main thread.
+`import symnet` leaves malloc as it is: the allocator belongs to the process,
+which may embed symnet beside other work. `tune_host_memory()` (also
+`symnet.tune_host_memory`) is the opt-in: `symnet`'s command line calls it on
+start and `symnet.train.fit` before it trains (training steps are where it was
+measured to pay: docs/performance.md), and a long-running program of your own
+(a training loop, a server calling `compute`) can call it first thing. It
+tunes only on Linux with glibc, unless `SYMNET_HOST_MEMORY` is `system` or the
+process already tunes malloc itself (any of `MALLOC_ARENA_MAX`,
+`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`, or a `glibc.malloc`
+tunable in `GLIBC_TUNABLES`). It covers XLA's threads only if it runs before
+they start (the process's first computation); later, it still covers the main
+thread.
 """
 
 from __future__ import annotations
@@ -36,8 +41,8 @@ ENV = "SYMNET_HOST_MEMORY"
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
 _USER_SETTINGS = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
-#: What `configure()` did: `kept` (freed memory is kept), `system` (turned off by SYMNET_HOST_MEMORY),
-#: `user` (the process tunes malloc itself), `unsupported` (not glibc) or `unset` (not run yet).
+#: What `tune_host_memory()` did: `kept` (freed memory is kept), `system` (turned off by SYMNET_HOST_MEMORY),
+#: `user` (the process tunes malloc itself), `unsupported` (not glibc) or `unset` (not called: malloc as it was).
 mode = "unset"
 
 
@@ -54,8 +59,12 @@ def keep_freed_memory() -> bool:
     return all(mallopt(option, value) == 1 for option, value in settings)
 
 
-def configure() -> str:
-    """Keep freed memory unless the environment says otherwise (see the module docstring); returns `mode`."""
+def tune_host_memory() -> str:
+    """Have glibc's malloc keep freed memory, so XLA's large CPU buffers are reused, not page-faulted in afresh.
+
+    Unless the environment says otherwise (see the module docstring); returns `mode`. Call it before the
+    process's first computation to cover XLA's threads too; resident memory then stays at its peak.
+    """
     global mode
     if os.environ.get(ENV, "").strip().lower() == "system":
         mode = "system"
@@ -64,6 +73,3 @@ def configure() -> str:
     else:
         mode = "kept" if keep_freed_memory() else "unsupported"
     return mode
-
-
-configure()

@@ -1,11 +1,11 @@
 """A planned computation: row maps fixed in numpy, run as one jitted JAX function.
 
-`compile(network, request)` plans eagerly and caches by (network structure,
-request). Calling the Computation runs the jitted program; `forward` builds
-the Tape (one tape node per network node, each knowing its row labels) so that
-`tape.backward` gives gradients through every row movement. A request with
-`sequence_ends` takes each call's ends (`symnet.engine.ends`) and masks its
-optional reads per sequence with them.
+`compile(network, request, lowering=...)` plans eagerly and caches by (network
+structure, request, lowering). Calling the Computation runs the jitted program;
+`forward` builds the Tape (one tape node per network node, each knowing its row
+labels) so that `tape.backward` gives gradients through every row movement. A
+request with `sequence_ends` takes each call's ends (`symnet.engine.ends`) and
+masks its optional reads per sequence with them.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from .dims import node_shapes, static_dim
 from .ends import EndMasks, SequenceEnds
 from .graph import Graph
 from .plan import Planner
-from .recurrence import RecurrentBlock, strongly_connected
+from .recurrence import LOWERINGS, RecurrentBlock, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
@@ -102,10 +102,11 @@ class Computation:
     returns `[T, N, D]` outputs (see `__call__`).
     """
 
-    def __init__(self, graph: Graph, request: ComputationRequest, planner: Planner):
+    def __init__(self, graph: Graph, request: ComputationRequest, planner: Planner, lowering: str = "auto"):
         needed = planner.requirements()
         self.graph = graph
         self.request = request
+        self.lowering = lowering  # what was asked for; each RecurrentBlock holds what it got
         self.regular = planner.regular
         self.batch = planner.batch
         self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(needed) if len(k)}
@@ -170,7 +171,11 @@ class Computation:
             members = set(group)
             exported = [m for m in group if m in outputs or users.get(m, set()) - members]
             given = {m: self.given_state[m] for m in group if m in self.given_state}
-            units.append(RecurrentBlock(graph, group, self.rows, maps, exported, given, self.request.sequence_ends))
+            units.append(
+                RecurrentBlock(
+                    graph, group, self.rows, maps, exported, given, self.request.sequence_ends, self.lowering
+                )
+            )
         return units
 
     def _row_maps(self, planner: Planner, nid: int) -> tuple[RowMap | None, ...]:
@@ -482,6 +487,19 @@ class Computation:
             raise PlanError(f"cannot infer the dim of {self.graph.describe(nid)}, which no output reads")
         return Tape(self.graph.layers[nid], jnp.zeros((0, dim), jnp.result_type(float)))
 
+    def explain(self) -> str:
+        """The Computation and the lowering asked for, then one line per recurrence, in run order: its members,
+        frames, direction and lowering (fused or plain scan; a plain one under `auto` names the members
+        without a `vjp`). Recurrences that share one loop are listed under it."""
+        lines = [f"{self!r}, lowering={self.lowering!r}"]
+        for step in self.schedule:
+            if isinstance(step, MergedScans):
+                lines.append(f"one loop of {len(step.blocks)} recurrences:")
+                lines.extend("  " + block.explain() for block in step.blocks)
+            elif isinstance(step, RecurrentBlock):
+                lines.append(step.explain())
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         kind = f"regular, {self.batch} sequences" if self.regular else "irregular"
         return f"Computation({kind}, {len(self.steps)} steps, outputs={list(self.output_maps)})"
@@ -595,18 +613,26 @@ def _reshaped_tape(tape: Tape, value: jax.Array) -> Tape:
 _CACHE: Cache[Computation] = Cache(64)
 
 
-def compile(network: Any, request: ComputationRequest) -> Computation:
+def compile(network: Any, request: ComputationRequest, lowering: str = "auto") -> Computation:
     """Plan `request` on `network` (eagerly) and return the Computation; cached.
 
-    The cache key is (network structure, request): parameters do not matter, so
-    every training step with the same request shape reuses one Computation.
+    `lowering` says how recurrences run (`explain()` shows what each got):
+    `auto` as the fused scan (a hand-written backward pass, the fast one) where
+    every member has a `vjp` and as a plain `lax.scan` that JAX differentiates
+    where one does not; `fused` every recurrence fused (a PlanError naming a
+    member without a `vjp`); `plain` every recurrence plain (the fused scan's
+    reference). The cache key is (network structure, request, lowering):
+    parameters do not matter, so every training step with the same request
+    shape reuses one Computation.
     """
-    key = (network.structure, request)
+    if lowering not in LOWERINGS:
+        raise PlanError(f"lowering={lowering!r}: use one of {', '.join(map(repr, LOWERINGS))}")
+    key = (network.structure, request, lowering)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
     graph = Graph(dict(network.structure.outputs))
     planner = Planner(graph, request)
-    computation = Computation(graph, request, planner)
+    computation = Computation(graph, request, planner, lowering)
     computation.structure = network.structure  # what it may be called with
     return _CACHE.put(key, computation)

@@ -268,6 +268,15 @@ class FrameProgram:
                 found.stored.add(m)
         return found
 
+    def without_vjp(self) -> list[int]:
+        """The members whose delta the backward loop would pull through a `vjp` their layer does not define."""
+        return [
+            m
+            for m in self.order
+            if not (m in self.deferred or _resolvable(self.layers[m], len(self.edges[m])))
+            and type(self.layers[m]).vjp is Layer.vjp
+        ]
+
     def vjp_reads(
         self,
         shapes: Mapping[int, tuple[int, ...]],

@@ -17,14 +17,18 @@ per-frame masks computed in numpy. In a request with sequence ends
 (`symnet.engine.ends`) the optional reads (IfDefined, Failover) are masked
 again per frame and sequence, by masks given with each call: a backward
 recurrence then starts at each sequence's end as if nothing came after.
+
+Each group is lowered one of two ways, chosen at plan time (`LOWERINGS`): the
+fused scan (`fused_scan`, a hand-written backward pass through the members'
+`vjp`s) or the plain scan (one `lax.scan` of the members' `apply`s, which JAX
+differentiates). `lowering="auto"` fuses a group where every member that
+needs one has a `vjp`; a layer may leave `vjp` out, and its group is then plain.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,18 +44,11 @@ from .frame import FrameProgram, step_value
 from .fused_scan import Lane, fused_scan
 from .rowmap import RowMap
 
-_PLAIN_SCANS = contextvars.ContextVar("plain_scans", default=False)
 _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an external may be, computed per frame
 
-
-@contextlib.contextmanager
-def plain_scans() -> Iterator[None]:
-    """Lower recurrences traced inside to a plain `lax.scan` that JAX differentiates (the fused scan's reference)."""
-    token = _PLAIN_SCANS.set(True)
-    try:
-        yield
-    finally:
-        _PLAIN_SCANS.reset(token)
+#: What `compile(..., lowering=...)` takes: `auto` (fused where every member has its `vjp`, else plain),
+#: `fused` (every group fused; a PlanError where a member has no `vjp`) or `plain` (every group plain).
+LOWERINGS = ("auto", "fused", "plain")
 
 
 def _rows3(value: jax.Array, batch: int) -> jax.Array:
@@ -138,6 +135,17 @@ class _Edge:
         return self.rowmap(values)
 
 
+class _Operands(NamedTuple):
+    """A group's operands at run time, as both lowerings take them."""
+
+    xs_ext: tuple[jax.Array, ...]  # external operands per frame, `[steps, batch, dim]`
+    statics: dict[int, jax.Array]  # weights and literals by node id
+    carry0: dict[int, jax.Array]  # each lagged member's buffer before the first frame
+    given: dict[int, jax.Array]  # given values by member, `[rows, batch, dim]`
+    dims: dict[int, int]
+    dtype: Any
+
+
 class RecurrentBlock:
     """The plan of one scanned group: steps, edges, buffers and what leaves the scan."""
 
@@ -150,6 +158,7 @@ class RecurrentBlock:
         exported: list[int],
         given: Mapping[int, np.ndarray] | None = None,
         sequence_ends: bool = False,
+        lowering: str = "auto",
     ):
         self.graph = graph
         self.batch = next(iter(rows.values())).batch
@@ -260,6 +269,33 @@ class RecurrentBlock:
         self.frames = FrameProgram(
             {m: graph.layers[m] for m in self.order}, self.order, self.edges, exported, self.depth, self.batch
         )
+        #: Members whose layer has no `vjp` of its own but whose frame backward would call it.
+        self.without_vjp = self.frames.without_vjp()
+        #: `fused` or `plain`: how this group runs (see the module doc).
+        self.lowering = self._lowering(lowering)
+
+    def _lowering(self, requested: str) -> str:
+        """The lowering for `requested` (one of `LOWERINGS`); a PlanError for `fused` where a member lacks a vjp."""
+        if requested == "fused" and self.without_vjp:
+            m = self.without_vjp[0]
+            raise PlanError(
+                f"lowering='fused' needs the vjp of every member of a recurrence: {self.graph.describe(m)} is a "
+                f"{type(self.graph.layers[m]).__name__}, which defines apply but no vjp; "
+                "define its vjp (docs/extending.md) or compile with lowering='auto' "
+                "(that recurrence then runs as a plain scan)"
+            )
+        return "plain" if requested == "plain" or self.without_vjp else "fused"
+
+    def explain(self) -> str:
+        """One line: the group's members, frames, direction and lowering (and why plain, under `auto`)."""
+        graph = self.graph
+        named = [graph.describe(m) for m in self.order if isinstance(graph.layers[m], Node)]
+        members = ", ".join(named or [graph.describe(m) for m in self.order])
+        direction = "backward" if self.reverse else "forward"
+        why = ""
+        if self.without_vjp:
+            why = ": no vjp in " + ", ".join(graph.describe(m) for m in self.without_vjp)
+        return f"recurrence of {members} ({self.num_steps} frames, {direction} in time): {self.lowering} scan{why}"
 
     def _absorb_externals(
         self, graph: Any, rows: Mapping[int, Any], maps: Mapping[int, tuple], externals: list[_Edge]
@@ -405,14 +441,13 @@ class RecurrentBlock:
             per_read.append(rows & jnp.asarray(row_at_step >= 0)[:, None])
         return jnp.stack(per_read, axis=1)
 
-    def lane(
+    def operands(
         self,
         ext_values: tuple[jax.Array, ...],
         static_values: tuple[jax.Array, ...],
         given_values: tuple[jax.Array, ...] = (),
-        reads: jax.Array | None = None,
-    ) -> tuple[Lane, dict[int, jax.Array]]:
-        """The group's operands per frame as a fused-scan lane, and the given values (`[rows, batch, dim]`)."""
+    ) -> _Operands:
+        """The group's operands per frame, its initial buffers and the given values (`[rows, batch, dim]`)."""
         batch = self.batch
         statics = dict(zip(self.statics, static_values, strict=True))
         given = {m: _rows3(v, batch) for m, v in zip(self.given, given_values, strict=True)}
@@ -423,7 +458,13 @@ class RecurrentBlock:
         for op in self.depth:
             source = given[op] if op in given else jnp.zeros((0, batch, dims[op]), dtype)
             carry0[op] = self.carry_maps[op](source.astype(dtype))
-        return Lane(self.frames, xs_ext, statics, carry0, self.masks, dims, dtype, self.reverse, reads), given
+        return _Operands(xs_ext, statics, carry0, given, dims, dtype)
+
+    def lane(self, ops: _Operands, reads: jax.Array | None = None) -> Lane:
+        """The group as a fused-scan lane (only for the `fused` lowering: it traces the members' `vjp`s)."""
+        return Lane(
+            self.frames, ops.xs_ext, ops.statics, ops.carry0, self.masks, ops.dims, ops.dtype, self.reverse, reads
+        )
 
     def finish(self, ys: Sequence[jax.Array], given: Mapping[int, jax.Array]) -> list[jax.Array]:
         """The exported members' rows: the given ones first, then the scan's frames, flattened."""
@@ -441,14 +482,11 @@ class RecurrentBlock:
         given_values: tuple[jax.Array, ...] = (),
         reads: jax.Array | None = None,
     ) -> list[jax.Array]:
-        """All exported members' values: `[given rows + steps, batch, dim]` each, flattened to rows."""
-        lane, given = self.lane(ext_values, static_values, given_values, reads)
-        if not _PLAIN_SCANS.get():
-            try:
-                return self.finish(fused_scan([lane])[0], given)
-            except NotImplementedError:  # a member without a vjp: JAX differentiates its apply
-                pass
-        return self.finish(self._plain_scan(lane.xs_ext, lane.statics, lane.carry0, lane.dtype, reads), given)
+        """All exported members' values, by the group's lowering: `[given rows + steps, batch, dim]` each, flattened."""
+        ops = self.operands(ext_values, static_values, given_values)
+        if self.lowering == "fused":
+            return self.finish(fused_scan([self.lane(ops, reads)])[0], ops.given)
+        return self.finish(self._plain_scan(ops.xs_ext, ops.statics, ops.carry0, ops.dtype, reads), ops.given)
 
     def _plain_scan(
         self,
@@ -536,17 +574,13 @@ def scan_tapes(
             chunk = values[at_value : at_value + n_ext + n_st + n_gv]
             split.append((chunk[:n_ext], chunk[n_ext : n_ext + n_st], chunk[n_ext + n_st :]))
             at_value += n_ext + n_st + n_gv
-        if len(blocks) == 1 or _PLAIN_SCANS.get():
-            for b, args, rd in zip(blocks, split, block_reads, strict=True):
-                parts.extend(b.scan(*args, rd))
-        else:
-            lanes, givens = [], []
-            for b, args, rd in zip(blocks, split, block_reads, strict=True):
-                lane, given_values = b.lane(*args, rd)
-                lanes.append(lane)
-                givens.append(given_values)
-            for b, ys, given_values in zip(blocks, fused_scan(lanes), givens, strict=True):
-                parts.extend(b.finish(ys, given_values))
+        if len(blocks) == 1:
+            parts.extend(blocks[0].scan(*split[0], block_reads[0]))
+        else:  # merged groups are all fused (scan_merge): one loop
+            ops = [b.operands(*args) for b, args in zip(blocks, split, strict=True)]
+            lanes = [b.lane(o, rd) for b, o, rd in zip(blocks, ops, block_reads, strict=True)]
+            for b, ys, o in zip(blocks, fused_scan(lanes), ops, strict=True):
+                parts.extend(b.finish(ys, o.given))
         if len(parts) == 1:
             return parts[0]
         longest = max(p.shape[0] for p in parts)  # members with more given rows are longer

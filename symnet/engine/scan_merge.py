@@ -5,7 +5,8 @@ time, that do not read each other. Run as two scans they are two loops of
 small products one after the other; run as one loop (the backward one
 flipped in time, `recurrence.scan_tapes`) every frame does both, so each loop
 iteration has twice the work for the same overhead and XLA can run the two
-directions' products side by side.
+directions' products side by side. Only fused groups merge (their lanes
+share `fused_scan`'s loop); a plain group is its own `lax.scan`.
 
 `run_schedule` keeps the Computation's steps (which the display and the
 dense helpers read) and gives the order to run them in: each set of merged
@@ -66,7 +67,7 @@ def run_schedule(steps: Sequence[Any], graph: Any) -> list[Any]:
         scans_above.append(above)
     groups: list[list[int]] = []
     for i, unit in enumerate(steps):
-        if not isinstance(unit, RecurrentBlock) or unit.given:
+        if not isinstance(unit, RecurrentBlock) or unit.given or unit.lowering != "fused":
             continue
         for group in groups:
             first = steps[group[0]]

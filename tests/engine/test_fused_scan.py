@@ -1,9 +1,11 @@
 """The fused scan (engine/frame.py, engine/fused_scan.py) against the plain `lax.scan` JAX differentiates.
 
-Every recurrence below is run both ways (`plain_scans()` forces the plain
-lowering): the outputs, the Tape's gradients and `jax.grad` with respect to
-parameters, input matrices and given state must agree, and both must agree with
-hand-written references where the test file has one (test_recurrence.py).
+Every recurrence below is compiled with each lowering (`compile(..., lowering=...)`,
+part of the cache key, so each is its own Computation and jitted program; each
+test checks which lowering every recurrence got): the outputs, the Tape's
+gradients and `jax.grad` with respect to parameters, input matrices and given
+state must agree with the plain scan's, and both must agree with hand-written
+references where the test file has one (test_recurrence.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from symnet import (
     ComputationRequest,
     Const,
     DimRange,
+    Elementwise,
     Failover,
     IfDefined,
     IndexSet,
@@ -34,6 +37,7 @@ from symnet import (
     Tanh,
     Weight,
     compile,
+    layer_class,
 )
 from symnet.components.recurrent import (
     GruNonlinearityComponent,
@@ -41,8 +45,9 @@ from symnet.components.recurrent import (
     OutputGruNonlinearityComponent,
 )
 from symnet.engine.frame import FrameProgram
-from symnet.engine.recurrence import RecurrentBlock, plain_scans
+from symnet.engine.recurrence import RecurrentBlock
 from symnet.engine.scan_merge import MergedScans
+from symnet.errors import PlanError
 
 D, C, N, T = 3, 4, 2, 9
 x = Input("input", D)
@@ -155,9 +160,14 @@ def request(frames=(0, T), given: dict | None = None) -> ComputationRequest:
     return ComputationRequest(inputs=inputs, outputs={"output": IndexSet.range(n=N, t=frames)})
 
 
-def outputs_and_grads(net, req, inputs):
+def lowerings(c) -> list[str]:
+    """The lowering each recurrence of a Computation got, in step order."""
+    return [s.lowering for s in c.steps if isinstance(s, RecurrentBlock)]
+
+
+def outputs_and_grads(net, req, inputs, lowering):
     """Output, Tape gradients, and jax.grad w.r.t. parameters and every input matrix, of one weighted sum."""
-    c = compile(net, req)
+    c = compile(net, req, lowering)
     tape = c.forward(net, inputs)["output"]
     delta = jnp.asarray(np.random.default_rng(7).standard_normal(tape.value.shape), jnp.float32)
 
@@ -172,15 +182,26 @@ def assert_trees_close(a, b, atol=2e-5, what=""):
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), atol=atol, rtol=1e-4, err_msg=f"{what} {path[0]}")
 
 
-def check_against_plain(net, req, inputs):
-    fused = outputs_and_grads(net, req, inputs)
-    with plain_scans():
-        plain = outputs_and_grads(net, req, inputs)
-    np.testing.assert_allclose(fused[0], plain[0], atol=1e-5, err_msg="outputs")
-    assert_trees_close(fused[1], plain[1], what="tape gradients")
-    assert_trees_close(fused[2], plain[2], what="jax.grad")
-    assert_trees_close(fused[1], fused[2][0], what="tape against jax.grad")
-    return fused
+def check_against_plain(net, req, inputs, expected=None):
+    """Each lowering's outputs and gradients against the plain scan's.
+
+    `expected`: per lowering asked for, the lowering each recurrence gets (default: every one fused, under
+    `fused` and `auto`); checked on the Computation, so no lowering is compared with itself.
+    """
+    num_scans = len(lowerings(compile(net, req, "plain")))
+    expected = expected or {"fused": ["fused"] * num_scans, "auto": ["fused"] * num_scans}
+    assert lowerings(compile(net, req, "plain")) == ["plain"] * num_scans
+    plain = outputs_and_grads(net, req, inputs, "plain")
+    results = {}
+    for lowering, got_lowerings in expected.items():
+        assert lowerings(compile(net, req, lowering)) == got_lowerings, lowering
+        got = outputs_and_grads(net, req, inputs, lowering)
+        np.testing.assert_allclose(got[0], plain[0], atol=1e-5, err_msg=f"{lowering} outputs")
+        assert_trees_close(got[1], plain[1], what=f"{lowering} tape gradients")
+        assert_trees_close(got[2], plain[2], what=f"{lowering} jax.grad")
+        assert_trees_close(got[1], got[2][0], what=f"{lowering} tape against jax.grad")
+        results[lowering] = got
+    return results
 
 
 def inputs_for(frames: int, seed: int = 0) -> dict:
@@ -218,20 +239,41 @@ def test_given_state_gets_its_gradient(name):
     rng = np.random.default_rng(3)
     inputs = inputs_for(T)
     inputs.update({k: jnp.asarray(rng.standard_normal((depth * N, C)), jnp.float32) for k, depth in states.items()})
-    fused = check_against_plain(net, req, inputs)
+    fused = check_against_plain(net, req, inputs)["fused"]
     for k in states:
         assert float(jnp.abs(fused[2][1][k]).max()) > 1e-3  # the given state does matter
 
 
-def test_chunks_with_carried_state_equal_one_pass_fused_and_plain():
+def chunks_with_carried_state(net, xs, lowering: str, size: int) -> np.ndarray:
+    """The LSTM network on `xs` (`[N, T, D]`, T a multiple of `size`) chunk by chunk, as `[N, T, out]`.
+
+    Every chunk is one request in chunk time (so one Computation), the state (m, m.c) at frame -1 given
+    from the chunk before (zeros before the first: what IfDefined reads there).
+    """
+    n, frames, _ = xs.shape
+    state = {k: IndexSet.range(n=n, t=(-1, 0)) for k in ("m", "m.c")}
+    req = ComputationRequest(
+        inputs={"input": IndexSet.range(n=n, t=size), **state},
+        outputs={"output": IndexSet.range(n=n, t=size), **{k: IndexSet.range(n=n, t=(size - 1, size)) for k in state}},
+    )
+    c = compile(net, req, lowering)
+    assert lowerings(c) == [lowering]
+    carried = {k: jnp.zeros((1, n, C)) for k in state}
+    outs = []
+    for start in range(0, frames, size):
+        result = c(net, {"input": jnp.asarray(xs[:, start : start + size].transpose(1, 0, 2)), **carried})
+        outs.append(result["output"])
+        carried = {k: result[k] for k in state}
+    return np.asarray(jnp.concatenate(outs)).transpose(1, 0, 2)
+
+
+@pytest.mark.parametrize("lowering", ["fused", "plain"])
+def test_chunks_with_carried_state_equal_one_pass(lowering):
     net = Network(LogSoftmax(lstm() @ weight("out", C, 3)))
     xs = np.random.default_rng(1).standard_normal((N, 60, D)).astype(np.float32)
-    one_pass = np.asarray(net.compute(xs))
-    chunked = np.asarray(net.compute(xs, frames_per_chunk=7))
-    with plain_scans():
-        plain = np.asarray(net.compute(xs, frames_per_chunk=7))
-    np.testing.assert_allclose(chunked, one_pass, atol=1e-5)
-    np.testing.assert_allclose(chunked, plain, atol=1e-5)
+    one_pass = np.asarray(net.compute(xs))  # lowering="auto": the fused scan
+    np.testing.assert_allclose(chunks_with_carried_state(net, xs, lowering, 6), one_pass, atol=1e-5)
+    np.testing.assert_allclose(net.compute(xs, frames_per_chunk=7), one_pass, atol=1e-5)
 
 
 def frame_programs(net, req=None) -> list[FrameProgram]:
@@ -274,21 +316,20 @@ def scans(jaxpr) -> list:
 def test_no_weight_gradient_is_accumulated_inside_the_backward_loop():
     """The recurrent matrix's gradient is one product after the loop, not a [C, N] x [N, 4C] product per frame."""
     net = Network(lstm())
-    c = compile(net, request())
     inputs = inputs_for(T)
 
-    def loops():  # a new function each time: make_jaxpr caches traces by function
+    def loops(lowering: str):  # a new function each time: make_jaxpr caches traces by function
+        c = compile(net, request(), lowering)
+
         def grads(params):
             return c.forward(net.replace(params=params), inputs)["output"].backward(1.0)
 
         return [dots for _, dots in sorted(scans(jax.make_jaxpr(grads)(net.params)))]
 
-    forward_dots, backward_dots = loops()
+    forward_dots, backward_dots = loops("auto")
     assert forward_dots == [(N, 4 * C)]  # h @ W_h, all four gates
     assert backward_dots == [(N, C)]  # d @ W_h^T only; W_h's gradient comes after the loop
-    with plain_scans():
-        plain = loops()
-    assert (4 * C, C) in plain[1]  # what JAX's transpose of the plain scan does per frame
+    assert (4 * C, C) in loops("plain")[1]  # what JAX's transpose of the plain scan does per frame
 
 
 def test_the_two_directions_of_a_bidirectional_layer_share_one_loop():
@@ -297,19 +338,21 @@ def test_the_two_directions_of_a_bidirectional_layer_share_one_loop():
     c = compile(net, request())
     (merged,) = [s for s in c.schedule if isinstance(s, MergedScans)]
     assert sorted(b.reverse for b in merged.blocks) == [False, True]
+    assert "one loop of 2 recurrences" in c.explain()
+    plain = compile(net, request(), "plain")
+    assert not [s for s in plain.schedule if isinstance(s, MergedScans)]  # a plain scan is one group's loop
     inputs = inputs_for(T)
 
-    def loops() -> list:  # a new function each time: make_jaxpr caches traces by function
+    def loops(c) -> list:  # a new function each time: make_jaxpr caches traces by function
         def grads(params):
             return c.forward(net.replace(params=params), inputs)["output"].backward(1.0)
 
         return scans(jax.make_jaxpr(grads)(net.params))
 
-    merged_loops = loops()
+    merged_loops = loops(c)
     assert len(merged_loops) == 2  # the forward loop and the backward loop, each doing both directions
     assert all(len(dots) == 2 for _, dots in merged_loops)  # one recurrent product per direction per frame
-    with plain_scans():
-        assert len(loops()) == 4
+    assert len(loops(plain)) == 4
 
 
 def test_a_stacked_layer_waits_for_the_layer_below():
@@ -327,3 +370,45 @@ def test_the_bias_added_to_the_input_projection_is_added_inside_the_loop():
     (external,) = block.externals
     assert type(c.graph.layers[external.op]).__name__ == "Dot"
     assert c.graph.layers[external.op].children[1].name == "m.wx"
+
+
+@layer_class
+class Softsign(Elementwise):
+    """`a / (1 + |a|)`: a user's layer with `apply` and no `vjp` (docs/extending.md: JAX differentiates it)."""
+
+    def apply(self, a):
+        return a / (1.0 + jnp.abs(a))
+
+
+def softsign_rnn(name: str = "s", lag: int = -1):
+    return Node(name, Softsign(x @ weight(f"{name}.w", D, C) + prev(name, lag) @ weight(f"{name}.u", C, C)))
+
+
+def test_a_member_without_a_vjp_makes_its_recurrence_plain_under_auto():
+    """In one Network: the LSTM fused, the Softsign recurrence plain; both equal the plain scan, gradients too."""
+    net = Network(Append(lstm(), softsign_rnn()))
+    check_against_plain(net, request(), inputs_for(T), {"auto": ["fused", "plain"]})
+    explained = compile(net, request()).explain()
+    assert "recurrence of m" in explained and ": fused scan" in explained
+    assert ": plain scan: no vjp in Softsign(" in explained
+
+
+def test_merged_recurrences_with_a_member_without_a_vjp():
+    """Two directions that would share one fused loop: the Softsign one runs plain, the other fused, alone."""
+    net = Network(Append(lstm("fw", -1), softsign_rnn("bw", +1)))
+    c = compile(net, request())
+    assert not [s for s in c.schedule if isinstance(s, MergedScans)]
+    check_against_plain(net, request(), inputs_for(T), {"auto": ["fused", "plain"]})
+    both = Network(Append(softsign_rnn("fw", -1), softsign_rnn("bw", +1)))
+    check_against_plain(both, request(), inputs_for(T), {"auto": ["plain", "plain"]})
+
+
+def test_fused_lowering_of_a_member_without_a_vjp_is_a_plan_error_naming_it():
+    net = Network(softsign_rnn())
+    with pytest.raises(PlanError, match=r"lowering='fused'.*Softsign\(.*built at .*test_fused_scan.py:\d+.*no vjp"):
+        compile(net, request(), "fused")
+
+
+def test_an_unknown_lowering_is_a_plan_error():
+    with pytest.raises(PlanError, match="lowering='fast'.*'auto', 'fused', 'plain'"):
+        compile(Network(lstm()), request(), "fast")
