@@ -173,7 +173,8 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
         task = HmmTask.create(seed=args.seed)
         train = task.sample(sequences, seed=args.seed + 1)
         valid = task.sample(max(sequences // 5, 1), seed=args.seed + 2)
-        if getattr(args, "objective", None) == "ctc":  # phone labels 1..P per frame; 0 is CTC's blank
+        phones = getattr(args, "objective", None) == "ctc" or getattr(args, "topology", None)
+        if phones:  # phone labels 1..P per frame (0 is CTC's blank; a chain topology's phones start at 1)
             return task.phone_dataset(train), task.phone_dataset(valid)
         return train, valid
     if not (args.feats and args.targets):
@@ -238,8 +239,19 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     from .train import fit, kaldi_rules, steps_per_epoch
     from .train.optimizers import OptimizerSettings, make_optimizer
 
-    if args.den_fst and args.objective != "chain":
-        raise _UsageError("--den-fst is the chain objective's denominator; it needs --objective chain")
+    chain_only = [
+        flag
+        for flag, value in (
+            ("--den-fst", args.den_fst),
+            ("--topology", args.topology),
+            ("--xent-output", args.xent_output),
+            ("--xent-regularize", args.xent_regularize),
+            ("--leaky-hmm-coefficient", args.leaky_hmm_coefficient),
+        )
+        if value is not None
+    ]
+    if chain_only and args.objective != "chain":
+        raise _UsageError(f"{', '.join(chain_only)}: options of the chain objective; they need --objective chain")
     check_writable(args.out)  # a typo in --out or --checkpoint found now, not after the run
     if args.checkpoint:
         check_writable(args.checkpoint)
@@ -252,11 +264,27 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
             "give --objective quadratic or change the config"
         )
     train, valid = _training_data(args)
-    if objective == "chain":  # Kaldi's den.fst, or (None) symnet's pdf bigram of the training alignments
-        from .chain import read_fst
+    if objective == "chain":  # Kaldi's den.fst, or (None) the phone LM's / symnet's pdf bigram of the alignments
+        from .chain import ChainOptions, Topology, read_fst
+        from .errors import ChainError
+        from .safe_read import read_file
         from .train import Chain
 
-        objective = Chain(den=read_fst(args.den_fst) if args.den_fst else None)
+        options: dict[str, float] = {}
+        if args.xent_regularize is not None:
+            options["xent_regularize"] = args.xent_regularize
+        if args.leaky_hmm_coefficient is not None:
+            options["leaky_hmm_coefficient"] = args.leaky_hmm_coefficient
+        topology = None
+        if args.topology:
+            text = read_file(args.topology, 1 << 20, error=ChainError, what="topology file")
+            topology = Topology.parse(text.decode("utf-8", "replace"), name=args.topology)
+        objective = Chain(
+            den=read_fst(args.den_fst) if args.den_fst else None,
+            options=ChainOptions(**options),
+            xent_output=args.xent_output,
+            topology=topology,
+        )
     settings = OptimizerSettings(
         args.optimizer, args.lr, args.schedule, args.final_lr, args.warmup, args.clip, args.weight_decay
     )
@@ -840,8 +868,33 @@ def _parser() -> argparse.ArgumentParser:
         help="the training objective (default: the output node's, linear unless the config says quadratic): "
         "linear/xent, cross-entropy of log-softmax outputs and frame labels; quadratic; ctc, CTC with blank 0 "
         "on each chunk's labels with repeats collapsed (with --data builtin:hmm the labels are phones 1..P); "
-        "chain, Kaldi's LF-MMI objective with numerators from the pdf alignments (symnet's construction, "
-        "docs/chain.md) and the denominator of --den-fst",
+        "chain, Kaldi's LF-MMI objective: with --topology on phone alignments as Kaldi's recipes train it "
+        "(chain-get-supervision's numerators, the phone-LM denominator), else on pdf alignments with symnet's "
+        "own graphs (docs/chain.md); the denominator of --den-fst when given",
+    )
+    train.add_argument(
+        "--topology",
+        metavar="FILE",
+        help="with --objective chain: a Kaldi <Topology> file; the targets are then phone alignments (phone ids "
+        ">= 1 per frame, e.g. ali-to-phones --per-frame; with --data builtin:hmm the task's phones 1..P), the "
+        "output has a pdf per phone and pdf-class (gmm-init-mono's numbering), the numerators are Kaldi's with "
+        "tolerance 5/5 and the default denominator is the phone LM of the training data through the topology",
+    )
+    train.add_argument(
+        "--xent-output",
+        metavar="NAME",
+        help="with --objective chain: the cross-entropy output trained beside it (Kaldi's output-xent); needs "
+        "--xent-regularize",
+    )
+    train.add_argument(
+        "--xent-regularize",
+        type=_positive_float,
+        help="with --objective chain and --xent-output: Kaldi's --chain.xent-regularize (recipes: 0.1)",
+    )
+    train.add_argument(
+        "--leaky-hmm-coefficient",
+        type=_positive_float,
+        help="with --objective chain: Kaldi's --chain.leaky-hmm-coefficient (default 1e-5; recipes: 0.1)",
     )
     train.add_argument(
         "--den-fst",

@@ -6,7 +6,8 @@ result = chain_objective(outputs, den, num, lengths, options=ChainOptions(l2_reg
 loss = -result.total / result.weight
 
 A denominator as Kaldi makes it, without Kaldi: `estimate_phone_lm` (chain-est-phone-lm, exactly) and
-`phone_lm_denominator(lm, Topology...)` (chain-make-den-fst's weighted language, monophone, unminimised).
+`phone_lm_denominator(lm, Topology...)` (chain-make-den-fst's weighted language, monophone, unminimised),
+and numerators from phone alignments, `phone_numerator` (chain-get-supervision's, exactly).
 symnet's own constructions (not Kaldi's): `alignment_numerator` (from a pdf alignment) and
 `denominator_from_alignments` (a pdf bigram); `symnet.train.Chain` trains with any of them in `fit`.
 """
@@ -27,6 +28,7 @@ from .graph import (
 from .objective import ChainObjective, ChainOptions, chain_objective, subsample
 from .phone_lm import estimate_phone_lm
 from .phone_lm_graph import phone_lm_denominator, push_special
+from .phone_numerator import normalize_numerator, phone_numerator
 from .supervision import alignment_numerator, allowed_pdfs, denominator_from_alignments
 from .topology import HmmState, Topology
 
@@ -53,6 +55,8 @@ __all__ = [
     "parse_fst_binary",
     "parse_fst_text",
     "phone_lm_denominator",
+    "normalize_numerator",
+    "phone_numerator",
     "push_special",
     "read_denominator_graph",
     "read_fst",

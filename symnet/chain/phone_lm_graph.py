@@ -55,6 +55,14 @@ def phone_lm_denominator(lm: Fst, topology: Topology, pdfs: Mapping[int, Sequenc
 
 def expand_phone_lm(lm: Fst, topology: Topology, pdfs: Mapping[int, Sequence[int]]) -> Fst:
     """The epsilon-free pdf acceptor of `lm` with the HMMs (labels pdf + 1, -log weights)."""
+    return expand_with_phones(lm, topology, pdfs)[0]
+
+
+def expand_with_phones(
+    lm: Fst, topology: Topology, pdfs: Mapping[int, Sequence[int]]
+) -> tuple[Fst, np.ndarray, np.ndarray]:
+    """`expand_phone_lm`'s acceptor, each arc's phone, and each state's LM state `d` (the LM state its phone's
+    arc leads to; the start state's: the LM start)."""
     lm_arcs: list[list[tuple[int, float, int]]] = [[] for _ in range(lm.num_states)]
     for s, p, w, d in zip(lm.src.tolist(), lm.ilabel.tolist(), lm.weight.tolist(), lm.dst.tolist()):
         lm_arcs[s].append((p, float(np.exp(-w)), d))
@@ -66,6 +74,14 @@ def expand_phone_lm(lm: Fst, topology: Topology, pdfs: Mapping[int, Sequence[int
     dst: list[int] = []
     label: list[int] = []
     prob: list[float] = []
+    arc_phone: list[int] = []
+
+    def arc(frm: int, to: int, pdf: int, probability: float, phone: int) -> None:
+        src.append(frm)
+        dst.append(to)
+        label.append(pdf)
+        prob.append(probability)
+        arc_phone.append(phone)
 
     def state(key: tuple[int, int, int, int]) -> int:
         if key not in index:
@@ -79,8 +95,7 @@ def expand_phone_lm(lm: Fst, topology: Topology, pdfs: Mapping[int, Sequence[int
             first = topology.phones[p][0]
             for k, t in first.transitions:
                 if k != 0:
-                    src.append(frm), dst.append(state((d, p, 0, k)))
-                    label.append(pdfs[p][first.forward_pdf_class]), prob.append(w * t)
+                    arc(frm, state((d, p, 0, k)), pdfs[p][first.forward_pdf_class], w * t, p)
 
     finals: dict[int, float] = {0: float(lm_final[lm.start])}
     enter(0, lm.start)
@@ -91,21 +106,23 @@ def expand_phone_lm(lm: Fst, topology: Topology, pdfs: Mapping[int, Sequence[int
         states = topology.phones[p]
         loop = states[i].loop_probability(i)
         if loop:
-            src.append(here), dst.append(here), label.append(pdfs[p][states[i].self_loop_pdf_class]), prob.append(loop)
+            arc(here, here, pdfs[p][states[i].self_loop_pdf_class], loop, p)
         if j == len(states):
             finals[here] = float(lm_final[d])
             enter(here, d)
         else:
             for k, t in states[j].transitions:
                 if k != j:
-                    src.append(here), dst.append(state((d, p, j, k)))
-                    label.append(pdfs[p][states[j].forward_pdf_class]), prob.append(t)
+                    arc(here, state((d, p, j, k)), pdfs[p][states[j].forward_pdf_class], t, p)
     n = len(index) + 1
     final = np.full(n, np.inf)
     for s, f in finals.items():
         final[s] = -np.log(f) if f > 0 else np.inf
     labels = np.asarray(label, np.int32) + 1
-    return Fst(
+    lm_state = np.full(n, lm.start, np.int64)
+    for key, s in index.items():
+        lm_state[s] = key[0]
+    fst = Fst(
         start=0,
         final=final.astype(np.float32),
         src=np.asarray(src, np.int32),
@@ -114,6 +131,7 @@ def expand_phone_lm(lm: Fst, topology: Topology, pdfs: Mapping[int, Sequence[int
         olabel=labels.copy(),
         weight=(-np.log(np.asarray(prob, np.float64))).astype(np.float32),
     )
+    return fst, np.asarray(arc_phone, np.int64), lm_state
 
 
 def push_special(fst: Fst, delta: float = K_DELTA * 0.01) -> Fst:

@@ -4,8 +4,9 @@ Neither is Kaldi's construction. Kaldi's `chain-get-supervision` builds a numera
 alignment through the tree and the chain topology, letting each phone start up to `left_tolerance`
 frames early and end `right_tolerance` frames late (default 5 each, at the input frame rate), then
 subsamples; its denominator is `chain-make-den-fst`'s graph of a phone LM (`chain-est-phone-lm`)
-compiled with the tree and topology. For Kaldi's exact graphs read them: `read_denominator_graph`
-(den.fst) and `symnet.kaldi.read_cegs` + `numerator_graph` (chain egs).
+compiled with the tree and topology. symnet makes those too, for monophone systems (`phone_numerator`,
+`estimate_phone_lm`, `phone_lm_denominator`), or reads Kaldi's: `read_denominator_graph` (den.fst) and
+`symnet.kaldi.read_cegs` + `numerator_graph` (chain egs).
 
 Here, from an alignment of pdf-ids `a[0..n)` at the input frame rate with frame subsampling `k`:
 

@@ -141,9 +141,9 @@ def backward_deltas(seeds: Sequence[tuple[Tape, Any]]) -> dict[Tape, jax.Array]:
         pending[id(tape)] = pending[id(tape)] + d if id(tape) in pending else d
     result: dict[Tape, jax.Array] = {}
     for node in reversed(_topological(tuple(tape for tape, _ in seeds))):
-        d = pending.pop(id(node), None)
-        if d is None:
+        if id(node) not in pending:
             continue
+        d = pending.pop(id(node))
         result[node] = d
         if not node.upstream:
             continue

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -30,7 +30,11 @@ from ..chain.forward_backward import GraphArrays, graph_arrays
 from ..chain.fst import Fst
 from ..chain.graph import ChainGraph, denominator_graph
 from ..chain.objective import ChainOptions, chain_objective
+from ..chain.phone_lm import estimate_phone_lm
+from ..chain.phone_lm_graph import phone_lm_denominator
+from ..chain.phone_numerator import normalize_numerator, phone_numerator, phone_runs
 from ..chain.supervision import alignment_numerator, denominator_from_alignments
+from ..chain.topology import Topology
 from ..errors import ShapeError, SymnetError, TrainingError
 
 #: Kaldi's per-frame objectives (output-node `objective=`).
@@ -203,7 +207,19 @@ class CTC(Objective):
 @attrs.frozen(eq=False)
 class Chain(Objective):
     """Kaldi's chain (LF-MMI) objective (`symnet.chain.chain_objective`) on an output of pdf pseudo
-    log-likelihoods (no log-softmax), with numerators from each chunk's pdf alignment.
+    log-likelihoods (no log-softmax), with numerators from each chunk's alignment.
+
+    Two kinds of alignment:
+
+    - with `topology` (a `symnet.chain.Topology`; Kaldi's recipe): the targets are *phone* ids (>= 1) per
+      frame, and each chunk's numerator is Kaldi's chain-get-supervision graph of its phones
+      (`symnet.chain.phone_numerator`, with `left_tolerance` and `right_tolerance`, default 5 and 5, open at
+      the chunk's ends as Kaldi's chunk splitting leaves them), weighted by the denominator as Kaldi's egs
+      are (`normalize_numerator`); the output has one pdf per phone and
+      pdf-class (`pdfs`, default gmm-init-mono's numbering); without `den` the denominator is the phone LM of
+      the training chunks' phone sequences (`estimate_phone_lm` with Kaldi's defaults) through the
+      topology (`phone_lm_denominator`). Statistics: the frames whose argmax pdf belongs to the aligned phone;
+    - without (symnet's own construction): the targets are pdf-ids per frame, as below.
 
     `den`: the denominator graph, a `symnet.chain.ChainGraph`: Kaldi's den.fst by
     `symnet.chain.read_denominator_graph(path, num_pdfs)`, or symnet's pdf bigram by
@@ -231,6 +247,10 @@ class Chain(Objective):
     options: ChainOptions = ChainOptions()
     tolerance: int = 0
     xent_output: str | None = None
+    topology: Topology | None = None
+    pdfs: Mapping[int, Sequence[int]] | None = None
+    left_tolerance: int | None = None
+    right_tolerance: int | None = None
     name: ClassVar[str] = "chain"
 
     def __attrs_post_init__(self) -> None:
@@ -252,6 +272,18 @@ class Chain(Objective):
             )
         if isinstance(self.tolerance, bool) or not isinstance(self.tolerance, (int, np.integer)) or self.tolerance < 0:
             raise TrainingError(f"Chain: tolerance must be an integer >= 0 (input frames), got {self.tolerance!r}")
+        if self.topology is None:
+            given = [n for n in ("pdfs", "left_tolerance", "right_tolerance") if getattr(self, n) is not None]
+            if given:
+                raise TrainingError(f"Chain: {', '.join(given)} apply to phone alignments: give topology= too")
+        else:
+            if not isinstance(self.topology, Topology):
+                raise TrainingError(f"Chain(topology=...) takes a symnet.chain.Topology, got {self.topology!r:.60}")
+            if self.tolerance:
+                raise TrainingError(
+                    "Chain: tolerance applies to pdf alignments; with a topology give left_tolerance and "
+                    "right_tolerance (Kaldi's, default 5 and 5)"
+                )
 
     def describe(self) -> str:
         o = self.options
@@ -259,12 +291,32 @@ class Chain(Objective):
         return (
             f"chain(den={den}, tolerance={self.tolerance}, l2_regularize={o.l2_regularize}, "
             f"leaky_hmm_coefficient={o.leaky_hmm_coefficient}, out_of_range_regularize={o.out_of_range_regularize}"
-            + (f", xent_output={self.xent_output}, xent_regularize={o.xent_regularize})" if self.xent_output else ")")
+            + (f", xent_output={self.xent_output}, xent_regularize={o.xent_regularize}" if self.xent_output else "")
+            + (self._describe_topology() if self.topology is not None else "")
+            + ")"
         )
+
+    def _describe_topology(self) -> str:
+        assert self.topology is not None
+        digest = hashlib.sha256(repr((sorted(self.topology.phones.items()), sorted(self._pdf_map().items()))).encode())
+        return f", topology={digest.hexdigest()[:12]}, tolerances=({self.left_tolerance}, {self.right_tolerance})"
 
     @property
     def extra_outputs(self) -> tuple[str, ...]:
         return () if self.xent_output is None else (self.xent_output,)
+
+    def _pdf_map(self) -> dict[int, tuple[int, ...]]:
+        assert self.topology is not None
+        given = self.topology.monophone_pdfs() if self.pdfs is None else self.pdfs
+        return {int(p): tuple(int(x) for x in v) for p, v in given.items()}
+
+    def _phone_of_pdf(self) -> np.ndarray:
+        """Per pdf-id, its phone (0 for a pdf of no phone)."""
+        pdfs = self._pdf_map()
+        out = np.zeros(1 + max(max(v) for v in pdfs.values()), np.int32)
+        for phone, ids in pdfs.items():
+            out[list(ids)] = phone
+        return out
 
     def with_denominator(self, den: ChainGraph) -> Chain:
         """This objective with denominator graph `den`."""
@@ -279,6 +331,9 @@ class Chain(Objective):
         if self.den is not None:
             return self
         alignments = [t[w > 0] for t, w in zip(targets, weights)]
+        if self.topology is not None:
+            lm = estimate_phone_lm(phone_runs(a)[0] for a in alignments if len(a))
+            return self.with_denominator(phone_lm_denominator(lm, self.topology, self._pdf_map()))
         return self.with_denominator(denominator_from_alignments(alignments, num_pdfs, subsampling=subsampling))
 
     def check(self, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
@@ -288,7 +343,17 @@ class Chain(Objective):
                 f"alignment), got {targets.dtype} targets of shape {targets.shape[2:] or '()'} per frame (for "
                 "Kaldi's chain egs use symnet.kaldi.read_cegs and symnet.chain.chain_objective)"
             )
-        check_labels(self.name, targets, out_dim, what, output)
+        if self.topology is None:
+            check_labels(self.name, targets, out_dim, what, output)
+        else:
+            unknown = sorted(set(np.unique(targets).tolist()) - set(self.topology.phones) - {0})
+            if unknown:
+                raise ShapeError(
+                    f"{what}: phone {unknown[0]} has no HMM in the chain topology (the targets must be phone ids, "
+                    f"the topology's are {sorted(self.topology.phones)[:10]}...)"
+                )
+            if (pdfs := len(self._phone_of_pdf())) != out_dim:
+                raise ShapeError(f"{what}: the chain topology has {pdfs} pdfs, output {output!r} dim {out_dim}")
         if isinstance(self.den, ChainGraph) and self.den.num_pdfs != out_dim:
             raise ShapeError(
                 f"{what}: the chain denominator graph has {self.den.num_pdfs} pdfs, output {output!r} dim {out_dim}"
@@ -305,21 +370,60 @@ class Chain(Objective):
                 "the chain objective weights whole sequences: each chunk's frame weights must be 1 on a prefix of "
                 "its frames and 0 after (padding); other per-frame weights are not supported"
             )
-        num_pdfs = self.den.num_pdfs if isinstance(self.den, ChainGraph) else int(targets.max(initial=0)) + 1
         frames = -(-targets.shape[1] // subsampling)
-        graphs = [
-            alignment_numerator(t[v], num_pdfs, subsampling=subsampling, tolerance=self.tolerance) if v.any() else None
-            for t, v in zip(targets, valid)
-        ]
+        if self.topology is not None:
+            if not isinstance(self.den, ChainGraph):
+                raise TrainingError(
+                    "Chain(topology=...): the numerators are weighted by the denominator graph (as Kaldi's egs are), "
+                    "so it must be made first: for_output(...) or Chain(den=...)"
+                )
+            den = self.den
+            left = 5 if self.left_tolerance is None else self.left_tolerance
+            right = 5 if self.right_tolerance is None else self.right_tolerance
+            pdfs = self._pdf_map()
+            graphs = [
+                normalize_numerator(
+                    phone_numerator(
+                        t[v],
+                        self.topology,
+                        pdfs,
+                        subsampling=subsampling,
+                        left_tolerance=left,
+                        right_tolerance=right,
+                        open_ends=True,
+                    ),
+                    den,
+                )
+                if v.any()
+                else None
+                for t, v in zip(targets, valid)
+            ]
+            failed = sum(g is not None and not g.final.any() for g in graphs)
+            if failed:
+                warnings.warn(
+                    f"Chain: {failed} of {len(graphs)} chunks have no numerator path (more phones than their "
+                    f"{subsampling}-subsampled frames can hold with this topology); Kaldi's default objective "
+                    "counts for them, with no derivative",
+                    stacklevel=2,
+                )
+        else:
+            num_pdfs = self.den.num_pdfs if isinstance(self.den, ChainGraph) else int(targets.max(initial=0)) + 1
+            graphs = [
+                alignment_numerator(t[v], num_pdfs, subsampling=subsampling, tolerance=self.tolerance)
+                if v.any()
+                else None
+                for t, v in zip(targets, valid)
+            ]
         arcs = max([g.num_arcs for g in graphs if g is not None] + [1])
+        states = max([g.num_states for g in graphs if g is not None] + [frames + 1])
         n = len(graphs)
         out: dict[str, np.ndarray] = {
             "src": np.zeros((n, arcs), np.int32),
             "dst": np.zeros((n, arcs), np.int32),
             "pdf": np.zeros((n, arcs), np.int32),
             "prob": np.zeros((n, arcs), np.float32),
-            "initial": np.zeros((n, frames + 1), np.float32),
-            "final": np.zeros((n, frames + 1), np.float32),
+            "initial": np.zeros((n, states), np.float32),
+            "final": np.zeros((n, states), np.float32),
         }
         for i, g in enumerate(graphs):
             if g is None:  # no frames: no path (the chunk counts for nothing)
@@ -362,7 +466,10 @@ class Chain(Objective):
         total = result.objf + result.l2_term + (xent - jax.lax.stop_gradient(xent))
         loss = -total / jnp.maximum(result.weight, 1.0)
         aligned = s["alignment"][:, : output.shape[1]]
-        correct = (frames & (jnp.argmax(jax.lax.stop_gradient(output), -1) == aligned)).sum()
+        best = jnp.argmax(jax.lax.stop_gradient(output), -1)
+        if self.topology is not None:  # the aligned phone's pdfs are right
+            best = jnp.asarray(self._phone_of_pdf())[best]
+        correct = (frames & (best == aligned)).sum()
         return loss, {"correct": correct.astype(output.dtype), "count": frames.sum().astype(output.dtype)}
 
 

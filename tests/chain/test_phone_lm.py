@@ -203,3 +203,138 @@ def test_phone_lm_denominator_errors() -> None:
         phone_lm_denominator(lm, Topology.chain(range(1, 12)))
     with pytest.raises(ChainError, match="phone 1 needs 2 pdf-ids"):
         phone_lm_denominator(lm, Topology.chain(range(1, 13)), {p: (p,) for p in range(1, 13)})
+
+
+# -- numerators from phone alignments -------------------------------------------------------------------------
+
+SUPERVISION_CASES = [(m, k, tol) for m in ("m2", "mc") for k in (1, 3) for tol in ("55", "02", "11")]
+
+
+def phone_lengths(name: str) -> dict[str, np.ndarray]:
+    """`utt p d ; p d ...` lines as per-frame phone alignments."""
+    out = {}
+    for line in (DATA / f"{name}.txt").read_text().splitlines():
+        utt, rest = line.split(None, 1)
+        out[utt] = np.concatenate([np.full(int(d), int(p)) for p, d in (part.split() for part in rest.split(";"))])
+    return out
+
+
+@pytest.mark.parametrize("model, k, tol", SUPERVISION_CASES)
+def test_phone_numerator_equals_chain_get_supervision(model: str, k: int, tol: str) -> None:
+    """Numerator log-probabilities of random outputs on symnet's graph and on Kaldi's supervision FST agree, and
+    the utterances Kaldi could not make a supervision for have no path in symnet's either."""
+    import re
+
+    import jax.numpy as jnp
+
+    from symnet.chain import forward_backward, numerator_graph_from_text, phone_numerator, stack_graphs
+
+    topology = Topology.parse((DATA / ("topo2" if model == "m2" else "topochain")).read_text())
+    alignments = phone_lengths("pl5" if model == "m2" else "pl12")
+    text = (DATA / f"sup.{model}.{k}.{tol}.txt").read_text()
+    kaldi = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"(\S+) <Supervision>.*?<End2End> F \n(.*?)\n</Supervision>", text, re.S)
+    }
+    rng = np.random.default_rng(k)
+    for utt, alignment in alignments.items():
+        graph = phone_numerator(
+            alignment, topology, subsampling=k, left_tolerance=int(tol[0]), right_tolerance=int(tol[1])
+        )
+        frames = -(-len(alignment) // k)
+        y = jnp.asarray(rng.normal(size=(1, frames, graph.num_pdfs)), jnp.float32)
+        ours = float(forward_backward(stack_graphs([graph]), y, jnp.array([frames]), shared=False)[0][0])
+        if utt not in kaldi:
+            assert not graph.final.any() and not np.isfinite(ours), utt
+            continue
+        theirs_graph = numerator_graph_from_text(kaldi[utt], graph.num_pdfs)
+        theirs = float(forward_backward(stack_graphs([theirs_graph]), y, jnp.array([frames]), shared=False)[0][0])
+        assert ours == pytest.approx(theirs, abs=1e-4), utt
+    assert len(kaldi) >= 1
+
+
+def paths(graph, frames: int) -> dict[tuple[int, ...], int]:
+    """Every pdf sequence of `frames` frames from an initial to a final state, with its number of paths."""
+    out: dict[tuple[int, ...], int] = {}
+
+    def walk(state: int, prefix: tuple[int, ...]) -> None:
+        if len(prefix) == frames:
+            if graph.final[state] > 0:
+                out[prefix] = out.get(prefix, 0) + 1
+            return
+        for a in np.flatnonzero(graph.src == state):
+            walk(int(graph.dst[a]), prefix + (int(graph.pdf[a]),))
+
+    for s in np.flatnonzero(graph.initial > 0):
+        walk(int(s), ())
+    return out
+
+
+def test_open_ends_numerator_is_the_utterance_graph_cut_at_the_chunk() -> None:
+    """A chunk's open-ended numerator (no tolerance, no subsampling) has the paths of the whole utterance's
+    numerator over the chunk's frames, as Kaldi's SupervisionSplitter cuts it; at the utterance's own start or
+    end it also lets a phone be cut there (it does not know where the utterance starts and ends)."""
+    from symnet.chain import phone_numerator
+
+    topology = Topology.parse((DATA / "topo2").read_text())
+    alignment = np.array([2, 2, 2, 5, 5, 5, 5, 1, 1, 1])
+    whole = phone_numerator(alignment, topology, left_tolerance=0, right_tolerance=0)
+    full = paths(whole, len(alignment))
+    for begin, end in ((0, 5), (2, 8), (4, 10)):
+        cut: dict[tuple[int, ...], int] = {}
+        for sequence, count in full.items():
+            cut[sequence[begin:end]] = cut.get(sequence[begin:end], 0)
+            cut[sequence[begin:end]] += count
+        chunk = phone_numerator(alignment[begin:end], topology, left_tolerance=0, right_tolerance=0, open_ends=True)
+        got = set(paths(chunk, end - begin))
+        if 0 < begin and end < len(alignment):
+            assert got == set(cut), (begin, end)
+        else:
+            assert got > set(cut), (begin, end)
+
+
+def test_phone_numerator_errors() -> None:
+    from symnet.chain import phone_numerator
+
+    topology = Topology.chain([1, 2])
+    with pytest.raises(ChainError, match="phone 0 is not a phone id"):
+        phone_numerator([1, 0], topology)
+    with pytest.raises(ChainError, match="phone 3 has no HMM"):
+        phone_numerator([1, 3], topology)
+    with pytest.raises(ChainError, match="less than the frame subsampling factor 3"):
+        phone_numerator([1, 2], topology, subsampling=3, left_tolerance=0, right_tolerance=1)
+
+
+def test_normalized_numerator_weights_each_path_by_the_denominator() -> None:
+    """Kaldi's AddWeightToSupervisionFst, by brute force: the normalized numerator's log-probability of outputs
+    y is log sum over numerator paths of (denominator probability of the path's pdf sequence from its initial
+    probabilities, ending anywhere) * exp(sum of the path's outputs)."""
+    import jax.numpy as jnp
+
+    from symnet.chain import forward_backward, normalize_numerator, phone_numerator, stack_graphs
+
+    topology = Topology.chain(range(1, 13))
+    den = phone_lm_denominator(read_fst(str(DATA / "lm.rand.2.fst")), topology)
+    first = sequences("rand")[0][:3]
+    alignment = np.repeat(first, [2, 1, 2])
+    num = phone_numerator(alignment, topology, left_tolerance=1, right_tolerance=1)
+    frames = len(alignment)
+    normalized = normalize_numerator(num, den)
+    y = np.random.default_rng(0).normal(size=(frames, den.num_pdfs))
+
+    def den_probability(pdfs: tuple[int, ...]) -> float:
+        alpha = den.initial.astype(np.float64)
+        for p in pdfs:
+            arcs = den.pdf == p
+            alpha = np.bincount(den.dst[arcs], alpha[den.src[arcs]] * den.prob[arcs], minlength=den.num_states)
+        return float(alpha.sum())
+
+    total = sum(
+        count * den_probability(s) * np.exp(sum(y[t, p] for t, p in enumerate(s)))
+        for s, count in paths(num, frames).items()
+    )
+    ours, _ = forward_backward(
+        stack_graphs([normalized]), jnp.asarray(y[None], jnp.float32), jnp.array([frames]), shared=False
+    )
+    assert float(ours[0]) == pytest.approx(np.log(total), abs=1e-4)
+    assert total > 0

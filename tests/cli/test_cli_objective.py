@@ -88,7 +88,49 @@ def test_train_with_chain_and_subsampling(tmp_path: Path) -> None:
     )
     assert status == 0, err
     status, _, err = run("train", str(chain_config(tmp_path)), *COMMON, "--den-fst", str(den), "--out", str(out))
-    assert status != 0 and "--den-fst is the chain objective's denominator" in err
+    assert status != 0 and "--den-fst: options of the chain objective; they need --objective chain" in err
+
+
+CHAIN_TOPOLOGY = """<Topology>
+<TopologyEntry>
+<ForPhones>
+1 2 3 4 5 6 7 8 9 10
+</ForPhones>
+<State> 0 <ForwardPdfClass> 0 <SelfLoopPdfClass> 1 <Transition> 0 0.5 <Transition> 1 0.5 </State>
+<State> 1 </State>
+</TopologyEntry>
+</Topology>
+"""
+
+RECIPE_XCONFIG = """input dim=16 name=input
+relu-batchnorm-layer name=tdnn1 input=Append(-1,0,1) dim=32
+tdnnf-layer name=tdnnf2 dim=32 bottleneck-dim=8 time-stride=3
+prefinal-layer name=prefinal-chain input=tdnnf2 small-dim=16 big-dim=32
+output-layer name=output include-log-softmax=false dim=20
+prefinal-layer name=prefinal-xent input=tdnnf2 small-dim=16 big-dim=32
+output-layer name=output-xent dim=20 learning-rate-factor=5.0
+"""
+
+
+def test_train_chain_as_kaldis_recipes(tmp_path: Path) -> None:
+    """--topology (phone alignments: the built-in task's phones), --xent-output with --xent-regularize and
+    --leaky-hmm-coefficient: Kaldi's chain recipe on an xconfig with output-xent."""
+    (tmp_path / "topo").write_text(CHAIN_TOPOLOGY)
+    (tmp_path / "net.xconfig").write_text(RECIPE_XCONFIG)
+    chain = ["--objective", "chain", "--topology", str(tmp_path / "topo"), "--frame-subsampling-factor", "3"]
+    extra = ["--xent-output", "output-xent", "--xent-regularize", "0.1", "--leaky-hmm-coefficient", "0.1"]
+    out = tmp_path / "recipe.npz"
+    status, stdout, err = run("train", str(tmp_path / "net.xconfig"), *COMMON, *chain, *extra, "--out", str(out))
+    assert status == 0, err
+    assert out.exists() and "accuracy" in stdout
+    # output-xent without --xent-regularize is refused by name, and nothing is written
+    bad = tmp_path / "bad.npz"
+    status, _, err = run("train", str(tmp_path / "net.xconfig"), *COMMON, *chain, *extra[:2], "--out", str(bad))
+    assert status != 0 and "give both or neither" in err and not bad.exists()
+    status, _, err = run(
+        "train", str(tmp_path / "net.xconfig"), *COMMON, "--topology", str(tmp_path / "topo"), "--out", str(bad)
+    )
+    assert status != 0 and "--topology: options of the chain objective" in err
 
 
 def test_ctc_on_an_output_of_the_wrong_dim_is_an_error(tmp_path: Path) -> None:

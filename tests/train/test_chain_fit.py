@@ -399,3 +399,48 @@ def test_xent_output_must_exist_and_match_the_output(task):
             progress=False,
             objective=Chain(xent_output="output-xent", options=ChainOptions(xent_regularize=0.1)),
         )
+
+
+# -- Kaldi's recipe: phone alignments, a topology, the phone-LM denominator ------------------------------------
+
+
+def test_chain_with_a_topology_trains_on_phone_alignments(task):
+    """Chain(topology=...) takes phone ids per frame, makes Kaldi's numerators (tolerance 5/5) and the phone-LM
+    denominator from the training chunks, and raises the phone accuracy of the output's argmax pdf."""
+    from symnet.chain import Topology
+
+    train = task.phone_dataset(task.sample(40, seed=1))
+    topology = Topology.chain(range(1, task.num_phones + 1))
+    objective = Chain(topology=topology)
+    net = tdnn(2 * task.num_phones)
+    result = fit(
+        net,
+        train,
+        optax.adam(3e-3),
+        objective=objective,
+        chunk=30,
+        batch_size=16,
+        epochs=6,
+        progress=False,
+        frame_subsampling_factor=3,
+    )
+    history = result.history
+    # the numerators are weighted by the denominator (Kaldi's egs): the objective is <= 0, the loss >= 0
+    assert all(h.train_loss > 0 for h in history)
+    assert history[-1].train_loss < 0.5 * history[0].train_loss, [h.train_loss for h in history]
+    assert history[-1].train_accuracy > history[0].train_accuracy + 0.1, [h.train_accuracy for h in history]
+    assert "topology=" in objective.describe()
+
+
+def test_chain_topology_refusals(task):
+    from symnet.chain import Topology
+
+    topology = Topology.chain([1, 2, 3])
+    with pytest.raises(TrainingError, match="pdfs, left_tolerance apply to phone alignments"):
+        Chain(pdfs={1: (0, 1)}, left_tolerance=2)
+    with pytest.raises(TrainingError, match="with a topology give left_tolerance and right_tolerance"):
+        Chain(topology=topology, tolerance=2)
+    with pytest.raises(ShapeError, match="phone 4 has no HMM in the chain topology"):
+        Chain(topology=topology).check(np.array([[1, 4]]), 6, "training data", "output")
+    with pytest.raises(ShapeError, match="the chain topology has 6 pdfs, output 'output' dim 5"):
+        Chain(topology=topology).check(np.array([[1, 2]]), 5, "training data", "output")
