@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .chain_egs import ChainEgs, ChainEgsData, chain_egs
     from .checkpoint import CheckpointError, Position
     from .examples import Chunks, make_chunks
     from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
 
 #: Public name -> the module of this package that defines it.
 _MODULES = {
+    "ChainEgs": "chain_egs",
+    "ChainEgsData": "chain_egs",
+    "chain_egs": "chain_egs",
     "CheckpointError": "checkpoint",
     "Position": "checkpoint",
     "Chunks": "examples",
@@ -52,6 +56,8 @@ _MODULES = {
 __all__ = [
     "CTC",
     "Chain",
+    "ChainEgs",
+    "ChainEgsData",
     "CheckpointError",
     "Chunks",
     "DropoutSchedule",
@@ -67,6 +73,7 @@ __all__ = [
     "Objective",
     "Position",
     "TrainingError",
+    "chain_egs",
     "component_rules",
     "edit_distance",
     "fit",

@@ -571,9 +571,10 @@ def fit(
             _output_dim(network, train_chunks, input, output),
             int(frame_subsampling_factor),
         )
-    if frame_subsampling_factor > 1 and any(w % frame_subsampling_factor for w in widths + (train_chunks.chunk,)):
+    used = _chunk_widths(train_chunks, widths)  # the chunks' own width, and those below it of `chunk`
+    if frame_subsampling_factor > 1 and any(w % frame_subsampling_factor for w in used):
         raise TrainingError(
-            f"frame_subsampling_factor={frame_subsampling_factor}: the chunk widths {widths} must be multiples of "
+            f"frame_subsampling_factor={frame_subsampling_factor}: the chunk widths {used} must be multiples of "
             "it (Kaldi's frames-per-eg are), so that every chunk's outputs are at frames 0, k, 2k, ... of its "
             "sequence"
         )

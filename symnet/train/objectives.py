@@ -370,7 +370,6 @@ class Chain(Objective):
                 "the chain objective weights whole sequences: each chunk's frame weights must be 1 on a prefix of "
                 "its frames and 0 after (padding); other per-frame weights are not supported"
             )
-        frames = -(-targets.shape[1] // subsampling)
         if self.topology is not None:
             if not isinstance(self.den, ChainGraph):
                 raise TrainingError(
@@ -414,26 +413,7 @@ class Chain(Objective):
                 else None
                 for t, v in zip(targets, valid)
             ]
-        arcs = max([g.num_arcs for g in graphs if g is not None] + [1])
-        states = max([g.num_states for g in graphs if g is not None] + [frames + 1])
-        n = len(graphs)
-        out: dict[str, np.ndarray] = {
-            "src": np.zeros((n, arcs), np.int32),
-            "dst": np.zeros((n, arcs), np.int32),
-            "pdf": np.zeros((n, arcs), np.int32),
-            "prob": np.zeros((n, arcs), np.float32),
-            "initial": np.zeros((n, states), np.float32),
-            "final": np.zeros((n, states), np.float32),
-        }
-        for i, g in enumerate(graphs):
-            if g is None:  # no frames: no path (the chunk counts for nothing)
-                continue
-            for key in ("src", "dst", "pdf", "prob"):
-                out[key][i, : g.num_arcs] = getattr(g, key)
-            out["initial"][i, : g.num_states] = g.initial
-            out["final"][i, : g.num_states] = g.final
-        out["alignment"] = targets[:, ::subsampling].astype(np.int32)
-        return out
+        return pack_numerators(graphs, targets[:, ::subsampling].astype(np.int32))
 
     def loss(
         self,
@@ -465,12 +445,39 @@ class Chain(Objective):
         xent = self.options.xent_regularize * result.xent_objf
         total = result.objf + result.l2_term + (xent - jax.lax.stop_gradient(xent))
         loss = -total / jnp.maximum(result.weight, 1.0)
+        # Where there is no alignment (chain egs: -1), the numerator posteriors' best pdf is the reference.
         aligned = s["alignment"][:, : output.shape[1]]
+        aligned = jnp.where(aligned >= 0, aligned, jnp.argmax(result.num_post, -1))
         best = jnp.argmax(jax.lax.stop_gradient(output), -1)
         if self.topology is not None:  # the aligned phone's pdfs are right
             best = jnp.asarray(self._phone_of_pdf())[best]
         correct = (frames & (best == aligned)).sum()
         return loss, {"correct": correct.astype(output.dtype), "count": frames.sum().astype(output.dtype)}
+
+
+def pack_numerators(graphs: Sequence[ChainGraph | None], alignment: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-chunk numerator graphs as arrays with a leading chunk axis, padded to one size (None: a chunk with
+    no frames, no path), and each chunk's `alignment [chunks, output frames]` (-1: none), for `Chain.loss`."""
+    arcs = max([g.num_arcs for g in graphs if g is not None] + [1])
+    states = max([g.num_states for g in graphs if g is not None] + [alignment.shape[1] + 1])
+    n = len(graphs)
+    out: dict[str, np.ndarray] = {
+        "src": np.zeros((n, arcs), np.int32),
+        "dst": np.zeros((n, arcs), np.int32),
+        "pdf": np.zeros((n, arcs), np.int32),
+        "prob": np.zeros((n, arcs), np.float32),
+        "initial": np.zeros((n, states), np.float32),
+        "final": np.zeros((n, states), np.float32),
+    }
+    for i, g in enumerate(graphs):
+        if g is None:
+            continue
+        for key in ("src", "dst", "pdf", "prob"):
+            out[key][i, : g.num_arcs] = getattr(g, key)
+        out["initial"][i, : g.num_states] = g.initial
+        out["final"][i, : g.num_states] = g.final
+    out["alignment"] = alignment
+    return out
 
 
 def _graph_digest(graph: ChainGraph) -> str:

@@ -4,14 +4,13 @@ den.fst, chain egs and network outputs (tests/data/chain, made by make.sh there)
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from helpers.chain_fixtures import DATA, kaldi_options, kaldi_prob, read_text_matrices
 from symnet.chain import (
-    ChainOptions,
     chain_objective,
     graph_arrays,
     numerator_graph_from_text,
@@ -20,7 +19,6 @@ from symnet.chain import (
     stack_graphs,
 )
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "chain"
 NUM_PDFS = 4
 
 EG = re.compile(
@@ -35,31 +33,6 @@ EG = re.compile(
 def ts(index_text):
     """The t of each `<I1> n t x` index Kaldi writes."""
     return [int(t) for t in re.findall(r"<I1> -?\d+ (-?\d+) -?\d+", index_text)]
-
-
-def read_text_matrices(path):
-    out = {}
-    for key, body in re.findall(r"(\S+)\s+\[(.*?)\]", path.read_text(), re.S):
-        out[key] = np.array([[float(v) for v in row.split()] for row in body.strip().splitlines()], np.float32)
-    return out
-
-
-def kaldi_options(path):
-    values = dict(re.findall(r"--([\w-]+)=(\S+)", path.read_text()))
-    return ChainOptions(
-        l2_regularize=float(values.get("l2-regularize", 0.0)),
-        leaky_hmm_coefficient=float(values.get("leaky-hmm-coefficient", 1e-5)),
-    )
-
-
-def kaldi_prob(path):
-    line = path.read_text()
-    m = re.search(r"is (\S+) \+ (\S+) = (\S+) per frame, over (\S+) frames", line)
-    if m:
-        return float(m[1]), float(m[2]), float(m[4])
-    m = re.search(r"is (\S+) per frame, over (\S+) frames", line)
-    assert m, line
-    return float(m[1]), 0.0, float(m[2])
 
 
 @pytest.mark.parametrize("factor", [1, 3])
