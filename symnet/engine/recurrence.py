@@ -41,7 +41,8 @@ from ..core.tape import Tape
 from ..errors import PlanError
 from .dims import node_shapes, static_dim
 from .frame import FrameProgram, step_value
-from .fused_scan import Lane, fused_scan
+from .fused_scan import Lane, frame_mask, frame_reads, fused_scan, operand_reader
+from .layout import as_flat_rows, as_frames
 from .rowmap import RowMap
 
 _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an external may be, computed per frame
@@ -49,14 +50,6 @@ _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an e
 #: What `compile(..., lowering=...)` takes: `auto` (fused where every member has its `vjp`, else plain),
 #: `fused` (every group fused; a PlanError where a member has no `vjp`) or `plain` (every group plain).
 LOWERINGS = ("auto", "fused", "plain")
-
-
-def _rows3(value: jax.Array, batch: int) -> jax.Array:
-    return value.reshape(value.shape[0] // batch, batch, value.shape[-1])
-
-
-def _flat(value: jax.Array) -> jax.Array:
-    return value.reshape(value.shape[0] * value.shape[1], value.shape[2])
 
 
 @layer_class
@@ -450,8 +443,8 @@ class RecurrentBlock:
         """The group's operands per frame, its initial buffers and the given values (`[rows, batch, dim]`)."""
         batch = self.batch
         statics = dict(zip(self.statics, static_values, strict=True))
-        given = {m: _rows3(v, batch) for m, v in zip(self.given, given_values, strict=True)}
-        xs_ext = tuple(e.gather(_rows3(v, batch)) for e, v in zip(self.externals, ext_values, strict=True))
+        given = {m: as_frames(v, batch) for m, v in zip(self.given, given_values, strict=True)}
+        xs_ext = tuple(e.gather(as_frames(v, batch)) for e, v in zip(self.externals, ext_values, strict=True))
         dims = self._dims([x.shape for x in xs_ext])
         dtype = jnp.result_type(*(x.dtype for x in xs_ext)) if xs_ext else jnp.result_type(float)
         carry0 = {}
@@ -500,22 +493,12 @@ class RecurrentBlock:
         masks = jnp.asarray(self.masks)
 
         def step(carry: Any, xs: Any) -> tuple[Any, Any]:
-            ext, mask, frame_reads = xs
+            ext, mask, step_reads = xs
+            lagged = lambda op, k: carry[op][k - 1]  # noqa: E731
+            read = operand_reader(statics, dict(enumerate(ext)), lagged, frame_mask(mask), frame_reads(step_reads))
             vals: dict[int, jax.Array] = {}
             for m in self.order:
-                args = []
-                for e in self.edges[m]:
-                    if e.kind == "static":
-                        v = statics[e.op]
-                    elif e.kind == "external":
-                        v = ext[e.slot]
-                    else:
-                        v = vals[e.op] if e.kind == "same" else carry[e.op][abs(e.lag) - 1]
-                        if e.slot >= 0:
-                            v = jnp.where(mask[e.slot], v, jnp.zeros_like(v))
-                    if frame_reads is not None and e.dyn >= 0:
-                        v = jnp.where(frame_reads[e.dyn][:, None], v, jnp.zeros_like(v))
-                    args.append(v)
+                args = [read(e, vals) for e in self.edges[m]]
                 vals[m] = self._value(self.graph.layers[m], args).astype(dtype)
             new = {
                 op: vals[op][None] if len(buf) == 1 else jnp.concatenate([vals[op][None], buf[:-1]], axis=0)
@@ -600,7 +583,7 @@ def scan_tapes(
                 v: jax.Array, rowmap: RowMap = rowmap, begin: int = begin, width: int = width, batch: int = b.batch
             ) -> jax.Array:
                 cols = v[: rowmap.num_src * batch, begin : begin + width]
-                return _flat(rowmap(_rows3(cols, batch)))
+                return as_flat_rows(rowmap(as_frames(cols, batch)))
 
             member_value, member_vjp = jax.vjp(select, value)
             tapes[m] = Tape(
