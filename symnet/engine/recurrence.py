@@ -27,8 +27,9 @@ needs one has a `vjp`; a layer may leave `vjp` out, and its group is then plain.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -109,13 +110,22 @@ def strongly_connected(nodes: list[int], operands: list[tuple[int, ...]]) -> lis
     return out
 
 
-class _Edge:
-    __slots__ = ("kind", "op", "lag", "mask", "rowmap", "slot", "dyn")
+#: How a member reads an operand at a frame: a weight or literal (`static`), a node outside the group (`external`),
+#: a member at this frame (`same`) or a member `lag` frames back (`lag`).
+EdgeKind = Literal["static", "external", "same", "lag"]
 
-    def __init__(self, kind: str, op: int, lag: int = 0, mask: np.ndarray | None = None, rowmap: RowMap | None = None):
-        self.kind, self.op, self.lag, self.mask, self.rowmap = kind, op, lag, mask, rowmap
-        self.slot = -1  # index into the per-step masks or external inputs
-        self.dyn = -1  # index into the per-sequence read masks (an optional read in a request with sequence ends)
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class _Edge:
+    """One operand read of a member; planning passes that number slots replace edges, never change them."""
+
+    kind: EdgeKind
+    op: int
+    lag: int = 0
+    mask: np.ndarray | None = None  # `same` and `lag`: the steps at which the source row exists
+    rowmap: RowMap | None = None  # `external`: the operand's rows per step
+    slot: int = -1  # index into the per-step masks (`same`, `lag`) or the external inputs (`external`)
+    dyn: int = -1  # index into the per-sequence read masks (an optional read in a request with sequence ends)
 
     def present(self) -> np.ndarray:
         """The steps at which a `same` or `lag` edge's source row exists."""
@@ -176,7 +186,6 @@ class RecurrentBlock:
         # Steps of every row; rows the request gives lie outside 0 .. num_steps - 1.
         self.step_of = {m: step_t[m] - self.t0 for m in members}
         self.edges: dict[int, list[_Edge]] = {}
-        externals: list[_Edge] = []
         lags: set[int] = set()
         member_set = set(members)
         for m in members:
@@ -203,9 +212,8 @@ class RecurrentBlock:
                 else:
                     src_step = np.full(self.num_steps, -1, dtype=np.int64)
                     src_step[self.step_of[m][computed[m]]] = src[computed[m]]
+                    # its slot (the external input it reads) is given by _absorb_externals
                     edge = _Edge("external", op, rowmap=RowMap(src_step, maps[m][pos].num_src))
-                    edge.slot = len(externals)
-                    externals.append(edge)
                 edges.append(edge)
             self.edges[m] = edges
         # Per optional read (member, operand position): the member's row at each step (-1: none).
@@ -218,7 +226,7 @@ class RecurrentBlock:
                 row_at_step[self.step_of[m][computed[m]]] = np.flatnonzero(computed[m])
                 for pos, e in enumerate(self.edges[m]):
                     if e.kind != "static":
-                        e.dyn = len(self.optional_reads)
+                        self.edges[m][pos] = dataclasses.replace(e, dyn=len(self.optional_reads))
                         self.optional_reads.append(((m, pos), row_at_step))
         if any(lag > 0 for lag in lags) and any(lag < 0 for lag in lags):
             raise PlanError(
@@ -226,7 +234,7 @@ class RecurrentBlock:
                 + ", ".join(graph.describe(m) for m in members)
             )
         self.reverse = any(lag < 0 for lag in lags)
-        self.externals = self._absorb_externals(graph, rows, maps, externals)
+        self.externals = self._absorb_externals(graph, rows, maps)
         self.order = self._step_order(list(self.edges))
         masks = self._needed_masks()
         self.masks = np.stack(masks, axis=1) if masks else np.zeros((self.num_steps, 0), dtype=bool)
@@ -290,9 +298,7 @@ class RecurrentBlock:
             why = ": no vjp in " + ", ".join(graph.describe(m) for m in self.without_vjp)
         return f"recurrence of {members} ({self.num_steps} frames, {direction} in time): {self.lowering} scan{why}"
 
-    def _absorb_externals(
-        self, graph: Any, rows: Mapping[int, Any], maps: Mapping[int, tuple], externals: list[_Edge]
-    ) -> list[_Edge]:
+    def _absorb_externals(self, graph: Any, rows: Mapping[int, Any], maps: Mapping[int, tuple]) -> list[_Edge]:
         """Compute cheap row-wise externals per frame (a bias added to the hoisted input projection).
 
         An external that is a sum, difference, product or quotient of one indexed
@@ -316,14 +322,23 @@ class RecurrentBlock:
                 new_edges = self._absorbed_edges(graph, maps, op, edges, users)
                 if new_edges is not None:
                     self.edges[op] = new_edges
-                    for e in edges:
-                        e.kind, e.rowmap, e.mask, e.slot = "same", None, np.ones(self.num_steps, dtype=bool), -1
+                    absorbed = {id(e) for e in edges}
+                    for m, member_edges in self.edges.items():
+                        self.edges[m] = [
+                            _Edge("same", e.op, e.lag, np.ones(self.num_steps, dtype=bool), dyn=e.dyn)
+                            if id(e) in absorbed
+                            else e
+                            for e in member_edges
+                        ]
                     break
             else:
                 break
-        out = [e for edges in self.edges.values() for e in edges if e.kind == "external"]
-        for slot, e in enumerate(out):
-            e.slot = slot
+        out: list[_Edge] = []
+        for member_edges in self.edges.values():
+            for pos, e in enumerate(member_edges):
+                if e.kind == "external":
+                    member_edges[pos] = dataclasses.replace(e, slot=len(out))
+                    out.append(member_edges[pos])
         return out
 
     def _absorbed_edges(
@@ -364,7 +379,7 @@ class RecurrentBlock:
         masks: list[np.ndarray] = []
         for m in self.order:
             known_zero = np.zeros(self.num_steps, dtype=bool)
-            for e in self.edges[m]:
+            for pos, e in enumerate(self.edges[m]):
                 if e.kind not in ("same", "lag"):
                     continue
                 source = steps - e.lag
@@ -373,7 +388,7 @@ class RecurrentBlock:
                 source_zero[~outside] = zero[e.op][source[~outside]] if e.op in zero else False
                 present = e.present()
                 if not np.all(present | source_zero):
-                    e.slot = len(masks)
+                    self.edges[m][pos] = dataclasses.replace(e, slot=len(masks))
                     masks.append(present)
                 known_zero = ~present | source_zero
             passes = isinstance(self.graph.layers[m], (Offset, IfDefined, Round, ReplaceIndex, Node))
