@@ -39,7 +39,7 @@ class RectifiedLinearComponent(_Nonlinear):
 
     kaldi_type = "RectifiedLinearComponent"
 
-    # The core layer's formulas (symnet.layer.ReLU), which are Kaldi's.
+    # The core layer's formulas (symnet.core.elementwise.ReLU), which are Kaldi's.
     apply = ReLU.apply
     vjp = ReLU.vjp
 
@@ -50,7 +50,7 @@ class SigmoidComponent(_Nonlinear):
 
     kaldi_type = "SigmoidComponent"
 
-    # The core layer's formulas (symnet.layer.Sigmoid), which are Kaldi's.
+    # The core layer's formulas (symnet.core.elementwise.Sigmoid), which are Kaldi's.
     apply = Sigmoid.apply
     vjp = Sigmoid.vjp
 
@@ -61,7 +61,7 @@ class TanhComponent(_Nonlinear):
 
     kaldi_type = "TanhComponent"
 
-    # The core layer's formulas (symnet.layer.Tanh), which are Kaldi's.
+    # The core layer's formulas (symnet.core.elementwise.Tanh), which are Kaldi's.
     apply = Tanh.apply
     vjp = Tanh.vjp
 

@@ -8,7 +8,7 @@ them, and never overload `==` as a graph operation.
 
 Each layer class says how to compute its value from its operands' values
 (`apply`) and how to pull a delta back to its operands (`vjp`): the Tape
-(`symnet.tape`) calls these. Apply and vjp work on plain arrays and on the
+(`symnet.core.tape`) calls these. Apply and vjp work on plain arrays and on the
 engine's `[rows, batch, dim]` arrays alike, so row-wise layers keep row labels.
 """
 

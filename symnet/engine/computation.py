@@ -41,6 +41,7 @@ from .cache import Cache
 from .dims import node_shapes, static_dim
 from .ends import EndMasks, SequenceEnds
 from .graph import Graph
+from .layout import as_flat_rows, as_frames, as_layout
 from .plan import Planner
 from .recurrence import LOWERINGS, RecurrentBlock, strongly_connected
 from .request import ComputationRequest
@@ -363,10 +364,10 @@ class Computation:
         for name, (nid, rowmap) in self.input_maps.items():
             value = inputs[name]
             if not rowmap.is_identity:
-                value = _shaped(rowmap(_rows3(value, batch)), batch, batched)
+                value = as_layout(rowmap(as_frames(value, batch)), batch, batched)
             if nid in self.given_state:  # a recurrence's given state: scans take (t, n) rows
                 rows = Rows(self.given_state[nid], batch, self.regular)
-                given[nid] = Tape(graph.layers[nid], _flat(value), rows=rows, parameters=params)
+                given[nid] = Tape(graph.layers[nid], as_flat_rows(value), rows=rows, parameters=params)
             else:
                 tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
         for step in self.schedule:
@@ -380,7 +381,7 @@ class Computation:
                     for block in step.blocks if isinstance(step, MergedScans) else (step,):
                         for edge in block.externals:
                             if view[edge.op].value.ndim == 3:
-                                view[edge.op] = _reshaped_tape(view[edge.op], _flat(view[edge.op].value))
+                                view[edge.op] = _reshaped_tape(view[edge.op], as_flat_rows(view[edge.op].value))
                     step.tapes(view, self.rows, params, given, by_read)
                     tapes.update({nid: tape for nid, tape in view.items() if nid not in tapes})
                 else:
@@ -395,7 +396,7 @@ class Computation:
             else:
                 tape = _selection_tape(tape, rowmap, batch, self.request.outputs[name], batched)
             if batched and tape.value.ndim == 2:
-                tape = _reshaped_tape(tape, _rows3(tape.value, batch))
+                tape = _reshaped_tape(tape, as_frames(tape.value, batch))
             out[name] = tape
         return out
 
@@ -437,7 +438,7 @@ class Computation:
                     selected.append(u.value)
                     transposes.append(None)
                 else:
-                    move = lambda v, m=rowmap: _shaped(m(_rows3(v, batch)), batch, leading)  # noqa: E731
+                    move = lambda v, m=rowmap: as_layout(m(as_frames(v, batch)), batch, leading)  # noqa: E731
                     sel, vjp = jax.vjp(move, u.value)
                     selected.append(sel)
                     transposes.append(vjp)
@@ -470,8 +471,8 @@ class Computation:
             assert isinstance(rows_read, IndexedRows)  # _maps gives an IndexedLayer's input an IndexedRows
 
             def fn(v: jax.Array, *weights: jax.Array) -> jax.Array:
-                out = layer.apply_rows(rows_read(_rows3(v, batch)), rows_read.owner, rows_read.num_rows, *weights)
-                return _shaped(out, batch, batched)
+                out = layer.apply_rows(rows_read(as_frames(v, batch)), rows_read.owner, rows_read.num_rows, *weights)
+                return as_layout(out, batch, batched)
 
             value, vjp = jax.vjp(fn, *(u.value for u in upstream))
             return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
@@ -507,21 +508,6 @@ class Computation:
     def _repr_html_(self) -> str:
         """The request and each node's Indexes, for notebooks (see `symnet.display`)."""
         return html.render(self)
-
-
-def _rows3(value: jax.Array, batch: int) -> jax.Array:
-    """A regular value as `[T, N, D]` (flat rows are in (t, n) order)."""
-    return value if value.ndim == 3 else value.reshape(value.shape[0] // batch, batch, value.shape[-1])
-
-
-def _flat(value: jax.Array) -> jax.Array:
-    """A regular value as `[T * N, D]`, rows in (t, n) order."""
-    return value if value.ndim == 2 else value.reshape(value.shape[0] * value.shape[1], value.shape[2])
-
-
-def _shaped(value: jax.Array, batch: int, batched: bool) -> jax.Array:
-    """`value` as `[T, N, D]` in a batched call, as flat rows otherwise."""
-    return _rows3(value, batch) if batched else _flat(value)
 
 
 _ELEMENTWISE: frozenset[type] = frozenset({Plus, Minus, Times, Divide, Negate, Exp, Log, Tanh, Sigmoid, ReLU})
@@ -569,11 +555,11 @@ def _descriptor_fn(
     def take(i: int, v: jax.Array) -> jax.Array:
         rowmap = maps[i]
         assert rowmap is not None  # parts no row reads are left out before this
-        out = rowmap(_rows3(v, batch))  # [rows, batch, dim]
+        out = rowmap(as_frames(v, batch))  # [rows, batch, dim]
         use = uses[i] if i < len(uses) else None
         if use is not None:
             out = jnp.where(use[:, :, None], out, jnp.zeros_like(out))
-        return _shaped(out, batch, batched)
+        return as_layout(out, batch, batched)
 
     if isinstance(layer, Append):
         return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)
@@ -598,7 +584,7 @@ def _descriptor_fn(
 
 def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet, batched: bool) -> Tape:
     """A tape node picking the requested rows, in the request's order, from an output node."""
-    fn = lambda v: _shaped(rowmap(_rows3(v, batch)), batch, batched)  # noqa: E731
+    fn = lambda v: as_layout(rowmap(as_frames(v, batch)), batch, batched)  # noqa: E731
     value, vjp = jax.vjp(fn, tape.value)
     return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
 

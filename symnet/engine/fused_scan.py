@@ -44,7 +44,7 @@ def shifted(values: jax.Array, k: int, init: jax.Array, reverse: bool) -> jax.Ar
     return jnp.concatenate([values, init[:k]], axis=0)[k : k + steps]  # init[j] is frame steps + j
 
 
-def _reader(
+def operand_reader(
     statics: Mapping[int, jax.Array],
     ext: Mapping[int, jax.Array],
     lagged: Callable[[int, int], jax.Array],
@@ -69,7 +69,8 @@ def _reader(
     return read
 
 
-def _frame_mask(mask: jax.Array) -> Callable[[jax.Array, int], jax.Array]:
+def frame_mask(mask: jax.Array) -> Callable[[jax.Array, int], jax.Array]:
+    """One frame's descriptor masks (`[slots]`) as `operand_reader`'s `masked`: zeros where a read is absent."""
     return lambda v, slot: jnp.where(mask[slot], v, jnp.zeros_like(v))
 
 
@@ -77,15 +78,15 @@ def _all_frames_mask(masks: jax.Array) -> Callable[[jax.Array, int], jax.Array]:
     return lambda v, slot: jnp.where(masks[:, slot, None, None], v, jnp.zeros_like(v))
 
 
-def _frame_reads(reads: jax.Array | None) -> Callable[[jax.Array, int], jax.Array] | None:
-    """Per-sequence read masks of one frame (`[reads, batch]`) as `_reader`'s `per_sequence`."""
+def frame_reads(reads: jax.Array | None) -> Callable[[jax.Array, int], jax.Array] | None:
+    """Per-sequence read masks of one frame (`[reads, batch]`) as `operand_reader`'s `per_sequence`."""
     if reads is None:
         return None
     return lambda v, k: jnp.where(reads[k][:, None], v, jnp.zeros_like(v))
 
 
 def _all_frames_reads(reads: jax.Array | None) -> Callable[[jax.Array, int], jax.Array] | None:
-    """Per-sequence read masks of all frames (`[steps, reads, batch]`) as `_reader`'s `per_sequence`."""
+    """Per-sequence read masks of all frames (`[steps, reads, batch]`) as `operand_reader`'s `per_sequence`."""
     if reads is None:
         return None
     return lambda v, k: jnp.where(reads[:, k, :, None], v, jnp.zeros_like(v))
@@ -181,7 +182,7 @@ class Lane:
     ) -> tuple[dict, tuple[jax.Array, ...]]:
         """One frame: the new buffers and the values of `names`."""
         lagged = lambda op, k: carry[op][k - 1]  # noqa: E731
-        read = _reader(statics, dict(enumerate(ext)), lagged, _frame_mask(mask), _frame_reads(reads))
+        read = operand_reader(statics, dict(enumerate(ext)), lagged, frame_mask(mask), frame_reads(reads))
         vals = self.program.values(read, self.dims, self.dtype)
         new = {op: jnp.concatenate([vals[op][None], buf[:-1]], axis=0) for op, buf in carry.items()}
         return new, tuple(vals[m] for m in names)
@@ -352,11 +353,11 @@ class _LaneBackward:
         lane, p = self.lane, self.lane.program
         edges, shapes, dtype, reads, statics = p.edges, lane.shapes, lane.dtype, lane.reads, self.statics
         pending, acc = carry
-        dy, stored, lags, ext, mask, frame_reads = xs
+        dy, stored, lags, ext, mask, step_reads = xs
         frame_lags = dict(zip(self.lag_names, lags))
-        per_sequence = _frame_reads(frame_reads)
+        per_sequence = frame_reads(step_reads)
         lagged = lambda op, k: frame_lags[(op, k)]  # noqa: E731
-        read = _reader(statics, dict(zip(self.ext_slots, ext)), lagged, _frame_mask(mask), per_sequence)
+        read = operand_reader(statics, dict(zip(self.ext_slots, ext)), lagged, frame_mask(mask), per_sequence)
         vals = p.resolve(lane.loop, read, dict(zip(self.stored_names, stored)), (p.batch,), lane.dims, dtype)
 
         def value(m: int) -> Callable[[], jax.Array]:
@@ -440,7 +441,7 @@ class _LaneBackward:
         d_ext = [per_frame[i] if i >= 0 else None for i in self.layout["ext"]]
         d_dots = [per_frame[i] for i in self.layout["dots"]]
         # The deferred weight gradients: all frames' operands against all frames' deltas, one product each.
-        read = _reader(
+        read = operand_reader(
             self.statics,
             dict(enumerate(self.xs_ext)),
             lambda op, k: self.lagged[(op, k)],

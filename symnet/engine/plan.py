@@ -1,12 +1,12 @@
 """Planning: which Indexes every node must compute for a request (Kaldi's computation graph).
 
-Pure numpy, outside JAX. Indexes are int64 keys (`symnet.index`), so sets are
+Pure numpy, outside JAX. Indexes are int64 keys (`symnet.core.index`), so sets are
 sorted arrays and every rule below is vectorised.
 
 Computability, as in Kaldi's `nnet-computation-graph.cc`: an input Index is
 computable when the request provides it; a row-wise node when all its indexed
 operands are, at the same Index; descriptors by their rules (see
-`symnet.descriptor`). Requirements then walk from the requested outputs to the
+`symnet.core.descriptor`). Requirements then walk from the requested outputs to the
 inputs, taking an IfDefined branch only where it is computable and a Failover
 branch only where the first is not. What no output needs is pruned.
 A request with `sequence_ends` takes a Failover's second branch wherever it is

@@ -27,8 +27,9 @@ needs one has a `vjp`; a layer may leave `vjp` out, and its group is then plain.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,7 +42,8 @@ from ..core.tape import Tape
 from ..errors import PlanError
 from .dims import node_shapes, static_dim
 from .frame import FrameProgram, step_value
-from .fused_scan import Lane, fused_scan
+from .fused_scan import Lane, frame_mask, frame_reads, fused_scan, operand_reader
+from .layout import as_flat_rows, as_frames
 from .rowmap import RowMap
 
 _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an external may be, computed per frame
@@ -49,14 +51,6 @@ _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an e
 #: What `compile(..., lowering=...)` takes: `auto` (fused where every member has its `vjp`, else plain),
 #: `fused` (every group fused; a PlanError where a member has no `vjp`) or `plain` (every group plain).
 LOWERINGS = ("auto", "fused", "plain")
-
-
-def _rows3(value: jax.Array, batch: int) -> jax.Array:
-    return value.reshape(value.shape[0] // batch, batch, value.shape[-1])
-
-
-def _flat(value: jax.Array) -> jax.Array:
-    return value.reshape(value.shape[0] * value.shape[1], value.shape[2])
 
 
 @layer_class
@@ -116,13 +110,22 @@ def strongly_connected(nodes: list[int], operands: list[tuple[int, ...]]) -> lis
     return out
 
 
-class _Edge:
-    __slots__ = ("kind", "op", "lag", "mask", "rowmap", "slot", "dyn")
+#: How a member reads an operand at a frame: a weight or literal (`static`), a node outside the group (`external`),
+#: a member at this frame (`same`) or a member `lag` frames back (`lag`).
+EdgeKind = Literal["static", "external", "same", "lag"]
 
-    def __init__(self, kind: str, op: int, lag: int = 0, mask: np.ndarray | None = None, rowmap: RowMap | None = None):
-        self.kind, self.op, self.lag, self.mask, self.rowmap = kind, op, lag, mask, rowmap
-        self.slot = -1  # index into the per-step masks or external inputs
-        self.dyn = -1  # index into the per-sequence read masks (an optional read in a request with sequence ends)
+
+@dataclasses.dataclass(frozen=True, slots=True, eq=False)
+class _Edge:
+    """One operand read of a member; planning passes that number slots replace edges, never change them."""
+
+    kind: EdgeKind
+    op: int
+    lag: int = 0
+    mask: np.ndarray | None = None  # `same` and `lag`: the steps at which the source row exists
+    rowmap: RowMap | None = None  # `external`: the operand's rows per step
+    slot: int = -1  # index into the per-step masks (`same`, `lag`) or the external inputs (`external`)
+    dyn: int = -1  # index into the per-sequence read masks (an optional read in a request with sequence ends)
 
     def present(self) -> np.ndarray:
         """The steps at which a `same` or `lag` edge's source row exists."""
@@ -183,7 +186,6 @@ class RecurrentBlock:
         # Steps of every row; rows the request gives lie outside 0 .. num_steps - 1.
         self.step_of = {m: step_t[m] - self.t0 for m in members}
         self.edges: dict[int, list[_Edge]] = {}
-        externals: list[_Edge] = []
         lags: set[int] = set()
         member_set = set(members)
         for m in members:
@@ -210,9 +212,8 @@ class RecurrentBlock:
                 else:
                     src_step = np.full(self.num_steps, -1, dtype=np.int64)
                     src_step[self.step_of[m][computed[m]]] = src[computed[m]]
+                    # its slot (the external input it reads) is given by _absorb_externals
                     edge = _Edge("external", op, rowmap=RowMap(src_step, maps[m][pos].num_src))
-                    edge.slot = len(externals)
-                    externals.append(edge)
                 edges.append(edge)
             self.edges[m] = edges
         # Per optional read (member, operand position): the member's row at each step (-1: none).
@@ -225,7 +226,7 @@ class RecurrentBlock:
                 row_at_step[self.step_of[m][computed[m]]] = np.flatnonzero(computed[m])
                 for pos, e in enumerate(self.edges[m]):
                     if e.kind != "static":
-                        e.dyn = len(self.optional_reads)
+                        self.edges[m][pos] = dataclasses.replace(e, dyn=len(self.optional_reads))
                         self.optional_reads.append(((m, pos), row_at_step))
         if any(lag > 0 for lag in lags) and any(lag < 0 for lag in lags):
             raise PlanError(
@@ -233,7 +234,7 @@ class RecurrentBlock:
                 + ", ".join(graph.describe(m) for m in members)
             )
         self.reverse = any(lag < 0 for lag in lags)
-        self.externals = self._absorb_externals(graph, rows, maps, externals)
+        self.externals = self._absorb_externals(graph, rows, maps)
         self.order = self._step_order(list(self.edges))
         masks = self._needed_masks()
         self.masks = np.stack(masks, axis=1) if masks else np.zeros((self.num_steps, 0), dtype=bool)
@@ -297,9 +298,7 @@ class RecurrentBlock:
             why = ": no vjp in " + ", ".join(graph.describe(m) for m in self.without_vjp)
         return f"recurrence of {members} ({self.num_steps} frames, {direction} in time): {self.lowering} scan{why}"
 
-    def _absorb_externals(
-        self, graph: Any, rows: Mapping[int, Any], maps: Mapping[int, tuple], externals: list[_Edge]
-    ) -> list[_Edge]:
+    def _absorb_externals(self, graph: Any, rows: Mapping[int, Any], maps: Mapping[int, tuple]) -> list[_Edge]:
         """Compute cheap row-wise externals per frame (a bias added to the hoisted input projection).
 
         An external that is a sum, difference, product or quotient of one indexed
@@ -323,14 +322,23 @@ class RecurrentBlock:
                 new_edges = self._absorbed_edges(graph, maps, op, edges, users)
                 if new_edges is not None:
                     self.edges[op] = new_edges
-                    for e in edges:
-                        e.kind, e.rowmap, e.mask, e.slot = "same", None, np.ones(self.num_steps, dtype=bool), -1
+                    absorbed = {id(e) for e in edges}
+                    for m, member_edges in self.edges.items():
+                        self.edges[m] = [
+                            _Edge("same", e.op, e.lag, np.ones(self.num_steps, dtype=bool), dyn=e.dyn)
+                            if id(e) in absorbed
+                            else e
+                            for e in member_edges
+                        ]
                     break
             else:
                 break
-        out = [e for edges in self.edges.values() for e in edges if e.kind == "external"]
-        for slot, e in enumerate(out):
-            e.slot = slot
+        out: list[_Edge] = []
+        for member_edges in self.edges.values():
+            for pos, e in enumerate(member_edges):
+                if e.kind == "external":
+                    member_edges[pos] = dataclasses.replace(e, slot=len(out))
+                    out.append(member_edges[pos])
         return out
 
     def _absorbed_edges(
@@ -371,7 +379,7 @@ class RecurrentBlock:
         masks: list[np.ndarray] = []
         for m in self.order:
             known_zero = np.zeros(self.num_steps, dtype=bool)
-            for e in self.edges[m]:
+            for pos, e in enumerate(self.edges[m]):
                 if e.kind not in ("same", "lag"):
                     continue
                 source = steps - e.lag
@@ -380,7 +388,7 @@ class RecurrentBlock:
                 source_zero[~outside] = zero[e.op][source[~outside]] if e.op in zero else False
                 present = e.present()
                 if not np.all(present | source_zero):
-                    e.slot = len(masks)
+                    self.edges[m][pos] = dataclasses.replace(e, slot=len(masks))
                     masks.append(present)
                 known_zero = ~present | source_zero
             passes = isinstance(self.graph.layers[m], (Offset, IfDefined, Round, ReplaceIndex, Node))
@@ -450,8 +458,8 @@ class RecurrentBlock:
         """The group's operands per frame, its initial buffers and the given values (`[rows, batch, dim]`)."""
         batch = self.batch
         statics = dict(zip(self.statics, static_values, strict=True))
-        given = {m: _rows3(v, batch) for m, v in zip(self.given, given_values, strict=True)}
-        xs_ext = tuple(e.gather(_rows3(v, batch)) for e, v in zip(self.externals, ext_values, strict=True))
+        given = {m: as_frames(v, batch) for m, v in zip(self.given, given_values, strict=True)}
+        xs_ext = tuple(e.gather(as_frames(v, batch)) for e, v in zip(self.externals, ext_values, strict=True))
         dims = self._dims([x.shape for x in xs_ext])
         dtype = jnp.result_type(*(x.dtype for x in xs_ext)) if xs_ext else jnp.result_type(float)
         carry0 = {}
@@ -500,22 +508,12 @@ class RecurrentBlock:
         masks = jnp.asarray(self.masks)
 
         def step(carry: Any, xs: Any) -> tuple[Any, Any]:
-            ext, mask, frame_reads = xs
+            ext, mask, step_reads = xs
+            lagged = lambda op, k: carry[op][k - 1]  # noqa: E731
+            read = operand_reader(statics, dict(enumerate(ext)), lagged, frame_mask(mask), frame_reads(step_reads))
             vals: dict[int, jax.Array] = {}
             for m in self.order:
-                args = []
-                for e in self.edges[m]:
-                    if e.kind == "static":
-                        v = statics[e.op]
-                    elif e.kind == "external":
-                        v = ext[e.slot]
-                    else:
-                        v = vals[e.op] if e.kind == "same" else carry[e.op][abs(e.lag) - 1]
-                        if e.slot >= 0:
-                            v = jnp.where(mask[e.slot], v, jnp.zeros_like(v))
-                    if frame_reads is not None and e.dyn >= 0:
-                        v = jnp.where(frame_reads[e.dyn][:, None], v, jnp.zeros_like(v))
-                    args.append(v)
+                args = [read(e, vals) for e in self.edges[m]]
                 vals[m] = self._value(self.graph.layers[m], args).astype(dtype)
             new = {
                 op: vals[op][None] if len(buf) == 1 else jnp.concatenate([vals[op][None], buf[:-1]], axis=0)
@@ -600,7 +598,7 @@ def scan_tapes(
                 v: jax.Array, rowmap: RowMap = rowmap, begin: int = begin, width: int = width, batch: int = b.batch
             ) -> jax.Array:
                 cols = v[: rowmap.num_src * batch, begin : begin + width]
-                return _flat(rowmap(_rows3(cols, batch)))
+                return as_flat_rows(rowmap(as_frames(cols, batch)))
 
             member_value, member_vjp = jax.vjp(select, value)
             tapes[m] = Tape(

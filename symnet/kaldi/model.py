@@ -146,10 +146,6 @@ class KaldiModel:
             changes["priors"] = priors
         return attrs.evolve(self, **changes)
 
-    def to_nnet(self, *, raw: bool = False) -> NnetFile:
-        """The model as a token-level `NnetFile` (see `model_to_nnet`)."""
-        return model_to_nnet(self, raw=raw)
-
 
 def as_model(value: Any) -> KaldiModel:
     """`value` (a KaldiModel, KaldiNetwork or Network) as a KaldiModel."""

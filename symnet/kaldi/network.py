@@ -129,10 +129,6 @@ class KaldiNetwork:
         """The network as config lines (see `network_config_lines`)."""
         return network_config_lines(self)
 
-    def to_config(self) -> str:
-        """The network as config text (see `write_network`)."""
-        return write_network(self)
-
 
 jax.tree_util.register_pytree_node(
     KaldiNetwork,

@@ -198,10 +198,6 @@ class Typed:
                 out.append((f.alias, getattr(self, f.name)))
         return out
 
-    def settings_text(self) -> str:
-        """The settings as `key=value` text (the notebook view's label shows it)."""
-        return ", ".join(f"{key}={value!r}" for key, value in self.settings() if key != "name")
-
     def kaldi_form(self, name: str) -> Layer:
         """The layer in Kaldi's components and descriptors, with the same parameters (Weights), for writing
         Kaldi configs and models; `name` is the component name to use where the layer has none of its own.

@@ -6,7 +6,7 @@ schedule (step -> learning rate) of an `OptimizerSettings`:
 - `name`: `sgd`, `adam` or `adamw` (`weight_decay` is adamw's decoupled decay;
   with sgd or adam it is `optax.add_decayed_weights` before the update);
 - `schedule`: `constant`; `exponential`, Kaldi's: the rate decays
-  geometrically from `lr` to `final_lr` over the run (steering/train_dnn.py's
+  geometrically from `lr` to `final_lr` over the run (steps/nnet3/train_dnn.py's
   initial and final effective learning rates; `final_lr` defaults to lr / 10,
   as Kaldi's scripts); `cosine`: from `lr` to `final_lr` (default 0) on a
   half cosine;
