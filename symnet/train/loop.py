@@ -996,12 +996,7 @@ def _check_data(
             f"{what}: chunks of {chunks.chunk} frames with context ({chunks.left}, {chunks.right}), "
             f"but the training chunks have {like.chunk} frames with context ({like.left}, {like.right})"
         )
-    left, right = network.context(output)
-    if chunks.left < left or chunks.right < right:
-        raise ShapeError(
-            f"{what}: chunks with context ({chunks.left}, {chunks.right}), but output {output!r} needs "
-            f"({left}, {right}) frames of input context"
-        )
+    _check_context(network, chunks, output, what)
     dim = graph.input_dims.get(input)
     if dim is not None and chunks.features.shape[-1] != dim:
         raise ShapeError(
@@ -1017,12 +1012,7 @@ def _check_data(
                     f"the {kind.name!r} objective reads output {extra!r}, which the network does not have; "
                     f"it has {list(graph.outputs)}"
                 )
-            extra_left, extra_right = network.context(extra)
-            if chunks.left < extra_left or chunks.right < extra_right:
-                raise ShapeError(
-                    f"{what}: chunks with context ({chunks.left}, {chunks.right}), but output {extra!r} needs "
-                    f"({extra_left}, {extra_right}) frames of input context"
-                )
+            _check_context(network, chunks, extra, what)
             if (extra_dim := _output_dim(network, chunks, input, extra)) != out_dim:
                 raise ShapeError(
                     f"the {kind.name!r} objective reads output {extra!r} of dim {extra_dim} beside output "
@@ -1042,6 +1032,16 @@ def _check_data(
         finite = np.isfinite(targets)
         if not finite.all():
             raise ShapeError(f"{what}: the targets contain {targets[~finite][0]}")
+
+
+def _check_context(network: Any, chunks: Chunks, output: str, what: str) -> None:
+    """ShapeError unless the chunks have the input context `output` needs."""
+    left, right = network.context(output)
+    if chunks.left < left or chunks.right < right:
+        raise ShapeError(
+            f"{what}: chunks with context ({chunks.left}, {chunks.right}), but output {output!r} needs "
+            f"({left}, {right}) frames of input context"
+        )
 
 
 def _output_dim(network: Any, chunks: Chunks, input: str, output: str) -> int:
