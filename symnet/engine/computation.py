@@ -242,7 +242,10 @@ class Computation:
         reads = self._read_masks(ends)
         inputs = self._check_inputs(inputs)
         proportions = {name: jnp.asarray(p, jnp.float32) for name, p in rng.active_proportions().items()}
-        return self._jitted(network.params, network.state, inputs, rng.active_key(), reads, proportions)
+        outputs: dict[str, jax.Array] = self._jitted(
+            network.params, network.state, inputs, rng.active_key(), reads, proportions
+        )
+        return outputs
 
     def _run(
         self,

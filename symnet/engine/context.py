@@ -42,7 +42,7 @@ _CONTEXTS: Cache[tuple[int, int]] = Cache(256)
 
 def output_name(network: Any, output: str | None) -> str:
     """The output a call means: `output` if given (checked), else `output`, else the only output."""
-    names = [name for name, _ in network.structure.outputs]
+    names: list[str] = [name for name, _ in network.structure.outputs]
     if output is None:
         if "output" in names:
             return "output"

@@ -21,8 +21,9 @@ from ..core.index import IndexSet
 from ..errors import PlanError, ShapeError
 from .buckets import batch_size, bucket_length, fill, padding_side
 from .computation import compile
-from .context import context, output_name
+from .context import context as context  # re-exported: `dense.context(network)` is part of this module's API
 from .context import modulus as graph_modulus
+from .context import output_name
 from .graph import Graph
 from .request import ComputationRequest
 from .streaming import Source, State, chunk_runner, concatenate, host

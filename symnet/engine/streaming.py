@@ -324,7 +324,8 @@ class Stream:
         n = next(iter(self._buffers.values())).shape[1] if self._buffers else 1
         out = np.concatenate(pieces) if pieces else np.zeros((0, n, self._runner.dim), np.float32)
         out = np.moveaxis(out, 0, 1)  # [n, frames, dim]
-        return jax.device_put(out if self._batched else out[0])
+        result: jax.Array = jax.device_put(out if self._batched else out[0])
+        return result
 
     def _append(self, frames: Any) -> None:
         """Check the frames (ShapeError naming what is wrong) and add them to the buffers, `[frames, n, dim]`."""
