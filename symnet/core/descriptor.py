@@ -113,7 +113,8 @@ class IndexedLayer(Descriptor):
         """Which output rows are computable, given which required input Indexes are."""
         needed = np.bincount(owner, minlength=num_rows)
         have = np.bincount(owner, weights=available, minlength=num_rows)
-        return have == needed
+        computable: np.ndarray = have == needed
+        return computable
 
     def reach(self) -> int:
         """The most frames between an output Index and an input Index it reads (bounds planning)."""

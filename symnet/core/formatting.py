@@ -49,7 +49,7 @@ class Formatter:
         text, prec = done if done is not None else layer._format(self)
         return f"({text})" if prec < min_prec else text
 
-    def arg(self, value: Any, field: attrs.Attribute) -> str | None:
+    def arg(self, value: Any, field: attrs.Attribute[Any]) -> str | None:
         if hasattr(value, "_format"):  # a layer
             return self.sub(value, 0)
         if isinstance(value, tuple) and field.metadata.get("children"):

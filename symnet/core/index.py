@@ -95,7 +95,7 @@ class IndexSet:
 
     __slots__ = ("keys", "_hash", "_grid")
 
-    def __init__(self, keys: np.ndarray, *, _grid: tuple | None = None):
+    def __init__(self, keys: np.ndarray, *, _grid: tuple[range, range, int] | None = None):
         if not (isinstance(keys, np.ndarray) and keys.dtype == np.int64 and keys.ndim == 1):
             keys = _as_keys(keys)
         keys = np.ascontiguousarray(keys)
@@ -188,9 +188,9 @@ class IndexSet:
         then the matrix reshapes to `[rows, N, dim]` and planning can ignore n.
         """
         if self._grid is not None:
-            ns, ts, x = self._grid
+            ns, ts, grid_x = self._grid
             if ns.start == 0:
-                return len(ns), encode(np.zeros(len(ts)), np.asarray(ts), np.full(len(ts), x))
+                return len(ns), encode(np.zeros(len(ts)), np.asarray(ts), np.full(len(ts), grid_x))
             return None
         n, t, x = decode(self.keys)
         if not len(n):

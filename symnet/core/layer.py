@@ -18,7 +18,7 @@ import difflib
 import functools
 import numbers
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, dataclass_transform
 
 import attrs
 import jax
@@ -716,3 +716,17 @@ def evaluate(
             tape = Tape(layer, layer.apply(*(u.value for u in upstream)), upstream, parameters=params)
         tapes[id(layer)] = tape
     return [tapes[id(r)] for r in roots]
+
+
+class NetworkLike(Protocol):
+    """What the Index engine needs of a network: its `structure` (the layer graph, and the key of compiled
+    computations) and its parameter and state arrays by name. `symnet.Network` is one."""
+
+    @property
+    def structure(self) -> Structure: ...
+
+    @property
+    def params(self) -> Mapping[str, jax.Array]: ...
+
+    @property
+    def state(self) -> Mapping[str, jax.Array]: ...

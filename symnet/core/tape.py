@@ -97,20 +97,20 @@ class Tape:
     def _delta(self, delta: Any) -> jax.Array:
         """`delta` as an array of this tape's value's shape (a scalar is broadcast)."""
         try:
-            delta = jnp.asarray(delta, dtype=self.value.dtype)
+            array: jax.Array = jnp.asarray(delta, dtype=self.value.dtype)
         except (TypeError, ValueError) as e:
             raise LayerTypeError(
                 f"backward: the delta must be a number or a numeric array of shape {self.shape}, "
                 f"got {delta!r} ({e}){at(self.layer.where)}"
             ) from None
-        if delta.shape != self.value.shape:
-            if delta.ndim != 0:
+        if array.shape != self.value.shape:
+            if array.ndim != 0:
                 raise ShapeError(
-                    f"backward: delta of shape {tuple(delta.shape)} for a value of shape "
+                    f"backward: delta of shape {tuple(array.shape)} for a value of shape "
                     f"{self.shape}{at(self.layer.where)}"
                 )
-            delta = jnp.broadcast_to(delta, self.value.shape)
-        return delta
+            array = jnp.broadcast_to(array, self.value.shape)
+        return array
 
 
 def backward(seeds: Sequence[tuple[Tape, Any]]) -> dict[str, jax.Array]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.numpy as jnp
@@ -34,7 +34,20 @@ from ..core.descriptor import (
 )
 from ..core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from ..core.index import IndexSet, decode, encode
-from ..core.layer import Divide, Dot, Identity, Layer, Literal, Minus, Negate, Plus, Times, Weight
+from ..core.layer import (
+    Divide,
+    Dot,
+    Identity,
+    Layer,
+    Literal,
+    Minus,
+    Negate,
+    NetworkLike,
+    Plus,
+    Structure,
+    Times,
+    Weight,
+)
 from ..core.tape import Tape
 from ..errors import PlanError, ShapeError, at
 from .cache import Cache
@@ -103,7 +116,16 @@ class Computation:
     returns `[T, N, D]` outputs (see `__call__`).
     """
 
-    def __init__(self, graph: Graph, request: ComputationRequest, planner: Planner, lowering: str = "auto"):
+    def __init__(
+        self,
+        structure: Structure,
+        graph: Graph,
+        request: ComputationRequest,
+        planner: Planner,
+        lowering: str = "auto",
+    ):
+        #: The network structure it was compiled for: what it may be called with.
+        self.structure = structure
         needed = planner.requirements()
         self.graph = graph
         self.request = request
@@ -134,7 +156,6 @@ class Computation:
             for name, keys in planner.wanted.items()
         }
         self._jitted = jax.jit(self._run)
-        self.structure: Any = None  # the network structure it was compiled for (set by `compile`)
 
     # ----- planning the steps -------------------------------------------------------
 
@@ -222,7 +243,7 @@ class Computation:
 
     # ----- running ------------------------------------------------------------------
 
-    def __call__(self, network: Any, inputs: Mapping[str, Any], ends: Any = None) -> dict[str, jax.Array]:
+    def __call__(self, network: NetworkLike, inputs: Mapping[str, Any], ends: Any = None) -> dict[str, jax.Array]:
         """Output arrays for input arrays, in one of two layouts for the whole call.
 
         Flat: every input and output is a matrix with one row per Index, in the
@@ -242,7 +263,10 @@ class Computation:
         reads = self._read_masks(ends)
         inputs = self._check_inputs(inputs)
         proportions = {name: jnp.asarray(p, jnp.float32) for name, p in rng.active_proportions().items()}
-        return self._jitted(network.params, network.state, inputs, rng.active_key(), reads, proportions)
+        outputs: dict[str, jax.Array] = self._jitted(
+            network.params, network.state, inputs, rng.active_key(), reads, proportions
+        )
+        return outputs
 
     def _run(
         self,
@@ -259,7 +283,7 @@ class Computation:
         ):
             return {name: tape.value for name, tape in self._tapes(params, state, inputs, reads).items()}
 
-    def forward(self, network: Any, inputs: Mapping[str, Any], ends: Any = None) -> dict[str, Tape]:
+    def forward(self, network: NetworkLike, inputs: Mapping[str, Any], ends: Any = None) -> dict[str, Tape]:
         """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step.
 
         Inputs (and `ends`) are as for calling the Computation; batched inputs
@@ -295,7 +319,7 @@ class Computation:
             return ends.masks
         return self.end_masks(ends).masks
 
-    def _check_network(self, network: Any) -> Any:
+    def _check_network(self, network: object) -> NetworkLike:
         """`network`, if it has the structure this Computation was compiled for (else its plan does not apply)."""
         structure = getattr(network, "structure", None)
         if structure is not self.structure and structure != self.structure:
@@ -304,7 +328,7 @@ class Computation:
                 f"this Computation was compiled for a different network structure; called with {what} "
                 "(compile one for it: symnet.compile(network, request))"
             )
-        return network
+        return cast(NetworkLike, network)
 
     def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, jax.Array]:
         """The input arrays, checked: all flat `[rows, D]` or (regular requests) all batched `[T, N, D]`."""
@@ -599,7 +623,7 @@ def _reshaped_tape(tape: Tape, value: jax.Array) -> Tape:
 _CACHE: Cache[Computation] = Cache(64)
 
 
-def compile(network: Any, request: ComputationRequest, lowering: str = "auto") -> Computation:
+def compile(network: NetworkLike, request: ComputationRequest, lowering: str = "auto") -> Computation:
     """Plan `request` on `network` (eagerly) and return the Computation; cached.
 
     `lowering` says how recurrences run (`explain()` shows what each got):
@@ -619,6 +643,5 @@ def compile(network: Any, request: ComputationRequest, lowering: str = "auto") -
         return hit
     graph = Graph(dict(network.structure.outputs))
     planner = Planner(graph, request)
-    computation = Computation(graph, request, planner, lowering)
-    computation.structure = network.structure  # what it may be called with
+    computation = Computation(network.structure, graph, request, planner, lowering)
     return _CACHE.put(key, computation)

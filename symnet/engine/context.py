@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 
 from ..core.descriptor import Round, Switch
 from ..core.index import IndexSet, decode, format_indexes
+from ..core.layer import NetworkLike
 from ..errors import PlanError
 from .cache import Cache
 from .graph import Graph
@@ -40,9 +40,9 @@ FIRST_WINDOW, KALDI_LAST_WINDOW = 40, 640
 _CONTEXTS: Cache[tuple[int, int]] = Cache(256)
 
 
-def output_name(network: Any, output: str | None) -> str:
+def output_name(network: NetworkLike, output: str | None) -> str:
     """The output a call means: `output` if given (checked), else `output`, else the only output."""
-    names = [name for name, _ in network.structure.outputs]
+    names: list[str] = [name for name, _ in network.structure.outputs]
     if output is None:
         if "output" in names:
             return "output"
@@ -65,7 +65,7 @@ def modulus(graph: Graph) -> int:
     return result
 
 
-def context(network: Any, output: str | None = None) -> tuple[int, int]:
+def context(network: NetworkLike, output: str | None = None) -> tuple[int, int]:
     """The (left, right) context of `output`, as nnet3-info computes it (see the module doc); cached."""
     name = output_name(network, output)
     key = (network.structure, name)

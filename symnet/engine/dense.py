@@ -18,18 +18,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.index import IndexSet
+from ..core.layer import NetworkLike
 from ..errors import PlanError, ShapeError
 from .buckets import batch_size, bucket_length, fill, padding_side
 from .computation import compile
-from .context import context, output_name
+from .context import context as context  # re-exported: `dense.context(network)` is part of this module's API
 from .context import modulus as graph_modulus
+from .context import output_name
 from .graph import Graph
 from .request import ComputationRequest
 from .streaming import Source, State, chunk_runner, concatenate, host
 
 
 def compute(
-    network: Any,
+    network: NetworkLike,
     x: Any,
     *,
     mode: str = "same",
@@ -145,7 +147,7 @@ def _traced(x: Any) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
 
 
-def compute_traced(network: Any, name: str, graph: Graph, x: Any, mode: str) -> Any:
+def compute_traced(network: NetworkLike, name: str, graph: Graph, x: Any, mode: str) -> Any:
     """`compute` for traced input: one regular request for the whole `[N, T, D]` batch (per input), edge
     frames repeated by a static `jnp.take`, values kept on the device as tracers.
 
@@ -221,7 +223,7 @@ def _sequence(value: Any, name: str, i: int) -> Any:
 
 
 def _compute_bucketed(
-    network: Any,
+    network: NetworkLike,
     name: str,
     graph: Graph,
     seqs: dict[str, list[np.ndarray]],
@@ -269,7 +271,7 @@ def _compute_bucketed(
 
 
 def _run(
-    network: Any,
+    network: NetworkLike,
     name: str,
     blocks: dict[str, np.ndarray],
     in_t: tuple[int, int],
@@ -357,7 +359,7 @@ def _source(group: dict[str, list[np.ndarray]], length: int) -> Source:
 
 
 def _compute_alone(
-    network: Any,
+    network: NetworkLike,
     name: str,
     group: dict[str, list[np.ndarray]],
     length: int,
@@ -384,7 +386,7 @@ def _compute_alone(
 
 
 def _compute_chunked(
-    network: Any, name: str, group: dict[str, list[np.ndarray]], length: int, frames_per_chunk: int
+    network: NetworkLike, name: str, group: dict[str, list[np.ndarray]], length: int, frames_per_chunk: int
 ) -> Any:
     """Chunks equal to one pass, recurrent state carried (symnet.engine.streaming.ChunkRunner); the chunk
     size rounded up to a multiple of the modulus, which changes no output."""

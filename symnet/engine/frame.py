@@ -138,7 +138,8 @@ class ActivationGroup:
             [np.full(w, 0.5 if isinstance(self.layers[m], Sigmoid) else 1.0) for m, w in zip(self.members, widths)]
         )
         t = jnp.tanh(x * jnp.asarray(scale, dtype))
-        return jax.lax.optimization_barrier(t)  # one loop: the members' users read slices of it
+        fused: jax.Array = jax.lax.optimization_barrier(t)  # one loop: the members' users read slices of it
+        return fused
 
     def pieces(self, t: jax.Array, widths: Sequence[int]) -> dict[int, jax.Array]:
         """Each member's value, from the `tanh`."""

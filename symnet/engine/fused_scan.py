@@ -34,6 +34,20 @@ from .frame import FrameProgram
 UNROLL = 1  # frames per loop iteration: unrolling 2 or 4 was not faster on CPU for the LSTM, GRU and BLSTM together
 
 Read = Callable[[Any, Mapping[int, jax.Array]], jax.Array]
+# `scan_lanes`' step: (carries, one frame of operands) -> (carries, one frame of outputs), one pytree per lane each
+LaneStep = Callable[[tuple[Any, ...], tuple[Any, ...]], tuple[tuple[Any, ...], tuple[Any, ...]]]
+# `_LaneBackward`'s loop carry: the pending deltas of the lagged members, the accumulated deltas of the statics
+BackwardCarry = tuple[dict[int, jax.Array], dict[int, jax.Array]]
+# `_LaneBackward`'s operands (per frame inside the loop): the exports' deltas, the stored values, the lagged values,
+# the external operands, the mask and the optional reads
+BackwardXs = tuple[
+    tuple[jax.Array, ...],
+    tuple[jax.Array, ...],
+    tuple[jax.Array, ...],
+    tuple[jax.Array, ...],
+    jax.Array,
+    jax.Array | None,
+]
 
 
 def shifted(values: jax.Array, k: int, init: jax.Array, reverse: bool) -> jax.Array:
@@ -179,7 +193,7 @@ class Lane:
         reads: jax.Array | None,
         statics: Mapping[int, jax.Array],
         names: Sequence[int],
-    ) -> tuple[dict, tuple[jax.Array, ...]]:
+    ) -> tuple[dict[int, jax.Array], tuple[jax.Array, ...]]:
         """One frame: the new buffers and the values of `names`."""
         lagged = lambda op, k: carry[op][k - 1]  # noqa: E731
         read = operand_reader(statics, dict(enumerate(ext)), lagged, frame_mask(mask), frame_reads(reads))
@@ -189,8 +203,8 @@ class Lane:
 
 
 def scan_lanes(
-    step: Callable[[tuple, tuple], tuple[tuple, tuple]], carry0: tuple, xs: tuple, backward: Sequence[bool], unroll: int
-) -> tuple[tuple, tuple]:
+    step: LaneStep, carry0: tuple[Any, ...], xs: tuple[Any, ...], backward: Sequence[bool], unroll: int
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """`lax.scan` where each lane reads its frames in its own direction (`backward[k]`: last frame first).
 
     `xs[k]` are lane k's per-frame operands (leading axis: frames); `step`
@@ -206,7 +220,7 @@ def scan_lanes(
     def frame(i: jax.Array, k: int) -> jax.Array:
         return steps - 1 - i if backward[k] else i
 
-    def take(i: jax.Array) -> tuple:
+    def take(i: jax.Array) -> tuple[Any, ...]:
         return tuple(
             jax.tree.map(lambda a, k=k: jax.lax.dynamic_index_in_dim(a, frame(i, k), 0, keepdims=False), x)
             for k, x in enumerate(xs)
@@ -215,7 +229,7 @@ def scan_lanes(
     _, out_shapes = jax.eval_shape(step, carry0, take(jnp.int32(0)))
     buffers0 = jax.tree.map(lambda s: jnp.zeros((steps,) + s.shape, s.dtype), out_shapes)
 
-    def body(state: tuple, i: jax.Array) -> tuple[tuple, None]:
+    def body(state: tuple[Any, ...], i: jax.Array) -> tuple[tuple[Any, ...], None]:
         carries, buffers = state
         carries, ys = step(carries, take(i))
         buffers = tuple(
@@ -239,10 +253,16 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
     masks = tuple(jnp.asarray(lane.masks) for lane in lanes)
     directions = [lane.reverse for lane in lanes]
 
-    def forward(xs_ext: tuple, statics: tuple, carry0: tuple, reads: tuple, save: bool) -> tuple:
+    def forward(
+        xs_ext: tuple[tuple[jax.Array, ...], ...],
+        statics: tuple[dict[int, jax.Array], ...],
+        carry0: tuple[dict[int, jax.Array], ...],
+        reads: tuple[jax.Array | None, ...],
+        save: bool,
+    ) -> tuple[tuple[jax.Array, ...], ...]:
         names = [lane.outs if save else lane.program.exported for lane in lanes]
 
-        def step(carries: tuple, xs: tuple) -> tuple[tuple, tuple]:
+        def step(carries: tuple[Any, ...], xs: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
             out = [
                 lane.forward_step(c, ext, mask, rd, st, nm)
                 for lane, c, (ext, mask, rd), st, nm in zip(lanes, carries, xs, statics, names)
@@ -252,22 +272,39 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
         return scan_lanes(step, carry0, tuple(zip(xs_ext, masks, reads)), directions, unroll)[1]
 
     @jax.custom_vjp
-    def run(xs_ext: tuple, statics: tuple, carry0: tuple, reads: tuple) -> tuple:
+    def run(
+        xs_ext: tuple[tuple[jax.Array, ...], ...],
+        statics: tuple[dict[int, jax.Array], ...],
+        carry0: tuple[dict[int, jax.Array], ...],
+        reads: tuple[jax.Array | None, ...],
+    ) -> tuple[tuple[jax.Array, ...], ...]:
         return forward(xs_ext, statics, carry0, reads, save=False)
 
-    def run_fwd(xs_ext: tuple, statics: tuple, carry0: tuple, reads: tuple) -> tuple[tuple, tuple]:
+    def run_fwd(
+        xs_ext: tuple[tuple[jax.Array, ...], ...],
+        statics: tuple[dict[int, jax.Array], ...],
+        carry0: tuple[dict[int, jax.Array], ...],
+        reads: tuple[jax.Array | None, ...],
+    ) -> tuple[tuple[tuple[jax.Array, ...], ...], tuple[Any, ...]]:
         ys = forward(xs_ext, statics, carry0, reads, save=True)
         exported = tuple(y[: len(lane.program.exported)] for lane, y in zip(lanes, ys))
         return exported, (xs_ext, statics, carry0, reads, ys)
 
-    def run_bwd(res: tuple, dys: tuple) -> tuple:
+    def run_bwd(
+        res: tuple[Any, ...], dys: tuple[tuple[jax.Array, ...], ...]
+    ) -> tuple[
+        tuple[tuple[jax.Array, ...], ...],
+        tuple[dict[int, Any], ...],
+        tuple[dict[int, jax.Array], ...],
+        tuple[np.ndarray | None, ...],
+    ]:
         xs_ext, statics, carry0, reads, ys = res
         backs = [
             _LaneBackward(lane, x, st, c0, dict(zip(lane.outs, y)), dy, m, rd)
             for lane, x, st, c0, y, dy, m, rd in zip(lanes, xs_ext, statics, carry0, ys, dys, masks, reads)
         ]
 
-        def step(carries: tuple, xs: tuple) -> tuple[tuple, tuple]:
+        def step(carries: tuple[Any, ...], xs: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
             out = [b.step(c, x) for b, c, x in zip(backs, carries, xs)]
             return tuple(o[0] for o in out), tuple(o[1] for o in out)
 
@@ -296,11 +333,11 @@ class _LaneBackward:
     def __init__(
         self,
         lane: Lane,
-        xs_ext: tuple,
+        xs_ext: tuple[jax.Array, ...],
         statics: Mapping[int, jax.Array],
         carry0: Mapping[int, jax.Array],
         saved: Mapping[int, jax.Array],
-        dys: tuple,
+        dys: tuple[jax.Array, ...],
         masks: jax.Array,
         reads: jax.Array | None = None,
     ):
@@ -329,12 +366,12 @@ class _LaneBackward:
         }
         self.layout: dict[str, list[int]] = {}  # which emitted per-frame array holds each delta (set while tracing)
 
-    def carry0(self) -> tuple:
+    def carry0(self) -> BackwardCarry:
         lane, p = self.lane, self.lane.program
         pending = {op: jnp.zeros((p.depth[op],) + lane.shapes[op], lane.dtype) for op in p.depth}
         return pending, {op: jnp.zeros_like(self.statics[op]) for op in self.accumulated}
 
-    def xs(self) -> tuple:
+    def xs(self) -> BackwardXs:
         return (
             tuple(self.dys),
             tuple(self.saved[m] for m in self.stored_names),
@@ -349,7 +386,7 @@ class _LaneBackward:
             return int(self.statics[e.op].shape[-1])
         return int(self.xs_ext[e.slot].shape[-1]) if e.kind == "external" else self.lane.dims[e.op]
 
-    def step(self, carry: tuple, xs: tuple) -> tuple[tuple, tuple[jax.Array, ...]]:
+    def step(self, carry: BackwardCarry, xs: BackwardXs) -> tuple[BackwardCarry, tuple[jax.Array, ...]]:
         lane, p = self.lane, self.lane.program
         edges, shapes, dtype, reads, statics = p.edges, lane.shapes, lane.dtype, lane.reads, self.statics
         pending, acc = carry
@@ -377,8 +414,8 @@ class _LaneBackward:
         def delta_of(m: int) -> _Delta:
             return deltas.setdefault(m, _Delta())
 
-        for m, d in zip(p.exported, dy):
-            delta_of(m).add(d)
+        for m, exported_delta in zip(p.exported, dy):
+            delta_of(m).add(exported_delta)
         for op, buf in pending.items():
             delta_of(op).add(buf[0])
         earlier: dict[int, list[jax.Array | None]] = {op: [None] * p.depth[op] for op in pending}
@@ -433,7 +470,9 @@ class _LaneBackward:
         self.layout["dots"] = [emit(d_dots[m]) for m in p.deferred]
         return (new_pending, acc), tuple(emitted)
 
-    def finish(self, final: tuple, per_frame: tuple) -> tuple[tuple, dict, dict]:
+    def finish(
+        self, final: BackwardCarry, per_frame: tuple[jax.Array, ...]
+    ) -> tuple[tuple[jax.Array, ...], dict[int, Any], dict[int, jax.Array]]:
         """(deltas of the external operands, of the statics, of the initial buffers), after the scan."""
         lane, p = self.lane, self.lane.program
         d_carry, acc = final

@@ -68,7 +68,8 @@ def _member(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
         return np.zeros(len(keys), dtype=bool)
     pos = np.searchsorted(sorted_set, keys)
     pos[pos == len(sorted_set)] = 0
-    return sorted_set[pos] == keys
+    found: np.ndarray = sorted_set[pos] == keys
+    return found
 
 
 def unstarted_recurrence(nodes: Sequence[str]) -> str:

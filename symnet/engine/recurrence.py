@@ -157,7 +157,7 @@ class RecurrentBlock:
         graph: Any,
         members: list[int],
         rows: Mapping[int, Any],
-        maps: Mapping[int, tuple],
+        maps: Mapping[int, tuple[RowMap | None, ...]],
         exported: list[int],
         given: Mapping[int, np.ndarray] | None = None,
         sequence_ends: bool = False,
@@ -194,7 +194,9 @@ class RecurrentBlock:
                 if not graph.indexed[op]:
                     edges.append(_Edge("static", op))
                     continue
-                src = maps[m][pos].src
+                rowmap = maps[m][pos]
+                assert rowmap is not None  # an indexed operand has a row map
+                src = rowmap.src
                 valid = (src >= 0) & computed[m]
                 mask = np.zeros(self.num_steps, dtype=bool)
                 mask[self.step_of[m][valid]] = True
@@ -213,7 +215,7 @@ class RecurrentBlock:
                     src_step = np.full(self.num_steps, -1, dtype=np.int64)
                     src_step[self.step_of[m][computed[m]]] = src[computed[m]]
                     # its slot (the external input it reads) is given by _absorb_externals
-                    edge = _Edge("external", op, rowmap=RowMap(src_step, maps[m][pos].num_src))
+                    edge = _Edge("external", op, rowmap=RowMap(src_step, rowmap.num_src))
                 edges.append(edge)
             self.edges[m] = edges
         # Per optional read (member, operand position): the member's row at each step (-1: none).
@@ -298,7 +300,9 @@ class RecurrentBlock:
             why = ": no vjp in " + ", ".join(graph.describe(m) for m in self.without_vjp)
         return f"recurrence of {members} ({self.num_steps} frames, {direction} in time): {self.lowering} scan{why}"
 
-    def _absorb_externals(self, graph: Any, rows: Mapping[int, Any], maps: Mapping[int, tuple]) -> list[_Edge]:
+    def _absorb_externals(
+        self, graph: Any, rows: Mapping[int, Any], maps: Mapping[int, tuple[RowMap | None, ...]]
+    ) -> list[_Edge]:
         """Compute cheap row-wise externals per frame (a bias added to the hoisted input projection).
 
         An external that is a sum, difference, product or quotient of one indexed
@@ -342,7 +346,12 @@ class RecurrentBlock:
         return out
 
     def _absorbed_edges(
-        self, graph: Any, maps: Mapping[int, tuple], op: int, readers: list[_Edge], users: Mapping[int, set[int]]
+        self,
+        graph: Any,
+        maps: Mapping[int, tuple[RowMap | None, ...]],
+        op: int,
+        readers: list[_Edge],
+        users: Mapping[int, set[int]],
     ) -> list[_Edge] | None:
         """The frame edges of external `op` computed per frame, or None where it cannot be."""
         if type(graph.layers[op]) not in _ABSORBABLE or users.get(op, set()) - set(self.edges):
@@ -361,6 +370,7 @@ class RecurrentBlock:
                 edges.append(_Edge("static", o))
                 continue
             inner = maps[op][pos]  # op's rows -> o's rows
+            assert inner is not None  # an indexed operand has a row map
             composed = inner.src[src]
             if (composed < 0).any():
                 return None
@@ -521,7 +531,10 @@ class RecurrentBlock:
             }
             return new, tuple(vals[m] for m in self.exported)
 
-        return jax.lax.scan(step, dict(carry0), (xs_ext, masks, reads), reverse=self.reverse)[1]
+        per_frame: tuple[jax.Array, ...] = jax.lax.scan(
+            step, dict(carry0), (xs_ext, masks, reads), reverse=self.reverse
+        )[1]
+        return per_frame
 
     def tapes(
         self,
@@ -534,7 +547,7 @@ class RecurrentBlock:
         """Add the group's Tape node and one selection tape per exported member to `tapes`."""
         scan_tapes([self], tapes, rows, params, given, reads)
 
-    def exported_dims(self, ext_values: tuple, static_values: tuple) -> list[int]:
+    def exported_dims(self, ext_values: tuple[jax.Array, ...], static_values: tuple[jax.Array, ...]) -> list[int]:
         """The dims of the exported members, given the scan's operand values."""
         xs_shapes: list[tuple[int, ...]] = [(self.num_steps, self.batch, v.shape[-1]) for v in ext_values]
         dims = self._dims(xs_shapes)

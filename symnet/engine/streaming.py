@@ -32,6 +32,7 @@ import numpy as np
 
 from ..core.descriptor import Failover, IfDefined, Node
 from ..core.index import IndexSet, decode
+from ..core.layer import NetworkLike
 from ..errors import ArgumentTypeError, PlanError, ShapeError, StreamError
 from .cache import Cache
 from .computation import compile
@@ -51,7 +52,7 @@ State = dict[str, np.ndarray]
 _RUNNERS: Cache[ChunkRunner] = Cache(64)
 
 
-def recurrent_states(network: Any, output: str | None = None) -> dict[str, int]:
+def recurrent_states(network: NetworkLike, output: str | None = None) -> dict[str, int]:
     """The recurrent nodes whose values carry from frame to frame, with how many frames back they are read.
 
     A PlanError names a recurrence that reads later frames of itself: its state
@@ -126,7 +127,7 @@ def concatenate(parts: Sequence[Any]) -> Any:
     return np.concatenate(parts)
 
 
-def chunk_runner(network: Any, output: str | None, frames_per_chunk: int) -> ChunkRunner:
+def chunk_runner(network: NetworkLike, output: str | None, frames_per_chunk: int) -> ChunkRunner:
     """The ChunkRunner for a network structure, output and chunk size; cached."""
     key = (network.structure, output, frames_per_chunk)
     hit = _RUNNERS.get(key)
@@ -142,7 +143,7 @@ class ChunkRunner:
     first is the same request unless it is the last.
     """
 
-    def __init__(self, network: Any, output: str | None, frames_per_chunk: int):
+    def __init__(self, network: NetworkLike, output: str | None, frames_per_chunk: int):
         self.name = output_name(network, output)
         self.graph = Graph(dict(network.structure.outputs))
         self.left, self.right = context(network, self.name)
@@ -187,7 +188,7 @@ class ChunkRunner:
         return start + (self.first_chunk if start == 0 else self.chunk)
 
     def run(
-        self, network: Any, source: Source, start: int, length: int | None, state: State
+        self, network: NetworkLike, source: Source, start: int, length: int | None, state: State
     ) -> tuple[np.ndarray, State]:
         """Output frames `[start, end)` `[frames, n, dim]` of the chunk at `start`, and the state after it.
 
@@ -248,7 +249,7 @@ class Stream:
     programs.
     """
 
-    def __init__(self, network: Any, frames_per_chunk: int, *, output: str | None = None):
+    def __init__(self, network: NetworkLike, frames_per_chunk: int, *, output: str | None = None):
         if not hasattr(network, "structure") or not hasattr(network, "params"):
             raise ArgumentTypeError(
                 f"Stream: the network must be a symnet Network (or KaldiNetwork), got {type(network).__name__}"
@@ -324,7 +325,8 @@ class Stream:
         n = next(iter(self._buffers.values())).shape[1] if self._buffers else 1
         out = np.concatenate(pieces) if pieces else np.zeros((0, n, self._runner.dim), np.float32)
         out = np.moveaxis(out, 0, 1)  # [n, frames, dim]
-        return jax.device_put(out if self._batched else out[0])
+        result: jax.Array = jax.device_put(out if self._batched else out[0])
+        return result
 
     def _append(self, frames: Any) -> None:
         """Check the frames (ShapeError naming what is wrong) and add them to the buffers, `[frames, n, dim]`."""
