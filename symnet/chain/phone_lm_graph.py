@@ -49,20 +49,15 @@ def phone_lm_denominator(lm: Fst, topology: Topology, pdfs: Mapping[int, Sequenc
         if p not in pdf_map or len(pdf_map[p]) < classes:
             raise ChainError(f"pdfs: phone {p} needs {classes} pdf-ids (one per pdf-class), got {pdf_map.get(p)}")
     num_pdfs = 1 + max(max(v) for v in pdf_map.values())
-    fst = push_special(expand_phone_lm(lm, topology, pdf_map))
+    fst = push_special(expand_with_phones(lm, topology, pdf_map)[0])
     return denominator_graph(fst, num_pdfs)
-
-
-def expand_phone_lm(lm: Fst, topology: Topology, pdfs: Mapping[int, Sequence[int]]) -> Fst:
-    """The epsilon-free pdf acceptor of `lm` with the HMMs (labels pdf + 1, -log weights)."""
-    return expand_with_phones(lm, topology, pdfs)[0]
 
 
 def expand_with_phones(
     lm: Fst, topology: Topology, pdfs: Mapping[int, Sequence[int]]
 ) -> tuple[Fst, np.ndarray, np.ndarray]:
-    """`expand_phone_lm`'s acceptor, each arc's phone, and each state's LM state `d` (the LM state its phone's
-    arc leads to; the start state's: the LM start)."""
+    """The epsilon-free pdf acceptor of `lm` with the HMMs (labels pdf + 1, -log weights), each arc's phone, and
+    each state's LM state `d` (the LM state its phone's arc leads to; the start state's: the LM start)."""
     lm_arcs: list[list[tuple[int, float, int]]] = [[] for _ in range(lm.num_states)]
     for s, p, w, d in zip(lm.src.tolist(), lm.ilabel.tolist(), lm.weight.tolist(), lm.dst.tolist()):
         lm_arcs[s].append((p, float(np.exp(-w)), d))

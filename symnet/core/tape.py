@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from ..errors import LayerTypeError, ShapeError, at
 from . import html
+from .walk import topological
 
 if TYPE_CHECKING:
     from .layer import Layer
@@ -69,7 +70,7 @@ class Tape:
 
     def nodes(self) -> list[Tape]:
         """Every tape node reachable from this one, operands before their users."""
-        return _topological((self,))
+        return topological((self,), _upstream)
 
     def __iter__(self) -> Iterator[Tape]:
         return iter(self.nodes())
@@ -140,7 +141,7 @@ def backward_deltas(seeds: Sequence[tuple[Tape, Any]]) -> dict[Tape, jax.Array]:
         d = tape._delta(delta)
         pending[id(tape)] = pending[id(tape)] + d if id(tape) in pending else d
     result: dict[Tape, jax.Array] = {}
-    for node in reversed(_topological(tuple(tape for tape, _ in seeds))):
+    for node in reversed(topological([tape for tape, _ in seeds], _upstream)):
         if id(node) not in pending:
             continue
         d = pending.pop(id(node))
@@ -159,21 +160,5 @@ def backward_deltas(seeds: Sequence[tuple[Tape, Any]]) -> dict[Tape, jax.Array]:
     return result
 
 
-def _topological(roots: Sequence[Tape]) -> list[Tape]:
-    """Every tape node reachable from `roots`, operands before their users."""
-    order: list[Tape] = []
-    seen: set[int] = set()
-    stack: list[tuple[Tape, bool]] = [(root, False) for root in reversed(roots)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for up in reversed(node.upstream):
-            if id(up) not in seen:
-                stack.append((up, False))
-    return order
+def _upstream(tape: Tape) -> tuple[Tape, ...]:
+    return tape.upstream

@@ -8,29 +8,37 @@ once per path, and none of them recurses, so a network of any depth is fine.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 if TYPE_CHECKING:
     from .layer import Layer
 
+Node = TypeVar("Node")
+
 
 def walk(roots: Iterable[Layer]) -> list[Layer]:
     """Every layer reachable from `roots`, operands before their users, each once."""
-    order: list[Layer] = []
+    return topological(roots, lambda layer: layer.children)
+
+
+def topological(roots: Iterable[Node], children: Callable[[Node], Iterable[Node]]) -> list[Node]:
+    """Every node reachable from `roots` through `children`, children before their parents, each once (by
+    identity): the order of layer trees (`walk`) and of tapes (`Tape.nodes`)."""
+    order: list[Node] = []
     seen: set[int] = set()
-    stack: list[tuple[Layer, bool]] = [(r, False) for r in reversed(list(roots))]
+    stack: list[tuple[Node, bool]] = [(r, False) for r in reversed(list(roots))]
     while stack:
-        layer, expanded = stack.pop()
+        node, expanded = stack.pop()
         if expanded:
-            order.append(layer)
+            order.append(node)
             continue
-        if id(layer) in seen:
+        if id(node) in seen:
             continue
-        seen.add(id(layer))
-        stack.append((layer, True))
-        for c in reversed(layer.children):
+        seen.add(id(node))
+        stack.append((node, True))
+        for c in reversed(list(children(node))):
             if id(c) not in seen:
                 stack.append((c, False))
     return order
