@@ -338,6 +338,11 @@ class Literal(Layer):
     def array(self) -> jax.Array:
         return constant_array(self.value)
 
+    @property
+    def role(self) -> str | None:
+        """None: a constant is shown by its value, not named."""
+        return None
+
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         return f"Literal({fmt.value(self.value)})", Formatter.ATOM
 
