@@ -102,6 +102,8 @@ class Formatter:
                 for child in layer.children:
                     key = id(first[child])
                     uses[key] = uses.get(key, 0) + 1
+        for _, root in roots:
+            uses[id(first[root])] = uses.get(id(first[root]), 0) + 1
         names = value_names(roots)
         taken = set(_RESERVED)
         for layer in order:
