@@ -109,7 +109,7 @@ def network_html(network: Any, *, context: bool = True, picture: bool = True) ->
             parts.append(fold("<b>graph</b>", draw_graph(info)))
         except Exception as e:
             parts.append(f'<div style="{GREY}">no picture: {escape(type(e).__name__)}: {escape(short(str(e)))}</div>')
-    trees = "".join(f"<div><b>{escape(name)}</b></div>{tree(layer, 2)}" for name, layer in net.structure.outputs)
+    trees = "".join(f"<div><b>{escape(name)}</b></div>{tree(layer, 2, name)}" for name, layer in net.structure.outputs)
     parts.append(fold("<b>expression</b>", trees))
     return box(*parts)
 

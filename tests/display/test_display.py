@@ -450,6 +450,8 @@ def test_network_html_names_nodes_as_the_summary_does():
     for name in names:
         if not name.startswith(("Offset", "IfDefined", "Append")):
             assert name in text, name
+    tree_text = visible_text(display.layer_html(net.output))  # the expression tree of a layer names them too
+    assert "fw.gates[0:2]: DimRange" in tree_text and "bw.c.product_2: Times" in tree_text
 
 
 def test_summary_of_an_xconfig_lstm_names_every_row():
