@@ -106,13 +106,16 @@ class Formatter:
             uses[id(first[root])] = uses.get(id(first[root]), 0) + 1
         names = value_names(roots)
         taken = set(_RESERVED)
+        unnamed = 0  # folded sub-expressions without a name: `_1`, `_2`, ...
         for layer in order:
             if self._same[id(layer)] is not layer:
                 continue
             text, prec = layer._format(self)
             if uses.get(id(layer), 0) > 1 and len(_MARK.sub("name", text)) > FOLD_WIDTH:
                 name = names.get(id(layer))
-                ident = unique_name(_identifier(name) if name else f"_{len(self._folded) + 1}", taken)
+                if not name:
+                    unnamed += 1
+                ident = unique_name(_identifier(name) if name else f"_{unnamed}", taken)
                 taken.add(ident)
                 self._folded[id(layer)] = ident
                 self._body[id(layer)] = text
