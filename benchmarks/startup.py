@@ -66,8 +66,7 @@ def main() -> None:
     for name in names:
         ratio = np.median([t / ref for t, ref in zip(times[name], reference, strict=True)])
         print(
-            f"| `{name}` | {np.median(times[name]):.3f} | {min(times[name]):.3f}-{max(times[name]):.3f} "
-            f"| {ratio:.2f} |"
+            f"| `{name}` | {np.median(times[name]):.3f} | {min(times[name]):.3f}-{max(times[name]):.3f} | {ratio:.2f} |"
         )
 
 
