@@ -274,7 +274,7 @@ def test_repr_reads_like_the_python_expression(tree, text):
     assert repr(tree) == text
     if "array" not in text and not _has_unnamed_weight(tree):
         # and evaluating it builds an equal tree (unnamed Weights are new parameters, never equal)
-        names = {**vars(symnet), "x": x}
+        names = {**{n: getattr(symnet, n) for n in symnet.__all__}, "x": x}  # the lazy names too
         assert eval(text, names) == tree
 
 
@@ -301,7 +301,7 @@ def _extend(children):
 @given(st.recursive(_leaf, _extend, max_leaves=12))
 def test_repr_round_trips_through_eval(tree):
     text = repr(tree)
-    rebuilt = eval(text, {**vars(symnet), "x": x})
+    rebuilt = eval(text, {**{n: getattr(symnet, n) for n in symnet.__all__}, "x": x})
     assert rebuilt == tree, text
     assert repr(rebuilt) == text
 
