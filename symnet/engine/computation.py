@@ -527,7 +527,8 @@ class Computation:
 
     def __repr__(self) -> str:
         kind = f"regular, {self.batch} sequences" if self.regular else "irregular"
-        return f"Computation({kind}, {len(self.steps)} steps, outputs={list(self.output_maps)})"
+        ends = ", with sequence ends" if self.request.sequence_ends else ""
+        return f"Computation({kind}{ends}, {len(self.steps)} steps, outputs={list(self.output_maps)})"
 
     def _repr_html_(self) -> str:
         """The request and each node's Indexes, for notebooks (see `symnet.display`)."""

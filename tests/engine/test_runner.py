@@ -109,6 +109,7 @@ def test_record_shows_the_lowering_that_ran() -> None:
     with record() as ran:
         NET.compute(sequences()[:1], lowering="fused")
     assert "fused scan" in ran.explain() and "plain scan" not in ran.explain()
+    assert "with sequence ends" in ran.explain()  # bucketed: this network pads with each sequence's end
 
 
 def test_an_unknown_lowering_is_refused() -> None:
