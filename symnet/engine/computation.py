@@ -56,7 +56,7 @@ from .ends import EndMasks, SequenceEnds
 from .graph import Graph
 from .layout import as_flat_rows, as_frames, as_layout
 from .plan import Planner
-from .recurrence import LOWERINGS, RecurrentBlock, strongly_connected
+from .recurrence import RecurrentBlock, check_lowering, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
@@ -636,8 +636,7 @@ def compile(network: NetworkLike, request: ComputationRequest, lowering: str = "
     parameters do not matter, so every training step with the same request
     shape reuses one Computation.
     """
-    if lowering not in LOWERINGS:
-        raise PlanError(f"lowering={lowering!r}: use one of {', '.join(map(repr, LOWERINGS))}")
+    check_lowering(lowering)
     key = (network.structure, request, lowering)
     hit = _CACHE.get(key)
     if hit is not None:

@@ -24,7 +24,7 @@ from .context import context as context  # re-exported: `dense.context(network)`
 from .context import modulus as graph_modulus
 from .context import output_name
 from .graph import Graph
-from .recurrence import LOWERINGS
+from .recurrence import check_lowering
 from .runner import Block, Ends, clamped, run
 from .streaming import Source, State, chunk_runner, concatenate
 
@@ -78,8 +78,7 @@ def compute(
     `'plain'`); every mode runs through `symnet.engine.runner`, whose
     `record()` shows the Computations a call used and what each recurrence got.
     """
-    if lowering not in LOWERINGS:
-        raise PlanError(f"lowering={lowering!r}: use one of {', '.join(map(repr, LOWERINGS))}")
+    check_lowering(lowering)
     if mode not in ("same", "valid"):
         raise PlanError(f"mode must be 'same' or 'valid', got {mode!r}")
     if frames_per_chunk is not None:

@@ -42,7 +42,7 @@ from .context import modulus as graph_modulus
 from .dims import node_shapes, static_dim
 from .graph import Graph
 from .plan import Planner, time_reach
-from .recurrence import LOWERINGS, RecurrentBlock, strongly_connected
+from .recurrence import RecurrentBlock, check_lowering, strongly_connected
 from .request import ComputationRequest
 from .runner import Block, Frames, run
 
@@ -144,8 +144,7 @@ class ChunkRunner:
     """
 
     def __init__(self, network: NetworkLike, output: str | None, frames_per_chunk: int, lowering: str = "auto"):
-        if lowering not in LOWERINGS:
-            raise PlanError(f"lowering={lowering!r}: use one of {', '.join(map(repr, LOWERINGS))}")
+        check_lowering(lowering)
         self.lowering = lowering
         self.name = output_name(network, output)
         self.graph = Graph(dict(network.structure.outputs))
