@@ -57,7 +57,7 @@ from .gradient import GRADIENTS, tape_differentiated
 from .graph import Graph
 from .layout import as_flat_rows, as_frames, as_layout
 from .plan import Planner
-from .recurrence import LOWERINGS, RecurrentBlock, strongly_connected
+from .recurrence import RecurrentBlock, check_lowering, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
@@ -542,7 +542,8 @@ class Computation:
 
     def __repr__(self) -> str:
         kind = f"regular, {self.batch} sequences" if self.regular else "irregular"
-        return f"Computation({kind}, {len(self.steps)} steps, outputs={list(self.output_maps)})"
+        ends = ", with sequence ends" if self.request.sequence_ends else ""
+        return f"Computation({kind}{ends}, {len(self.steps)} steps, outputs={list(self.output_maps)})"
 
     def _repr_html_(self) -> str:
         """The request and each node's Indexes, for notebooks (see `symnet.display`)."""
@@ -674,8 +675,7 @@ def compile(
     parameters do not matter, so every training step with the same request
     shape reuses one Computation.
     """
-    if lowering not in LOWERINGS:
-        raise PlanError(f"lowering={lowering!r}: use one of {', '.join(map(repr, LOWERINGS))}")
+    check_lowering(lowering)
     if gradient not in GRADIENTS:
         raise PlanError(f"gradient={gradient!r}: use one of {', '.join(map(repr, GRADIENTS))}")
     key = (network.structure, request, lowering, gradient)

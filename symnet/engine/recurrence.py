@@ -53,6 +53,12 @@ _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an e
 LOWERINGS = ("auto", "fused", "plain")
 
 
+def check_lowering(lowering: str) -> None:
+    """A PlanError unless `lowering` is one of `LOWERINGS` (checked before any work, by every caller that takes it)."""
+    if lowering not in LOWERINGS:
+        raise PlanError(f"lowering={lowering!r}: use one of {', '.join(map(repr, LOWERINGS))}")
+
+
 @layer_class
 class Recurrence(Layer):
     """The Tape's node for one scanned group: its members, in evaluation order."""

@@ -12,8 +12,8 @@ import pytest
 from helpers.blstm import network as blstm
 from symnet import (
     ComputationRequest,
-    FixedWeight,
     DimRange,
+    FixedWeight,
     IfDefined,
     IndexSet,
     Input,
