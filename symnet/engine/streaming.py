@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import Failover, IfDefined, Node
+from ..core.descriptor import Node
 from ..core.index import IndexSet, decode
 from ..core.layer import NetworkLike
 from ..errors import ArgumentTypeError, PlanError, ShapeError, StreamError
@@ -43,6 +43,7 @@ from .graph import Graph
 from .plan import Planner, time_reach
 from .recurrence import RecurrentBlock, strongly_connected
 from .request import ComputationRequest
+from .semantics import optional_reads
 
 #: Input blocks `{input name: [frames, n, dim]}` for absolute frames (an int array), edge frames repeated.
 Source = Callable[[np.ndarray], dict[str, np.ndarray]]
@@ -100,7 +101,7 @@ def optional_reach(graph: Graph) -> int:
         if len(members) > 1 or members[0] in graph.operands[members[0]]:
             group_of.update(dict.fromkeys(members, i))
     for nid, layer in enumerate(graph.layers):
-        if not isinstance(layer, (IfDefined, Failover)):
+        if not optional_reads(layer):
             continue
         group = group_of.get(nid)
         stack, seen = list(graph.operands[nid]), set[int]()
