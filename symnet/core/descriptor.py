@@ -42,7 +42,10 @@ same Index, all needed, their rows summed):
   `constant(shape, dtype)` for `Combine.CONST`;
 - `time_reach()`, `time_modulus()`, `time_offset()`, `fixed_time()`: how far and
   how it moves in time (planning windows, contexts, padding);
-- `column_range()`: the columns a DimRange takes (fused backward passes).
+- `column_range()`: the columns a DimRange takes (fused backward passes), and
+  `scale_factor()`: the factor a Scale multiplies by (Kaldi's per-node scales);
+- `kaldi_name` and `kaldi_args()`: its name and arguments in Kaldi's descriptor
+  grammar (None: not part of it), and `label()`: a short name for displays.
 
 `IndexedLayer` (components that read many rows per output row) answers other
 questions (`requirements`, `computable_from`, `apply_rows`); the engine asks
@@ -173,6 +176,27 @@ class Descriptor(Layer):
         """`(offset, dim)` if its value is those columns of its operand (DimRange), else None."""
         return None
 
+    def scale_factor(self) -> float | None:
+        """The factor it multiplies its one operand by, if that is all it does (Scale), else None."""
+        return None
+
+    #: Its name in Kaldi's descriptor grammar, whose arguments are `kaldi_args()`; None: Kaldi has no such descriptor.
+    kaldi_name: ClassVar[str | None] = None
+
+    def kaldi_args(self) -> tuple[Any, ...]:
+        """Its arguments as Kaldi writes them: its fields in order, operands as layers, the others as values."""
+        args: list[Any] = []
+        for f in attrs.fields(type(self)):
+            if not f.init or f.kw_only:
+                continue
+            value = getattr(self, f.name)
+            args.extend(value if f.metadata.get("children") else (value,))
+        return tuple(args)
+
+    def label(self) -> str:
+        """A short one-line name for displays: its kind and what distinguishes it."""
+        return type(self).__name__
+
 
 def _name(value: Any) -> str:
     if not isinstance(value, str) or not value:
@@ -243,6 +267,9 @@ class Input(Descriptor):
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         return f"Input({self.name!r}, {self.dim})", Formatter.ATOM
 
+    def label(self) -> str:
+        return f"Input {self.name!r} dim {self.dim}"
+
 
 @layer_class
 class Node(Layer):
@@ -280,6 +307,9 @@ class Ref(Descriptor):
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         return f"Ref({self.name!r})", Formatter.ATOM
 
+    def label(self) -> str:
+        return f"Ref {self.name!r}"
+
 
 @layer_class
 class Offset(Descriptor):
@@ -290,9 +320,15 @@ class Offset(Descriptor):
     x_offset: int = attrs.field(default=0, converter=_int("Offset x_offset"))
 
     combine: ClassVar[Combine] = Combine.FORWARD
+    kaldi_name: ClassVar[str | None] = "Offset"
 
     def map_keys(self, keys: np.ndarray) -> np.ndarray:
         return shift(keys, self.t_offset, self.x_offset)
+
+    def label(self) -> str:
+        t = f"t{self.t_offset:+d}" if self.t_offset else "t"
+        x = f", x{self.x_offset:+d}" if self.x_offset else ""
+        return f"Offset {t}{x}"
 
     def time_reach(self) -> int:
         return abs(self.t_offset)
@@ -309,6 +345,7 @@ class Append(Descriptor):
     parts: tuple[Layer, ...] = children_field()
 
     combine: ClassVar[Combine] = Combine.APPEND
+    kaldi_name: ClassVar[str | None] = "Append"
 
     if TYPE_CHECKING:  # what `_variadic` makes of attrs' __init__
 
@@ -321,6 +358,8 @@ class Sum(Descriptor):
     """Elementwise sum of the parts at the same Index; computable where all are."""
 
     parts: tuple[Layer, ...] = children_field()
+
+    kaldi_name: ClassVar[str | None] = "Sum"
 
     if TYPE_CHECKING:  # what `_variadic` makes of attrs' __init__
 
@@ -335,6 +374,7 @@ class IfDefined(Descriptor):
 
     rule: ClassVar[Rule] = Rule.OPTIONAL
     combine: ClassVar[Combine] = Combine.FORWARD
+    kaldi_name: ClassVar[str | None] = "IfDefined"
 
 
 @layer_class
@@ -345,6 +385,7 @@ class Failover(Descriptor):
     second: Layer = child()
 
     rule: ClassVar[Rule] = Rule.FIRST
+    kaldi_name: ClassVar[str | None] = "Failover"
 
 
 @_variadic
@@ -353,6 +394,8 @@ class Switch(Descriptor):
     """At frame t, the part number `t mod k` (floor modulus, so t = -1 picks the last)."""
 
     parts: tuple[Layer, ...] = children_field()
+
+    kaldi_name: ClassVar[str | None] = "Switch"
 
     def selects(self, keys: np.ndarray, count: int) -> Sequence[np.ndarray]:
         which = decode(keys)[1] % count
@@ -378,10 +421,14 @@ class Round(Descriptor):
             raise DescriptorError(f"Round: t_modulus must be positive, got {self.t_modulus}{at(self.where)}")
 
     combine: ClassVar[Combine] = Combine.FORWARD
+    kaldi_name: ClassVar[str | None] = "Round"
 
     def map_keys(self, keys: np.ndarray) -> np.ndarray:
         n, t, x = decode(keys)
         return encode(n, (t // self.t_modulus) * self.t_modulus, x)
+
+    def label(self) -> str:
+        return f"Round {self.t_modulus}"
 
     def time_reach(self) -> int:
         return self.t_modulus
@@ -406,6 +453,10 @@ class ReplaceIndex(Descriptor):
             raise DescriptorError(f"ReplaceIndex replaces 't' or 'x', not {self.variable!r}{at(self.where)}")
 
     combine: ClassVar[Combine] = Combine.FORWARD
+    kaldi_name: ClassVar[str | None] = "ReplaceIndex"
+
+    def label(self) -> str:
+        return f"ReplaceIndex {self.variable}={self.value}"
 
     def map_keys(self, keys: np.ndarray) -> np.ndarray:
         n, t, x = decode(keys)
@@ -435,6 +486,10 @@ class Const(Descriptor):
 
     rule: ClassVar[Rule] = Rule.OPTIONAL
     combine: ClassVar[Combine] = Combine.CONST
+    kaldi_name: ClassVar[str | None] = "Const"
+
+    def label(self) -> str:
+        return f"Const {self.value:g} dim {self.dim}"
 
     @property
     def output_dim(self) -> int | None:
@@ -452,6 +507,13 @@ class Scale(Descriptor):
     arg: Layer = child()
 
     rowwise: ClassVar[bool] = True
+    kaldi_name: ClassVar[str | None] = "Scale"
+
+    def scale_factor(self) -> float | None:
+        return self.scale
+
+    def label(self) -> str:
+        return f"Scale {self.scale:g}"
 
     def apply(self, a: jax.Array) -> jax.Array:
         return self.scale * a
@@ -482,6 +544,9 @@ class DimRange(Descriptor):
 
     def column_range(self) -> tuple[int, int] | None:
         return self.offset, self.dim
+
+    def label(self) -> str:
+        return f"DimRange {self.offset}:{self.offset + self.dim}"
 
     def check(self, a: tuple[int, ...]) -> None:
         if not a or self.offset + self.dim > a[-1]:
