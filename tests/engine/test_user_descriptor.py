@@ -14,6 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import symnet
 from symnet import Descriptor, Layer, Network, Weight, child, layer_class
@@ -120,3 +121,14 @@ def _check_gradients():
     ref_grads = jax.grad(lambda p: jnp.sum(reference(p, jnp.asarray(X), frames) * ref_delta))(params)
     for name in params:
         np.testing.assert_allclose(np.asarray(tape_grads[name]), np.asarray(ref_grads[name]), rtol=1e-9, atol=1e-11)
+
+
+def test_swap_is_not_kaldi_and_has_a_label():
+    from symnet.display.labels import label
+    from symnet.kaldi.descriptor_text import write_descriptor
+
+    swap = Swap(Offset(Input("input", D_IN), 1))
+    with pytest.raises(symnet.DescriptorError, match="Swap is not part of Kaldi's descriptor grammar"):
+        write_descriptor(swap)
+    assert label(swap) == "Swap"
+    assert swap.shifts_time() and swap.time_offset() is None  # its own map: it may read another frame
