@@ -19,25 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import html, rng
-from ..core.descriptor import (
-    Append,
-    Const,
-    Failover,
-    IfDefined,
-    IndexedLayer,
-    Input,
-    Offset,
-    ReplaceIndex,
-    Round,
-    Sum,
-    Switch,
-)
+from ..core.descriptor import Combine, Descriptor, IndexedLayer
 from ..core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from ..core.index import IndexSet, decode, encode
 from ..core.layer import (
     Divide,
     Dot,
-    Identity,
     Layer,
     Literal,
     Minus,
@@ -61,6 +48,7 @@ from .recurrence import RecurrentBlock, check_lowering, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
+from .semantics import combine
 
 
 class Rows:
@@ -138,9 +126,7 @@ class Computation:
         self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(needed) if len(k)}
         self.output_ids = planner.output_ids
         self.given_state = {
-            nid: keys
-            for nid, keys in planner.given.items()
-            if not isinstance(graph.layers[nid], (Input, Identity)) and nid in self.rows
+            nid: keys for nid, keys in planner.given.items() if not graph.is_input[nid] and nid in self.rows
         }
         self.sequence_ends = (
             SequenceEnds(graph, request, {nid: r.keys for nid, r in self.rows.items()}, self.batch)
@@ -208,7 +194,7 @@ class Computation:
         """Per operand of `nid`: which operand row each of its rows reads (None: unindexed operand)."""
         graph, layer = self.graph, self.graph.layers[nid]
         maps: list[RowMap | None] = [None] * len(graph.operands[nid])
-        if not graph.indexed[nid] or isinstance(layer, (Input, Identity)):
+        if not graph.indexed[nid] or graph.is_input[nid]:
             return tuple(maps)
         keys = planner.requirements()[nid]
         if isinstance(layer, IndexedLayer):
@@ -458,11 +444,11 @@ class Computation:
             return Tape(layer, layer.array, parameters=params)
         upstream = tuple(tapes[op] if op in tapes else self._absent(op, tapes) for op in step.operands)
         rows = self.rows.get(step.nid)  # None for values that do not depend on the Index (weights, literals)
-        if isinstance(layer, Const):
-            assert rows is not None
-            shape = (len(rows) // batch, batch, layer.dim) if batched else (len(rows), layer.dim)
-            value = jnp.full(shape, layer.value, dtype=jnp.result_type(float))
-            return Tape(layer, value, rows=rows, parameters=params)
+        if combine(layer) is Combine.CONST:
+            assert rows is not None and isinstance(layer, Descriptor) and layer.output_dim is not None
+            dim = layer.output_dim
+            shape = (len(rows) // batch, batch, dim) if batched else (len(rows), dim)
+            return Tape(layer, layer.constant(shape, jnp.result_type(float)), rows=rows, parameters=params)
         if not self.graph.indexed[step.nid]:  # a function of weights and literals only
             layer.check(*(u.shape for u in upstream))
             return Tape(layer, layer.apply(*(u.value for u in upstream)), upstream, parameters=params)
@@ -601,9 +587,10 @@ def _descriptor_fn(
             out = jnp.where(use[:, :, None], out, jnp.zeros_like(out))
         return as_layout(out, batch, batched)
 
-    if isinstance(layer, Append):
+    how = combine(layer)
+    if how is Combine.APPEND:
         return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)
-    if isinstance(layer, (Sum, Failover, Switch)):
+    if how is Combine.SUM:
 
         def total(*vs: jax.Array) -> jax.Array:
             terms = [take(i, v) for i, v in enumerate(vs) if maps[i] is not None]
@@ -617,7 +604,7 @@ def _descriptor_fn(
             return out
 
         return total
-    if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
+    if how is Combine.FORWARD:
         return lambda v: take(0, v)
     raise PlanError(f"cannot lower {type(layer).__name__}{at(layer.where)}")
 

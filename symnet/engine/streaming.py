@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import Failover, IfDefined, Node
+from ..core.descriptor import Node
 from ..core.index import IndexSet, decode
 from ..core.layer import NetworkLike
 from ..errors import ArgumentTypeError, PlanError, ShapeError, StreamError
@@ -45,6 +45,7 @@ from .plan import Planner, time_reach
 from .recurrence import RecurrentBlock, check_lowering, strongly_connected
 from .request import ComputationRequest
 from .runner import Block, Frames, run
+from .semantics import optional_reads
 
 #: Input blocks `{input name: [frames, n, dim]}` for absolute frames (an int array), edge frames repeated.
 Source = Callable[[np.ndarray], dict[str, np.ndarray]]
@@ -102,7 +103,7 @@ def optional_reach(graph: Graph) -> int:
         if len(members) > 1 or members[0] in graph.operands[members[0]]:
             group_of.update(dict.fromkeys(members, i))
     for nid, layer in enumerate(graph.layers):
-        if not isinstance(layer, (IfDefined, Failover)):
+        if not optional_reads(layer):
             continue
         group = group_of.get(nid)
         stack, seen = list(graph.operands[nid]), set[int]()
