@@ -12,6 +12,7 @@ from symnet.core.index import IndexSet
 from symnet.engine import ComputationRequest, compile
 from symnet.errors import ConfigWriteError, LayerOptionError
 from symnet.kaldi import parse_network, read_model, write_model, write_network
+from symnet.kaldi.xconfig.layers import fast_gru, fast_lstm, fast_lstmp
 from symnet.layers import GRU, LSTM, Bidirectional, MultiHeadAttention
 
 RNG = np.random.default_rng(3)
@@ -291,3 +292,32 @@ def test_bad_options_raise_naming_the_layer_and_the_line(build, message: str) ->
     with pytest.raises(LayerOptionError, match=message) as info:
         build(Input("input", D))
     assert "test_recurrent_attention.py" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "typed, xconfig",
+    [
+        (
+            lambda x: LSTM("lstm1", x, cell=4, projection=2, non_recurrent_projection=1, truncate=True),
+            lambda x: fast_lstmp(
+                x, name="lstm1", cell_dim=4, recurrent_projection_dim=2, non_recurrent_projection_dim=1
+            ),
+        ),
+        (lambda x: LSTM("lstm1", x, cell=4, truncate=True), lambda x: fast_lstm(x, name="lstm1", cell_dim=4)),
+        (
+            lambda x: GRU("gru1", x, cell=3, delay=1, truncate=True),
+            lambda x: fast_gru(x, name="gru1", cell_dim=3, delay=1),
+        ),
+    ],
+)
+def test_the_typed_layers_compute_what_kaldis_xconfig_layers_compute(typed, xconfig) -> None:
+    """The same parameter names and, with the same values, the same outputs as the xconfig functions
+    (which expand Kaldi's xconfig text: an independent construction of the same components)."""
+    x = Input("input", D)
+    ours = randomised(Network(typed(x)))
+    theirs = Network(xconfig(x))
+    assert set(theirs.params) == set(ours.params)
+    x_in = features(2, 8)
+    np.testing.assert_allclose(
+        theirs.replace(params=ours.params).compute(x_in), ours.compute(x_in), rtol=1e-5, atol=1e-6
+    )
