@@ -38,7 +38,7 @@ from .base import Component, auto_vjp
 
 
 @layer_class
-class AttentionCore(Component):
+class _AttentionCore(Component):
     """The row-wise part of RestrictedAttentionComponent: its input is the C context rows appended."""
 
     input: Layer = child()
@@ -130,7 +130,7 @@ class RestrictedAttentionComponent(Component):
             part = self.input if shift == 0 else Offset(self.input, shift, where=w)
             required = -self.num_left_inputs_required <= o <= self.num_right_inputs_required
             parts.append(part if required else IfDefined(part, where=w))
-        return AttentionCore(
+        return _AttentionCore(
             self.name,
             Append(*parts, where=w),
             self.num_heads,

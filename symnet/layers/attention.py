@@ -31,24 +31,21 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-from ..components.attention import AttentionCore, RestrictedAttentionComponent
+from ..components.attention import RestrictedAttentionComponent, _AttentionCore
 from ..components.base import Component
 from ..core.descriptor import Append, Const, IfDefined, Node, Offset
 from ..core.layer import Layer, child, layer_class
 from ..core.source import user_line
 from ..errors import LayerOptionError, ShapeError, at
-from .base import Typed, as_component, static_input_dim
+from .base import KaldiPart, Typed, static_input_dim
 from .dense import Affine
 
 __all__ = ["MultiHeadAttention"]
 
 
 @layer_class
-class _ZeroPaddedAttention(Typed, RestrictedAttentionComponent):
-    """Kaldi's RestrictedAttentionComponent (written to Kaldi configs as it is)."""
-
-    def kaldi_form(self, name: str) -> Layer:
-        return as_component(self, RestrictedAttentionComponent)
+class _ZeroPaddedAttention(KaldiPart, RestrictedAttentionComponent):
+    component = RestrictedAttentionComponent
 
 
 @layer_class
@@ -66,6 +63,8 @@ class _MaskedAttention(Typed, Component):
 
     rowwise: ClassVar[bool] = False
 
+    _format = Layer._format  # every field, as the call that builds it
+
     @property
     def input_dim(self) -> int:
         return self.num_heads * (2 * self.key_dim + self.value_dim + self.num_left_inputs + 1 + self.num_right_inputs)
@@ -81,7 +80,7 @@ class _MaskedAttention(Typed, Component):
             flagged if o == 0 else IfDefined(Offset(flagged, o * self.time_stride, where=w), where=w)
             for o in range(-self.num_left_inputs, self.num_right_inputs + 1)
         ]
-        return AttentionCore(
+        return _AttentionCore(
             self.name,
             Append(*parts, where=w),
             self.num_heads,

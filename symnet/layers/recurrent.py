@@ -61,7 +61,7 @@ from ..core.initializers import Normal, Zeros
 from ..core.layer import FixedWeight, Layer, Weight, layer_class
 from ..core.source import user_line
 from ..errors import LayerOptionError, ShapeError, at
-from .base import Typed, as_component, static_input_dim
+from .base import KaldiPart, static_input_dim
 from .dense import Affine
 
 __all__ = ["GRU", "LSTM", "Bidirectional"]
@@ -98,32 +98,27 @@ def _check(layer: str, name: Any, x: Layer, delay: Any, decay_time: Any, truncat
     return dim
 
 
-# The Kaldi components of the layers, as typed layers: a Kaldi config states only their shapes (they keep
-# Kaldi's default training options), as for `Affine` (`symnet.layers.kaldi`).
+# The Kaldi components the layers are built of (see `KaldiPart`).
 
 
 @layer_class
-class _LstmCell(Typed, LstmNonlinearityComponent):
-    def kaldi_form(self, name: str) -> Layer:
-        return as_component(self, LstmNonlinearityComponent)
+class _LstmCell(KaldiPart, LstmNonlinearityComponent):
+    component = LstmNonlinearityComponent
 
 
 @layer_class
-class _GruCell(Typed, GruNonlinearityComponent):
-    def kaldi_form(self, name: str) -> Layer:
-        return as_component(self, GruNonlinearityComponent)
+class _GruCell(KaldiPart, GruNonlinearityComponent):
+    component = GruNonlinearityComponent
 
 
 @layer_class
-class _Sigmoid(Typed, SigmoidComponent):
-    def kaldi_form(self, name: str) -> Layer:
-        return as_component(self, SigmoidComponent)
+class _Sigmoid(KaldiPart, SigmoidComponent):
+    component = SigmoidComponent
 
 
 @layer_class
-class _Truncation(Typed, BackpropTruncationComponent):
-    def kaldi_form(self, name: str) -> Layer:
-        return as_component(self, BackpropTruncationComponent)
+class _Truncation(KaldiPart, BackpropTruncationComponent):
+    component = BackpropTruncationComponent
 
 
 def _affine(name: str, x: Layer, in_dim: int, out_dim: int) -> Layer:

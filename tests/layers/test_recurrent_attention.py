@@ -321,3 +321,27 @@ def test_the_typed_layers_compute_what_kaldis_xconfig_layers_compute(typed, xcon
     np.testing.assert_allclose(
         theirs.replace(params=ours.params).compute(x_in), ours.compute(x_in), rtol=1e-5, atol=1e-6
     )
+
+
+def test_the_layers_save_and_load_with_symnet_save_and_show_their_options(tmp_path) -> None:
+    import symnet
+
+    x = Input("input", D)
+    net = randomised(
+        Network(
+            {
+                "lstm": LSTM("l", x, cell=4, projection=2, truncate=True, decay_time=10, peepholes=False),
+                "gru": Bidirectional(GRU, "g", x, cell=3),
+                "att": MultiHeadAttention("m", x, heads=1, key_dim=2, window=(1, 2)),
+            }
+        )
+    )
+    symnet.save(tmp_path / "net.npz", net)
+    loaded = symnet.load(tmp_path / "net.npz")
+    assert loaded.structure == net.structure and set(loaded.state) == {"l.lstm_nonlin.params"}
+    x_in = features(1, 6)
+    for key in ("lstm", "gru", "att"):
+        np.testing.assert_array_equal(loaded.compute(x_in, output=key), net.compute(x_in, output=key))
+    text = repr(net.structure)
+    assert "BackpropTruncationComponent('l.cr_trunc'" in text and "scale=0.9" in text
+    assert "num_left_inputs=1, num_right_inputs=2" in text
