@@ -11,8 +11,9 @@ is, at frame t,
 with a learned position bias `p_h` per context position (as Kaldi's
 RestrictedAttentionComponent: the query holds it). `window=None` attends to
 every frame of the sequence: the window is then `max_frames - 1` frames both
-ways, so `max_frames` (the longest sequence) is needed, and the memory grows
-as `max_frames` squared.
+ways, so `max_frames` (the longest sequence) is needed (in a longer sequence
+a frame attends to the frames at most `max_frames - 1` away), and the memory
+grows as `max_frames` squared.
 
 `padding` says what a context position outside the sequence (before its
 first frame, after its end, at padding past a sequence's end) does:
