@@ -76,9 +76,10 @@ def gru_reference(p: dict, name: str, x: jax.Array, cell: int, delay: int = -1) 
 
 
 def attention_reference(
-    p: dict, name: str, x: np.ndarray, heads: int, kd: int, vd: int, left: int, right: int, mask: bool
+    p: dict, name: str, x: np.ndarray, heads: int, kd: int, vd: int, left: int, right: int, mask: bool, stride: int = 1
 ) -> np.ndarray:
-    """Softmax attention of one sequence x [T, D] over frames t-left..t+right (absent ones masked or zeros)."""
+    """Softmax attention of one sequence x [T, D] over frames t + o * stride, o = -left..right (absent ones
+    masked or zeros)."""
     t_len, c = x.shape[0], left + 1 + right
     qkv = x @ p[f"{name}.qkv.linear_params"].T + p[f"{name}.qkv.bias_params"]
     per = qkv.reshape(t_len, heads, 2 * kd + vd + c)
@@ -88,7 +89,7 @@ def attention_reference(
             q, bias = per[t, h, kd + vd : 2 * kd + vd], per[t, h, 2 * kd + vd :]
             scores, values = [], []
             for o in range(-left, right + 1):
-                s = t + o
+                s = t + o * stride
                 inside = 0 <= s < t_len
                 if mask and not inside:
                     continue
@@ -209,7 +210,9 @@ def test_recurrent_layers_write_to_kaldi_configs_and_models_and_read_back_equal(
     [
         ({"window": (2, 1)}, 2, 1, True),
         ({"window": None, "max_frames": 7}, 6, 6, True),
+        ({"window": None, "max_frames": 7, "time_stride": 2}, 3, 3, True),
         ({"window": (1, 2), "padding": "zeros"}, 1, 2, False),
+        ({"window": (1, 1), "padding": "zeros", "time_stride": 3}, 1, 1, False),
     ],
 )
 def test_attention_is_softmax_attention_over_its_window(options: dict, left: int, right: int, mask: bool) -> None:
@@ -218,7 +221,8 @@ def test_attention_is_softmax_attention_over_its_window(options: dict, left: int
     got = np.asarray(net.compute(x))
     params = {k: np.asarray(v, np.float64) for k, v in net.params.items()}
     for n in range(2):
-        want = attention_reference(params, "att", x[n].astype(np.float64), 2, 3, 2, left, right, mask)
+        stride = options.get("time_stride", 1)
+        want = attention_reference(params, "att", x[n].astype(np.float64), 2, 3, 2, left, right, mask, stride)
         np.testing.assert_allclose(got[n], want, rtol=1e-4, atol=1e-5)
 
 
@@ -302,6 +306,12 @@ def test_bad_options_raise_naming_the_layer_and_the_line(build, message: str) ->
             lambda x: fast_lstmp(
                 x, name="lstm1", cell_dim=4, recurrent_projection_dim=2, non_recurrent_projection_dim=1
             ),
+        ),
+        (
+            lambda x: LSTM(
+                "lstm1", x, cell=4, projection=2, non_recurrent_projection=2, delay=-2, truncate=True, decay_time=8
+            ),
+            lambda x: fast_lstmp(x, name="lstm1", cell_dim=4, recurrent_projection_dim=2, delay=-2, decay_time=8),
         ),
         (lambda x: LSTM("lstm1", x, cell=4, truncate=True), lambda x: fast_lstm(x, name="lstm1", cell_dim=4)),
         (
