@@ -151,7 +151,7 @@ def MultiHeadAttention(
                 f"MultiHeadAttention {name!r}: max_frames is for full attention (window=None), not with "
                 f"window={window!r}{at(user_line())}"
             )
-        if not isinstance(window, tuple) or len(window) != 2:
+        if not isinstance(window, (tuple, list)) or len(window) != 2:
             raise LayerOptionError(
                 f"MultiHeadAttention {name!r}: window must be a pair (left, right) of frame counts, got "
                 f"{window!r}{at(user_line())}"

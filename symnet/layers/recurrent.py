@@ -49,6 +49,7 @@ delay +1), and appends their outputs.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -226,5 +227,10 @@ def Bidirectional(layer: Callable[..., Layer], name: str, x: Layer, **options: A
     if "delay" in options:
         raise LayerOptionError(
             f"Bidirectional {name!r}: the delay is -1 forward and +1 backward; give no delay={at(user_line())}"
+        )
+    if "delay" not in inspect.signature(layer).parameters:
+        raise LayerOptionError(
+            f"Bidirectional {name!r}: {getattr(layer, '__name__', layer)!r} takes no delay=; give a recurrent "
+            f"layer (LSTM, GRU){at(user_line())}"
         )
     return Append(layer(f"{name}.forward", x, delay=-1, **options), layer(f"{name}.backward", x, delay=1, **options))

@@ -287,6 +287,7 @@ def test_kaldi_attention_writes_as_restricted_attention_and_masked_attention_ref
         (lambda x: LSTM("l", x, cell=4, decay_time=10.0), "decay_time needs truncate=True"),
         (lambda x: GRU("", x, cell=4), "name must be a non-empty string"),
         (lambda x: Bidirectional(LSTM, "b", x, cell=4, delay=-1), "give no delay"),
+        (lambda x: Bidirectional(MultiHeadAttention, "b", x, heads=1, key_dim=2), "takes no delay"),
         (lambda x: MultiHeadAttention("a", x, heads=1, key_dim=2), "needs max_frames"),
         (lambda x: MultiHeadAttention("a", x, heads=1, key_dim=2, window=(1,)), "window must be a pair"),
         (lambda x: MultiHeadAttention("a", x, heads=1, key_dim=2, window=(1, 1), padding="edge"), "padding must be"),
