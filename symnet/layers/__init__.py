@@ -11,7 +11,7 @@
   Kaldi: ConvolutionComponent (without padding or dilation).
 - `MaxPool2d(img, 2)`, `AvgPool2d(img, 2)`: 2-D pooling. Kaldi: MaxpoolingComponent (max, no padding) / none.
 - `LSTM(name, x, cell=, projection=)`, `GRU(name, x, cell=)`, `Bidirectional(LSTM, name, x, ...)`: recurrent
-  layers as trees of Kaldi's components (fast-lstm(p), fast-gru), run by the fused scan.
+  layers as trees of Kaldi's components (fast-lstm(p), fast-(p)gru), run by the fused scan.
 - `MultiHeadAttention(name, x, heads=, key_dim=, window=(left, right) or None)`: self-attention over frames.
   Kaldi: RestrictedAttentionComponent (with `padding='zeros'`).
 

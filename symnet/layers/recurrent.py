@@ -2,7 +2,7 @@
 
 Each is a function that returns the layer's output Node, built from Kaldi
 components and descriptors the way Kaldi's xconfig builds its fast LSTM and
-GRU (`fast-lstm-layer`, `fast-lstmp-layer`, `fast-gru-layer`), with the same
+GRU (`fast-lstm-layer`, `fast-lstmp-layer`, `fast-gru-layer`, `fast-pgru-layer`), with the same
 node and parameter names under the given `name`. So the engine's fused scan
 runs them unchanged (`Computation.explain()` lists the recurrence), a Network
 holding them writes to a Kaldi config or model as they are, and one read back
@@ -24,7 +24,9 @@ Without a projection the output and the recurrent state `r` are `m`
 `p + non_recurrent_projection` columns (node `name.rp`, the output) whose
 first `p` are `r` (Kaldi's LSTMP). The state starts at zero (`IfDefined`).
 
-GRU (`GRU("gru1", x, cell=256)`): Kaldi's GruNonlinearityComponent,
+GRU (`GRU("gru1", x, cell=256)`): Kaldi's GruNonlinearityComponent (with
+`projection=p`, Kaldi's fast-pgru: the state recurring is the first p columns
+of an affine map of the cell, see `GRU`),
 
     z = sigmoid(W_z [x, y_prev] + b_z),  r = sigmoid(W_r [x, y_prev] + b_r)
     h = tanh(W_h x + b_h + (r * y_prev) U^T)
@@ -195,30 +197,51 @@ def GRU(
     x: Layer,
     *,
     cell: int,
+    projection: int | None = None,
+    non_recurrent_projection: int = 0,
     delay: int = -1,
     truncate: bool = False,
     decay_time: float | None = None,
 ) -> Node:
-    """A GRU layer (Kaldi's fast-gru layer): the output Node `name.y_t` (see the module doc for the math)."""
+    """A GRU layer (Kaldi's fast-gru layer, or fast-pgru with `projection`): the output Node `name.y_t`.
+
+    With `projection=p` (Kaldi's projected GRU) the recurrent state is `s`, the first `p` columns of
+    `y = W_y c + b_y` (`p + non_recurrent_projection` columns), the reset gate has p columns and
+    `h = tanh(W_h x + b_h + (r * s_prev) U^T)` with U `[cell, p]`. See the module doc for the math.
+    """
     in_dim = _check("GRU", name, x, delay, decay_time, truncate)
     c = _positive("GRU", "cell", cell)
     y: Layer = Ref(f"{name}.y_t")
-    prev = IfDefined(
-        Offset(Node(f"{name}.s_t", _truncation(f"{name}.s_r", y, c, delay, decay_time)) if truncate else y, delay)
-    )
-    xs = Append(x, prev)
+    if projection is None:
+        if non_recurrent_projection:
+            raise LayerOptionError(f"GRU {name!r}: non_recurrent_projection needs projection={at(user_line())}")
+        rec, kind, state = c, "xh", y
+    else:
+        rec, kind = _positive("GRU", "projection", projection), "xs"
+        if non_recurrent_projection != 0:
+            _positive("GRU", "non_recurrent_projection", non_recurrent_projection)
+        state = Node(f"{name}.s_t_pre" if truncate else f"{name}.s_t", DimRange(y, 0, rec))
+    if truncate:
+        state = Node(f"{name}.s_t", _truncation(f"{name}.s_r", state, rec, delay, decay_time))
+    s_prev = IfDefined(Offset(state, delay))
+    xs = Append(x, s_prev)
     z = Node(
         f"{name}.z_t",
-        _Sigmoid(f"{name}.z", Node(f"{name}.z_t_pre", _affine(f"{name}.W_z.xh", xs, in_dim + c, c)), dim=c),
+        _Sigmoid(f"{name}.z", Node(f"{name}.z_t_pre", _affine(f"{name}.W_z.{kind}", xs, in_dim + rec, c)), dim=c),
     )
     r = Node(
         f"{name}.r_t",
-        _Sigmoid(f"{name}.r", Node(f"{name}.r_t_pre", _affine(f"{name}.W_r.xh", xs, in_dim + c, c)), dim=c),
+        _Sigmoid(f"{name}.r", Node(f"{name}.r_t_pre", _affine(f"{name}.W_r.{kind}", xs, in_dim + rec, rec)), dim=rec),
     )
     hpart = Node(f"{name}.hpart_t", _affine(f"{name}.W_hpart.x", x, in_dim, c))
-    w_h = Weight(Normal((c, c), 1.0 / math.sqrt(c)), name=f"{name}.gru_nonlin.w_h")
-    nonlin = Node(f"{name}.gru_nonlin_t", _GruCell(f"{name}.gru_nonlin", Append(z, r, hpart, prev), w_h))
-    return Node(f"{name}.y_t", DimRange(nonlin, c, c))
+    w_h = Weight(Normal((c, rec), 1.0 / math.sqrt(rec)), name=f"{name}.gru_nonlin.w_h")
+    if projection is None:
+        nonlin = Node(f"{name}.gru_nonlin_t", _GruCell(f"{name}.gru_nonlin", Append(z, r, hpart, s_prev), w_h))
+        return Node(f"{name}.y_t", DimRange(nonlin, c, c))
+    c_prev = IfDefined(Offset(Ref(f"{name}.c_t"), delay))
+    nonlin = Node(f"{name}.gru_nonlin_t", _GruCell(f"{name}.gru_nonlin", Append(z, r, hpart, c_prev, s_prev), w_h))
+    c_t = Node(f"{name}.c_t", DimRange(nonlin, c, c))
+    return Node(f"{name}.y_t", _affine(f"{name}.W_y.c", c_t, c, rec + non_recurrent_projection))
 
 
 def Bidirectional(layer: Callable[..., Layer], name: str, x: Layer, **options: Any) -> Layer:

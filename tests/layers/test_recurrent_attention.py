@@ -12,7 +12,7 @@ from symnet.core.index import IndexSet
 from symnet.engine import ComputationRequest, compile
 from symnet.errors import ConfigWriteError, LayerOptionError
 from symnet.kaldi import parse_network, read_model, write_model, write_network
-from symnet.kaldi.xconfig.layers import fast_gru, fast_lstm, fast_lstmp
+from symnet.kaldi.xconfig.layers import fast_gru, fast_lstm, fast_lstmp, fast_pgru
 from symnet.layers import GRU, LSTM, Bidirectional, MultiHeadAttention
 
 RNG = np.random.default_rng(3)
@@ -61,18 +61,28 @@ def lstm_reference(p: dict, name: str, x: jax.Array, cell: int, rec: int | None,
     return scan_over_time(step, (jnp.zeros((n, cell)), jnp.zeros((n, r_dim))), x, delay)
 
 
-def gru_reference(p: dict, name: str, x: jax.Array, cell: int, delay: int = -1) -> jax.Array:
+def gru_reference(p: dict, name: str, x: jax.Array, cell: int, delay: int = -1, rec: int | None = None) -> jax.Array:
+    """Kaldi's GRU; with `rec`, the projected one (the state s is the first `rec` columns of y = W_y c + b)."""
+
     def affine(key: str, v: jax.Array) -> jax.Array:
         return v @ p[f"{name}.{key}.linear_params"].T + p[f"{name}.{key}.bias_params"]
 
-    def step(y_prev, x_t):
-        xy = jnp.concatenate([x_t, y_prev], -1)
-        z, r = jax.nn.sigmoid(affine("W_z.xh", xy)), jax.nn.sigmoid(affine("W_r.xh", xy))
-        h = jnp.tanh(affine("W_hpart.x", x_t) + (r * y_prev) @ p[f"{name}.gru_nonlin.w_h"].T)
-        y = (1.0 - z) * h + z * y_prev
-        return y, y
+    kind = "xh" if rec is None else "xs"
 
-    return scan_over_time(step, jnp.zeros((x.shape[0], cell)), x, delay)
+    def step(carry, x_t):
+        c_prev, s_prev = carry
+        xs = jnp.concatenate([x_t, s_prev], -1)
+        z, r = jax.nn.sigmoid(affine(f"W_z.{kind}", xs)), jax.nn.sigmoid(affine(f"W_r.{kind}", xs))
+        h = jnp.tanh(affine("W_hpart.x", x_t) + (r * s_prev) @ p[f"{name}.gru_nonlin.w_h"].T)
+        c = (1.0 - z) * h + z * c_prev
+        if rec is None:
+            return (c, c), c
+        y = affine("W_y.c", c)
+        return (c, y[:, :rec]), y
+
+    n = x.shape[0]
+    init = (jnp.zeros((n, cell)), jnp.zeros((n, cell if rec is None else rec)))
+    return scan_over_time(step, init, x, delay)
 
 
 def attention_reference(
@@ -132,6 +142,17 @@ def test_lstm_gradients_are_jax_grad_of_the_reference_and_it_lowers_to_the_fused
     assert "recurrence of lstm1" in explained and ": fused scan" in explained, explained
 
 
+def test_a_projected_gru_is_the_hand_written_one() -> None:
+    net = randomised(Network(GRU("pgru", Input("input", D), cell=4, projection=2, non_recurrent_projection=1, delay=1)))
+    x, g = features(), RNG.standard_normal((2, 9, 3)).astype(np.float32)
+    want = gru_reference(net.params, "pgru", jnp.asarray(x), 4, 1, rec=2)
+    np.testing.assert_allclose(net.compute(x), want, rtol=1e-4, atol=1e-5)
+    got = jax.grad(lambda p: jnp.sum(net.replace(params=p).compute(x) * g))(net.params)
+    grads = jax.grad(lambda p: jnp.sum(gru_reference(p, "pgru", jnp.asarray(x), 4, 1, rec=2) * g))(net.params)
+    for key in grads:
+        np.testing.assert_allclose(got[key], grads[key], rtol=1e-3, atol=1e-5, err_msg=key)
+
+
 def test_lstm_without_peepholes_keeps_them_zero_as_state() -> None:
     net = randomised(Network(LSTM("l", Input("input", D), cell=4, peepholes=False)))
     assert "l.lstm_nonlin.params" not in net.params and not np.any(net.state["l.lstm_nonlin.params"])
@@ -184,6 +205,7 @@ def test_recurrent_layers_write_to_kaldi_configs_and_models_and_read_back_equal(
                 "lstm": LSTM("lstm2", x, cell=3, truncate=True),
                 "blstm": Bidirectional(LSTM, "blstm", x, cell=3),
                 "gru": GRU("gru1", x, cell=3, truncate=True),
+                "pgru": GRU("pgru1", x, cell=4, projection=2, non_recurrent_projection=2, truncate=True),
             }
         )
     )
@@ -196,7 +218,7 @@ def test_recurrent_layers_write_to_kaldi_configs_and_models_and_read_back_equal(
     back = back.replace(params={n: net.params[n] for n in back.params})
     write_model(tmp_path / "rnn.raw", net)
     model = read_model(tmp_path / "rnn.raw").network.network
-    for key in ("lstmp", "lstm", "blstm", "gru"):
+    for key in ("lstmp", "lstm", "blstm", "gru", "pgru"):
         want = net.compute(x_in, output=key)
         np.testing.assert_allclose(back.network.compute(x_in, output=key), want, rtol=1e-5, atol=1e-6, err_msg=key)
         np.testing.assert_allclose(model.compute(x_in, output=key), want, rtol=1e-5, atol=1e-6, err_msg=key)
@@ -286,6 +308,8 @@ def test_kaldi_attention_writes_as_restricted_attention_and_masked_attention_ref
         (lambda x: LSTM("l", x, cell=4, non_recurrent_projection=2), "needs projection"),
         (lambda x: LSTM("l", x, cell=4, decay_time=10.0), "decay_time needs truncate=True"),
         (lambda x: GRU("", x, cell=4), "name must be a non-empty string"),
+        (lambda x: GRU("g", x, cell=4, non_recurrent_projection=1), "needs projection"),
+        (lambda x: GRU("g", x, cell=4, projection=-1), "projection must be a positive integer"),
         (lambda x: Bidirectional(LSTM, "b", x, cell=4, delay=-1), "give no delay"),
         (lambda x: Bidirectional(MultiHeadAttention, "b", x, heads=1, key_dim=2), "takes no delay"),
         (lambda x: MultiHeadAttention("a", x, heads=1, key_dim=2), "needs max_frames"),
@@ -315,6 +339,10 @@ def test_bad_options_raise_naming_the_layer_and_the_line(build, message: str) ->
             lambda x: fast_lstmp(x, name="lstm1", cell_dim=4, recurrent_projection_dim=2, delay=-2, decay_time=8),
         ),
         (lambda x: LSTM("lstm1", x, cell=4, truncate=True), lambda x: fast_lstm(x, name="lstm1", cell_dim=4)),
+        (
+            lambda x: GRU("pgru1", x, cell=4, projection=2, non_recurrent_projection=2, truncate=True),
+            lambda x: fast_pgru(x, name="pgru1", cell_dim=4, recurrent_projection_dim=2),
+        ),
         (
             lambda x: GRU("gru1", x, cell=3, delay=1, truncate=True),
             lambda x: fast_gru(x, name="gru1", cell_dim=3, delay=1),
