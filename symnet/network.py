@@ -17,6 +17,7 @@ import jax
 import numpy as np
 
 from .core import html
+from .core.formatting import Formatter
 from .core.frozen import FrozenArray
 from .core.layer import (
     Layer,
@@ -301,7 +302,8 @@ class Network:
         )
 
     def __repr__(self) -> str:
-        outs = ", ".join(f"{name!r}: {layer!r}" for name, layer in self.structure.outputs)
+        texts = Formatter().outputs(self.structure.outputs)
+        outs = ", ".join(f"{name!r}: {text}" for (name, _), text in zip(self.structure.outputs, texts, strict=True))
         shapes = ", ".join(f"{n}{tuple(np.shape(v))}" for n, v in self.params.items())
         state = ", ".join(f"{n}{tuple(np.shape(v))}" for n, v in self.state.items())
         return f"Network({{{outs}}}, params=[{shapes}]" + (f", state=[{state}])" if state else ")")
