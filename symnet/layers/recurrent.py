@@ -36,13 +36,15 @@ of an affine map of the cell, see `GRU`),
 GRU as Kaldi writes it (the reset gate scales `y_prev` before `U`; PyTorch's
 scales `U y_prev + b`).
 
-`truncate=True` adds Kaldi's BackpropTruncationComponent on the recurrence
-(clipping-threshold 30, zeroing-threshold 15, zeroing-interval 20, as
-xconfig's defaults; `decay_time` scales the recurrence by `1 - |delay| /
-decay_time`); it changes only the backward pass (and, with a decay time, the
-forward). `peepholes=False` makes the LSTM's peephole weights a FixedWeight
-of zeros (state, never trained); Kaldi's component has no such switch, so a
-Kaldi model written from it holds the zeros as trainable parameters.
+`truncate=True` adds Kaldi's BackpropTruncationComponent on the recurrence:
+`clipping_threshold` (30) clips each frame's gradient norm, `zeroing_threshold`
+(15) zeroes larger ones every `zeroing_interval` (20) frames, as xconfig's
+defaults; `decay_time` scales the recurrence by `1 - |delay| / decay_time`.
+It changes only the backward pass (and, with a decay time, the forward).
+
+`peepholes=False` makes the LSTM's peephole weights a FixedWeight of zeros
+(state, never trained); Kaldi's component has no such switch, so a Kaldi
+model written from it holds the zeros as trainable parameters.
 
 `Bidirectional(LSTM, "blstm1", x, cell=...)` builds the layer twice, reading
 earlier frames (`name.forward`, delay -1) and later ones (`name.backward`,
@@ -55,6 +57,8 @@ import inspect
 import math
 from collections.abc import Callable
 from typing import Any
+
+import attrs
 
 from ..components.misc import BackpropTruncationComponent
 from ..components.nonlinear import SigmoidComponent
@@ -76,7 +80,17 @@ def _positive(layer: str, option: str, value: Any) -> int:
     return value
 
 
-def _check(layer: str, name: Any, x: Layer, delay: Any, decay_time: Any, truncate: Any) -> int:
+def _check(
+    layer: str,
+    name: Any,
+    x: Layer,
+    delay: Any,
+    truncate: Any,
+    decay_time: Any,
+    clipping_threshold: Any,
+    zeroing_threshold: Any,
+    zeroing_interval: Any,
+) -> int:
     """The input dim, after checking the options every recurrent layer takes."""
     if not isinstance(name, str) or not name:
         raise LayerOptionError(f"{layer}: name must be a non-empty string, got {name!r}{at(user_line())}")
@@ -84,9 +98,25 @@ def _check(layer: str, name: Any, x: Layer, delay: Any, decay_time: Any, truncat
         raise LayerOptionError(f"{layer} {name!r}: delay must be a non-zero integer, got {delay!r}{at(user_line())}")
     if not isinstance(truncate, bool):
         raise LayerOptionError(f"{layer} {name!r}: truncate must be True or False, got {truncate!r}{at(user_line())}")
+    given = [
+        option
+        for option, value, default in (
+            ("decay_time", decay_time, None),
+            ("clipping_threshold", clipping_threshold, 30.0),
+            ("zeroing_threshold", zeroing_threshold, 15.0),
+            ("zeroing_interval", zeroing_interval, 20),
+        )
+        if value != default
+    ]
+    if given and not truncate:
+        raise LayerOptionError(f"{layer} {name!r}: {given[0]} needs truncate=True{at(user_line())}")
+    for option, value in (("clipping_threshold", clipping_threshold), ("zeroing_threshold", zeroing_threshold)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise LayerOptionError(
+                f"{layer} {name!r}: {option} must be a number >= 0 (0: none), got {value!r}{at(user_line())}"
+            )
+    _positive(f"{layer} {name!r}", "zeroing_interval", zeroing_interval)
     if decay_time is not None:
-        if not truncate:
-            raise LayerOptionError(f"{layer} {name!r}: decay_time needs truncate=True{at(user_line())}")
         if isinstance(decay_time, bool) or not isinstance(decay_time, (int, float)) or decay_time <= abs(delay):
             raise LayerOptionError(
                 f"{layer} {name!r}: decay_time must be a number above |delay| = {abs(delay)}, "
@@ -129,9 +159,27 @@ def _affine(name: str, x: Layer, in_dim: int, out_dim: int) -> Layer:
     return Affine(input=x, out_dim=out_dim, name=name, in_dim=in_dim)
 
 
-def _truncation(name: str, x: Layer, dim: int, delay: int, decay_time: float | None) -> Layer:
-    scale = 1.0 if decay_time is None else 1.0 - abs(delay) / decay_time
-    return _Truncation(name, x, dim=dim, scale=scale, recurrence_interval=abs(delay))
+@attrs.frozen
+class _Bptt:
+    """The options of a recurrence's BackpropTruncationComponent (Kaldi's xconfig computes the same)."""
+
+    delay: int
+    decay_time: float | None
+    clipping_threshold: float
+    zeroing_threshold: float
+    zeroing_interval: int
+
+    def truncation(self, name: str, x: Layer, dim: int) -> Layer:
+        return _Truncation(
+            name,
+            x,
+            dim=dim,
+            scale=1.0 if self.decay_time is None else 1.0 - abs(self.delay) / self.decay_time,
+            clipping_threshold=float(self.clipping_threshold),
+            zeroing_threshold=float(self.zeroing_threshold),
+            zeroing_interval=self.zeroing_interval,
+            recurrence_interval=abs(self.delay),
+        )
 
 
 def LSTM(
@@ -145,6 +193,9 @@ def LSTM(
     peepholes: bool = True,
     truncate: bool = False,
     decay_time: float | None = None,
+    clipping_threshold: float = 30.0,
+    zeroing_threshold: float = 15.0,
+    zeroing_interval: int = 20,
 ) -> Node:
     """An LSTM layer (Kaldi's fast-lstm / fast-lstmp layer): the output Node `name.m`, or `name.rp` when projected.
 
@@ -152,7 +203,10 @@ def LSTM(
     `non_recurrent_projection`: extra output columns of the projection that do not recur; `delay`: the frame
     the recurrence reads (-1: the previous one; +1: the next one, a backward LSTM). See the module doc.
     """
-    in_dim = _check("LSTM", name, x, delay, decay_time, truncate)
+    in_dim = _check(
+        "LSTM", name, x, delay, truncate, decay_time, clipping_threshold, zeroing_threshold, zeroing_interval
+    )
+    bptt = _Bptt(delay, decay_time, clipping_threshold, zeroing_threshold, zeroing_interval)
     c = _positive("LSTM", "cell", cell)
     if projection is None:
         if non_recurrent_projection:
@@ -175,7 +229,7 @@ def LSTM(
         trunc = f"{name}.cr_trunc"
     if truncate:
         source: Layer = Ref(nonlin) if projection is None else Append(c_now, r_now)
-        both = Node(trunc, _truncation(trunc, source, c + rec, delay, decay_time))
+        both = Node(trunc, bptt.truncation(trunc, source, c + rec))
         c_read: Layer = Node(f"{name}.c_trunc", DimRange(both, 0, c))
         r_read: Layer = Node(f"{name}.m_trunc" if projection is None else f"{name}.r_trunc", DimRange(both, c, rec))
     else:
@@ -202,6 +256,9 @@ def GRU(
     delay: int = -1,
     truncate: bool = False,
     decay_time: float | None = None,
+    clipping_threshold: float = 30.0,
+    zeroing_threshold: float = 15.0,
+    zeroing_interval: int = 20,
 ) -> Node:
     """A GRU layer (Kaldi's fast-gru layer, or fast-pgru with `projection`): the output Node `name.y_t`.
 
@@ -209,7 +266,10 @@ def GRU(
     `y = W_y c + b_y` (`p + non_recurrent_projection` columns), the reset gate has p columns and
     `h = tanh(W_h x + b_h + (r * s_prev) U^T)` with U `[cell, p]`. See the module doc for the math.
     """
-    in_dim = _check("GRU", name, x, delay, decay_time, truncate)
+    in_dim = _check(
+        "GRU", name, x, delay, truncate, decay_time, clipping_threshold, zeroing_threshold, zeroing_interval
+    )
+    bptt = _Bptt(delay, decay_time, clipping_threshold, zeroing_threshold, zeroing_interval)
     c = _positive("GRU", "cell", cell)
     y: Layer = Ref(f"{name}.y_t")
     if projection is None:
@@ -222,7 +282,7 @@ def GRU(
             _positive("GRU", "non_recurrent_projection", non_recurrent_projection)
         state = Node(f"{name}.s_t_pre" if truncate else f"{name}.s_t", DimRange(y, 0, rec))
     if truncate:
-        state = Node(f"{name}.s_t", _truncation(f"{name}.s_r", state, rec, delay, decay_time))
+        state = Node(f"{name}.s_t", bptt.truncation(f"{name}.s_r", state, rec))
     s_prev = IfDefined(Offset(state, delay))
     xs = Append(x, s_prev)
     z = Node(

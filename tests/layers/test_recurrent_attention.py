@@ -202,7 +202,7 @@ def test_recurrent_layers_write_to_kaldi_configs_and_models_and_read_back_equal(
                 "lstmp": LSTM(
                     "lstm1", x, cell=4, projection=2, non_recurrent_projection=1, truncate=True, decay_time=20
                 ),
-                "lstm": LSTM("lstm2", x, cell=3, truncate=True),
+                "lstm": LSTM("lstm2", x, cell=3, truncate=True, clipping_threshold=5.0, zeroing_interval=10),
                 "blstm": Bidirectional(LSTM, "blstm", x, cell=3),
                 "gru": GRU("gru1", x, cell=3, truncate=True),
                 "pgru": GRU("pgru1", x, cell=4, projection=2, non_recurrent_projection=2, truncate=True),
@@ -213,6 +213,8 @@ def test_recurrent_layers_write_to_kaldi_configs_and_models_and_read_back_equal(
     for kind in ("LstmNonlinearityComponent", "GruNonlinearityComponent", "BackpropTruncationComponent"):
         assert f"type={kind}" in text
     assert "scale=0.95" in text  # 1 - |delay| / decay_time
+    assert "component name=lstm2.cm_trunc type=BackpropTruncationComponent dim=6 clipping-threshold=5" in text
+    assert "zeroing-interval=10" in text
     x_in = features(2, 7)
     back = parse_network(text)
     back = back.replace(params={n: net.params[n] for n in back.params})
@@ -307,6 +309,8 @@ def test_kaldi_attention_writes_as_restricted_attention_and_masked_attention_ref
         (lambda x: LSTM("l", x, cell=0), "cell must be a positive integer"),
         (lambda x: LSTM("l", x, cell=4, non_recurrent_projection=2), "needs projection"),
         (lambda x: LSTM("l", x, cell=4, decay_time=10.0), "decay_time needs truncate=True"),
+        (lambda x: GRU("g", x, cell=4, clipping_threshold=10.0), "clipping_threshold needs truncate=True"),
+        (lambda x: GRU("g", x, cell=4, truncate=True, zeroing_interval=0), "zeroing_interval must be a positive"),
         (lambda x: GRU("", x, cell=4), "name must be a non-empty string"),
         (lambda x: GRU("g", x, cell=4, non_recurrent_projection=1), "needs projection"),
         (lambda x: GRU("g", x, cell=4, projection=-1), "projection must be a positive integer"),
@@ -338,7 +342,10 @@ def test_bad_options_raise_naming_the_layer_and_the_line(build, message: str) ->
             ),
             lambda x: fast_lstmp(x, name="lstm1", cell_dim=4, recurrent_projection_dim=2, delay=-2, decay_time=8),
         ),
-        (lambda x: LSTM("lstm1", x, cell=4, truncate=True), lambda x: fast_lstm(x, name="lstm1", cell_dim=4)),
+        (
+            lambda x: LSTM("lstm1", x, cell=4, truncate=True, zeroing_threshold=3.0),
+            lambda x: fast_lstm(x, name="lstm1", cell_dim=4, zeroing_threshold=3.0),
+        ),
         (
             lambda x: GRU("pgru1", x, cell=4, projection=2, non_recurrent_projection=2, truncate=True),
             lambda x: fast_pgru(x, name="pgru1", cell_dim=4, recurrent_projection_dim=2),
