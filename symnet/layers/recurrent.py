@@ -42,6 +42,11 @@ scales `U y_prev + b`).
 defaults; `decay_time` scales the recurrence by `1 - |delay| / decay_time`.
 It changes only the backward pass (and, with a decay time, the forward).
 
+`dropout=p` is Kaldi's LSTM dropout (fast-lstmp's `dropout-proportion`): a
+DropoutMaskComponent draws, per frame, scales for the gates i, f and o (0 or
+1; i and f never both 0) that multiply them in the cell; in test mode
+(`symnet.components.set_test_mode`) each scale is `1 - p`.
+
 `peepholes=False` makes the LSTM's peephole weights a FixedWeight of zeros
 (state, never trained); Kaldi's component has no such switch, so a Kaldi
 model written from it holds the zeros as trainable parameters.
@@ -60,7 +65,7 @@ from typing import Any
 
 import attrs
 
-from ..components.misc import BackpropTruncationComponent
+from ..components.misc import BackpropTruncationComponent, DropoutMaskComponent
 from ..components.nonlinear import SigmoidComponent
 from ..components.recurrent import GruNonlinearityComponent, LstmNonlinearityComponent
 from ..core.descriptor import Append, DimRange, IfDefined, Node, Offset, Ref
@@ -140,6 +145,11 @@ class _LstmCell(KaldiPart, LstmNonlinearityComponent):
 
 
 @layer_class
+class _DropoutMask(KaldiPart, DropoutMaskComponent):
+    component = DropoutMaskComponent
+
+
+@layer_class
 class _GruCell(KaldiPart, GruNonlinearityComponent):
     component = GruNonlinearityComponent
 
@@ -191,6 +201,7 @@ def LSTM(
     non_recurrent_projection: int = 0,
     delay: int = -1,
     peepholes: bool = True,
+    dropout: float | None = None,
     truncate: bool = False,
     decay_time: float | None = None,
     clipping_threshold: float = 30.0,
@@ -218,6 +229,10 @@ def LSTM(
             _positive("LSTM", "non_recurrent_projection", non_recurrent_projection)
     if not isinstance(peepholes, bool):
         raise LayerOptionError(f"LSTM {name!r}: peepholes must be True or False, got {peepholes!r}{at(user_line())}")
+    if dropout is not None and (
+        isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1
+    ):
+        raise LayerOptionError(f"LSTM {name!r}: dropout must be in [0, 1), got {dropout!r}{at(user_line())}")
     nonlin = f"{name}.lstm_nonlin"
     # The recurrent reads: c(t + delay) and r(t + delay), through a truncation node where asked.
     c_now: Layer = Node(f"{name}.c", DimRange(Ref(nonlin), 0, c))
@@ -239,7 +254,11 @@ def LSTM(
     )
     init = Normal((3, c), 1.0)  # Kaldi's LstmNonlinearityComponent: param-stddev 1.0
     params = Weight(init, name=f"{nonlin}.params") if peepholes else FixedWeight(Zeros((3, c)), name=f"{nonlin}.params")
-    cell_out = Node(nonlin, _LstmCell(nonlin, Append(w_all, IfDefined(Offset(c_read, delay))), params))
+    parts = [w_all, IfDefined(Offset(c_read, delay))]
+    if dropout is not None:  # Kaldi's per-frame dropout of the gates i, f, o (its node reads itself: no input)
+        mask = f"{name}.dropout_mask"
+        parts.append(Node(mask, _DropoutMask(mask, Ref(mask), dim=3, dropout_proportion=float(dropout))))
+    cell_out = Node(nonlin, _LstmCell(nonlin, Append(*parts), params, use_dropout=dropout is not None))
     m = Node(f"{name}.m", DimRange(cell_out, c, c))
     if projection is None:
         return m

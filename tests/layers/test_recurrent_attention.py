@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from symnet import Input, Network
+from symnet.components import set_test_mode
 from symnet.core.index import IndexSet
+from symnet.core.rng import randomness
 from symnet.engine import ComputationRequest, compile
-from symnet.errors import ConfigWriteError, LayerOptionError
+from symnet.errors import ConfigWriteError, LayerOptionError, SymnetError
 from symnet.kaldi import parse_network, read_model, write_model, write_network
 from symnet.kaldi.xconfig.layers import fast_gru, fast_lstm, fast_lstmp, fast_pgru
 from symnet.layers import GRU, LSTM, Bidirectional, MultiHeadAttention
@@ -39,7 +41,10 @@ def scan_over_time(step, init, x: jax.Array, delay: int) -> jax.Array:
     return jnp.swapaxes(ys, 0, 1)
 
 
-def lstm_reference(p: dict, name: str, x: jax.Array, cell: int, rec: int | None, delay: int = -1) -> jax.Array:
+def lstm_reference(
+    p: dict, name: str, x: jax.Array, cell: int, rec: int | None, delay: int = -1, scale: float = 1.0
+) -> jax.Array:
+    """Kaldi's LSTM with peepholes; `scale` multiplies the gates i, f, o (dropout in test mode: 1 - p)."""
     w, b, peep = p[f"{name}.W_all.linear_params"], p[f"{name}.W_all.bias_params"], p[f"{name}.lstm_nonlin.params"]
     r_dim = cell if rec is None else rec
 
@@ -49,9 +54,9 @@ def lstm_reference(p: dict, name: str, x: jax.Array, cell: int, rec: int | None,
         gi, gf, gc, go = (gates[:, k * cell : (k + 1) * cell] for k in range(4))
         i = jax.nn.sigmoid(gi + peep[0] * c_prev)
         f = jax.nn.sigmoid(gf + peep[1] * c_prev)
-        c = f * c_prev + i * jnp.tanh(gc)
+        c = scale * f * c_prev + scale * i * jnp.tanh(gc)
         o = jax.nn.sigmoid(go + peep[2] * c)
-        m = o * jnp.tanh(c)
+        m = scale * o * jnp.tanh(c)
         if rec is None:
             return (c, m), m
         rp = m @ p[f"{name}.W_rp.linear_params"].T + p[f"{name}.W_rp.bias_params"]
@@ -153,6 +158,24 @@ def test_a_projected_gru_is_the_hand_written_one() -> None:
         np.testing.assert_allclose(got[key], grads[key], rtol=1e-3, atol=1e-5, err_msg=key)
 
 
+def test_lstm_dropout_scales_the_gates_by_one_minus_p_in_test_mode_and_draws_masks_in_training() -> None:
+    net = randomised(Network(LSTM("l", Input("input", D), cell=4, projection=3, dropout=0.25)))
+    x = features()
+    tested = set_test_mode(net).compute(x)
+    want = lstm_reference(net.params, "l", jnp.asarray(x), 4, 3, scale=0.75)
+    np.testing.assert_allclose(tested, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(SymnetError, match="needs random numbers in training mode"):
+        net.compute(x)
+    with randomness(jax.random.key(0)):
+        first = np.asarray(net.compute(x))
+    with randomness(jax.random.key(0)):
+        again = np.asarray(net.compute(x))
+    with randomness(jax.random.key(1)):
+        other = np.asarray(net.compute(x))
+    np.testing.assert_array_equal(first, again)
+    assert np.all(np.isfinite(first)) and not np.allclose(first, other) and not np.allclose(first, tested)
+
+
 def test_lstm_without_peepholes_keeps_them_zero_as_state() -> None:
     net = randomised(Network(LSTM("l", Input("input", D), cell=4, peepholes=False)))
     assert "l.lstm_nonlin.params" not in net.params and not np.any(net.state["l.lstm_nonlin.params"])
@@ -197,32 +220,46 @@ def test_a_forward_lstm_computed_in_chunks_equals_one_pass() -> None:
 def test_recurrent_layers_write_to_kaldi_configs_and_models_and_read_back_equal(tmp_path) -> None:
     x = Input("input", D)
     net = randomised(
-        Network(
-            {
-                "lstmp": LSTM(
-                    "lstm1", x, cell=4, projection=2, non_recurrent_projection=1, truncate=True, decay_time=20
-                ),
-                "lstm": LSTM("lstm2", x, cell=3, truncate=True, clipping_threshold=5.0, zeroing_interval=10),
-                "blstm": Bidirectional(LSTM, "blstm", x, cell=3),
-                "gru": GRU("gru1", x, cell=3, truncate=True),
-                "pgru": GRU("pgru1", x, cell=4, projection=2, non_recurrent_projection=2, truncate=True),
-            }
+        set_test_mode(
+            Network(
+                {
+                    "lstmp": LSTM(
+                        "lstm1",
+                        x,
+                        cell=4,
+                        projection=2,
+                        non_recurrent_projection=1,
+                        truncate=True,
+                        decay_time=20,
+                        dropout=0.1,
+                    ),
+                    "lstm": LSTM("lstm2", x, cell=3, truncate=True, clipping_threshold=5.0, zeroing_interval=10),
+                    "blstm": Bidirectional(LSTM, "blstm", x, cell=3),
+                    "gru": GRU("gru1", x, cell=3, truncate=True),
+                    "pgru": GRU("pgru1", x, cell=4, projection=2, non_recurrent_projection=2, truncate=True),
+                }
+            )
         )
     )
     text = write_network(net)
-    for kind in ("LstmNonlinearityComponent", "GruNonlinearityComponent", "BackpropTruncationComponent"):
+    for kind in (
+        "LstmNonlinearityComponent",
+        "DropoutMaskComponent",
+        "GruNonlinearityComponent",
+        "BackpropTruncationComponent",
+    ):
         assert f"type={kind}" in text
     assert "scale=0.95" in text  # 1 - |delay| / decay_time
     assert "component name=lstm2.cm_trunc type=BackpropTruncationComponent dim=6 clipping-threshold=5" in text
     assert "zeroing-interval=10" in text
     x_in = features(2, 7)
     back = parse_network(text)
-    back = back.replace(params={n: net.params[n] for n in back.params})
+    back = set_test_mode(back.replace(params={n: net.params[n] for n in back.params}).network)
     write_model(tmp_path / "rnn.raw", net)
-    model = read_model(tmp_path / "rnn.raw").network.network
+    model = set_test_mode(read_model(tmp_path / "rnn.raw").network.network)
     for key in ("lstmp", "lstm", "blstm", "gru", "pgru"):
         want = net.compute(x_in, output=key)
-        np.testing.assert_allclose(back.network.compute(x_in, output=key), want, rtol=1e-5, atol=1e-6, err_msg=key)
+        np.testing.assert_allclose(back.compute(x_in, output=key), want, rtol=1e-5, atol=1e-6, err_msg=key)
         np.testing.assert_allclose(model.compute(x_in, output=key), want, rtol=1e-5, atol=1e-6, err_msg=key)
 
 
@@ -309,6 +346,7 @@ def test_kaldi_attention_writes_as_restricted_attention_and_masked_attention_ref
         (lambda x: LSTM("l", x, cell=0), "cell must be a positive integer"),
         (lambda x: LSTM("l", x, cell=4, non_recurrent_projection=2), "needs projection"),
         (lambda x: LSTM("l", x, cell=4, decay_time=10.0), "decay_time needs truncate=True"),
+        (lambda x: LSTM("l", x, cell=4, dropout=1.0), "dropout must be in"),
         (lambda x: GRU("g", x, cell=4, clipping_threshold=10.0), "clipping_threshold needs truncate=True"),
         (lambda x: GRU("g", x, cell=4, truncate=True, zeroing_interval=0), "zeroing_interval must be a positive"),
         (lambda x: GRU("", x, cell=4), "name must be a non-empty string"),
@@ -331,9 +369,14 @@ def test_bad_options_raise_naming_the_layer_and_the_line(build, message: str) ->
     "typed, xconfig",
     [
         (
-            lambda x: LSTM("lstm1", x, cell=4, projection=2, non_recurrent_projection=1, truncate=True),
+            lambda x: LSTM("lstm1", x, cell=4, projection=2, non_recurrent_projection=1, truncate=True, dropout=0.2),
             lambda x: fast_lstmp(
-                x, name="lstm1", cell_dim=4, recurrent_projection_dim=2, non_recurrent_projection_dim=1
+                x,
+                name="lstm1",
+                cell_dim=4,
+                recurrent_projection_dim=2,
+                non_recurrent_projection_dim=1,
+                dropout_proportion=0.2,
             ),
         ),
         (
@@ -360,8 +403,8 @@ def test_the_typed_layers_compute_what_kaldis_xconfig_layers_compute(typed, xcon
     """The same parameter names and, with the same values, the same outputs as the xconfig functions
     (which expand Kaldi's xconfig text: an independent construction of the same components)."""
     x = Input("input", D)
-    ours = randomised(Network(typed(x)))
-    theirs = Network(xconfig(x))
+    ours = randomised(set_test_mode(Network(typed(x))))
+    theirs = set_test_mode(Network(xconfig(x)))
     assert set(theirs.params) == set(ours.params)
     x_in = features(2, 8)
     np.testing.assert_allclose(
