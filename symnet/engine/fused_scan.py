@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import DimRange
+from ..core.descriptor import Descriptor
 from .frame import FrameProgram
 
 UNROLL = 1  # frames per loop iteration: unrolling 2 or 4 was not faster on CPU for the LSTM, GRU and BLSTM together
@@ -430,8 +430,9 @@ class _LaneBackward:
             if d is None:
                 continue
             layer = p.layers[m]
-            if isinstance(layer, DimRange) and edges[m][0].kind == "same" and edges[m][0].slot < 0:
-                delta_of(edges[m][0].op).pieces.append((layer.offset, d))
+            columns = layer.column_range() if isinstance(layer, Descriptor) else None
+            if columns is not None and edges[m][0].kind == "same" and edges[m][0].slot < 0:
+                delta_of(edges[m][0].op).pieces.append((columns[0], d))
                 continue
             widths = lambda m=m: [self.width(e) for e in edges[m]]  # noqa: E731
             vjp_statics = self.transposed if m in p.deferred else statics
