@@ -36,6 +36,8 @@ from ..core.descriptor import Append, IfDefined, Offset
 from ..core.layer import Layer, child, layer_class
 from .base import Component, auto_vjp
 
+__all__ = ["RestrictedAttentionComponent"]
+
 
 @layer_class
 class _AttentionCore(Component):

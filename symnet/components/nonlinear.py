@@ -15,6 +15,16 @@ from ..core.elementwise import LogSoftmax, ReLU, Sigmoid, Tanh
 from ..core.layer import Layer, child, layer_class
 from .base import Component
 
+__all__ = [
+    "LogSoftmaxComponent",
+    "PnormComponent",
+    "RectifiedLinearComponent",
+    "SigmoidComponent",
+    "SOFTMAX_FLOOR",
+    "SoftmaxComponent",
+    "TanhComponent",
+]
+
 #: SoftmaxComponent floors its output at this value (so log() of it stays finite).
 SOFTMAX_FLOOR = 1.0e-20
 

@@ -48,6 +48,8 @@ from ..core.layer import Layer, child, layer_class
 from ..errors import ShapeError, at
 from .base import Component
 
+__all__ = ["StatisticsExtractionComponent", "StatisticsPoolingComponent"]
+
 
 def _segment_sum(values: jnp.ndarray, owner: np.ndarray, num_rows: int) -> jnp.ndarray:
     return jax.ops.segment_sum(

@@ -13,6 +13,8 @@ import jax.numpy as jnp
 from ..errors import ShapeError, at
 from .layer import Layer, child, layer_class
 
+__all__ = ["Elementwise", "Exp", "Log", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"]
+
 
 @layer_class
 class Elementwise(Layer):
