@@ -226,6 +226,7 @@ def _fit(
         widths=o.widths,
         rules=rules,
         frame_subsampling_factor=o.frame_subsampling_factor,
+        lowering=o.lowering,
     )
     if rules is not None and rules.settings["params"] != frozenset(network.params):
         raise TrainingError("kaldi_rules(...) was made for a network with other parameters than this one")

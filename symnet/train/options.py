@@ -93,6 +93,13 @@ def _changes(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _lowering(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    from ..engine.recurrence import LOWERINGS
+
+    if value not in LOWERINGS:
+        raise TrainingError(f"lowering={value!r}: use one of {', '.join(map(repr, LOWERINGS))}")
+
+
 def _rules(_: Any, attribute: attrs.Attribute, value: Any) -> None:
     from .rules import KaldiRules
 
@@ -132,6 +139,7 @@ class FitOptions:
             always, False never; `kaldi_rules(...)` gives them (see `fit`).
         frame_subsampling_factor: Kaldi's `frame-subsampling-factor` k: outputs are trained at chunk
             frames 0, k, 2k, ... (every chunk width must be a multiple of k).
+        lowering: how recurrences run (`symnet.compile`'s `lowering`: "auto", "fused" or "plain").
     """
 
     epochs: int = attrs.field(default=1, validator=_at_least(0))
@@ -153,6 +161,7 @@ class FitOptions:
     data_axis: str = attrs.field(default=DATA_AXIS, validator=_string)
     rules: KaldiRules | bool | None = attrs.field(default=None, validator=_rules)
     frame_subsampling_factor: int = attrs.field(default=1, validator=_at_least(1))
+    lowering: str = attrs.field(default="auto", validator=_lowering)
 
     def __attrs_post_init__(self) -> None:
         chunk_widths(self.chunk)

@@ -58,8 +58,10 @@ class Trainer:
         widths: Sequence[int] = (),
         rules: KaldiRules | None = None,
         frame_subsampling_factor: int = 1,
+        lowering: str = "auto",
     ) -> None:
         self.optimizer = optimizer
+        self.lowering = lowering  # how recurrences run in every compiled step (`compile`'s `lowering`)
         # A per-frame objective by its name (`objective()`), or a sequence Objective (`objective.loss` on
         # [batch, frames, dim] outputs with per-chunk supervision, made once per Chunks in `supervision`).
         resolved = get_objective(kind)
@@ -229,7 +231,7 @@ class Trainer:
         key = (width, test)
         if key not in self._computations:
             network = self.test_network if test else self.network
-            self._computations[key] = compile(network, self.request(self.local_batch, width))
+            self._computations[key] = compile(network, self.request(self.local_batch, width), self.lowering)
         return self._computations[key]
 
     def width_of(self, x: Any) -> int:
@@ -368,7 +370,7 @@ class Trainer:
         computation = self.computation_for(width)
         ends = self.ends(chunks, idx)
         if self.parallel is not None:
-            computation = compile(network, self.request(self.batch_size, width))
+            computation = compile(network, self.request(self.batch_size, width), self.lowering)
             network = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), network)
             key = None if key is None else jnp.asarray(np.asarray(key))
             if ends is not None:
