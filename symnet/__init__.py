@@ -85,6 +85,7 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__ge
         children_field,
         layer_class,
     )
+    from .core.precision import Precision
     from .core.source import user_line
     from .core.tape import Tape
     from .core.walk import rewrite, walk
@@ -136,6 +137,7 @@ __all__ = [
     "ParameterError",
     "PlanError",
     "Plus",
+    "Precision",
     "Power",
     "ReLU",
     "Ref",
@@ -192,6 +194,7 @@ _MODULES: dict[str, tuple[str | None, ...]] = {
         "BinaryLayer", "Divide", "Dot", "FixedWeight", "Identity", "Layer", "Literal", "Minus", "Negate", "Plus",
         "Power", "Structure", "Times", "Weight", "child", "children_field", "layer_class",
     ),
+    ".core.precision": ("Precision",),
     ".core.source": ("user_line",),
     ".core.tape": ("Tape",),
     ".core.walk": ("rewrite", "walk"),

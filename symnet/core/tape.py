@@ -130,7 +130,9 @@ def backward(seeds: Sequence[tuple[Tape, Any]]) -> dict[str, jax.Array]:
     for tape, _ in seeds:
         if tape.parameters is not None:
             grads.update({name: jnp.zeros_like(value) for name, value in tape.parameters.items() if name not in grads})
-    grads.update(reached)
+    # A Weight's value may be its parameter cast to a compute dtype (symnet.core.precision): the cast's
+    # transpose gives the gradient in the parameter's own dtype.
+    grads.update({name: d.astype(grads[name].dtype) if name in grads else d for name, d in reached.items()})
     return grads
 
 
