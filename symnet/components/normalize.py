@@ -229,6 +229,5 @@ def batchnorm_stats_updates(tape: Any, state: Mapping[str, jax.Array] | None = N
         mean = current.get(names[1], state.get(names[1], mean))
         var = current.get(names[2], state.get(names[2], var))
         new = layer.accumulate_stats(x, count, mean, var)
-        new = tuple(v.astype(old.dtype) for v, old in zip(new, (count, mean, var), strict=True))
-        current.update(zip(names, new))
+        current.update((n, v.astype(old.dtype)) for n, v, old in zip(names, new, (count, mean, var), strict=True))
     return current

@@ -54,7 +54,7 @@ def _loss_scale(value: Any) -> float | None:
     return float(value)
 
 
-def _interval(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+def _interval(_: Any, attribute: attrs.Attribute[int], value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ShapeError(f"{attribute.name} must be an integer >= 1, got {value!r}")
 
@@ -111,7 +111,7 @@ def get_precision(value: str | Precision | None) -> Precision | None:
 
 def wide(dtype: Any) -> Any:
     """The dtype a reduction over values of `dtype` runs in: float32 for narrower floats, else `dtype`."""
-    if jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 32:
+    if jnp.issubdtype(dtype, jnp.floating) and jnp.dtype(dtype).itemsize < 4:
         return jnp.dtype(jnp.float32)
     return jnp.dtype(dtype)
 
@@ -132,7 +132,7 @@ def in_float32(method: F) -> F:
         narrow = [a.dtype for a in args if _narrow(a)]
         if not narrow:
             return method(self, *args, **kwargs)
-        back = min(narrow, key=lambda d: jnp.finfo(d).bits)
+        back = min(narrow, key=lambda d: d.itemsize)
         out = method(self, *(a.astype(jnp.float32) if _narrow(a) else a for a in args), **kwargs)
         if isinstance(out, tuple):
             return tuple(_back(o, back) for o in out)
@@ -143,7 +143,7 @@ def in_float32(method: F) -> F:
 
 def _narrow(value: Any) -> bool:
     dtype = getattr(value, "dtype", None)
-    return dtype is not None and jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 32
+    return dtype is not None and jnp.issubdtype(dtype, jnp.floating) and jnp.dtype(dtype).itemsize < 4
 
 
 def _back(value: Any, dtype: Any) -> Any:
