@@ -137,9 +137,9 @@ class Trainer:
                     {name: tapes[name].value for name in self.outputs}, targets, weights
                 )
                 share = reduce.share(weights)
-                if scaled:  # the derivative scaled up before the walk, the gradients down after it
-                    share = share * opt_state.scale
-                grads = reduce.sum(backward([(tapes[name], d * share) for name, d in deltas.items()]))
+                # With loss scaling the derivative is scaled up before the walk, the gradients down after it.
+                seed = share * opt_state.scale if scaled else share
+                grads = reduce.sum(backward([(tapes[name], d * seed) for name, d in deltas.items()]))
                 if scaled:
                     grads = {name: g / opt_state.scale for name, g in grads.items()}
                 # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
