@@ -117,7 +117,8 @@ class Tape:
 def backward(seeds: Sequence[tuple[Tape, Any]]) -> dict[str, jax.Array]:
     """Gradients of every Weight (name -> array) given deltas of several tapes of one run (e.g. two outputs
     that share layers): one walk, the shared layers' deltas summed, as one `Tape.backward` of their sum would.
-    Weights of the run that no seed reaches get zeros."""
+    Weights of the run that no seed reaches get zeros. Each gradient has its parameter's dtype (a mixed-precision
+    policy casts a Weight's value for the call: symnet.core.precision)."""
     deltas = backward_deltas(seeds)
     reached: dict[str, jax.Array] = {}
     for node, d in deltas.items():

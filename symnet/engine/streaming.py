@@ -34,7 +34,7 @@ import numpy as np
 from ..core.descriptor import Node
 from ..core.index import IndexSet, decode
 from ..core.layer import NetworkLike
-from ..core.precision import Precision
+from ..core.precision import Precision, get_precision
 from ..errors import ArgumentTypeError, PlanError, ShapeError, StreamError
 from .cache import Cache
 from .computation import compile
@@ -257,11 +257,18 @@ class Stream:
     arrived and its chunk is complete. After `finish` the utterance is over:
     `feed` and `finish` refuse (more frames of it would be taken for a new
     utterance) until `reset()` starts the next one, with the same compiled
-    programs. `lowering` is how recurrences run, as for `compile`.
+    programs. `lowering` is how recurrences run and `precision` is the mixed-precision policy, as for
+    `compile`.
     """
 
     def __init__(
-        self, network: NetworkLike, frames_per_chunk: int, *, output: str | None = None, lowering: str = "auto"
+        self,
+        network: NetworkLike,
+        frames_per_chunk: int,
+        *,
+        output: str | None = None,
+        lowering: str = "auto",
+        precision: str | Precision | None = None,
     ):
         if not hasattr(network, "structure") or not hasattr(network, "params"):
             raise ArgumentTypeError(
@@ -270,7 +277,7 @@ class Stream:
         if isinstance(frames_per_chunk, bool) or not isinstance(frames_per_chunk, int) or frames_per_chunk <= 0:
             raise PlanError(f"frames_per_chunk must be a positive number of frames, got {frames_per_chunk!r}")
         self.network = network
-        self._runner = chunk_runner(network, output, frames_per_chunk, lowering)
+        self._runner = chunk_runner(network, output, frames_per_chunk, lowering, get_precision(precision))
         self.output = self._runner.name
         self.frames_per_chunk = frames_per_chunk
         self.reset()

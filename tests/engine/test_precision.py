@@ -211,3 +211,19 @@ def test_bad_inputs_and_policies_are_symnet_errors(x):
         Precision(loss_scale=0)
     with pytest.raises(PlanError):
         compile(net, ComputationRequest(inputs={}, outputs={}), precision="bfloat16")
+
+
+def test_chunks_and_streams_compute_under_the_policy(x):
+    from symnet import Stream
+
+    net = lstm()
+    whole = np.asarray(net.compute(x, precision="bfloat16"))
+    chunked = net.compute(x, precision="bfloat16", frames_per_chunk=4)
+    assert chunked.dtype == jnp.float32
+    # The carried state crosses chunks as float32 outputs of bfloat16 values; other programs may round a
+    # bfloat16 value the other way (1/128 at these magnitudes).
+    np.testing.assert_allclose(np.asarray(chunked), whole, atol=0.02)
+    stream = Stream(net, frames_per_chunk=5, precision="bfloat16")
+    online = np.concatenate([stream.feed(x[0][t : t + 3]) for t in range(0, 15, 3)] + [stream.finish()])
+    np.testing.assert_allclose(online, whole[0], atol=0.02)
+    assert np.abs(online - np.asarray(net.compute(x))[0]).max() > 0  # not float32's
