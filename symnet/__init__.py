@@ -23,6 +23,7 @@ opts in to keeping freed host memory (`symnet.host_memory`).
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from .core import html as _html
@@ -86,7 +87,6 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__ge
         layer_class,
     )
     from .core.precision import Precision
-    from .core.source import user_line
     from .core.tape import Tape
     from .core.walk import rewrite, walk
     from .engine import Computation, ComputationRequest, Stream, compile
@@ -173,7 +173,6 @@ __all__ = [
     "rng",
     "save",
     "tune_host_memory",
-    "user_line",
     "walk",
 ]
 
@@ -195,7 +194,6 @@ _MODULES: dict[str, tuple[str | None, ...]] = {
         "Power", "Structure", "Times", "Weight", "child", "children_field", "layer_class",
     ),
     ".core.precision": ("Precision",),
-    ".core.source": ("user_line",),
     ".core.tape": ("Tape",),
     ".core.walk": ("rewrite", "walk"),
     ".engine": ("Computation", "ComputationRequest", "Stream", "compile"),
@@ -216,8 +214,20 @@ _LAZY = {
 }
 
 
+#: Names that were public by mistake: still found, for one release, with a DeprecationWarning naming their home.
+_DEPRECATED = {"user_line": (".core.source", "the user's source line for error messages is internal")}
+
+
 def __getattr__(name: str) -> Any:
     """A public name's object, imported from its module on first use (PEP 562)."""
+    if name in _DEPRECATED:
+        module, why = _DEPRECATED[name]
+        warnings.warn(
+            f"symnet.{name} is deprecated ({why}); import it from symnet{module} if you must",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(module, __name__), name)
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module, attribute = _LAZY[name]

@@ -16,6 +16,16 @@ from ..core.layer import Layer, child, layer_class
 from ..core.precision import in_float32
 from .base import Component
 
+__all__ = [
+    "LogSoftmaxComponent",
+    "PnormComponent",
+    "RectifiedLinearComponent",
+    "SigmoidComponent",
+    "SOFTMAX_FLOOR",
+    "SoftmaxComponent",
+    "TanhComponent",
+]
+
 #: SoftmaxComponent floors its output at this value (so log() of it stays finite).
 SOFTMAX_FLOOR = 1.0e-20
 

@@ -25,6 +25,15 @@ from ..core.layer import Layer, child, layer_class
 from ..core.precision import in_float32, wide
 from .base import Component
 
+__all__ = [
+    "batchnorm_stats_updates",
+    "BatchNormComponent",
+    "minibatch_sums",
+    "NormalizeComponent",
+    "SQUARED_NORM_FLOOR",
+    "statistics_across",
+]
+
 #: Kaldi's floor on the squared norm (2^-66: its square root is exact in float).
 SQUARED_NORM_FLOOR = 2.0**-66
 

@@ -49,6 +49,8 @@ from ..core.precision import in_float32
 from ..errors import ShapeError, at
 from .base import Component
 
+__all__ = ["StatisticsExtractionComponent", "StatisticsPoolingComponent"]
+
 
 def _segment_sum(values: jnp.ndarray, owner: np.ndarray, num_rows: int) -> jnp.ndarray:
     return jax.ops.segment_sum(

@@ -14,6 +14,8 @@ from ..errors import ShapeError, at
 from .layer import Layer, child, layer_class
 from .precision import in_float32
 
+__all__ = ["Elementwise", "Exp", "Log", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"]
+
 
 @layer_class
 class Elementwise(Layer):

@@ -22,6 +22,8 @@ from .walk import topological
 if TYPE_CHECKING:
     from .layer import Layer
 
+__all__ = ["backward", "backward_deltas", "Pullback", "Tape"]
+
 Pullback = Callable[[jax.Array], tuple["jax.Array | None", ...]]
 
 

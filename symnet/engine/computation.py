@@ -43,7 +43,7 @@ from .dims import node_shapes, static_dim
 from .ends import EndMasks, SequenceEnds
 from .gradient import GRADIENTS, tape_differentiated
 from .graph import Graph
-from .layout import as_flat_rows, as_frames, as_layout
+from .layout import as_flat_rows, as_frames, as_layout, moved
 from .plan import Planner
 from .recurrence import RecurrentBlock, check_lowering, strongly_connected
 from .request import ComputationRequest
@@ -391,7 +391,7 @@ class Computation:
 
             def move(v: jax.Array, rowmap: RowMap = rowmap, state_given: bool = state_given) -> jax.Array:
                 if not rowmap.is_identity:
-                    v = as_layout(rowmap(as_frames(v, batch)), batch, batched)
+                    v = moved(rowmap, v, batch, batched)
                 return as_flat_rows(v) if state_given else v
 
             if record is None:
@@ -478,7 +478,7 @@ class Computation:
                     selected.append(u.value)
                     transposes.append(None)
                 else:
-                    move = lambda v, m=rowmap: as_layout(m(as_frames(v, batch)), batch, leading)  # noqa: E731
+                    move = lambda v, m=rowmap: moved(m, v, batch, leading)  # noqa: E731
                     sel, vjp = jax.vjp(move, u.value)
                     selected.append(sel)
                     transposes.append(vjp)
@@ -627,8 +627,7 @@ def _descriptor_fn(
 
 def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet, batched: bool) -> Tape:
     """A tape node picking the requested rows, in the request's order, from an output node."""
-    fn = lambda v: as_layout(rowmap(as_frames(v, batch)), batch, batched)  # noqa: E731
-    value, vjp = jax.vjp(fn, tape.value)
+    value, vjp = jax.vjp(lambda v: moved(rowmap, v, batch, batched), tape.value)
     return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
 
 

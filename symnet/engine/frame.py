@@ -38,6 +38,8 @@ from ..core.layer import Dot, Layer
 from ..errors import PlanError, ShapeError, at
 from .semantics import combine
 
+__all__ = ["ActivationGroup", "FrameProgram", "Needs", "passes_through", "step_value"]
+
 
 def passes_through(layer: Layer) -> bool:
     """Whether a member's value is its one operand's row, moved (a Node, an Offset, an IfDefined, ...)."""
@@ -90,10 +92,10 @@ class ActivationGroup:
             e = edges[m][0]
             rng = layers[e.op]
             columns = rng.column_range() if isinstance(rng, Descriptor) else None
-            if e.kind != "same" or e.slot >= 0 or columns is None:
+            if e.kind != "same" or e.mask_slot >= 0 or columns is None:
                 return None
             (src,) = edges[e.op]
-            if src.kind != "same" or src.slot >= 0:
+            if src.kind != "same" or src.mask_slot >= 0:
                 return None
             return src, columns[0], columns[1]
 
@@ -244,7 +246,7 @@ class FrameProgram:
             if kind == "edge":
                 e = item
                 if e.kind == "external":
-                    found.externals.add(e.slot)
+                    found.externals.add(e.external)
                 elif e.kind == "lag":
                     found.lags.add((e.op, abs(e.lag)))
                     found.stored.add(e.op)
@@ -290,7 +292,7 @@ class FrameProgram:
             def spec(e: Any) -> Any:
                 if e.kind == "static":
                     return static_shapes[e.op]
-                shape = ext_shapes[e.slot] if e.kind == "external" else shapes[e.op]
+                shape = ext_shapes[e.external] if e.kind == "external" else shapes[e.op]
                 return jax.ShapeDtypeStruct(shape, dtype)
 
             out = jax.ShapeDtypeStruct(shapes[m], dtype)

@@ -47,6 +47,16 @@ from .layout import as_flat_rows, as_frames
 from .rowmap import RowMap
 from .semantics import optional_reads
 
+__all__ = [
+    "check_lowering",
+    "EdgeKind",
+    "LOWERINGS",
+    "Recurrence",
+    "RecurrentBlock",
+    "scan_tapes",
+    "strongly_connected",
+]
+
 _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an external may be, computed per frame
 
 #: What `compile(..., lowering=...)` takes: `auto` (fused where every member has its `vjp`, else plain),
@@ -131,7 +141,8 @@ class _Edge:
     lag: int = 0
     mask: np.ndarray | None = None  # `same` and `lag`: the steps at which the source row exists
     rowmap: RowMap | None = None  # `external`: the operand's rows per step
-    slot: int = -1  # index into the per-step masks (`same`, `lag`) or the external inputs (`external`)
+    mask_slot: int = -1  # `same` and `lag`: index into the per-step masks (-1: the source row always exists)
+    external: int = -1  # `external`: index into the block's external inputs
     dyn: int = -1  # index into the per-sequence read masks (an optional read in a request with sequence ends)
 
     def present(self) -> np.ndarray:
@@ -348,7 +359,7 @@ class RecurrentBlock:
         for member_edges in self.edges.values():
             for pos, e in enumerate(member_edges):
                 if e.kind == "external":
-                    member_edges[pos] = dataclasses.replace(e, slot=len(out))
+                    member_edges[pos] = dataclasses.replace(e, external=len(out))
                     out.append(member_edges[pos])
         return out
 
@@ -405,7 +416,7 @@ class RecurrentBlock:
                 source_zero[~outside] = zero[e.op][source[~outside]] if e.op in zero else False
                 present = e.present()
                 if not np.all(present | source_zero):
-                    self.edges[m][pos] = dataclasses.replace(e, slot=len(masks))
+                    self.edges[m][pos] = dataclasses.replace(e, mask_slot=len(masks))
                     masks.append(present)
                 known_zero = ~present | source_zero
             passes = passes_through(self.graph.layers[m])
@@ -444,7 +455,7 @@ class RecurrentBlock:
 
     def _dims(self, ext_shapes: list[tuple[int, ...]]) -> dict[int, int]:
         """Each member's dim, from the graph's static shapes and the external operands' actual dims."""
-        known = {e.op: int(ext_shapes[e.slot][-1]) for e in self.externals}
+        known = {e.op: int(ext_shapes[e.external][-1]) for e in self.externals}
         shapes = node_shapes(self.graph, known)
         dims = {m: static_dim(shapes, m) for m in self.order}
         missing = [m for m, d in dims.items() if d is None]

@@ -54,6 +54,20 @@ from ..errors import PlanError
 from .computation import Computation, compile
 from .request import ComputationRequest
 
+__all__ = [
+    "Block",
+    "clamped",
+    "Ends",
+    "Frames",
+    "host",
+    "Layout",
+    "Record",
+    "record",
+    "request_each",
+    "run",
+    "run_each",
+]
+
 #: Frames `t` of every sequence: `(start, end)` for `start .. end - 1`, or a range (stepped for subsampled outputs).
 Frames = tuple[int, int] | range
 #: How `run` hands values to the Computation: flat rows `[T * N, D]` (host arrays) or `[T, N, D]` (device ones).

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from .loop import EpochStats, StepStats
     from .rules import KaldiRules
 
+__all__ = ["chunk_widths", "DATA_AXIS", "FitOptions", "is_integer"]
+
 #: The mesh axis minibatches are split over by default (symnet.train.parallel).
 DATA_AXIS = "data"
 
