@@ -86,6 +86,7 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__ge
         children_field,
         layer_class,
     )
+    from .core.precision import Precision
     from .core.tape import Tape
     from .core.walk import rewrite, walk
     from .engine import Computation, ComputationRequest, Stream, compile
@@ -136,6 +137,7 @@ __all__ = [
     "ParameterError",
     "PlanError",
     "Plus",
+    "Precision",
     "Power",
     "ReLU",
     "Ref",
@@ -191,6 +193,7 @@ _MODULES: dict[str, tuple[str | None, ...]] = {
         "BinaryLayer", "Divide", "Dot", "FixedWeight", "Identity", "Layer", "Literal", "Minus", "Negate", "Plus",
         "Power", "Structure", "Times", "Weight", "child", "children_field", "layer_class",
     ),
+    ".core.precision": ("Precision",),
     ".core.tape": ("Tape",),
     ".core.walk": ("rewrite", "walk"),
     ".engine": ("Computation", "ComputationRequest", "Stream", "compile"),
