@@ -147,8 +147,14 @@ class Computation:
             )
             for name, keys in planner.wanted.items()
         }
-        run = tape_differentiated(self._tapes, _contexts) if gradient == "tape" else self._run
-        self._jitted = jax.jit(run)
+        if gradient == "tape":
+            computation = tape_differentiated(self._tapes, _contexts)
+        else:
+
+            def computation(*args: Any) -> dict[str, jax.Array]:  # one name for the program either way
+                return self._run(*args)
+
+        self._jitted = jax.jit(computation)
 
     # ----- planning the steps -------------------------------------------------------
 

@@ -66,7 +66,7 @@ def tape_differentiated(
         return {name: tape.value for name, tape in tapes.items()}
 
     @jax.custom_vjp
-    def run(
+    def computation(
         params: Arrays,
         state: Arrays,
         inputs: Arrays,
@@ -107,8 +107,8 @@ def tape_differentiated(
         _, _, _, d_key, d_reads, d_proportions = zeros
         return d_params, d_state, d_inputs, d_key, d_reads, d_proportions
 
-    run.defvjp(run_forward, run_backward)
-    return run
+    computation.defvjp(run_forward, run_backward)
+    return computation
 
 
 class _Program:

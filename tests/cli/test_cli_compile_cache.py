@@ -58,7 +58,7 @@ def test_a_second_process_reads_the_programs_the_first_compiled(job: Path) -> No
     first = compute(job, "first.ark", f"--compile-cache={cache}")
     assert first.returncode == 0, first.stderr
     written = entries(cache)
-    assert any(name.startswith("jit__run-") for name in written), written  # the network's own program
+    assert any(name.startswith("jit_computation-") for name in written), written  # the network's own program
     stamps = {name: (cache / name).stat().st_mtime_ns for name in written}
     second = compute(job, "second.ark", f"--compile-cache={cache}")
     assert second.returncode == 0, second.stderr
@@ -108,12 +108,12 @@ def test_an_entry_copied_over_another_programs_name_is_ignored_and_replaced(job:
     cache = job / "cache"
     relu = compute(job, "relu.ark", f"--compile-cache={cache}")
     assert relu.returncode == 0, relu.stderr
-    relu_entries = {name for name in entries(cache) if name.startswith("jit__run-")}
+    relu_entries = {name for name in entries(cache) if name.startswith("jit_computation-")}
     write_model(job / "nnet.raw", parse_network(SIGMOID, seed=3))
     plain = compute(job, "plain.ark", "--compile-cache=off")
     sigmoid = compute(job, "sigmoid.ark", f"--compile-cache={cache}")
     assert plain.returncode == sigmoid.returncode == 0, sigmoid.stderr
-    sigmoid_entries = {name for name in entries(cache) if name.startswith("jit__run-")} - relu_entries
+    sigmoid_entries = {name for name in entries(cache) if name.startswith("jit_computation-")} - relu_entries
     assert sigmoid_entries and relu_entries
     planted = (cache / sorted(relu_entries)[0]).read_bytes()
     for name in sigmoid_entries:
