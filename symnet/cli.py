@@ -70,7 +70,7 @@ def _load_model(path: str, seed: int = 0) -> Any:
 
 
 def _read_config(path: str, seed: int = 0, base: Any = None) -> Any:
-    """The KaldiNetwork of a Kaldi nnet3 config or xconfig file (an xconfig may refer to `base`'s nodes)."""
+    """The Network of a Kaldi nnet3 config or xconfig file (an xconfig may refer to `base`'s nodes)."""
     from .kaldi.build import read_network
     from .kaldi.xconfig import is_xconfig, read_xconfig
     from .kaldi.xconfig.layers import node_dims
@@ -84,7 +84,7 @@ def _read_config(path: str, seed: int = 0, base: Any = None) -> Any:
 
 
 def _load(path: str, seed: int = 0) -> Any:
-    """A KaldiNetwork from a Kaldi model file, a symnet network file or a config file."""
+    """A Network from a Kaldi model file, a symnet network file or a config file."""
     return _load_model(path, seed).network
 
 
@@ -96,7 +96,7 @@ def _info(args: argparse.Namespace, stdout: TextIO) -> int:
     try:
         lines = info_lines(network)
     except ConfigWriteError:  # a network from Python that Kaldi's config cannot say: symnet's own summary
-        lines = str(network.network.summary()).splitlines()
+        lines = str(network.summary()).splitlines()
     for line in lines:
         print(line, file=stdout)
     return 0
@@ -112,22 +112,21 @@ def _init(args: argparse.Namespace, stdout: TextIO) -> int:
     config, out = paths[-2], paths[-1]
     network = _read_config(config, seed=args.seed, base=base)
     save(out, network)
-    values = network.network.values if hasattr(network, "network") else network.values
+    values = network.values
     count = sum(int(np.prod(np.shape(v))) for v in values.values())
     print(f"wrote {out}: {len(values)} parameter arrays, {count} values", file=stdout)
     return 0
 
 
 def _network_source(spec: str, seed: int) -> Any:
-    """A KaldiNetwork from a model or config file, or from `module:attribute` / `file.py:attribute`.
+    """A Network from a model or config file, or from `module:attribute` / `file.py:attribute`.
 
-    The attribute is a Network, a KaldiNetwork, or a function of no arguments returning one.
+    The attribute is a Network, or a function of no arguments returning one.
     """
     import importlib
     import importlib.util
     import os
 
-    from .kaldi.network import KaldiNetwork
     from .network import Network
 
     if ":" not in spec or os.path.exists(spec):
@@ -148,11 +147,9 @@ def _network_source(spec: str, seed: int) -> Any:
     value = getattr(module, attribute, None)
     if value is None:
         raise SymnetError(f"{module_name} has no attribute {attribute!r}")
-    if callable(value) and not isinstance(value, (Network, KaldiNetwork)):
+    if callable(value) and not isinstance(value, Network):
         value = value()
-    if isinstance(value, Network):
-        value = KaldiNetwork(value)
-    if not isinstance(value, KaldiNetwork):
+    if not isinstance(value, Network):
         raise SymnetError(f"{spec} is a {type(value).__name__}, not a Network")
     return value
 
@@ -321,8 +318,7 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
             rules=rules,
             frame_subsampling_factor=args.frame_subsampling_factor,
         )
-    trained = source.replace(network=result.network)
-    save(args.out, trained if trained.objectives else trained.network)  # a Network from Python stays one
+    save(args.out, result.network.replace(objectives=source.objectives))
     last = result.history[-1] if result.history else None
     if last is not None:
         summary = f"train loss {last.train_loss:.4f} accuracy {last.train_accuracy:.4f}"
@@ -532,7 +528,7 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.use_gpu != "no":
         warnings.warn(f"--use-gpu={args.use_gpu} is ignored: symnet runs on JAX's default device", stacklevel=2)
     model = _load_model(args.model)
-    network = model.network.network
+    network = model.network
     priors = None
     if args.use_priors:
         if not model.is_am:

@@ -16,19 +16,11 @@ from ..engine.inspect import node_dims, recurrent_edges, topological_order
 from .html import CHAR_W, FONT, MARGIN, Svg, escape, short
 from .labels import COLOURS, kind, label, shape_text
 
-__all__ = ["GraphView", "draw_graph", "graph_svg", "unwrap_network"]
+__all__ = ["GraphView", "draw_graph", "graph_svg"]
 
 _NODE_H = 22
 _LAYER_GAP = 46
 _NODE_GAP = 14
-
-
-def unwrap_network(network: Any) -> Any:
-    """A Network from a Network or a KaldiNetwork (anything with `.network` and `.structure`)."""
-    inner = getattr(network, "network", None)
-    if inner is not None and hasattr(inner, "structure"):
-        return inner
-    return network
 
 
 class GraphView:
@@ -39,7 +31,7 @@ class GraphView:
     """
 
     def __init__(self, network: Any):
-        net = unwrap_network(network)
+        net = network
         self.network = net
         self.graph = Graph(dict(net.structure.outputs))
         g = self.graph

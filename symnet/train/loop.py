@@ -216,7 +216,7 @@ class Trainer:
             # Per parameter: are all its new values finite? (A huge step can overflow the
             # parameters while the loss, computed before the update, is still finite.)
             finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
-            new_network = Network.from_structure(network.structure, params, state)
+            new_network = Network.from_structure(network.structure, params, state, network.objectives)
             return new_network, opt_state, loss, correct, finite, optax.tree.norm(grads)
 
         # Validation runs in test mode (batch-norm's stored statistics, no dropout), as Kaldi's
@@ -527,12 +527,11 @@ def fit(
     carries such options (max-change, l2-regularize, learning-rate-factor, orthonormal-constraint): then
     `optimizer` is wrapped in them (`kaldi_rules(network, optimizer=optimizer)`). `rules=False` trains
     with `optimizer` alone; `rules=True` wraps it even when no component asks; `rules=kaldi_rules(...)`
-    gives them. A KaldiNetwork is trained as its Network.
+    gives them.
     It first calls `symnet.tune_host_memory()`: glibc then keeps freed host memory, which makes CPU
     training steps faster (docs/performance.md; `SYMNET_HOST_MEMORY=system` leaves malloc as it is).
     """
     tune_host_memory()
-    network = getattr(network, "network", network) if not isinstance(network, Network) else network
     optimizer, chosen = _with_rules(network, optimizer, rules)
     _check_arguments(
         network,

@@ -88,8 +88,7 @@ def _dim(leaf: Input | Node) -> int:
 
 
 def node_dims(network: Any) -> dict[str, int]:
-    """The dim of every input and component or dim-range node of a Network (or KaldiNetwork)."""
-    network = getattr(network, "network", network)
+    """The dim of every input and component or dim-range node of a Network."""
     dims: dict[str, int] = {}
     for layer in walk([layer for _, layer in network.structure.outputs]):
         if isinstance(layer, (Input, Node)):
