@@ -149,7 +149,7 @@ def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) 
             compiles.append(duration_secs)
 
     jax.monitoring.register_event_duration_secs_listener(listener)
-    network = _load_model(str(model)).network.network
+    network = _load_model(str(model)).network
     read_done = time.perf_counter()
     read_compiles = len(compiles)
     computer = Nnet3Computer(network, ComputeOptions(frames_per_chunk=frames_per_chunk))

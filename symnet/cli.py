@@ -286,20 +286,19 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
         args.optimizer, args.lr, args.schedule, args.final_lr, args.warmup, args.clip, args.weight_decay
     )
     total = max(
-        args.epochs
-        * steps_per_epoch(source.network, train, batch_size=args.batch_size, chunk=args.chunk, output=args.output),
+        args.epochs * steps_per_epoch(source, train, batch_size=args.batch_size, chunk=args.chunk, output=args.output),
         1,
     )
     optimizer, learning_rate = make_optimizer(settings, total)
     rules: Any = None
     run: dict[str, Any] = settings.record()
     if args.max_param_change is not None:
-        rules = kaldi_rules(source.network, optimizer=optimizer, max_param_change=args.max_param_change)
+        rules = kaldi_rules(source, optimizer=optimizer, max_param_change=args.max_param_change)
         run["max_param_change"] = args.max_param_change
     changes = [c.strip() for c in args.allow_changes.split(",") if c.strip()] if args.allow_changes else []
     with _metrics_log(args.metrics, learning_rate) as (on_step, on_epoch):
         result = fit(
-            source.network,
+            source,
             train,
             optimizer,
             valid=valid,

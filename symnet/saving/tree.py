@@ -60,6 +60,11 @@ def _is_namedtuple_class(value: Any) -> bool:
     return isinstance(value, type) and issubclass(value, tuple) and isinstance(getattr(value, "_fields", None), tuple)
 
 
+def _field_names(value: Any) -> tuple[str, ...]:
+    """A namedtuple's field names."""
+    return tuple(value._fields)
+
+
 def _state_name(cls: type) -> str:
     """The name a file gives a namedtuple class: its optax name, else `module:qualname`."""
     if cls.__module__.split(".")[0] == "optax":
@@ -79,6 +84,10 @@ class _Encoder:
         return {"array": len(self.arrays) - 1, "kind": kind}
 
     def node(self, value: Any, where: str) -> Any:
+        if isinstance(value, np.generic):  # before the Python types: np.float64 is a float, np.str_ a str
+            if value.dtype.kind not in "biufc":
+                raise SaveError(f"{where} is a NumPy {value.dtype} scalar: symnet files hold numbers only")
+            return self.array(value, "scalar")
         if value is None or isinstance(value, (bool, str, int)):
             return value
         if isinstance(value, float):
@@ -89,10 +98,8 @@ class _Encoder:
             return self.array(value, "jax")
         if isinstance(value, np.ndarray):
             return self.array(value, "numpy")
-        if isinstance(value, np.generic):
-            return self.array(value, "scalar")
         if isinstance(value, tuple) and _is_namedtuple_class(type(value)):
-            fields = [[f, self.node(v, f"{where}.{f}")] for f, v in zip(getattr(value, "_fields"), value, strict=True)]
+            fields = [[f, self.node(v, f"{where}.{f}")] for f, v in zip(_field_names(value), value, strict=True)]
             return {"namedtuple": _state_name(type(value)), "fields": fields}
         if type(value) in (list, tuple):
             return {type(value).__name__: [self.node(v, f"{where}[{i}]") for i, v in enumerate(value)]}
@@ -183,7 +190,7 @@ class _Decoder:
         if not all(isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) for f in fields):
             raise self.fail(f"{where}: the fields of namedtuple {name!r} are not [name, value] pairs")
         names = tuple(f[0] for f in fields)
-        if isinstance(like, tuple) and _is_namedtuple_class(type(like)) and getattr(like, "_fields") == names:
+        if isinstance(like, tuple) and _is_namedtuple_class(type(like)) and _field_names(like) == names:
             cls: type = type(like)
         else:
             found = optax_states().get(name) if isinstance(name, str) else None
