@@ -63,9 +63,13 @@ def _load_model(path: str, seed: int = 0) -> Any:
     if is_kaldi_model(path):
         return read_model(path)
     if zipfile.is_zipfile(path):
+        from .network import Network
         from .saving import load  # only here: `symnet compute` on a Kaldi model never needs it
 
-        return KaldiModel(load(path))
+        saved = load(path)
+        if not isinstance(saved, Network):
+            raise SymnetError(f"{path} is a symnet file of a {type(saved).__name__}, not of one network")
+        return KaldiModel(saved)
     return KaldiModel(_read_config(path, seed))
 
 

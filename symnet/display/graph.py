@@ -31,9 +31,8 @@ class GraphView:
     """
 
     def __init__(self, network: Any):
-        net = network
-        self.network = net
-        self.graph = Graph(dict(net.structure.outputs))
+        self.network = network
+        self.graph = Graph(dict(network.structure.outputs))
         g = self.graph
         self.n = len(g.layers)
         self.users: list[list[int]] = [[] for _ in range(self.n)]
