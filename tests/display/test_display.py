@@ -170,7 +170,7 @@ def test_network_html_tolerates_planning_errors():
     assert "PlanError" in visible_text(page)
 
 
-def test_network_html_kaldi_network_shows_objectives():
+def test_network_html_shows_the_objectives_of_a_network_read_from_kaldi():
     from symnet.kaldi import read_network
 
     net = read_network(EXAMPLES / "kaldi-doc-example.config")
