@@ -99,7 +99,7 @@ def _rounded(kn):
         if name.endswith("stats_var"):
             v = np.abs(v) + 0.5
         values[name] = v.astype(np.float32)
-    return kn.replace(network=kn.assign(values))
+    return kn.assign(values)
 
 
 def _assert_same_params(a, b):

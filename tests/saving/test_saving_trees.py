@@ -6,7 +6,10 @@ from __future__ import annotations
 import collections
 import json
 import math
+import os
 import pathlib
+import subprocess
+import sys
 from typing import Any
 
 import jax
@@ -185,3 +188,23 @@ def _state_at(ns: dict[str, Any], steps: int) -> dict[str, Any]:
         net, opt, _ = ns["step"](state["net"], state["opt"], x, y)
         state = {"net": net, "opt": opt}
     return state
+
+
+def test_saving_and_loading_objectives_needs_no_kaldi() -> None:
+    code = (
+        "import sys, tempfile, os, symnet\n"
+        "from symnet import Input, Network, Normal, Weight\n"
+        "net = Network(Input('input', 2) @ Weight(Normal((2, 3))), objectives={'output': 'quadratic'})\n"
+        "path = os.path.join(tempfile.mkdtemp(), 'n.npz')\n"
+        "symnet.save(path, net)\n"
+        "assert dict(symnet.load(path).objectives) == {'output': 'quadratic'}\n"
+        "print(sorted(m for m in sys.modules if m.startswith('symnet.kaldi')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    ).stdout
+    assert out.strip() == "[]"

@@ -162,7 +162,7 @@ class Xconfig:
             text = self.config_text(which)  # None for a config the xconfig does not make
             if text is not None:
                 files[f"{which}.config"] = text
-        reference = self.network(which="ref").network
+        reference = self.network(which="ref")
         if "output" in dict(reference.structure.outputs):
             left, right = reference.context("output")
             files["vars"] = f"model_left_context={left}\nmodel_right_context={right}\n"
