@@ -7,8 +7,14 @@ PERF.md. The job is 200 utterances of 100 to 1,500 frames (uniform, seeded)
 of 40-dim N(0, 1) features, nnet3-compute's default options (50-frame chunks)
 and one chunk per utterance (`--frames-per-chunk=3000`), run on one thread
 (`taskset` to one core, XLA's CPU thread pool off) and on all threads. Frames
-per second are printed beside Kaldi's nnet3-compute figures from PERF.md
-(measured on 20 utterances of 500 frames: `--utterances 20 --frames 500`).
+per second are printed beside Kaldi's own `nnet3-compute` on the same model,
+features and chunk size, timed in the same run on one thread (Kaldi's
+nnet3-compute is single-threaded): found on PATH, or in `--kaldi-bin DIR`
+(`../shared/kaldi-bin.tar.xz`'s `kaldi-bin/bin`). OpenBLAS is told the core
+(`OPENBLAS_CORETYPE`: SkylakeX where the CPU has AVX-512, Haswell where it
+has AVX2), or Debian's build falls back to generic kernels on some CPUs and
+Kaldi runs about two times slower. The outputs of both on the first
+utterances are compared (the largest difference is printed).
 
 Each process runs with a fresh, empty compile cache (`cold`: it compiles every
 program and writes it) and then again with that cache (`warm`: a later run of
@@ -20,6 +26,7 @@ compile cache, included) and a second pass (the compiled forward alone).
 
     python benchmarks/kaldi_job.py [--corpus ../shared/kaldi-oracle-dev.tar.xz | --config tdnn6x512.config]
         [--utterances 20 --frames 500] [--chunks 50 3000] [--threads one] [--cache cold warm] [--phases]
+        [--kaldi-bin ../kaldi-bin/bin]
 """
 
 from __future__ import annotations
@@ -39,8 +46,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 MEMBER = "perf/tdnn6x512.config"
-#: Kaldi nnet3-compute on 20 x 500 frames, one thread (PERF.md, median wall): one chunk per utterance, 50-frame chunks.
-KALDI_FPS = {3000: 6645, 50: 5479}
+#: Utterances whose outputs from symnet and Kaldi are compared.
+COMPARED = 3
 
 
 def default_corpus() -> Path:
@@ -109,7 +116,9 @@ def environment(one_thread: bool, cache: Path | None) -> tuple[dict[str, str], l
     return env, prefix
 
 
-def run(model: Path, feats: Path, frames_per_chunk: int, one_thread: bool, cache: Path | None) -> float:
+def run(
+    model: Path, feats: Path, frames_per_chunk: int, one_thread: bool, cache: Path | None, out: str = "ark:/dev/null"
+) -> float:
     """Wall seconds of one `symnet compute` process (compile cache in `cache`, or none)."""
     env, prefix = environment(one_thread, cache)
     script = Path(sys.executable).with_name("symnet")
@@ -120,11 +129,66 @@ def run(model: Path, feats: Path, frames_per_chunk: int, one_thread: bool, cache
         f"--frames-per-chunk={frames_per_chunk}",
         str(model),
         f"ark:{feats}",
-        "ark:/dev/null",
+        out,
     ]
     start = time.perf_counter()
     subprocess.run(command, check=True, env=env, cwd=REPO, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
+
+
+def openblas_core() -> str | None:
+    """The OPENBLAS_CORETYPE for this CPU (None: leave OpenBLAS's own choice)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    if " avx512f" in flags:
+        return "SKYLAKEX"
+    if " avx2" in flags:
+        return "HASWELL"
+    return None
+
+
+def kaldi_run(
+    nnet3_compute: Path, model: Path, feats: Path, frames_per_chunk: int, out: str = "ark:/dev/null"
+) -> float:
+    """Wall seconds of Kaldi's `nnet3-compute` on one thread (one core, one OpenBLAS thread)."""
+    env, prefix = environment(True, None)
+    core = openblas_core()
+    if core is not None and "OPENBLAS_CORETYPE" not in env:
+        env["OPENBLAS_CORETYPE"] = core
+    command = [*prefix, str(nnet3_compute), f"--frames-per-chunk={frames_per_chunk}", str(model), f"ark:{feats}", out]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def find_kaldi(folder: Path | None) -> Path | None:
+    """Kaldi's nnet3-compute: in `folder`, else on PATH (None: not found)."""
+    if folder is not None:
+        candidate = folder / "nnet3-compute"
+        if not candidate.exists():
+            raise SystemExit(f"--kaldi-bin {folder}: no nnet3-compute there")
+        return candidate
+    found = shutil.which("nnet3-compute")
+    return Path(found) if found else None
+
+
+def largest_difference(nnet3_compute: Path, model: Path, feats: Path, folder: Path, frames_per_chunk: int) -> float:
+    """The largest absolute difference between symnet's and Kaldi's outputs on the first utterances."""
+    subset = folder / "subset.ark"
+    with kaldiio.WriteHelper(f"ark:{subset}") as writer:
+        for i, (key, value) in enumerate(kaldiio.load_ark(str(feats))):
+            if i == COMPARED:
+                break
+            writer(key, value)
+    ours, theirs = folder / "symnet-out.ark", folder / "kaldi-out.ark"
+    run(model, subset, frames_per_chunk, True, None, out=f"ark:{ours}")
+    kaldi_run(nnet3_compute, model, subset, frames_per_chunk, out=f"ark:{theirs}")
+    a, b = dict(kaldiio.load_ark(str(ours))), dict(kaldiio.load_ark(str(theirs)))
+    if set(a) != set(b):
+        raise SystemExit(f"symnet wrote {sorted(a)}, Kaldi {sorted(b)}")
+    return max(float(np.max(np.abs(np.asarray(a[k]) - np.asarray(b[k])))) for k in a)
 
 
 def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) -> None:
@@ -197,6 +261,7 @@ def main() -> None:
         "--cache", nargs="+", choices=["off", "cold", "warm"], default=["cold", "warm"], help="compile cache runs"
     )
     parser.add_argument("--phases", action="store_true", help="also time each phase in-process")
+    parser.add_argument("--kaldi-bin", type=Path, default=None, help="folder of Kaldi's nnet3-compute (default: PATH)")
     parser.add_argument("--phase-child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase_child:
@@ -215,9 +280,24 @@ def main() -> None:
         write_model(config, model)
         frames = write_features(feats, args.utterances, args.min_frames, args.max_frames)
         print(f"{args.utterances} utterances, {frames} frames, {args.min_frames}-{args.max_frames} frames each")
+        nnet3_compute = find_kaldi(args.kaldi_bin)
+        kaldi_fps: dict[int, float] = {}
+        if nnet3_compute is None:
+            print("Kaldi's nnet3-compute not found (PATH or --kaldi-bin): no Kaldi figures")
+        else:
+            core = os.environ.get("OPENBLAS_CORETYPE") or openblas_core() or "OpenBLAS's choice"
+            for chunk in args.chunks:
+                kaldi_fps[chunk] = frames / kaldi_run(nnet3_compute, model, feats, chunk)
+                difference = largest_difference(nnet3_compute, model, feats, folder, chunk)
+                print(
+                    f"Kaldi nnet3-compute, 1 thread, OPENBLAS_CORETYPE={core}, --frames-per-chunk={chunk}: "
+                    f"{kaldi_fps[chunk]:.0f} frames/s; outputs of the first {COMPARED} utterances differ from "
+                    f"symnet's by at most {difference:.1e}",
+                    flush=True,
+                )
         print(
             "| threads | --frames-per-chunk | compile cache | wall (s) | symnet frames/s | "
-            "Kaldi frames/s (1 thread) | symnet / Kaldi |"
+            "Kaldi frames/s (1 thread, this run) | symnet / Kaldi |"
         )
         print("|---|---|---|---|---|---|---|")
         modes = {"one": [True], "all": [False], "both": [True, False]}[args.threads]
@@ -226,11 +306,11 @@ def main() -> None:
                 cache = folder / f"cache-{one_thread}-{chunk}"  # empty: the first run is cold
                 for state in args.cache:
                     wall = run(model, feats, chunk, one_thread, None if state == "off" else cache)
-                    kaldi = KALDI_FPS.get(chunk)
+                    kaldi = kaldi_fps.get(chunk)
                     ratio = f"{frames / wall / kaldi:.2f}" if kaldi else "-"
                     print(
                         f"| {'1' if one_thread else 'all'} | {chunk} | {state} | {wall:.2f} | {frames / wall:.0f} | "
-                        f"{kaldi or '-'} | {ratio} |",
+                        f"{f'{kaldi:.0f}' if kaldi else '-'} | {ratio} |",
                         flush=True,
                     )
                 if args.phases:

@@ -42,7 +42,8 @@ import symnet
 from symnet import natural_gradient
 from symnet.datasets import HmmTask
 from symnet.kaldi import build_component
-from symnet.train import loop
+from symnet.train import fit_data
+from symnet.train import trainer as training
 
 
 def tdnn(feat: int, classes: int, width: int, seed: int) -> symnet.Network:
@@ -69,7 +70,7 @@ def tdnn(feat: int, classes: int, width: int, seed: int) -> symnet.Network:
 
 
 def run(net, train_chunks, valid_chunks, opt, *, steps: int, batch_size: int, seed: int, evals: tuple[int, ...]):
-    trainer = loop.Trainer(
+    trainer = training.Trainer(
         net, opt, batch_size=batch_size, chunks=train_chunks, kind="linear", input="input", output="output"
     )
     state = opt.init(net.params)
@@ -119,8 +120,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     train = task.sample(args.sequences, seed=1)
     valid = task.sample(args.valid, seed=2)
     net0 = tdnn(task.feat_dim, task.num_states, args.width, args.seed)
-    train_chunks = loop.as_chunks(train, net0, args.chunk, "output")
-    valid_chunks = loop.as_chunks(valid, net0, args.chunk, "output")
+    train_chunks = fit_data.as_chunks(train, net0, args.chunk, "output")
+    valid_chunks = fit_data.as_chunks(valid, net0, args.chunk, "output")
     print(
         f"HmmTask: {len(train)} training sequences ({train.num_frames} frames), {len(valid)} validation "
         f"({valid.num_frames} frames), {task.num_states} classes; TDNN width {args.width}, "

@@ -8,9 +8,14 @@ models are in `symnet.kaldi`, components in `symnet.components`, training in
 `symnet.train`, notebook views in `symnet.display`; `save` and `load` keep any
 network, or a whole training state, in one file (`symnet.saving`).
 
-`display`, `natural_gradient`, `save` and `load` are imported on first use
-(PEP 562), and `symnet.display` before the first notebook view is drawn, so a
-program that needs neither (`symnet compute`) does not pay for them.
+`export` writes a network's inference function as a `jax.export` program
+that runs without symnet (`symnet.exporting`).
+
+Every name but the errors and `__version__` is imported from its module on
+first use (PEP 562), so `import symnet` imports neither jax nor numpy, and a
+program pays only for what it uses (`symnet --help` imports no jax;
+`symnet compute` no display, saving or optax); `symnet.display` is imported
+before the first notebook view is drawn.
 `import symnet` leaves the process's malloc as it is; `tune_host_memory()`
 opts in to keeping freed host memory (`symnet.host_memory`).
 """
@@ -21,53 +26,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .core import html as _html
-from .core import rng
-from .core.descriptor import (
-    Append,
-    Const,
-    Descriptor,
-    DimRange,
-    Failover,
-    IfDefined,
-    IndexedLayer,
-    Input,
-    Node,
-    Offset,
-    Ref,
-    ReplaceIndex,
-    Round,
-    Scale,
-    Sum,
-    Switch,
-)
-from .core.elementwise import Elementwise, Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
-from .core.formatting import Formatter
-from .core.index import Index, IndexSet
-from .core.initializers import Glorot, Initializer, Normal, Uniform, Zeros
-from .core.layer import (
-    BinaryLayer,
-    Divide,
-    Dot,
-    FixedWeight,
-    Identity,
-    Layer,
-    Literal,
-    Minus,
-    Negate,
-    Plus,
-    Power,
-    Structure,
-    Times,
-    Weight,
-    child,
-    children_field,
-    layer_class,
-)
-from .core.source import user_line
-from .core.tape import Tape
-from .core.walk import rewrite, walk
-from .engine import Computation, ComputationRequest, Stream, compile
-from .engine.cache import clear_caches
 from .errors import (
     ConfigError,
     DescriptorError,
@@ -80,13 +38,61 @@ from .errors import (
     ShapeError,
     SymnetError,
 )
-from .host_memory import tune_host_memory
-from .network import Network
 from .version import __version__
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__getattr__` imports them
     from . import display
     from .components import natural_gradient
+    from .core import rng
+    from .core.descriptor import (
+        Append,
+        Const,
+        Descriptor,
+        DimRange,
+        Failover,
+        IfDefined,
+        IndexedLayer,
+        Input,
+        Node,
+        Offset,
+        Ref,
+        ReplaceIndex,
+        Round,
+        Scale,
+        Sum,
+        Switch,
+    )
+    from .core.elementwise import Elementwise, Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+    from .core.formatting import Formatter
+    from .core.index import Index, IndexSet
+    from .core.initializers import Glorot, Initializer, Normal, Uniform, Zeros
+    from .core.layer import (
+        BinaryLayer,
+        Divide,
+        Dot,
+        FixedWeight,
+        Identity,
+        Layer,
+        Literal,
+        Minus,
+        Negate,
+        Plus,
+        Power,
+        Structure,
+        Times,
+        Weight,
+        child,
+        children_field,
+        layer_class,
+    )
+    from .core.source import user_line
+    from .core.tape import Tape
+    from .core.walk import rewrite, walk
+    from .engine import Computation, ComputationRequest, Stream, compile
+    from .engine.cache import clear_caches
+    from .exporting import export
+    from .host_memory import tune_host_memory
+    from .network import Network
     from .saving import load, save
 
 __all__ = [
@@ -157,6 +163,7 @@ __all__ = [
     "clear_caches",
     "compile",
     "display",
+    "export",
     "layer_class",
     "load",
     "natural_gradient",
@@ -169,17 +176,45 @@ __all__ = [
 ]
 
 
-#: The names imported on first use -> (module, attribute; None for the module itself).
+#: Module -> the public names it defines (None: the module itself, by its last name). Every name in `__all__`
+#: but the errors and `__version__` is imported from its module on first use (`__getattr__`).
+_MODULES: dict[str, tuple[str | None, ...]] = {
+    ".core.rng": (None,),
+    ".core.descriptor": (
+        "Append", "Const", "Descriptor", "DimRange", "Failover", "IfDefined", "IndexedLayer", "Input", "Node",
+        "Offset", "Ref", "ReplaceIndex", "Round", "Scale", "Sum", "Switch",
+    ),
+    ".core.elementwise": ("Elementwise", "Exp", "Log", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"),
+    ".core.formatting": ("Formatter",),
+    ".core.index": ("Index", "IndexSet"),
+    ".core.initializers": ("Glorot", "Initializer", "Normal", "Uniform", "Zeros"),
+    ".core.layer": (
+        "BinaryLayer", "Divide", "Dot", "FixedWeight", "Identity", "Layer", "Literal", "Minus", "Negate", "Plus",
+        "Power", "Structure", "Times", "Weight", "child", "children_field", "layer_class",
+    ),
+    ".core.source": ("user_line",),
+    ".core.tape": ("Tape",),
+    ".core.walk": ("rewrite", "walk"),
+    ".engine": ("Computation", "ComputationRequest", "Stream", "compile"),
+    ".engine.cache": ("clear_caches",),
+    ".host_memory": ("tune_host_memory",),
+    ".network": ("Network",),
+    ".exporting": ("export",),
+    ".display": (None,),
+    ".components.natural_gradient": (None,),
+    ".saving": ("load", "save"),
+}  # fmt: skip
+
+#: Public name -> (module, attribute; None for the module itself).
 _LAZY = {
-    "display": (".display", None),
-    "natural_gradient": (".components.natural_gradient", None),
-    "save": (".saving", "save"),
-    "load": (".saving", "load"),
+    (module.rsplit(".", 1)[-1] if name is None else name): (module, name)
+    for module, names in _MODULES.items()
+    for name in names
 }
 
 
 def __getattr__(name: str) -> Any:
-    """`display`, `natural_gradient`, `save` and `load`, imported on first use."""
+    """A public name's object, imported from its module on first use (PEP 562)."""
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module, attribute = _LAZY[name]

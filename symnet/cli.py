@@ -16,6 +16,9 @@
     symnet lda [options] (--posteriors RSPEC | --alignments RSPEC) NETWORK FEATS_RSPECIFIER LDA_MAT
                                          nnet3-acc-lda-stats + nnet-get-feature-transform: the LDA-like input
                                          transform of a recipe's fixed-affine-layer (lda.mat)
+    symnet export --frames T [--batch b|N] [--mode same|valid] [--output NAME] MODEL OUT
+                                         the network's output as a jax.export program (OUT and OUT.json) that
+                                         runs with jax alone (symnet.export)
 
 MODEL_OR_CONFIG is a Kaldi nnet3 model file (text or binary, raw nnet or
 acoustic model, see `symnet.kaldi.model_reader`), a symnet network file
@@ -630,6 +633,16 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
 XCONFIG_BYTES = 1 << 24
 
 
+def _export(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .exporting import export
+
+    batch = int(args.batch) if args.batch.isdigit() else args.batch
+    network = _load(args.model)
+    export(network, args.out, frames=args.frames, batch=batch, mode=args.mode, output=args.output)
+    print(f"wrote {args.out} and {args.out}.json", file=stdout)
+    return 0
+
+
 def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
     from .atomic import atomic_write_all
     from .kaldi.xconfig import read_xconfig
@@ -1036,6 +1049,29 @@ def _parser() -> argparse.ArgumentParser:
     compute.add_argument("feats_rspecifier", metavar="FEATS_RSPECIFIER")
     compute.add_argument("matrix_wspecifier", metavar="MATRIX_WSPECIFIER")
     compute.set_defaults(run=_compute)
+    exported = commands.add_parser(
+        "export",
+        help="write the network's output as a jax.export program that runs with jax alone",
+        description="Write MODEL's output for [batch, T, dim] float32 input as a jax.export program: OUT holds "
+        "the serialized program (the parameters inside), OUT.json its inputs, output, shapes and versions (both "
+        "written atomically). A service loads it with jax.export.deserialize, without symnet (see "
+        "symnet.exporting). The batch is symbolic unless --batch is a number; the frame count is fixed.",
+    )
+    exported.add_argument("--frames", type=_count(1, frames), required=True, help="the frames of every sequence")
+    exported.add_argument(
+        "--batch", default="b", help="a symbolic dimension's name (default b: any batch size) or a fixed size"
+    )
+    exported.add_argument(
+        "--mode",
+        choices=("same", "valid"),
+        default="same",
+        help="same: one output frame per input frame, edge frames repeated (default); valid: only frames that "
+        "need no padding",
+    )
+    exported.add_argument("--output", metavar="NAME", help="the output node (default: output, or the only one)")
+    exported.add_argument("model", metavar="MODEL")
+    exported.add_argument("out", metavar="OUT")
+    exported.set_defaults(run=_export)
     xconfig = commands.add_parser(
         "xconfig",
         help="expand a Kaldi xconfig to an nnet3 config (xconfig_to_configs.py)",

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from .core import html
+from .core.formatting import Formatter
 from .core.frozen import FrozenArray
 from .core.layer import (
     Layer,
@@ -341,7 +342,8 @@ class Network:
         )
 
     def __repr__(self) -> str:
-        outs = ", ".join(f"{name!r}: {layer!r}" for name, layer in self.structure.outputs)
+        texts = Formatter().outputs(self.structure.outputs)
+        outs = ", ".join(f"{name!r}: {text}" for (name, _), text in zip(self.structure.outputs, texts, strict=True))
         shapes = ", ".join(f"{n}{tuple(np.shape(v))}" for n, v in self.params.items())
         state = ", ".join(f"{n}{tuple(np.shape(v))}" for n, v in self.state.items())
         tail = (f", state=[{state}]" if state else "") + (

@@ -4,11 +4,11 @@ Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
     errors, atomic, safe_read, host_memory, paths  ->  core  ->  engine  ->  network  ->  components, layers | chain
-        ->  kaldi | train | datasets  ->  display | saving  ->  cli, demo, the package itself
+        ->  kaldi | train | datasets  ->  display | saving | exporting  ->  cli, demo, the package itself
 
 A module may import modules of its own layer or lower ones, never higher;
 `kaldi`, `train` and `datasets` share a layer but do not import each other,
-nor do `display` and `saving`, nor `components` and `chain` (the LF-MMI objective,
+nor do `display`, `saving` and `exporting`, nor `components` and `chain` (the LF-MMI objective,
 which `train` and `kaldi` may use).
 There is no cycle at all, counting every import (modules of one layer
 included). Run `python tools/check_imports.py`; it prints each violation
@@ -43,6 +43,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet.datasets": (5, "datasets"),
     "symnet.display": (6, "display"),
     "symnet.saving": (6, "saving"),
+    "symnet.exporting": (6, "exporting"),
     "symnet.cli": (7, "app"),
     "symnet.demo": (7, "app"),
     "symnet.__main__": (7, "app"),

@@ -87,6 +87,11 @@ class Descriptor(Layer):
 
     rowwise: ClassVar[bool] = False
 
+    @property
+    def role(self) -> str | None:
+        """None: a descriptor is named by its expression (`Offset(h, -1)`), which says more than its kind."""
+        return None
+
 
 def _name(value: Any) -> str:
     if not isinstance(value, str) or not value:
@@ -308,6 +313,11 @@ class DimRange(Descriptor):
     dim: int = attrs.field(converter=_int("DimRange dim"))
 
     rowwise: ClassVar[bool] = True
+
+    @property
+    def role(self) -> str | None:
+        """The column range, `[offset:offset + dim]`: a slice is named after what it slices (`gates[0:4]`)."""
+        return f"[{self.offset}:{self.offset + self.dim}]"
 
     def __attrs_post_init__(self) -> None:
         if self.offset < 0 or self.dim <= 0:

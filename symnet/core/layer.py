@@ -182,6 +182,12 @@ class Layer:
         """What an unnamed Weight operand of this layer is called in parameter names (the layer kind)."""
         return type(self).__name__.lower()
 
+    @property
+    def role(self) -> str | None:
+        """What the layer's value is called inside its Node (`symnet.core.roles`): the kind (`sigmoid`); None
+        where its expression says more (descriptors: `Offset(h, -1)`); a column range `[a:b]` for a slice."""
+        return type(self).__name__.lower()
+
     #: The operand fields that hold the layer's own parameters: unnamed Weights there are named
     #: `{layer name}.{field}` (Kaldi's `affine1.linear_params`) when the layer has a name.
     param_fields: ClassVar[tuple[str, ...]] = ()
@@ -278,6 +284,7 @@ class Layer:
     # ----- display -----------------------------------------------------------
 
     def __repr__(self) -> str:
+        """The Python expression that builds the layer, repeated parts folded (`symnet.core.formatting`)."""
         return Formatter().top(self)
 
     def _repr_html_(self) -> str:
@@ -331,8 +338,13 @@ class Literal(Layer):
     def array(self) -> jax.Array:
         return constant_array(self.value)
 
+    @property
+    def role(self) -> str | None:
+        """None: a constant is shown by its value, not named."""
+        return None
+
     def _format(self, fmt: Formatter) -> tuple[str, int]:
-        return f"Literal({self.value!r})", Formatter.ATOM
+        return f"Literal({fmt.value(self.value)})", Formatter.ATOM
 
 
 class _Token:
@@ -390,7 +402,7 @@ class Weight(Layer):
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         name = f", name={self.name!r}" if self.name else ""
-        return f"Weight({self.init!r}{name})", Formatter.ATOM
+        return f"Weight({fmt.value(self.init)}{name})", Formatter.ATOM
 
 
 @layer_class
@@ -409,7 +421,7 @@ class FixedWeight(Weight):
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         name = f", name={self.name!r}" if self.name else ""
-        return f"FixedWeight({self.init!r}{name})", Formatter.ATOM
+        return f"FixedWeight({fmt.value(self.init)}{name})", Formatter.ATOM
 
 
 # ----- arithmetic ------------------------------------------------------------------
@@ -432,13 +444,13 @@ class BinaryLayer(Layer):
         p = self.precedence
         lhs, rhs = self.lhs, self.rhs
         left = (
-            f"Literal({lhs.value!r})"
+            f"Literal({fmt.value(lhs.value)})"
             if isinstance(lhs, Literal) and isinstance(rhs, Literal)
             else fmt.sub(lhs, p)
             if not isinstance(lhs, Literal)
-            else repr(lhs.value)
+            else fmt.value(lhs.value)
         )
-        right = repr(rhs.value) if isinstance(rhs, Literal) else fmt.sub(rhs, p + 1)
+        right = fmt.value(rhs.value) if isinstance(rhs, Literal) else fmt.sub(rhs, p + 1)
         return f"{left} {self.symbol} {right}", p
 
 
@@ -448,6 +460,11 @@ class Plus(BinaryLayer):
 
     weight_role = "bias"
     symbol = "+"
+
+    @property
+    def role(self) -> str | None:
+        """`affine` where an operand is a Weight (a bias), else `sum`."""
+        return "affine" if isinstance(self.lhs, Weight) or isinstance(self.rhs, Weight) else "sum"
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a + b
@@ -462,6 +479,7 @@ class Minus(BinaryLayer):
 
     weight_role = "bias"
     symbol = "-"
+    role = "difference"
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return a - b
@@ -476,6 +494,7 @@ class Times(BinaryLayer):
 
     weight_role = "scale"
     symbol = "*"
+    role = "product"
     precedence = Formatter.PRODUCT
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
@@ -491,6 +510,7 @@ class Divide(BinaryLayer):
 
     weight_role = "scale"
     symbol = "/"
+    role = "quotient"
     precedence = Formatter.PRODUCT
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
@@ -506,6 +526,7 @@ class Dot(BinaryLayer):
 
     weight_role = "weight"
     symbol = "@"
+    role = "linear"
     precedence = Formatter.PRODUCT
 
     def check(self, a: tuple[int, ...], b: tuple[int, ...]) -> None:
@@ -579,7 +600,7 @@ class Power(Layer):
         return (d * self.exponent * a ** (self.exponent - 1.0),)
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:
-        return f"{fmt.sub(self.arg, Formatter.POWER + 1)} ** {self.exponent!r}", Formatter.POWER
+        return f"{fmt.sub(self.arg, Formatter.POWER + 1)} ** {fmt.value(self.exponent)}", Formatter.POWER
 
 
 # ----- networks of layers: canonical names, parameters, plain evaluation ------------------------

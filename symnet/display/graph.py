@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.descriptor import Descriptor, Input, Node
 from ..core.layer import Literal, Weight
+from ..core.roles import value_names
 from ..engine.graph import Graph
 from ..engine.inspect import node_dims, recurrent_edges, topological_order
 from .html import CHAR_W, FONT, MARGIN, Svg, escape, short
@@ -44,6 +45,8 @@ class GraphView:
         self.order = topological_order(g)
         self.depth = self._depths()
         self.dims = node_dims(g)
+        names = value_names(list(net.structure.outputs))
+        self.names = [names.get(id(layer), "") for layer in g.layers]  # the summary's row names (core.roles)
 
     def forward_operands(self, nid: int) -> list[int]:
         """The operands of `nid` that are not read through a back edge."""

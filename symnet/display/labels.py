@@ -7,6 +7,7 @@ from typing import Any
 
 from ..components.base import Component
 from ..core.descriptor import Const, Descriptor, DimRange, Input, Node, Offset, Ref, ReplaceIndex, Round, Scale
+from ..core.formatting import number_text
 from ..core.index import format_indexes
 from ..core.layer import BinaryLayer, Identity, Literal, Power, Weight
 
@@ -44,7 +45,9 @@ def label(layer: Any) -> str:
         return f"{kind_name}{named} {shape_text(layer.shape)}"
     if isinstance(layer, Literal):
         value = layer.value
-        return f"Literal {value!r}" if isinstance(value, float) else f"Literal array{shape_text(value.shape)}"
+        return (
+            f"Literal {number_text(value)}" if isinstance(value, float) else f"Literal array{shape_text(value.shape)}"
+        )
     if isinstance(layer, Offset):
         t = f"t{layer.t_offset:+d}" if layer.t_offset else "t"
         x = f", x{layer.x_offset:+d}" if layer.x_offset else ""
@@ -54,13 +57,13 @@ def label(layer: Any) -> str:
     if isinstance(layer, ReplaceIndex):
         return f"ReplaceIndex {layer.variable}={layer.value}"
     if isinstance(layer, Const):
-        return f"Const {layer.value:g} dim {layer.dim}"
+        return f"Const {number_text(layer.value)} dim {layer.dim}"
     if isinstance(layer, Scale):
-        return f"Scale {layer.scale:g}"
+        return f"Scale {number_text(layer.scale)}"
     if isinstance(layer, DimRange):
         return f"DimRange {layer.offset}:{layer.offset + layer.dim}"
     if isinstance(layer, Power):
-        return f"Power {layer.exponent:g}"
+        return f"Power {number_text(layer.exponent)}"
     if isinstance(layer, BinaryLayer):
         return f"{kind_name} {layer.symbol}"
     name = getattr(layer, "name", None)

@@ -109,7 +109,7 @@ def network_html(network: Any, *, context: bool = True, picture: bool = True) ->
             parts.append(fold("<b>graph</b>", draw_graph(info)))
         except Exception as e:
             parts.append(f'<div style="{GREY}">no picture: {escape(type(e).__name__)}: {escape(short(str(e)))}</div>')
-    trees = "".join(f"<div><b>{escape(name)}</b></div>{tree(layer, 2)}" for name, layer in net.structure.outputs)
+    trees = "".join(f"<div><b>{escape(name)}</b></div>{tree(layer, 2, name)}" for name, layer in net.structure.outputs)
     parts.append(fold("<b>expression</b>", trees))
     return box(*parts)
 
@@ -137,7 +137,8 @@ def _weight_users(info: GraphView) -> dict[str, list[str]]:
 
 
 def nodes_table(info: GraphView) -> str:
-    """A table of every node, operands first: label, where built, operands (back edges marked), dim, weights."""
+    """A table of every node, operands first: its name as the summary gives it (`lstm1.gates`) and label, where
+    built, operands (back edges marked), dim, weights."""
     g = info.graph
     outputs = {nid: name for name, nid in g.outputs.items()}
     rows = []
@@ -151,7 +152,9 @@ def nodes_table(info: GraphView) -> str:
             value = info.network.values.get(w.name)
             shape = np.shape(value) if value is not None else w.shape
             weights.append(f"{escape(w.name)} {escape(shape_text(shape))} = {escape(count(int(np.prod(shape))))}")
-        name = escape(label(layer)) + (f" <b>→ output {escape(outputs[nid])}</b>" if nid in outputs else "")
+        value = info.names[nid]
+        named = f"<b>{escape(value)}</b>: " if value and value not in label(layer) else ""
+        name = named + escape(label(layer)) + (f" <b>→ output {escape(outputs[nid])}</b>" if nid in outputs else "")
         where = f'<div style="{GREY}">{escape(layer.where)}</div>' if getattr(layer, "where", None) else ""
         rows.append([f"#{nid}", name + where, ops, escape(info.dim_text(nid)), "<br/>".join(weights)])
     return table(["#", "node", "reads", "dim", "parameters"], rows)

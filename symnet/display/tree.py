@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.layer import Layer
+from ..core.roles import value_names
 from .html import GREY, MAX_TREE, Html, box, escape, fold, short
 from .labels import COLOURS, kind, label
 
@@ -24,10 +25,12 @@ def layer_html(layer: Any, *, open_depth: int = 3) -> Html:
     )
 
 
-def tree(root: Any, open_depth: int) -> str:
-    """The entries of `root`'s tree: folds open above `open_depth`, at most `MAX_TREE` expanded."""
+def tree(root: Any, open_depth: int, output: str = "") -> str:
+    """The entries of `root`'s tree: folds open above `open_depth`, at most `MAX_TREE` expanded; each value
+    named as `Network.summary()` names it (`lstm1.gates`; `output` is the name of the output `root` is)."""
     numbers: dict[int, int] = {}
     shown = [0]
+    names = value_names([(output, root)]) if isinstance(root, Layer) else {}
 
     def entry(layer: Any, field: str, depth: int) -> str:
         prefix = f'<span style="{GREY}">{escape(field)}: </span>' if field else ""
@@ -35,6 +38,9 @@ def tree(root: Any, open_depth: int) -> str:
             return f"<div>{prefix}{escape(repr(layer))}</div>"
         colour = COLOURS[kind(layer)][1]
         text = f'<b style="color: {colour}">{escape(label(layer))}</b>'
+        value = names.get(id(layer), "")
+        if value and value not in label(layer):
+            text = f"{escape(value)}: {text}"
         where = f' <span style="{GREY}">{escape(layer.where)}</span>' if getattr(layer, "where", None) else ""
         key = id(layer)
         children = list(layer.named_children())

@@ -4,7 +4,10 @@
 operands-first order (what MXNet's `infer_shape` and a Keras or Flax summary
 show): Weights and Literals are not rows but counted at (or shown in) the row
 that uses them, a `Ref` is the Node it names, and a `Node` names the row of
-the layer it wraps. Dims come from the engine's one dim inference
+the layer it wraps. Every other row is named `node.role` (`lstm1.gates`,
+`lstm1.sigmoid_2`, `lstm1.gates[0:4]`: `symnet.core.roles`), or, for a
+descriptor or a value between Nodes, by its expression over its operands'
+names (`Offset(lstm1.h, -1)`). Dims come from the engine's one dim inference
 (`symnet.engine.dims.node_shapes`), contexts from Kaldi's context probe
 (`symnet.engine.context.node_contexts`): how many input frames before and
 after a frame each node needs. `infer_dims` gives the dims alone, for programs.
@@ -21,6 +24,7 @@ from ..core import html
 from ..core.descriptor import Input, Node, Ref
 from ..core.formatting import Formatter
 from ..core.layer import Identity, Layer, Literal, Weight
+from ..core.roles import value_names
 from ..core.walk import walk
 from ..errors import GraphError, PlanError, ShapeError
 from .context import node_contexts
@@ -34,7 +38,7 @@ _LABEL_WIDTH = 48
 
 @attrs.frozen
 class SummaryRow:
-    """One layer: its label (a name, or an expression over earlier rows `#k`), class, dim, counts and context.
+    """One layer: its label (a name, or an expression over earlier rows' names), class, dim, counts and context.
 
     `dim` is the number of columns of a node with Indexes, the full shape of a
     value without (a function of Weights only), None where nothing tells;
@@ -162,11 +166,12 @@ def summarize(outputs: Mapping[str, Layer], input_dims: Mapping[str, int] | None
         return not isinstance(layer, (Weight, Literal, Ref)) or id(layer) in roots
 
     names: dict[int, list[str]] = {}  # layer -> the Nodes that name it
-    texts: dict[int, str] = {}  # how a later row's label shows an operand: a name, or the row number `#k`
+    texts: dict[int, str] = {}  # how a later row's label shows an operand: its name, or its expression
     for layer in order:
         if isinstance(layer, Node) and is_row(layer.arg):
             names.setdefault(id(layer.arg), []).append(layer.name)
             texts[id(layer)] = layer.name
+    values = value_names(list(outputs.items()))
     target = {
         id(layer): id(layer.arg) if isinstance(layer, Node) and is_row(layer.arg) else id(layer) for layer in order
     }
@@ -182,11 +187,9 @@ def summarize(outputs: Mapping[str, Layer], input_dims: Mapping[str, int] | None
         contexts = {}
     counted: set[str] = set()
     rows = []
-    for k, (layer, nid) in enumerate(zip(rows_layers, nids, strict=True)):
-        label = _label(layer, names.get(id(layer), []), outs.get(id(layer), []), texts)
-        texts[id(layer)] = next(
-            t for t in [*names.get(id(layer), []), *outs.get(id(layer), []), layer.input_name, f"#{k}"] if t
-        )
+    for layer, nid in zip(rows_layers, nids, strict=True):
+        label, text = _label(layer, names.get(id(layer), []), outs.get(id(layer), []), values.get(id(layer)), texts)
+        texts[id(layer)] = text
         params = state = 0
         for child in layer.children if not isinstance(layer, Weight) else (layer,):
             if isinstance(child, Weight) and child.name not in counted:
@@ -201,19 +204,26 @@ def summarize(outputs: Mapping[str, Layer], input_dims: Mapping[str, int] | None
     return Summary(tuple(rows))
 
 
-def _label(layer: Layer, names: list[str], outs: list[str], texts: dict[int, str]) -> str:
-    """A row's label: the Nodes naming it (and the outputs it is), an output's or input's name, or its expression."""
+def _label(
+    layer: Layer, names: list[str], outs: list[str], value: str | None, texts: dict[int, str]
+) -> tuple[str, str]:
+    """A row's label and how later rows show it: the Nodes naming it (and the outputs it is), an output's or
+    input's name, its name (`symnet.core.roles`: `lstm1.gates`), else its expression over its operands' names."""
     if names:
-        return ", ".join(names) + (f" → {', '.join(outs)}" if outs else "")
+        return ", ".join(names) + (f" → {', '.join(outs)}" if outs else ""), names[0]
     if outs:
-        return ", ".join(outs)
+        return ", ".join(outs), outs[0]
     if isinstance(layer, (Identity, Input)):
-        return layer.input_name or DEFAULT_INPUT
+        name = layer.input_name or DEFAULT_INPUT
+        return name, name
+    if value is not None:
+        return value, value
     operands: dict[int, str] = {}
     for child in layer.children:
         if id(child) in texts:
             operands[id(child)] = texts[id(child)]
         elif isinstance(child, (Weight, Ref)):
             operands[id(child)] = child.name or "?"
-    text = Formatter().with_operands(layer, operands)
-    return text if len(text) <= _LABEL_WIDTH else text[: _LABEL_WIDTH - 1] + "…"
+    text, prec = Formatter().with_operands(layer, operands)
+    label = text if len(text) <= _LABEL_WIDTH else text[: _LABEL_WIDTH - 1] + "…"
+    return label, text if prec == Formatter.ATOM else f"({text})"

@@ -219,16 +219,16 @@ class Typed:
                 args.append(fmt.sub(value, 0))
             elif f.metadata.get("option"):
                 if not f.kw_only:
-                    args.append(self._option_text(f.name, value))
+                    args.append(self._option_text(fmt, f.name, value))
                 elif f.default is attrs.NOTHING or value != f.default:
-                    args.append(f"{f.alias}={self._option_text(f.name, value)}")
+                    args.append(f"{f.alias}={self._option_text(fmt, f.name, value)}")
         return f"{type(self).__name__}({', '.join(args)})", Formatter.ATOM
 
-    def _option_text(self, field: str, value: Any) -> str:
+    def _option_text(self, fmt: Formatter, field: str, value: Any) -> str:
         """An option's value as the shortest argument that gives it (`3` for the pair `(3, 3)`)."""
         if isinstance(value, tuple) and len(value) == 2 and value[0] == value[1] and isinstance(value[0], int):
             return repr(value[0])
-        return repr(value)
+        return fmt.value(value)
 
 
 def as_component(layer: Any, cls: type, **changes: Any) -> Layer:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
+from ..core.formatting import Formatter
 from ..core.layer import Layer, child, layer_class
 from ..core.source import user_line
 from ..errors import LayerOptionError, ShapeError, at
@@ -276,5 +277,5 @@ class ImageLayer(Typed):
                 f"of {h * w * c} values (images {h} x {w} x {c}, HWC)"
             )
 
-    def _option_text(self, field: str, value: Any) -> str:
-        return padding_text(value) if field == "padding" else Typed._option_text(self, field, value)
+    def _option_text(self, fmt: Formatter, field: str, value: Any) -> str:
+        return padding_text(value) if field == "padding" else Typed._option_text(self, fmt, field, value)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
     from .loop import EpochStats, FitResult, StepStats, TrainingError, fit, steps_per_epoch
     from .objectives import CTC, OBJECTIVE_NAMES, OBJECTIVES, Chain, Objective, edit_distance, greedy_decode, objective
+    from .options import FitOptions
     from .rules import DropoutSchedule, KaldiRules, KaldiRulesWarning, component_rules, kaldi_rules
 
 #: Public name -> the module of this package that defines it.
@@ -34,6 +35,7 @@ _MODULES = {
     "read_kaldi_data": "kaldi_data",
     "EpochStats": "loop",
     "FitResult": "loop",
+    "FitOptions": "options",
     "StepStats": "loop",
     "TrainingError": "loop",
     "fit": "loop",
@@ -62,6 +64,7 @@ __all__ = [
     "Chunks",
     "DropoutSchedule",
     "EpochStats",
+    "FitOptions",
     "FitResult",
     "StepStats",
     "KaldiData",

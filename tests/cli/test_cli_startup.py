@@ -1,4 +1,5 @@
-"""Start-up: `symnet compute` imports no module it does not use; the lazy names are the modules' own.
+"""Start-up: `import symnet` and `symnet --help` import no jax, `symnet compute` no module it does not use;
+the lazy names are the modules' own.
 
 Each check runs in a fresh interpreter (this one has imported everything), and
 the reference for what a lazy name is is the defining module's attribute.
@@ -58,6 +59,35 @@ def test_import_symnet_leaves_display_and_saving_for_later() -> None:
     assert loaded == []
 
 
+#: What importing the package or asking for help must not import: jax (and its compiler, jaxlib's XLA client).
+HEAVY = ["jax", "jaxlib.xla_client", "jax._src.interpreters", "optax", "scipy"]
+
+
+def test_import_symnet_and_help_import_no_jax() -> None:
+    loaded = _fresh(
+        "import symnet\n"
+        f"after_import = [m for m in {HEAVY + ['numpy']!r} if m in sys.modules]\n"
+        "from symnet.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit as e:\n"
+        "    status = e.code\n"
+        f"result = [after_import, [m for m in {HEAVY!r} if m in sys.modules], status]"
+    )
+    assert loaded == [[], [], 0]
+
+
+def test_the_lazy_table_names_every_public_name_once() -> None:
+    eager = {n for n in symnet.__all__ if n.endswith("Error")} | {"__version__"}
+    assert sorted(symnet._LAZY) == sorted(set(symnet.__all__) - eager)
+    resolved = _fresh(
+        "import symnet\n"
+        "net = symnet.Network(symnet.Input('input', 2) @ symnet.Weight(symnet.Normal((2, 3), 1.0)))\n"
+        "result = [type(net).__module__, symnet.Network.__module__, 'jax' in sys.modules]"
+    )
+    assert resolved == ["symnet.network", "symnet.network", True]
+
+
 def test_every_public_name_is_the_defining_modules_object() -> None:
     same = _fresh(
         "import importlib, symnet, symnet.train as train\n"
@@ -66,10 +96,11 @@ def test_every_public_name_is_the_defining_modules_object() -> None:
         "import symnet.saving, symnet.display, symnet.components.natural_gradient as ng, symnet.train.loop as loop\n"
         "result = [result, symnet.save is symnet.saving.save, symnet.load is symnet.saving.load,\n"
         "          symnet.display is sys.modules['symnet.display'], symnet.natural_gradient is ng,\n"
+        "          symnet.export is sys.modules['symnet.exporting'].export,\n"
         "          train.fit is loop.fit, all(getattr(train, n) is not None for n in train.__all__),\n"
         "          set(symnet.__all__) <= set(dir(symnet)), set(train.__all__) <= set(dir(train))]"
     )
-    assert same == [True] * 9
+    assert same == [True] * 10
 
 
 def test_a_notebook_view_imports_display_when_first_drawn() -> None:

@@ -20,7 +20,7 @@ from symnet import Network
 from symnet.cli import main
 from symnet.errors import TrainingError
 from symnet.train import StepStats, fit
-from symnet.train.loop import as_chunks
+from symnet.train.fit_data import as_chunks
 from symnet.train.optimizers import OptimizerSettings, make_optimizer
 
 

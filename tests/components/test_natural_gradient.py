@@ -378,8 +378,12 @@ def test_custom_vjp_affine_gives_the_same_gradients_and_states():
     dw, db, s1 = jax.jit(jax.grad(f, argnums=(0, 1, 2)))(w, b, states["a"])
     np.testing.assert_allclose(np.asarray(dw), np.asarray(grads["a.linear_params"]), rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(np.asarray(db), np.asarray(grads["a.bias_params"]), rtol=1e-5, atol=1e-8)
+    # The states come out of two differently ordered float32 computations (an eigen-update each): equal to
+    # float32 rounding of their sums, seen up to 8e-5 relative on some XLA builds.
     jax.tree_util.tree_map(
-        lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5), s1, new_states["a"]
+        lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=3e-4, atol=1e-7),
+        s1,
+        new_states["a"],
     )
 
 
@@ -407,13 +411,14 @@ def small_task():
 
 
 def test_trains_in_a_jitted_step_with_states_carried(small_task):
-    from symnet.train import loop
+    from symnet.train import fit_data
+    from symnet.train import trainer as training
 
     train, valid, classes = small_task
     net = tdnn(4, classes)
     opt = ng.optimizer(optax.sgd(0.1), net)
-    chunks = loop.as_chunks(train, net, 8, "output")
-    trainer = loop.Trainer(net, opt, batch_size=4, chunks=chunks, kind="linear", input="input", output="output")
+    chunks = fit_data.as_chunks(train, net, 8, "output")
+    trainer = training.Trainer(net, opt, batch_size=4, chunks=chunks, kind="linear", input="input", output="output")
     opt_state = opt.init(net.params)
     assert isinstance(opt_state, ng.NaturalGradientState)
     assert set(opt_state.preconditioners) == {"tdnn1", "tdnn2", "output"}
@@ -432,7 +437,7 @@ def test_trains_in_a_jitted_step_with_states_carried(small_task):
     assert t == expected
     assert trainer.step._cache_size() == 1  # one compiled step for all of them
     assert epoch_losses[-1] < epoch_losses[0] and all(np.isfinite(epoch_losses))
-    valid_loss, valid_acc = trainer.score(net, loop.as_chunks(valid, net, 8, "output"))
+    valid_loss, valid_acc = trainer.score(net, fit_data.as_chunks(valid, net, 8, "output"))
     assert math.isfinite(valid_loss) and valid_acc > 1.0 / classes
 
 

@@ -274,7 +274,7 @@ def test_repr_reads_like_the_python_expression(tree, text):
     assert repr(tree) == text
     if "array" not in text and not _has_unnamed_weight(tree):
         # and evaluating it builds an equal tree (unnamed Weights are new parameters, never equal)
-        names = {**vars(symnet), "x": x}
+        names = {**{n: getattr(symnet, n) for n in symnet.__all__}, "x": x}  # the lazy names too
         assert eval(text, names) == tree
 
 
@@ -301,9 +301,72 @@ def _extend(children):
 @given(st.recursive(_leaf, _extend, max_leaves=12))
 def test_repr_round_trips_through_eval(tree):
     text = repr(tree)
-    rebuilt = eval(text, {**vars(symnet), "x": x})
+    rebuilt = eval(text, {**{n: getattr(symnet, n) for n in symnet.__all__}, "x": x})
     assert rebuilt == tree, text
     assert repr(rebuilt) == text
+
+
+def _stacked_lstm(depth: int, cells: int = 3) -> Layer:
+    """`depth` LSTM layers as docs/worked-examples.md writes them: each layer's gates are read by four slices."""
+    from symnet import DimRange, IfDefined, Input, Node, Offset, Ref
+
+    h: Layer = Input("input", cells)
+    for k in range(depth):
+        h_prev = IfDefined(Offset(Ref(f"l{k}.h"), -1))
+        c_prev = IfDefined(Offset(Ref(f"l{k}.c"), -1))
+        gates = h @ Weight(Normal((cells, 4 * cells), 0.5), name=f"l{k}.w") + h_prev @ Weight(
+            Normal((cells, 4 * cells), 0.5), name=f"l{k}.u"
+        )
+        i, f = Sigmoid(DimRange(gates, 0, cells)), Sigmoid(DimRange(gates, cells, cells))
+        g, o = Tanh(DimRange(gates, 2 * cells, cells)), Sigmoid(DimRange(gates, 3 * cells, cells))
+        c = Node(f"l{k}.c", f * c_prev + i * g)
+        h = Node(f"l{k}.h", o * Tanh(c))
+    return h
+
+
+def test_repr_of_a_stacked_lstm_grows_linearly_and_evaluates_to_the_same_shared_tree():
+    # Unfolded, each layer would print the one below 4 times (4**depth); folded, every layer adds the same text.
+    lengths = [len(repr(_stacked_lstm(d))) for d in range(1, 7)]
+    steps = {b - a for a, b in zip(lengths, lengths[1:])}
+    assert len(steps) == 1 and lengths[-1] < 7 * lengths[0], lengths
+    tree = _stacked_lstm(3)
+    text = repr(tree)
+    assert text.count("(l2_gates := ") == 1 and text.count("l2_gates") == 4  # defined once, then named
+    rebuilt = eval(text, vars(symnet))
+    assert rebuilt == tree and repr(rebuilt) == text
+    gates = [layer for layer in symnet.core.walk.walk([rebuilt]) if isinstance(layer, symnet.DimRange)]
+    assert len({id(g.arg) for g in gates}) == 3  # the four slices of a layer read one object, as built
+
+
+def test_short_repeated_parts_are_repeated_not_named():
+    assert repr(Exp(x) * Exp(x)) == "Exp(x) * Exp(x)"
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (float(np.float32(0.66)), "0.66"),  # a value read as float32 (a Kaldi model): as written in the model
+        (float(np.float32(1e-5)), "1e-05"),
+        (float(np.float32(0.1)), "0.1"),
+        (0.1, "0.1"),  # Python floats as given
+        (0.2773500981126146, "0.2773500981126146"),
+        (2.0, "2.0"),
+        (1 / 3, "0.3333333333333333"),
+    ],
+)
+def test_numbers_print_as_written(value, text):
+    from symnet import Input, Scale
+    from symnet.core.formatting import number_text
+    from symnet.layers import Dropout
+
+    assert number_text(value) == text
+    assert np.float32(float(text)) == np.float32(value)  # the text gives the same float32
+    assert repr(x * value) == f"x * {text}"
+    assert repr(Scale(value, x)) == f"Scale({text}, x)"
+    assert repr(Weight(value, name="w")) == f"Weight({text}, name='w')"
+    assert repr(x**value) == f"x ** {text}"
+    if 0 < value < 1:
+        assert repr(Dropout(Input("input", 4), value)) == f"Dropout(Input('input', 4), {text})"
 
 
 # ----- Weight ----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from html.parser import HTMLParser
 
@@ -359,3 +360,106 @@ def test_receptive_field_tdnn_and_recurrence():
     rf = display.receptive_field(rnn(), t=2, window=(0, 5))
     assert rf.frames["h"] == [0, 1, 2]
     check_html(rf.svg())
+
+
+# ----- names of the values inside Nodes (the summary's rows) -------------------------------------
+
+
+def _lstm(x, dim: int, cells: int, name: str, direction: int):
+    """One LSTM direction as docs/worked-examples.md writes it."""
+    from symnet import DimRange, Sigmoid, Zeros
+
+    h_prev = IfDefined(Offset(Ref(f"{name}.h"), -direction))
+    c_prev = IfDefined(Offset(Ref(f"{name}.c"), -direction))
+    gates = (
+        x @ Weight(Normal((dim, 4 * cells), 0.2))
+        + h_prev @ Weight(Normal((cells, 4 * cells), 0.2))
+        + Weight(Zeros(4 * cells))
+    )
+    i, f = Sigmoid(DimRange(gates, 0, cells)), Sigmoid(DimRange(gates, cells, cells) + 1.0)
+    g, o = Tanh(DimRange(gates, 2 * cells, cells)), Sigmoid(DimRange(gates, 3 * cells, cells))
+    c = Node(f"{name}.c", f * c_prev + i * g)
+    return Node(f"{name}.h", o * Tanh(c))
+
+
+def _blstm() -> Network:
+    from symnet import LogSoftmax, Zeros
+
+    x = Input("input", 3)
+    both = Append(_lstm(x, 3, 2, "fw", 1), _lstm(x, 3, 2, "bw", -1))
+    return Network(LogSoftmax(both @ Weight(Normal((4, 5), 0.2)) + Weight(Zeros(5))))
+
+
+def _direction_rows(d: str, t: int) -> list[str]:
+    """A direction's rows, by the naming rule of symnet.core.roles, operands first as the network was built."""
+    return [
+        f"{d}.linear",  # x @ W: read by the Nodes {d}.c and {d}.h, so scoped by their common prefix
+        f"Offset({d}.h, {t})",  # descriptors are named by their expressions
+        f"IfDefined(Offset({d}.h, {t}))",
+        f"{d}.linear_2",
+        f"{d}.sum",
+        f"{d}.gates",  # read only through DimRange slices
+        f"{d}.gates[6:8]",
+        f"{d}.h.sigmoid",  # the output gate: read by {d}.h alone
+        f"{d}.gates[2:4]",
+        f"{d}.c.sum",  # + 1.0 (a Literal operand is no bias)
+        f"{d}.c.sigmoid",
+        f"Offset({d}.c, {t})",
+        f"IfDefined(Offset({d}.c, {t}))",
+        f"{d}.c.product",
+        f"{d}.gates[0:2]",
+        f"{d}.c.sigmoid_2",
+        f"{d}.gates[4:6]",
+        f"{d}.c.tanh",
+        f"{d}.c.product_2",
+        f"{d}.c",
+        f"{d}.h.tanh",
+        f"{d}.h",
+    ]
+
+
+def test_summary_rows_of_a_blstm_are_named_by_node_and_role():
+    net = _blstm()
+    summary = net.summary()
+    expected = [
+        "input",
+        *_direction_rows("fw", -1),
+        *_direction_rows("bw", 1),
+        "Append(fw.h, bw.h)",  # between Nodes that share no prefix: its expression
+        "output.linear",
+        "output.affine",
+        "output",
+    ]
+    assert [r.node for r in summary.rows] == expected
+    head, cells = summary.table()
+    assert head == ["#", "node", "kind", "dim", "params", "state", "context"]
+    assert [r.kind for r in summary.rows][5:8] == ["Plus", "Plus", "DimRange"]
+    assert summary.rows[6].dim == 8 and summary.rows[7].dim == 2 and summary.rows[2].context == (1, 0)
+    assert summary.params == 2 * (3 * 8 + 2 * 8 + 8) + 4 * 5 + 5
+    # the notebook views show the same names: the summary's table and the network's node table
+    page = summary._repr_html_()
+    check_html(page)
+    rows = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in re.findall(r"<tr[^>]*>(.*?)</tr>", page)]
+    assert [html.unescape(row[1]) for row in rows if row] == expected
+
+
+def test_network_html_names_nodes_as_the_summary_does():
+    net = _blstm()
+    names = [r.node for r in net.summary().rows]
+    text = visible_text(net._repr_html_())
+    for name in names:
+        if not name.startswith(("Offset", "IfDefined", "Append")):
+            assert name in text, name
+    tree_text = visible_text(display.layer_html(net.output))  # the expression tree of a layer names them too
+    assert re.search(r"fw\.gates\[0:2\]: +DimRange 0:2", tree_text) and re.search(
+        r"bw\.c\.product_2: +Times", tree_text
+    )
+
+
+def test_summary_of_an_xconfig_lstm_names_every_row():
+    from symnet.kaldi.xconfig import parse_xconfig_network
+
+    text = "input dim=5 name=input\nfast-lstm-layer name=lstm1 cell-dim=4 delay=-1\noutput-layer name=output dim=3\n"
+    rows = [r.node for r in parse_xconfig_network(text).network.summary().rows]
+    assert not any("#" in r for r in rows), rows
+    assert {"lstm1.W_all", "lstm1.lstm_nonlin", "lstm1.m", "Offset(lstm1.m_trunc, -1)"} <= set(rows)

@@ -300,7 +300,8 @@ def test_xent_regularized_step_equals_jax_grad_of_kaldis_total(task):
     """One training step's gradient, through the Tape's one backward walk over both outputs, equals jax.grad of
     Kaldi's total objective (chain + l2 + xent_regularize * xent) computed with chain_objective on the compiled
     computation's outputs; output-xent's gradient is xent_regularize * numerator posteriors / frames."""
-    from symnet.train import loop, make_chunks
+    from symnet.train import make_chunks
+    from symnet.train import trainer as training
 
     data = task.sample(3, seed=1)
     net = two_headed(task.num_states)
@@ -309,7 +310,7 @@ def test_xent_regularized_step_equals_jax_grad_of_kaldis_total(task):
     den = denominator_from_alignments(list(data.labels), task.num_states, subsampling=k)
     options = ChainOptions(l2_regularize=0.01, xent_regularize=0.25)
     objective = Chain(den=den, options=options, xent_output="output-xent")
-    trainer = loop.Trainer(
+    trainer = training.Trainer(
         net,
         optax.sgd(1.0),
         batch_size=2,

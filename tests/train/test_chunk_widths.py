@@ -16,7 +16,8 @@ import pytest
 from helpers import nets
 from helpers.blstm import chunk_loss_reference, network, sequences
 from symnet import Input, Network
-from symnet.train import CheckpointError, TrainingError, fit, loop, make_chunks, steps_per_epoch
+from symnet.train import CheckpointError, Chunks, TrainingError, fit, make_chunks, steps_per_epoch
+from symnet.train import trainer as training
 
 LENGTHS = [7, 12, 3, 9, 11, 2]
 
@@ -27,7 +28,7 @@ def tdnn() -> Network:
 
 
 def trainer(net, chunks, widths, batch=2):
-    return loop.Trainer(
+    return training.Trainer(
         net, optax.sgd(0.1), batch_size=batch, chunks=chunks, kind="linear", input="input", output="output",
         widths=widths,
     )  # fmt: skip
@@ -45,7 +46,7 @@ def test_each_chunk_gets_the_smallest_width_that_holds_it():
     # a sequence longer than the chunk: its last chunk is cut down, the others are full
     long = chunks_of(tdnn(), [17], chunk=8)
     assert list(long.widths((2, 4, 8))) == [8, 8, 2]
-    unknown = loop.Chunks(chunks.features, chunks.targets, chunks.weights, chunks.left, chunks.right)
+    unknown = Chunks(chunks.features, chunks.targets, chunks.weights, chunks.left, chunks.right)
     assert list(unknown.widths((4, 8, 12))) == [12] * 6  # without the ends, no frame is known to be padding
 
 
@@ -99,8 +100,10 @@ def test_fit_compiles_one_step_per_width_and_resumes_bit_identically(tmp_path, m
     data = sequences(LENGTHS * 2)
     kw = dict(epochs=2, batch_size=2, chunk=(12, 8, 4), seed=3, progress=False)
     trainers = []
-    init = loop.Trainer.__init__
-    monkeypatch.setattr(loop.Trainer, "__init__", lambda self, *a, **k: (init(self, *a, **k), trainers.append(self))[0])
+    init = training.Trainer.__init__
+    monkeypatch.setattr(
+        training.Trainer, "__init__", lambda self, *a, **k: (init(self, *a, **k), trainers.append(self))[0]
+    )
     whole = fit(net, data, optax.adam(1e-2), **kw)
     assert trainers[0].step._cache_size() == 3  # one compiled step per width
     per_epoch = steps_per_epoch(net, data, batch_size=2, chunk=(12, 8, 4))

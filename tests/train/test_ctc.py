@@ -15,7 +15,8 @@ import pytest
 
 from symnet import Append, Input, LogSoftmax, Network, Normal, Offset, ReLU, ShapeError, Weight, Zeros
 from symnet.datasets import Dataset, HmmTask, phone_error_rate
-from symnet.train import CTC, Objective, TrainingError, edit_distance, fit, greedy_decode, loop, make_chunks
+from symnet.train import CTC, Objective, TrainingError, edit_distance, fit, greedy_decode, make_chunks
+from symnet.train import trainer as training
 from symnet.train.objectives import collapse, edit_distances, get_objective
 
 # -- brute force --------------------------------------------------------------------------------------------
@@ -317,7 +318,7 @@ def test_subsampled_linear_objective_trains_every_kth_frame_only(task):
     data = task.sample(3, seed=1)
     net = tdnn(10)
     chunks = make_chunks(data.features, data.labels, chunk=30, left=5, right=5)
-    trainer = loop.Trainer(
+    trainer = training.Trainer(
         net,
         optax.sgd(0.1),
         batch_size=2,

@@ -118,13 +118,14 @@ def collectives(net: Any, mesh: Any) -> dict[str, int]:
     import jax
     import optax
 
-    from symnet.train import loop
+    from symnet.train import fit_data
+    from symnet.train import trainer as training
     from symnet.train.parallel import DataParallel
 
     parallel = DataParallel(mesh, BATCH)
-    chunks = loop.as_chunks(data()[0], net, CHUNK, "output")
+    chunks = fit_data.as_chunks(data()[0], net, CHUNK, "output")
     opt = optax.adam(1e-2)
-    trainer = loop.Trainer(
+    trainer = training.Trainer(
         net, opt, batch_size=BATCH, chunks=chunks, kind="linear", input="input", output="output", parallel=parallel
     )
     args = (

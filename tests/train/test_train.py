@@ -17,8 +17,9 @@ import pytest
 from helpers import EXAMPLES
 from symnet import Append, Input, Log, LogSoftmax, Network, Normal, Offset, ReLU, ShapeError, SymnetError, Weight, Zeros
 from symnet.datasets import Dataset, HmmTask
-from symnet.train import CheckpointError, Chunks, TrainingError, fit, loop, make_chunks
+from symnet.train import CheckpointError, Chunks, TrainingError, fit, fit_data, make_chunks
 from symnet.train import checkpoint as ckpt
+from symnet.train import trainer as training
 
 FEAT, CLASSES, CHUNK, BATCH = 4, 6, 7, 3
 
@@ -106,9 +107,9 @@ def test_chunked_outputs_equal_whole_sequence_outputs(data):
     train, _ = data
     net = tdnn()
     assert net.context() == (3, 3)
-    chunks = loop.as_chunks(train, net, CHUNK, "output")
+    chunks = fit_data.as_chunks(train, net, CHUNK, "output")
     assert (chunks.left, chunks.right) == net.context()
-    trainer = loop.Trainer(
+    trainer = training.Trainer(
         net, optax.sgd(0.1), batch_size=BATCH, chunks=chunks, kind="linear", input="input", output="output"
     )
     whole = net.compute([train.features[0]])
@@ -127,14 +128,16 @@ def test_one_compiled_step_for_all_minibatches(data, monkeypatch):
     and compiled once, and its row movements are slices, not gathers."""
     train, valid = data
     traced, trainers = [], []
-    objective = loop.objective
-    monkeypatch.setattr(loop, "objective", lambda *a: (traced.append(a[0]), objective(*a))[1])
-    init = loop.Trainer.__init__
-    monkeypatch.setattr(loop.Trainer, "__init__", lambda self, *a, **k: (init(self, *a, **k), trainers.append(self))[0])
+    objective = training.objective
+    monkeypatch.setattr(training, "objective", lambda *a: (traced.append(a[0]), objective(*a))[1])
+    init = training.Trainer.__init__
+    monkeypatch.setattr(
+        training.Trainer, "__init__", lambda self, *a, **k: (init(self, *a, **k), trainers.append(self))[0]
+    )
     result = run(tdnn(), train, valid=valid, epochs=3)
     (trainer,) = trainers
     steps = result.history[-1].step
-    assert steps == 3 * math.ceil(len(loop.as_chunks(train, tdnn(), CHUNK, "output")) / BATCH) > 20
+    assert steps == 3 * math.ceil(len(fit_data.as_chunks(train, tdnn(), CHUNK, "output")) / BATCH) > 20
     assert traced == ["linear", "linear"]  # one trace of the training step, one of the evaluation
     assert trainer.step._cache_size() == 1 and trainer.evaluate._cache_size() == 1
     computation = trainer.computation
@@ -142,7 +145,7 @@ def test_one_compiled_step_for_all_minibatches(data, monkeypatch):
     maps = [m for s in computation.steps for m in getattr(s, "maps", ()) if m is not None]
     maps += [m for _, m in computation.input_maps.values()] + list(computation.output_maps.values())
     assert maps and all(m.kind != "gather" for m in maps), [m.kind for m in maps]
-    chunks = loop.as_chunks(train, tdnn(), CHUNK, "output")
+    chunks = fit_data.as_chunks(train, tdnn(), CHUNK, "output")
     x, t, w = trainer.arrays(chunks, np.arange(BATCH))
     jaxpr = str(jax.make_jaxpr(trainer.step)(result.network, result.opt_state, x, t, w))
     assert "gather" not in jaxpr and "scatter" not in jaxpr
@@ -153,8 +156,10 @@ def test_resumed_run_does_not_recompile(data, tmp_path, monkeypatch):
     path = str(tmp_path / "c.npz")
     run(tdnn(), train, checkpoint=path, checkpoint_every=2, max_steps=5)
     trainers = []
-    init = loop.Trainer.__init__
-    monkeypatch.setattr(loop.Trainer, "__init__", lambda self, *a, **k: (init(self, *a, **k), trainers.append(self))[0])
+    init = training.Trainer.__init__
+    monkeypatch.setattr(
+        training.Trainer, "__init__", lambda self, *a, **k: (init(self, *a, **k), trainers.append(self))[0]
+    )
     run(tdnn(), train, checkpoint=path, checkpoint_every=2)
     assert trainers[0].step._cache_size() == 1  # the loaded parameters are the same kind of array as fresh ones
 

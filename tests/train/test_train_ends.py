@@ -18,13 +18,14 @@ import pytest
 
 from helpers.blstm import CLASSES, DIM, chunk_loss_reference, network, sequences
 from symnet import Append, Input, LogSoftmax, Network, Normal, Offset, Weight
-from symnet.train import fit, loop, make_chunks
+from symnet.train import fit, make_chunks
+from symnet.train import trainer as training
 
 
 def trainer_for(net, feats, labels, chunk, batch):
     left, right = net.context()
     chunks = make_chunks(feats, labels, chunk=chunk, left=left, right=right)
-    return chunks, loop.Trainer(
+    return chunks, training.Trainer(
         net, optax.sgd(0.1), batch_size=batch, chunks=chunks, kind="linear", input="input", output="output"
     )
 
@@ -59,7 +60,7 @@ def test_the_gradient_is_that_of_the_chunks_computed_alone():
 
     def tape_grads(params):
         tape = trainer.computation.forward(net.replace(params=params), {"input": x}, ends)["output"]
-        _, _, delta = loop.objective("linear", tape.value, targets, weights)
+        _, _, delta = training.objective("linear", tape.value, targets, weights)
         return tape.backward(delta)
 
     def reference_loss(params):

@@ -1,0 +1,157 @@
+"""`symnet.export`: the program runs in a process that never imports symnet and gives `net.compute`'s numbers.
+
+The loader is the snippet of docs/api.md: `jax.export.deserialize` and `.call`, with numpy and json.
+Each exported program is run at two batch sizes (the batch is symbolic) in one fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import EXAMPLES
+from symnet import (
+    Append,
+    DimRange,
+    IfDefined,
+    Input,
+    LogSoftmax,
+    Network,
+    Node,
+    Normal,
+    Offset,
+    PlanError,
+    Ref,
+    ShapeError,
+    Sigmoid,
+    Tanh,
+    Weight,
+    Zeros,
+    export,
+)
+from symnet.cli import main
+from symnet.errors import ArgumentTypeError
+from symnet.kaldi.build import read_network
+
+#: Runs each (program, inputs .npz, outputs .npz) of argv with jax alone; fails if symnet was imported.
+LOADER = """
+import json, sys
+import numpy as np
+from jax import export
+
+for program, given, written in zip(*[iter(sys.argv[1:])] * 3):
+    with open(program, "rb") as f:
+        exported = export.deserialize(bytearray(f.read()))
+    with open(program + ".json") as f:
+        names = [i["name"] for i in json.load(f)["inputs"]]
+    inputs = np.load(given)
+    np.savez(written, *[np.asarray(exported.call(*[inputs[n][:b] for n in names])) for b in (3, 1)])
+assert "symnet" not in sys.modules, "the loader imported symnet"
+"""
+
+
+def _lstm_network(dim: int = 5, cells: int = 6) -> Network:
+    """A one-direction LSTM written with descriptors (docs/worked-examples.md's), and a LogSoftmax layer."""
+    x = Input("input", dim)
+    h_prev, c_prev = IfDefined(Offset(Ref("lstm.h"), -1)), IfDefined(Offset(Ref("lstm.c"), -1))
+    gates = (
+        x @ Weight(Normal((dim, 4 * cells), 0.3))
+        + h_prev @ Weight(Normal((cells, 4 * cells), 0.3))
+        + Weight(Normal((4 * cells,), 0.3))
+    )
+    i, f = Sigmoid(DimRange(gates, 0, cells)), Sigmoid(DimRange(gates, cells, cells))
+    g, o = Tanh(DimRange(gates, 2 * cells, cells)), Sigmoid(DimRange(gates, 3 * cells, cells))
+    c = Node("lstm.c", f * c_prev + i * g)
+    h = Node("lstm.h", o * Tanh(c))
+    return Network(LogSoftmax(h @ Weight(Normal((cells, 4), 0.5)) + Weight(Zeros(4))), seed=3)
+
+
+def _tdnn_with_ivector() -> Network:
+    """Two inputs, and context (-2, +1) on the main one."""
+    x, iv = Input("input", 4), Input("ivector", 2)
+    spliced = Append(Offset(x, -2), x, Offset(x, 1), iv)
+    return Network(Tanh(spliced @ Weight(Normal((14, 3), 0.5))), seed=1)
+
+
+def _run_loader(tmp_path: Path, runs: list[tuple[Path, dict[str, np.ndarray]]]) -> list[list[np.ndarray]]:
+    """Each program's outputs for the first 3 and the first 1 sequences of its inputs, from a fresh interpreter."""
+    argv: list[str] = []
+    for k, (program, inputs) in enumerate(runs):
+        np.savez(tmp_path / f"in{k}.npz", **inputs)
+        argv += [str(program), str(tmp_path / f"in{k}.npz"), str(tmp_path / f"out{k}.npz")]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", LOADER, *argv], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    outputs = []
+    for k in range(len(runs)):
+        with np.load(tmp_path / f"out{k}.npz") as f:
+            outputs.append([f["arr_0"], f["arr_1"]])
+    return outputs
+
+
+def test_exported_programs_run_without_symnet_and_match_compute(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    tdnn = read_network(EXAMPLES / "kaldi-doc-example.config")  # context (1, 2)
+    lstm = _lstm_network()
+    two = _tdnn_with_ivector()
+    cases = [  # network, inputs [3, T, D], export options
+        (tdnn, {"input": rng.standard_normal((3, 9, 12))}, {"mode": "same"}),
+        (tdnn, {"input": rng.standard_normal((3, 9, 12))}, {"mode": "valid"}),
+        (lstm, {"input": rng.standard_normal((3, 11, 5))}, {}),
+        (two, {"input": rng.standard_normal((3, 7, 4)), "ivector": rng.standard_normal((3, 7, 2))}, {}),
+    ]
+    runs = []
+    for k, (net, inputs, options) in enumerate(cases):
+        inputs = {name: v.astype(np.float32) for name, v in inputs.items()}
+        frames = next(iter(inputs.values())).shape[1]
+        exported = export(net, tmp_path / f"p{k}.jaxexport", frames=frames, **options)
+        assert str(exported.in_avals[0].shape[0]) == "b"
+        runs.append((tmp_path / f"p{k}.jaxexport", inputs))
+    outputs = _run_loader(tmp_path, runs)
+    for (net, _, options), (_, cast), (three, one) in zip(cases, runs, outputs, strict=True):
+        given = cast if len(cast) > 1 else cast["input"]
+        want = np.asarray(net.compute(given, mode=options.get("mode", "same")))
+        np.testing.assert_allclose(three, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(one, want[:1], rtol=1e-5, atol=1e-5)
+    assert outputs[1][0].shape == (3, 9 - 1 - 2, 115)  # 'valid': the frames that need no padding
+
+
+def test_the_description_names_inputs_output_and_shapes(tmp_path: Path) -> None:
+    export(_tdnn_with_ivector(), tmp_path / "two", frames=7, batch=5, mode="valid")
+    described = json.loads((tmp_path / "two.json").read_text())
+    assert described["format"] == "symnet-export" and described["context"] == [2, 1]
+    assert described["inputs"] == [
+        {"name": "input", "shape": [5, 7, 4], "dtype": "float32"},
+        {"name": "ivector", "shape": [5, 7, 2], "dtype": "float32"},
+    ]
+    assert described["outputs"] == [{"name": "output", "shape": [5, 4, 3], "dtype": "float32"}]
+
+
+def test_symnet_export_writes_the_program_of_a_config(tmp_path: Path) -> None:
+    out = tmp_path / "doc.jaxexport"
+    assert main(["export", "--frames", "6", str(EXAMPLES / "kaldi-doc-example.config"), str(out)]) == 0
+    described = json.loads(Path(str(out) + ".json").read_text())
+    assert described["outputs"][0]["shape"] == ["b", 6, 115] and out.stat().st_size > 0
+
+
+def test_bad_arguments_name_the_value(tmp_path: Path) -> None:
+    net = _lstm_network()
+    with pytest.raises(PlanError, match="frames='t'.*cannot be symbolic.*concrete Indexes"):
+        export(net, tmp_path / "p", frames="t")  # type: ignore[arg-type]
+    with pytest.raises(PlanError, match="batch must be .* got 0"):
+        export(net, tmp_path / "p", frames=5, batch=0)
+    with pytest.raises(PlanError, match="batch must be .* got 'b-1'"):
+        export(net, tmp_path / "p", frames=5, batch="b-1")
+    with pytest.raises(ShapeError, match="3 frames are too short.*context \\(2, 1\\)"):
+        export(_tdnn_with_ivector(), tmp_path / "p", frames=3, mode="valid")
+    with pytest.raises(ArgumentTypeError, match="export takes a symnet.Network, not str"):
+        export("net.zip", tmp_path / "p", frames=5)  # type: ignore[arg-type]
+    assert not list(tmp_path.iterdir())
