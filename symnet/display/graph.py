@@ -45,7 +45,7 @@ class GraphView:
         self.order = topological_order(g)
         self.depth = self._depths()
         self.dims = node_dims(g)
-        names = value_names(list(net.structure.outputs))
+        names = value_names(list(network.structure.outputs))
         self.names = [names.get(id(layer), "") for layer in g.layers]  # the summary's row names (core.roles)
 
     def forward_operands(self, nid: int) -> list[int]:
