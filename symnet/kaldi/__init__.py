@@ -15,7 +15,8 @@ which keep any network, are `symnet.save` / `symnet.load`.
 Modules: `config` (config lines), `descriptor_text` (the descriptor grammar),
 `build` (networks from configs), `network` (networks as configs; `KaldiNetwork`,
 a deprecated alias), `components` (the component records), `nnet_file`, `binary`,
-`token_kinds`, `token_values`, `transition_model` (model files at the token level), `model` and `model_reader` (model files as networks), `compute`
+`token_kinds`, `token_values`, `transition_model` (model files at the token level), `model` and
+`model_reader` (model files as networks), `compute`
 (nnet3-compute), `exact` (every computable output frame, as the corpus's
 nnet3-eval-exact), `scales` (Kaldi's compile-time rule on descriptor scales),
 `lda` (the LDA-like input transform of recipes: nnet3-acc-lda-stats and
