@@ -53,7 +53,7 @@ def params(path: Path) -> dict[str, np.ndarray]:
     import symnet
 
     loaded = symnet.load(path)
-    return {k: np.asarray(v) for k, v in getattr(loaded, "network", loaded).params.items()}
+    return {k: np.asarray(v) for k, v in loaded.params.items()}
 
 
 def test_training_killed_at_random_moments_resumes_bit_identically(tmp_path):
