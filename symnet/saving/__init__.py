@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 
 from ..atomic import check_writable
-from ..errors import ModelFormatError
+from ..errors import ModelFormatError, SaveError
 from ..network import Network
 from ..paths import as_path
 from ..version import __version__
-from .archive import read_archive, write_archive
+from .archive import MAX_JSON_DEPTH, read_archive, write_archive
 from .networks import decode_network, encode_network
 from .tree import NO_TEMPLATE, check_like, decode_tree, encode_tree
 
@@ -75,6 +75,8 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
         return numbers[id(net)]
 
     encoded = encode_tree(tree, arrays, network)
+    if 1 + _depth(encoded) > MAX_JSON_DEPTH:  # in the header object: what `load` would refuse
+        raise SaveError(f"the tree nests too deep for a symnet file (its JSON would be deeper than {MAX_JSON_DEPTH})")
     header = {
         "format": FORMAT,
         "version": VERSION,
@@ -126,6 +128,15 @@ def load(path: str | os.PathLike[str], like: Any = None) -> Any:
     if like is not None:
         check_like(tree, like, fail)
     return tree
+
+
+def _depth(node: Any) -> int:
+    """How deep a JSON value nests (a scalar: 0)."""
+    if isinstance(node, dict):
+        return 1 + max((_depth(v) for v in node.values()), default=0)
+    if isinstance(node, list):
+        return 1 + max((_depth(v) for v in node), default=0)
+    return 0
 
 
 def _array_table(header: dict[str, Any], fail: Any) -> list[tuple[tuple[int, ...], np.dtype]]:

@@ -147,7 +147,16 @@ def test_values_the_format_cannot_hold_are_save_errors_naming_the_place(tmp_path
         symnet.save(path, {"opt": [1, {2}]})
     with pytest.raises(SaveError, match=r"tree: a dict key \(1, 2\)"):
         symnet.save(path, {(1, 2): 3})
+    deep: Any = 1
+    for _ in range(32):  # 64 JSON levels, 65 in the header
+        deep = [deep]
+    with pytest.raises(SaveError, match="nests too deep"):
+        symnet.save(path, deep)
     assert path.read_bytes() == before  # the old file is intact
+    shallow: Any = 1
+    for _ in range(31):  # the deepest a file holds: saved, and loaded back
+        shallow = [shallow]
+    assert symnet.load(_saved(tmp_path / "ok.npz", shallow)) == shallow
 
 
 def test_files_of_format_version_1_still_load() -> None:
