@@ -318,6 +318,7 @@ class Network:
         carry_state: bool = True,
         extra_left_context: int = 0,
         extra_right_context: int = 0,
+        lowering: str = "auto",
     ) -> Any:
         """Outputs for every frame of `[N, T, D]` input or a list of `[T_i, D]` sequences.
 
@@ -329,6 +330,9 @@ class Network:
         Inside `jax.jit`/`jax.grad` (traced `x`, static frame count) it runs one
         regular request for the whole batch and gives the same numbers;
         `frames_per_chunk` needs concrete input (a PlanError when traced).
+        `lowering` is how recurrences run (`'auto'`, `'fused'`, `'plain'`, as
+        for `symnet.compile`); `symnet.engine.runner.record()` shows the
+        Computations a call used and what each recurrence got.
         """
         return dense.compute(
             self,
@@ -339,6 +343,7 @@ class Network:
             carry_state=carry_state,
             extra_left_context=extra_left_context,
             extra_right_context=extra_right_context,
+            lowering=lowering,
         )
 
     def __repr__(self) -> str:

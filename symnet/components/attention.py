@@ -49,6 +49,9 @@ class _AttentionCore(Component):
     num_right_inputs: int = 1
     key_scale: float = 1.0
     output_context: bool = True
+    #: Whether each context row ends with a flag column (1 where the frame exists, 0 where `IfDefined` read it
+    #: as absent) and absent positions take no weight (symnet's `MultiHeadAttention`; Kaldi has no such option).
+    masked: bool = False
 
     @property
     def context_dim(self) -> int:
@@ -60,7 +63,7 @@ class _AttentionCore(Component):
 
     @property
     def input_dim(self) -> int:
-        return self.context_dim * self.num_heads * self.head_dim
+        return self.context_dim * (self.num_heads * self.head_dim + (1 if self.masked else 0))
 
     @property
     def output_dim(self) -> int:
@@ -69,11 +72,15 @@ class _AttentionCore(Component):
     def apply(self, x: jax.Array) -> jax.Array:
         lead = x.shape[:-1]
         c_dim, kd, vd = self.context_dim, self.key_dim, self.value_dim
-        rows = x.reshape(lead + (c_dim, self.num_heads, self.head_dim))
+        rows = x.reshape(lead + (c_dim, -1))
+        valid = rows[..., -1] > 0.5 if self.masked else None  # [..., C]
+        rows = rows[..., : self.num_heads * self.head_dim].reshape(lead + (c_dim, self.num_heads, self.head_dim))
         keys = rows[..., :kd]  # [..., C, H, kd]
         values = rows[..., kd : kd + vd]  # [..., C, H, vd]
         query = rows[..., self.num_left_inputs, :, kd + vd :]  # [..., H, kd + C]
         scores = self.key_scale * jnp.einsum("...hk,...chk->...hc", query[..., :kd], keys) + query[..., kd:]
+        if valid is not None:  # the frame itself is always valid, so no row is all -inf
+            scores = jnp.where(valid[..., None, :], scores, -jnp.inf)
         weights = jax.nn.softmax(scores, axis=-1)  # [..., H, C]
         out = jnp.einsum("...hc,...chv->...hv", weights, values)
         if self.output_context:

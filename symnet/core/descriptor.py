@@ -27,12 +27,40 @@ more compositions than Kaldi's config grammar does.
 `Input(name, dim)` is a named network input; `Node(name, d)` names a
 sub-expression so that `Ref(name)` can refer to it from anywhere, including
 from inside itself through a time offset (a recurrence).
+
+Each descriptor class carries its own semantics, as Kaldi's descriptor classes
+do (`GetDependencies`, `IsComputable`, `Modulus`): the engine asks it and never
+switches on its type. The questions, with their defaults (operands read at the
+same Index, all needed, their rows summed):
+
+- `map_keys(keys)`: the Index each output Index reads in its operands (Offset,
+  Round, ReplaceIndex move it);
+- `selects(keys, count)`: which rows read which operand at all (Switch);
+- `rule`: when a row is computable and which operands it then reads
+  (`Rule.ALL`, `Rule.OPTIONAL` for IfDefined and Const, `Rule.FIRST` for Failover);
+- `combine`: how the rows read make the output row (`Combine`), and
+  `constant(shape, dtype)` for `Combine.CONST`;
+- `time_reach()`, `time_modulus()`, `time_offset()`, `fixed_time()`: how far and
+  how it moves in time (planning windows, contexts, padding);
+- `column_range()`: the columns a DimRange takes (fused backward passes), and
+  `scale_factor()`: the factor a Scale multiplies by (Kaldi's per-node scales);
+- `kaldi_name` and `kaldi_args()`: its name and arguments in Kaldi's descriptor
+  grammar (None: not part of it), and `label()`: a short name for displays.
+
+`IndexedLayer` (components that read many rows per output row) answers other
+questions (`requirements`, `computable_from`, `apply_rows`); the engine asks
+which of the two protocols a layer speaks with `isinstance(layer, IndexedLayer)`,
+and whether a layer is a network input with `isinstance(layer, Input)`:
+category questions, not switches on the concrete kind. A user-defined
+descriptor subclasses `Descriptor` and overrides what differs
+(docs/extending.md).
 """
 
 from __future__ import annotations
 
+import enum
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import attrs
@@ -41,7 +69,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import DescriptorError, ShapeError, at
-from .formatting import Formatter
+from .formatting import Formatter, number_text
+from .index import decode, encode, shift
 from .layer import Layer, child, children_field, layer_class
 from .source import user_line
 
@@ -81,11 +110,92 @@ def _variadic(cls: type[L]) -> type[L]:
     return cls
 
 
+class Rule(enum.Enum):
+    """When a descriptor's row is computable, and which operand rows it then reads."""
+
+    #: Computable where every operand it selects is; reads them all (Offset, Append, Sum, Switch, ...).
+    ALL = "all"
+    #: Always computable; reads each operand where that is computable, zeros elsewhere (IfDefined, Const).
+    OPTIONAL = "optional"
+    #: Computable where some operand is; reads the first that is (Failover). With sequence ends, every one
+    #: that is (each sequence masks its reads).
+    FIRST = "first"
+
+
+class Combine(enum.Enum):
+    """How a descriptor makes an output row from the operand rows it reads (rows not read are zeros)."""
+
+    FORWARD = "forward"  # its one operand's row
+    APPEND = "append"  # the operands' rows side by side
+    SUM = "sum"  # the sum of the operands' rows (of equal dims)
+    CONST = "const"  # no operand: `constant(shape, dtype)`
+
+
 @layer_class
 class Descriptor(Layer):
-    """Base class of layers that read rows other than their own."""
+    """Base class of layers that read rows other than their own; subclasses say how (see the module doc)."""
 
     rowwise: ClassVar[bool] = False
+    rule: ClassVar[Rule] = Rule.ALL
+    combine: ClassVar[Combine] = Combine.SUM
+
+    def map_keys(self, keys: np.ndarray) -> np.ndarray:
+        """The Index (int64 key) every output Index reads in the operands; raises PlanError (from
+        `symnet.core.index`) for one outside the Index range."""
+        return keys
+
+    def selects(self, keys: np.ndarray, count: int) -> Sequence[np.ndarray] | None:
+        """Per operand, which of `keys` read it at all (None: every row reads every operand)."""
+        return None
+
+    def constant(self, shape: tuple[int, ...], dtype: Any) -> jax.Array:
+        """The value of a `Combine.CONST` descriptor, `shape[:-1]` rows of its dim (`shape[-1]`)."""
+        raise NotImplementedError(type(self).__name__)
+
+    def time_reach(self) -> int:
+        """The most frames between an output Index and an operand Index it reads (bounds planning)."""
+        return 0
+
+    def time_modulus(self) -> int:
+        """A period in t of what it reads, relative to t (Round's modulus, Switch's size; 1: none)."""
+        return 1
+
+    def time_offset(self) -> int | None:
+        """The constant number of frames it reads away from t, if it is one (an Offset's t offset)."""
+        return 0 if type(self).map_keys is Descriptor.map_keys else None
+
+    def fixed_time(self) -> int | None:
+        """The frame it reads at whatever t is (ReplaceIndex of t), or None."""
+        return None
+
+    def shifts_time(self) -> bool:
+        """Whether it may read its operands at another frame than its own."""
+        return self.time_offset() != 0
+
+    def column_range(self) -> tuple[int, int] | None:
+        """`(offset, dim)` if its value is those columns of its operand (DimRange), else None."""
+        return None
+
+    def scale_factor(self) -> float | None:
+        """The factor it multiplies its one operand by, if that is all it does (Scale), else None."""
+        return None
+
+    #: Its name in Kaldi's descriptor grammar, whose arguments are `kaldi_args()`; None: Kaldi has no such descriptor.
+    kaldi_name: ClassVar[str | None] = None
+
+    def kaldi_args(self) -> tuple[Any, ...]:
+        """Its arguments as Kaldi writes them: its fields in order, operands as layers, the others as values."""
+        args: list[Any] = []
+        for f in attrs.fields(type(self)):
+            if not f.init or f.kw_only:
+                continue
+            value = getattr(self, f.name)
+            args.extend(value if f.metadata.get("children") else (value,))
+        return tuple(args)
+
+    def label(self) -> str:
+        """A short one-line name for displays: its kind and what distinguishes it."""
+        return type(self).__name__
 
     @property
     def role(self) -> str | None:
@@ -125,6 +235,15 @@ class IndexedLayer(Descriptor):
         """The most frames between an output Index and an input Index it reads (bounds planning)."""
         raise NotImplementedError(type(self).__name__)
 
+    def time_reach(self) -> int:
+        return self.reach()
+
+    def time_offset(self) -> int | None:
+        return None
+
+    def shifts_time(self) -> bool:
+        return False  # a cycle through it with no Offset is refused, as one with no time offset
+
     def apply_rows(self, values: jnp.ndarray, owner: np.ndarray, num_rows: int, *weights: jnp.ndarray) -> jnp.ndarray:
         """Output rows `[num_rows, batch, dim]` from the available input rows read, `values [M, batch, dim]`,
         where `owner[i]` (a numpy constant) is the output row that `values[i]` belongs to."""
@@ -152,6 +271,9 @@ class Input(Descriptor):
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         return f"Input({self.name!r}, {self.dim})", Formatter.ATOM
+
+    def label(self) -> str:
+        return f"Input {self.name!r} dim {self.dim}"
 
 
 @layer_class
@@ -190,6 +312,9 @@ class Ref(Descriptor):
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         return f"Ref({self.name!r})", Formatter.ATOM
 
+    def label(self) -> str:
+        return f"Ref {self.name!r}"
+
 
 @layer_class
 class Offset(Descriptor):
@@ -199,6 +324,23 @@ class Offset(Descriptor):
     t_offset: int = attrs.field(converter=_int("Offset t_offset"))
     x_offset: int = attrs.field(default=0, converter=_int("Offset x_offset"))
 
+    combine: ClassVar[Combine] = Combine.FORWARD
+    kaldi_name: ClassVar[str | None] = "Offset"
+
+    def map_keys(self, keys: np.ndarray) -> np.ndarray:
+        return shift(keys, self.t_offset, self.x_offset)
+
+    def label(self) -> str:
+        t = f"t{self.t_offset:+d}" if self.t_offset else "t"
+        x = f", x{self.x_offset:+d}" if self.x_offset else ""
+        return f"Offset {t}{x}"
+
+    def time_reach(self) -> int:
+        return abs(self.t_offset)
+
+    def time_offset(self) -> int | None:
+        return self.t_offset
+
 
 @_variadic
 @layer_class
@@ -206,6 +348,9 @@ class Append(Descriptor):
     """Column-wise concatenation of the parts at the same Index."""
 
     parts: tuple[Layer, ...] = children_field()
+
+    combine: ClassVar[Combine] = Combine.APPEND
+    kaldi_name: ClassVar[str | None] = "Append"
 
     if TYPE_CHECKING:  # what `_variadic` makes of attrs' __init__
 
@@ -219,6 +364,8 @@ class Sum(Descriptor):
 
     parts: tuple[Layer, ...] = children_field()
 
+    kaldi_name: ClassVar[str | None] = "Sum"
+
     if TYPE_CHECKING:  # what `_variadic` makes of attrs' __init__
 
         def __init__(self, *parts: Any, where: str | None = None) -> None: ...
@@ -230,6 +377,10 @@ class IfDefined(Descriptor):
 
     arg: Layer = child()
 
+    rule: ClassVar[Rule] = Rule.OPTIONAL
+    combine: ClassVar[Combine] = Combine.FORWARD
+    kaldi_name: ClassVar[str | None] = "IfDefined"
+
 
 @layer_class
 class Failover(Descriptor):
@@ -238,6 +389,9 @@ class Failover(Descriptor):
     first: Layer = child()
     second: Layer = child()
 
+    rule: ClassVar[Rule] = Rule.FIRST
+    kaldi_name: ClassVar[str | None] = "Failover"
+
 
 @_variadic
 @layer_class
@@ -245,6 +399,15 @@ class Switch(Descriptor):
     """At frame t, the part number `t mod k` (floor modulus, so t = -1 picks the last)."""
 
     parts: tuple[Layer, ...] = children_field()
+
+    kaldi_name: ClassVar[str | None] = "Switch"
+
+    def selects(self, keys: np.ndarray, count: int) -> Sequence[np.ndarray]:
+        which = decode(keys)[1] % count
+        return [which == i for i in range(count)]
+
+    def time_modulus(self) -> int:
+        return len(self.parts)
 
     if TYPE_CHECKING:  # what `_variadic` makes of attrs' __init__
 
@@ -262,6 +425,25 @@ class Round(Descriptor):
         if self.t_modulus <= 0:
             raise DescriptorError(f"Round: t_modulus must be positive, got {self.t_modulus}{at(self.where)}")
 
+    combine: ClassVar[Combine] = Combine.FORWARD
+    kaldi_name: ClassVar[str | None] = "Round"
+
+    def map_keys(self, keys: np.ndarray) -> np.ndarray:
+        n, t, x = decode(keys)
+        return encode(n, (t // self.t_modulus) * self.t_modulus, x)
+
+    def label(self) -> str:
+        return f"Round {self.t_modulus}"
+
+    def time_reach(self) -> int:
+        return self.t_modulus
+
+    def time_modulus(self) -> int:
+        return self.t_modulus
+
+    def time_offset(self) -> int | None:
+        return 0 if self.t_modulus == 1 else None
+
 
 @layer_class
 class ReplaceIndex(Descriptor):
@@ -275,6 +457,26 @@ class ReplaceIndex(Descriptor):
         if self.variable not in ("t", "x"):
             raise DescriptorError(f"ReplaceIndex replaces 't' or 'x', not {self.variable!r}{at(self.where)}")
 
+    combine: ClassVar[Combine] = Combine.FORWARD
+    kaldi_name: ClassVar[str | None] = "ReplaceIndex"
+
+    def label(self) -> str:
+        return f"ReplaceIndex {self.variable}={self.value}"
+
+    def map_keys(self, keys: np.ndarray) -> np.ndarray:
+        n, t, x = decode(keys)
+        if self.variable == "t":
+            t = np.full_like(t, self.value)
+        else:
+            x = np.full_like(x, self.value)
+        return encode(n, t, x)
+
+    def time_offset(self) -> int | None:
+        return None if self.variable == "t" else 0
+
+    def fixed_time(self) -> int | None:
+        return self.value if self.variable == "t" else None
+
 
 @layer_class
 class Const(Descriptor):
@@ -287,6 +489,20 @@ class Const(Descriptor):
         if self.dim <= 0:
             raise DescriptorError(f"Const: dim must be positive, got {self.dim}{at(self.where)}")
 
+    rule: ClassVar[Rule] = Rule.OPTIONAL
+    combine: ClassVar[Combine] = Combine.CONST
+    kaldi_name: ClassVar[str | None] = "Const"
+
+    def label(self) -> str:
+        return f"Const {number_text(self.value)} dim {self.dim}"
+
+    @property
+    def output_dim(self) -> int | None:
+        return self.dim
+
+    def constant(self, shape: tuple[int, ...], dtype: Any) -> jax.Array:
+        return jnp.full(shape, self.value, dtype=dtype)
+
 
 @layer_class
 class Scale(Descriptor):
@@ -296,6 +512,13 @@ class Scale(Descriptor):
     arg: Layer = child()
 
     rowwise: ClassVar[bool] = True
+    kaldi_name: ClassVar[str | None] = "Scale"
+
+    def scale_factor(self) -> float | None:
+        return self.scale
+
+    def label(self) -> str:
+        return f"Scale {number_text(self.scale)}"
 
     def apply(self, a: jax.Array) -> jax.Array:
         return self.scale * a
@@ -324,6 +547,16 @@ class DimRange(Descriptor):
             raise DescriptorError(
                 f"DimRange: need offset >= 0 and dim > 0, got offset={self.offset}, dim={self.dim}{at(self.where)}"
             )
+
+    @property
+    def output_dim(self) -> int | None:
+        return self.dim
+
+    def column_range(self) -> tuple[int, int] | None:
+        return self.offset, self.dim
+
+    def label(self) -> str:
+        return f"DimRange {self.offset}:{self.offset + self.dim}"
 
     def check(self, a: tuple[int, ...]) -> None:
         if not a or self.offset + self.dim > a[-1]:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..components.base import Component
-from ..core.descriptor import Const, Descriptor, DimRange, Input, Node, Offset, Ref, ReplaceIndex, Round, Scale
+from ..core.descriptor import Combine, Descriptor, IndexedLayer, Input, Node
 from ..core.formatting import number_text
 from ..core.index import format_indexes
 from ..core.layer import BinaryLayer, Identity, Literal, Power, Weight
@@ -36,9 +36,9 @@ def label(layer: Any) -> str:
     kind_name = type(layer).__name__
     if isinstance(layer, Identity):
         return "x (input)"
-    if isinstance(layer, Input):
-        return f"Input {layer.name!r} dim {layer.dim}"
-    if isinstance(layer, (Node, Ref)):
+    if isinstance(layer, Descriptor) and not isinstance(layer, IndexedLayer):  # components are named below
+        return layer.label()
+    if isinstance(layer, Node):
         return f"{kind_name} {layer.name!r}"
     if isinstance(layer, Weight):
         named = f" {layer.name!r}" if layer.name else ""
@@ -48,20 +48,6 @@ def label(layer: Any) -> str:
         return (
             f"Literal {number_text(value)}" if isinstance(value, float) else f"Literal array{shape_text(value.shape)}"
         )
-    if isinstance(layer, Offset):
-        t = f"t{layer.t_offset:+d}" if layer.t_offset else "t"
-        x = f", x{layer.x_offset:+d}" if layer.x_offset else ""
-        return f"Offset {t}{x}"
-    if isinstance(layer, Round):
-        return f"Round {layer.t_modulus}"
-    if isinstance(layer, ReplaceIndex):
-        return f"ReplaceIndex {layer.variable}={layer.value}"
-    if isinstance(layer, Const):
-        return f"Const {number_text(layer.value)} dim {layer.dim}"
-    if isinstance(layer, Scale):
-        return f"Scale {number_text(layer.scale)}"
-    if isinstance(layer, DimRange):
-        return f"DimRange {layer.offset}:{layer.offset + layer.dim}"
     if isinstance(layer, Power):
         return f"Power {number_text(layer.exponent)}"
     if isinstance(layer, BinaryLayer):
@@ -84,7 +70,7 @@ def kind(layer: Any) -> str:
         return "node"
     if isinstance(layer, Weight):
         return "weight"
-    if isinstance(layer, (Literal, Const)):
+    if isinstance(layer, Literal) or (isinstance(layer, Descriptor) and layer.combine is Combine.CONST):
         return "constant"
     if isinstance(layer, Component):
         return "component"

@@ -31,9 +31,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, TypeVar
 
-from ..core.descriptor import Failover, IfDefined, IndexedLayer, Offset
+from ..core.descriptor import Descriptor, IndexedLayer
 from .graph import Graph
 from .inspect import recurrent_edges, strongly_connected_groups
+from .semantics import optional_reads
 
 #: Bucket lengths in frames; longer sequences are padded to a multiple of the last.
 BUCKETS: tuple[int, ...] = (128, 256, 384, 512, 768, 1024, 1536, 2048)
@@ -66,13 +67,14 @@ def padding_side(graph: Graph, with_ends: bool = False) -> Side | None:
     directions = set()
     for user, _ in recurrent_edges(graph):
         layer = graph.layers[user]
-        if not isinstance(layer, Offset) or layer.t_offset == 0:
+        offset = layer.time_offset() if isinstance(layer, Descriptor) else None
+        if not offset:
             return ends
-        directions.add("end" if layer.t_offset < 0 else "start")
+        directions.add("end" if offset < 0 else "start")
     recurrent = {m for group in strongly_connected_groups(graph) if len(group) > 1 for m in group}
     recurrent |= {user for user, _ in recurrent_edges(graph)}
     for nid, layer in enumerate(graph.layers):
-        if isinstance(layer, (IfDefined, Failover)) and nid not in recurrent:
+        if optional_reads(layer) and nid not in recurrent:
             return ends
     if len(directions) > 1:
         return ends

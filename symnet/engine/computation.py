@@ -19,25 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core import html, rng
-from ..core.descriptor import (
-    Append,
-    Const,
-    Failover,
-    IfDefined,
-    IndexedLayer,
-    Input,
-    Offset,
-    ReplaceIndex,
-    Round,
-    Sum,
-    Switch,
-)
+from ..core.descriptor import Combine, Descriptor, IndexedLayer
 from ..core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from ..core.index import IndexSet, decode, encode
 from ..core.layer import (
     Divide,
     Dot,
-    Identity,
     Layer,
     Literal,
     Minus,
@@ -53,13 +40,15 @@ from ..errors import PlanError, ShapeError, at
 from .cache import Cache
 from .dims import node_shapes, static_dim
 from .ends import EndMasks, SequenceEnds
+from .gradient import GRADIENTS, tape_differentiated
 from .graph import Graph
-from .layout import as_flat_rows, as_frames, as_layout
+from .layout import as_flat_rows, as_frames, as_layout, moved
 from .plan import Planner
-from .recurrence import LOWERINGS, RecurrentBlock, strongly_connected
+from .recurrence import RecurrentBlock, check_lowering, strongly_connected
 from .request import ComputationRequest
 from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
+from .semantics import combine
 
 
 class Rows:
@@ -123,6 +112,7 @@ class Computation:
         request: ComputationRequest,
         planner: Planner,
         lowering: str = "auto",
+        gradient: str = "tape",
     ):
         #: The network structure it was compiled for: what it may be called with.
         self.structure = structure
@@ -130,14 +120,13 @@ class Computation:
         self.graph = graph
         self.request = request
         self.lowering = lowering  # what was asked for; each RecurrentBlock holds what it got
+        self.gradient = gradient  # how jax.grad of a call differentiates it (symnet.engine.gradient)
         self.regular = planner.regular
         self.batch = planner.batch
         self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(needed) if len(k)}
         self.output_ids = planner.output_ids
         self.given_state = {
-            nid: keys
-            for nid, keys in planner.given.items()
-            if not isinstance(graph.layers[nid], (Input, Identity)) and nid in self.rows
+            nid: keys for nid, keys in planner.given.items() if not graph.is_input[nid] and nid in self.rows
         }
         self.sequence_ends = (
             SequenceEnds(graph, request, {nid: r.keys for nid, r in self.rows.items()}, self.batch)
@@ -155,7 +144,8 @@ class Computation:
             )
             for name, keys in planner.wanted.items()
         }
-        self._jitted = jax.jit(self._run)
+        run = tape_differentiated(self._tapes, _contexts) if gradient == "tape" else self._run
+        self._jitted = jax.jit(run)
 
     # ----- planning the steps -------------------------------------------------------
 
@@ -204,7 +194,7 @@ class Computation:
         """Per operand of `nid`: which operand row each of its rows reads (None: unindexed operand)."""
         graph, layer = self.graph, self.graph.layers[nid]
         maps: list[RowMap | None] = [None] * len(graph.operands[nid])
-        if not graph.indexed[nid] or isinstance(layer, (Input, Identity)):
+        if not graph.indexed[nid] or graph.is_input[nid]:
             return tuple(maps)
         keys = planner.requirements()[nid]
         if isinstance(layer, IndexedLayer):
@@ -277,10 +267,8 @@ class Computation:
         reads: tuple[jax.Array, ...] = (),
         proportions: Mapping[str, jax.Array] | None = None,
     ) -> dict[str, jax.Array]:
-        with (
-            rng.randomness(key) if key is not None else contextlib.nullcontext(),
-            rng.dropout_proportions(proportions) if proportions else contextlib.nullcontext(),
-        ):
+        """The call's program as JAX differentiates it itself (`gradient="jax"`)."""
+        with _contexts(key, proportions):
             return {name: tape.value for name, tape in self._tapes(params, state, inputs, reads).items()}
 
     def forward(self, network: NetworkLike, inputs: Mapping[str, Any], ends: Any = None) -> dict[str, Tape]:
@@ -377,7 +365,10 @@ class Computation:
         state: Mapping[str, jax.Array],
         inputs: Mapping[str, jax.Array],
         reads: tuple[jax.Array, ...] = (),
+        record: dict[str, tuple[Tape, Callable[[jax.Array], jax.Array]]] | None = None,
     ) -> dict[str, Tape]:
+        """The output Tapes. With `record`, each input's Tape and the transpose of the row movement from the
+        input array to its value are recorded there (for the cotangents of the inputs: engine/gradient.py)."""
         graph, batch = self.graph, self.batch
         by_read = dict(zip(self.sequence_ends.reads, reads, strict=True)) if self.sequence_ends else {}
         tapes: dict[int, Tape] = {}
@@ -386,14 +377,24 @@ class Computation:
         # so that a sharding of N stays one: flattening [T, N, D] to (t, n) rows makes XLA gather N.
         batched = any(v.ndim == 3 for v in inputs.values())
         for name, (nid, rowmap) in self.input_maps.items():
-            value = inputs[name]
-            if not rowmap.is_identity:
-                value = as_layout(rowmap(as_frames(value, batch)), batch, batched)
-            if nid in self.given_state:  # a recurrence's given state: scans take (t, n) rows
-                rows = Rows(self.given_state[nid], batch, self.regular)
-                given[nid] = Tape(graph.layers[nid], as_flat_rows(value), rows=rows, parameters=params)
+            state_given = nid in self.given_state  # a recurrence's given state: scans take (t, n) rows
+
+            def move(v: jax.Array, rowmap: RowMap = rowmap, state_given: bool = state_given) -> jax.Array:
+                if not rowmap.is_identity:
+                    v = moved(rowmap, v, batch, batched)
+                return as_flat_rows(v) if state_given else v
+
+            if record is None:
+                value = move(inputs[name])
             else:
-                tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
+                value, move_vjp = jax.vjp(move, inputs[name])
+            if state_given:
+                rows = Rows(self.given_state[nid], batch, self.regular)
+                tape = given[nid] = Tape(graph.layers[nid], value, rows=rows, parameters=params)
+            else:
+                tape = tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
+            if record is not None:
+                record[name] = (tape, _first(move_vjp))
         for step in self.schedule:
             if isinstance(step, (RecurrentBlock, MergedScans)):
                 for block in step.blocks if isinstance(step, MergedScans) else (step,):
@@ -443,11 +444,11 @@ class Computation:
             return Tape(layer, layer.array, parameters=params)
         upstream = tuple(tapes[op] if op in tapes else self._absent(op, tapes) for op in step.operands)
         rows = self.rows.get(step.nid)  # None for values that do not depend on the Index (weights, literals)
-        if isinstance(layer, Const):
-            assert rows is not None
-            shape = (len(rows) // batch, batch, layer.dim) if batched else (len(rows), layer.dim)
-            value = jnp.full(shape, layer.value, dtype=jnp.result_type(float))
-            return Tape(layer, value, rows=rows, parameters=params)
+        if combine(layer) is Combine.CONST:
+            assert rows is not None and isinstance(layer, Descriptor) and layer.output_dim is not None
+            dim = layer.output_dim
+            shape = (len(rows) // batch, batch, dim) if batched else (len(rows), dim)
+            return Tape(layer, layer.constant(shape, jnp.result_type(float)), rows=rows, parameters=params)
         if not self.graph.indexed[step.nid]:  # a function of weights and literals only
             layer.check(*(u.shape for u in upstream))
             return Tape(layer, layer.apply(*(u.value for u in upstream)), upstream, parameters=params)
@@ -462,7 +463,7 @@ class Computation:
                     selected.append(u.value)
                     transposes.append(None)
                 else:
-                    move = lambda v, m=rowmap: as_layout(m(as_frames(v, batch)), batch, leading)  # noqa: E731
+                    move = lambda v, m=rowmap: moved(m, v, batch, leading)  # noqa: E731
                     sel, vjp = jax.vjp(move, u.value)
                     selected.append(sel)
                     transposes.append(vjp)
@@ -516,7 +517,7 @@ class Computation:
         """The Computation and the lowering asked for, then one line per recurrence, in run order: its members,
         frames, direction and lowering (fused or plain scan; a plain one under `auto` names the members
         without a `vjp`). Recurrences that share one loop are listed under it."""
-        lines = [f"{self!r}, lowering={self.lowering!r}"]
+        lines = [f"{self!r}, lowering={self.lowering!r}, gradient={self.gradient!r}"]
         for step in self.schedule:
             if isinstance(step, MergedScans):
                 lines.append(f"one loop of {len(step.blocks)} recurrences:")
@@ -527,7 +528,8 @@ class Computation:
 
     def __repr__(self) -> str:
         kind = f"regular, {self.batch} sequences" if self.regular else "irregular"
-        return f"Computation({kind}, {len(self.steps)} steps, outputs={list(self.output_maps)})"
+        ends = ", with sequence ends" if self.request.sequence_ends else ""
+        return f"Computation({kind}{ends}, {len(self.steps)} steps, outputs={list(self.output_maps)})"
 
     def _repr_html_(self) -> str:
         """The request and each node's Indexes, for notebooks (see `symnet.display`)."""
@@ -585,9 +587,10 @@ def _descriptor_fn(
             out = jnp.where(use[:, :, None], out, jnp.zeros_like(out))
         return as_layout(out, batch, batched)
 
-    if isinstance(layer, Append):
+    how = combine(layer)
+    if how is Combine.APPEND:
         return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)
-    if isinstance(layer, (Sum, Failover, Switch)):
+    if how is Combine.SUM:
 
         def total(*vs: jax.Array) -> jax.Array:
             terms = [take(i, v) for i, v in enumerate(vs) if maps[i] is not None]
@@ -601,15 +604,14 @@ def _descriptor_fn(
             return out
 
         return total
-    if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
+    if how is Combine.FORWARD:
         return lambda v: take(0, v)
     raise PlanError(f"cannot lower {type(layer).__name__}{at(layer.where)}")
 
 
 def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet, batched: bool) -> Tape:
     """A tape node picking the requested rows, in the request's order, from an output node."""
-    fn = lambda v: as_layout(rowmap(as_frames(v, batch)), batch, batched)  # noqa: E731
-    value, vjp = jax.vjp(fn, tape.value)
+    value, vjp = jax.vjp(lambda v: moved(rowmap, v, batch, batched), tape.value)
     return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
 
 
@@ -623,7 +625,24 @@ def _reshaped_tape(tape: Tape, value: jax.Array) -> Tape:
 _CACHE: Cache[Computation] = Cache(64)
 
 
-def compile(network: NetworkLike, request: ComputationRequest, lowering: str = "auto") -> Computation:
+def _first(vjp: Callable[[jax.Array], tuple[jax.Array, ...]]) -> Callable[[jax.Array], jax.Array]:
+    """The one cotangent of a one-argument `jax.vjp` pullback."""
+    return lambda d: vjp(d)[0]
+
+
+def _contexts(key: jax.Array | None, proportions: Mapping[str, jax.Array] | None) -> contextlib.ExitStack:
+    """The context a call's program runs in: its dropout key and proportions (`symnet.rng`)."""
+    stack = contextlib.ExitStack()
+    if key is not None:
+        stack.enter_context(rng.randomness(key))
+    if proportions:
+        stack.enter_context(rng.dropout_proportions(proportions))
+    return stack
+
+
+def compile(
+    network: NetworkLike, request: ComputationRequest, lowering: str = "auto", gradient: str = "tape"
+) -> Computation:
     """Plan `request` on `network` (eagerly) and return the Computation; cached.
 
     `lowering` says how recurrences run (`explain()` shows what each got):
@@ -631,17 +650,25 @@ def compile(network: NetworkLike, request: ComputationRequest, lowering: str = "
     every member has a `vjp` and as a plain `lax.scan` that JAX differentiates
     where one does not; `fused` every recurrence fused (a PlanError naming a
     member without a `vjp`); `plain` every recurrence plain (the fused scan's
-    reference). The cache key is (network structure, request, lowering):
+    reference).
+
+    `gradient` says what `jax.grad` (or `jax.vjp`) of a call runs: `tape` the
+    Tape's backward walk, the one `Computation.forward` + `tape.backward` runs
+    (fast through recurrences; symnet.engine.gradient); `jax` JAX's own
+    autodiff of the lowered program (forward mode too: `jax.jvp`, `jax.jacfwd`).
+
+    The cache key is (network structure, request, lowering, gradient):
     parameters do not matter, so every training step with the same request
     shape reuses one Computation.
     """
-    if lowering not in LOWERINGS:
-        raise PlanError(f"lowering={lowering!r}: use one of {', '.join(map(repr, LOWERINGS))}")
-    key = (network.structure, request, lowering)
+    check_lowering(lowering)
+    if gradient not in GRADIENTS:
+        raise PlanError(f"gradient={gradient!r}: use one of {', '.join(map(repr, GRADIENTS))}")
+    key = (network.structure, request, lowering, gradient)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
     graph = Graph(dict(network.structure.outputs))
     planner = Planner(graph, request)
-    computation = Computation(network.structure, graph, request, planner, lowering)
+    computation = Computation(network.structure, graph, request, planner, lowering, gradient)
     return _CACHE.put(key, computation)

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..core.descriptor import Round, Switch
+from ..core.descriptor import Descriptor
 from ..core.index import IndexSet, decode, format_indexes
 from ..core.layer import NetworkLike
 from ..errors import PlanError
@@ -56,13 +56,7 @@ def output_name(network: NetworkLike, output: str | None) -> str:
 
 def modulus(graph: Graph) -> int:
     """The time-shift modulus of a network's graph: lcm of its Round moduli and Switch sizes."""
-    result = 1
-    for layer in graph.layers:
-        if isinstance(layer, Round):
-            result = math.lcm(result, layer.t_modulus)
-        elif isinstance(layer, Switch):
-            result = math.lcm(result, len(layer.parts))
-    return result
+    return math.lcm(1, *(layer.time_modulus() for layer in graph.layers if isinstance(layer, Descriptor)))
 
 
 def context(network: NetworkLike, output: str | None = None) -> tuple[int, int]:

@@ -17,17 +17,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.index import IndexSet
 from ..core.layer import NetworkLike
 from ..errors import PlanError, ShapeError
 from .buckets import batch_size, bucket_length, fill, padding_side
-from .computation import compile
 from .context import context as context  # re-exported: `dense.context(network)` is part of this module's API
 from .context import modulus as graph_modulus
 from .context import output_name
 from .graph import Graph
-from .request import ComputationRequest
-from .streaming import Source, State, chunk_runner, concatenate, host
+from .recurrence import check_lowering
+from .runner import Block, Ends, clamped, run
+from .streaming import Source, State, chunk_runner, concatenate
 
 
 def compute(
@@ -40,6 +39,7 @@ def compute(
     carry_state: bool = True,
     extra_left_context: int = 0,
     extra_right_context: int = 0,
+    lowering: str = "auto",
 ) -> Any:
     """Outputs for `[N, T, D]` input (or a list of `[T_i, D]` sequences, or a dict of such per input).
 
@@ -73,7 +73,12 @@ def compute(
 
     Chunks are requests in chunk-relative time (`symnet.engine.streaming`),
     so a few programs serve every chunk of every length.
+
+    `lowering` is how recurrences run, as for `compile` (`'auto'`, `'fused'`,
+    `'plain'`); every mode runs through `symnet.engine.runner`, whose
+    `record()` shows the Computations a call used and what each recurrence got.
     """
+    check_lowering(lowering)
     if mode not in ("same", "valid"):
         raise PlanError(f"mode must be 'same' or 'valid', got {mode!r}")
     if frames_per_chunk is not None:
@@ -102,20 +107,20 @@ def compute(
                 "planned from concrete arrays. Compute in one pass (no frames_per_chunk), or call it outside the "
                 "transformation."
             )
-        return compute_traced(network, name, graph, x, mode)
+        return compute_traced(network, name, graph, x, mode, lowering)
     seqs, ragged = _sequences(x, graph)
     left, right = context(network, name)
     main = "input" if "input" in seqs else next(iter(seqs))
     lengths = [len(s) for s in seqs[main]]
     results: list[Any] = [None] * len(lengths)
     if frames_per_chunk is None:
-        _compute_bucketed(network, name, graph, seqs, lengths, mode, left, right, results)
+        _compute_bucketed(network, name, graph, seqs, lengths, mode, (left, right), results, lowering)
     else:
         for length in sorted(set(lengths)):
             members = [i for i, n in enumerate(lengths) if n == length]
             group = {k: [v[i] for i in members] for k, v in seqs.items()}
             if carry_state:
-                out = _compute_chunked(network, name, group, length, frames_per_chunk)
+                out = _compute_chunked(network, name, group, length, frames_per_chunk, lowering)
             else:
                 out = concatenate(
                     [
@@ -125,8 +130,8 @@ def compute(
                             group,
                             length,
                             (start, min(start + frames_per_chunk, length)),
-                            left + extra_left_context,
-                            right + extra_right_context,
+                            (left + extra_left_context, right + extra_right_context),
+                            lowering,
                         )
                         for start in range(0, length, frames_per_chunk)
                     ]
@@ -147,7 +152,7 @@ def _traced(x: Any) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
 
 
-def compute_traced(network: NetworkLike, name: str, graph: Graph, x: Any, mode: str) -> Any:
+def compute_traced(network: NetworkLike, name: str, graph: Graph, x: Any, mode: str, lowering: str = "auto") -> Any:
     """`compute` for traced input: one regular request for the whole `[N, T, D]` batch (per input), edge
     frames repeated by a static `jnp.take`, values kept on the device as tracers.
 
@@ -175,7 +180,7 @@ def compute_traced(network: NetworkLike, name: str, graph: Graph, x: Any, mode: 
         for length in sorted(set(lengths)):
             members = [i for i, n in enumerate(lengths) if n == length]
             batch = {k: jnp.stack([_sequence(v[i], k, i) for i in members]) for k, v in seqs.items()}
-            out = compute_traced(network, name, graph, batch, mode)
+            out = compute_traced(network, name, graph, batch, mode, lowering)
             for j, i in enumerate(members):
                 results[i] = out[j]
         return results
@@ -195,11 +200,8 @@ def compute_traced(network: NetworkLike, name: str, graph: Graph, x: Any, mode: 
         raise ShapeError(f"sequences of {length} frames are too short for context ({left}, {right})")
     in_t = (-left, length + right) if mode == "same" else (0, length)
     out_t = (0, length) if mode == "same" else (left, length - right)
-    blocks = {k: _edge_frames(v[:, :length].transpose(1, 0, 2), *in_t) for k, v in arrays.items()}
-    request = ComputationRequest(
-        inputs={k: IndexSet.range(n=n, t=in_t) for k in blocks}, outputs={name: IndexSet.range(n=n, t=out_t)}
-    )
-    return compile(network, request)(network, blocks)[name].transpose(1, 0, 2)
+    blocks = {k: Block(in_t, _edge_frames(v[:, :length].transpose(1, 0, 2), *in_t)) for k, v in arrays.items()}
+    return run(network, blocks, {name: out_t}, lowering=lowering, layout="frames")[name].transpose(1, 0, 2)
 
 
 def _edge_frames(value: Any, start: int, end: int) -> Any:
@@ -229,15 +231,16 @@ def _compute_bucketed(
     seqs: dict[str, list[np.ndarray]],
     lengths: list[int],
     mode: str,
-    left: int,
-    right: int,
+    context: tuple[int, int],
     results: list[Any],
+    lowering: str,
 ) -> None:
     """One pass per sequence, sequences padded to bucket lengths (symnet.engine.buckets) and computed a fixed
     number per call, so that a few programs serve every length; fills `results[i]` `[frames, dim]`.
 
     With padding side `'ends'` each call gives every sequence its own end (its last input frame + 1), so
     that optional reads past it see the sequence as ended there."""
+    left, right = context
     side = padding_side(graph, with_ends=True)
     step = graph_modulus(graph) if side == "start" else 1
     groups: dict[int, list[int]] = {}
@@ -254,39 +257,20 @@ def _compute_bucketed(
         for batch in fill(members, size):
             shifts = [padded - lengths[i] if side == "start" else 0 for i in batch]
             blocks = {
-                k: np.stack(
-                    [
-                        v[i][np.clip(np.arange(*in_t) - s, 0, min(lengths[i], len(v[i])) - 1)]
-                        for i, s in zip(batch, shifts, strict=True)
-                    ],
-                    axis=1,
+                k: Block(
+                    in_t,
+                    np.stack(
+                        [clamped(v[i], np.arange(*in_t) - s, lengths[i]) for i, s in zip(batch, shifts, strict=True)],
+                        axis=1,
+                    ),
                 )
                 for k, v in seqs.items()
             }
-            ends = [lengths[i] + in_t[1] - padded for i in batch] if side == "ends" else None
-            out = _run(network, name, blocks, in_t, out_t, ends)
+            ends = Ends(tuple(lengths[i] + in_t[1] - padded for i in batch)) if side == "ends" else None
+            out = run(network, blocks, {name: out_t}, ends=ends, lowering=lowering)[name]
             for j, (i, s) in enumerate(zip(batch, shifts, strict=True)):
                 count = lengths[i] if mode == "same" else lengths[i] - left - right
                 results[i] = out[s : s + count, j]
-
-
-def _run(
-    network: NetworkLike,
-    name: str,
-    blocks: dict[str, np.ndarray],
-    in_t: tuple[int, int],
-    out_t: tuple[int, int],
-    ends: list[int] | None = None,
-) -> Any:
-    """Output frames `out_t` `[frames, n, dim]` for input blocks `[frames of in_t, n, dim]`, one regular request
-    (with each sequence's end frame, if `ends` is given)."""
-    n = len(next(iter(blocks.values()))[0])
-    inputs = {k: IndexSet.range(n=n, t=in_t) for k in blocks}
-    matrices = {k: jax.device_put(b.reshape(-1, b.shape[-1])) for k, b in blocks.items()}
-    outputs = {name: IndexSet.range(n=n, t=out_t)}
-    request = ComputationRequest(inputs=inputs, outputs=outputs, sequence_ends=ends is not None)
-    result = compile(network, request)(network, matrices, ends=ends)
-    return host(result[name]).reshape(out_t[1] - out_t[0], n, -1)
 
 
 def _sequences(x: Any, graph: Graph) -> tuple[dict[str, list[np.ndarray]], bool]:
@@ -353,7 +337,7 @@ def _source(group: dict[str, list[np.ndarray]], length: int) -> Source:
 
     def blocks(t: np.ndarray) -> dict[str, np.ndarray]:
         frames = np.clip(t, 0, length - 1)
-        return {k: np.stack([s[np.clip(frames, 0, len(s) - 1)] for s in v], axis=1) for k, v in group.items()}
+        return {k: np.stack([clamped(s, frames) for s in v], axis=1) for k, v in group.items()}
 
     return blocks
 
@@ -364,34 +348,33 @@ def _compute_alone(
     group: dict[str, list[np.ndarray]],
     length: int,
     out_t: tuple[int, int],
-    left: int,
-    right: int,
+    context: tuple[int, int],
+    lowering: str,
 ) -> Any:
     """Output frames `out_t` `[frames, n, dim]` computed on their own from the span plus (left, right) frames.
 
     The request is in chunk-relative time (shifted by a multiple of the
     modulus), so every full chunk at the same start modulo it is one program.
     """
-    n = len(next(iter(group.values())))
-    in_t = (out_t[0] - left, out_t[1] + right)
+    in_t = (out_t[0] - context[0], out_t[1] + context[1])
     shift = out_t[0] - out_t[0] % graph_modulus(Graph(dict(network.structure.outputs)))
     blocks = _source(group, length)(np.arange(*in_t))
-    inputs = {k: IndexSet.range(n=n, t=(in_t[0] - shift, in_t[1] - shift)) for k in group}
-    matrices = {k: jax.device_put(b.reshape(-1, b.shape[-1])) for k, b in blocks.items()}
-    request = ComputationRequest(
-        inputs=inputs, outputs={name: IndexSet.range(n=n, t=(out_t[0] - shift, out_t[1] - shift))}
-    )
-    result = compile(network, request)(network, matrices)
-    return host(result[name]).reshape(out_t[1] - out_t[0], n, -1)
+    inputs = {k: Block((in_t[0] - shift, in_t[1] - shift), b) for k, b in blocks.items()}
+    return run(network, inputs, {name: (out_t[0] - shift, out_t[1] - shift)}, lowering=lowering)[name]
 
 
 def _compute_chunked(
-    network: NetworkLike, name: str, group: dict[str, list[np.ndarray]], length: int, frames_per_chunk: int
+    network: NetworkLike,
+    name: str,
+    group: dict[str, list[np.ndarray]],
+    length: int,
+    frames_per_chunk: int,
+    lowering: str,
 ) -> Any:
     """Chunks equal to one pass, recurrent state carried (symnet.engine.streaming.ChunkRunner); the chunk
     size rounded up to a multiple of the modulus, which changes no output."""
     step = graph_modulus(Graph(dict(network.structure.outputs)))
-    runner = chunk_runner(network, name, step * -(-frames_per_chunk // step))
+    runner = chunk_runner(network, name, step * -(-frames_per_chunk // step), lowering)
     source = _source(group, length)
     pieces: list[Any] = []
     state: State = {}

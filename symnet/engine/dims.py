@@ -21,31 +21,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import (
-    Append,
-    Const,
-    DimRange,
-    Failover,
-    IfDefined,
-    IndexedLayer,
-    Input,
-    Node,
-    Offset,
-    ReplaceIndex,
-    Round,
-    Scale,
-    Sum,
-    Switch,
-)
+from ..core.descriptor import Combine, IndexedLayer, Node
 from ..core.elementwise import Elementwise
 from ..core.frozen import FrozenArray
-from ..core.layer import BinaryLayer, Dot, Identity, Layer, Literal, Negate, Power, Weight
+from ..core.layer import BinaryLayer, Dot, Layer, Literal, Negate, Power, Weight
 from ..errors import ShapeError
-from .graph import DEFAULT_INPUT, Graph
+from .graph import Graph
+from .semantics import combine
 
 Shape = tuple[int, ...]
 
-_PASS_THROUGH = (Node, Offset, IfDefined, Round, ReplaceIndex, Scale, Elementwise, Negate, Power)
+_PASS_THROUGH = (Node, Elementwise, Negate, Power)
 
 
 def node_shapes(graph: Graph, known: Mapping[int, int] | None = None, *, strict: bool = True) -> list[Shape | None]:
@@ -81,23 +67,23 @@ def node_shapes(graph: Graph, known: Mapping[int, int] | None = None, *, strict:
 
 def _rule(graph: Graph, nid: int, ops: Sequence[Shape | None], lenient: bool) -> Shape | None:
     layer = graph.layers[nid]
-    if isinstance(layer, (Input, Identity)):
-        dim = graph.input_dims.get(layer.name if isinstance(layer, Input) else DEFAULT_INPUT)
+    name = graph.input_name(nid)
+    if name is not None:
+        dim = graph.input_dims.get(name)
         return None if dim is None else (1, dim)
     if isinstance(layer, Weight):
         return layer.shape
     if isinstance(layer, Literal):
         return tuple(layer.value.shape) if isinstance(layer.value, FrozenArray) else ()
-    if isinstance(layer, (Const, DimRange)):
-        return (1, layer.dim)
     dim = layer.output_dim
     if isinstance(dim, int):
         return (1, dim)
-    if isinstance(layer, _PASS_THROUGH):
+    how = combine(layer)
+    if isinstance(layer, _PASS_THROUGH) or how is Combine.FORWARD:
         return ops[0]
-    if isinstance(layer, Append):
+    if how is Combine.APPEND:
         return (1, sum(s[-1] for s in ops if s is not None)) if all(s is not None for s in ops) else None
-    if isinstance(layer, (Sum, Failover, Switch)):
+    if how is Combine.SUM:
         return _any_dim(ops, lenient)
     if isinstance(layer, Dot) and ops[0] is None and ops[1] is not None and len(ops[1]) == 2:
         return (1, ops[1][-1])

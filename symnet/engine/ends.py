@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..core.descriptor import Failover, IfDefined, IndexedLayer, ReplaceIndex
+from ..core.descriptor import Descriptor, IndexedLayer, Rule
 from ..core.index import IndexSet, decode, shift
 from ..errors import PlanError
 from .cache import Cache
@@ -38,6 +38,7 @@ from .graph import Graph
 from .plan import Planner, time_reach
 from .recurrence import strongly_connected
 from .request import ComputationRequest
+from .semantics import optional_reads, rule
 
 #: Distinct ends whose read masks are kept, per Computation.
 KEPT_ENDS = 4096
@@ -64,7 +65,7 @@ class SequenceEnds:
                 "many input frames exist, which differs per sequence"
             )
         self.graph, self.batch = graph, batch
-        self.rows = {nid: keys for nid, keys in rows.items() if isinstance(graph.layers[nid], (IfDefined, Failover))}
+        self.rows = {nid: keys for nid, keys in rows.items() if optional_reads(graph.layers[nid])}
         self.reads = [
             (nid, pos) for nid in sorted(self.rows) for pos, op in enumerate(graph.operands[nid]) if graph.indexed[op]
         ]
@@ -83,8 +84,8 @@ class SequenceEnds:
             m for g in strongly_connected(list(range(len(graph.layers))), graph.operands) if len(g) > 1 for m in g
         }
         self.local = not any(
-            (isinstance(layer, Failover) and nid in cyclic)
-            or (isinstance(layer, ReplaceIndex) and layer.variable == "t")
+            (rule(layer) is Rule.FIRST and nid in cyclic)
+            or (isinstance(layer, Descriptor) and layer.fixed_time() is not None)
             for nid, layer in enumerate(graph.layers)
         )
 

@@ -32,25 +32,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import (
-    Append,
-    Const,
-    DimRange,
-    Failover,
-    IfDefined,
-    Node,
-    Offset,
-    ReplaceIndex,
-    Round,
-    Sum,
-    Switch,
-)
+from ..core.descriptor import Combine, Descriptor, Node
 from ..core.elementwise import Sigmoid, Tanh
 from ..core.layer import Dot, Layer
 from ..errors import PlanError, ShapeError, at
+from .semantics import combine
 
-PASS_THROUGH = (Offset, IfDefined, Round, ReplaceIndex, Node)
-SUMS = (Sum, Failover, Switch)
+
+def passes_through(layer: Layer) -> bool:
+    """Whether a member's value is its one operand's row, moved (a Node, an Offset, an IfDefined, ...)."""
+    return isinstance(layer, Node) or combine(layer) is Combine.FORWARD
 
 
 def step_value(layer: Layer, args: list[jax.Array], batch: int) -> jax.Array:
@@ -59,9 +50,10 @@ def step_value(layer: Layer, args: list[jax.Array], batch: int) -> jax.Array:
     Descriptors move nothing within one frame: the scan's buffers and masks have
     already done their row movement.
     """
-    if isinstance(layer, Append):
+    how = combine(layer)
+    if how is Combine.APPEND:
         return jnp.concatenate(args, axis=-1)
-    if isinstance(layer, SUMS):
+    if how is Combine.SUM:
         dims = {a.shape[-1] for a in args}
         if len(dims) > 1:
             raise ShapeError(f"{type(layer).__name__}: parts of different dims {sorted(dims)}{at(layer.where)}")
@@ -69,10 +61,11 @@ def step_value(layer: Layer, args: list[jax.Array], batch: int) -> jax.Array:
         for a in args[1:]:
             out = out + a
         return out
-    if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex)):
+    if how is Combine.FORWARD:
         return args[0]
-    if isinstance(layer, Const):
-        return jnp.full((batch, layer.dim), layer.value, dtype=jnp.result_type(float))
+    if how is Combine.CONST:
+        assert isinstance(layer, Descriptor) and layer.output_dim is not None
+        return layer.constant((batch, layer.output_dim), jnp.result_type(float))
     if not layer.rowwise:
         raise PlanError(f"{type(layer).__name__} cannot be part of a recurrence{at(layer.where)}")
     layer.check(*(tuple(a.shape) for a in args))
@@ -96,12 +89,13 @@ class ActivationGroup:
         def column_range(m: int) -> tuple[Any, int, int] | None:
             e = edges[m][0]
             rng = layers[e.op]
-            if e.kind != "same" or e.slot >= 0 or not isinstance(rng, DimRange):
+            columns = rng.column_range() if isinstance(rng, Descriptor) else None
+            if e.kind != "same" or e.mask_slot >= 0 or columns is None:
                 return None
             (src,) = edges[e.op]
-            if src.kind != "same" or src.slot >= 0:
+            if src.kind != "same" or src.mask_slot >= 0:
                 return None
-            return src, rng.offset, rng.dim
+            return src, columns[0], columns[1]
 
         ranges = {m: column_range(m) for m in members}
 
@@ -153,7 +147,8 @@ class ActivationGroup:
 
 def _resolvable(layer: Layer, num_edges: int) -> bool:
     """Whether a member's value is its operands' (moved rows, columns side by side, sums): never saved."""
-    return isinstance(layer, (Append, Const) + SUMS) or (isinstance(layer, PASS_THROUGH) and num_edges == 1)
+    how = combine(layer)
+    return how in (Combine.APPEND, Combine.CONST, Combine.SUM) or (passes_through(layer) and num_edges == 1)
 
 
 class Needs:
@@ -249,7 +244,7 @@ class FrameProgram:
             if kind == "edge":
                 e = item
                 if e.kind == "external":
-                    found.externals.add(e.slot)
+                    found.externals.add(e.external)
                 elif e.kind == "lag":
                     found.lags.add((e.op, abs(e.lag)))
                     found.stored.add(e.op)
@@ -295,7 +290,7 @@ class FrameProgram:
             def spec(e: Any) -> Any:
                 if e.kind == "static":
                     return static_shapes[e.op]
-                shape = ext_shapes[e.slot] if e.kind == "external" else shapes[e.op]
+                shape = ext_shapes[e.external] if e.kind == "external" else shapes[e.op]
                 return jax.ShapeDtypeStruct(shape, dtype)
 
             out = jax.ShapeDtypeStruct(shapes[m], dtype)
@@ -351,11 +346,13 @@ class FrameProgram:
                 continue
             layer = self.layers[m]
             args = [read(e, vals) for e in self.edges[m]]
-            if isinstance(layer, Const):
-                vals[m] = jnp.full(rows + (layer.dim,), layer.value, dtype)
-            elif isinstance(layer, Append):
+            how = combine(layer)
+            if how is Combine.CONST:
+                assert isinstance(layer, Descriptor) and layer.output_dim is not None
+                vals[m] = layer.constant(rows + (layer.output_dim,), dtype)
+            elif how is Combine.APPEND:
                 vals[m] = jnp.concatenate(args, axis=-1)
-            elif isinstance(layer, SUMS):
+            elif how is Combine.SUM:
                 vals[m] = sum(args[1:], args[0])
             else:
                 vals[m] = args[0]
@@ -381,17 +378,18 @@ class FrameProgram:
         if m in self.deferred:
             # `statics` holds the weight transposed (made once, before the loop); its gradient comes after the loop
             return (jnp.matmul(d, statics[edges[1].op]), None)
-        if isinstance(layer, Append):
+        how = combine(layer)
+        if how is Combine.APPEND:
             out, start = [], 0
             for width in widths():
                 out.append(d[..., start : start + width])
                 start += width
             return out
-        if isinstance(layer, SUMS):
+        if how is Combine.SUM:
             return [d] * len(edges)
-        if isinstance(layer, PASS_THROUGH):
+        if passes_through(layer):
             return (d,)
-        if isinstance(layer, Const):
+        if how is Combine.CONST:
             return ()
         return layer.vjp(d, value(), *args())
 

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import DimRange
+from ..core.descriptor import Descriptor
 from .frame import FrameProgram
 
 UNROLL = 1  # frames per loop iteration: unrolling 2 or 4 was not faster on CPU for the LSTM, GRU and BLSTM together
@@ -74,10 +74,10 @@ def operand_reader(
         if e.kind == "static":
             return statics[e.op]
         if e.kind == "external":
-            v = ext[e.slot]
+            v = ext[e.external]
         else:
             v = vals[e.op] if e.kind == "same" else lagged(e.op, abs(e.lag))
-            v = v if e.slot < 0 else masked(v, e.slot)
+            v = v if e.mask_slot < 0 else masked(v, e.mask_slot)
         return v if per_sequence is None or e.dyn < 0 else per_sequence(v, e.dyn)
 
     return read
@@ -384,7 +384,7 @@ class _LaneBackward:
     def width(self, e: Any) -> int:
         if e.kind == "static":
             return int(self.statics[e.op].shape[-1])
-        return int(self.xs_ext[e.slot].shape[-1]) if e.kind == "external" else self.lane.dims[e.op]
+        return int(self.xs_ext[e.external].shape[-1]) if e.kind == "external" else self.lane.dims[e.op]
 
     def step(self, carry: BackwardCarry, xs: BackwardXs) -> tuple[BackwardCarry, tuple[jax.Array, ...]]:
         lane, p = self.lane, self.lane.program
@@ -404,7 +404,7 @@ class _LaneBackward:
             def placeholder(e: Any) -> jax.Array:  # a value this vjp does not read
                 if e.kind == "static":
                     return statics[e.op]
-                shape = shapes[e.op] if e.kind in ("same", "lag") else tuple(self.xs_ext[e.slot].shape[1:])
+                shape = shapes[e.op] if e.kind in ("same", "lag") else tuple(self.xs_ext[e.external].shape[1:])
                 return jnp.zeros(shape, dtype)
 
             return lambda: [read(e, vals) if used else placeholder(e) for e, used in zip(edges[m], reads[m][1])]
@@ -430,16 +430,17 @@ class _LaneBackward:
             if d is None:
                 continue
             layer = p.layers[m]
-            if isinstance(layer, DimRange) and edges[m][0].kind == "same" and edges[m][0].slot < 0:
-                delta_of(edges[m][0].op).pieces.append((layer.offset, d))
+            columns = layer.column_range() if isinstance(layer, Descriptor) else None
+            if columns is not None and edges[m][0].kind == "same" and edges[m][0].mask_slot < 0:
+                delta_of(edges[m][0].op).pieces.append((columns[0], d))
                 continue
             widths = lambda m=m: [self.width(e) for e in edges[m]]  # noqa: E731
             vjp_statics = self.transposed if m in p.deferred else statics
             for e, c in zip(edges[m], p.member_vjp(m, d, value(m), operands(m), vjp_statics, widths)):
                 if c is None:
                     continue
-                if e.kind in ("same", "lag") and e.slot >= 0:
-                    c = jnp.where(mask[e.slot], c, jnp.zeros_like(c))
+                if e.kind in ("same", "lag") and e.mask_slot >= 0:
+                    c = jnp.where(mask[e.mask_slot], c, jnp.zeros_like(c))
                 if per_sequence is not None and e.dyn >= 0:
                     c = per_sequence(c, e.dyn)
                 if e.kind == "same":
@@ -447,7 +448,7 @@ class _LaneBackward:
                 elif e.kind == "lag":
                     earlier[e.op][abs(e.lag) - 1] = _add(earlier[e.op][abs(e.lag) - 1], c)
                 elif e.kind == "external":
-                    d_ext[e.slot] = _add(d_ext[e.slot], c)
+                    d_ext[e.external] = _add(d_ext[e.external], c)
                 elif e.op in acc:
                     acc[e.op] = acc[e.op] + c
         new_pending = {}

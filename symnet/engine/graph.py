@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..core.descriptor import Descriptor, IndexedLayer, Input, Node, Offset, Ref, ReplaceIndex, Round
+from ..core.descriptor import Descriptor, IndexedLayer, Input, Node, Ref
 from ..core.layer import Identity, Layer, Literal, Weight
 from ..errors import GraphError, PlanError, at
 
@@ -32,6 +32,8 @@ class Graph:
         self._collect_named(list(outputs.values()))
         self.outputs = {name: self._add(layer) for name, layer in outputs.items()}
         self.indexed = self._indexed()
+        #: Whether each node is a network input (an `Input`, or `Identity()` for the one named `input`).
+        self.is_input = [self.input_name(nid) is not None for nid in range(len(self.layers))]
         self._check_rows_moved()
         self._check_cycles()
 
@@ -104,6 +106,13 @@ class Graph:
             raise GraphError(f"input {name!r} is declared with dims {old} and {dim}{at(layer.where)}")
         self.input_dims[name] = dim if dim is not None else old
 
+    def input_name(self, nid: int) -> str | None:
+        """The input name of node `nid` if it is a network input, else None."""
+        layer = self.layers[nid]
+        if isinstance(layer, Identity):
+            return DEFAULT_INPUT
+        return layer.name if isinstance(layer, Input) else None
+
     def endpoint(self, name: str, kind: str) -> int:
         """The node id a request names: an input (kind 'input') or output, or else a named Node.
 
@@ -139,7 +148,7 @@ class Graph:
     def _check_rows_moved(self) -> None:
         """A descriptor that moves or combines rows must read values that have rows (that depend on inputs)."""
         for nid, layer in enumerate(self.layers):
-            if not isinstance(layer, Descriptor) or layer.rowwise or isinstance(layer, (Input, Ref, IndexedLayer)):
+            if not isinstance(layer, Descriptor) or layer.rowwise or isinstance(layer, IndexedLayer):
                 continue
             for op in self.operands[nid]:
                 if not self.indexed[op]:
@@ -212,10 +221,4 @@ class Graph:
 
 def shifts_time(layer: Layer) -> bool:
     """Whether a descriptor reads its operand at another frame (a nonzero t offset, a Round, a t replacement)."""
-    if isinstance(layer, Offset):
-        return layer.t_offset != 0
-    if isinstance(layer, Round):
-        return layer.t_modulus > 1
-    if isinstance(layer, ReplaceIndex):
-        return layer.variable == "t"
-    return False
+    return isinstance(layer, Descriptor) and layer.shifts_time()

@@ -7,6 +7,8 @@ two layouts are reshapes of each other. The computation keeps values
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 
 
@@ -23,3 +25,8 @@ def as_flat_rows(value: jax.Array) -> jax.Array:
 def as_layout(value: jax.Array, batch: int, batched: bool) -> jax.Array:
     """`value` as `[T, N, D]` in a batched call, as flat rows otherwise."""
     return as_frames(value, batch) if batched else as_flat_rows(value)
+
+
+def moved(rows: Callable[[jax.Array], jax.Array], value: jax.Array, batch: int, batched: bool) -> jax.Array:
+    """`value`'s rows moved by `rows` (a RowMap, which takes and gives `[T, N, D]`), in the layout asked for."""
+    return as_layout(rows(as_frames(value, batch)), batch, batched)

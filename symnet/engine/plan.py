@@ -26,40 +26,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..core.descriptor import (
-    Const,
-    Failover,
-    IfDefined,
-    IndexedLayer,
-    Input,
-    Node,
-    Offset,
-    ReplaceIndex,
-    Round,
-    Switch,
-)
-from ..core.index import decode, encode, format_indexes, shift
-from ..core.layer import Identity, Layer
-from ..errors import PlanError, at
-from .graph import DEFAULT_INPUT, Graph
+from ..core.descriptor import Descriptor, IndexedLayer, Node, Rule
+from ..core.index import decode, format_indexes
+from ..errors import PlanError
+from .graph import Graph
 from .recurrence import strongly_connected
 from .request import ComputationRequest
+from .semantics import operand_keys, rule, selected
 
 EMPTY = np.zeros(0, dtype=np.int64)
-
-
-def _replace(keys: np.ndarray, variable: str, value: int) -> np.ndarray:
-    n, t, x = decode(keys)
-    if variable == "t":
-        t = np.full_like(t, value)
-    else:
-        x = np.full_like(x, value)
-    return encode(n, t, x)
-
-
-def _round(keys: np.ndarray, modulus: int) -> np.ndarray:
-    n, t, x = decode(keys)
-    return encode(n, (t // modulus) * modulus, x)
 
 
 def _member(keys: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
@@ -147,8 +122,9 @@ class Planner:
         hi = max(int(t.max()) for t in ts)
         margin = 1 + time_reach(self.graph)
         for layer in self.graph.layers:
-            if isinstance(layer, ReplaceIndex) and layer.variable == "t":
-                lo, hi = min(lo, layer.value), max(hi, layer.value)
+            fixed = layer.fixed_time() if isinstance(layer, Descriptor) else None
+            if fixed is not None:
+                lo, hi = min(lo, fixed), max(hi, fixed)
         return lo - margin, hi + margin
 
     # ----- computability --------------------------------------------------------------
@@ -225,31 +201,27 @@ class Planner:
         layer = self.graph.layers[nid]
         ops = self.graph.operands[nid]
         given = self.given.get(nid)
-        if isinstance(layer, (Input, Identity, Const)):
+        if self.graph.is_input[nid] or not ops:
             return []
         if given is not None:
             keys = keys[~_member(keys, given)]
-        if not isinstance(layer, IfDefined):  # only cyclic derivations get outside: none reaches an input
+        if rule(layer) is not Rule.OPTIONAL:  # only cyclic derivations get outside: none reaches an input
             keys = keys[~self._outside(keys)]
         if not len(keys):
             return []
         if isinstance(layer, IndexedLayer):
             return [(ops[0], layer.requirements(keys)[0])]
-        if isinstance(layer, Switch):
-            which = decode(keys)[1] % len(ops)
-            return [(op, keys[which == i]) for i, op in enumerate(ops)]
-        if isinstance(layer, (IfDefined, Failover)):
-            return [(op, keys) for op in ops]
-        return list(zip(ops, self._same_or_mapped(layer, keys, len(ops))))
+        mapped = operand_keys(layer, keys)
+        return [(op, mapped[sel]) for op, sel in zip(ops, selected(layer, keys, len(ops)))]
 
     def _rule(self, nid: int, keys: np.ndarray) -> np.ndarray:
         """Computability of `keys` of node `nid` from its operands' current values (all demanded)."""
         layer = self.graph.layers[nid]
         ops = self.graph.operands[nid]
         given = self.given.get(nid)
-        if isinstance(layer, (Input, Identity)):
+        if self.graph.is_input[nid]:
             return _member(keys, given if given is not None else EMPTY)
-        if isinstance(layer, (Const, IfDefined)):
+        if rule(layer) is Rule.OPTIONAL:
             return np.ones(len(keys), dtype=bool)
         out = np.zeros(len(keys), dtype=bool)
         todo = ~self._outside(keys)
@@ -260,38 +232,21 @@ class Planner:
         if not todo.any():
             return out
         k = keys[todo]
-        if isinstance(layer, Failover):
-            value = self._lookup(ops[0], k) | self._lookup(ops[1], k)
-        elif isinstance(layer, IndexedLayer):
+        if isinstance(layer, IndexedLayer):
             required, owner = layer.requirements(k)
             available = self._lookup(ops[0], required) if len(required) else np.zeros(0, dtype=bool)
-            value = layer.computable_from(available, owner, len(k))
-        elif isinstance(layer, Switch):
-            value = np.zeros(len(k), dtype=bool)
-            which = decode(k)[1] % len(ops)
-            for i, op in enumerate(ops):
-                sel = which == i
-                if sel.any():
-                    value[sel] = self._lookup(op, k[sel])
-        else:
-            value = np.ones(len(k), dtype=bool)
-            for op, child_keys in zip(ops, self._same_or_mapped(layer, k, len(ops))):
-                value &= self._lookup(op, child_keys)
+            out[todo] = layer.computable_from(available, owner, len(k))
+            return out
+        mapped = operand_keys(layer, k)
+        first = rule(layer) is Rule.FIRST
+        value = np.zeros(len(k), dtype=bool) if first else np.ones(len(k), dtype=bool)
+        for op, sel in zip(ops, selected(layer, k, len(ops))):
+            have = ~sel  # rows that do not read this operand do not wait for it
+            if sel.any():
+                have[sel] = self._lookup(op, mapped[sel])
+            value = (value | (have & sel)) if first else (value & have)
         out[todo] = value
         return out
-
-    def _same_or_mapped(self, layer: Layer, keys: np.ndarray, count: int) -> list[np.ndarray]:
-        """Operand keys for layers whose every operand is needed at one mapped Index."""
-        try:
-            if isinstance(layer, Offset):
-                return [shift(keys, layer.t_offset, layer.x_offset)]
-            if isinstance(layer, Round):
-                return [_round(keys, layer.t_modulus)]
-            if isinstance(layer, ReplaceIndex):
-                return [_replace(keys, layer.variable, layer.value)]
-        except PlanError as e:  # an offset or index that leaves the Index range: name the layer
-            raise PlanError(f"{layer!r:.120}{at(layer.where)}: {e}") from None
-        return [keys] * count  # row-wise layers, Append, Sum, Node, Scale, DimRange
 
     # ----- requirements -------------------------------------------------------------------
 
@@ -311,26 +266,29 @@ class Planner:
     def _dependencies(self, nid: int, keys: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
         layer = self.graph.layers[nid]
         ops = self.graph.operands[nid]
-        if isinstance(layer, (Input, Identity, Const)):
+        if self.graph.is_input[nid] or not ops:
             return []
-        if isinstance(layer, IfDefined):
-            return [(ops[0], keys, self.computable(ops[0], keys))]
         if isinstance(layer, IndexedLayer):  # one entry per input Index read, not per row
             required, _ = layer.requirements(keys)
             return [(ops[0], required, self.computable(ops[0], required))]
-        if isinstance(layer, Failover):
-            first = self.computable(ops[0], keys)
-            second = self.computable(ops[1], keys) if self.request.sequence_ends else ~first
-            return [(ops[0], keys, first), (ops[1], keys, second)]
-        if isinstance(layer, Switch):
-            which = decode(keys)[1] % len(ops)
-            return [(op, keys, which == i) for i, op in enumerate(ops)]
-        all_rows = np.ones(len(keys), dtype=bool)
-        return [
-            (op, child_keys, all_rows)
-            for op, child_keys in zip(ops, self._same_or_mapped(layer, keys, len(ops)))
-            if self.graph.indexed[op]
-        ]
+        mapped = operand_keys(layer, keys)
+        how = rule(layer)
+        deps = []
+        taken = np.zeros(len(keys), dtype=bool)  # Rule.FIRST: rows an earlier operand serves
+        for i, (op, sel) in enumerate(zip(ops, selected(layer, keys, len(ops)))):
+            if not self.graph.indexed[op]:
+                continue
+            used = sel
+            if how is Rule.FIRST and not self.request.sequence_ends and i == len(ops) - 1:
+                used = sel & ~taken  # the last operand serves every row the others do not
+            elif how is not Rule.ALL:
+                used = sel.copy()
+                if sel.any():
+                    used[sel] = self.computable(op, mapped[sel])
+                if how is Rule.FIRST and not self.request.sequence_ends:
+                    used, taken = used & ~taken, taken | used
+            deps.append((op, mapped, used))
+        return deps
 
     def _requirements(self) -> list[np.ndarray]:
         graph = self.graph
@@ -407,28 +365,18 @@ class Planner:
             if (nid, key) in seen:
                 continue
             seen.add((nid, key))
-            layer = self.graph.layers[nid]
             keys = np.array([key], dtype=np.int64)
             t = int(decode(keys)[1][0])
-            if isinstance(layer, (Input, Identity)):
-                name = layer.name if isinstance(layer, Input) else DEFAULT_INPUT
+            name = self.graph.input_name(nid)
+            if name is not None:
                 missing.setdefault(name, set()).add(key)
                 continue
             if not lo <= t <= hi:
                 continue
-            ops = self.graph.operands[nid]
-            if isinstance(layer, IndexedLayer):
-                required, _ = layer.requirements(keys)
-                missing_inputs = required[~self.computable(ops[0], required)] if len(required) else required
-                stack.extend((ops[0], int(k)) for k in missing_inputs[:8])
-            elif isinstance(layer, Failover):
-                stack.extend((op, key) for op in ops)
-            elif isinstance(layer, Switch):
-                stack.append((ops[t % len(ops)], key))
-            else:
-                for op, child_keys in zip(ops, self._same_or_mapped(layer, keys, len(ops))):
-                    if self.graph.indexed[op] and not self.computable(op, child_keys)[0]:
-                        stack.append((op, int(child_keys[0])))
+            for op, op_keys in self._demands(nid, keys):  # what it waits for that is not computable
+                if self.graph.indexed[op] and len(op_keys):
+                    absent = op_keys[~self.computable(op, op_keys)]
+                    stack.extend((op, int(k)) for k in absent[:8])
 
 
 def time_reach(graph: Graph) -> int:
@@ -439,15 +387,7 @@ def time_reach(graph: Graph) -> int:
     no path through the graph crosses one of them twice without a cycle, so no
     acyclic derivation reaches further. It bounds contexts and planning windows.
     """
-    reach = 0
-    for layer in graph.layers:
-        if isinstance(layer, Offset):
-            reach += abs(layer.t_offset)
-        elif isinstance(layer, Round):
-            reach += layer.t_modulus
-        elif isinstance(layer, IndexedLayer):
-            reach += layer.reach()
-    return reach
+    return sum(layer.time_reach() for layer in graph.layers if isinstance(layer, Descriptor))
 
 
 def _topological_rank(graph: Graph) -> list[int]:

@@ -35,22 +35,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import Failover, IfDefined, Node, Offset, ReplaceIndex, Round
+from ..core.descriptor import Node
 from ..core.index import decode
 from ..core.layer import Divide, Layer, Minus, Negate, Plus, Times, layer_class
 from ..core.tape import Tape
 from ..errors import PlanError
 from .dims import node_shapes, static_dim
-from .frame import FrameProgram, step_value
+from .frame import FrameProgram, passes_through, step_value
 from .fused_scan import Lane, frame_mask, frame_reads, fused_scan, operand_reader
 from .layout import as_flat_rows, as_frames
 from .rowmap import RowMap
+from .semantics import optional_reads
 
 _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an external may be, computed per frame
 
 #: What `compile(..., lowering=...)` takes: `auto` (fused where every member has its `vjp`, else plain),
 #: `fused` (every group fused; a PlanError where a member has no `vjp`) or `plain` (every group plain).
 LOWERINGS = ("auto", "fused", "plain")
+
+
+def check_lowering(lowering: str) -> None:
+    """A PlanError unless `lowering` is one of `LOWERINGS` (checked before any work, by every caller that takes it)."""
+    if lowering not in LOWERINGS:
+        raise PlanError(f"lowering={lowering!r}: use one of {', '.join(map(repr, LOWERINGS))}")
 
 
 @layer_class
@@ -124,7 +131,8 @@ class _Edge:
     lag: int = 0
     mask: np.ndarray | None = None  # `same` and `lag`: the steps at which the source row exists
     rowmap: RowMap | None = None  # `external`: the operand's rows per step
-    slot: int = -1  # index into the per-step masks (`same`, `lag`) or the external inputs (`external`)
+    mask_slot: int = -1  # `same` and `lag`: index into the per-step masks (-1: the source row always exists)
+    external: int = -1  # `external`: index into the block's external inputs
     dyn: int = -1  # index into the per-sequence read masks (an optional read in a request with sequence ends)
 
     def present(self) -> np.ndarray:
@@ -222,7 +230,7 @@ class RecurrentBlock:
         self.optional_reads: list[tuple[tuple[int, int], np.ndarray]] = []
         if sequence_ends:
             for m in members:
-                if not isinstance(graph.layers[m], (IfDefined, Failover)):
+                if not optional_reads(graph.layers[m]):
                     continue
                 row_at_step = np.full(self.num_steps, -1, dtype=np.int64)
                 row_at_step[self.step_of[m][computed[m]]] = np.flatnonzero(computed[m])
@@ -341,7 +349,7 @@ class RecurrentBlock:
         for member_edges in self.edges.values():
             for pos, e in enumerate(member_edges):
                 if e.kind == "external":
-                    member_edges[pos] = dataclasses.replace(e, slot=len(out))
+                    member_edges[pos] = dataclasses.replace(e, external=len(out))
                     out.append(member_edges[pos])
         return out
 
@@ -398,10 +406,10 @@ class RecurrentBlock:
                 source_zero[~outside] = zero[e.op][source[~outside]] if e.op in zero else False
                 present = e.present()
                 if not np.all(present | source_zero):
-                    self.edges[m][pos] = dataclasses.replace(e, slot=len(masks))
+                    self.edges[m][pos] = dataclasses.replace(e, mask_slot=len(masks))
                     masks.append(present)
                 known_zero = ~present | source_zero
-            passes = isinstance(self.graph.layers[m], (Offset, IfDefined, Round, ReplaceIndex, Node))
+            passes = passes_through(self.graph.layers[m])
             zero[m] = known_zero if passes and len(self.edges[m]) == 1 else np.zeros(self.num_steps, dtype=bool)
         return masks
 
@@ -437,7 +445,7 @@ class RecurrentBlock:
 
     def _dims(self, ext_shapes: list[tuple[int, ...]]) -> dict[int, int]:
         """Each member's dim, from the graph's static shapes and the external operands' actual dims."""
-        known = {e.op: int(ext_shapes[e.slot][-1]) for e in self.externals}
+        known = {e.op: int(ext_shapes[e.external][-1]) for e in self.externals}
         shapes = node_shapes(self.graph, known)
         dims = {m: static_dim(shapes, m) for m in self.order}
         missing = [m for m, d in dims.items() if d is None]

@@ -18,7 +18,8 @@ multiples of the network's modulus (`symnet.engine.context.modulus`), so
 one pass.
 
 `ChunkRunner` is the machinery `Stream` and `compute(frames_per_chunk=...)`
-share: one chunk of output frames from absolute frames of input.
+share: one chunk of output frames from absolute frames of input, run by
+`symnet.engine.runner.run`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.descriptor import Failover, IfDefined, Node
+from ..core.descriptor import Node
 from ..core.index import IndexSet, decode
 from ..core.layer import NetworkLike
 from ..errors import ArgumentTypeError, PlanError, ShapeError, StreamError
@@ -41,8 +42,10 @@ from .context import modulus as graph_modulus
 from .dims import node_shapes, static_dim
 from .graph import Graph
 from .plan import Planner, time_reach
-from .recurrence import RecurrentBlock, strongly_connected
+from .recurrence import RecurrentBlock, check_lowering, strongly_connected
 from .request import ComputationRequest
+from .runner import Block, Frames, run
+from .semantics import optional_reads
 
 #: Input blocks `{input name: [frames, n, dim]}` for absolute frames (an int array), edge frames repeated.
 Source = Callable[[np.ndarray], dict[str, np.ndarray]]
@@ -100,7 +103,7 @@ def optional_reach(graph: Graph) -> int:
         if len(members) > 1 or members[0] in graph.operands[members[0]]:
             group_of.update(dict.fromkeys(members, i))
     for nid, layer in enumerate(graph.layers):
-        if not isinstance(layer, (IfDefined, Failover)):
+        if not optional_reads(layer):
             continue
         group = group_of.get(nid)
         stack, seen = list(graph.operands[nid]), set[int]()
@@ -115,11 +118,6 @@ def optional_reach(graph: Graph) -> int:
     return 0
 
 
-def host(value: Any) -> Any:
-    """A concrete array as numpy (slicing it compiles nothing); a traced one (under jax.grad) as it is."""
-    return value if isinstance(value, jax.core.Tracer) else np.asarray(value)
-
-
 def concatenate(parts: Sequence[Any]) -> Any:
     """`parts` joined along the first axis: in numpy unless one is traced (under jax.grad)."""
     if any(isinstance(p, jax.core.Tracer) for p in parts):
@@ -127,11 +125,13 @@ def concatenate(parts: Sequence[Any]) -> Any:
     return np.concatenate(parts)
 
 
-def chunk_runner(network: NetworkLike, output: str | None, frames_per_chunk: int) -> ChunkRunner:
-    """The ChunkRunner for a network structure, output and chunk size; cached."""
-    key = (network.structure, output, frames_per_chunk)
+def chunk_runner(
+    network: NetworkLike, output: str | None, frames_per_chunk: int, lowering: str = "auto"
+) -> ChunkRunner:
+    """The ChunkRunner for a network structure, output, chunk size and lowering; cached."""
+    key = (network.structure, output, frames_per_chunk, lowering)
     hit = _RUNNERS.get(key)
-    return hit if hit is not None else _RUNNERS.put(key, ChunkRunner(network, output, frames_per_chunk))
+    return hit if hit is not None else _RUNNERS.put(key, ChunkRunner(network, output, frames_per_chunk, lowering))
 
 
 class ChunkRunner:
@@ -140,10 +140,13 @@ class ChunkRunner:
     Chunk starts are 0, `first_chunk`, then every `frames_per_chunk` frames
     (both multiples of the modulus, and the first long enough that every later
     chunk's state and input lie inside the sequence): every chunk after the
-    first is the same request unless it is the last.
+    first is the same request unless it is the last. Every chunk runs through
+    `symnet.engine.runner.run` with the runner's `lowering`.
     """
 
-    def __init__(self, network: NetworkLike, output: str | None, frames_per_chunk: int):
+    def __init__(self, network: NetworkLike, output: str | None, frames_per_chunk: int, lowering: str = "auto"):
+        check_lowering(lowering)
+        self.lowering = lowering
         self.name = output_name(network, output)
         self.graph = Graph(dict(network.structure.outputs))
         self.left, self.right = context(network, self.name)
@@ -210,24 +213,18 @@ class ChunkRunner:
         hi = out_end + self.right + self.extra
         if length is not None and last and self.extra:
             hi = length + self.right
-        blocks = source(np.arange(lo, hi))
-        n = next(iter(blocks.values())).shape[1]
-        inputs = {k: IndexSet.range(n=n, t=(lo - start, hi - start)) for k in blocks}
-        matrices = {k: jax.device_put(b.reshape(-1, b.shape[-1])) for k, b in blocks.items()}
-        for node, value in state.items():
-            inputs[node] = IndexSet.range(n=n, t=(-len(value), 0))
-            matrices[node] = jax.device_put(value.reshape(-1, value.shape[-1]))
-        outputs = {self.name: IndexSet.range(n=n, t=(0, out_end - start))}
+        inputs = {k: Block((lo - start, hi - start), b) for k, b in source(np.arange(lo, hi)).items()}
+        inputs.update({node: Block((-len(value), 0), value) for node, value in state.items()})
+        outputs: dict[str, Frames] = {self.name: (0, out_end - start)}
         # A last chunk without optional reads computes the state too, so that it is the steady request.
         carried = {} if last and self.extra else {k: min(d, out_end - start) for k, d in self.states.items()}
         for node, frames in carried.items():
-            outputs[node] = IndexSet.range(n=n, t=(out_end - start - frames, out_end - start))
-        request = ComputationRequest(inputs=inputs, outputs=outputs)
-        result = compile(network, request)(network, matrices)
-        out = host(result[self.name]).reshape(out_end - start, n, -1)[: end - start]
+            outputs[node] = (out_end - start - frames, out_end - start)
+        result = run(network, inputs, outputs, lowering=self.lowering)
+        out = result[self.name][: end - start]
         after: State = {}
-        for node, frames in carried.items():
-            new = host(result[node]).reshape(frames, n, -1)
+        for node in carried:
+            new = result[node]
             after[node] = concatenate([state[node], new])[-self.states[node] :] if node in state else new
         return out, after
 
@@ -246,16 +243,18 @@ class Stream:
     arrived and its chunk is complete. After `finish` the utterance is over:
     `feed` and `finish` refuse (more frames of it would be taken for a new
     utterance) until `reset()` starts the next one, with the same compiled
-    programs.
+    programs. `lowering` is how recurrences run, as for `compile`.
     """
 
-    def __init__(self, network: NetworkLike, frames_per_chunk: int, *, output: str | None = None):
+    def __init__(
+        self, network: NetworkLike, frames_per_chunk: int, *, output: str | None = None, lowering: str = "auto"
+    ):
         if not hasattr(network, "structure") or not hasattr(network, "params"):
             raise ArgumentTypeError(f"Stream: the network must be a symnet Network, got {type(network).__name__}")
         if isinstance(frames_per_chunk, bool) or not isinstance(frames_per_chunk, int) or frames_per_chunk <= 0:
             raise PlanError(f"frames_per_chunk must be a positive number of frames, got {frames_per_chunk!r}")
         self.network = network
-        self._runner = chunk_runner(network, output, frames_per_chunk)
+        self._runner = chunk_runner(network, output, frames_per_chunk, lowering)
         self.output = self._runner.name
         self.frames_per_chunk = frames_per_chunk
         self.reset()

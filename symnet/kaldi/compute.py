@@ -46,15 +46,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import jax
 import numpy as np
 
-from ..core.index import IndexSet, encode
-from ..engine import ComputationRequest, compile
 from ..engine.buckets import batch_size, bucket_length, fill, padding_side
 from ..engine.context import modulus as graph_modulus
 from ..engine.graph import Graph
 from ..engine.inspect import recurrent_edges
+from ..engine.runner import Block, clamped, run, run_each
 from ..errors import ShapeError, SymnetError
 from .scales import check_descriptor_scales
 
@@ -233,58 +231,40 @@ class Nnet3Computer:
         f = self.options.frame_subsampling_factor
         first_out = chunk.first_out - (chunk.padding * f if self.side == "start" else 0)
         last_out = first_out + (chunk.shape[0] - 1) * f
-        frames = np.arange(first_out - chunk.left, last_out + chunk.right + 1)
-        return feats[np.clip(frames, 0, len(feats) - 1)]
+        return clamped(feats, np.arange(first_out - chunk.left, last_out + chunk.right + 1))
 
     def _real(self, chunk: _Chunk, out: np.ndarray) -> np.ndarray:
         """The chunk's own output frames of `out` (its padded shape's frames)."""
         start = chunk.padding if self.side == "start" else 0
         return out[start : start + chunk.count]
 
-    def _run(self, inputs: dict[str, IndexSet], matrices: dict[str, Any], outputs: IndexSet) -> np.ndarray:
-        request = ComputationRequest(inputs=inputs, outputs={"output": outputs})
-        return np.asarray(compile(self.network, request)(self.network, matrices)["output"])
-
     def _regular(self, group: list[_Chunk], utterances: list[np.ndarray]) -> dict[_Chunk, np.ndarray]:
         """Chunks of one shape as the sequences of one regular request."""
         f, first = self.options.frame_subsampling_factor, group[0]
-        n, count = len(group), first.shape[0]
+        count = first.shape[0]
         span = (-first.left, (count - 1) * f + first.right + 1)
         block = np.stack([self._frames(c, utterances[c.utterance]) for c in group], axis=1)  # [T', n, D]
-        inputs = {"input": IndexSet.range(n=n, t=span)}
-        matrices: dict[str, Any] = {"input": jax.device_put(block.reshape(-1, block.shape[-1]))}
+        inputs = {"input": Block(span, block)}
         if first.ivector is not None:
-            inputs["ivector"] = IndexSet.range(n=n, t=1)
             rows: list[np.ndarray] = []
             for c in group:
                 assert c.ivector is not None  # i-vectors are given for every utterance or for none
                 rows.append(c.ivector)
-            matrices["ivector"] = jax.device_put(np.stack(rows).astype(np.float32))
-        out = self._run(inputs, matrices, IndexSet.range(n=n, t=range(0, count * f, f)))
-        out = out.reshape(count, n, -1)
+            inputs["ivector"] = Block((0, 1), np.stack(rows).astype(np.float32)[None])
+        out = run(self.network, inputs, {"output": range(0, count * f, f)})["output"]
         return {c: self._real(c, out[:, j]) for j, c in enumerate(group)}
 
     def _irregular(self, chunks: list[_Chunk], utterances: list[np.ndarray]) -> dict[_Chunk, np.ndarray]:
         """Chunks of several shapes as the sequences of one request (for networks without recurrences)."""
         f = self.options.frame_subsampling_factor
-        in_keys, rows, out_keys, iv_keys, iv_rows = [], [], [], [], []
-        for j, c in enumerate(chunks):
+        inputs: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"input": []}
+        for c in chunks:
             t = np.arange(-c.left, (c.count - 1) * f + c.right + 1)
-            in_keys.append(encode(np.full(len(t), j), t, np.zeros(len(t), np.int64)))
-            rows.append(self._frames(c, utterances[c.utterance]))
-            t_out = np.arange(c.count) * f
-            out_keys.append(encode(np.full(c.count, j), t_out, np.zeros(c.count, np.int64)))
-            if c.ivector is not None:
-                iv_keys.append(encode(np.array([j]), np.zeros(1, np.int64), np.zeros(1, np.int64)))
-                iv_rows.append(c.ivector)
-        inputs = {"input": IndexSet(np.concatenate(in_keys))}
-        matrices: dict[str, Any] = {"input": jax.device_put(np.concatenate(rows))}
-        if iv_keys:
-            inputs["ivector"] = IndexSet(np.concatenate(iv_keys))
-            matrices["ivector"] = jax.device_put(np.stack(iv_rows).astype(np.float32))
-        out = self._run(inputs, matrices, IndexSet(np.concatenate(out_keys)))
-        ends = np.cumsum([c.count for c in chunks])
-        return {c: piece for c, piece in zip(chunks, np.split(out, ends[:-1]), strict=True)}
+            inputs["input"].append((t, self._frames(c, utterances[c.utterance])))
+            if c.ivector is not None:  # i-vectors are given for every utterance or for none
+                inputs.setdefault("ivector", []).append((np.zeros(1, np.int64), c.ivector.astype(np.float32)[None]))
+        out = run_each(self.network, inputs, {"output": [np.arange(c.count) * f for c in chunks]})["output"]
+        return dict(zip(chunks, out, strict=True))
 
 
 def nnet3_compute(

@@ -45,12 +45,14 @@ import math
 import re
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..core.descriptor import (
     Append,
     Const,
+    Descriptor,
     Failover,
     IfDefined,
     Input,
@@ -517,25 +519,26 @@ def _from_layer(layer: Layer, depth: int = 0) -> _D:
         if not is_valid_name(layer.name) or layer.name in KEYWORDS:
             raise _Fail(f"node name {layer.name!r} cannot be written in a Kaldi descriptor", None, where)
         return _D("node", name=layer.name, where=where, leaf=layer)
-    if isinstance(layer, (Append, Sum, Switch)):
-        return _D(type(layer).__name__, tuple(sub(p) for p in layer.parts), where=where)
-    if isinstance(layer, Offset):
-        return _D("Offset", (sub(layer.arg),), a=layer.t_offset, b=layer.x_offset, where=where)
-    if isinstance(layer, IfDefined):
-        return _D("IfDefined", (sub(layer.arg),), where=where)
-    if isinstance(layer, Failover):
-        return _D("Failover", (sub(layer.first), sub(layer.second)), where=where)
-    if isinstance(layer, Round):
-        return _D("Round", (sub(layer.arg),), a=layer.t_modulus, where=where)
-    if isinstance(layer, ReplaceIndex):
-        return _D("ReplaceIndex", (sub(layer.arg),), a=layer.value, name=layer.variable, where=where)
-    if isinstance(layer, (Scale, Const)):
-        value = to_float32(layer.scale if isinstance(layer, Scale) else layer.value)
-        if not math.isfinite(value):
-            raise _Fail(f"{type(layer).__name__} needs a finite float32 value, got {value}", None, where)
-        if isinstance(layer, Scale):
-            return _D("Scale", (sub(layer.arg),), alpha=value, where=where)
-        return _D("Const", alpha=value, a=layer.dim, where=where)
+    name = layer.kaldi_name if isinstance(layer, Descriptor) else None
+    if name is not None:  # the descriptor's own Kaldi form: operands, then ints (a, b), a float, a name
+        assert isinstance(layer, Descriptor)
+        parts: list[_D] = []
+        ints: list[int] = []
+        fields: dict[str, Any] = {}
+        for arg in layer.kaldi_args():
+            if isinstance(arg, Layer):
+                parts.append(sub(arg))
+            elif isinstance(arg, str):
+                fields["name"] = arg
+            elif isinstance(arg, float):
+                value = to_float32(arg)
+                if not math.isfinite(value):
+                    raise _Fail(f"{type(layer).__name__} needs a finite float32 value, got {value}", None, where)
+                fields["alpha"] = value
+            else:
+                ints.append(int(arg))
+        fields.update(zip("ab", ints))
+        return _D(name, tuple(parts), where=where, **fields)
     raise _Fail(f"{type(layer).__name__} is not part of Kaldi's descriptor grammar", None, where)
 
 

@@ -20,14 +20,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
 
-from ..core.index import IndexSet, decode, encode
-from ..engine import ComputationRequest, compile
+from ..core.index import decode
 from ..engine.graph import Graph
 from ..engine.inspect import recurrent_edges
 from ..engine.plan import Planner
+from ..engine.runner import request_each, run_each
 from ..errors import ShapeError, SymnetError
 from .scales import check_descriptor_scales
 
@@ -85,28 +84,11 @@ def exact_outputs(
     ]
 
 
-def _request(
-    batch: Sequence[int], lengths: Sequence[int], wanted: Sequence[dict[str, np.ndarray]], ivector: bool
-) -> ComputationRequest:
-    def keys(j: int, t: np.ndarray) -> np.ndarray:
-        return encode(np.full(len(t), j), np.asarray(t, np.int64), np.zeros(len(t), np.int64))
-
-    inputs = {"input": IndexSet(np.concatenate([keys(j, np.arange(lengths[i])) for j, i in enumerate(batch)]))}
-    if ivector:
-        inputs["ivector"] = IndexSet(np.concatenate([keys(j, np.zeros(1, np.int64)) for j in range(len(batch))]))
-    outputs = {}
-    for name in wanted[batch[0]]:
-        parts = [keys(j, wanted[i][name]) for j, i in enumerate(batch) if len(wanted[i][name])]
-        if parts:
-            outputs[name] = IndexSet(np.concatenate(parts))
-    return ComputationRequest(inputs=inputs, outputs=outputs)
-
-
 def _computable(graph: Graph, length: int, names: Sequence[str], margin: int, ivector: bool) -> dict[str, np.ndarray]:
     """Per output, the frames in `-margin .. length - 1 + margin` that input frames `0 .. length - 1` make
     computable (sequence 0)."""
-    probe = {name: np.arange(-margin, length + margin) for name in names}
-    request = _request([0], [length], [probe], ivector)
+    inputs = {"input": [np.arange(length)], **({"ivector": [np.zeros(1, np.int64)]} if ivector else {})}
+    request = request_each(inputs, {name: [np.arange(-margin, length + margin)] for name in names})
     planner = Planner(graph, request)
     out = {}
     for name in names:
@@ -124,16 +106,14 @@ def _compute(
     frames: Sequence[dict[str, np.ndarray]],
 ) -> list[dict[str, np.ndarray]]:
     """The computable outputs of the utterances `batch`, each its own sequence n of one request."""
-    request = _request(batch, [len(f) for f in utterances], frames, ivectors is not None)
-    matrices = {"input": jnp.asarray(np.concatenate([utterances[i] for i in batch]))}
+    inputs = {"input": [(np.arange(len(utterances[i])), utterances[i]) for i in batch]}
     if ivectors is not None:
-        matrices["ivector"] = jnp.asarray(np.concatenate([ivectors[i] for i in batch]))
-    result = compile(net, request)(net, matrices)
+        inputs["ivector"] = [(np.zeros(1, np.int64), ivectors[i]) for i in batch]
+    names = frames[batch[0]]
+    result = run_each(net, inputs, {name: [frames[i][name] for i in batch] for name in names})
     out: list[dict[str, np.ndarray]] = [{} for _ in batch]
-    for name, value in result.items():
-        counts = [len(frames[i][name]) for i in batch]
-        pieces = np.split(np.asarray(value), np.cumsum(counts)[:-1])
+    for name, pieces in result.items():
         for j, piece in enumerate(pieces):
-            if counts[j]:
+            if len(frames[batch[j]][name]):
                 out[j][name] = piece
     return out

@@ -39,7 +39,7 @@ import attrs
 import numpy as np
 
 from ..components.base import Component
-from ..core.descriptor import DimRange, Input, Node, Ref
+from ..core.descriptor import Input, Node
 from ..core.layer import Identity, evolve
 from ..core.walk import walk
 from ..errors import (
@@ -58,7 +58,7 @@ from .components import PLACEHOLDER_INPUT, WRITABLE_TYPES, ParamValues, lookup
 from .components.fields import Block
 from .config import ComponentNode, ConfigLine, DimRangeNode, InputNode, OutputNode, parse_config, write_config
 from .descriptor_text import write_descriptor
-from .network import by_name, descriptor_dim, write_order
+from .network import by_name, descriptor_dim, dim_range_node, write_order
 from .nnet_file import NnetComponent, NnetFile, find_token, format_nnet, write_nnet
 from .transition_model import TransitionModel
 
@@ -272,8 +272,8 @@ def _network_lines(net: Network) -> tuple[list[ConfigLine], dict[str, Component]
                     raise ModelWriteError(f"node {name!r}: two different components are named {arg.name!r}")
                 write_descriptor(arg.input)
                 lines.append(ComponentNode(name=name, component=arg.name, descriptor=by_name(arg.input)))
-            elif isinstance(arg, DimRange) and isinstance(arg.arg, (Node, Input, Ref)):
-                lines.append(DimRangeNode(name=name, input_node=arg.arg.name, dim_offset=arg.offset, dim=arg.dim))
+            elif (dim_range := dim_range_node(name, arg)) is not None:
+                lines.append(dim_range)
             else:
                 raise ModelWriteError(
                     f"node {name!r}: a Kaldi node is a component or a DimRange of a node, not {type(arg).__name__}"

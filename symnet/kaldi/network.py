@@ -28,22 +28,7 @@ from typing import Any
 
 from ..components.base import Component
 from ..components.structure import CompositeComponent
-from ..core.descriptor import (
-    Append,
-    Const,
-    DimRange,
-    Failover,
-    IfDefined,
-    Input,
-    Node,
-    Offset,
-    Ref,
-    ReplaceIndex,
-    Round,
-    Scale,
-    Sum,
-    Switch,
-)
+from ..core.descriptor import Combine, Descriptor, Input, Node, Ref
 from ..core.layer import Identity, Layer, evolve
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, ConfigWriteError, DescriptorError
@@ -117,13 +102,16 @@ def descriptor_dim(layer: Layer, dims: Mapping[str, int], line: ConfigLine) -> i
     Switch agree; errors are ConfigErrors pointing into `line`."""
     if isinstance(layer, (Ref, Input, Node)):
         return dims[layer.name]
-    if isinstance(layer, Const):
-        return layer.dim
-    if isinstance(layer, Append):
-        return sum(descriptor_dim(p, dims, line) for p in layer.parts)
-    if isinstance(layer, (Sum, Switch, Failover)):
-        parts = layer.parts if isinstance(layer, (Sum, Switch)) else (layer.first, layer.second)
-        found = [descriptor_dim(p, dims, line) for p in parts]
+    if not isinstance(layer, Descriptor):
+        raise line.error(f"{type(layer).__name__} is not a Kaldi descriptor", "input")
+    if layer.output_dim is not None:  # Const, DimRange
+        return layer.output_dim
+    if layer.kaldi_name is None:
+        raise line.error(f"{type(layer).__name__} is not a Kaldi descriptor", "input")
+    if layer.combine is Combine.APPEND:
+        return sum(descriptor_dim(p, dims, line) for p in layer.children)
+    found = [descriptor_dim(p, dims, line) for p in layer.children]
+    if len(found) > 1:  # Sum, Switch, Failover: the parts must agree
         if len(set(found)) > 1:
             what = type(layer).__name__
             message = f"{what}() of parts with different dims ({', '.join(map(str, found))})"
@@ -136,12 +124,7 @@ def descriptor_dim(layer: Layer, dims: Mapping[str, int], line: ConfigLine) -> i
             ):
                 raise line.source.error(message, column)
             raise line.error(message, "input")
-        return found[0]
-    if isinstance(layer, (Offset, IfDefined, Round, ReplaceIndex, Scale)):
-        return descriptor_dim(layer.arg, dims, line)
-    if isinstance(layer, DimRange):
-        return layer.dim
-    raise line.error(f"{type(layer).__name__} is not a Kaldi descriptor", "input")
+    return found[0]
 
 
 def substitute_nodes(layer: Layer, resolve: Callable[[str], Layer]) -> Layer:
@@ -244,14 +227,18 @@ def strong_refs(layer: Layer, shifted: bool = False) -> Iterable[tuple[str, bool
     if isinstance(layer, (Node, Ref, Input)):
         yield layer.name, shifted
         return
-    if isinstance(layer, Offset):
-        shifted = shifted or layer.t_offset != 0
-    elif isinstance(layer, Round):
-        shifted = shifted or layer.t_modulus > 1
-    elif isinstance(layer, ReplaceIndex):
-        shifted = shifted or layer.variable == "t"
+    shifted = shifted or (isinstance(layer, Descriptor) and layer.shifts_time())
     for child in layer.children:
         yield from strong_refs(child, shifted)
+
+
+def dim_range_node(name: str, arg: Layer) -> DimRangeNode | None:
+    """The dim-range-node line of node `name` if its operand is columns of a node or input (a DimRange), else None."""
+    columns = arg.column_range() if isinstance(arg, Descriptor) else None
+    source = arg.children[0] if columns is not None else None
+    if columns is None or not isinstance(source, (Node, Input, Ref)):
+        return None
+    return DimRangeNode(name=name, input_node=source.name, dim_offset=columns[0], dim=columns[1])
 
 
 def write_order(nodes: Mapping[str, Node]) -> list[str]:
@@ -266,8 +253,8 @@ def write_order(nodes: Mapping[str, Node]) -> list[str]:
     for name, node in nodes.items():
         arg = node.arg
         source = arg.input if isinstance(arg, Component) and hasattr(arg, "input") else arg
-        if isinstance(arg, DimRange):
-            source = arg.arg
+        if isinstance(arg, Descriptor) and arg.column_range() is not None:  # a dim-range-node
+            source = arg.children[0]
         deps[name] = {ref for ref, shifted in strong_refs(source) if not shifted and ref in nodes and ref != name}
     users: dict[str, list[str]] = {name: [] for name in nodes}
     for name, used in deps.items():
@@ -310,8 +297,9 @@ def _node_lines(node: Node, components: dict[str, Component], exact: bool) -> li
         except (ConfigError, DescriptorError) as e:
             raise ConfigWriteError(f"{what}: {e}") from None
         return out
-    if isinstance(arg, DimRange) and isinstance(arg.arg, (Node, Input, Ref)):
-        return [DimRangeNode(name=node.name, input_node=arg.arg.name, dim_offset=arg.offset, dim=arg.dim)]
+    dim_range = dim_range_node(node.name, arg)
+    if dim_range is not None:
+        return [dim_range]
     raise ConfigWriteError(
         f"{what}: a Kaldi config node is a component or a DimRange of a node, not {type(arg).__name__}"
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..components.base import Component
-from ..core.descriptor import Append, Input, Node, Ref, Scale
+from ..core.descriptor import Combine, Descriptor, Input, Node, Ref
 from ..core.layer import Identity, Layer
 from ..core.walk import walk
 from ..errors import SymnetError, at
@@ -44,7 +44,8 @@ def _source(layer: Layer) -> str | None:
 
 
 def _check(descriptor: Layer, owner: str) -> None:
-    parts = descriptor.children if isinstance(descriptor, Append) else (descriptor,)
+    appended = isinstance(descriptor, Descriptor) and descriptor.combine is Combine.APPEND
+    parts = descriptor.children if appended else (descriptor,)
     for part in parts:
         scales: dict[str, float] = {}
         stack: list[tuple[Layer, float]] = [(part, 1.0)]
@@ -60,7 +61,8 @@ def _check(descriptor: Layer, owner: str) -> None:
                         "this: 'got two different scales'); scale the node the same way everywhere in the part"
                     )
                 continue
-            if isinstance(layer, Scale):
-                stack.append((layer.arg, scale * layer.scale))
+            factor = layer.scale_factor() if isinstance(layer, Descriptor) else None
+            if factor is not None:
+                stack.append((layer.children[0], scale * factor))
             else:
                 stack.extend((child, scale) for child in reversed(layer.children))

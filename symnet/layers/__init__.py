@@ -10,6 +10,10 @@
 - `Conv2d(img, out_channels, kernel=(3, 3), stride=, padding=, dilation=)`: 2-D convolution.
   Kaldi: ConvolutionComponent (without padding or dilation).
 - `MaxPool2d(img, 2)`, `AvgPool2d(img, 2)`: 2-D pooling. Kaldi: MaxpoolingComponent (max, no padding) / none.
+- `LSTM(name, x, cell=, projection=)`, `GRU(name, x, cell=)`, `Bidirectional(LSTM, name, x, ...)`: recurrent
+  layers as trees of Kaldi's components (fast-lstm(p), fast-(p)gru), run by the fused scan.
+- `MultiHeadAttention(name, x, heads=, key_dim=, window=(left, right) or None)`: self-attention over frames.
+  Kaldi: RestrictedAttentionComponent (with `padding='zeros'`).
 
 Dims come from the input where the engine knows them statically, image
 shapes from the nearest image layer below (see `symnet.layers.base`,
@@ -19,6 +23,7 @@ after its Node (`symnet.core.naming`), and its parameters after it and their
 field (`conv1.filter_params`).
 """
 
+from .attention import MultiHeadAttention
 from .base import Typed
 from .conv import Conv2d
 from .dense import Affine, TimeConv
@@ -26,16 +31,21 @@ from .dropout import Dropout
 from .image import Flatten, Reshape
 from .normalization import BatchNorm, LayerNorm
 from .pool import AvgPool2d, MaxPool2d
+from .recurrent import GRU, LSTM, Bidirectional
 
 __all__ = [
+    "GRU",
+    "LSTM",
     "Affine",
     "AvgPool2d",
     "BatchNorm",
+    "Bidirectional",
     "Conv2d",
     "Dropout",
     "Flatten",
     "LayerNorm",
     "MaxPool2d",
+    "MultiHeadAttention",
     "Reshape",
     "TimeConv",
     "Typed",

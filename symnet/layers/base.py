@@ -35,6 +35,7 @@ from ..engine.graph import Graph
 from ..errors import ConfigWriteError, LayerOptionError, ShapeError, SymnetError, UnknownShapeError, at
 
 __all__ = [
+    "KaldiPart",
     "Typed",
     "as_component",
     "derived",
@@ -229,6 +230,22 @@ class Typed:
         if isinstance(value, tuple) and len(value) == 2 and value[0] == value[1] and isinstance(value[0], int):
             return repr(value[0])
         return fmt.value(value)
+
+
+class KaldiPart(Typed):
+    """A Kaldi component a typed layer is built of (an LSTM's LstmNonlinearityComponent, ...), mixed in before
+    that component (`component`): it keeps Kaldi's default training options, so a Kaldi config states only its
+    shapes (see `symnet.layers.kaldi`), and it shows as that component."""
+
+    __slots__ = ()
+
+    component: ClassVar[type]
+
+    def kaldi_form(self, name: str) -> Layer:
+        return as_component(self, self.component)
+
+    def _format(self, fmt: Formatter) -> tuple[str, int]:
+        return self.kaldi_form("")._format(fmt)
 
 
 def as_component(layer: Any, cls: type, **changes: Any) -> Layer:

@@ -34,7 +34,7 @@ from ..components.nonlinear import (
     TanhComponent,
 )
 from ..components.structure import CompositeComponent
-from ..core.descriptor import Descriptor, DimRange, Input, Node, Ref
+from ..core.descriptor import Descriptor, Input, Node, Ref
 from ..core.elementwise import LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from ..core.layer import Layer
 from ..core.walk import walk
@@ -112,7 +112,8 @@ def kaldi_forms(roots: list[Layer]) -> KaldiForms:
         if (
             isinstance(original, Node)
             and isinstance(children[0], Descriptor)
-            and not isinstance(children[0], (DimRange, Input, Ref))
+            and not isinstance(children[0], (Input, Ref))
+            and children[0].column_range() is None  # a DimRange of a node stays a dim-range-node
             and original.name not in referenced
         ):
             done[id(original)] = children[0]

@@ -98,8 +98,10 @@ def test_tnd_forward_backward_equals_grad_of_flat_call(kind: str) -> None:
     assert tape.value.shape == (T, N, H)
     grads = tape.backward(weights)
 
+    autodiff = compile(net, request(left, right), gradient="jax")  # JAX's own reverse mode, against the Tape's
+
     def loss(params: dict[str, jax.Array]) -> jax.Array:
-        out = computation(net.replace(params=params), {"input": xs.reshape(-1, D)})["output"]
+        out = autodiff(net.replace(params=params), {"input": xs.reshape(-1, D)})["output"]
         return jnp.sum(out * weights.reshape(-1, H))
 
     expected = jax.grad(loss)(net.params)

@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ...core.descriptor import Append, DimRange, Input, Node, Offset, Ref
+from ...core.descriptor import Append, Input, Node, Offset, Ref
 from ...core.layer import Layer
 from ...core.source import user_line
 from ...core.walk import rewrite, walk
@@ -81,7 +81,7 @@ def _dim(leaf: Input | Node) -> int:
     if isinstance(leaf, Input):
         return leaf.dim
     arg = leaf.arg
-    dim = arg.dim if isinstance(arg, DimRange) else getattr(arg, "output_dim", None)
+    dim = getattr(arg, "output_dim", None)  # a component's, or a DimRange's
     if not isinstance(dim, int):
         raise SymnetError(f"node {leaf.name!r} is not a component or dim-range node, so its dim is not known")
     return dim
