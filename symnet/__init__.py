@@ -23,6 +23,7 @@ opts in to keeping freed host memory (`symnet.host_memory`).
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from .core import html as _html
@@ -85,7 +86,7 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__ge
         children_field,
         layer_class,
     )
-    from .core.source import user_line
+    from .core.precision import Precision
     from .core.tape import Tape
     from .core.walk import rewrite, walk
     from .engine import Computation, ComputationRequest, Stream, compile
@@ -136,6 +137,7 @@ __all__ = [
     "ParameterError",
     "PlanError",
     "Plus",
+    "Precision",
     "Power",
     "ReLU",
     "Ref",
@@ -171,7 +173,6 @@ __all__ = [
     "rng",
     "save",
     "tune_host_memory",
-    "user_line",
     "walk",
 ]
 
@@ -192,7 +193,7 @@ _MODULES: dict[str, tuple[str | None, ...]] = {
         "BinaryLayer", "Divide", "Dot", "FixedWeight", "Identity", "Layer", "Literal", "Minus", "Negate", "Plus",
         "Power", "Structure", "Times", "Weight", "child", "children_field", "layer_class",
     ),
-    ".core.source": ("user_line",),
+    ".core.precision": ("Precision",),
     ".core.tape": ("Tape",),
     ".core.walk": ("rewrite", "walk"),
     ".engine": ("Computation", "ComputationRequest", "Stream", "compile"),
@@ -213,8 +214,20 @@ _LAZY = {
 }
 
 
+#: Names that were public by mistake: still found, for one release, with a DeprecationWarning naming their home.
+_DEPRECATED = {"user_line": (".core.source", "the user's source line for error messages is internal")}
+
+
 def __getattr__(name: str) -> Any:
     """A public name's object, imported from its module on first use (PEP 562)."""
+    if name in _DEPRECATED:
+        module, why = _DEPRECATED[name]
+        warnings.warn(
+            f"symnet.{name} is deprecated ({why}); import it from symnet{module} if you must",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(module, __name__), name)
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module, attribute = _LAZY[name]

@@ -36,6 +36,8 @@ from typing import IO, Any
 
 from .errors import OutputError, SymnetError
 
+__all__ = ["atomic_open", "atomic_write", "atomic_write_all", "AtomicFile", "check_writable", "resolve_output"]
+
 _REPLACE, _IN_PLACE, _THROUGH = "replace", "in place", "through"
 
 

@@ -51,6 +51,8 @@ import numpy.typing as npt
 
 from .errors import ShapeError
 
+__all__ = ["accuracy", "Dataset", "HmmTask", "MAX_SAMPLE_VALUES", "phone_error_rate"]
+
 
 def _array_key(a: np.ndarray) -> tuple[tuple[int, ...], str, bytes]:
     return (a.shape, a.dtype.str, a.tobytes())

@@ -6,6 +6,35 @@ shape) so that a traceback from deep inside JAX never reaches the user.
 
 from __future__ import annotations
 
+__all__ = [
+    "ArgumentTypeError",
+    "at",
+    "ChainError",
+    "CheckpointError",
+    "ComponentConfigError",
+    "ComponentModeError",
+    "ConfigError",
+    "ConfigWriteError",
+    "DescriptorError",
+    "GraphError",
+    "KaldiDataError",
+    "LayerOptionError",
+    "LayerTypeError",
+    "ModelFormatError",
+    "ModelKeyError",
+    "ModelWriteError",
+    "OutputError",
+    "ParameterError",
+    "PlanError",
+    "SaveError",
+    "ShapeError",
+    "StreamError",
+    "SymnetError",
+    "TrainingError",
+    "UnknownOptionError",
+    "UnknownShapeError",
+]
+
 
 class SymnetError(Exception):
     """Base class of all symnet errors."""

@@ -35,6 +35,8 @@ import ctypes
 import os
 import platform
 
+__all__ = ["ENV", "keep_freed_memory", "mode", "tune_host_memory"]
+
 #: The environment variable: `system` leaves glibc's malloc as it is.
 ENV = "SYMNET_HOST_MEMORY"
 

@@ -34,6 +34,7 @@ from .core.layer import (
     input_tape,
 )
 from .core.params import checked_params, initial_values
+from .core.precision import Precision
 from .core.tape import Tape
 from .core.walk import rewrite, walk
 from .engine import dense
@@ -319,6 +320,7 @@ class Network:
         extra_left_context: int = 0,
         extra_right_context: int = 0,
         lowering: str = "auto",
+        precision: str | Precision | None = None,
     ) -> Any:
         """Outputs for every frame of `[N, T, D]` input or a list of `[T_i, D]` sequences.
 
@@ -332,7 +334,9 @@ class Network:
         `frames_per_chunk` needs concrete input (a PlanError when traced).
         `lowering` is how recurrences run (`'auto'`, `'fused'`, `'plain'`, as
         for `symnet.compile`); `symnet.engine.runner.record()` shows the
-        Computations a call used and what each recurrence got.
+        Computations a call used and what each recurrence got. `precision` is a
+        mixed-precision policy (`symnet.Precision` or `"float32"`, `"bfloat16"`,
+        `"float16"`; docs/precision.md).
         """
         return dense.compute(
             self,
@@ -344,6 +348,7 @@ class Network:
             extra_left_context=extra_left_context,
             extra_right_context=extra_right_context,
             lowering=lowering,
+            precision=precision,
         )
 
     def __repr__(self) -> str:

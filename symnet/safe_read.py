@@ -27,6 +27,18 @@ import numpy as np
 
 from .errors import ModelFormatError, SymnetError
 
+__all__ = [
+    "ArraySpec",
+    "DEFLATE_MAX_RATIO",
+    "MAX_ARRAY_BYTES",
+    "MAX_HEADER_BYTES",
+    "MAX_MEMBERS",
+    "MAX_TEXT_BYTES",
+    "NpzArchive",
+    "read_file",
+    "regular_file",
+]
+
 #: Limits no real file reaches: the members of one archive, the bytes of one array, of a text or JSON member.
 MAX_MEMBERS = 1 << 18
 MAX_ARRAY_BYTES = 1 << 34

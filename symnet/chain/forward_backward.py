@@ -28,6 +28,8 @@ import numpy as np
 from ..errors import ChainError
 from .graph import ChainGraph
 
+__all__ = ["forward_backward", "graph_arrays", "GraphArrays", "stack_graphs"]
+
 
 class GraphArrays(NamedTuple):
     """A `ChainGraph` (or a padded stack of them, with a leading sequence axis) as JAX arrays."""

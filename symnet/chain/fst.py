@@ -19,6 +19,8 @@ import numpy as np
 from ..errors import ChainError
 from ..safe_read import read_file
 
+__all__ = ["Fst", "FST_MAGIC", "MAX_FST_BYTES", "parse_fst_binary", "parse_fst_text", "read_fst"]
+
 #: OpenFst's FstHeader magic number.
 FST_MAGIC = 2125659606
 #: FstHeader flags: symbol tables present, aligned arcs.

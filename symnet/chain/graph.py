@@ -18,6 +18,17 @@ import numpy as np
 from ..errors import ChainError
 from .fst import Fst, parse_fst_text, read_fst
 
+__all__ = [
+    "ChainGraph",
+    "denominator_graph",
+    "fst_from_arcs",
+    "INITIAL_PROB_ITERS",
+    "initial_probs",
+    "numerator_graph",
+    "numerator_graph_from_text",
+    "read_denominator_graph",
+]
+
 #: Iterations of HMM propagation averaged for the initial probabilities (Kaldi's fixed number).
 INITIAL_PROB_ITERS = 100
 

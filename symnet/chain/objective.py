@@ -27,6 +27,8 @@ import numpy as np
 from ..errors import ChainError
 from .forward_backward import GraphArrays, forward_backward
 
+__all__ = ["chain_objective", "ChainObjective", "ChainOptions", "DEFAULT_OBJF_PER_FRAME", "OUTPUT_LIMIT", "subsample"]
+
 #: Kaldi limits the denominator's exp() to outputs in [-30, 30].
 OUTPUT_LIMIT = 30.0
 #: Kaldi's objective per frame for a minibatch whose objective is not finite (derivative set to 0).

@@ -26,6 +26,8 @@ import numpy as np
 from ..errors import ChainError
 from .fst import Fst
 
+__all__ = ["estimate_phone_lm"]
+
 
 class _LmState:
     """One history's counts (Kaldi's LmState): `counts` maps the next phone (0: end of sentence) to its count."""

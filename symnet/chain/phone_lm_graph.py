@@ -31,6 +31,8 @@ from .fst import Fst
 from .graph import ChainGraph, denominator_graph
 from .topology import Topology
 
+__all__ = ["expand_with_phones", "K_DELTA", "phone_lm_denominator", "PUSH_MAX_ITERATIONS", "push_special"]
+
 #: OpenFst's kDelta; Kaldi's den graph is pushed to kDelta * 0.01.
 K_DELTA = 1.0 / 1024.0
 PUSH_MAX_ITERATIONS = 200

@@ -29,6 +29,8 @@ from .graph import ChainGraph
 from .phone_lm_graph import expand_with_phones
 from .topology import Topology
 
+__all__ = ["allowed_phones", "normalize_numerator", "phone_numerator", "phone_runs"]
+
 
 def phone_runs(phone_alignment: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(phones, durations) of the runs of equal ids in a per-frame phone alignment."""

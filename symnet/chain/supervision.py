@@ -33,6 +33,8 @@ import numpy as np
 from ..errors import ChainError
 from .graph import ChainGraph, denominator_graph, fst_from_arcs
 
+__all__ = ["alignment_numerator", "allowed_pdfs", "denominator_from_alignments"]
+
 
 def _check_alignment(alignment: np.ndarray, num_pdfs: int, what: str) -> np.ndarray:
     a = np.asarray(alignment)

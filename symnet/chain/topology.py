@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from ..errors import ChainError
 
+__all__ = ["HmmState", "Topology"]
+
 
 @dataclass(frozen=True)
 class HmmState:

@@ -15,6 +15,16 @@ from ..core.layer import Layer, child, layer_class
 from . import natural_gradient
 from .base import Component, auto_vjp, known_shape, rows_matmul_t, rows_sum
 
+__all__ = [
+    "AffineComponent",
+    "BlockAffineComponent",
+    "FixedAffineComponent",
+    "LinearComponent",
+    "NaturalGradientAffineComponent",
+    "NaturalGradientRepeatedAffineComponent",
+    "RepeatedAffineComponent",
+]
+
 
 @layer_class
 class _AffineBase(Component):

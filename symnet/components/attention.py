@@ -34,7 +34,10 @@ import jax.numpy as jnp
 
 from ..core.descriptor import Append, IfDefined, Offset
 from ..core.layer import Layer, child, layer_class
+from ..core.precision import in_float32
 from .base import Component, auto_vjp
+
+__all__ = ["RestrictedAttentionComponent"]
 
 
 @layer_class
@@ -69,6 +72,7 @@ class _AttentionCore(Component):
     def output_dim(self) -> int:
         return self.num_heads * (self.value_dim + (self.context_dim if self.output_context else 0))
 
+    @in_float32
     def apply(self, x: jax.Array) -> jax.Array:
         lead = x.shape[:-1]
         c_dim, kd, vd = self.context_dim, self.key_dim, self.value_dim
@@ -87,6 +91,7 @@ class _AttentionCore(Component):
             out = jnp.concatenate([out, weights], axis=-1)
         return out.reshape(lead + (self.output_dim,))
 
+    @in_float32
     def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x)
 

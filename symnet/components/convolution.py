@@ -51,6 +51,8 @@ from ..core.descriptor import Append, IfDefined, Offset
 from ..core.layer import Layer, child, layer_class
 from .base import Component, auto_vjp, known_shape
 
+__all__ = ["ConvolutionComponent", "MaxpoolingComponent", "TimeHeightConvolutionComponent"]
+
 
 def _pairs(value: Any) -> tuple[tuple[int, int], ...]:
     return tuple((int(a), int(b)) for a, b in value)

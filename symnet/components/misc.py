@@ -20,6 +20,19 @@ from ..core.descriptor import Const
 from ..core.layer import Layer, child, layer_class
 from .base import Component, ComponentModeError, auto_vjp
 
+__all__ = [
+    "BackpropTruncationComponent",
+    "ClipGradientComponent",
+    "DropoutComponent",
+    "DropoutMaskComponent",
+    "ElementwiseProductComponent",
+    "GeneralDropoutComponent",
+    "NoOpComponent",
+    "PermuteComponent",
+    "SumBlockComponent",
+    "SumGroupComponent",
+]
+
 
 def _int_tuple(value: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in value)

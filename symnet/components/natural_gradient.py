@@ -106,6 +106,34 @@ import numpy as np
 from ..core.layer import Layer
 from ..errors import ArgumentTypeError, ShapeError, SymnetError
 
+__all__ = [
+    "active",
+    "affine",
+    "affine_gradients",
+    "components",
+    "CONDITION_THRESHOLD",
+    "DELTA",
+    "effective_rank",
+    "EPSILON",
+    "eta",
+    "init",
+    "init_states",
+    "is_natural_gradient",
+    "NaturalGradientComponent",
+    "NaturalGradientState",
+    "NUM_INIT_ITERS",
+    "NUM_INITIAL_UPDATES",
+    "optimizer",
+    "ORTHOGONALITY_THRESHOLD",
+    "orthonormal_special",
+    "precondition",
+    "Preconditioning",
+    "repeated_affine_gradients",
+    "settings",
+    "State",
+    "step_context",
+]
+
 #: Kaldi's constants (OnlineNaturalGradient's constructor and PreconditionDirectionsInternal).
 EPSILON = 1.0e-10
 DELTA = 5.0e-4

@@ -13,7 +13,18 @@ import jax.numpy as jnp
 
 from ..core.elementwise import LogSoftmax, ReLU, Sigmoid, Tanh
 from ..core.layer import Layer, child, layer_class
+from ..core.precision import in_float32
 from .base import Component
+
+__all__ = [
+    "LogSoftmaxComponent",
+    "PnormComponent",
+    "RectifiedLinearComponent",
+    "SigmoidComponent",
+    "SOFTMAX_FLOOR",
+    "SoftmaxComponent",
+    "TanhComponent",
+]
 
 #: SoftmaxComponent floors its output at this value (so log() of it stays finite).
 SOFTMAX_FLOOR = 1.0e-20
@@ -72,9 +83,11 @@ class SoftmaxComponent(_Nonlinear):
 
     kaldi_type = "SoftmaxComponent"
 
+    @in_float32
     def apply(self, x: jax.Array) -> jax.Array:
         return jnp.maximum(jax.nn.softmax(x, axis=-1), SOFTMAX_FLOOR)
 
+    @in_float32
     def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return (value * (delta - jnp.sum(delta * value, axis=-1, keepdims=True)),)
 

@@ -15,14 +15,24 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from ..core.layer import Layer, child, layer_class
+from ..core.precision import in_float32, wide
 from .base import Component
+
+__all__ = [
+    "batchnorm_stats_updates",
+    "BatchNormComponent",
+    "minibatch_sums",
+    "NormalizeComponent",
+    "SQUARED_NORM_FLOOR",
+    "statistics_across",
+]
 
 #: Kaldi's floor on the squared norm (2^-66: its square root is exact in float).
 SQUARED_NORM_FLOOR = 2.0**-66
@@ -86,6 +96,7 @@ class NormalizeComponent(Component):
         p = jnp.sum(xs * xs, axis=-1, keepdims=True) / d_scaled
         return jnp.maximum(p, SQUARED_NORM_FLOOR), p
 
+    @in_float32
     def apply(self, x: jax.Array) -> jax.Array:
         xs = self._blocks(x)
         floored, _ = self._scale(xs)
@@ -96,6 +107,7 @@ class NormalizeComponent(Component):
             y = jnp.concatenate([y, log_stddev], axis=-1)
         return y.reshape(x.shape[:-1] + (self.output_dim,))
 
+    @in_float32
     def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         # Kaldi's DiffNormalizePerRow: the exact derivative except where the floor is active.
         xs = self._blocks(x)
@@ -170,12 +182,14 @@ class BatchNormComponent(Component):
         scale = jax.lax.rsqrt(scaled_var + var_scale * self.epsilon)
         return ((xs - mean) * scale).reshape(x.shape)
 
+    @in_float32
     def apply(self, x: jax.Array, mean: jax.Array, var: jax.Array, count: jax.Array) -> jax.Array:
         if not self.test_mode:
             return self._train(x)
         scale, offset = self.test_scale_offset(mean, var)
         return (self._blocks(x) * scale + offset).reshape(x.shape)
 
+    @in_float32
     def vjp(
         self, delta: jax.Array, value: jax.Array, x: jax.Array, mean: jax.Array, var: jax.Array, count: jax.Array
     ) -> tuple[jax.Array | None, ...]:
@@ -189,6 +203,7 @@ class BatchNormComponent(Component):
         self, x: jax.Array, count: jax.Array, mean: jax.Array, var: jax.Array
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Kaldi's StoreStats, in mean/variance form: the statistics after adding minibatch `x`."""
+        x = x.astype(wide(x.dtype))  # summed in float32 at least (symnet.core.precision)
         batch_sum, batch_sumsq, n = minibatch_sums(self._blocks(x).reshape(-1, self.block_dim))
         new_count = count + n
         stats_sum = count * mean + batch_sum
@@ -198,14 +213,17 @@ class BatchNormComponent(Component):
         return new_count, new_mean, new_var
 
 
-def batchnorm_stats_updates(tape: Any) -> dict[str, jax.Array]:
+def batchnorm_stats_updates(tape: Any, state: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:
     """New values of the statistics of every training-mode BatchNormComponent the tape ran.
 
     Returns parameter name -> array (`{name}.count`, `{name}.stats_mean`,
     `{name}.stats_var`), to merge into the Network's parameters after a
     training step. A component run several times (shared, or over several
-    chunks) accumulates every run.
+    chunks) accumulates every run. `state` (the network's) gives the stored
+    statistics as kept, where the tape holds them cast by a precision policy;
+    the new values have their dtypes.
     """
+    state = state or {}
     current: dict[str, jax.Array] = {}
     for node in tape.nodes():
         layer = node.layer
@@ -215,9 +233,10 @@ def batchnorm_stats_updates(tape: Any) -> dict[str, jax.Array]:
         if any(n is None for n in names):
             continue
         x, mean, var, count = (u.value for u in node.upstream)
-        count = current.get(names[0], count)
-        mean = current.get(names[1], mean)
-        var = current.get(names[2], var)
+        # The stored statistics as kept (`state`), not as a precision policy cast them for the call.
+        count = current.get(names[0], state.get(names[0], count))
+        mean = current.get(names[1], state.get(names[1], mean))
+        var = current.get(names[2], state.get(names[2], var))
         new = layer.accumulate_stats(x, count, mean, var)
-        current.update(zip(names, new))
+        current.update((n, v.astype(old.dtype)) for n, v, old in zip(names, new, (count, mean, var), strict=True))
     return current

@@ -18,6 +18,8 @@ import jax.numpy as jnp
 from ..core.layer import Layer, child, layer_class
 from .base import Component, auto_vjp, known_shape
 
+__all__ = ["GruNonlinearityComponent", "LstmNonlinearityComponent", "OutputGruNonlinearityComponent"]
+
 
 @layer_class
 class LstmNonlinearityComponent(Component):

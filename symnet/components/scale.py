@@ -11,6 +11,19 @@ from ..core.descriptor import Const
 from ..core.layer import Layer, child, layer_class
 from .base import Component, known_shape, rows_sum
 
+__all__ = [
+    "ConstantComponent",
+    "ConstantFunctionComponent",
+    "ensure_nonzero",
+    "FixedBiasComponent",
+    "FixedScaleComponent",
+    "NaturalGradientPerElementScaleComponent",
+    "PerElementOffsetComponent",
+    "PerElementScaleComponent",
+    "SCALE_EPSILON",
+    "ScaleAndOffsetComponent",
+]
+
 #: ScaleAndOffsetComponent keeps its scales at least this far from zero in the forward pass.
 SCALE_EPSILON = 1.0e-4
 

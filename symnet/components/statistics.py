@@ -45,8 +45,11 @@ import numpy as np
 from ..core.descriptor import IndexedLayer
 from ..core.index import decode, encode
 from ..core.layer import Layer, child, layer_class
+from ..core.precision import in_float32
 from ..errors import ShapeError, at
 from .base import Component
+
+__all__ = ["StatisticsExtractionComponent", "StatisticsPoolingComponent"]
 
 
 def _segment_sum(values: jnp.ndarray, owner: np.ndarray, num_rows: int) -> jnp.ndarray:
@@ -91,6 +94,7 @@ class _StatisticsExtraction(IndexedLayer):
     def reach(self) -> int:
         return self.output_period
 
+    @in_float32
     def apply_rows(self, values: jax.Array, owner: np.ndarray, num_rows: int, *weights: jax.Array) -> jax.Array:
         _check_dim(self, values, self.input_dim)
         counts = np.bincount(owner, minlength=num_rows).astype(np.float64)
@@ -128,6 +132,7 @@ class _StatisticsPooling(IndexedLayer):
     def reach(self) -> int:
         return max(self.left_context, self.right_context)
 
+    @in_float32
     def apply_rows(self, values: jax.Array, owner: np.ndarray, num_rows: int, *weights: jax.Array) -> jax.Array:
         _check_dim(self, values, self.input_dim)
         sums = _segment_sum(values, owner, num_rows)

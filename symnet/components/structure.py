@@ -37,6 +37,8 @@ from ..core.layer import Layer, child, children_field, evolve, layer_class
 from ..errors import ComponentConfigError, ShapeError, at
 from .base import Component, ComponentModeError
 
+__all__ = ["CompositeComponent", "DistributeComponent", "PART_INPUT", "SpecAugmentTimeMaskComponent"]
+
 # ----- DistributeComponent ------------------------------------------------------------------
 
 

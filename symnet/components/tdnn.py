@@ -32,6 +32,8 @@ from ..errors import UnknownShapeError
 from .affine import AffineComponent, LinearComponent
 from .base import Component, known_shape
 
+__all__ = ["TdnnComponent"]
+
 
 def _offsets(value: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in value)

@@ -12,6 +12,8 @@ from ..errors import ShapeError, at
 if TYPE_CHECKING:
     from .layer import Layer
 
+__all__ = ["check_broadcast", "unbroadcast"]
+
 
 def unbroadcast(delta: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     """Sum `delta` down to `shape`: the transpose of broadcasting to delta's shape."""

@@ -74,6 +74,27 @@ from .index import decode, encode, shift
 from .layer import Layer, child, children_field, layer_class
 from .source import user_line
 
+__all__ = [
+    "Append",
+    "Combine",
+    "Const",
+    "Descriptor",
+    "DimRange",
+    "Failover",
+    "IfDefined",
+    "IndexedLayer",
+    "Input",
+    "Node",
+    "Offset",
+    "Ref",
+    "ReplaceIndex",
+    "Round",
+    "Rule",
+    "Scale",
+    "Sum",
+    "Switch",
+]
+
 L = TypeVar("L", bound=Layer)
 
 

@@ -12,6 +12,9 @@ import jax.numpy as jnp
 
 from ..errors import ShapeError, at
 from .layer import Layer, child, layer_class
+from .precision import in_float32
+
+__all__ = ["Elementwise", "Exp", "Log", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"]
 
 
 @layer_class
@@ -84,9 +87,11 @@ class Softmax(Elementwise):
         if not a:
             raise ShapeError(f"Softmax needs at least one axis, got a scalar{at(self.where)}")
 
+    @in_float32
     def apply(self, a: jax.Array) -> jax.Array:
         return jax.nn.softmax(a, axis=-1)
 
+    @in_float32
     def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (value * (d - jnp.sum(d * value, axis=-1, keepdims=True)),)
 
@@ -97,8 +102,10 @@ class LogSoftmax(Elementwise):
 
     check = Softmax.check
 
+    @in_float32
     def apply(self, a: jax.Array) -> jax.Array:
         return jax.nn.log_softmax(a, axis=-1)
 
+    @in_float32
     def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
         return (d - jnp.exp(value) * jnp.sum(d, axis=-1, keepdims=True),)

@@ -13,6 +13,8 @@ import numpy as np
 from ..errors import LayerTypeError, at
 from .source import user_line
 
+__all__ = ["constant_array", "FrozenArray", "literal_value"]
+
 
 class FrozenArray:
     """A read-only numpy array with structural `==` and `hash`.

@@ -14,6 +14,8 @@ import html
 from collections.abc import Callable
 from typing import Any
 
+__all__ = ["on_first_render", "register", "render"]
+
 _RENDERERS: dict[type, Callable[[Any], str]] = {}
 _LOADERS: list[Callable[[], None]] = []
 

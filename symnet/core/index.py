@@ -18,6 +18,8 @@ import numpy as np
 
 from ..errors import PlanError
 
+__all__ = ["decode", "encode", "format_indexes", "Index", "INDEX_LIMIT", "IndexSet", "MAX_INDEXES", "shift"]
+
 _BITS = 21
 _OFF = 1 << (_BITS - 1)
 _MASK = (1 << _BITS) - 1

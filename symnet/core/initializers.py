@@ -21,6 +21,8 @@ from ..errors import ShapeError, at
 from .registry import INITIALIZER_CLASSES
 from .source import user_line
 
+__all__ = ["Glorot", "Initializer", "Normal", "Uniform", "Zeros"]
+
 _BLOCK = 1 << 16
 
 

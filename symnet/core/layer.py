@@ -38,6 +38,32 @@ from .source import user_line
 from .tape import Tape
 from .walk import structurally_equal, walk
 
+__all__ = [
+    "as_layer",
+    "BinaryLayer",
+    "canonicalize",
+    "child",
+    "children_field",
+    "Divide",
+    "Dot",
+    "evaluate",
+    "evolve",
+    "FixedWeight",
+    "Identity",
+    "input_tape",
+    "Layer",
+    "layer_class",
+    "Literal",
+    "Minus",
+    "Negate",
+    "NetworkLike",
+    "Plus",
+    "Power",
+    "Structure",
+    "Times",
+    "Weight",
+]
+
 L = TypeVar("L", bound="Layer")
 
 

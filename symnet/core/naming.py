@@ -29,6 +29,8 @@ from .walk import walk
 if TYPE_CHECKING:
     from .layer import Layer
 
+__all__ = ["default_names", "unique_name"]
+
 
 def unique_name(base: str, taken: set[str]) -> str:
     """`base`, or `base_2`, `base_3`, ... : the first that is not in `taken`."""

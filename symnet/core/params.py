@@ -20,6 +20,8 @@ from ..errors import ParameterError, at
 if TYPE_CHECKING:
     from .layer import Weight
 
+__all__ = ["checked_params", "initial_values", "MAX_PARAMETER_VALUES", "parameter_key"]
+
 
 def parameter_key(seed: int, name: str) -> jax.Array:
     """The random key of the parameter `name`: derived from the seed and the name, not from any counter."""

@@ -18,6 +18,8 @@ import jax
 
 from ..errors import SymnetError
 
+__all__ = ["active_key", "active_proportions", "dropout_proportions", "key_for", "proportion", "randomness"]
+
 _STACK: list[jax.Array] = []
 
 

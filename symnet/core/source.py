@@ -11,6 +11,8 @@ import os
 import sys
 import types
 
+__all__ = ["user_line"]
+
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -22,6 +22,8 @@ from .walk import topological
 if TYPE_CHECKING:
     from .layer import Layer
 
+__all__ = ["backward", "backward_deltas", "Pullback", "Tape"]
+
 Pullback = Callable[[jax.Array], tuple["jax.Array | None", ...]]
 
 
@@ -117,7 +119,8 @@ class Tape:
 def backward(seeds: Sequence[tuple[Tape, Any]]) -> dict[str, jax.Array]:
     """Gradients of every Weight (name -> array) given deltas of several tapes of one run (e.g. two outputs
     that share layers): one walk, the shared layers' deltas summed, as one `Tape.backward` of their sum would.
-    Weights of the run that no seed reaches get zeros."""
+    Weights of the run that no seed reaches get zeros. Each gradient has its parameter's dtype (a mixed-precision
+    policy casts a Weight's value for the call: symnet.core.precision)."""
     deltas = backward_deltas(seeds)
     reached: dict[str, jax.Array] = {}
     for node, d in deltas.items():
@@ -130,7 +133,9 @@ def backward(seeds: Sequence[tuple[Tape, Any]]) -> dict[str, jax.Array]:
     for tape, _ in seeds:
         if tape.parameters is not None:
             grads.update({name: jnp.zeros_like(value) for name, value in tape.parameters.items() if name not in grads})
-    grads.update(reached)
+    # A Weight's value may be its parameter cast to a compute dtype (symnet.core.precision): the cast's
+    # transpose gives the gradient in the parameter's own dtype.
+    grads.update({name: d.astype(grads[name].dtype) if name in grads else d for name, d in reached.items()})
     return grads
 
 

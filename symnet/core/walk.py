@@ -15,6 +15,8 @@ import attrs
 if TYPE_CHECKING:
     from .layer import Layer
 
+__all__ = ["rewrite", "structurally_equal", "topological", "walk"]
+
 Node = TypeVar("Node")
 
 

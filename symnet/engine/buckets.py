@@ -36,6 +36,8 @@ from .graph import Graph
 from .inspect import recurrent_edges, strongly_connected_groups
 from .semantics import optional_reads
 
+__all__ = ["BATCH_FRAMES", "batch_size", "bucket_length", "BUCKETS", "fill", "padding_side", "Side"]
+
 #: Bucket lengths in frames; longer sequences are padded to a multiple of the last.
 BUCKETS: tuple[int, ...] = (128, 256, 384, 512, 768, 1024, 1536, 2048)
 

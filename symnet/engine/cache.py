@@ -7,6 +7,8 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
+__all__ = ["Cache", "clear_caches"]
+
 V = TypeVar("V")
 
 _ALL: weakref.WeakSet[Cache[Any]] = weakref.WeakSet()

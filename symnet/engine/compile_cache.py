@@ -44,6 +44,16 @@ import jax
 
 from ..version import __version__
 
+__all__ = [
+    "cache_dir",
+    "CheckedCache",
+    "default_cache_dir",
+    "enable_compile_cache",
+    "ENV",
+    "unwrap_entry",
+    "wrap_entry",
+]
+
 #: The environment variable naming the cache folder (or `off`).
 ENV = "SYMNET_COMPILE_CACHE"
 _OFF = {"off", "none", "0", "false", "no", ""}

@@ -35,6 +35,7 @@ from ..core.layer import (
     Times,
     Weight,
 )
+from ..core.precision import Precision, get_precision
 from ..core.tape import Tape
 from ..errors import PlanError, ShapeError, at
 from .cache import Cache
@@ -113,6 +114,7 @@ class Computation:
         planner: Planner,
         lowering: str = "auto",
         gradient: str = "tape",
+        precision: Precision | None = None,
     ):
         #: The network structure it was compiled for: what it may be called with.
         self.structure = structure
@@ -121,6 +123,7 @@ class Computation:
         self.request = request
         self.lowering = lowering  # what was asked for; each RecurrentBlock holds what it got
         self.gradient = gradient  # how jax.grad of a call differentiates it (symnet.engine.gradient)
+        self.precision = precision  # the dtypes of parameters, compute and outputs (symnet.core.precision)
         self.regular = planner.regular
         self.batch = planner.batch
         self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(needed) if len(k)}
@@ -370,6 +373,13 @@ class Computation:
         """The output Tapes. With `record`, each input's Tape and the transpose of the row movement from the
         input array to its value are recorded there (for the cotangents of the inputs: engine/gradient.py)."""
         graph, batch = self.graph, self.batch
+        # A policy casts the inputs here and each Weight's value at its tape node (`_tape`); both casts are
+        # transposed by the walk (`symnet.core.tape.backward` gives gradients in the parameters' dtype).
+        if self.precision is not None:
+            inputs = self.precision.cast_inputs(inputs)
+            dtype = self.precision.compute
+        else:
+            dtype = _compute_dtype(params, state, inputs)
         by_read = dict(zip(self.sequence_ends.reads, reads, strict=True)) if self.sequence_ends else {}
         tapes: dict[int, Tape] = {}
         given: dict[int, Tape] = {}
@@ -400,7 +410,7 @@ class Computation:
                 for block in step.blocks if isinstance(step, MergedScans) else (step,):
                     for edge in block.externals:  # an operand no row of this request reads (e.g. a Failover's)
                         if edge.op not in tapes:
-                            tapes[edge.op] = self._absent(edge.op, tapes)
+                            tapes[edge.op] = self._absent(edge.op, tapes, dtype)
                 if batched:  # scans take (t, n) rows: show them flat views of [T, N, D] operands
                     view = dict(tapes)
                     for block in step.blocks if isinstance(step, MergedScans) else (step,):
@@ -412,7 +422,7 @@ class Computation:
                 else:
                     step.tapes(tapes, self.rows, params, given, by_read)
             elif step.nid not in tapes:
-                tapes[step.nid] = self._tape(step, tapes, params, state, by_read, batched)
+                tapes[step.nid] = self._tape(step, tapes, params, state, by_read, batched, dtype)
         out = {}
         for name, rowmap in self.output_maps.items():
             tape = tapes[self.output_ids[name]]
@@ -422,6 +432,8 @@ class Computation:
                 tape = _selection_tape(tape, rowmap, batch, self.request.outputs[name], batched)
             if batched and tape.value.ndim == 2:
                 tape = _reshaped_tape(tape, as_frames(tape.value, batch))
+            if self.precision is not None and tape.value.dtype != self.precision.output:
+                tape = _cast_tape(tape, self.precision.output)
             out[name] = tape
         return out
 
@@ -433,22 +445,25 @@ class Computation:
         state: Mapping[str, jax.Array],
         reads: Mapping[tuple[int, int], jax.Array],
         batched: bool = False,
+        dtype: Any = float,
     ) -> Tape:
-        """The tape node of one step; `batched`: keep indexed values `[T, N, D]` where the layer allows."""
+        """The tape node of one step; `batched`: keep indexed values `[T, N, D]` where the layer allows;
+        `dtype`: the one of the constants it makes."""
         layer, batch = step.layer, self.batch
         if isinstance(layer, Weight):
+            cast = self.precision.cast if self.precision is not None else _same
             if not layer.trainable:
-                return Tape(layer, state[layer.name], parameters=params)  # type: ignore[index]
-            return Tape(layer, params[layer.name], parameter=layer.name, parameters=params)  # type: ignore[index]
+                return Tape(layer, cast(state[layer.name]), parameters=params)  # type: ignore[index]
+            return Tape(layer, cast(params[layer.name]), parameter=layer.name, parameters=params)  # type: ignore[index]
         if isinstance(layer, Literal):
             return Tape(layer, layer.array, parameters=params)
-        upstream = tuple(tapes[op] if op in tapes else self._absent(op, tapes) for op in step.operands)
+        upstream = tuple(tapes[op] if op in tapes else self._absent(op, tapes, dtype) for op in step.operands)
         rows = self.rows.get(step.nid)  # None for values that do not depend on the Index (weights, literals)
         if combine(layer) is Combine.CONST:
             assert rows is not None and isinstance(layer, Descriptor) and layer.output_dim is not None
             dim = layer.output_dim
             shape = (len(rows) // batch, batch, dim) if batched else (len(rows), dim)
-            return Tape(layer, layer.constant(shape, jnp.result_type(float)), rows=rows, parameters=params)
+            return Tape(layer, layer.constant(shape, jnp.result_type(dtype)), rows=rows, parameters=params)
         if not self.graph.indexed[step.nid]:  # a function of weights and literals only
             layer.check(*(u.shape for u in upstream))
             return Tape(layer, layer.apply(*(u.value for u in upstream)), upstream, parameters=params)
@@ -505,19 +520,20 @@ class Computation:
         value, vjp = jax.vjp(_descriptor_fn(layer, step.maps, batch, batched, uses), *(u.value for u in upstream))
         return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
 
-    def _absent(self, nid: int, tapes: dict[int, Tape]) -> Tape:
+    def _absent(self, nid: int, tapes: dict[int, Tape], dtype: Any = float) -> Tape:
         """A zero-row tape for an operand no row reads (an IfDefined source that never exists)."""
         known = {n: int(tape.value.shape[-1]) for n, tape in tapes.items() if self.graph.indexed[n]}
         dim = static_dim(node_shapes(self.graph, known), nid)
         if dim is None:
             raise PlanError(f"cannot infer the dim of {self.graph.describe(nid)}, which no output reads")
-        return Tape(self.graph.layers[nid], jnp.zeros((0, dim), jnp.result_type(float)))
+        return Tape(self.graph.layers[nid], jnp.zeros((0, dim), jnp.result_type(dtype)))
 
     def explain(self) -> str:
         """The Computation and the lowering asked for, then one line per recurrence, in run order: its members,
         frames, direction and lowering (fused or plain scan; a plain one under `auto` names the members
         without a `vjp`). Recurrences that share one loop are listed under it."""
-        lines = [f"{self!r}, lowering={self.lowering!r}, gradient={self.gradient!r}"]
+        policy = "None" if self.precision is None else str(self.precision)
+        lines = [f"{self!r}, lowering={self.lowering!r}, gradient={self.gradient!r}, precision={policy}"]
         for step in self.schedule:
             if isinstance(step, MergedScans):
                 lines.append(f"one loop of {len(step.blocks)} recurrences:")
@@ -615,6 +631,24 @@ def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet, batc
     return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
 
 
+def _cast_tape(tape: Tape, dtype: Any) -> Tape:
+    """A tape node showing `tape`'s value cast to `dtype` (a policy's output); its delta is cast back."""
+    back = tape.value.dtype
+    pullback = lambda d: (d.astype(back),)  # noqa: E731
+    value = tape.value.astype(dtype)
+    return Tape(tape.layer, value, (tape,), rows=tape.rows, pullback=pullback, parameters=tape.parameters)
+
+
+def _same(value: jax.Array) -> jax.Array:
+    return value
+
+
+def _compute_dtype(*trees: Mapping[str, jax.Array]) -> Any:
+    """The dtype of the constants a call makes: JAX's promotion of its floating arrays (float without any)."""
+    floats = [v.dtype for tree in trees for v in tree.values() if jnp.issubdtype(v.dtype, jnp.floating)]
+    return jnp.result_type(*floats) if floats else jnp.result_type(float)
+
+
 def _reshaped_tape(tape: Tape, value: jax.Array) -> Tape:
     """A tape node showing `tape`'s value reshaped (flat rows as `[T, N, D]` or back); its delta is reshaped back."""
     shape = tape.value.shape
@@ -641,7 +675,11 @@ def _contexts(key: jax.Array | None, proportions: Mapping[str, jax.Array] | None
 
 
 def compile(
-    network: NetworkLike, request: ComputationRequest, lowering: str = "auto", gradient: str = "tape"
+    network: NetworkLike,
+    request: ComputationRequest,
+    lowering: str = "auto",
+    gradient: str = "tape",
+    precision: str | Precision | None = None,
 ) -> Computation:
     """Plan `request` on `network` (eagerly) and return the Computation; cached.
 
@@ -657,18 +695,25 @@ def compile(
     (fast through recurrences; symnet.engine.gradient); `jax` JAX's own
     autodiff of the lowered program (forward mode too: `jax.jvp`, `jax.jacfwd`).
 
-    The cache key is (network structure, request, lowering, gradient):
-    parameters do not matter, so every training step with the same request
-    shape reuses one Computation.
+    `precision` is a mixed-precision policy (`symnet.Precision` or a preset's
+    name: `"float32"`, `"bfloat16"`, `"float16"`): parameters, state and
+    inputs are cast to its compute dtype in the program, outputs to its output
+    dtype; gradients come back in each array's own dtype. None (the default):
+    no casts, JAX's type promotion of the arrays given (docs/precision.md).
+
+    The cache key is (network structure, request, lowering, gradient,
+    precision): parameters do not matter, so every training step with the same
+    request shape reuses one Computation.
     """
     check_lowering(lowering)
     if gradient not in GRADIENTS:
         raise PlanError(f"gradient={gradient!r}: use one of {', '.join(map(repr, GRADIENTS))}")
-    key = (network.structure, request, lowering, gradient)
+    policy = get_precision(precision)
+    key = (network.structure, request, lowering, gradient, policy)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
     graph = Graph(dict(network.structure.outputs))
     planner = Planner(graph, request)
-    computation = Computation(network.structure, graph, request, planner, lowering, gradient)
+    computation = Computation(network.structure, graph, request, planner, lowering, gradient, policy)
     return _CACHE.put(key, computation)

@@ -34,6 +34,8 @@ from .graph import Graph
 from .plan import Planner, time_reach, unstarted_recurrence
 from .request import ComputationRequest
 
+__all__ = ["context", "modulus", "node_contexts", "output_name"]
+
 #: Kaldi's first probe window, and the largest it tries (it doubles 40 -> 640, stopping below 800).
 FIRST_WINDOW, KALDI_LAST_WINDOW = 40, 640
 

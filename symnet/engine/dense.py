@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.layer import NetworkLike
+from ..core.precision import Precision, get_precision
 from ..errors import PlanError, ShapeError
 from .buckets import batch_size, bucket_length, fill, padding_side
 from .context import context as context  # re-exported: `dense.context(network)` is part of this module's API
@@ -40,6 +41,7 @@ def compute(
     extra_left_context: int = 0,
     extra_right_context: int = 0,
     lowering: str = "auto",
+    precision: str | Precision | None = None,
 ) -> Any:
     """Outputs for `[N, T, D]` input (or a list of `[T_i, D]` sequences, or a dict of such per input).
 
@@ -77,8 +79,13 @@ def compute(
     `lowering` is how recurrences run, as for `compile` (`'auto'`, `'fused'`,
     `'plain'`); every mode runs through `symnet.engine.runner`, whose
     `record()` shows the Computations a call used and what each recurrence got.
+
+    `precision` is a mixed-precision policy (`symnet.Precision` or a preset's
+    name), as for `compile`: every mode computes under it. Inputs may be any
+    real numbers, bfloat16 and float16 included (docs/precision.md).
     """
     check_lowering(lowering)
+    policy = get_precision(precision)
     if mode not in ("same", "valid"):
         raise PlanError(f"mode must be 'same' or 'valid', got {mode!r}")
     if frames_per_chunk is not None:
@@ -107,20 +114,20 @@ def compute(
                 "planned from concrete arrays. Compute in one pass (no frames_per_chunk), or call it outside the "
                 "transformation."
             )
-        return compute_traced(network, name, graph, x, mode, lowering)
+        return compute_traced(network, name, graph, x, mode, lowering, policy)
     seqs, ragged = _sequences(x, graph)
     left, right = context(network, name)
     main = "input" if "input" in seqs else next(iter(seqs))
     lengths = [len(s) for s in seqs[main]]
     results: list[Any] = [None] * len(lengths)
     if frames_per_chunk is None:
-        _compute_bucketed(network, name, graph, seqs, lengths, mode, (left, right), results, lowering)
+        _compute_bucketed(network, name, graph, seqs, lengths, mode, (left, right), results, lowering, policy)
     else:
         for length in sorted(set(lengths)):
             members = [i for i, n in enumerate(lengths) if n == length]
             group = {k: [v[i] for i in members] for k, v in seqs.items()}
             if carry_state:
-                out = _compute_chunked(network, name, group, length, frames_per_chunk, lowering)
+                out = _compute_chunked(network, name, group, length, frames_per_chunk, lowering, policy)
             else:
                 out = concatenate(
                     [
@@ -132,6 +139,7 @@ def compute(
                             (start, min(start + frames_per_chunk, length)),
                             (left + extra_left_context, right + extra_right_context),
                             lowering,
+                            policy,
                         )
                         for start in range(0, length, frames_per_chunk)
                     ]
@@ -152,7 +160,15 @@ def _traced(x: Any) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in leaves)
 
 
-def compute_traced(network: NetworkLike, name: str, graph: Graph, x: Any, mode: str, lowering: str = "auto") -> Any:
+def compute_traced(
+    network: NetworkLike,
+    name: str,
+    graph: Graph,
+    x: Any,
+    mode: str,
+    lowering: str = "auto",
+    precision: Precision | None = None,
+) -> Any:
     """`compute` for traced input: one regular request for the whole `[N, T, D]` batch (per input), edge
     frames repeated by a static `jnp.take`, values kept on the device as tracers.
 
@@ -180,7 +196,7 @@ def compute_traced(network: NetworkLike, name: str, graph: Graph, x: Any, mode: 
         for length in sorted(set(lengths)):
             members = [i for i, n in enumerate(lengths) if n == length]
             batch = {k: jnp.stack([_sequence(v[i], k, i) for i in members]) for k, v in seqs.items()}
-            out = compute_traced(network, name, graph, batch, mode, lowering)
+            out = compute_traced(network, name, graph, batch, mode, lowering, precision)
             for j, i in enumerate(members):
                 results[i] = out[j]
         return results
@@ -201,7 +217,8 @@ def compute_traced(network: NetworkLike, name: str, graph: Graph, x: Any, mode: 
     in_t = (-left, length + right) if mode == "same" else (0, length)
     out_t = (0, length) if mode == "same" else (left, length - right)
     blocks = {k: Block(in_t, _edge_frames(v[:, :length].transpose(1, 0, 2), *in_t)) for k, v in arrays.items()}
-    return run(network, blocks, {name: out_t}, lowering=lowering, layout="frames")[name].transpose(1, 0, 2)
+    out = run(network, blocks, {name: out_t}, lowering=lowering, layout="frames", precision=precision)
+    return out[name].transpose(1, 0, 2)
 
 
 def _edge_frames(value: Any, start: int, end: int) -> Any:
@@ -234,6 +251,7 @@ def _compute_bucketed(
     context: tuple[int, int],
     results: list[Any],
     lowering: str,
+    precision: Precision | None = None,
 ) -> None:
     """One pass per sequence, sequences padded to bucket lengths (symnet.engine.buckets) and computed a fixed
     number per call, so that a few programs serve every length; fills `results[i]` `[frames, dim]`.
@@ -267,7 +285,7 @@ def _compute_bucketed(
                 for k, v in seqs.items()
             }
             ends = Ends(tuple(lengths[i] + in_t[1] - padded for i in batch)) if side == "ends" else None
-            out = run(network, blocks, {name: out_t}, ends=ends, lowering=lowering)[name]
+            out = run(network, blocks, {name: out_t}, ends=ends, lowering=lowering, precision=precision)[name]
             for j, (i, s) in enumerate(zip(batch, shifts, strict=True)):
                 count = lengths[i] if mode == "same" else lengths[i] - left - right
                 results[i] = out[s : s + count, j]
@@ -324,7 +342,8 @@ def _numeric(value: Any, what: str) -> np.ndarray:
     array = np.asarray(value) if not isinstance(value, str) else None
     if array is not None and np.iscomplexobj(array):
         raise ShapeError(f"{what}: expected real numbers, got complex values of dtype {array.dtype}")
-    if array is None or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+    # jnp.issubdtype knows the 16-bit floats numpy does not count as numbers (bfloat16 is an ml_dtypes type).
+    if array is None or not (jnp.issubdtype(array.dtype, jnp.number) or array.dtype == np.bool_):
         raise ShapeError(
             f"{what}: expected numbers, got {type(value).__name__}"
             + (f" of dtype {array.dtype}" if array is not None else "")
@@ -350,6 +369,7 @@ def _compute_alone(
     out_t: tuple[int, int],
     context: tuple[int, int],
     lowering: str,
+    precision: Precision | None = None,
 ) -> Any:
     """Output frames `out_t` `[frames, n, dim]` computed on their own from the span plus (left, right) frames.
 
@@ -360,7 +380,8 @@ def _compute_alone(
     shift = out_t[0] - out_t[0] % graph_modulus(Graph(dict(network.structure.outputs)))
     blocks = _source(group, length)(np.arange(*in_t))
     inputs = {k: Block((in_t[0] - shift, in_t[1] - shift), b) for k, b in blocks.items()}
-    return run(network, inputs, {name: (out_t[0] - shift, out_t[1] - shift)}, lowering=lowering)[name]
+    outputs = {name: (out_t[0] - shift, out_t[1] - shift)}
+    return run(network, inputs, outputs, lowering=lowering, precision=precision)[name]
 
 
 def _compute_chunked(
@@ -370,11 +391,12 @@ def _compute_chunked(
     length: int,
     frames_per_chunk: int,
     lowering: str,
+    precision: Precision | None = None,
 ) -> Any:
     """Chunks equal to one pass, recurrent state carried (symnet.engine.streaming.ChunkRunner); the chunk
     size rounded up to a multiple of the modulus, which changes no output."""
     step = graph_modulus(Graph(dict(network.structure.outputs)))
-    runner = chunk_runner(network, name, step * -(-frames_per_chunk // step), lowering)
+    runner = chunk_runner(network, name, step * -(-frames_per_chunk // step), lowering, precision)
     source = _source(group, length)
     pieces: list[Any] = []
     state: State = {}

@@ -29,6 +29,8 @@ from ..errors import ShapeError
 from .graph import Graph
 from .semantics import combine
 
+__all__ = ["node_shapes", "Shape", "static_dim"]
+
 Shape = tuple[int, ...]
 
 _PASS_THROUGH = (Node, Elementwise, Negate, Power)

@@ -40,6 +40,8 @@ from .recurrence import strongly_connected
 from .request import ComputationRequest
 from .semantics import optional_reads, rule
 
+__all__ = ["EndMasks", "KEPT_ENDS", "SequenceEnds"]
+
 #: Distinct ends whose read masks are kept, per Computation.
 KEPT_ENDS = 4096
 

@@ -38,6 +38,8 @@ from ..core.layer import Dot, Layer
 from ..errors import PlanError, ShapeError, at
 from .semantics import combine
 
+__all__ = ["ActivationGroup", "FrameProgram", "Needs", "passes_through", "step_value"]
+
 
 def passes_through(layer: Layer) -> bool:
     """Whether a member's value is its one operand's row, moved (a Node, an Offset, an IfDefined, ...)."""

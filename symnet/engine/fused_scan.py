@@ -31,6 +31,21 @@ import numpy as np
 from ..core.descriptor import Descriptor
 from .frame import FrameProgram
 
+__all__ = [
+    "BackwardCarry",
+    "BackwardXs",
+    "frame_mask",
+    "frame_reads",
+    "fused_scan",
+    "Lane",
+    "LaneStep",
+    "operand_reader",
+    "Read",
+    "scan_lanes",
+    "shifted",
+    "UNROLL",
+]
+
 UNROLL = 1  # frames per loop iteration: unrolling 2 or 4 was not faster on CPU for the LSTM, GRU and BLSTM together
 
 Read = Callable[[Any, Mapping[int, jax.Array]], jax.Array]

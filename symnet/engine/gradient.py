@@ -32,6 +32,8 @@ import numpy as np
 from ..core.layer import Weight
 from ..core.tape import Tape, backward_deltas
 
+__all__ = ["Arrays", "Forward", "GRADIENTS", "input_cotangents", "tape_differentiated", "weight_cotangents"]
+
 #: How a Computation's call is differentiated: by the Tape's walk, or by JAX's autodiff of the lowered program.
 GRADIENTS = ("tape", "jax")
 

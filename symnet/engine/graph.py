@@ -16,6 +16,8 @@ from ..core.descriptor import Descriptor, IndexedLayer, Input, Node, Ref
 from ..core.layer import Identity, Layer, Literal, Weight
 from ..errors import GraphError, PlanError, at
 
+__all__ = ["DEFAULT_INPUT", "Graph", "shifts_time"]
+
 DEFAULT_INPUT = "input"
 
 

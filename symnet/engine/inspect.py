@@ -20,6 +20,18 @@ from .dims import node_shapes
 from .graph import Graph, shifts_time
 from .recurrence import strongly_connected
 
+__all__ = [
+    "Dim",
+    "input_reads",
+    "node_dims",
+    "node_id",
+    "operand_reads",
+    "OperandReads",
+    "recurrent_edges",
+    "strongly_connected_groups",
+    "topological_order",
+]
+
 Dim = int | tuple[int, ...] | None
 
 

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import jax
 
+__all__ = ["as_flat_rows", "as_frames", "as_layout", "moved"]
+
 
 def as_frames(value: jax.Array, batch: int) -> jax.Array:
     """`value` as `[T, N, D]` (`N = batch`); a value already 3-D is returned as is."""

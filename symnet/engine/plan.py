@@ -34,6 +34,8 @@ from .recurrence import strongly_connected
 from .request import ComputationRequest
 from .semantics import operand_keys, rule, selected
 
+__all__ = ["EMPTY", "Planner", "time_reach", "unstarted_recurrence"]
+
 EMPTY = np.zeros(0, dtype=np.int64)
 
 

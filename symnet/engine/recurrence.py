@@ -47,6 +47,16 @@ from .layout import as_flat_rows, as_frames
 from .rowmap import RowMap
 from .semantics import optional_reads
 
+__all__ = [
+    "check_lowering",
+    "EdgeKind",
+    "LOWERINGS",
+    "Recurrence",
+    "RecurrentBlock",
+    "scan_tapes",
+    "strongly_connected",
+]
+
 _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an external may be, computed per frame
 
 #: What `compile(..., lowering=...)` takes: `auto` (fused where every member has its `vjp`, else plain),

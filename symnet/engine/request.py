@@ -8,6 +8,8 @@ from typing import Any
 from ..core.index import IndexSet
 from ..errors import PlanError
 
+__all__ = ["as_index_set", "ComputationRequest"]
+
 
 def as_index_set(value: Any, what: str) -> IndexSet:
     """An IndexSet from an IndexSet, or a list of Index / tuples."""

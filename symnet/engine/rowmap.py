@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+__all__ = ["MAX_PIECES", "RowMap"]
+
 MAX_PIECES = 8  # more contiguous pieces than this: one gather is cheaper to compile and run
 
 

@@ -49,9 +49,24 @@ import numpy as np
 
 from ..core.index import IndexSet, encode
 from ..core.layer import NetworkLike
+from ..core.precision import Precision
 from ..errors import PlanError
 from .computation import Computation, compile
 from .request import ComputationRequest
+
+__all__ = [
+    "Block",
+    "clamped",
+    "Ends",
+    "Frames",
+    "host",
+    "Layout",
+    "Record",
+    "record",
+    "request_each",
+    "run",
+    "run_each",
+]
 
 #: Frames `t` of every sequence: `(start, end)` for `start .. end - 1`, or a range (stepped for subsampled outputs).
 Frames = tuple[int, int] | range
@@ -105,8 +120,10 @@ def record() -> Iterator[Record]:
         _RECORDS.remove(rec)
 
 
-def _compiled(network: NetworkLike, request: ComputationRequest, lowering: str) -> Computation:
-    computation = compile(network, request, lowering)
+def _compiled(
+    network: NetworkLike, request: ComputationRequest, lowering: str, precision: Precision | None = None
+) -> Computation:
+    computation = compile(network, request, lowering, precision=precision)
     for rec in _RECORDS:
         if not any(c is computation for c in rec.computations):
             rec.computations.append(computation)
@@ -134,6 +151,7 @@ def run(
     ends: Ends | None = None,
     lowering: str = "auto",
     layout: Layout = "flat",
+    precision: Precision | None = None,
 ) -> dict[str, Any]:
     """Outputs `{name: [len(frames), n, dim]}` of one regular request: every sequence has the input `frames` of
     each block and wants the output `frames` given.
@@ -142,7 +160,8 @@ def run(
     `layout='flat'` hands the Computation flat rows (each value on the device
     with `jax.device_put`) and gives host values (numpy, or tracers under
     `jax.grad`); `layout='frames'` hands the values as they are, `[T, N, D]`,
-    and gives device values (traced input inside `jax.jit`).
+    and gives device values (traced input inside `jax.jit`). `precision` is
+    the Computation's mixed-precision policy (`compile`).
     """
     if not inputs:
         raise PlanError("run: no inputs")
@@ -160,7 +179,7 @@ def run(
         outputs={k: _indexes(t, n) for k, t in outputs.items()},
         sequence_ends=ends is not None,
     )
-    computation = _compiled(network, request, lowering)
+    computation = _compiled(network, request, lowering, precision)
     if layout == "frames":
         values = {k: b.value for k, b in inputs.items()}
     else:

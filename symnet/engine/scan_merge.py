@@ -23,6 +23,8 @@ from typing import Any
 from ..core.tape import Tape
 from .recurrence import RecurrentBlock, scan_tapes
 
+__all__ = ["MergedScans", "run_schedule"]
+
 
 class MergedScans:
     """Recurrent groups run in one loop."""

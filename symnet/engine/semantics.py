@@ -14,6 +14,8 @@ from ..core.descriptor import Combine, Descriptor, IndexedLayer, Rule
 from ..core.layer import Layer
 from ..errors import PlanError, at
 
+__all__ = ["combine", "operand_keys", "optional_reads", "rule", "selected"]
+
 
 def rule(layer: Layer) -> Rule:
     """A layer's computability rule: a descriptor's own; a row-wise layer needs all its operands."""

@@ -34,6 +34,7 @@ import numpy as np
 from ..core.descriptor import Node
 from ..core.index import IndexSet, decode
 from ..core.layer import NetworkLike
+from ..core.precision import Precision, get_precision
 from ..errors import ArgumentTypeError, PlanError, ShapeError, StreamError
 from .cache import Cache
 from .computation import compile
@@ -126,12 +127,18 @@ def concatenate(parts: Sequence[Any]) -> Any:
 
 
 def chunk_runner(
-    network: NetworkLike, output: str | None, frames_per_chunk: int, lowering: str = "auto"
+    network: NetworkLike,
+    output: str | None,
+    frames_per_chunk: int,
+    lowering: str = "auto",
+    precision: Precision | None = None,
 ) -> ChunkRunner:
-    """The ChunkRunner for a network structure, output, chunk size and lowering; cached."""
-    key = (network.structure, output, frames_per_chunk, lowering)
+    """The ChunkRunner for a network structure, output, chunk size, lowering and precision; cached."""
+    key = (network.structure, output, frames_per_chunk, lowering, precision)
     hit = _RUNNERS.get(key)
-    return hit if hit is not None else _RUNNERS.put(key, ChunkRunner(network, output, frames_per_chunk, lowering))
+    if hit is None:
+        hit = _RUNNERS.put(key, ChunkRunner(network, output, frames_per_chunk, lowering, precision))
+    return hit
 
 
 class ChunkRunner:
@@ -141,12 +148,19 @@ class ChunkRunner:
     (both multiples of the modulus, and the first long enough that every later
     chunk's state and input lie inside the sequence): every chunk after the
     first is the same request unless it is the last. Every chunk runs through
-    `symnet.engine.runner.run` with the runner's `lowering`.
+    `symnet.engine.runner.run` with the runner's `lowering` and `precision` (a mixed-precision policy).
     """
 
-    def __init__(self, network: NetworkLike, output: str | None, frames_per_chunk: int, lowering: str = "auto"):
+    def __init__(
+        self,
+        network: NetworkLike,
+        output: str | None,
+        frames_per_chunk: int,
+        lowering: str = "auto",
+        precision: Precision | None = None,
+    ):
         check_lowering(lowering)
-        self.lowering = lowering
+        self.lowering, self.precision = lowering, precision
         self.name = output_name(network, output)
         self.graph = Graph(dict(network.structure.outputs))
         self.left, self.right = context(network, self.name)
@@ -220,7 +234,7 @@ class ChunkRunner:
         carried = {} if last and self.extra else {k: min(d, out_end - start) for k, d in self.states.items()}
         for node, frames in carried.items():
             outputs[node] = (out_end - start - frames, out_end - start)
-        result = run(network, inputs, outputs, lowering=self.lowering)
+        result = run(network, inputs, outputs, lowering=self.lowering, precision=self.precision)
         out = result[self.name][: end - start]
         after: State = {}
         for node in carried:
@@ -243,18 +257,25 @@ class Stream:
     arrived and its chunk is complete. After `finish` the utterance is over:
     `feed` and `finish` refuse (more frames of it would be taken for a new
     utterance) until `reset()` starts the next one, with the same compiled
-    programs. `lowering` is how recurrences run, as for `compile`.
+    programs. `lowering` is how recurrences run and `precision` is the mixed-precision policy, as for
+    `compile`.
     """
 
     def __init__(
-        self, network: NetworkLike, frames_per_chunk: int, *, output: str | None = None, lowering: str = "auto"
+        self,
+        network: NetworkLike,
+        frames_per_chunk: int,
+        *,
+        output: str | None = None,
+        lowering: str = "auto",
+        precision: str | Precision | None = None,
     ):
         if not hasattr(network, "structure") or not hasattr(network, "params"):
             raise ArgumentTypeError(f"Stream: the network must be a symnet Network, got {type(network).__name__}")
         if isinstance(frames_per_chunk, bool) or not isinstance(frames_per_chunk, int) or frames_per_chunk <= 0:
             raise PlanError(f"frames_per_chunk must be a positive number of frames, got {frames_per_chunk!r}")
         self.network = network
-        self._runner = chunk_runner(network, output, frames_per_chunk, lowering)
+        self._runner = chunk_runner(network, output, frames_per_chunk, lowering, get_precision(precision))
         self.output = self._runner.name
         self.frames_per_chunk = frames_per_chunk
         self.reset()

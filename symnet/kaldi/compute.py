@@ -56,6 +56,8 @@ from ..engine.runner import Block, clamped, run, run_each
 from ..errors import ShapeError, SymnetError
 from .scales import check_descriptor_scales
 
+__all__ = ["ComputeOptions", "modulus", "nnet3_compute", "Nnet3Computer"]
+
 
 @attrs.frozen
 class ComputeOptions:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .examples import Chunks, make_chunks
     from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
     from .loop import EpochStats, FitResult, StepStats, TrainingError, fit, steps_per_epoch
+    from .loss_scale import LossScaled
     from .objectives import CTC, OBJECTIVE_NAMES, OBJECTIVES, Chain, Objective, edit_distance, greedy_decode, objective
     from .options import FitOptions
     from .rules import DropoutSchedule, KaldiRules, KaldiRulesWarning, component_rules, kaldi_rules
@@ -29,6 +30,7 @@ _MODULES = {
     "CheckpointError": "checkpoint",
     "Position": "checkpoint",
     "Chunks": "examples",
+    "LossScaled": "loss_scale",
     "make_chunks": "examples",
     "KaldiData": "kaldi_data",
     "KaldiDataError": "kaldi_data",
@@ -71,6 +73,7 @@ __all__ = [
     "KaldiDataError",
     "KaldiRules",
     "KaldiRulesWarning",
+    "LossScaled",
     "OBJECTIVES",
     "OBJECTIVE_NAMES",
     "Objective",

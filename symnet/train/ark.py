@@ -39,6 +39,23 @@ import numpy as np
 
 from ..errors import KaldiDataError, SymnetError
 
+__all__ = [
+    "is_command",
+    "iter_ark",
+    "iter_scp",
+    "MAX_ENTRY_BYTES",
+    "MAX_KEY_BYTES",
+    "MAX_LINE_BYTES",
+    "MAX_POSTERIOR_FRAMES",
+    "open_spec",
+    "parse_scp_line",
+    "PIPE_HINT",
+    "Posterior",
+    "read_entry",
+    "read_object",
+    "read_posterior",
+]
+
 #: The most bytes one entry read from a stream (a pipe, stdin) may have: far more than any utterance.
 MAX_ENTRY_BYTES = 1 << 31
 #: The longest utterance id (Kaldi's keys are short words).

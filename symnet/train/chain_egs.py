@@ -27,6 +27,8 @@ from ..errors import ShapeError, TrainingError
 from .examples import Chunks
 from .objectives import Chain, pack_numerators
 
+__all__ = ["chain_egs", "ChainEgs", "ChainEgsData"]
+
 
 @attrs.frozen(eq=False)
 class ChainEgs(Chain):

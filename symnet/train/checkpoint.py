@@ -34,6 +34,8 @@ from ..atomic import atomic_write
 from ..errors import CheckpointError
 from ..safe_read import NpzArchive
 
+__all__ = ["FORMAT", "load", "load_run", "lock", "lock_path", "Position", "READABLE", "save", "VERSION"]
+
 FORMAT = "symnet-checkpoint"
 VERSION = 2
 #: Versions this symnet reads (version 1 has no `run` record, so a resume from it cannot be checked).

@@ -22,6 +22,8 @@ import numpy as np
 
 from ..errors import ShapeError
 
+__all__ = ["Chunks", "make_chunks"]
+
 
 @attrs.frozen(eq=False)
 class Chunks:

@@ -17,6 +17,8 @@ from ..errors import ShapeError, TrainingError
 from .examples import Chunks, make_chunks
 from .objectives import Objective, check_labels, get_objective
 
+__all__ = ["as_chunks", "check_context", "check_data", "output_dim", "used_widths"]
+
 
 def as_chunks(data: Any, network: Any, chunk: int, output: str | Sequence[str]) -> Chunks:
     """Chunks from a `Chunks`, a `symnet.datasets.Dataset`, or a `(features, targets)` pair of lists, with the

@@ -33,7 +33,7 @@ from ..errors import TrainingError
 from ..host_memory import tune_host_memory
 from ..network import Network
 from . import checkpoint as ckpt
-from . import resume
+from . import loss_scale, resume
 from .examples import Chunks
 from .fit_data import as_chunks, check_data, output_dim, used_widths
 from .objectives import Chain, Objective, get_objective
@@ -225,10 +225,17 @@ def _fit(
         widths=o.widths,
         rules=rules,
         frame_subsampling_factor=o.frame_subsampling_factor,
+        lowering=o.lowering,
+        precision=o.precision,
     )
     if rules is not None and rules.settings["params"] != frozenset(network.params):
         raise TrainingError("kaldi_rules(...) was made for a network with other parameters than this one")
+    policy = o.precision
+    if policy is not None:  # parameters kept and optimised in the policy's params dtype
+        network = network.replace(params={k: _as_float(v, policy.params) for k, v in network.params.items()})
     opt_state = optimizer.init(network.params)
+    if policy is not None and policy.loss_scale is not None:
+        opt_state = loss_scale.init(opt_state, policy)
     position = ckpt.Position()
     history: list[EpochStats] = []
     widths = o.widths
@@ -247,6 +254,8 @@ def _fit(
         record["kaldi_rules"] = rules.describe()
     if o.frame_subsampling_factor != 1:
         record["frame_subsampling_factor"] = o.frame_subsampling_factor
+    if policy is not None:
+        record["precision"] = str(policy)
     batches = len(trainer.batches(train_chunks, np.arange(len(train_chunks))))
     sums = None
     checkpoint = o.checkpoint
@@ -262,7 +271,7 @@ def _fit(
         saved_history, sums = resume.check_extra(checkpoint, extra, position, batches)
         history = [EpochStats(**h) for h in saved_history]
     if parallel is not None:
-        parallel.check_optimizer_state(opt_state)
+        parallel.check_optimizer_state(loss_scale.inner(opt_state))
         network, opt_state = parallel.replicate(network), parallel.replicate(opt_state)
     bar = _progress(o.progress, o.epochs, batches)
     try:
@@ -399,6 +408,11 @@ def _train(
                 run=run,
             )
     return done(network, step)
+
+
+def _as_float(value: Any, dtype: Any) -> Any:
+    """A floating parameter in `dtype`; another as it is."""
+    return value.astype(dtype) if jnp.issubdtype(value.dtype, jnp.floating) else value
 
 
 def _kept(checkpoint: str | None) -> str:

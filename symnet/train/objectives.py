@@ -37,6 +37,24 @@ from ..chain.supervision import alignment_numerator, denominator_from_alignments
 from ..chain.topology import Topology
 from ..errors import ShapeError, SymnetError, TrainingError
 
+__all__ = [
+    "Chain",
+    "check_labels",
+    "collapse",
+    "CTC",
+    "edit_distance",
+    "edit_distances",
+    "get_objective",
+    "greedy_decode",
+    "min_frames",
+    "Objective",
+    "objective",
+    "OBJECTIVE_NAMES",
+    "OBJECTIVES",
+    "pack_numerators",
+    "token_error_rate",
+]
+
 #: Kaldi's per-frame objectives (output-node `objective=`).
 OBJECTIVES = ("linear", "quadratic")
 #: Every name `fit(objective=...)` takes; `xent` is `linear`, `chain` is `Chain()` (its denominator from the

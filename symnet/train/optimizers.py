@@ -29,6 +29,8 @@ import optax
 
 from ..errors import TrainingError
 
+__all__ = ["make_optimizer", "OPTIMIZERS", "OptimizerSettings", "SCHEDULES"]
+
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "exponential", "cosine")
 

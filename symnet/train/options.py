@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from ..errors import TrainingError
+from ..core.precision import Precision, get_precision
+from ..errors import ShapeError, TrainingError
 from .objectives import OBJECTIVE_NAMES, Objective, get_objective
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
     from .loop import EpochStats, StepStats
     from .rules import KaldiRules
+
+__all__ = ["chunk_widths", "DATA_AXIS", "FitOptions", "is_integer"]
 
 #: The mesh axis minibatches are split over by default (symnet.train.parallel).
 DATA_AXIS = "data"
@@ -91,6 +94,20 @@ def _changes(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _lowering(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    from ..engine.recurrence import LOWERINGS
+
+    if value not in LOWERINGS:
+        raise TrainingError(f"lowering={value!r}: use one of {', '.join(map(repr, LOWERINGS))}")
+
+
+def _precision(value: Any) -> Precision | None:
+    try:
+        return get_precision(value)
+    except ShapeError as e:
+        raise TrainingError(str(e)) from None
+
+
 def _rules(_: Any, attribute: attrs.Attribute, value: Any) -> None:
     from .rules import KaldiRules
 
@@ -130,6 +147,12 @@ class FitOptions:
             always, False never; `kaldi_rules(...)` gives them (see `fit`).
         frame_subsampling_factor: Kaldi's `frame-subsampling-factor` k: outputs are trained at chunk
             frames 0, k, 2k, ... (every chunk width must be a multiple of k).
+        lowering: how recurrences run (`symnet.compile`'s `lowering`: "auto", "fused" or "plain").
+        precision: a mixed-precision policy (`symnet.Precision` or `"float32"`, `"bfloat16"`, `"float16"`):
+            the parameters are cast to its `params` dtype and optimised in it, every step computes in its
+            `compute` dtype, the objective reads float32 outputs, and a policy with a `loss_scale` (the
+            `"float16"` preset) trains with dynamic loss scaling (`symnet.train.loss_scale`). None: the
+            network's dtypes as they are (docs/precision.md).
     """
 
     epochs: int = attrs.field(default=1, validator=_at_least(0))
@@ -151,6 +174,8 @@ class FitOptions:
     data_axis: str = attrs.field(default=DATA_AXIS, validator=_string)
     rules: KaldiRules | bool | None = attrs.field(default=None, validator=_rules)
     frame_subsampling_factor: int = attrs.field(default=1, validator=_at_least(1))
+    lowering: str = attrs.field(default="auto", validator=_lowering)
+    precision: Precision | None = attrs.field(default=None, converter=_precision)
 
     def __attrs_post_init__(self) -> None:
         chunk_widths(self.chunk)

@@ -36,6 +36,8 @@ from jax.sharding import PartitionSpec as P
 from ..components.natural_gradient import NaturalGradientState
 from ..errors import TrainingError
 
+__all__ = ["DATA_AXIS", "DataParallel", "Reduction"]
+
 DATA_AXIS = "data"
 
 

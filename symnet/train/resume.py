@@ -25,6 +25,8 @@ import numpy as np
 from .checkpoint import CheckpointError, Position
 from .examples import Chunks
 
+__all__ = ["check", "check_extra", "digest", "EPOCH_FIELDS", "HISTORY_FIELDS", "record"]
+
 #: The fields the rest of an epoch depends on: they may change only at an epoch boundary.
 EPOCH_FIELDS = ("batch_size", "chunk", "seed", "data")
 

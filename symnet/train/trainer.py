@@ -21,6 +21,7 @@ from ..components import batchnorm_stats_updates, natural_gradient, set_test_mod
 from ..components.normalize import statistics_across
 from ..core import rng
 from ..core.index import IndexSet
+from ..core.precision import Precision, wide
 from ..core.tape import backward
 from ..engine import ComputationRequest, compile
 from ..engine.buckets import padding_side
@@ -28,6 +29,7 @@ from ..engine.ends import EndMasks
 from ..engine.graph import Graph
 from ..errors import TrainingError
 from ..network import Network
+from . import loss_scale
 from .examples import Chunks
 from .fit_data import used_widths
 from .objectives import Objective, get_objective, objective
@@ -58,8 +60,15 @@ class Trainer:
         widths: Sequence[int] = (),
         rules: KaldiRules | None = None,
         frame_subsampling_factor: int = 1,
+        lowering: str = "auto",
+        precision: Precision | None = None,
     ) -> None:
         self.optimizer = optimizer
+        self.lowering = lowering  # how recurrences run in every compiled step (`compile`'s `lowering`)
+        # The mixed-precision policy every computation is compiled with; with its loss_scale the optimiser
+        # state is a LossScaled (symnet.train.loss_scale), and a step whose gradients overflow is skipped.
+        self.precision = precision
+        growth = precision.growth_interval if precision is not None else 1
         # A per-frame objective by its name (`objective()`), or a sequence Objective (`objective.loss` on
         # [batch, frames, dim] outputs with per-chunk supervision, made once per Chunks in `supervision`).
         resolved = get_objective(kind)
@@ -116,37 +125,50 @@ class Trainer:
             # Training-mode batch-norm takes the whole minibatch's statistics (over all devices).
             randomness = rng.randomness(reduce.key(key)) if key is not None else contextlib.nullcontext()
             computation = self.computation_for(self.width_of(x))
+            scaled = isinstance(opt_state, loss_scale.LossScaled)
+            inner = loss_scale.inner(opt_state)
             proportions = rng.dropout_proportions(rules_args["dropout"]) if rules_args else contextlib.nullcontext()
             with (
                 randomness,
                 proportions,
                 statistics_across(reduce.axis),
-                natural_gradient.step_context(opt_state) as ng,
+                natural_gradient.step_context(inner) as ng,
             ):
                 tapes = computation.forward(network, {input: x}, ends)
                 loss, correct, deltas = self.objective(
                     {name: tapes[name].value for name in self.outputs}, targets, weights
                 )
                 share = reduce.share(weights)
-                grads = reduce.sum(backward([(tapes[name], d * share) for name, d in deltas.items()]))
+                # With loss scaling the derivative is scaled up before the walk, the gradients down after it.
+                seed = share * opt_state.scale if scaled else share
+                grads = reduce.sum(backward([(tapes[name], d * seed) for name, d in deltas.items()]))
+                if scaled:
+                    grads = {name: g / opt_state.scale for name, g in grads.items()}
                 # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
                 state = dict(network.state)
                 for name in self.outputs:
-                    state.update(batchnorm_stats_updates(tapes[name]))
+                    state.update(batchnorm_stats_updates(tapes[name], network.state))
             loss, correct = reduce.sum((loss * share, correct))
             if rules is None:
-                updates, opt_state = optimizer.update(grads, ng.carry(opt_state), network.params)
+                updates, new_inner = optimizer.update(grads, ng.carry(inner), network.params)
                 params = optax.apply_updates(network.params, updates)
             else:
                 # Kaldi's rules: the gradient is of the mean loss over the minibatch's frames; its l2 term
                 # needs the number of sequences. Then batch-norm statistics and orthonormal constraints.
                 assert rules_args is not None
                 frames = jnp.maximum(reduce.sum(weights.sum()), 1.0)
-                updates, opt_state = rules.update(
-                    grads, ng.carry(opt_state), network.params, frames=frames, sequences=rules_args["sequences"]
+                updates, new_inner = rules.update(
+                    grads, ng.carry(inner), network.params, frames=frames, sequences=rules_args["sequences"]
                 )
                 params = optax.apply_updates(network.params, updates)
                 params, state = rules.after_update(params, state, key)
+            if scaled:  # gradients that overflowed: the step is skipped, the scale halved
+                ok = loss_scale.all_finite(grads)
+                params = loss_scale.choose(ok, params, network.params)
+                state = loss_scale.choose(ok, state, dict(network.state))
+                opt_state = loss_scale.advanced(opt_state, new_inner, ok, growth)
+            else:
+                opt_state = new_inner
             # Per parameter: are all its new values finite? (A huge step can overflow the
             # parameters while the loss, computed before the update, is still finite.)
             finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
@@ -198,6 +220,7 @@ class Trainer:
 
         Statistics: the correct frames for a per-frame objective, a sequence objective's statistics (a dict
         with `correct` and `count`) for one."""
+        values = {name: v.astype(wide(v.dtype)) for name, v in values.items()}  # objectives sum in float32
         if self.sequence is None:
             loss, correct, delta = objective(self.kind, values[self.output], targets, weights)
             return loss, correct, {self.output: delta}
@@ -229,7 +252,8 @@ class Trainer:
         key = (width, test)
         if key not in self._computations:
             network = self.test_network if test else self.network
-            self._computations[key] = compile(network, self.request(self.local_batch, width))
+            request = self.request(self.local_batch, width)
+            self._computations[key] = compile(network, request, self.lowering, precision=self.precision)
         return self._computations[key]
 
     def width_of(self, x: Any) -> int:
@@ -368,7 +392,9 @@ class Trainer:
         computation = self.computation_for(width)
         ends = self.ends(chunks, idx)
         if self.parallel is not None:
-            computation = compile(network, self.request(self.batch_size, width))
+            computation = compile(
+                network, self.request(self.batch_size, width), self.lowering, precision=self.precision
+            )
             network = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), network)
             key = None if key is None else jnp.asarray(np.asarray(key))
             if ends is not None:

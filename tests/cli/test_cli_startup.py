@@ -119,3 +119,17 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         symnet.nothing  # noqa: B018
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         symnet.train.nothing  # noqa: B018
+
+
+def test_a_name_public_by_mistake_warns_and_is_still_found() -> None:
+    import warnings
+
+    import symnet
+    from symnet.core.source import user_line
+
+    assert "user_line" not in symnet.__all__
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert symnet.user_line is user_line
+    assert [w.category for w in caught] == [DeprecationWarning]
+    assert "symnet.core.source" in str(caught[0].message)

@@ -70,3 +70,29 @@ def test_an_unknown_setting_is_named():
         fit(tdnn(), data(), optax.sgd(0.1), epoch=2)
     with pytest.raises(TrainingError, match="options must be a symnet.train.FitOptions, got dict"):
         fit(tdnn(), data(), optax.sgd(0.1), {"epochs": 2})
+
+
+def test_lowering_reaches_every_compiled_step_and_trains_the_same(monkeypatch):
+    """fit(lowering=...) is compile's lowering for the training and validation steps: the fused and the plain
+    scan train an LSTM to the same parameters."""
+    from helpers.blstm import network, sequences
+    from symnet.train import trainer as training
+
+    seen = []
+    init = training.Trainer.__init__
+    monkeypatch.setattr(training.Trainer, "__init__", lambda self, *a, **k: (init(self, *a, **k), seen.append(self))[0])
+    train = sequences([7, 5, 9, 6], seed=1)
+    results = {}
+    for lowering in ("fused", "plain"):
+        results[lowering] = fit(
+            network(), train, optax.sgd(0.1), valid=train, epochs=2, batch_size=2, chunk=4, lowering=lowering,
+            progress=False,
+        )  # fmt: skip
+        steps = [s for s in seen[-1].computation.steps if hasattr(s, "lowering")]
+        assert steps and {s.lowering for s in steps} == {lowering}
+        assert f"lowering={lowering!r}" in seen[-1].test_computation.explain()
+    for name, value in results["fused"].network.params.items():
+        np.testing.assert_allclose(np.asarray(value), np.asarray(results["plain"].network.params[name]), atol=2e-5)
+    assert results["fused"].history[-1].valid_loss == pytest.approx(results["plain"].history[-1].valid_loss, 1e-4)
+    with pytest.raises(TrainingError, match="lowering='scan': use one of 'auto', 'fused', 'plain'"):
+        FitOptions(lowering="scan")

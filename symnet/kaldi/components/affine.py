@@ -52,6 +52,16 @@ from .options import (
 )
 from .registry import KaldiComponentType, register
 
+__all__ = [
+    "affine_component",
+    "block_affine_component",
+    "fixed_affine_component",
+    "linear_component",
+    "natural_gradient_affine_component",
+    "natural_gradient_repeated_affine_component",
+    "repeated_affine_component",
+]
+
 # ----- building from config options --------------------------------------------------------
 
 

@@ -20,6 +20,8 @@ from .fields import ModelFields, ParamValues, f32
 from .options import ComponentOptionReader, MatrixReader, field_options
 from .registry import KaldiComponentType, register
 
+__all__ = ["restricted_attention_component"]
+
 
 def restricted_attention_component(
     name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None

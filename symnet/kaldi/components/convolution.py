@@ -45,6 +45,13 @@ from .options import (
 )
 from .registry import KaldiComponentType, register
 
+__all__ = [
+    "convolution_component",
+    "CONVOLUTION_MODEL_KINDS",
+    "maxpooling_component",
+    "time_height_convolution_component",
+]
+
 
 def _sorted_unique(values: tuple) -> bool:
     return all(a < b for a, b in zip(values, values[1:]))

@@ -43,6 +43,19 @@ from .fields import (
 from .options import ComponentOptionReader, MatrixReader, field_options, in_out_options, meta_options, positive_dim
 from .registry import KaldiComponentType, register
 
+__all__ = [
+    "backprop_truncation_component",
+    "clip_gradient_component",
+    "dropout_component",
+    "dropout_mask_component",
+    "elementwise_product_component",
+    "general_dropout_component",
+    "no_op_component",
+    "permute_component",
+    "sum_block_component",
+    "sum_group_component",
+]
+
 
 def no_op_component(
     name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None

@@ -38,6 +38,8 @@ from .fields import (
 from .options import ComponentOptionReader, MatrixReader, in_out_options, meta_options
 from .registry import KaldiComponentType, register
 
+__all__ = ["nonlinear_builder", "NonlinearClass", "pnorm_component", "UNSET_THRESHOLD"]
+
 #: Kaldi's "unset" self-repair threshold (kUnsetThreshold).
 UNSET_THRESHOLD = -1000.0
 

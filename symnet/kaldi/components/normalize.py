@@ -22,6 +22,8 @@ from .fields import ModelFields, ParamValues, dim_token, f32
 from .options import ComponentOptionReader, MatrixReader, field_options
 from .registry import KaldiComponentType, register
 
+__all__ = ["batch_norm_component", "normalize_component"]
+
 
 def normalize_component(
     name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None

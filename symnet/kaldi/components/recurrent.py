@@ -41,6 +41,8 @@ from .options import (
 )
 from .registry import KaldiComponentType, register
 
+__all__ = ["gru_nonlinearity_component", "lstm_nonlinearity_component", "output_gru_nonlinearity_component"]
+
 
 def lstm_nonlinearity_component(
     name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None

@@ -53,6 +53,17 @@ from .options import (
 )
 from .registry import KaldiComponentType, register
 
+__all__ = [
+    "constant_component",
+    "constant_function_component",
+    "fixed_bias_component",
+    "fixed_scale_component",
+    "natural_gradient_per_element_scale_component",
+    "per_element_offset_component",
+    "per_element_scale_component",
+    "scale_and_offset_component",
+]
+
 
 def _only(opts: ComponentOptionReader, key: str) -> None:
     """Kaldi's "file=... and nothing else" forms."""

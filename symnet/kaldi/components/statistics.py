@@ -19,6 +19,8 @@ from .fields import ModelFields, ParamValues, dim_token, f32
 from .options import ComponentOptionReader, MatrixReader, field_options
 from .registry import KaldiComponentType, register
 
+__all__ = ["statistics_extraction_component", "statistics_pooling_component"]
+
 
 def statistics_extraction_component(
     name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None

@@ -32,6 +32,8 @@ from .fields import (
 from .options import ComponentOptionReader, MatrixReader, field_options, in_out_options
 from .registry import KaldiComponentType, component_options, lookup, option_text, register
 
+__all__ = ["composite_component", "composite_part_name", "distribute_component", "spec_augment_time_mask_component"]
+
 
 def distribute_component(
     name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None

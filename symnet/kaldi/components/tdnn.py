@@ -36,6 +36,8 @@ from .options import (
 )
 from .registry import KaldiComponentType, register
 
+__all__ = ["tdnn_component"]
+
 
 def tdnn_component(
     name: str, options: Mapping[str, Any], input: Layer, *, read_matrix: MatrixReader | None = None
