@@ -41,7 +41,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import attrs
 import kaldiio
 import numpy as np
 
@@ -79,16 +78,16 @@ def write_model(config: Path, path: Path, seed: int = 0) -> None:
     kaldi = read_network(str(config), seed=seed)
     rng = np.random.default_rng(seed)
     values = {}
-    for name, value in kaldi.network.state.items():
+    for name, value in kaldi.state.items():
         if name.endswith(".count"):
             values[name] = np.ones_like(np.asarray(value))
         elif name.endswith(".stats_mean"):
             values[name] = rng.normal(0, 0.1, np.shape(value)).astype(np.float32)
-    for name, value in kaldi.network.state.items():
+    for name, value in kaldi.state.items():
         if name.endswith(".stats_var"):
             mean = values[name.replace(".stats_var", ".stats_mean")]
             values[name] = (mean**2 + rng.uniform(0.5, 1.5, np.shape(value))).astype(np.float32)
-    kaldi = attrs.evolve(kaldi, network=kaldi.network.assign(values))
+    kaldi = kaldi.assign(values)
     write_kaldi(path, kaldi, raw=True)
 
 
@@ -213,7 +212,7 @@ def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) 
             compiles.append(duration_secs)
 
     jax.monitoring.register_event_duration_secs_listener(listener)
-    network = _load_model(str(model)).network.network
+    network = _load_model(str(model)).network
     read_done = time.perf_counter()
     read_compiles = len(compiles)
     computer = Nnet3Computer(network, ComputeOptions(frames_per_chunk=frames_per_chunk))

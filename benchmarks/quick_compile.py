@@ -38,7 +38,7 @@ cases = {}
 for case in sys.argv[2:]:
     t = time.perf_counter()
     folder = case_folder(case)
-    network = read_model(folder / "model.txt").network.network
+    network = read_model(folder / "model.txt").network
     feats = list(read_ark(folder / "input.txt").values())
     run = next(r for r in compute_runs(folder) if r.output == "output" and not r.ivectors)
     Nnet3Computer(network, run.options).compute_many(feats)

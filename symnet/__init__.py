@@ -6,7 +6,7 @@ descriptors move rows labelled by Indexes (`Offset`, `Append`, ...), a
 plans a `ComputationRequest` into one jitted program. Kaldi configs and
 models are in `symnet.kaldi`, components in `symnet.components`, training in
 `symnet.train`, notebook views in `symnet.display`; `save` and `load` keep any
-network in one file (`symnet.saving`).
+network, or a whole training state, in one file (`symnet.saving`).
 
 `export` writes a network's inference function as a `jax.export` program
 that runs without symnet (`symnet.exporting`).

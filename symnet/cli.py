@@ -66,14 +66,18 @@ def _load_model(path: str, seed: int = 0) -> Any:
     if is_kaldi_model(path):
         return read_model(path)
     if zipfile.is_zipfile(path):
+        from .network import Network
         from .saving import load  # only here: `symnet compute` on a Kaldi model never needs it
 
-        return KaldiModel(load(path))
+        saved = load(path)
+        if not isinstance(saved, Network):
+            raise SymnetError(f"{path} is a symnet file of a {type(saved).__name__}, not of one network")
+        return KaldiModel(saved)
     return KaldiModel(_read_config(path, seed))
 
 
 def _read_config(path: str, seed: int = 0, base: Any = None) -> Any:
-    """The KaldiNetwork of a Kaldi nnet3 config or xconfig file (an xconfig may refer to `base`'s nodes)."""
+    """The Network of a Kaldi nnet3 config or xconfig file (an xconfig may refer to `base`'s nodes)."""
     from .kaldi.build import read_network
     from .kaldi.xconfig import is_xconfig, read_xconfig
     from .kaldi.xconfig.layers import node_dims
@@ -87,7 +91,7 @@ def _read_config(path: str, seed: int = 0, base: Any = None) -> Any:
 
 
 def _load(path: str, seed: int = 0) -> Any:
-    """A KaldiNetwork from a Kaldi model file, a symnet network file or a config file."""
+    """A Network from a Kaldi model file, a symnet network file or a config file."""
     return _load_model(path, seed).network
 
 
@@ -99,7 +103,7 @@ def _info(args: argparse.Namespace, stdout: TextIO) -> int:
     try:
         lines = info_lines(network)
     except ConfigWriteError:  # a network from Python that Kaldi's config cannot say: symnet's own summary
-        lines = str(network.network.summary()).splitlines()
+        lines = str(network.summary()).splitlines()
     for line in lines:
         print(line, file=stdout)
     return 0
@@ -115,22 +119,21 @@ def _init(args: argparse.Namespace, stdout: TextIO) -> int:
     config, out = paths[-2], paths[-1]
     network = _read_config(config, seed=args.seed, base=base)
     save(out, network)
-    values = network.network.values if hasattr(network, "network") else network.values
+    values = network.values
     count = sum(int(np.prod(np.shape(v))) for v in values.values())
     print(f"wrote {out}: {len(values)} parameter arrays, {count} values", file=stdout)
     return 0
 
 
 def _network_source(spec: str, seed: int) -> Any:
-    """A KaldiNetwork from a model or config file, or from `module:attribute` / `file.py:attribute`.
+    """A Network from a model or config file, or from `module:attribute` / `file.py:attribute`.
 
-    The attribute is a Network, a KaldiNetwork, or a function of no arguments returning one.
+    The attribute is a Network, or a function of no arguments returning one.
     """
     import importlib
     import importlib.util
     import os
 
-    from .kaldi.network import KaldiNetwork
     from .network import Network
 
     if ":" not in spec or os.path.exists(spec):
@@ -151,11 +154,9 @@ def _network_source(spec: str, seed: int) -> Any:
     value = getattr(module, attribute, None)
     if value is None:
         raise SymnetError(f"{module_name} has no attribute {attribute!r}")
-    if callable(value) and not isinstance(value, (Network, KaldiNetwork)):
+    if callable(value) and not isinstance(value, Network):
         value = value()
-    if isinstance(value, Network):
-        value = KaldiNetwork(value)
-    if not isinstance(value, KaldiNetwork):
+    if not isinstance(value, Network):
         raise SymnetError(f"{spec} is a {type(value).__name__}, not a Network")
     return value
 
@@ -292,20 +293,19 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
         args.optimizer, args.lr, args.schedule, args.final_lr, args.warmup, args.clip, args.weight_decay
     )
     total = max(
-        args.epochs
-        * steps_per_epoch(source.network, train, batch_size=args.batch_size, chunk=args.chunk, output=args.output),
+        args.epochs * steps_per_epoch(source, train, batch_size=args.batch_size, chunk=args.chunk, output=args.output),
         1,
     )
     optimizer, learning_rate = make_optimizer(settings, total)
     rules: Any = None
     run: dict[str, Any] = settings.record()
     if args.max_param_change is not None:
-        rules = kaldi_rules(source.network, optimizer=optimizer, max_param_change=args.max_param_change)
+        rules = kaldi_rules(source, optimizer=optimizer, max_param_change=args.max_param_change)
         run["max_param_change"] = args.max_param_change
     changes = [c.strip() for c in args.allow_changes.split(",") if c.strip()] if args.allow_changes else []
     with _metrics_log(args.metrics, learning_rate) as (on_step, on_epoch):
         result = fit(
-            source.network,
+            source,
             train,
             optimizer,
             valid=valid,
@@ -324,8 +324,7 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
             rules=rules,
             frame_subsampling_factor=args.frame_subsampling_factor,
         )
-    trained = source.replace(network=result.network)
-    save(args.out, trained if trained.objectives else trained.network)  # a Network from Python stays one
+    save(args.out, result.network.replace(objectives=source.objectives))
     last = result.history[-1] if result.history else None
     if last is not None:
         summary = f"train loss {last.train_loss:.4f} accuracy {last.train_accuracy:.4f}"
@@ -535,7 +534,7 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.use_gpu != "no":
         warnings.warn(f"--use-gpu={args.use_gpu} is ignored: symnet runs on JAX's default device", stacklevel=2)
     model = _load_model(args.model)
-    network = model.network.network
+    network = model.network
     priors = None
     if args.use_priors:
         if not model.is_am:
@@ -638,7 +637,7 @@ def _export(args: argparse.Namespace, stdout: TextIO) -> int:
     from .exporting import export
 
     batch = int(args.batch) if args.batch.isdigit() else args.batch
-    network = _load(args.model).network
+    network = _load(args.model)
     export(network, args.out, frames=args.frames, batch=batch, mode=args.mode, output=args.output)
     print(f"wrote {args.out} and {args.out}.json", file=stdout)
     return 0

@@ -289,8 +289,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     os.makedirs(args.out, exist_ok=True)
     trained: dict[str, Any] = {}
     for seed, (name, config) in enumerate(configs(task.feat_dim, task.num_states, settings.width).items(), start=1):
-        kaldi = parse_network(config, seed=seed, file=f"<{name}>")
-        net = kaldi.network
+        net = parse_network(config, seed=seed, file=f"<{name}>")
         t = time.perf_counter()
         steps = settings.epochs * steps_per_epoch(net, train, batch_size=settings.batch, chunk=20)
         optimizer = optax.adam(optax.cosine_decay_schedule(3e-3, steps))
@@ -313,7 +312,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             f"  {name:20s} context ({left}, {right})  valid accuracy {accuracy:.3f}  ({time.perf_counter() - t:.0f} s)",
             flush=True,
         )
-        trained[name] = kaldi.replace(network=result.network)
+        trained[name] = result.network  # with the config's objectives
         save(os.path.join(args.out, FILES[name] + ".npz"), trained[name])  # symnet's network file
 
     print("\n== 3. A BLSTM in symnet's expressions, trained on whole sequences ==", flush=True)
@@ -357,12 +356,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     for name, model in trained.items():
         write_model(os.path.join(args.out, FILES[name] + ".raw"), model, binary=True)  # nnet3-copy reads it
     path = os.path.join(args.out, FILES["TDNN"] + ".raw")
-    back = read_model(path).network.network  # the file read back, computed as nnet3-compute does
+    back = read_model(path).network  # the file read back, computed as nnet3-compute does
     computer = Nnet3Computer(back, ComputeOptions(frames_per_chunk=50))
     difference = max(
         float(np.abs(np.asarray(ours) - kaldi_style).max())
         for ours, kaldi_style in zip(
-            set_test_mode(trained["TDNN"].network, True).compute(list(valid.features[:20])),
+            set_test_mode(trained["TDNN"], True).compute(list(valid.features[:20])),
             computer.compute_many(list(valid.features[:20])),
             strict=True,
         )

@@ -4,11 +4,16 @@ The static part is the canonical expression, in which every Weight carries its
 final name; the leaves are the parameter arrays, ordered by name. So `jax.jit`,
 `jax.grad`, `jax.vmap` and `optax.apply_updates` take a Network as it is, and
 two networks built the same way have equal structure (and share compiled code).
+`objectives` is output metadata (Kaldi's `objective=` of each output node),
+static in the pytree: it travels with the network through `jax.jit`, a config
+or model file and `symnet.save`, but is no part of the computation.
 """
 
 from __future__ import annotations
 
 import hashlib
+import types
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,6 +42,8 @@ from .engine.summary import Summary, infer_dims, summarize
 from .errors import GraphError, ParameterError
 
 DEFAULT_OUTPUT = "output"
+#: The objectives an output may carry (Kaldi's output-node `objective=`).
+OBJECTIVE_KINDS = ("linear", "quadratic")
 
 
 class Network:
@@ -51,13 +58,19 @@ class Network:
     Weights by name (parameters or state, as a model file holds them), whose
     initialisers are then never called. An optimiser is given `net.params`
     only: it never sees the state.
+
+    `objectives` maps some outputs to Kaldi's objective (`'linear'` or
+    `'quadratic'`), read-only; an output without one is `'linear'` where Kaldi
+    needs one. A network read from a Kaldi config or model file carries the
+    file's.
     """
 
-    __slots__ = ("structure", "params", "state", "__weakref__")  # jax.jit(network) keeps a weak reference
+    __slots__ = ("structure", "params", "state", "objectives", "__weakref__")  # jax.jit(network) keeps a weak reference
 
     structure: Structure
     params: dict[str, jax.Array]
     state: dict[str, jax.Array]
+    objectives: Mapping[str, str]
 
     def __init__(
         self,
@@ -67,6 +80,7 @@ class Network:
         state: Mapping[str, Any] | None = None,
         seed: int = 0,
         values: Mapping[str, Any] | None = None,
+        objectives: Mapping[str, str] | None = None,
     ):
         if not isinstance(outputs, Mapping):
             outputs = {DEFAULT_OUTPUT: outputs}
@@ -90,10 +104,15 @@ class Network:
         object.__setattr__(self, "structure", structure)
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "state", state)
+        object.__setattr__(self, "objectives", _checked_objectives(objectives, list(outputs)))
 
     @classmethod
     def from_structure(
-        cls, structure: Structure, params: Mapping[str, Any], state: Mapping[str, Any] | None = None
+        cls,
+        structure: Structure,
+        params: Mapping[str, Any],
+        state: Mapping[str, Any] | None = None,
+        objectives: Mapping[str, str] | None = None,
     ) -> Network:
         """The network of a `Structure` (another network's `structure`) with these arrays, unchecked.
 
@@ -104,7 +123,19 @@ class Network:
         object.__setattr__(net, "structure", structure)
         object.__setattr__(net, "params", dict(params))
         object.__setattr__(net, "state", dict(state or {}))
+        object.__setattr__(net, "objectives", types.MappingProxyType(dict(objectives or {})))
         return net
+
+    @property
+    def network(self) -> Network:
+        """Deprecated: the network itself (what `KaldiNetwork.network` was); use the network directly."""
+        warnings.warn(
+            "net.network is deprecated (KaldiNetwork is gone; a Network carries its objectives): "
+            "use the Network itself; this alias will be removed in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Network is immutable; use net.replace(params=..., state=...)")
@@ -161,8 +192,14 @@ class Network:
         lines.extend(f"{n}{tuple(np.shape(values[n]))}" for n in self.structure.names)
         return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
-    def replace(self, *, params: Mapping[str, Any] | None = None, state: Mapping[str, Any] | None = None) -> Network:
-        """A network with the same structure and new parameters and/or state (each checked against its Weights)."""
+    def replace(
+        self,
+        *,
+        params: Mapping[str, Any] | None = None,
+        state: Mapping[str, Any] | None = None,
+        objectives: Mapping[str, str] | None = None,
+    ) -> Network:
+        """A network with the same structure and new parameters, state and/or objectives (each checked)."""
         weights = self.weights
         new_params = (
             self.params
@@ -174,7 +211,9 @@ class Network:
             if state is None
             else checked_params({n: weights[n] for n in self.structure.state_names}, state, "state value")
         )
-        return Network.from_structure(self.structure, new_params, new_state)
+        names = [name for name, _ in self.structure.outputs]
+        new_objectives = self.objectives if objectives is None else _checked_objectives(objectives, names)
+        return Network.from_structure(self.structure, new_params, new_state, new_objectives)
 
     def assign(self, values: Mapping[str, Any]) -> Network:
         """A network with new arrays for some Weights (parameters or state, by name), the others kept.
@@ -200,7 +239,8 @@ class Network:
         unknown = [old for old in pairs.values() if old not in mine]
         if unknown or not pairs:
             raise GraphError(f"select: no output(s) {unknown or 'given'}; the network has {list(mine)}")
-        fresh = Network({new: mine[old] for new, old in pairs.items()})
+        objectives = {new: self.objectives[old] for new, old in pairs.items() if old in self.objectives}
+        fresh = Network({new: mine[old] for new, old in pairs.items()}, objectives=objectives)
         values = self.values
         return fresh.assign({name: values[name] for name in fresh.values})
 
@@ -223,7 +263,7 @@ class Network:
         def kept(arrays: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
             return {n: old[n] if n in old and np.shape(old[n]) == np.shape(v) else v for n, v in arrays.items()}
 
-        return Network.from_structure(fresh.structure, kept(fresh.params), kept(fresh.state))
+        return Network.from_structure(fresh.structure, kept(fresh.params), kept(fresh.state), self.objectives)
 
     # ----- running -----------------------------------------------------------------
 
@@ -316,7 +356,10 @@ class Network:
         outs = ", ".join(f"{name!r}: {text}" for (name, _), text in zip(self.structure.outputs, texts, strict=True))
         shapes = ", ".join(f"{n}{tuple(np.shape(v))}" for n, v in self.params.items())
         state = ", ".join(f"{n}{tuple(np.shape(v))}" for n, v in self.state.items())
-        return f"Network({{{outs}}}, params=[{shapes}]" + (f", state=[{state}])" if state else ")")
+        tail = (f", state=[{state}]" if state else "") + (
+            f", objectives={dict(self.objectives)}" if self.objectives else ""
+        )
+        return f"Network({{{outs}}}, params=[{shapes}]{tail})"
 
     def _repr_html_(self) -> str:
         """Nodes, dims, parameters, context and a picture, for notebooks (see `symnet.display`)."""
@@ -325,18 +368,27 @@ class Network:
     # ----- pytree ------------------------------------------------------------------
     # Two children, the parameters and the state (dicts in name order): `jax.grad` of
     # a function of a Network gives a Network; train with the gradients of `params`.
+    # The static part is the structure and the objectives (as sorted pairs, hashable).
 
-    def _tree_flatten_with_keys(self) -> tuple[tuple[tuple[Any, dict[str, Any]], ...], Structure]:
+    def _aux(self) -> tuple[Structure, tuple[tuple[str, str], ...]]:
+        return self.structure, tuple(sorted(self.objectives.items()))
+
+    def _tree_flatten_with_keys(
+        self,
+    ) -> tuple[tuple[tuple[Any, dict[str, Any]], ...], tuple[Structure, tuple[tuple[str, str], ...]]]:
         children = ((jax.tree_util.GetAttrKey("params"), self.params), (jax.tree_util.GetAttrKey("state"), self.state))
-        return children, self.structure
+        return children, self._aux()
 
-    def _tree_flatten(self) -> tuple[tuple[dict[str, Any], dict[str, Any]], Structure]:
-        return (self.params, self.state), self.structure
+    def _tree_flatten(
+        self,
+    ) -> tuple[tuple[dict[str, Any], dict[str, Any]], tuple[Structure, tuple[tuple[str, str], ...]]]:
+        return (self.params, self.state), self._aux()
 
     @classmethod
-    def _tree_unflatten(cls, structure: Structure, children: Any) -> Network:
+    def _tree_unflatten(cls, aux: tuple[Structure, tuple[tuple[str, str], ...]], children: Any) -> Network:
         params, state = children
-        return cls.from_structure(structure, params, state)
+        structure, objectives = aux
+        return cls.from_structure(structure, params, state, dict(objectives))
 
 
 jax.tree_util.register_pytree_with_keys(
@@ -351,6 +403,17 @@ def _with_initial(weights: Mapping[str, Weight], values: Mapping[str, Any], seed
     """The given values of these Weights, and initial arrays for the rest (only theirs are drawn)."""
     rest = {n: w for n, w in weights.items() if n not in values}
     return {**initial_values(rest, seed), **{n: values[n] for n in weights if n in values}}
+
+
+def _checked_objectives(objectives: Mapping[str, str] | None, outputs: Sequence[str]) -> Mapping[str, str]:
+    """The objectives as a read-only mapping; a GraphError for an unknown output or objective."""
+    checked = dict(objectives or {})
+    for name, kind in checked.items():
+        if name not in outputs:
+            raise GraphError(f"objective for {name!r}, which is not an output; the network has outputs {list(outputs)}")
+        if kind not in OBJECTIVE_KINDS:
+            raise GraphError(f"output {name!r}: objective {kind!r} is not one of {', '.join(OBJECTIVE_KINDS)}")
+    return types.MappingProxyType(checked)
 
 
 def _mapping(params: Any) -> Mapping[str, Any]:

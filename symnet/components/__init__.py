@@ -129,7 +129,7 @@ def set_test_mode(target: Any, test_mode: bool = True, *, dropout: bool = True, 
     if isinstance(target, Network):
         names = [name for name, _ in target.structure.outputs]
         new = _set_mode_in_tree([layer for _, layer in target.structure.outputs], test_mode, kinds)
-        return Network(dict(zip(names, new)), params=target.params, state=target.state)
+        return Network(dict(zip(names, new)), params=target.params, state=target.state, objectives=target.objectives)
     if isinstance(target, Layer):
         return _set_mode_in_tree([target], test_mode, kinds)[0]
     if isinstance(target, Mapping):

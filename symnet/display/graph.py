@@ -17,19 +17,11 @@ from ..engine.inspect import node_dims, recurrent_edges, topological_order
 from .html import CHAR_W, FONT, MARGIN, Svg, escape, short
 from .labels import COLOURS, kind, label, shape_text
 
-__all__ = ["GraphView", "draw_graph", "graph_svg", "unwrap_network"]
+__all__ = ["GraphView", "draw_graph", "graph_svg"]
 
 _NODE_H = 22
 _LAYER_GAP = 46
 _NODE_GAP = 14
-
-
-def unwrap_network(network: Any) -> Any:
-    """A Network from a Network or a KaldiNetwork (anything with `.network` and `.structure`)."""
-    inner = getattr(network, "network", None)
-    if inner is not None and hasattr(inner, "structure"):
-        return inner
-    return network
 
 
 class GraphView:
@@ -40,9 +32,8 @@ class GraphView:
     """
 
     def __init__(self, network: Any):
-        net = unwrap_network(network)
-        self.network = net
-        self.graph = Graph(dict(net.structure.outputs))
+        self.network = network
+        self.graph = Graph(dict(network.structure.outputs))
         g = self.graph
         self.n = len(g.layers)
         self.users: list[list[int]] = [[] for _ in range(self.n)]
@@ -54,7 +45,7 @@ class GraphView:
         self.order = topological_order(g)
         self.depth = self._depths()
         self.dims = node_dims(g)
-        names = value_names(list(net.structure.outputs))
+        names = value_names(list(network.structure.outputs))
         self.names = [names.get(id(layer), "") for layer in g.layers]  # the summary's row names (core.roles)
 
     def forward_operands(self, nid: int) -> list[int]:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..core.layer import Weight
-from .graph import GraphView, draw_graph, unwrap_network
+from .graph import GraphView, draw_graph
 from .html import GREY, Html, box, count, escape, fold, short, table
 from .labels import label, shape_text
 from .tree import tree
@@ -18,12 +18,12 @@ __all__ = ["network_html", "nodes_table"]
 def network_html(network: Any, *, context: bool = True, picture: bool = True) -> Html:
     """Inputs, outputs, nodes (with dims where known), parameters and context of a Network.
 
-    Takes a `Network` or a `KaldiNetwork` (whose objectives are shown). The
+    Shows the outputs' objectives where the network has any. The
     context is computed only when the network works on Indexes, and a network
     the planner rejects still displays, with the error.
     """
-    net = unwrap_network(network)
-    objectives = dict(getattr(network, "objectives", {}) or {})
+    net = network
+    objectives = dict(net.objectives)
     params = net.params
     total = sum(int(np.size(v)) for v in params.values())
     fixed = sum(int(np.size(v)) for v in net.state.values())

@@ -11,7 +11,7 @@ from ..engine.computation import compile
 from ..engine.context import output_name
 from ..engine.inspect import input_reads
 from ..engine.request import ComputationRequest
-from .graph import GraphView, unwrap_network
+from .graph import GraphView
 from .html import CHAR_W, FONT, MARGIN, Svg, escape
 from .labels import COLOURS, kind, label
 
@@ -113,7 +113,7 @@ def receptive_field(
     Nodes when the network has Nodes, else every indexed node; `'all'` every
     indexed node.
     """
-    net = unwrap_network(network)
+    net = network
     name = output_name(net, output)
     info = GraphView(net)
     g = info.graph

@@ -271,9 +271,7 @@ class Stream:
         precision: str | Precision | None = None,
     ):
         if not hasattr(network, "structure") or not hasattr(network, "params"):
-            raise ArgumentTypeError(
-                f"Stream: the network must be a symnet Network (or KaldiNetwork), got {type(network).__name__}"
-            )
+            raise ArgumentTypeError(f"Stream: the network must be a symnet Network, got {type(network).__name__}")
         if isinstance(frames_per_chunk, bool) or not isinstance(frames_per_chunk, int) or frames_per_chunk <= 0:
             raise PlanError(f"frames_per_chunk must be a positive number of frames, got {frames_per_chunk!r}")
         self.network = network

@@ -4,19 +4,19 @@
 whose descriptors are symnet layers; `write_config` prints them back as Kaldi
 does; `merge_config` adds a further config by Kaldi's rules; `check_config`
 runs Kaldi's name and reference checks. `read_network` / `parse_network` /
-`build_network` build a `KaldiNetwork` (a Network plus output objectives)
+`build_network` build a `Network` (its `objectives` the output-nodes')
 from a config; `write_network` writes a Network back as a config.
 Components: one record per Kaldi type in `symnet.kaldi.components`
 (`build_component`, `component_options`, `COMPONENTS`). Kaldi's own model
 files: `read_nnet` / `write_nnet` hold them at the token level (`NnetFile`),
-`read_model` / `write_model` as networks (`KaldiModel`). symnet's own files,
+`read_model` / `write_model` as networks (`KaldiModel`, whose `network` is the Network). symnet's own files,
 which keep any network, are `symnet.save` / `symnet.load`.
 
 Modules: `config` (config lines), `descriptor_text` (the descriptor grammar),
-`build` (networks from configs), `network` (`KaldiNetwork`, networks as
-configs), `components` (the component records), `nnet_file`, `binary`,
-`token_kinds`, `token_values`, `transition_model` (model files at the token
-level), `model` and `model_reader` (model files as networks), `compute`
+`build` (networks from configs), `network` (networks as configs; `KaldiNetwork`,
+a deprecated alias), `components` (the component records), `nnet_file`, `binary`,
+`token_kinds`, `token_values`, `transition_model` (model files at the token level), `model` and
+`model_reader` (model files as networks), `compute`
 (nnet3-compute), `exact` (every computable output frame, as the corpus's
 nnet3-eval-exact), `scales` (Kaldi's compile-time rule on descriptor scales),
 `lda` (the LDA-like input transform of recipes: nnet3-acc-lda-stats and

@@ -1,7 +1,7 @@
 """Networks from Kaldi nnet3 configs: `build_network`, `parse_network`, `read_network`.
 
 Reading (`read_network`, `parse_network`, `build_network`) turns config lines
-into a `KaldiNetwork`: a `symnet.Network` plus the objective of each output.
+into a `symnet.Network` whose `objectives` are the output-nodes'.
 
 - `input-node name=input dim=12` is `Input('input', 12)`.
 - `component` + `component-node` is `Node(node, Component(input))`: the
@@ -13,7 +13,7 @@ into a `KaldiNetwork`: a `symnet.Network` plus the objective of each output.
   one shared parameter.
 - `dim-range-node` is `Node(name, DimRange(source, dim_offset, dim))`.
 - `output-node name=output input=... objective=...` is the Network output
-  `output`; its objective is in `KaldiNetwork.objectives`.
+  `output`; its objective is in `Network.objectives`.
 
 The Network finds its nodes by walking the trees from the outputs, so a
 reference is replaced by the layer it names wherever that keeps the tree
@@ -54,7 +54,7 @@ from ..components.base import Component
 from ..core.descriptor import DimRange, Input, Node, Ref
 from ..core.layer import Layer, Weight, evolve
 from ..core.walk import walk
-from ..errors import ComponentConfigError, ConfigError, ParameterError, SymnetError
+from ..errors import ArgumentTypeError, ComponentConfigError, ConfigError, ParameterError, SymnetError
 from ..network import Network
 from .components import PLACEHOLDER_INPUT, lookup, records
 from .config import (
@@ -69,7 +69,7 @@ from .config import (
     parse_config,
     read_config,
 )
-from .network import KaldiNetwork, descriptor_dim, network_config_lines, strong_refs, substitute_nodes, unwrap_network
+from .network import descriptor_dim, network_config_lines, strong_refs, substitute_nodes
 
 __all__ = ["build_network", "parse_network", "read_network"]
 
@@ -195,11 +195,11 @@ def build_network(
     lines: Iterable[ConfigLine],
     *,
     seed: int = 0,
-    base: Network | KaldiNetwork | None = None,
+    base: Network | None = None,
     read_matrix: Callable[[str], np.ndarray] | None = None,
     values: Mapping[str, Any] | None = None,
-) -> KaldiNetwork:
-    """The KaldiNetwork of parsed config lines (see the module doc).
+) -> Network:
+    """The Network of parsed config lines, with the output-nodes' objectives (see the module doc).
 
     `seed` seeds the parameters' initialisation (Kaldi's initialisation of
     each component, drawn with a key derived from the seed and the
@@ -215,7 +215,9 @@ def build_network(
     base_net = None
     redefined = {line.name for line in lines if isinstance(line, ComponentLine)}
     if base is not None:
-        base_net, _ = unwrap_network(base, None)
+        if not isinstance(base, Network):
+            raise ArgumentTypeError(f"base must be a Network, not a {type(base).__name__}")
+        base_net = base
         lines = merge_config(network_config_lines(base, exact=False), lines)
     check_config(lines)
 
@@ -311,12 +313,12 @@ def build_network(
         names = {layer.name for layer in walk(list(outputs.values())) if isinstance(layer, Weight)}
         values = {name: value for name, value in values.items() if name in names}
     try:
-        network = Network(outputs, seed=seed, values=values)
+        network = Network(outputs, seed=seed, values=values, objectives=objectives)
     except ParameterError as e:  # e.g. a Weight name used by two different components
         raise ConfigError(str(e), file=_config_file(lines)) from None
     if base_net is not None:
         network = _keep_base_params(network, base_net, redefined)
-    return KaldiNetwork(network, objectives)
+    return network
 
 
 def _config_file(lines: Sequence[ConfigLine]) -> str:
@@ -352,10 +354,10 @@ def parse_network(
     *,
     file: str = "<config>",
     seed: int = 0,
-    base: Network | KaldiNetwork | None = None,
+    base: Network | None = None,
     read_matrix: Callable[[str], np.ndarray] | None = None,
-) -> KaldiNetwork:
-    """The KaldiNetwork of a config text (errors name `file`)."""
+) -> Network:
+    """The Network of a config text (errors name `file`)."""
     return build_network(parse_config(text, file=file), seed=seed, base=base, read_matrix=read_matrix)
 
 
@@ -363,9 +365,9 @@ def read_network(
     source: str | os.PathLike[str] | Any,
     *,
     seed: int = 0,
-    base: Network | KaldiNetwork | None = None,
+    base: Network | None = None,
     file: str | None = None,
     read_matrix: Callable[[str], np.ndarray] | None = None,
-) -> KaldiNetwork:
-    """The KaldiNetwork of a config file, given as a path or an open text file."""
+) -> Network:
+    """The Network of a config file, given as a path or an open text file."""
     return build_network(read_config(source, file=file), seed=seed, base=base, read_matrix=read_matrix)

@@ -16,9 +16,10 @@ from ..core.walk import walk
 from ..engine.context import modulus as graph_modulus
 from ..engine.graph import Graph
 from ..errors import SymnetError
+from ..network import Network
 from .config import ComponentLine, ComponentNode, DimRangeNode, InputNode, OutputNode
 from .descriptor_text import write_descriptor
-from .network import KaldiNetwork, descriptor_dim, network_config_lines
+from .network import descriptor_dim, network_config_lines
 
 __all__ = ["info_lines"]
 
@@ -31,12 +32,9 @@ def _components(network: Any) -> dict[str, Any]:
     return found
 
 
-def info_lines(kaldi_network: Any) -> list[str]:
-    """The lines `symnet info` prints for a KaldiNetwork (or a Network)."""
-    if not isinstance(kaldi_network, KaldiNetwork):
-        kaldi_network = KaldiNetwork(kaldi_network)
-    net = kaldi_network.network
-    lines = network_config_lines(kaldi_network, exact=False)
+def info_lines(net: Network) -> list[str]:
+    """The lines `symnet info` prints for a Network (its objectives on the output-node lines)."""
+    lines = network_config_lines(net, exact=False)
     components = _components(net)
     dims: dict[str, int] = {}
     for line in lines:

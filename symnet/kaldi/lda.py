@@ -563,7 +563,7 @@ def accumulate_lda_stats(
 ) -> LdaAccumulation:
     """nnet3-acc-lda-stats over the egs nnet3-get-egs makes of these utterances: every frame once, in order.
 
-    `network`: a Network or KaldiNetwork whose output node `output` is the LDA's input (init.config's network).
+    `network`: a Network whose output node `output` is the LDA's input (init.config's network).
     `features`: (utterance id, [T, D]) in order, or a mapping. `targets`: utterance id -> alignment (pdf-ids
     [T]) or posteriors (see `Posteriors.of`); frames beyond the targets have none, targets beyond the frames
     are left out; more than `targets_length_tolerance` frames apart is a skipped utterance, as in
@@ -576,12 +576,9 @@ def accumulate_lda_stats(
     """
     from ..network import Network
     from .compute import ComputeOptions, Nnet3Computer
-    from .network import KaldiNetwork
 
-    if isinstance(network, KaldiNetwork):
-        network = network.network
     if not isinstance(network, Network):
-        raise LdaError(f"the network must be a Network or a KaldiNetwork, not a {type(network).__name__}")
+        raise LdaError(f"the network must be a Network, not a {type(network).__name__}")
     if ivectors is not None and online_ivectors is not None:
         raise LdaError("give i-vectors or online i-vectors, not both")
     if online_ivectors is not None and online_ivector_period <= 0:

@@ -58,7 +58,7 @@ from .components import PLACEHOLDER_INPUT, WRITABLE_TYPES, ParamValues, lookup
 from .components.fields import Block
 from .config import ComponentNode, ConfigLine, DimRangeNode, InputNode, OutputNode, parse_config, write_config
 from .descriptor_text import write_descriptor
-from .network import KaldiNetwork, by_name, descriptor_dim, dim_range_node, write_order
+from .network import by_name, descriptor_dim, dim_range_node, write_order
 from .nnet_file import NnetComponent, NnetFile, find_token, format_nnet, write_nnet
 from .transition_model import TransitionModel
 
@@ -76,12 +76,9 @@ __all__ = [
 # ----- the model ------------------------------------------------------------------------------
 
 
-def _as_kaldi_network(value: Any) -> KaldiNetwork:
-    if isinstance(value, KaldiNetwork):
-        return value
-    if isinstance(value, Network):
-        return KaldiNetwork(value)
-    raise ArgumentTypeError(f"KaldiModel.network must be a KaldiNetwork or a Network, not {type(value).__name__}")
+def _check_network(model: Any, attribute: Any, value: Any) -> None:
+    if not isinstance(value, Network):
+        raise ArgumentTypeError(f"KaldiModel.network must be a Network, not {type(value).__name__}")
 
 
 def _as_priors(value: Any) -> np.ndarray | None:
@@ -98,7 +95,7 @@ def _as_priors(value: Any) -> np.ndarray | None:
 class KaldiModel:
     """A Kaldi nnet3 model as symnet holds it.
 
-    `network` is the KaldiNetwork (train it, run it, replace its parameters);
+    `network` is the Network, with the file's objectives (train it, run it, replace its parameters);
     `priors` AmNnetSimple's priors (None for a raw nnet); `transition_model` an
     acoustic model's transition model (None for a raw nnet). `source` is the
     `NnetFile` the model was read from (None for a network built in symnet):
@@ -107,7 +104,7 @@ class KaldiModel:
     built from `source` (to tell what changed since).
     """
 
-    network: KaldiNetwork = attrs.field(converter=_as_kaldi_network)
+    network: Network = attrs.field(validator=_check_network)
     priors: np.ndarray | None = attrs.field(default=None, converter=_as_priors)
     transition_model: TransitionModel | None = None
     source: NnetFile | None = attrs.field(default=None, repr=False)
@@ -131,14 +128,22 @@ class KaldiModel:
     def replace(
         self,
         *,
-        network: Network | KaldiNetwork | None = None,
+        network: Network | None = None,
         params: Mapping[str, Any] | None = None,
         priors: Any = attrs.NOTHING,
     ) -> KaldiModel:
-        """A copy with another network, new parameters or other priors (the file it came from stays)."""
+        """A copy with another network, new parameters or other priors (the file it came from stays).
+
+        A `network` without objectives takes this model's objectives of the outputs it has.
+        """
         net = self.network
         if network is not None:
-            net = KaldiNetwork(network, net.objectives) if isinstance(network, Network) else network
+            if not isinstance(network, Network):
+                raise ArgumentTypeError(f"KaldiModel.replace: network must be a Network, not {type(network).__name__}")
+            if not network.objectives:
+                outputs = network.outputs
+                network = network.replace(objectives={k: v for k, v in net.objectives.items() if k in outputs})
+            net = network
         if params is not None:
             net = net.replace(params=params)
         changes: dict[str, Any] = {"network": net}
@@ -148,12 +153,12 @@ class KaldiModel:
 
 
 def as_model(value: Any) -> KaldiModel:
-    """`value` (a KaldiModel, KaldiNetwork or Network) as a KaldiModel."""
+    """`value` (a KaldiModel or a Network) as a KaldiModel."""
     if isinstance(value, KaldiModel):
         return value
-    if isinstance(value, (KaldiNetwork, Network)):
+    if isinstance(value, Network):
         return KaldiModel(value)
-    raise ArgumentTypeError(f"expected a KaldiModel, KaldiNetwork or Network, got {type(value).__name__}")
+    raise ArgumentTypeError(f"expected a KaldiModel or a Network, got {type(value).__name__}")
 
 
 # ----- writing ---------------------------------------------------------------------------------
@@ -281,9 +286,9 @@ def _network_lines(net: Network) -> tuple[list[ConfigLine], dict[str, Component]
     return lines, components
 
 
-def output_dims(network: KaldiModel | KaldiNetwork | Network) -> dict[str, int]:
+def output_dims(network: KaldiModel | Network) -> dict[str, int]:
     """The dim of each output of a network (from its node lines and components' dims)."""
-    net = as_model(network).network.network
+    net = as_model(network).network
     lines, components = _network_lines(net)
     dims: dict[str, int] = {}
     out: dict[str, int] = {}
@@ -300,20 +305,19 @@ def output_dims(network: KaldiModel | KaldiNetwork | Network) -> dict[str, int]:
     return out
 
 
-def model_to_nnet(model: KaldiModel | KaldiNetwork | Network, *, raw: bool = False) -> NnetFile:
+def model_to_nnet(model: KaldiModel | Network, *, raw: bool = False) -> NnetFile:
     """The `NnetFile` of a model: its source file with the current parameters when the network's structure
     is the one read, else node lines and components written from the network (see the module doc).
     `raw` leaves out an acoustic model's transition model and priors."""
     model = as_model(model)
-    kn = model.network
-    net = kn.network
+    net = model.network
     source = model.source
     params = net.values  # a model file stores parameters and state alike
     unchanged = (
         source is not None
         and model.reference is not None
         and net.structure == model.reference
-        and dict(kn.objectives) == _objectives(source.config)
+        and dict(net.objectives) == _objectives(source.config)
     )
     if unchanged:
         assert source is not None  # `unchanged` says so
@@ -326,7 +330,7 @@ def model_to_nnet(model: KaldiModel | KaldiNetwork | Network, *, raw: bool = Fal
         config = source.config
     else:
         lines, by_name = _network_lines(net)
-        objectives = kn.objectives
+        objectives = net.objectives
         lines = [
             attrs.evolve(line, objective=objectives.get(line.name, "linear")) if isinstance(line, OutputNode) else line
             for line in lines
@@ -389,14 +393,14 @@ def _objectives(config: str) -> dict[str, str]:
         return {}
 
 
-def format_model(model: KaldiModel | KaldiNetwork | Network, *, binary: bool = True, raw: bool = False) -> bytes:
+def format_model(model: KaldiModel | Network, *, binary: bool = True, raw: bool = False) -> bytes:
     """The bytes of the model file Kaldi would write (`nnet3-copy --binary=...`; `raw` as in
     `nnet3-am-copy --raw=true`)."""
     return format_nnet(model_to_nnet(model, raw=raw), binary=binary)
 
 
 def write_model(
-    path: str | os.PathLike[str], model: KaldiModel | KaldiNetwork | Network, *, binary: bool = True, raw: bool = False
+    path: str | os.PathLike[str], model: KaldiModel | Network, *, binary: bool = True, raw: bool = False
 ) -> None:
     """Write a Kaldi model file, atomically (a failure leaves any existing file untouched)."""
     write_nnet(as_path(path, "write_model"), model_to_nnet(model, raw=raw), binary=binary)

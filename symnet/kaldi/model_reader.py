@@ -1,7 +1,7 @@
 """Reading Kaldi nnet3 model files as symnet networks: `read_model`, `parse_model`, `model_from_nnet`.
 
     model = read_model("final.mdl")          # text or binary; raw nnet (nnet3-init) or acoustic model
-    model.network                            # a KaldiNetwork (Network + objectives), parameters from the file
+    model.network                            # a Network (with the objectives), parameters from the file
     model.priors                             # AmNnetSimple's priors (None for a raw nnet)
 
 `model_from_nnet` works on the token-level `NnetFile` of
@@ -143,7 +143,7 @@ def model_from_nnet(nnet: NnetFile, *, file: str = "<model>") -> KaldiModel:
         priors=nnet.priors,
         transition_model=nnet.transition_model,
         source=nnet,
-        reference=network.network.structure,
+        reference=network.structure,
     )
 
 

@@ -1,9 +1,9 @@
-"""Kaldi networks: a `KaldiNetwork` is a Network with the objective of each output; writing one as a config.
+"""Kaldi networks as configs: writing a Network's config lines, and the descriptor helpers of reading one.
 
-`KaldiNetwork(network, objectives)` is what reading a config gives
-(`symnet.kaldi.build`): an ordinary `symnet.Network` plus the objective of each
-output-node, kept beside it because objectives are training metadata, not
-computation.
+Reading a config (`symnet.kaldi.build`) gives an ordinary `symnet.Network`
+whose `objectives` are the output-nodes' `objective=`. `KaldiNetwork` is a
+deprecated alias kept for one release (`KaldiNetwork(net, objectives)` is
+`net.replace(objectives=objectives)`; it warns).
 
 Writing (`network_config_lines`, `write_network`) prints a Network as config
 lines: an `input-node` per Input, a `component` line per component (its
@@ -22,17 +22,14 @@ order Kaldi writes nodes in).
 from __future__ import annotations
 
 import heapq
-import types
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
-
-import attrs
-import jax
 
 from ..components.base import Component
 from ..components.structure import CompositeComponent
 from ..core.descriptor import Combine, Descriptor, Input, Node, Ref
-from ..core.layer import Identity, Layer, Structure, evolve
+from ..core.layer import Identity, Layer, evolve
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, ConfigWriteError, DescriptorError
 from ..layers.kaldi import kaldi_forms
@@ -48,91 +45,42 @@ __all__ = [
     "network_config_lines",
     "strong_refs",
     "substitute_nodes",
-    "unwrap_network",
     "write_network",
     "write_order",
 ]
 
 
-# ----- the result of reading a config ---------------------------------------------------------
+# ----- the deprecated wrapper ------------------------------------------------------------------
 
 
-def _frozen_objectives(value: Mapping[str, str] | None) -> Mapping[str, str]:
-    return types.MappingProxyType(dict(value or {}))
+def _deprecated() -> None:
+    warnings.warn(
+        "KaldiNetwork is deprecated: a symnet.Network carries its objectives (net.objectives); "
+        "use Network directly. This alias will be removed in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
-@attrs.frozen(eq=False)
-class KaldiNetwork:
-    """A Network read from a Kaldi config, with the objective of each output.
+class _KaldiNetworkAlias(type):
+    """`KaldiNetwork(net, objectives)` gives `net` with those objectives; `isinstance(x, KaldiNetwork)` is
+    `isinstance(x, Network)`. Both warn (DeprecationWarning)."""
 
-    `network` is an ordinary `symnet.Network` (a pytree: train, jit and run
-    it as any other); `objectives` maps each output name to Kaldi's
-    `objective` (`'linear'` or `'quadratic'`), read-only. Objectives are
-    training metadata, not part of the computation, so they live beside the
-    Network rather than in its expression. A KaldiNetwork is itself a
-    pytree (its leaf is the Network; the objectives are static).
-    """
+    def __instancecheck__(cls, instance: Any) -> bool:
+        _deprecated()
+        return isinstance(instance, Network)
 
-    network: Network
-    objectives: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_objectives)
-
-    @property
-    def structure(self) -> Structure:
-        return self.network.structure
-
-    @property
-    def params(self) -> dict[str, Any]:
-        """The network's trainable parameters."""
-        return self.network.params
-
-    @property
-    def state(self) -> dict[str, Any]:
-        """The network's state (FixedWeights: fixed components, batch-norm statistics)."""
-        return self.network.state
-
-    @property
-    def values(self) -> dict[str, Any]:
-        """Parameters and state together, by Weight name (what a model file stores)."""
-        return self.network.values
-
-    def compute(self, x: Any, **options: Any) -> Any:
-        """`Network.compute` of the network: outputs for every frame (a model read from a file runs as it is)."""
-        return self.network.compute(x, **options)
-
-    def context(self, output: str | None = None) -> tuple[int, int]:
-        """`Network.context` of the network: the frames of (left, right) context an output needs."""
-        return self.network.context(output)
-
-    def replace(self, *, network: Network | None = None, params: Mapping[str, Any] | None = None) -> KaldiNetwork:
-        """The same objectives with another network, or with new parameters."""
-        net = network if network is not None else self.network
-        if params is not None:
-            net = net.replace(params=params)
-        return KaldiNetwork(net, self.objectives)
-
-    def config_lines(self) -> list[ConfigLine]:
-        """The network as config lines (see `network_config_lines`)."""
-        return network_config_lines(self)
+    def __call__(cls, network: Network, objectives: Mapping[str, str] | None = None) -> Network:
+        _deprecated()
+        if not isinstance(network, Network):
+            raise ArgumentTypeError(
+                f"KaldiNetwork(network, objectives): expected a Network, got {type(network).__name__}"
+            )
+        return network if objectives is None else network.replace(objectives=objectives)
 
 
-jax.tree_util.register_pytree_node(
-    KaldiNetwork,
-    lambda k: ((k.network,), tuple(k.objectives.items())),
-    lambda objectives, children: KaldiNetwork(children[0], dict(objectives)),
-)
-
-
-def unwrap_network(
-    network: Network | KaldiNetwork, objectives: Mapping[str, str] | None
-) -> tuple[Network, dict[str, str]]:
-    """The Network of `network` (a Network or KaldiNetwork) and its objectives, updated by `objectives`."""
-    if isinstance(network, KaldiNetwork):
-        merged = dict(network.objectives)
-        merged.update(objectives or {})
-        return network.network, merged
-    if not isinstance(network, Network):
-        raise ArgumentTypeError(f"expected a Network or KaldiNetwork, got {type(network).__name__}")
-    return network, dict(objectives or {})
+class KaldiNetwork(metaclass=_KaldiNetworkAlias):
+    """Deprecated alias (removed in the next release): a Network now carries its objectives."""
 
 
 # ----- descriptors ----------------------------------------------------------------------------
@@ -200,18 +148,20 @@ def _descriptor_text(layer: Layer, what: str) -> str:
 
 
 def network_config_lines(
-    network: Network | KaldiNetwork, objectives: Mapping[str, str] | None = None, *, exact: bool = True
+    network: Network, objectives: Mapping[str, str] | None = None, *, exact: bool = True
 ) -> list[ConfigLine]:
     """The config lines of a Network: input-nodes, component and node lines (operands first), output-nodes.
 
     Every component must be the operand of a `Node` (the component-node);
     a Node's operand must be a component or a `DimRange` of a node or input.
-    `objectives` (output name -> 'linear' | 'quadratic') defaults to the
-    KaldiNetwork's, else linear. `exact=False` writes components whose
+    `objectives` (output name -> 'linear' | 'quadratic') update the
+    network's own; an output with neither is linear. `exact=False` writes components whose
     parameters came from files with the options of their shapes (see
     `component_options`). ConfigWriteError for what a config cannot say.
     """
-    net, objectives = unwrap_network(network, objectives)
+    if not isinstance(network, Network):
+        raise ArgumentTypeError(f"expected a Network, got {type(network).__name__}")
+    net, objectives = network, {**network.objectives, **(objectives or {})}
     output_names = [name for name, _ in net.structure.outputs]
     written = [layer for _, layer in net.structure.outputs]
     # Typed layers and nonlinearities as Kaldi's components, each the operand of a node; those made here keep
@@ -355,6 +305,6 @@ def _node_lines(node: Node, components: dict[str, Component], exact: bool) -> li
     )
 
 
-def write_network(network: Network | KaldiNetwork, objectives: Mapping[str, str] | None = None) -> str:
+def write_network(network: Network, objectives: Mapping[str, str] | None = None) -> str:
     """The config text of a Network (see `network_config_lines`)."""
     return write_config(network_config_lines(network, objectives))

@@ -1,13 +1,18 @@
-"""symnet's network files: `save(path, network)` and `load(path)` keep any network, without pickle.
+"""symnet's files: `save(path, tree)` and `load(path)` keep networks and whole training states, without pickle.
 
-A file holds the whole network: every layer (core layers, descriptors,
-Node/Ref recurrences, components, users' layer classes) with its fields, the
-Weights' initialisers and names, the arrays of `network.params` and
-`network.state`, and, for a KaldiNetwork, the output objectives. Loading gives
-a network with equal structure (`==`) and the same arrays, so equal outputs.
-Nothing in a file is executed: the structure is JSON (`symnet.saving.structure`)
-and only classes the running process has defined are built, and the arrays
-are plain numbers read without pickle (`symnet.saving.archive`).
+A file holds a pytree (`symnet.saving.tree`): Networks, arrays (JAX and
+NumPy), optax states (namedtuples such as `ScaleByAdamState`, `EmptyState`,
+and the tuples of a chain), and dicts, lists, tuples, None, bool, int, float
+and str. A Network is kept whole (`symnet.saving.networks`): every layer
+(core layers, descriptors, Node/Ref recurrences, components, users' layer
+classes) with its fields, the Weights' initialisers and names, the arrays of
+`params` and `state`, and the outputs' `objectives`. Loading gives a network
+with equal structure (`==`) and the same arrays, so equal outputs. Nothing in
+a file is executed and no module is imported by a name it holds: the
+structure is JSON (`symnet.saving.structure`), only classes the running
+process has defined are built, namedtuples come back as the type of a
+template (`load(path, like=...)`) or of optax's exported state classes, and
+the arrays are plain numbers read without pickle (`symnet.saving.archive`).
 
 Kaldi's own formats (configs, nnet3 model files, `symnet.kaldi`) remain the
 export for networks Kaldi can express.
@@ -16,89 +21,85 @@ export for networks Kaldi can express.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import Any
 
-import jax.numpy as jnp
 import numpy as np
 
 from ..atomic import check_writable
-from ..errors import ArgumentTypeError, ModelFormatError, SymnetError
-from ..kaldi.network import KaldiNetwork
+from ..errors import ModelFormatError, SaveError
 from ..network import Network
 from ..paths import as_path
 from ..version import __version__
-from .archive import read_archive, write_archive
-from .structure import check_mapping, decode_layers, encode_layers
+from .archive import MAX_JSON_DEPTH, read_archive, write_archive
+from .networks import decode_network, encode_network
+from .tree import NO_TEMPLATE, check_like, decode_tree, encode_tree
 
 __all__ = ["FORMAT", "VERSION", "load", "save"]
 
-#: The `format` field of a network file's header.
+#: The `format` field of a symnet file's header.
 FORMAT = "symnet-network"
-#: The version of the format this symnet writes, and the newest it reads.
-VERSION = 1
+#: The version of the format this symnet writes, and the newest it reads (version 1 holds one Network).
+VERSION = 2
 
 
-def save(path: str | os.PathLike[str], network: Network | KaldiNetwork) -> None:
-    """Write `network` (a Network, or a KaldiNetwork with its objectives) to `path`, atomically.
+def save(path: str | os.PathLike[str], tree: Any) -> None:
+    """Write `tree` (a Network, or any pytree of Networks, arrays, optax states and plain values) to `path`.
 
     The file is a NumPy `.npz` archive: `header.npy` (UTF-8 JSON) and one
-    `arrays/K.npy` per array. The header:
+    `arrays/K.npy` per array. The header of `save(path, {"net": net, "step": 3})`:
 
-        {"format": "symnet-network", "version": 1, "symnet_version": "0.1.0",
-         "layers": [{"class": "Input", "fields": {"name": "input", "dim": 4}}, ...],
-         "outputs": [["output", 3]], "params": {"weight": 0}, "state": {},
-         "arrays": [{"shape": [4, 3], "dtype": "<f4"}], "objectives": null}
+        {"format": "symnet-network", "version": 2, "symnet_version": "0.1.0",
+         "arrays": [{"shape": [4, 3], "dtype": "<f4"}],
+         "networks": [{"layers": [...], "outputs": [["output", 3]], "params": {"weight": 0},
+                       "state": {}, "objectives": {}}],
+         "tree": {"dict": [["net", {"network": 0}], ["step", 3]]}}
 
-    `layers` lists every distinct layer once, operands first (see
-    `symnet.saving.structure`); `outputs` names the entry of each output,
-    `params` and `state` the array of each Weight's value, `objectives` is
-    null for a Network and the objectives of a KaldiNetwork. `path` is
-    either left as it was or holds the whole new file. A layer whose class is
-    not registered, or a field value the format cannot hold, is a SaveError
-    (nothing is written), and so is a path that cannot be written (an
-    OutputError: a folder, no permission).
+    `networks` holds each Network once (`symnet.saving.networks`), `tree` the
+    value (`symnet.saving.tree`). The write is atomic (`symnet.atomic`):
+    `path` is either left as it was or holds the whole new file. A value the
+    format cannot hold (a layer whose class is not registered, an object that
+    is not one of the kinds above) is a SaveError naming where it is, and
+    nothing is written; so is a path that cannot be written (an OutputError:
+    a folder, no permission).
     """
     path = as_path(path, "symnet.save")
     check_writable(path)
-    if isinstance(network, KaldiNetwork):
-        net, objectives = network.network, dict(network.objectives)
-    elif isinstance(network, Network):
-        net, objectives = network, None
-    else:
-        raise ArgumentTypeError(f"symnet.save takes a Network or a KaldiNetwork, not a {type(network).__name__}")
     arrays: list[np.ndarray] = []
-    names = [name for name, _ in net.structure.outputs]
-    layers, roots = encode_layers([layer for _, layer in net.structure.outputs], arrays)
+    networks: list[dict[str, Any]] = []
+    numbers: dict[int, int] = {}
 
-    def values(mapping: Mapping[str, Any]) -> dict[str, int]:
-        out = {}
-        for name, value in mapping.items():
-            out[name] = len(arrays)
-            arrays.append(np.asarray(value))
-        return out
+    def network(net: Network) -> int:
+        if id(net) not in numbers:
+            numbers[id(net)] = len(networks)
+            networks.append(encode_network(net, arrays))
+        return numbers[id(net)]
 
+    encoded = encode_tree(tree, arrays, network)
+    if 1 + _depth(encoded) > MAX_JSON_DEPTH:  # in the header object: what `load` would refuse
+        raise SaveError(f"the tree nests too deep for a symnet file (its JSON would be deeper than {MAX_JSON_DEPTH})")
     header = {
         "format": FORMAT,
         "version": VERSION,
         "symnet_version": __version__,
-        "layers": layers,
-        "outputs": [[name, k] for name, k in zip(names, roots, strict=True)],
-        "params": values(net.params),
-        "state": values(net.state),
         "arrays": [{"shape": list(a.shape), "dtype": a.dtype.str} for a in arrays],
-        "objectives": objectives,
+        "networks": networks,
+        "tree": encoded,
     }
     write_archive(path, header, arrays)
 
 
-def load(path: str | os.PathLike[str]) -> Network | KaldiNetwork:
-    """The network `save` wrote to `path`: a Network, or a KaldiNetwork if it was saved with objectives.
+def load(path: str | os.PathLike[str], like: Any = None) -> Any:
+    """The value `save` wrote to `path` (a file of version 1, one Network, too).
 
-    Layer classes not defined in the running process (a user's class whose
-    module was not imported yet), a file from a newer format version, a
-    damaged or inconsistent file: each is a ModelFormatError naming the file
-    and what is wrong. FileNotFoundError if there is no file.
+    With `like` (a template: the value a fresh run starts from, such as
+    `{"net": net, "opt": optimizer.init(net.params)}`), namedtuples come back
+    as the template's types and the result must have the template's tree
+    structure and array shapes and dtypes; without it, only optax's own state
+    types are known (see `symnet.saving.tree`). Layer classes not defined in
+    the running process (a user's class whose module was not imported yet), a
+    file from a newer format version, a damaged or inconsistent file, a
+    mismatch with `like`: each is a ModelFormatError naming the file and what
+    is wrong. FileNotFoundError if there is no file.
     """
     path = as_path(path, "symnet.load")
 
@@ -106,43 +107,36 @@ def load(path: str | os.PathLike[str]) -> Network | KaldiNetwork:
         return ModelFormatError(f"{path}: {message}")
 
     header, arrays = read_archive(path, lambda h: _array_table(h, fail))
-    layers = decode_layers(header.get("layers"), arrays, fail, origin=path)
-    outputs = {}
-    stored_outputs = header.get("outputs")
-    if not isinstance(stored_outputs, list) or not stored_outputs:
-        raise fail("the header's 'outputs' is not a non-empty list")
-    for item in stored_outputs:
-        if (
-            not (
-                isinstance(item, list)
-                and len(item) == 2
-                and isinstance(item[0], str)
-                and isinstance(item[1], int)
-                and 0 <= item[1] < len(layers)
-            )
-            or item[0] in outputs
-        ):
-            raise fail(f"the header's output {item!r} is not a distinct [name, layer entry] pair")
-        outputs[item[0]] = layers[item[1]]
-    values = {}
-    for half in ("params", "state"):
-        named = check_mapping(header.get(half), half, fail)
-        for name, k in named.items():
-            if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(arrays):
-                raise fail(f"the header's {half} entry {name!r} names no array ({k!r})")
-        values[half] = {name: jnp.asarray(arrays[k]) for name, k in named.items()}
-    try:
-        network = Network(outputs, params=values["params"], state=values["state"])
-    except SymnetError as e:
-        raise fail(f"the stored network does not build: {e}") from None
-    objectives = header.get("objectives")
-    if objectives is None:
-        return network
-    objectives = check_mapping(objectives, "objectives", fail)
-    unknown = sorted(set(objectives) - set(outputs))
-    if unknown or not all(isinstance(v, str) for v in objectives.values()):
-        raise fail(f"the header's objectives {objectives!r} are not strings for outputs of the network")
-    return KaldiNetwork(network, objectives)
+    if header["version"] == 1:
+        tree: Any = decode_network(header, arrays, fail, origin=path)
+    else:
+        entries = header.get("networks")
+        if not isinstance(entries, list):
+            raise fail("the header's 'networks' is not a list")
+        networks = []
+        for k, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                raise fail(f"the header's network #{k} is not an object")
+
+            def fail_k(message: str, k: int = k) -> ModelFormatError:
+                return fail(f"network #{k}: {message}")
+
+            networks.append(decode_network(entry, arrays, fail_k, origin=f"{path}, network #{k}"))
+        if "tree" not in header:
+            raise fail("the header has no 'tree'")
+        tree = decode_tree(header["tree"], arrays, networks, fail, NO_TEMPLATE if like is None else like)
+    if like is not None:
+        check_like(tree, like, fail)
+    return tree
+
+
+def _depth(node: Any) -> int:
+    """How deep a JSON value nests (a scalar: 0)."""
+    if isinstance(node, dict):
+        return 1 + max((_depth(v) for v in node.values()), default=0)
+    if isinstance(node, list):
+        return 1 + max((_depth(v) for v in node), default=0)
+    return 0
 
 
 def _array_table(header: dict[str, Any], fail: Any) -> list[tuple[tuple[int, ...], np.dtype]]:

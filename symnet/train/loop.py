@@ -111,13 +111,12 @@ def fit(
     carries such options (max-change, l2-regularize, learning-rate-factor, orthonormal-constraint): then
     `optimizer` is wrapped in them (`kaldi_rules(network, optimizer=optimizer)`). `rules=False` trains
     with `optimizer` alone; `rules=True` wraps it even when no component asks; `rules=kaldi_rules(...)`
-    gives them. A KaldiNetwork is trained as its Network.
+    gives them.
     It first calls `symnet.tune_host_memory()`: glibc then keeps freed host memory, which makes CPU
     training steps faster (docs/performance.md; `SYMNET_HOST_MEMORY=system` leaves malloc as it is).
     """
     options = FitOptions.of(options, settings)
     tune_host_memory()
-    network = getattr(network, "network", network) if not isinstance(network, Network) else network
     if not isinstance(network, Network):
         raise TrainingError(f"fit trains a symnet Network, got {type(network).__name__}")
     if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):

@@ -155,12 +155,12 @@ def _own_weights(c: Component, params: Mapping[str, Any]) -> list[str]:
 def _roots(network: Any) -> list[Layer]:
     structure = getattr(network, "structure", None)
     if structure is None:
-        raise TrainingError(f"Kaldi's rules are read from a Network (or KaldiNetwork), not a {type(network).__name__}")
+        raise TrainingError(f"Kaldi's rules are read from a Network, not a {type(network).__name__}")
     return [layer for _, layer in structure.outputs]
 
 
 def component_rules(network: Any) -> tuple[ComponentRule, ...]:
-    """The rules of every updatable component of `network` (a Network or KaldiNetwork), in the order the
+    """The rules of every updatable component of `network` (a Network), in the order the
     network's walk meets them, then one for each parameter outside any component (Kaldi's defaults: no
     max-change, no l2, factor 1). A component used by several nodes is one rule.
 
@@ -444,7 +444,7 @@ def kaldi_rules(
     natural_gradient: bool = False,
     dtype: Any = jnp.float32,
 ) -> KaldiRules:
-    """Kaldi's training rules for `network` (a Network or KaldiNetwork), from its components' options.
+    """Kaldi's training rules for `network` (a Network), from its components' options.
 
     As nnet3-train (Kaldi's SGD): with `learning_rate` (a number or an optax schedule of the step) each
     component's rate is it times the component's learning-rate-factor (`nnet3-copy --learning-rate`);

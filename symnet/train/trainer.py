@@ -172,7 +172,7 @@ class Trainer:
             # Per parameter: are all its new values finite? (A huge step can overflow the
             # parameters while the loss, computed before the update, is still finite.)
             finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
-            new_network = Network.from_structure(network.structure, params, state)
+            new_network = Network.from_structure(network.structure, params, state, network.objectives)
             return new_network, opt_state, loss, correct, finite, optax.tree.norm(grads)
 
         # Validation runs in test mode (batch-norm's stored statistics, no dropout), as Kaldi's

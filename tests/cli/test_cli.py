@@ -49,9 +49,9 @@ def test_init_then_info_on_the_model(tmp_path, capsys):
     assert str(out_path) in out and err == ""
     model = load(out_path)
     expected = read_network(LSTM, seed=7)
-    assert model.network.structure == expected.network.structure
-    for name, value in expected.network.params.items():
-        np.testing.assert_array_equal(np.asarray(model.network.params[name]), np.asarray(value))
+    assert model.structure == expected.structure
+    for name, value in expected.params.items():
+        np.testing.assert_array_equal(np.asarray(model.params[name]), np.asarray(value))
     assert main(["info", str(out_path)]) == 0
     out, _ = capsys.readouterr()
     assert "left-context: 0" in out and "right-context: 0" in out
@@ -72,8 +72,8 @@ def test_init_with_an_existing_model(tmp_path, capsys):
     model = load(second)
     assert dict(model.objectives) == {"output": "linear", "aux": "quadratic"}
     np.testing.assert_array_equal(
-        np.asarray(model.network.params["affine1.linear_params"]),
-        np.asarray(load(first).network.params["affine1.linear_params"]),
+        np.asarray(model.params["affine1.linear_params"]),
+        np.asarray(load(first).params["affine1.linear_params"]),
     )
 
 

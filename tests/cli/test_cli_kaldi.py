@@ -143,9 +143,7 @@ def test_compute_matches_nnet3_computer(tmp_path, capsys, tdnn_model):
     )
     assert status == 0, err
     assert "done 3 utterances, failed for 0" in out
-    computer = Nnet3Computer(
-        read_model(model_path).network.network, ComputeOptions(frames_per_chunk=5, extra_left_context=2)
-    )
+    computer = Nnet3Computer(read_model(model_path).network, ComputeOptions(frames_per_chunk=5, extra_left_context=2))
     got = dict(kaldiio.load_scp(str(out_scp)))
     assert list(got) == list(feats)
     for utt, mat in feats.items():
@@ -192,10 +190,8 @@ def test_compute_with_priors_of_an_acoustic_model(tmp_path, capsys):
     )
     assert status == 0, err
     model = read_model(am)
-    computer = Nnet3Computer(
-        model.network.network, ComputeOptions(acoustic_scale=0.5, apply_exp=True), priors=model.priors
-    )
-    plain = Nnet3Computer(model.network.network)
+    computer = Nnet3Computer(model.network, ComputeOptions(acoustic_scale=0.5, apply_exp=True), priors=model.priors)
+    plain = Nnet3Computer(model.network)
     with kaldiio.ReadHelper(f"ark:{out}") as reader:
         got = dict(reader)
     together = dict(zip(feats, computer.compute_many(list(feats.values())), strict=True))  # as the CLI batches
@@ -279,7 +275,7 @@ def test_a_missing_ivector_skips_the_utterance_with_a_warning(tmp_path, capsys):
     with kaldiio.ReadHelper(f"ark:{out}") as reader:
         got = dict(reader)
     assert list(got) == ["utt1"]
-    expected = Nnet3Computer(kn.network)(feats["utt1"], ivector=ivectors["utt1"])
+    expected = Nnet3Computer(kn)(feats["utt1"], ivector=ivectors["utt1"])
     np.testing.assert_array_equal(got["utt1"], expected)
     # none computed: status 1 and no output
     only0 = {"utt0": feats["utt0"]}

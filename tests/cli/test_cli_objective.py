@@ -79,7 +79,7 @@ def test_train_with_chain_and_subsampling(tmp_path: Path) -> None:
     assert status == 0, err
     trained, exported = symnet.load(out), read_model(tmp_path / "final.raw")
     x = np.random.default_rng(0).standard_normal((2, 40, 16)).astype(np.float32)
-    ours = np.asarray(getattr(trained, "network", trained).compute(x))
+    ours = np.asarray(trained.compute(x))
     np.testing.assert_allclose(np.asarray(exported.network.compute(x)), ours, rtol=1e-5, atol=1e-5)
     # Kaldi's den.fst of the chain fixtures (chain-make-den-fst; 4 pdfs, of the output's 30) as the denominator
     den = EXAMPLES.parent / "tests" / "data" / "chain" / "den.fst"

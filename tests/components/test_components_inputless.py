@@ -35,7 +35,7 @@ output-node name=output input=Append(a, c0)
 
 def test_constant_component_is_computable_everywhere_and_outputs_its_vector():
     kn = parse_network(CONSTANT_NET)
-    net = kn.network
+    net = kn
     value = np.array([1.0, -2.0, 3.0], np.float32)
     net = net.replace(params={**net.params, "c0.output": value})
     assert net.context() == (0, 0)
@@ -58,17 +58,15 @@ def test_constant_component_is_computable_everywhere_and_outputs_its_vector():
 
 def test_constant_component_initialises_writes_and_reads_back():
     kn = parse_network(CONSTANT_NET)
-    np.testing.assert_array_equal(kn.network.params["c0.output"], np.full(3, 0.5, np.float32))
+    np.testing.assert_array_equal(kn.params["c0.output"], np.full(3, 0.5, np.float32))
     assert "component-node name=c0 component=c0 input=c0" in write_network(kn)
-    assert parse_network(write_network(kn)).network.structure == kn.network.structure
+    assert parse_network(write_network(kn)).structure == kn.structure
     frames = IndexSet.range(n=1, t=(0, 3))
-    want = _outputs(kn.network, {"input": frames}, {"output": frames}, {"input": np.ones((3, 2), np.float32)})
+    want = _outputs(kn, {"input": frames}, {"output": frames}, {"input": np.ones((3, 2), np.float32)})
     for binary in (False, True):
         model = parse_model(format_model(kn, binary=binary))  # a model file keeps values, not initialisers
-        assert dict(model.network.params).keys() == dict(kn.network.params).keys()
-        got = _outputs(
-            model.network.network, {"input": frames}, {"output": frames}, {"input": np.ones((3, 2), np.float32)}
-        )
+        assert dict(model.network.params).keys() == dict(kn.params).keys()
+        got = _outputs(model.network, {"input": frames}, {"output": frames}, {"input": np.ones((3, 2), np.float32)})
         np.testing.assert_allclose(got["output"], want["output"], rtol=1e-5, atol=1e-6)
         assert format_model(model, binary=binary) == format_model(kn, binary=binary)
     fixed = COMPONENTS["ConstantComponent"]("c", {"output-dim": 2, "is-updatable": "false"}, Ref("c"))
@@ -92,7 +90,7 @@ def _mask_net(options: str):
         f"component name=m type=DropoutMaskComponent {options}\n"
         "component-node name=m component=m input=m\n"
         "output-node name=output input=Append(input, m)\n"
-    ).network
+    )
 
 
 def _mask(net, rows: int = 4000):

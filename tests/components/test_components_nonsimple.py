@@ -256,7 +256,7 @@ def _xvector_reference(params, X, t0, out_ts, xp=np):
 
 def test_xvector_config_request_and_dense_compute():
     kn = parse_network(XVECTOR, seed=4)
-    net = kn.network
+    net = kn
     assert net.structure.outputs[0][0] == "output"
     params = {k: np.asarray(v, np.float64) for k, v in net.params.items()}
     rng = np.random.default_rng(2)
@@ -277,12 +277,12 @@ def test_xvector_config_request_and_dense_compute():
     np.testing.assert_allclose(np.transpose(dense, (1, 0, 2)), want, rtol=1e-4, atol=1e-4)
     # Written back and read again: the same network.
     again = parse_network(write_network(kn), seed=4)
-    assert again.network.structure == net.structure
+    assert again.structure == net.structure
 
 
 def test_xvector_gradients_tape_engine_and_reference():
     with jax.enable_x64(True):
-        net = parse_network(XVECTOR, seed=5).network
+        net = parse_network(XVECTOR, seed=5)
         net = net.replace(params={k: jnp.asarray(v, jnp.float64) for k, v in net.params.items()})
         rng = np.random.default_rng(3)
         n, T = 2, 14
@@ -388,7 +388,7 @@ def _thc_net(config=THC_CONFIG, seed=6):
 
 def test_time_height_convolution_equals_reference_with_time_and_height_padding():
     kn = _thc_net()
-    net = kn.network
+    net = kn
     conv = net.structure.outputs[0][1].arg
     assert (conv.input_dim, conv.output_dim, conv.offsets[:2]) == (10, 9, ((-1, -1), (-1, 0)))
     assert conv.linear_params.init == Normal((3, 18), 1 / math.sqrt(18), 0.0)
@@ -406,13 +406,13 @@ def test_time_height_convolution_equals_reference_with_time_and_height_padding()
     assert kinds and "gather" not in kinds
     np.testing.assert_allclose(out["output"], want.reshape(-1, 9), rtol=1e-5, atol=1e-5)
     again = parse_network(write_network(kn), seed=6)
-    assert again.network.structure == net.structure
+    assert again.structure == net.structure
 
 
 def test_time_height_convolution_required_offsets_set_the_context():
-    net = _thc_net(THC_CONFIG.replace("required-time-offsets=0", "required-time-offsets=-1,0")).network
+    net = _thc_net(THC_CONFIG.replace("required-time-offsets=0", "required-time-offsets=-1,0"))
     assert computable_frames(net, (0, 8), (-4, 12)) == list(range(1, 8))
-    full = _thc_net(THC_CONFIG.replace(" required-time-offsets=0", "")).network
+    full = _thc_net(THC_CONFIG.replace(" required-time-offsets=0", ""))
     assert full.context() == (1, 2)
     params = {k: np.asarray(v, np.float64) for k, v in full.params.items()}
     X = np.random.default_rng(8).normal(size=(2, 9, 10))
@@ -425,7 +425,7 @@ def test_time_height_convolution_required_offsets_set_the_context():
 
 def test_time_height_convolution_gradients():
     with jax.enable_x64(True):
-        net = _thc_net().network
+        net = _thc_net()
         net = net.replace(params={k: jnp.asarray(v, jnp.float64) for k, v in net.params.items()})
         n, T = 2, 6
         rng = np.random.default_rng(9)
@@ -788,7 +788,7 @@ component-node name=comp component=comp input=Append(Offset(input, -1), input)
 def test_composite_component_from_config():
     text = COMPOSITE.replace("input=Append(Offset(input, -1), input)", "input=Offset(input, -1)")
     kn = parse_network(text + "output-node name=output input=comp\n", seed=2)
-    net = kn.network
+    net = kn
     comp = net.structure.outputs[0][1].arg
     assert isinstance(comp, CompositeComponent) and comp.max_rows_process == 64
     assert (comp.input_dim, comp.output_dim) == (3, 2)
@@ -820,7 +820,7 @@ def test_composite_component_from_config():
 def test_composite_network_writes_and_reads_back():
     text = COMPOSITE.replace("input=Append(Offset(input, -1), input)", "input=input")
     kn = parse_network(text + "output-node name=output input=comp\n", seed=2)
-    assert parse_network(write_network(kn), seed=2).network.structure == kn.network.structure
+    assert parse_network(write_network(kn), seed=2).structure == kn.structure
 
 
 @pytest.mark.parametrize(
@@ -907,9 +907,9 @@ def test_component_config_round_trip(kind):
         "component-node name=c1 component=c1 input=input\noutput-node name=output input=c1\n"
     )
     kn = parse_network(text)
-    assert kn.network.structure.outputs[0][1].arg == COMPONENTS[kind]("c1", options, Input("input", in_dim))
+    assert kn.structure.outputs[0][1].arg == COMPONENTS[kind]("c1", options, Input("input", in_dim))
     if kind != "CompositeComponent":  # see test_composite_network_writes_and_reads_back
-        assert parse_network(write_network(kn)).network.structure == kn.network.structure
+        assert parse_network(write_network(kn)).structure == kn.structure
     with pytest.raises(Exception, match=f"input-dim {in_dim}"):
         parse_network(text.replace(f"dim={in_dim}\n", f"dim={in_dim + 1}\n", 1))
 

@@ -97,7 +97,7 @@ output-node name=output input=lsm
 
 
 def test_fit_trains_with_dropout_reproducibly_and_validates_in_test_mode():
-    net = parse_network(CONFIG, seed=0).network
+    net = parse_network(CONFIG, seed=0)
     data_rng = np.random.default_rng(0)
     feats = [data_rng.standard_normal((30, 6)).astype(np.float32) for _ in range(6)]
     labels = [(f[:, 0] > 0).astype(np.int32) + (f[:, 1] > 0) for f in feats]

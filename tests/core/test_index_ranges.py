@@ -44,7 +44,7 @@ def test_a_tdnn_with_a_huge_time_offset_names_its_config_line():
         "component-node name=t component=t input=input\n"
         "output-node name=output input=t\n"
     )
-    network = parse_network(config, file="big.config").network
+    network = parse_network(config, file="big.config")
     with pytest.raises(PlanError, match=r"built at big.config:2:1\): an offset of \(2147483647, 0\)"):
         network.compute(frames(d=3))
 

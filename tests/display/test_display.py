@@ -171,7 +171,7 @@ def test_network_html_tolerates_planning_errors():
     assert "PlanError" in visible_text(page)
 
 
-def test_network_html_kaldi_network_shows_objectives():
+def test_network_html_shows_the_objectives_of_a_network_read_from_kaldi():
     from symnet.kaldi import read_network
 
     net = read_network(EXAMPLES / "kaldi-doc-example.config")
@@ -460,6 +460,6 @@ def test_summary_of_an_xconfig_lstm_names_every_row():
     from symnet.kaldi.xconfig import parse_xconfig_network
 
     text = "input dim=5 name=input\nfast-lstm-layer name=lstm1 cell-dim=4 delay=-1\noutput-layer name=output dim=3\n"
-    rows = [r.node for r in parse_xconfig_network(text).network.summary().rows]
+    rows = [r.node for r in parse_xconfig_network(text).summary().rows]
     assert not any("#" in r for r in rows), rows
     assert {"lstm1.W_all", "lstm1.lstm_nonlin", "lstm1.m", "Offset(lstm1.m_trunc, -1)"} <= set(rows)

@@ -51,10 +51,10 @@ def test_the_demo(tmp_path, capsys):
     computed = accuracy([np.asarray(o) for o in blstm.compute(list(valid.features))], valid)
     assert computed == pytest.approx(results["BLSTM"], abs=1e-6)
     for seed, (name, config) in enumerate(demo.configs(task.feat_dim, task.num_states, settings.width).items(), 1):
-        initial = parse_network(config, seed=seed).network
+        initial = parse_network(config, seed=seed)
         base = out / demo.FILES[name]
-        symnet_model = load(str(base) + ".npz").network
-        kaldi_model = read_model(str(base) + ".raw").network.network
+        symnet_model = load(str(base) + ".npz")
+        kaldi_model = read_model(str(base) + ".raw").network
         assert symnet_model.structure == initial.structure, name
         for k in initial.params:  # both files hold the same trained parameters
             np.testing.assert_array_equal(np.asarray(symnet_model.params[k]), np.asarray(kaldi_model.params[k]))

@@ -185,7 +185,7 @@ output-node name=output input=drop"""
 def test_dropout_masks_follow_the_key_of_each_call():
     from symnet.components import set_test_mode
 
-    net = set_test_mode(parse_network(DROPOUT).network, False)
+    net = set_test_mode(parse_network(DROPOUT), False)
     comp = symnet.compile(net, ComputationRequest(inputs={"input": frames(1, 4)}, outputs={"output": frames(1, 4)}))
     ones = {"input": jnp.ones((4, 8))}
     masks = []
@@ -305,7 +305,7 @@ def test_a_deep_kaldi_config_chain():
         ]
         previous = f"a{i}"
     lines.append(f"output-node name=output input={previous}")
-    net = parse_network("\n".join(lines)).network
+    net = parse_network("\n".join(lines))
     assert net.context() == (0, 0)
     assert np.asarray(net.compute(np.ones((1, 3, 4)))).shape == (1, 3, 4)
 

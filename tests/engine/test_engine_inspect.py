@@ -230,9 +230,9 @@ def run_shapes(net, request):
         (rnn, (0, 4)),
         (bidirectional, (0, 4)),
         (stats, range(0, 9, 3)),
-        (lambda: read_network(EXAMPLES / "tdnnf.config").network, (0, 4)),
-        (lambda: read_network(EXAMPLES / "lstm.config").network, (0, 4)),
-        (lambda: read_network(EXAMPLES / "kaldi-doc-example.config").network, (0, 4)),
+        (lambda: read_network(EXAMPLES / "tdnnf.config"), (0, 4)),
+        (lambda: read_network(EXAMPLES / "lstm.config"), (0, 4)),
+        (lambda: read_network(EXAMPLES / "kaldi-doc-example.config"), (0, 4)),
     ],
 )
 def test_node_dims_equal_the_dims_of_a_run(make, t_out):

@@ -88,7 +88,7 @@ def lstm(cells=8):
 
 def kaldi():
     """relu-batchnorm layers (training-mode batch-norm) and an output layer, its zero-initialised affine drawn."""
-    net = read_xconfig_network(io.StringIO(XCONFIG), seed=3).network
+    net = read_xconfig_network(io.StringIO(XCONFIG), seed=3)
     rng = np.random.default_rng(3)
     return net.replace(
         params={

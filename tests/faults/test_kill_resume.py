@@ -53,7 +53,7 @@ def params(path: Path) -> dict[str, np.ndarray]:
     import symnet
 
     loaded = symnet.load(path)
-    return {k: np.asarray(v) for k, v in getattr(loaded, "network", loaded).params.items()}
+    return {k: np.asarray(v) for k, v in loaded.params.items()}
 
 
 def test_training_killed_at_random_moments_resumes_bit_identically(tmp_path):
@@ -79,7 +79,7 @@ def test_training_killed_at_random_moments_resumes_bit_identically(tmp_path):
         proc.wait()
         kills += 1
         if path.exists():  # whatever the moment of the kill, the checkpoint is a whole one
-            net = read_network(str(EXAMPLES / "hmm-tdnn.config")).network
+            net = read_network(str(EXAMPLES / "hmm-tdnn.config"))
             import optax
 
             ckpt.load(str(path), net, optax.adam(2e-3).init(net.params))

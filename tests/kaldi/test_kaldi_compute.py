@@ -23,7 +23,7 @@ rng = np.random.default_rng(0)
 
 
 def doc_example():
-    return read_network(EXAMPLES / "kaldi-doc-example.config", seed=3).network
+    return read_network(EXAMPLES / "kaldi-doc-example.config", seed=3)
 
 
 def doc_reference(net, feats):
@@ -210,7 +210,7 @@ def test_a_binary_matrix_file_is_a_config_matrix(tmp_path):
     cwd = os.getcwd()
     os.chdir(tmp_path)  # Kaldi reads matrix= relative to where it runs
     try:
-        net = read_network("net.config").network
+        net = read_network("net.config")
     finally:
         os.chdir(cwd)
     np.testing.assert_array_equal(net.values["lda.linear_params"], matrix[:, :2])

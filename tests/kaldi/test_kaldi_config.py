@@ -389,7 +389,7 @@ def test_a_node_with_two_scales_reads_but_does_not_compute(text):
     net = parse_network(
         f"input-node name=a dim=2\ninput-node name=b dim=2\noutput-node name=output input=Append(b, {text})\n",
         file="two-scales.config",
-    ).network
+    )
     assert net.context("output") is not None
     with pytest.raises(SymnetError, match=r"output-node output: .* node 'a' with two different scales") as info:
         check_descriptor_scales(net)
@@ -400,7 +400,7 @@ def test_a_node_with_two_scales_reads_but_does_not_compute(text):
         parse_network(
             "input-node name=a dim=2\noutput-node name=output input="
             "Append(a, Scale(2, a), Switch(Scale(3, a), Offset(Scale(3, a), 1)))\n"
-        ).network
+        )
     )
 
 

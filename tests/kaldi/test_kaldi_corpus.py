@@ -126,7 +126,7 @@ def test_symnet_compute_gives_nnet3_computes_outputs(case, monkeypatch, tmp_path
     folder = case_folder(case)
     monkeypatch.chdir(folder)
     feats = _features(folder)
-    network = _model(case).network.network
+    network = _model(case).network
     for run in compute_runs(folder):
         want = read_ark(folder / run.result)
         what = f"{case}: {' '.join(run.argv)} ({run.result})"
@@ -175,7 +175,7 @@ def _check_exact(case: str, network) -> None:
 
 @pytest.mark.parametrize("case", _marked(CASES))
 def test_exact_evaluation_gives_kaldis_computable_indexes_and_numbers(case):
-    _check_exact(case, _model(case).network.network)
+    _check_exact(case, _model(case).network)
 
 
 # ----- configs Kaldi rejects ---------------------------------------------------------------------
@@ -196,7 +196,7 @@ REFUSALS = {
 def test_rejected_configs_are_refused_where_kaldi_refuses_them(case):
     folder = case_folder(case)
     where, message = REFUSALS[case]
-    network = _model(case).network.network
+    network = _model(case).network
     if where == "info":
         with pytest.raises(PlanError, match=message):
             network.context("output")

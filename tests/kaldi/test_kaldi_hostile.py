@@ -22,7 +22,7 @@ def test_a_huge_output_dim_is_refused_before_initialising() -> None:
     """Before: `output-dim=1000000000` initialised 3e9 parameters until memory ran out."""
     with pytest.raises(SymnetError, match="beyond 268435456 values"):
         parse_network(AFFINE.format(dim=10**9))
-    assert parse_network(AFFINE.format(dim=5)).network.params["a.linear_params"].shape == (5, 3)
+    assert parse_network(AFFINE.format(dim=5)).params["a.linear_params"].shape == (5, 3)
 
 
 @pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "folder"])
@@ -39,7 +39,7 @@ def test_matrix_files_are_read_only_from_regular_files(kind: str, tmp_path: Path
 def test_a_regular_matrix_file_still_loads(tmp_path: Path) -> None:
     matrix = np.arange(8, dtype=np.float32).reshape(2, 4)
     np.save(tmp_path / "m.npy", matrix)
-    net = parse_network(FIXED.format(path=tmp_path / "m.npy")).network
+    net = parse_network(FIXED.format(path=tmp_path / "m.npy"))
     np.testing.assert_array_equal(np.asarray(net.values["f.linear_params"]), matrix[:, :3])  # Kaldi's [A b]
     np.testing.assert_array_equal(np.asarray(net.values["f.bias_params"]), matrix[:, 3])
 

@@ -94,12 +94,12 @@ def _np(x):
 def _rounded(kn):
     """The network with parameters that text models keep exactly (multiples of 1/64 within +-8: 7 digits)."""
     values = {}
-    for name, value in kn.network.values.items():
+    for name, value in kn.values.items():
         v = np.clip(np.round(_np(value) * 64) / 64, -8, 8)
         if name.endswith("stats_var"):
             v = np.abs(v) + 0.5
         values[name] = v.astype(np.float32)
-    return kn.replace(network=kn.network.assign(values))
+    return kn.assign(values)
 
 
 def _assert_same_params(a, b):
@@ -129,12 +129,12 @@ def test_a_hand_written_text_model_is_rewritten_byte_identically():
 
 def test_parameters_and_options_come_from_the_fields():
     model = parse_model(NNET_TEXT.encode())
-    params = model.network.network.values
+    params = model.network.values
     np.testing.assert_array_equal(_np(params["affine1.linear_params"])[3], np.float32([1, -1.1, 1.2]))
     np.testing.assert_array_equal(_np(params["bn1.stats_mean"]), [0.5, -0.25, 0.125, 1.5])
     assert float(params["bn1.count"]) == 12.0
     assert _np(params["lstm1.params"]).shape == (3, 2)
-    comps = _components(model.network.network)
+    comps = _components(model.network)
     assert comps["affine1"].option("max-change") == 0.75 and comps["affine1"].option("learning-rate") == 0.001
     assert comps["affine1"].option("rank-in") == 2 and comps["affine1"].option("alpha") == 4.0
     assert comps["affine3"].option("orthonormal-constraint") == -1.0
@@ -166,7 +166,7 @@ def test_an_acoustic_model_keeps_its_transition_model_and_priors(tmp_path):
 def test_changed_parameters_are_written_and_untouched_ones_keep_their_bits():
     model = parse_model(NNET_TEXT.encode())
     values = {"affine2.bias_params": np.arange(10, dtype=np.float32) / 4, "bn1.count": np.float32(13.0)}
-    changed = model.replace(network=model.network.network.assign(values))
+    changed = model.replace(network=model.network.assign(values))
     nnet = model_to_nnet(changed)
     np.testing.assert_array_equal(nnet.component("affine2")["BiasParams"], np.arange(10) / 4)
     assert nnet.component("bn1")["Count"] == 13.0 and nnet.component("bn1")["Count"].dtype == np.float64
@@ -179,7 +179,7 @@ def test_changed_parameters_are_written_and_untouched_ones_keep_their_bits():
 
 def test_a_changed_component_is_written_afresh_and_the_others_as_read():
     model = parse_model(NNET_TEXT.encode())
-    tested = model.replace(network=set_test_mode(model.network.network, True))
+    tested = model.replace(network=set_test_mode(model.network, True))
     nnet = model_to_nnet(tested)
     assert nnet.config == model.source.config
     assert nnet.component("bn1")["TestMode"] is True and nnet.component("bn1")["Count"] == 12.0
@@ -191,11 +191,11 @@ def test_read_compute_write_read_gives_the_same_outputs(tmp_path):
     model = parse_model(NNET_TEXT.encode())
     feats = rng.standard_normal((11, 3)).astype(np.float32)
     options = ComputeOptions(frames_per_chunk=5)
-    before = Nnet3Computer(model.network.network, options)(feats)
+    before = Nnet3Computer(model.network, options)(feats)
     path = tmp_path / "copy.raw"
     write_model(path, model, binary=False)
     assert path.read_bytes() == NNET_TEXT.encode()
-    after = Nnet3Computer(read_model(path).network.network, options)(feats)
+    after = Nnet3Computer(read_model(path).network, options)(feats)
     np.testing.assert_array_equal(before, after)
 
 
@@ -207,7 +207,7 @@ def test_a_model_read_from_a_file_computes_as_docs_kaldi_md_shows(tmp_path):
     features = rng.standard_normal((1, 30, 12)).astype(np.float32)
     out = model.network.compute(features)
     assert out.shape == (1, 30, 115) and model.network.context() == (1, 2)
-    np.testing.assert_array_equal(out, model.network.network.compute(features))
+    np.testing.assert_array_equal(out, model.network.compute(features))
 
 
 # ----- networks built in symnet --------------------------------------------------------------------
@@ -291,15 +291,15 @@ def test_example_configs_round_trip(config):
     _assert_same_params(model.network.params, kn.params)
     # Kaldi files hold values, not initialisers: tdnnf's output.affine (param-stddev=0) comes back with the
     # default initialiser; every other component is equal.
-    ours, theirs = _components(kn.network), _components(model.network.network)
+    ours, theirs = _components(kn), _components(model.network)
     assert set(ours) == set(theirs)
     differ = [name for name in ours if _bare(ours[name]) != _bare(theirs[name])]
     assert differ == (["output.affine"] if config == "tdnnf.config" else [])
     if not differ:
         assert model.network.structure == kn.structure
     feats = rng.standard_normal((9, _input_dim(kn))).astype(np.float32)
-    a = Nnet3Computer(kn.network, ComputeOptions(frames_per_chunk=4))(feats)
-    b = Nnet3Computer(model.network.network, ComputeOptions(frames_per_chunk=4))(feats)
+    a = Nnet3Computer(kn, ComputeOptions(frames_per_chunk=4))(feats)
+    b = Nnet3Computer(model.network, ComputeOptions(frames_per_chunk=4))(feats)
     np.testing.assert_array_equal(a, b)
 
 
@@ -308,7 +308,7 @@ def _bare(component):
 
 
 def _input_dim(kn):
-    return next(layer.dim for layer in walk([x for _, x in kn.network.structure.outputs]) if isinstance(layer, Input))
+    return next(layer.dim for layer in walk([x for _, x in kn.structure.outputs]) if isinstance(layer, Input))
 
 
 def test_statistics_components_round_trip():

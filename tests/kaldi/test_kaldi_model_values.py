@@ -74,7 +74,7 @@ def test_reading_a_model_draws_no_initialiser_and_compiles_nothing(model: str, c
     read = model_from_nnet(_nnet(model))
     assert compiled == []
     if model in ("nnet", "am"):
-        assert read.network.network.values  # it has parameters, all from the file
+        assert read.network.values  # it has parameters, all from the file
 
 
 def test_the_initialiser_guard_catches_a_drawn_initialiser(compiled: list[str]) -> None:
@@ -87,11 +87,11 @@ def test_the_initialiser_guard_catches_a_drawn_initialiser(compiled: list[str]) 
 @pytest.mark.parametrize("model", MODELS)
 def test_reading_a_model_gives_the_stored_values_and_the_config_builders_structure(model: str) -> None:
     nnet = _nnet(model)
-    network = model_from_nnet(nnet).network.network
+    network = model_from_nnet(nnet).network
     lines = [component_line(c) for c in nnet.components] + parse_config(nnet.config)
     used = {line.component for line in lines if isinstance(line, ComponentNode)}
     lines = [line for line in lines if not isinstance(line, ComponentLine) or line.name in used]
-    built = build_network(lines).network  # initial values drawn
+    built = build_network(lines)  # initial values drawn
     assert network.structure == built.structure
     assert list(network.params) == list(built.params) and list(network.state) == list(built.state)
     covered: set[str] = set()

@@ -14,7 +14,7 @@ from symnet import Input, Network, Node
 from symnet.components import ComponentConfigError, TdnnComponent, set_test_mode
 from symnet.core.descriptor import Append, DimRange, IfDefined, Offset, Ref
 from symnet.core.layer import Identity
-from symnet.errors import ConfigError
+from symnet.errors import ConfigError, GraphError
 from symnet.kaldi import (
     COMPONENTS,
     ConfigWriteError,
@@ -68,8 +68,8 @@ def lstm():
 
 
 def test_doc_example_structure(doc):
-    net = doc.network
-    assert isinstance(doc, KaldiNetwork)
+    net = doc
+    assert isinstance(doc, Network)
     assert dict(doc.objectives) == {"output": "linear"}
     with pytest.raises(TypeError):
         doc.objectives["output"] = "quadratic"  # read-only
@@ -88,14 +88,14 @@ def test_doc_example_structure(doc):
     assert net.weights["affine1.linear_params"].init.stddev == pytest.approx(1 / np.sqrt(48))
     assert net.weights["affine1.bias_params"].init.stddev == 1.0
     # the seed is the initialisation's
-    again = read_network(DOC, seed=3).network
-    other = read_network(DOC, seed=4).network
+    again = read_network(DOC, seed=3)
+    other = read_network(DOC, seed=4)
     assert np.array_equal(again.values["affine1.linear_params"], net.values["affine1.linear_params"])
     assert not np.array_equal(other.values["affine1.linear_params"], net.values["affine1.linear_params"])
 
 
 def test_doc_example_output_equals_numpy(doc):
-    net = doc.network
+    net = doc
     x = _frames(np.random.default_rng(0), 2, 7, 12)
     y = _np(net.compute(x))
     p = {k: _np(v) for k, v in net.params.items()}
@@ -115,11 +115,11 @@ def test_doc_example_output_equals_numpy(doc):
 def test_doc_example_round_trip(doc):
     text = write_network(doc)
     again = parse_network(text, seed=3)
-    assert again.network.structure == doc.network.structure
+    assert again.structure == doc.structure
     assert write_network(again) == text
     assert parse_config(text) == network_config_lines(doc)
     x = _frames(np.random.default_rng(1), 1, 5, 12)
-    np.testing.assert_allclose(_np(again.network.compute(x)), _np(doc.network.compute(x)), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(_np(again.compute(x)), _np(doc.compute(x)), rtol=1e-6, atol=1e-6)
     assert "component name=affine1 type=NaturalGradientAffineComponent input-dim=48 output-dim=65\n" in text
     assert "output-node name=output input=output_nonlin objective=linear\n" in text
 
@@ -128,7 +128,7 @@ def test_doc_example_round_trip(doc):
 
 
 def test_tdnnf_example_context_and_layout(tdnnf):
-    net = tdnnf.network
+    net = tdnnf
     assert net.context() == (5, 5)
     linear = net.outputs["output"]
     comps = {}
@@ -147,12 +147,12 @@ def test_tdnnf_example_context_and_layout(tdnnf):
     # Kaldi's output-layer starts at zero: every output is -log(10).
     y = _np(set_test_mode(net).compute(_frames(np.random.default_rng(2), 1, 12, 20)))
     np.testing.assert_allclose(y, -np.log(10.0), rtol=1e-6)
-    assert parse_network(write_network(tdnnf), seed=4).network.structure == net.structure
+    assert parse_network(write_network(tdnnf), seed=4).structure == net.structure
 
 
 def test_tdnnf_example_equals_numpy(tdnnf):
     rng = np.random.default_rng(5)
-    net = set_test_mode(tdnnf.network)
+    net = set_test_mode(tdnnf)
     params = {}
     for name, value in net.values.items():
         shape = np.shape(value)
@@ -221,7 +221,7 @@ def test_tdnnf_example_equals_numpy(tdnnf):
 
 
 def test_lstm_example_structure(lstm):
-    net = lstm.network
+    net = lstm
     assert net.context() == (0, 0)
     # Only references that close a cycle stay Refs.
     refs = []
@@ -236,11 +236,11 @@ def test_lstm_example_structure(lstm):
             refs.append(layer.name)
         stack.extend(layer.children)
     assert refs == ["lstm1.lstm_nonlin"]
-    assert parse_network(write_network(lstm), seed=5).network.structure == net.structure
+    assert parse_network(write_network(lstm), seed=5).structure == net.structure
 
 
 def test_lstm_example_equals_numpy(lstm):
-    net = lstm.network
+    net = lstm
     rng = np.random.default_rng(6)
     x = _frames(rng, 2, 9, 10)
     y = _np(net.compute(x))
@@ -276,7 +276,7 @@ output-node name=output input=Append(a, b) objective=quadratic
 
 def test_shared_component_is_one_parameter():
     kn = parse_network(SHARED)
-    net = kn.network
+    net = kn
     assert sorted(net.params) == ["shared.bias_params", "shared.linear_params"]
     assert dict(kn.objectives) == {"output": "quadratic"}
     out = net.outputs["output"]
@@ -291,7 +291,7 @@ def test_shared_component_is_one_parameter():
     text = write_network(kn)
     assert text.count("component name=shared ") == 1
     assert "objective=quadratic" in text
-    assert parse_network(text).network.structure == net.structure
+    assert parse_network(text).structure == net.structure
 
 
 def test_unused_nodes_are_left_out_with_a_warning():
@@ -319,7 +319,7 @@ def test_python_built_network_writes_and_reads_back():
     net = Network({"output": top}, seed=1)
     text = write_network(net)
     assert "param-stddev=0.5" in text and "dim-range-node name=top input-node=rec dim-offset=1 dim=2" in text
-    assert parse_network(text, seed=1).network.structure == net.structure
+    assert parse_network(text, seed=1).structure == net.structure
 
 
 def test_a_component_outside_a_node_gets_a_node_of_its_name():
@@ -349,10 +349,10 @@ component name=logsoftmax type=LogSoftmaxComponent dim=20
 output-node name=aux input=nonlin1 objective=quadratic
 """
     merged = parse_network(more, base=doc, seed=9)
-    net = merged.network
+    net = merged
     assert net.values["affine2.linear_params"].shape == (20, 65)
     # affine1 was not redefined: it keeps its values; affine2 was, and starts afresh.
-    assert np.array_equal(_np(net.values["affine1.linear_params"]), _np(doc.network.values["affine1.linear_params"]))
+    assert np.array_equal(_np(net.values["affine1.linear_params"]), _np(doc.values["affine1.linear_params"]))
     assert dict(merged.objectives) == {"output": "linear", "aux": "quadratic"}
     assert [name for name, _ in net.structure.outputs] == ["output", "aux"]
 
@@ -528,7 +528,7 @@ output-node name=output input=b
 """
     e = _error(text)
     assert e.line == 3 and "same frame" in e.message
-    net = parse_network(text.replace("IfDefined(a)", "IfDefined(Offset(a, -1))")).network
+    net = parse_network(text.replace("IfDefined(a)", "IfDefined(Offset(a, -1))"))
     assert net.context() == (0, 0)
 
 
@@ -560,8 +560,34 @@ def test_kaldi_network_is_a_pytree(doc):
     leaves, tree = jax.tree_util.tree_flatten(doc)
     assert len(leaves) == 4
     again = jax.tree_util.tree_unflatten(tree, leaves)
-    assert isinstance(again, KaldiNetwork) and dict(again.objectives) == {"output": "linear"}
-    assert again.network.structure == doc.network.structure
+    assert isinstance(again, Network) and dict(again.objectives) == {"output": "linear"}
+    assert again.structure == doc.structure
+
+
+def test_objectives_travel_with_the_network(doc):
+    import jax
+
+    quadratic = doc.replace(objectives={"output": "quadratic"})
+    assert dict(doc.objectives) == {"output": "linear"}  # replace made a new network
+    stepped = jax.jit(lambda n: jax.tree_util.tree_map(lambda v: v * 2, n))(quadratic)
+    assert dict(stepped.objectives) == {"output": "quadratic"}
+    assert dict(quadratic.assign({}).objectives) == dict(quadratic.select(["output"]).objectives)
+    assert dict(quadratic.select({"out": "output"}).objectives) == {"out": "quadratic"}
+    assert "objective=quadratic" in write_network(quadratic)
+    with pytest.raises(GraphError, match="'nope', which is not an output"):
+        doc.replace(objectives={"nope": "linear"})
+    with pytest.raises(GraphError, match="objective 'softmax' is not one of linear, quadratic"):
+        doc.replace(objectives={"output": "softmax"})
+
+
+def test_the_old_kaldi_network_names_warn_and_still_work(doc):
+    with pytest.warns(DeprecationWarning, match="KaldiNetwork is deprecated"):
+        wrapped = KaldiNetwork(doc, {"output": "quadratic"})
+    assert type(wrapped) is Network and dict(wrapped.objectives) == {"output": "quadratic"}
+    with pytest.warns(DeprecationWarning, match="KaldiNetwork is deprecated"):
+        assert isinstance(doc, KaldiNetwork) and not isinstance(3, KaldiNetwork)
+    with pytest.warns(DeprecationWarning, match="net.network is deprecated"):
+        assert doc.network is doc
 
 
 def test_unused_component_warns():
@@ -655,6 +681,6 @@ def test_random_configs_round_trip(seed):
         first = parse_network(text, seed=seed)
     written = write_network(first)
     second = parse_network(written, seed=seed)
-    assert second.network.structure == first.network.structure, text
+    assert second.structure == first.structure, text
     assert dict(second.objectives) == dict(first.objectives)
     assert write_network(second) == written

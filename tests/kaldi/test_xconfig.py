@@ -21,7 +21,7 @@ from symnet import Append, Input, Network, Node, load
 from symnet.cli import main
 from symnet.core.walk import walk
 from symnet.errors import ConfigError, SymnetError
-from symnet.kaldi import KaldiNetwork, parse_network, write_network
+from symnet.kaldi import parse_network, write_network
 from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
 from symnet.kaldi.config import ComponentLine, ComponentNode, DimRangeNode, OutputNode, parse_config
 from symnet.kaldi.xconfig import (
@@ -288,7 +288,7 @@ def test_every_layer_type_builds_a_network_of_its_dims(layer_type, tmp_path):
     net = x.network()
     out_dims = {line.name: line for line in x.config_lines()}
     assert isinstance(out_dims["output"], OutputNode)
-    computed = Nnet3Computer(net.network, ComputeOptions(frames_per_chunk=20))(
+    computed = Nnet3Computer(net, ComputeOptions(frames_per_chunk=20))(
         np.random.default_rng(0).standard_normal((9, 12)).astype(np.float32)
     )
     assert computed.shape[1] == layer.output_dim()
@@ -303,7 +303,7 @@ def test_fast_lstmp_with_dropout_builds():
     from symnet.core.index import IndexSet
     from symnet.engine import ComputationRequest, compile
 
-    net = set_test_mode(x.network().network)
+    net = set_test_mode(x.network())
     frames = IndexSet.range(n=2, t=(0, 5))
     request = ComputationRequest(inputs={"input": frames}, outputs={"output": frames, "l.dropout_mask": frames})
     out = compile(net, request)(net, {"input": np.ones((10, 6), np.float32)})
@@ -368,7 +368,7 @@ def test_idct_layer_uses_the_matrix_it_writes(tmp_path):
         "input name=input dim=13\nidct-layer name=idct dim=23 affine-transform-file=idct.mat\n"
         "output name=output input=idct"
     )
-    net = x.network().network
+    net = x.network()
     e = np.zeros((1, 13), np.float32)
     e[0, 2] = 1.0
     got = Nnet3Computer(net, ComputeOptions())(e)
@@ -434,7 +434,7 @@ def test_is_xconfig_tells_xconfigs_from_configs(tmp_path):
 def test_the_example_xconfig_reads():
     path = EXAMPLES / "tdnnf.xconfig"
     assert is_xconfig(path)
-    assert read_xconfig_network(path).network.context("output") == (5, 5)
+    assert read_xconfig_network(path).context("output") == (5, 5)
 
 
 # ----- the Python layer functions ------------------------------------------------------------------
@@ -470,9 +470,9 @@ def test_python_layer_functions_build_the_xconfig_network():
         learning_rate_factor=5.0,
     )
     net = Network({"output": chain, "output-xent": xent}, seed=3)
-    want = parse_xconfig_network(TDNNF_XCONFIG, seed=3).network
+    want = parse_xconfig_network(TDNNF_XCONFIG, seed=3)
     assert net.structure == want.structure
-    assert write_network(KaldiNetwork(net)) == write_network(KaldiNetwork(want))
+    assert write_network(net) == write_network(want)
     assert all(np.array_equal(net.params[k], want.params[k]) for k in want.params)
 
 
@@ -504,7 +504,7 @@ def test_python_recurrent_layers_build_the_xconfig_network():
         "recurrent-projection-dim=4 non-recurrent-projection-dim=4 delay=3\n"
         "gru-layer name=g input=Append(f, b) cell-dim=8\n"
         "output-layer name=output dim=5\n"
-    ).network
+    )
     assert net.structure == want.structure
 
 
@@ -636,7 +636,7 @@ def test_an_output_layer_with_a_bottleneck_builds_as_kaldi_reads_it():
     )
     final = x.config_text("final")
     assert "max-change=0.75  max-change=1.5" in final
-    network = x.network().network  # Kaldi's own repeat: no warning (the next test)
+    network = x.network()  # Kaldi's own repeat: no warning (the next test)
     linear = next(layer for layer in walk([network.output]) if getattr(layer, "name", None) == "output.linear")
     assert dict(linear.options)["max-change"] == 0.75
 
@@ -656,13 +656,13 @@ def test_cli_info_init_and_compute_take_an_xconfig(xconfig_file, tmp_path, capsy
     model = tmp_path / "model.mdl"
     assert main(["init", "--seed", "4", str(xconfig_file), str(model)]) == 0
     loaded = load(model)
-    assert loaded.network.structure == read_xconfig_network(xconfig_file, seed=4).network.structure
+    assert loaded.structure == read_xconfig_network(xconfig_file, seed=4).structure
     feats = {"utt1": np.random.default_rng(2).standard_normal((6, 16)).astype(np.float32)}
     kaldiio.save_ark(str(tmp_path / "feats.ark"), feats)
     out = tmp_path / "out.ark"
     assert main(["compute", str(xconfig_file), f"ark:{tmp_path / 'feats.ark'}", f"ark:{out}"]) == 0
     got = dict(kaldiio.load_ark(str(out)))["utt1"]
-    want = Nnet3Computer(read_xconfig_network(xconfig_file).network, ComputeOptions())(feats["utt1"])
+    want = Nnet3Computer(read_xconfig_network(xconfig_file), ComputeOptions())(feats["utt1"])
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
@@ -673,9 +673,9 @@ def test_cli_init_adds_an_xconfig_to_an_existing_model(xconfig_file, tmp_path, c
     more.write_text("relu-layer name=extra dim=7 input=tdnnf2.noop\noutput-layer name=output2 dim=3\n")
     out = tmp_path / "more.mdl"
     assert main(["init", str(base), str(more), str(out)]) == 0, capsys.readouterr().err
-    net = load(out).network
+    net = load(out)
     assert set(net.outputs) == {"output", "output2"}
-    base_params = load(base).network.params
+    base_params = load(base).params
     assert all(np.array_equal(net.params[k], v) for k, v in base_params.items())
 
 
@@ -699,7 +699,7 @@ def test_cli_train_takes_an_xconfig(xconfig_file, tmp_path, capsys):
         )
         == 0
     ), capsys.readouterr().err
-    assert load(out).network.structure == read_xconfig_network(xconfig_file).network.structure
+    assert load(out).structure == read_xconfig_network(xconfig_file).structure
 
 
 def test_the_xconfig_network_is_a_kaldi_config_network():
@@ -708,7 +708,7 @@ def test_the_xconfig_network_is_a_kaldi_config_network():
         warnings.simplefilter("error")
         net = x.network(seed=1)
     config_net = parse_network(x.config_text("final"), seed=1)
-    assert net.network.structure == config_net.network.structure
+    assert net.structure == config_net.structure
     assert net.objectives == config_net.objectives == {"output": "linear", "output-xent": "linear"}
     assert isinstance(
         next(line for line in x.config_lines() if line.name == "tdnnf2.noop" and isinstance(line, ComponentNode)),

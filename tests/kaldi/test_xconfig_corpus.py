@@ -111,8 +111,8 @@ def _outputs(folder: str, name: str) -> dict[str, np.ndarray]:
 def test_symnet_compute_gives_kaldis_outputs(case):
     folder = _case(case)
     xconfig = _xconfig(case)
-    network = xconfig.network(read_matrix=lambda path: read_kaldi_array(os.path.join(folder, path))).network
-    kaldi = read_model(os.path.join(folder, "model.txt")).network.network
+    network = xconfig.network(read_matrix=lambda path: read_kaldi_array(os.path.join(folder, path)))
+    kaldi = read_model(os.path.join(folder, "model.txt")).network
     values = network.values
     assert {k: np.shape(v) for k, v in values.items()} == {k: np.shape(kaldi.values[k]) for k in values}
     network = network.assign({k: kaldi.values[k] for k in values})

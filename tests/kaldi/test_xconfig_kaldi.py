@@ -252,7 +252,7 @@ def test_the_norm_and_output_gated_grus_build_networks_that_run(layer_type):
     x = parse_xconfig(
         f"input name=input dim=6\n{layer_type} name=gru1 cell-dim=8 recurrent-projection-dim=2\noutput-layer name=output dim=4\n"
     )
-    out = x.network().network.compute(np.zeros((1, 20, 6), np.float32))
+    out = x.network().compute(np.zeros((1, 20, 6), np.float32))
     assert np.asarray(out).shape == (1, 20, 4)
 
 

@@ -84,7 +84,7 @@ def test_kaldi_export_writes_the_components_and_reads_back_with_equal_outputs() 
     back = parse_network(text)
     back = back.replace(params={n: net.params[n] for n in back.params})
     x_in = RNG.standard_normal((1, 6, 36)).astype(np.float32)
-    np.testing.assert_allclose(back.network.compute(x_in), net.compute(x_in), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(back.compute(x_in), net.compute(x_in), rtol=1e-4, atol=1e-5)
 
 
 def test_the_readmes_typed_tdnn_exports_with_the_nodes_kaldi_needs(tmp_path) -> None:
@@ -111,11 +111,11 @@ def test_the_readmes_typed_tdnn_exports_with_the_nodes_kaldi_needs(tmp_path) -> 
         assert line in text, text
     features = RNG.standard_normal((2, 12, 40)).astype(np.float32)
     want = set_test_mode(net, True).compute(features)
-    back = parse_network(text).network
+    back = parse_network(text)
     back = back.replace(params={n: net.values[n] for n in back.params})
     np.testing.assert_allclose(set_test_mode(back, True).compute(features), want, rtol=1e-5, atol=1e-5)
     write_model(tmp_path / "tdnn.raw", net)
-    model = read_model(tmp_path / "tdnn.raw").network.network
+    model = read_model(tmp_path / "tdnn.raw").network
     np.testing.assert_allclose(set_test_mode(model, True).compute(features), want, rtol=1e-5, atol=1e-5)
 
 

@@ -254,9 +254,9 @@ def test_recurrent_layers_write_to_kaldi_configs_and_models_and_read_back_equal(
     assert "zeroing-interval=10" in text
     x_in = features(2, 7)
     back = parse_network(text)
-    back = set_test_mode(back.replace(params={n: net.params[n] for n in back.params}).network)
+    back = set_test_mode(back.replace(params={n: net.params[n] for n in back.params}))
     write_model(tmp_path / "rnn.raw", net)
-    model = set_test_mode(read_model(tmp_path / "rnn.raw").network.network)
+    model = set_test_mode(read_model(tmp_path / "rnn.raw").network)
     for key in ("lstmp", "lstm", "blstm", "gru", "pgru"):
         want = net.compute(x_in, output=key)
         np.testing.assert_allclose(back.compute(x_in, output=key), want, rtol=1e-5, atol=1e-6, err_msg=key)
@@ -334,7 +334,7 @@ def test_kaldi_attention_writes_as_restricted_attention_and_masked_attention_ref
     back = parse_network(text)
     back = back.replace(params={n: net.params[n] for n in back.params})
     x_in = features(2, 8)
-    np.testing.assert_allclose(back.network.compute(x_in), net.compute(x_in), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(back.compute(x_in), net.compute(x_in), rtol=1e-5, atol=1e-6)
     with pytest.raises(ConfigWriteError, match="padding='zeros'"):
         write_network(Network(MultiHeadAttention("att", x, heads=2, key_dim=2, window=(3, 1))))
 

@@ -99,7 +99,7 @@ def _run_loader(tmp_path: Path, runs: list[tuple[Path, dict[str, np.ndarray]]]) 
 
 def test_exported_programs_run_without_symnet_and_match_compute(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
-    tdnn = read_network(EXAMPLES / "kaldi-doc-example.config").network  # context (1, 2)
+    tdnn = read_network(EXAMPLES / "kaldi-doc-example.config")  # context (1, 2)
     lstm = _lstm_network()
     two = _tdnn_with_ivector()
     cases = [  # network, inputs [3, T, D], export options

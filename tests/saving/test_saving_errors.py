@@ -72,6 +72,12 @@ def rewrite(
     return out
 
 
+def net(header: dict[str, Any]) -> dict[str, Any]:
+    """The entry of the file's (only) network in a header."""
+    entry: dict[str, Any] = header["networks"][0]
+    return entry
+
+
 def load_error(path: pathlib.Path) -> str:
     with pytest.raises(ModelFormatError) as info:
         symnet.load(path)
@@ -104,27 +110,43 @@ def test_a_newer_format_version_says_to_upgrade(saved: pathlib.Path, tmp_path: p
         (lambda h: h["arrays"][0].update(dtype="O"), "symnet files hold numbers only"),
         (lambda h: h["arrays"][0].update(dtype="no-such-type"), "is not a NumPy dtype"),
         (lambda h: h["arrays"][0].update(shape=[3, 3]), "has shape [3, 2], expected [3, 3]"),
-        (lambda h: h.update(outputs=[]), "'outputs' is not a non-empty list"),
-        (lambda h: h.update(outputs=[["output", 999]]), "is not a distinct [name, layer entry] pair"),
-        (lambda h: h.update(params={"h.weight": 999}), "names no array (999)"),
-        (lambda h: h.update(layers={}), "'layers' is not a list"),
-        (lambda h: h["layers"].__setitem__(0, [1, 2]), "layer #0 is not an entry"),
-        (lambda h: h["layers"][0].update({"class": "my_module:Missing"}), "'my_module:Missing', which is not defined"),
-        (lambda h: h["layers"][0]["fields"].update(dim=-3), "cannot be built from the stored fields"),
-        (lambda h: h["layers"][0]["fields"].update(colour="red"), "has no field(s) ['colour']"),
+        (lambda h: net(h).update(outputs=[]), "'outputs' is not a non-empty list"),
+        (lambda h: net(h).update(outputs=[["output", 999]]), "is not a distinct [name, layer entry] pair"),
+        (lambda h: net(h).update(params={"h.weight": 999}), "names no array (999)"),
+        (lambda h: net(h).update(layers={}), "'layers' is not a list"),
+        (lambda h: net(h)["layers"].__setitem__(0, [1, 2]), "layer #0 is not an entry"),
         (
-            lambda h: h["layers"][1]["fields"].update(init={"initializer": "Nope", "fields": {}}),
+            lambda h: net(h)["layers"][0].update({"class": "my_module:Missing"}),
+            "'my_module:Missing', which is not defined",
+        ),
+        (lambda h: net(h)["layers"][0]["fields"].update(dim=-3), "cannot be built from the stored fields"),
+        (lambda h: net(h)["layers"][0]["fields"].update(colour="red"), "has no field(s) ['colour']"),
+        (
+            lambda h: net(h)["layers"][1]["fields"].update(init={"initializer": "Nope", "fields": {}}),
             "'Nope' is not defined",
         ),
-        (lambda h: h["layers"][2]["fields"].update(lhs={"layer": 50}), "is not a layer of an earlier entry"),
-        (lambda h: h.update(objectives={"no-such-output": "linear"}), "are not strings for outputs of the network"),
+        (lambda h: net(h)["layers"][2]["fields"].update(lhs={"layer": 50}), "is not a layer of an earlier entry"),
+        (
+            lambda h: net(h).update(objectives={"no-such-output": "linear"}),
+            "are not strings for outputs of the network",
+        ),
+        (lambda h: h.update(networks={}), "'networks' is not a list"),
+        (lambda h: h.pop("tree"), "the header has no 'tree'"),
+        (lambda h: h.update(tree={"network": 5}), "tree: {'network': 5} names no network of the file"),
+        (lambda h: h.update(tree={"array": 0, "kind": "pickle"}), "is not an array of the file"),
+        (lambda h: h.update(tree={"dict": [["a", 1], ["a", 2]]}), "the dict key 'a' comes twice"),
+        (lambda h: h.update(tree={"set": [1]}), "tree: {'set': [1]} is not a value symnet.save writes"),
+        (
+            lambda h: h.update(tree={"namedtuple": "os:system", "fields": [["command", "true"]]}),
+            "'os:system' is not an optax state symnet knows by name",
+        ),
     ],
 )
 def test_a_header_that_does_not_hold_together_is_refused(
     saved: pathlib.Path, tmp_path: pathlib.Path, edit: Callable[[dict[str, Any]], Any], expected: str
 ) -> None:
     header, _ = members(saved)
-    assert [e["class"] for e in header["layers"]][:3] == ["Input", "Weight", "Dot"]  # what the edits assume
+    assert [e["class"] for e in net(header)["layers"]][:3] == ["Input", "Weight", "Dot"]  # what the edits assume
     assert expected in load_error(rewrite(saved, tmp_path / "bad.npz", edit))
 
 

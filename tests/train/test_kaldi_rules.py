@@ -127,7 +127,7 @@ def kaldi_minibatch(params, grads_mean, *, frames, sequences, lr, l2_factor, max
     ids=["no-limit-active", "max-change", "max-param-change", "no-global-limit", "momentum"],
 )
 def test_update_is_kaldis(lr, max_param_change, momentum):
-    net = kaldi_net().network
+    net = kaldi_net()
     rules = quiet_rules(net, lr, max_param_change=max_param_change, l2_regularize_factor=0.5, momentum=momentum)
     params = {k: np.asarray(v) for k, v in net.params.items()}
     state = rules.init(net.params)
@@ -157,7 +157,7 @@ def test_update_is_kaldis(lr, max_param_change, momentum):
 
 def test_the_limits_are_active_where_the_cases_say():
     """The cases above exercise what they are named after (per-component and global limits)."""
-    net = kaldi_net().network
+    net = kaldi_net()
     params = {k: np.asarray(v) for k, v in net.params.items()}
     grads = random_like(params, 0)
     for lr, mpc, component_limited, global_limited in ((1e-4, 2.0, False, False), (5e-3, 2.0, True, False)):
@@ -177,14 +177,14 @@ def test_an_infinite_change_is_not_applied():
     """UpdateNnetWithMaxChange: 'Infinite parameter change, will not apply.' (and delta_nnet is zeroed) where
     the global change is infinite; with a per-component max-change the component's factor is 0 and its
     change 0 * inf, NaN, as in Kaldi (fit then stops, naming the parameter)."""
-    net = kaldi_net(CONFIG.replace("output-dim=8 max-change=0.5", "output-dim=8")).network
+    net = kaldi_net(CONFIG.replace("output-dim=8 max-change=0.5", "output-dim=8"))
     rules = quiet_rules(net, 1e-3, momentum=0.5)
     grads = random_like(net.params, 1)
     grads["aff.bias_params"][0] = np.inf
     updates, state = rules.update(grads, rules.init(net.params), net.params, frames=10.0, sequences=2.0)
     assert all(not np.any(np.asarray(u)) for u in updates.values())
     assert all(not np.any(np.asarray(d)) for d in state.delta.values())
-    net = kaldi_net().network
+    net = kaldi_net()
     rules = quiet_rules(net, 1e-3)
     updates, _ = rules.update(grads, rules.init(net.params), net.params, frames=10.0, sequences=2.0)
     assert np.isnan(np.asarray(updates["aff.bias_params"][0]))
@@ -195,7 +195,7 @@ def test_stored_learning_rates_as_nnet3_train_uses_them():
     """Without a learning rate, each component's stored one (learning-rate=, as an nnet3-init model has it;
     the factor is not applied to it, as Kaldi applies it only in SetUnderlyingLearningRate)."""
     text = CONFIG.replace("max-change=0.5 l2-regularize=0.02", "max-change=0.5 l2-regularize=0.02 learning-rate=0.004")
-    net = kaldi_net(text).network
+    net = kaldi_net(text)
     rules = quiet_rules(net, max_param_change=0.0)
     grads = random_like(net.params, 2, scale=1e-3)
     updates, _ = rules.update(grads, rules.init(net.params), net.params, frames=1.0, sequences=0.0)
@@ -204,7 +204,7 @@ def test_stored_learning_rates_as_nnet3_train_uses_them():
 
 
 def test_the_l2_term_needs_the_number_of_sequences():
-    net = kaldi_net().network
+    net = kaldi_net()
     rules = quiet_rules(net, 1e-3)
     with pytest.raises(TrainingError, match="sequences="):
         rules.update(net.params, rules.init(net.params), net.params, frames=10.0)
@@ -213,7 +213,7 @@ def test_the_l2_term_needs_the_number_of_sequences():
 def test_around_your_optimizer():
     """optimizer=: its update of the gradient plus the l2 term (per frame), times each learning-rate factor,
     then max-change as Kaldi's."""
-    net = kaldi_net().network
+    net = kaldi_net()
     params = {k: np.asarray(v, np.float64) for k, v in net.params.items()}
     grads = random_like(params, 3, scale=0.01)
     rules = quiet_rules(net, optimizer=optax.sgd(0.1), max_param_change=0.0)
@@ -274,7 +274,7 @@ def with_singular_values(shape, values, seed):
     ids=["near", "ratio-above-1.02", "ratio-above-1.1", "zero"],
 )
 def test_constrain_orthonormal_is_kaldis(values, band):
-    net = kaldi_net().network
+    net = kaldi_net()
     rules = quiet_rules(net, 1e-3)
     params = dict(net.params)
     params["lin.params"] = with_singular_values((4, 18), np.array(values) * 0.7, 0)  # floating: -1.0
@@ -295,7 +295,7 @@ def test_constrain_a_tall_matrix_through_its_transpose():
     text = text.replace(
         "input-dim=4 output-dim=8 max-change=0.5", "input-dim=4 output-dim=8 orthonormal-constraint=2.0"
     )
-    net = kaldi_net(text).network
+    net = kaldi_net(text)
     rules = quiet_rules(net, 1e-3)
     tall = with_singular_values((8, 4), np.array([1.9, 2.1, 2.0, 1.8]), 2)
     got = rules.constrain({**net.params, "aff.linear_params": tall}, None)
@@ -309,7 +309,7 @@ def test_constrain_a_tall_matrix_through_its_transpose():
 
 def test_constrain_on_one_minibatch_in_four_at_random():
     """ConstrainOrthonormal skips a component unless RandInt(0, 3) == 0: each one on its own draw."""
-    net = kaldi_net().network
+    net = kaldi_net()
     rules = quiet_rules(net, 1e-3)
     params = dict(net.params)
     constrain = jax.jit(rules.constrain)
@@ -336,7 +336,7 @@ def test_orthonormal_constraint_where_kaldi_applies_none_is_an_error():
         "component-node name=scale component=scale input=relu\n"
         "component-node name=bn component=bn input=scale",
     )
-    net = kaldi_net(text).network
+    net = kaldi_net(text)
     assert [r.name for r in component_rules(net) if r.kaldi_type] == ["lin", "aff", "scale", "out"]
 
     def add_option(layer):
@@ -353,7 +353,7 @@ def test_orthonormal_constraint_where_kaldi_applies_none_is_an_error():
 
 def test_batchnorm_stats_scaled_after_every_minibatch():
     """ScaleBatchnormStats(0.8): count, sum and sum of squares times 0.8, so mean and variance stay."""
-    net = kaldi_net().network
+    net = kaldi_net()
     rules = quiet_rules(net, 1e-3)
     state = {**net.state, "bn.count": jnp.asarray(10.0), "bn.stats_mean": jnp.arange(8.0)}
     params, new = rules.after_update(net.params, state, jax.random.PRNGKey(0))
@@ -404,7 +404,7 @@ def test_dropout_schedule_edges():
         with pytest.raises(TrainingError, match=message):
             DropoutSchedule.parse(bad)
     with pytest.raises(TrainingError, match="matches no dropout component"):
-        quiet_rules(kaldi_net().network, 1e-3, dropout_schedule="lstm*=0,0.5,0")
+        quiet_rules(kaldi_net(), 1e-3, dropout_schedule="lstm*=0,0.5,0")
 
 
 # ----- fit applies them; a loop of your own gets the same -------------------------------------------------------
@@ -462,7 +462,7 @@ def hand_loop(net, rules, feats, labels, *, batch_size, chunk, seed, epochs):
 
 def test_fit_with_the_rules_equals_your_own_loop():
     feats, labels = data()
-    net = kaldi_net().network
+    net = kaldi_net()
     rules = quiet_rules(net, 2e-3, dropout_schedule=SCHEDULE, l2_regularize_factor=2.0)
     kw = dict(batch_size=4, chunk=6, seed=3, epochs=2)
     result = fit(net, (feats, labels), rules, progress=False, **kw)
@@ -481,7 +481,7 @@ def test_fit_with_the_rules_equals_your_own_loop():
 def test_fit_batchnorm_count_follows_kaldis_decay():
     """After k minibatches of R rows the stored count is Kaldi's 0.8 * (count + R), from 0 each epoch."""
     feats, labels = data()
-    net = kaldi_net().network
+    net = kaldi_net()
     rules = quiet_rules(net, 1e-3)
     result = fit(net, (feats, labels), rules, batch_size=4, chunk=6, progress=False, max_steps=5)
     count = 0.0
@@ -493,10 +493,10 @@ def test_fit_batchnorm_count_follows_kaldis_decay():
 def test_fit_applies_the_rules_by_default_and_can_be_told_not_to():
     feats, labels = data()
     kaldi = kaldi_net()
-    net = kaldi.network
+    net = kaldi
     kw = dict(batch_size=4, chunk=6, progress=False, max_steps=1)
     with pytest.warns(KaldiRulesWarning, match="natural gradient.*out"):
-        wrapped = fit(kaldi, (feats, labels), optax.sgd(50.0), **kw)  # a KaldiNetwork, as its Network
+        wrapped = fit(kaldi, (feats, labels), optax.sgd(50.0), **kw)  # with its objectives
     plain = fit(net, (feats, labels), optax.sgd(50.0), rules=False, **kw)
     for names, _, max_change, _ in COMPONENTS:
         change = np.sqrt(sum(np.sum(np.square(wrapped.network.params[n] - net.params[n])) for n in names))
@@ -516,7 +516,7 @@ def test_fit_applies_the_rules_by_default_and_can_be_told_not_to():
 def test_a_network_without_kaldi_options_trains_as_before():
     from symnet.kaldi import read_network as read
 
-    net = read("examples/kaldi-doc-example.config").network
+    net = read("examples/kaldi-doc-example.config")
     assert not any(r.shapes_the_update for r in component_rules(net))
     r = np.random.default_rng(0)
     feats = [r.normal(size=(20, 12)).astype(np.float32) for _ in range(4)]
@@ -531,7 +531,7 @@ def test_a_network_without_kaldi_options_trains_as_before():
 def test_natural_gradient_with_the_rules():
     """natural_gradient.optimizer(kaldi_rules(...)) is kaldi_rules(..., natural_gradient=True); fit keeps the
     preconditioners outermost and updates them."""
-    net = kaldi_net().network
+    net = kaldi_net()
     rules = natural_gradient.optimizer(quiet_rules(net, 1e-3), net)
     assert isinstance(rules, KaldiRules) and rules.settings["natural_gradient"]
     state = rules.init(net.params)
@@ -549,13 +549,13 @@ def test_warnings_name_what_is_not_applied():
         "type=RectifiedLinearComponent dim=8", "type=RectifiedLinearComponent dim=8 self-repair-scale=1e-05"
     )
     with pytest.warns(KaldiRulesWarning, match=r"self-repair-scale.*relu") as record:
-        kaldi_rules(kaldi_net(text).network, 1e-3)
+        kaldi_rules(kaldi_net(text), 1e-3)
     message = str(record[0].message)
     assert "natural gradient" in message and "out" in message
     # Kaldi's LinearComponent preconditions whatever its use-natural-gradient says; symnet's does not.
     assert "lin" in message
     with pytest.warns(KaldiRulesWarning) as record:
-        kaldi_rules(kaldi_net().network, 1e-3, natural_gradient=True)
+        kaldi_rules(kaldi_net(), 1e-3, natural_gradient=True)
     message = str(record[0].message)
     assert "lin" in message and "out" not in message and "self-repair" not in message
 
@@ -593,8 +593,8 @@ def test_nnet3_train_fixture():
     seen = {"lin.linear_params": set(), "aff.linear_params": set()}
     global_limit: list[bool] = []
     for k in range(1, 5):
-        net = zero_batchnorm_stats(read_model(FIXTURE / f"step{k - 1}.txt").network.network)
-        after = read_model(FIXTURE / f"step{k}.txt").network.network
+        net = zero_batchnorm_stats(read_model(FIXTURE / f"step{k - 1}.txt").network)
+        after = read_model(FIXTURE / f"step{k}.txt").network
         x, labels = read_eg(FIXTURE / f"eg{k}.txt")
         frames, sequences = labels.shape
         request = ComputationRequest(

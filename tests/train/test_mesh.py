@@ -77,7 +77,7 @@ def networks() -> dict[str, Any]:
     return {
         "tdnn": tdnn,
         "recurrent": recurrent,
-        "batchnorm": parse_network(BATCHNORM_CONFIG, seed=2).network,
+        "batchnorm": parse_network(BATCHNORM_CONFIG, seed=2),
         "bidirectional": bidirectional,
     }
 
@@ -308,7 +308,7 @@ def test_natural_gradient_with_a_mesh_is_refused() -> None:
     from symnet.kaldi import read_network
     from symnet.train import TrainingError, fit
 
-    net = read_network(EXAMPLES / "hmm-tdnn.config").network
+    net = read_network(EXAMPLES / "hmm-tdnn.config")
     mesh = jax.make_mesh((1,), ("data",))
     with pytest.raises(TrainingError, match="natural gradient .* with a mesh: its preconditioners"):
         fit(net, HmmTask.create(seed=0).sample(2, seed=1), natural_gradient.optimizer(optax.sgd(0.1), net), mesh=mesh)

@@ -488,7 +488,7 @@ def test_training_mode_batchnorm_stores_its_statistics_for_test_mode():
     from symnet.components import set_test_mode
     from symnet.kaldi import read_network
 
-    net = read_network(EXAMPLES / "tdnnf.config").network
+    net = read_network(EXAMPLES / "tdnnf.config")
     rng = np.random.default_rng(0)
     feats = [rng.standard_normal((40, 20)).astype(np.float32) * 2 + 3 for _ in range(4)]
     labels = [rng.integers(0, 10, 40) for _ in range(4)]

@@ -7,7 +7,7 @@
 
 `read_xconfig(path)` / `parse_xconfig(text)` read the layers (an `Xconfig`);
 its `config_text("final")` is Kaldi's final.config, `config_lines()` the
-config line objects, `network()` the KaldiNetwork. `read_xconfig_network`
+config line objects, `network()` the Network (with its objectives). `read_xconfig_network`
 and `parse_xconfig_network` do both steps. `is_xconfig(path)` tells an
 xconfig from an nnet3 config by its first line. `LAYER_TYPES` maps every
 supported layer type to its class; `KALDI_LAYER_TYPES` lists Kaldi's (all of
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .backend import KaldiNetwork
+from .backend import Network
 from .base import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES
 from .expand import CONFIG_NAMES, Xconfig, parse_xconfig, read_xconfig, write_kaldi_matrix
 
@@ -61,8 +61,8 @@ def is_xconfig(path: str | os.PathLike[str]) -> bool:
 
 def parse_xconfig_network(
     text: str, *, file: str = "<xconfig>", seed: int = 0, read_matrix: Callable[[str], np.ndarray] | None = None
-) -> KaldiNetwork:
-    """The KaldiNetwork of an xconfig text (Kaldi's final.config)."""
+) -> Network:
+    """The Network of an xconfig text (Kaldi's final.config)."""
     return parse_xconfig(text, file=file).network(seed=seed, read_matrix=read_matrix)
 
 
@@ -72,6 +72,6 @@ def read_xconfig_network(
     seed: int = 0,
     file: str | None = None,
     read_matrix: Callable[[str], np.ndarray] | None = None,
-) -> KaldiNetwork:
-    """The KaldiNetwork of an xconfig file (Kaldi's final.config)."""
+) -> Network:
+    """The Network of an xconfig file (Kaldi's final.config)."""
     return read_xconfig(source, file=file).network(seed=seed, read_matrix=read_matrix)

@@ -6,15 +6,15 @@ network code, so that a change there is one change here.
 
 from __future__ import annotations
 
+from ...network import Network
 from ..build import build_network
 from ..components import read_matrix_file
 from ..config import ConfigLine, OutputNode, Source, parse_line
 from ..descriptor_text import write_descriptor
-from ..network import KaldiNetwork
 
 __all__ = [
     "ConfigLine",
-    "KaldiNetwork",
+    "Network",
     "OutputNode",
     "Source",
     "build_network",

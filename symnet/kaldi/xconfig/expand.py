@@ -13,7 +13,7 @@ sees the layers before it); an `Xconfig` holds them and gives
 - `expanded(normalized)`: `xconfig.expanded.1` / `.2` (every layer with all
   its options, before and after the descriptors are normalized);
 - `matrices`: the files the layers write (the idct-layer's matrix);
-- `network()`: the KaldiNetwork of `final.config`.
+- `network()`: the Network of `final.config`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 from ...atomic import atomic_write, atomic_write_all
 from ...errors import ConfigError, SymnetError
 from . import attention, basic, composite, convolution, gru, lstm, stats, trivial  # noqa: F401  (register the layers)
-from .backend import ConfigLine, KaldiNetwork, OutputNode, Source, build_network, parse_line, read_matrix_file
+from .backend import ConfigLine, Network, OutputNode, Source, build_network, parse_line, read_matrix_file
 from .base import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES, XInput, XLayer, closest
 from .syntax import XconfigLine, xconfig_lines
 
@@ -116,8 +116,9 @@ class Xconfig:
         base: Any = None,
         read_matrix: Callable[[str], np.ndarray] | None = None,
         which: str = "final",
-    ) -> KaldiNetwork:
-        """The KaldiNetwork of final.config (or of `which`.config); errors name the xconfig line and the layer.
+    ) -> Network:
+        """The Network of final.config (or of `which`.config), with its objectives; errors name the xconfig line
+        and the layer.
 
         Matrices the layers write (the idct-layer's) are used as they are;
         other files are read with `read_matrix` (default: Kaldi text or binary, or .npy).
@@ -161,7 +162,7 @@ class Xconfig:
             text = self.config_text(which)  # None for a config the xconfig does not make
             if text is not None:
                 files[f"{which}.config"] = text
-        reference = self.network(which="ref").network
+        reference = self.network(which="ref")
         if "output" in dict(reference.structure.outputs):
             left, right = reference.context("output")
             files["vars"] = f"model_left_context={left}\nmodel_right_context={right}\n"

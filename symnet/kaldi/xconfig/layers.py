@@ -21,7 +21,7 @@ is the network of the xconfig
     tdnnf-layer name=tdnnf2 dim=512 bottleneck-dim=64 time-stride=1
     output-layer name=output dim=3000
 
-(`read_xconfig_network(...).network` equals it). There is one code path: a
+(`read_xconfig_network(...)` equals it). There is one code path: a
 function makes the layer's xconfig line (its input written as a descriptor
 over the node names), expands it with the same layer class as the xconfig
 reader, and builds the config lines with the same network builder; the nodes
@@ -88,8 +88,7 @@ def _dim(leaf: Input | Node) -> int:
 
 
 def node_dims(network: Any) -> dict[str, int]:
-    """The dim of every input and component or dim-range node of a Network (or KaldiNetwork)."""
-    network = getattr(network, "network", network)
+    """The dim of every input and component or dim-range node of a Network."""
     dims: dict[str, int] = {}
     for layer in walk([layer for _, layer in network.structure.outputs]):
         if isinstance(layer, (Input, Node)):
@@ -139,7 +138,7 @@ def apply_layer(layer_type: str, x: Layer, *, name: str, **options: Any) -> Laye
         layers.append(XOutput(out_line, layers))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*is not used by any")
-        network = Xconfig(tuple(layers), file).network().network
+        network = Xconfig(tuple(layers), file).network()
     built = network.outputs[output]
     return rewrite([built], lambda layer: leaves.get(layer.name, layer) if isinstance(layer, Input) else layer)[0]
 
