@@ -53,6 +53,8 @@ from .core.index import INDEX_LIMIT
 from .errors import SymnetError
 from .host_memory import tune_host_memory
 
+__all__ = ["main", "PROG", "warn_non_finite", "XCONFIG_BYTES"]
+
 PROG = "symnet"
 
 

@@ -57,6 +57,21 @@ from .kaldi.compute import ComputeOptions, Nnet3Computer
 from .saving import save
 from .train import EpochStats, fit, steps_per_epoch
 
+__all__ = [
+    "blstm",
+    "configs",
+    "FILES",
+    "FULL",
+    "lstm",
+    "main",
+    "NO_MATPLOTLIB",
+    "plot_curves",
+    "QUICK",
+    "seed_example",
+    "Settings",
+    "WHOLE_SEQUENCES",
+]
+
 
 def seed_example(steps: int = 200) -> float:
     """Fit `(1.0 + x) * Weight(2.0)` to `y = (1 + x) * 3.5`; return the learnt weight."""

@@ -41,6 +41,8 @@ from .engine import dense
 from .engine.summary import Summary, infer_dims, summarize
 from .errors import GraphError, ParameterError
 
+__all__ = ["DEFAULT_OUTPUT", "Network", "OBJECTIVE_KINDS"]
+
 DEFAULT_OUTPUT = "output"
 #: The objectives an output may carry (Kaldi's output-node `objective=`).
 OBJECTIVE_KINDS = ("linear", "quadratic")

@@ -27,6 +27,8 @@ import numpy as np
 
 from ..errors import ShapeError
 
+__all__ = ["DTYPES", "get_precision", "in_float32", "Precision", "PRESETS", "wide"]
+
 #: The floating dtypes a policy may name, by name.
 DTYPES: dict[str, Any] = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 

@@ -51,6 +51,8 @@ from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
 from .semantics import combine
 
+__all__ = ["compile", "Computation", "IndexedRows", "leading_axes_safe", "Rows"]
+
 
 class Rows:
     """The row labels of an indexed value: `keys` (one sequence's rows) times `batch` sequences.

@@ -29,6 +29,8 @@ from .recurrence import check_lowering
 from .runner import Block, Ends, clamped, run
 from .streaming import Source, State, chunk_runner, concatenate
 
+__all__ = ["compute", "compute_traced"]
+
 
 def compute(
     network: NetworkLike,

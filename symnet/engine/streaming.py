@@ -48,6 +48,17 @@ from .request import ComputationRequest
 from .runner import Block, Frames, run
 from .semantics import optional_reads
 
+__all__ = [
+    "chunk_runner",
+    "ChunkRunner",
+    "concatenate",
+    "optional_reach",
+    "recurrent_states",
+    "Source",
+    "State",
+    "Stream",
+]
+
 #: Input blocks `{input name: [frames, n, dim]}` for absolute frames (an int array), edge frames repeated.
 Source = Callable[[np.ndarray], dict[str, np.ndarray]]
 #: The carried state: per recurrent node, its values `[depth, n, dim]` on the frames just before a chunk.

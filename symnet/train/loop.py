@@ -42,6 +42,8 @@ from .parallel import DataParallel
 from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
 from .trainer import Trainer
 
+__all__ = ["EpochStats", "fit", "FitResult", "steps_per_epoch", "StepStats", "with_dropout", "zero_batchnorm_stats"]
+
 
 @attrs.frozen
 class EpochStats:

@@ -20,6 +20,8 @@ import jax.numpy as jnp
 
 from ..core.precision import Precision
 
+__all__ = ["advanced", "all_finite", "choose", "init", "inner", "LossScaled"]
+
 
 class LossScaled(NamedTuple):
     """The optimiser state of a loss-scaled run: the optimiser's own `inner`, the `scale`, `good_steps` in a row."""

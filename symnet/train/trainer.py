@@ -36,6 +36,8 @@ from .objectives import Objective, get_objective, objective
 from .parallel import DataParallel, Reduction
 from .rules import KaldiRules
 
+__all__ = ["describe", "Trainer", "trains_with_ends"]
+
 
 def trains_with_ends(network: Any) -> bool:
     """Whether padding a chunk past its sequence's end (repeating the last frame) changes its outputs, and the
