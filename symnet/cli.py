@@ -325,6 +325,8 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
             allow_changes=changes,
             rules=rules,
             frame_subsampling_factor=args.frame_subsampling_factor,
+            precision=args.precision,
+            lowering=args.lowering,
         )
     save(args.out, result.network.replace(objectives=source.objectives))
     last = result.history[-1] if result.history else None
@@ -922,6 +924,18 @@ def _parser() -> argparse.ArgumentParser:
         default=1,
         help="train the outputs at every k-th frame of each chunk (Kaldi's frame-subsampling-factor; --chunk "
         "must be a multiple of it); alignments of ceil(frames / k) labels are accepted",
+    )
+    train.add_argument(
+        "--precision",
+        choices=("float32", "bfloat16", "float16"),
+        help="a mixed-precision policy (docs/precision.md): bfloat16 or float16 compute with float32 parameters; "
+        "float16 trains with dynamic loss scaling (default: the network's own dtypes)",
+    )
+    train.add_argument(
+        "--lowering",
+        choices=("auto", "fused", "plain"),
+        default="auto",
+        help="how recurrences run (symnet.compile's lowering; default auto: fused where every member has a vjp)",
     )
     train.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam")
     train.add_argument("--lr", type=_positive_float, default=2e-3, help="the (initial) learning rate")

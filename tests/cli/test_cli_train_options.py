@@ -157,3 +157,29 @@ def test_a_held_out_fraction_is_the_last_utterances_by_id(tmp_path: Path) -> Non
     feats, ali = kaldi_tables(tmp_path, 10)
     train, held_out = read_kaldi_data(feats, ali).split(0.2)
     assert held_out.utt_ids == ("u08", "u09") and train.utt_ids == tuple(f"u{i:02d}" for i in range(8))
+
+
+def test_precision_and_lowering_reach_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--precision` and `--lowering` become fit's FitOptions fields (and a bad value is argparse's error)."""
+    import symnet.train as train_package
+
+    seen = []
+    real_fit = train_package.fit
+
+    def spy(*args, **kwargs):
+        result = real_fit(*args, **kwargs)
+        seen.append(result.options)
+        return result
+
+    monkeypatch.setattr(train_package, "fit", spy)
+    args = ["--data", "builtin:hmm:8", "--epochs", "1", "--batch-size", "4", "--chunk", "30", "--quiet"]
+    config = str(EXAMPLES / "hmm-tdnn.config")
+    out = tmp_path / "model.npz"
+    status, _, err = run("train", config, *args, "--precision", "bfloat16", "--lowering", "plain", "--out", str(out))
+    assert status == 0, err
+    (options,) = seen
+    assert options.precision is not None and options.precision.compute == "bfloat16"
+    assert options.lowering == "plain"
+    with pytest.raises(SystemExit) as exit_info:
+        run("train", config, *args, "--precision", "int8", "--out", str(out))
+    assert exit_info.value.code == 2
