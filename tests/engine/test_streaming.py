@@ -233,7 +233,7 @@ def test_bad_frames() -> None:
     stream = Stream(NETWORKS["tdnn"], frames_per_chunk=4)
     with pytest.raises(StreamError, match="finish\\(\\) before any frame"):
         stream.finish()
-    with pytest.raises(ArgumentTypeError, match="the network must be a symnet Network .*, got str"):
+    with pytest.raises(ArgumentTypeError, match="the network must be a symnet Network, got str"):
         Stream("net", frames_per_chunk=4)  # type: ignore[arg-type]
     with pytest.raises(ShapeError, match="has 5 features, the network takes 3"):
         stream.feed(np.zeros((2, 5)))
