@@ -403,15 +403,17 @@ def symnet_models(job: dict[str, Any]) -> Inputs:
     yield "header version is text", with_header(version="1")
     yield "header is a number array", fuzz.npz_bytes({**members, "header": fuzz.npy_bytes(np.zeros(3))})
     yield "header is not UTF-8", fuzz.npz_bytes({**members, "header": fuzz.npy_bytes(np.full(8, 255, np.uint8))})
-    layers = json.dumps(header["layers"])
+    networks = json.dumps(header["networks"])  # format version 2: the layers of each network saved
     yield (
         "a layer of a class nobody registered",
-        with_header(layers=json.loads(layers.replace('"Input"', '"os:system"', 1))),
+        with_header(networks=json.loads(networks.replace('"Input"', '"os:system"', 1))),
     )
     yield (
         "a layer's dim is 2^31-1",
-        with_header(layers=json.loads(layers.replace('"dim":', '"dim":2147483647,"x":', 1))),
+        with_header(networks=json.loads(networks.replace('"dim":', '"dim":2147483647,"x":', 1))),
     )
+    yield "the tree names a network that is not there", with_header(tree={"network": 7})
+    yield "the tree is nested 400 deep", with_header(tree=json.loads('{"list":[' * 400 + "null" + "]}" * 400))
 
 
 CRAFTED: dict[str, Callable[[dict[str, Any]], Inputs]] = {
