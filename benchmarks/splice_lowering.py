@@ -1,0 +1,139 @@
+"""How to lower W2's spliced affines (issue 29, item 8): three hand-written JAX training steps of the same TDNN.
+
+W2 (BENCHMARKS.md) is six layers of `ReLU(Append(Offset(h, o) for o in offsets) @ W + b)` and Kaldi's
+normalisation, then an affine output and log-softmax, over 64 chunks of 150 frames. Its products are fixed;
+what can change is how a splice meets its matrix:
+
+- `concat`: slices of `[T, N, D]` concatenated to `[T', N, k D]`, one product (the reference of run_all.py,
+  and what symnet's engine lowers a regular request to today);
+- `per-offset`: no concatenation: `sum_j h[o_j + lo : o_j + lo + T'] @ W_j`, k products of `D` columns;
+- `conv`: `lax.conv_general_dilated` over time, the offsets as a dilated kernel (they are evenly spaced in W2).
+
+Each step is `jax.jit(jax.value_and_grad)` of the cross-entropy, parameters and inputs identical; rounds are
+interleaved and each figure is a median step over the same round's `concat` step. The machine's matmul rate
+(a 2048 x 2048 product) and each step's FLOPs (XLA's count) give the fraction of the rate each step reaches.
+
+    python benchmarks/splice_lowering.py [--rounds 5] [--steps 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from workloads import W2_SPLICES, _kaldi_normalize
+
+SEQUENCES, FRAMES_OUT, DIM, WIDTH, OUTPUTS = 64, 150, 40, 512, 2000
+FRAMES_IN = FRAMES_OUT + 20
+
+
+def parameters(seed: int = 0) -> dict[str, jax.Array]:
+    rng = np.random.default_rng(seed)
+    p, dim = {}, DIM
+    for i, offsets in enumerate(W2_SPLICES, start=1):
+        fan_in = dim * len(offsets)
+        p[f"w{i}"] = jnp.asarray(rng.normal(0, fan_in**-0.5, (fan_in, WIDTH)), jnp.float32)
+        p[f"b{i}"] = jnp.zeros(WIDTH, jnp.float32)
+        dim = WIDTH
+    p["out.w"] = jnp.asarray(rng.normal(0, WIDTH**-0.5, (WIDTH, OUTPUTS)), jnp.float32)
+    p["out.b"] = jnp.zeros(OUTPUTS, jnp.float32)
+    return p
+
+
+def concat(h: jax.Array, w: jax.Array, offsets: tuple[int, ...]) -> jax.Array:
+    lo, hi = -min(offsets), max(offsets)
+    n = h.shape[0] - lo - hi
+    return jnp.concatenate([h[lo + o : lo + o + n] for o in offsets], axis=-1) @ w
+
+
+def per_offset(h: jax.Array, w: jax.Array, offsets: tuple[int, ...]) -> jax.Array:
+    lo, hi = -min(offsets), max(offsets)
+    n, d = h.shape[0] - lo - hi, h.shape[-1]
+    out = h[lo + offsets[0] : lo + offsets[0] + n] @ w[:d]
+    for j, o in enumerate(offsets[1:], start=1):
+        out = out + h[lo + o : lo + o + n] @ w[j * d : (j + 1) * d]
+    return out
+
+
+def conv(h: jax.Array, w: jax.Array, offsets: tuple[int, ...]) -> jax.Array:
+    if len(offsets) == 1:
+        return h @ w
+    step = offsets[1] - offsets[0]
+    assert all(b - a == step for a, b in zip(offsets, offsets[1:])), offsets
+    d, k = h.shape[-1], len(offsets)
+    x = jnp.transpose(h, (1, 2, 0))  # [N, D, T]
+    kernel = jnp.transpose(w.reshape(k, d, -1), (2, 1, 0))  # [out, D, k]
+    y = jax.lax.conv_general_dilated(x, kernel, (1,), "VALID", rhs_dilation=(step,))  # [N, out, T']
+    return jnp.transpose(y, (2, 0, 1))
+
+
+def loss_of(splice: Callable) -> Callable:
+    def loss(p: dict[str, jax.Array], x: jax.Array, labels: jax.Array) -> jax.Array:
+        h = x
+        for i, offsets in enumerate(W2_SPLICES, start=1):
+            h = _kaldi_normalize(jax.nn.relu(splice(h, p[f"w{i}"], offsets) + p[f"b{i}"]))
+        logp = jax.nn.log_softmax(h @ p["out.w"] + p["out.b"]).reshape(-1, OUTPUTS)
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+    return loss
+
+
+def matmul_rate(size: int = 2048, repeats: int = 10) -> float:
+    a = jnp.ones((size, size), jnp.float32)
+    f = jax.jit(lambda a: a @ a)
+    f(a).block_until_ready()
+    best = min(_timed(lambda: f(a).block_until_ready()) for _ in range(repeats))
+    return 2 * size**3 / best
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=4)
+    args = parser.parse_args()
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.standard_normal((FRAMES_IN, SEQUENCES, DIM)), jnp.float32)
+    labels = jnp.asarray(rng.integers(0, OUTPUTS, FRAMES_OUT * SEQUENCES), jnp.int32)
+    p = parameters()
+    steps = {
+        name: jax.jit(jax.value_and_grad(loss_of(f)))
+        for name, f in (("concat", concat), ("per-offset", per_offset), ("conv", conv))
+    }
+    reference = steps["concat"](p, x, labels)
+    flops = {}
+    for name, step in steps.items():
+        value, grads = step(p, x, labels)
+        difference = max(float(jnp.max(jnp.abs(grads[k] - reference[1][k]))) for k in grads)
+        cost = step.lower(p, x, labels).compile().cost_analysis()
+        cost = cost[0] if isinstance(cost, list) else cost
+        flops[name] = float(cost.get("flops", float("nan")))
+        print(f"{name}: loss {float(value):.6f}, largest gradient difference from concat {difference:.1e}")
+    rate = matmul_rate()
+    print(f"jax {jax.__version__}; the machine's 2048x2048 matmul: {rate / 1e9:.0f} GFLOP/s")
+    seconds: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(args.rounds):
+        for name, step in steps.items():
+            times = [_timed(lambda step=step: jax.block_until_ready(step(p, x, labels))) for _ in range(args.steps)]
+            seconds[name].append(float(np.median(times)))
+    print("| lowering | median step (ms) per round | / concat per round | fraction of the matmul rate |")
+    print("|---|---|---|---|")
+    for name in steps:
+        ms = ", ".join(f"{1000 * s:.0f}" for s in seconds[name])
+        ratio = ", ".join(f"{a / b:.2f}" for a, b in zip(seconds[name], seconds["concat"]))
+        fraction = flops[name] / float(np.median(seconds[name])) / rate
+        print(f"| {name} | {ms} | {ratio} | {fraction:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
