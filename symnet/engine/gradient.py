@@ -97,14 +97,13 @@ def tape_differentiated(
             # The walk as a jaxpr, traced in the forward's context; every value it reads (of any dtype:
             # `jax.closure_convert` would leave integer ones inside as constants) becomes a residual.
             walk, shapes = jax.make_jaxpr(pull, return_shape=True)(outputs)
-        kept = (params, state, inputs, key, reads, proportions)
         program = jax.tree_util.Partial(_Program(walk.jaxpr, jax.tree.structure(shapes)))
-        return outputs, (program, walk.consts, _zero_cotangents(kept))
+        # The arguments the walk does not differentiate get zero cotangents (float0 for keys and masks).
+        return outputs, (program, walk.consts, _zero_cotangents((key, reads, proportions)))
 
     def run_backward(saved: tuple[Any, ...], cotangents: Arrays) -> tuple[Any, ...]:
-        program, residuals, zeros = saved
+        program, residuals, (d_key, d_reads, d_proportions) = saved
         d_params, d_state, d_inputs = program(residuals, cotangents)
-        _, _, _, d_key, d_reads, d_proportions = zeros
         return d_params, d_state, d_inputs, d_key, d_reads, d_proportions
 
     computation.defvjp(run_forward, run_backward)

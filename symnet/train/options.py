@@ -17,7 +17,7 @@ import attrs
 import numpy as np
 
 from ..core.precision import Precision, get_precision
-from ..errors import ShapeError, TrainingError
+from ..errors import PlanError, ShapeError, TrainingError
 from .objectives import OBJECTIVE_NAMES, Objective, get_objective
 
 if TYPE_CHECKING:
@@ -95,10 +95,12 @@ def _changes(value: Any) -> tuple[str, ...]:
 
 
 def _lowering(_: Any, attribute: attrs.Attribute, value: Any) -> None:
-    from ..engine.recurrence import LOWERINGS
+    from ..engine.recurrence import check_lowering
 
-    if value not in LOWERINGS:
-        raise TrainingError(f"lowering={value!r}: use one of {', '.join(map(repr, LOWERINGS))}")
+    try:
+        check_lowering(value)
+    except PlanError as e:
+        raise TrainingError(str(e)) from None
 
 
 def _precision(value: Any) -> Precision | None:
