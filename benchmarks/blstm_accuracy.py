@@ -27,7 +27,7 @@ import numpy as np
 import optax
 
 from symnet.datasets import HmmTask, accuracy
-from symnet.demo import blstm
+from symnet._src.demo import blstm
 from symnet.train import fit, steps_per_epoch
 
 

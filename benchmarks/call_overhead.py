@@ -23,8 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from symnet import Input, Network, Normal, ReLU, Weight, Zeros
-from symnet.core.index import IndexSet
+from symnet import IndexSet, Input, Network, Normal, ReLU, Weight, Zeros
 from symnet.engine import ComputationRequest, compile
 
 

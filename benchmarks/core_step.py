@@ -24,8 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from symnet import Glorot, Identity, LayerTypeError, LogSoftmax, Network, ReLU, Weight, Zeros
-from symnet.core.tape import Tape
+from symnet import Glorot, Identity, LayerTypeError, LogSoftmax, Network, ReLU, Tape, Weight, Zeros
 
 
 def mlp(n_in: int, hidden: int, n_out: int) -> Network:

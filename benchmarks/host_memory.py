@@ -1,4 +1,4 @@
-"""What keeping freed host memory (`symnet.host_memory`) buys: page faults and step times, kept against glibc's default.
+"""What keeping freed host memory (`symnet.tune_host_memory`) buys: page faults and step times against glibc's default.
 
 Each measurement runs in fresh processes that call `symnet.tune_host_memory()`,
 alternately with symnet's setting (`kept`) and with `SYMNET_HOST_MEMORY=system`
@@ -89,7 +89,7 @@ def main() -> None:
             for mode in ("kept", "system"):
                 runs[mode].append(measure(what, mode))
         if runs["kept"][0]["mode"] != "kept":
-            print(f"| {what} | symnet.host_memory is {runs['kept'][0]['mode']!r} here: nothing to compare |")
+            print(f"| {what} | symnet._src.host_memory is {runs['kept'][0]['mode']!r} here: nothing to compare |")
             continue
         med = {m: {k: float(np.median([r[k] for r in rs])) for k in rs[0] if k != "mode"} for m, rs in runs.items()}
         kept, system = med["kept"], med["system"]

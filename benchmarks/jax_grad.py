@@ -31,9 +31,7 @@ import numpy as np
 import optax
 
 from recurrent import _named_lstm, lstm_layer
-from symnet import LogSoftmax, Network
-from symnet.core.descriptor import Append, Input
-from symnet.core.index import IndexSet
+from symnet import Append, IndexSet, Input, LogSoftmax, Network
 from symnet.engine import ComputationRequest, compile
 from workloads import affine, lstm_network, lstm_reference
 

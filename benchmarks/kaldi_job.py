@@ -18,7 +18,7 @@ utterances are compared (the largest difference is printed).
 
 Each process runs with a fresh, empty compile cache (`cold`: it compiles every
 program and writes it) and then again with that cache (`warm`: a later run of
-the same job, every program read from disk; `symnet.engine.compile_cache`).
+the same job, every program read from disk; `symnet._src.engine.compile_cache`).
 `--phases` also runs the job in-process (same thread settings) and prints
 where the time goes: importing jax, importing the rest of symnet, reading the
 model, the first pass over the job (planning and compiling, or reading the
@@ -72,8 +72,8 @@ def config_text(corpus: Path) -> bytes:
 
 def write_model(config: Path, path: Path, seed: int = 0) -> None:
     """The network of `config` with random batch-norm statistics, as a Kaldi model file."""
-    from symnet.kaldi.build import read_network
-    from symnet.kaldi.model import write_model as write_kaldi
+    from symnet._src.kaldi.model import write_model as write_kaldi
+    from symnet.kaldi import read_network
 
     kaldi = read_network(str(config), seed=seed)
     rng = np.random.default_rng(seed)
@@ -198,10 +198,11 @@ def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) 
     import jax.monitoring
 
     jax_done = time.perf_counter()
-    from symnet.cli import _load_model
-    from symnet.engine.compile_cache import enable_compile_cache
     from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
-    from symnet.train.kaldi_data import iter_table
+
+    from symnet._src.cli import _load_model
+    from symnet._src.train.kaldi_data import iter_table
+    from symnet.engine import enable_compile_cache
 
     symnet_done = time.perf_counter()
     enable_compile_cache(cache if cache is not None else "off")

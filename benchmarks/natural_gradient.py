@@ -40,10 +40,10 @@ import optax
 
 import symnet
 from symnet import natural_gradient
+from symnet._src.train import fit_data
+from symnet._src.train import trainer as training
 from symnet.datasets import HmmTask
 from symnet.kaldi import build_component
-from symnet.train import fit_data
-from symnet.train import trainer as training
 
 
 def tdnn(feat: int, classes: int, width: int, seed: int) -> symnet.Network:

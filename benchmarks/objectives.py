@@ -38,12 +38,12 @@ import time
 import numpy as np
 import optax
 
+from symnet._src.chain.phone_numerator import phone_runs
+from symnet._src.train.objectives import collapse
 from symnet.chain import ChainOptions, Topology, estimate_phone_lm, phone_lm_denominator
-from symnet.chain.phone_numerator import phone_runs
 from symnet.datasets import HmmTask, phone_error_rate
 from symnet.kaldi.xconfig import parse_xconfig_network
 from symnet.train import Chain, fit
-from symnet.train.objectives import collapse
 
 FEAT = 6
 RUNS = ("xent", "ctc", "chain-bigram", "chain")

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from symnet.core.index import IndexSet
+from symnet import IndexSet
 from symnet.engine import ComputationRequest, compile
 from workloads import lstm_network
 

@@ -33,7 +33,7 @@ import jax, jax.numpy as jnp
 from helpers.kaldi_corpus import case_folder, compute_runs, exact_run, read_ark
 from symnet.kaldi import read_model
 from symnet.kaldi.compute import Nnet3Computer
-from symnet.kaldi.exact import exact_outputs
+from symnet.kaldi import exact_outputs
 cases = {}
 for case in sys.argv[2:]:
     t = time.perf_counter()

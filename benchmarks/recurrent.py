@@ -15,10 +15,23 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from symnet import Input, LogSoftmax, Network, Normal, Sigmoid, Tanh, Weight
-from symnet.components.recurrent import LstmNonlinearityComponent
-from symnet.core.descriptor import Append, DimRange, IfDefined, Node, Offset, Ref
-from symnet.core.index import IndexSet
+from symnet import (
+    Append,
+    DimRange,
+    IfDefined,
+    IndexSet,
+    Input,
+    LogSoftmax,
+    Network,
+    Node,
+    Normal,
+    Offset,
+    Ref,
+    Sigmoid,
+    Tanh,
+    Weight,
+)
+from symnet.components import LstmNonlinearityComponent
 from symnet.engine import ComputationRequest, compile
 from workloads import Workload, _cross_entropy_delta, _make_steps, affine, lstm_reference
 

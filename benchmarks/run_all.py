@@ -27,9 +27,9 @@ import numpy as np
 
 import symnet
 from recurrent import blstm, gru, kaldi_lstm
-from symnet.core.index import IndexSet
+from symnet import IndexSet
+from symnet._src.engine import computation as computation_module
 from symnet.engine import ComputationRequest, compile
-from symnet.engine import computation as computation_module
 from workloads import w1, w2, w2_network, w3
 
 ROWS = {

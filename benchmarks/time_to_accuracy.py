@@ -33,9 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from symnet import Input, LogSoftmax, Network, Normal, ReLU, Weight, Zeros
-from symnet.core.descriptor import Append, Offset
-from symnet.core.index import IndexSet
+from symnet import Append, IndexSet, Input, LogSoftmax, Network, Normal, Offset, ReLU, Weight, Zeros
 from symnet.datasets import HmmTask
 from symnet.engine import ComputationRequest, compile
 from symnet.train import make_chunks

@@ -18,10 +18,24 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from symnet import Input, LogSoftmax, Network, Normal, ReLU, Sigmoid, Tanh, Weight
+from symnet import (
+    Append,
+    DimRange,
+    IfDefined,
+    IndexSet,
+    Input,
+    LogSoftmax,
+    Network,
+    Node,
+    Normal,
+    Offset,
+    Ref,
+    ReLU,
+    Sigmoid,
+    Tanh,
+    Weight,
+)
 from symnet.components import NormalizeComponent
-from symnet.core.descriptor import Append, DimRange, IfDefined, Node, Offset, Ref
-from symnet.core.index import IndexSet
 from symnet.engine import ComputationRequest, compile
 
 

@@ -26,8 +26,9 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from .core import html as _html
-from .errors import (
+from ._src import moved as _moved
+from ._src.core import html as _html
+from ._src.errors import (
     ConfigError,
     DescriptorError,
     GraphError,
@@ -39,13 +40,13 @@ from .errors import (
     ShapeError,
     SymnetError,
 )
-from .version import __version__
+from ._src.version import __version__
 
 if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__getattr__` imports them
     from . import display
-    from .components import natural_gradient
-    from .core import rng
-    from .core.descriptor import (
+    from ._src.components import natural_gradient
+    from ._src.core import rng
+    from ._src.core.descriptor import (
         Append,
         Const,
         Descriptor,
@@ -63,11 +64,10 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__ge
         Sum,
         Switch,
     )
-    from .core.elementwise import Elementwise, Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
-    from .core.formatting import Formatter
-    from .core.index import Index, IndexSet
-    from .core.initializers import Glorot, Initializer, Normal, Uniform, Zeros
-    from .core.layer import (
+    from ._src.core.elementwise import Elementwise, Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+    from ._src.core.index import Index, IndexSet, format_indexes
+    from ._src.core.initializers import Full, Glorot, Initializer, Normal, Uniform, Zeros
+    from ._src.core.layer import (
         BinaryLayer,
         Divide,
         Dot,
@@ -86,15 +86,15 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__ge
         children_field,
         layer_class,
     )
-    from .core.precision import Precision
-    from .core.tape import Tape
-    from .core.walk import rewrite, walk
-    from .engine import Computation, ComputationRequest, Stream, compile
-    from .engine.cache import clear_caches
-    from .exporting import export
-    from .host_memory import tune_host_memory
-    from .network import Network
-    from .saving import load, save
+    from ._src.core.precision import Precision
+    from ._src.core.tape import Tape
+    from ._src.core.walk import rewrite, walk
+    from ._src.engine import Computation, ComputationRequest, Stream, compile
+    from ._src.engine.memo import clear_caches
+    from ._src.exporting import export
+    from ._src.host_memory import tune_host_memory
+    from ._src.network import Network
+    from ._src.saving import load, save
 
 __all__ = [
     "Append",
@@ -112,7 +112,7 @@ __all__ = [
     "Exp",
     "Failover",
     "FixedWeight",
-    "Formatter",
+    "Full",
     "Glorot",
     "GraphError",
     "Identity",
@@ -166,6 +166,7 @@ __all__ = [
     "compile",
     "display",
     "export",
+    "format_indexes",
     "layer_class",
     "load",
     "natural_gradient",
@@ -177,33 +178,34 @@ __all__ = [
 ]
 
 
+_moved.install()  # old module paths (`symnet.engine.dense`) still found, for one release
+
 #: Module -> the public names it defines (None: the module itself, by its last name). Every name in `__all__`
 #: but the errors and `__version__` is imported from its module on first use (`__getattr__`).
 _MODULES: dict[str, tuple[str | None, ...]] = {
-    ".core.rng": (None,),
-    ".core.descriptor": (
+    "._src.core.rng": (None,),
+    "._src.core.descriptor": (
         "Append", "Const", "Descriptor", "DimRange", "Failover", "IfDefined", "IndexedLayer", "Input", "Node",
         "Offset", "Ref", "ReplaceIndex", "Round", "Scale", "Sum", "Switch",
     ),
-    ".core.elementwise": ("Elementwise", "Exp", "Log", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"),
-    ".core.formatting": ("Formatter",),
-    ".core.index": ("Index", "IndexSet"),
-    ".core.initializers": ("Glorot", "Initializer", "Normal", "Uniform", "Zeros"),
-    ".core.layer": (
+    "._src.core.elementwise": ("Elementwise", "Exp", "Log", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"),
+    "._src.core.index": ("Index", "IndexSet", "format_indexes"),
+    "._src.core.initializers": ("Full", "Glorot", "Initializer", "Normal", "Uniform", "Zeros"),
+    "._src.core.layer": (
         "BinaryLayer", "Divide", "Dot", "FixedWeight", "Identity", "Layer", "Literal", "Minus", "Negate", "Plus",
         "Power", "Structure", "Times", "Weight", "child", "children_field", "layer_class",
     ),
-    ".core.precision": ("Precision",),
-    ".core.tape": ("Tape",),
-    ".core.walk": ("rewrite", "walk"),
-    ".engine": ("Computation", "ComputationRequest", "Stream", "compile"),
-    ".engine.cache": ("clear_caches",),
-    ".host_memory": ("tune_host_memory",),
-    ".network": ("Network",),
-    ".exporting": ("export",),
+    "._src.core.precision": ("Precision",),
+    "._src.core.tape": ("Tape",),
+    "._src.core.walk": ("rewrite", "walk"),
+    "._src.engine": ("Computation", "ComputationRequest", "Stream", "compile"),
+    "._src.engine.memo": ("clear_caches",),
+    "._src.host_memory": ("tune_host_memory",),
+    "._src.network": ("Network",),
+    "._src.exporting": ("export",),
     ".display": (None,),
-    ".components.natural_gradient": (None,),
-    ".saving": ("load", "save"),
+    "._src.components.natural_gradient": (None,),
+    "._src.saving": ("load", "save"),
 }  # fmt: skip
 
 #: Public name -> (module, attribute; None for the module itself).
@@ -215,7 +217,10 @@ _LAZY = {
 
 
 #: Names that were public by mistake: still found, for one release, with a DeprecationWarning naming their home.
-_DEPRECATED = {"user_line": (".core.source", "the user's source line for error messages is internal")}
+_DEPRECATED = {
+    "user_line": ("._src.core.source", "the user's source line for error messages is internal"),
+    "Formatter": (".extend", "it is for new layer classes: symnet.extend.Formatter"),
+}
 
 
 def __getattr__(name: str) -> Any:

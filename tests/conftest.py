@@ -11,7 +11,7 @@ Hypothesis's own `--hypothesis-profile=random` option selects it as well. Tests
 that pass their own `@settings(...)` keep those values and inherit the rest.
 
 `symnet compute` keeps compiled programs in the user's cache folder
-(`symnet.engine.compile_cache`); the suite turns that off (`SYMNET_COMPILE_CACHE=off`,
+(`symnet._src.engine.compile_cache`); the suite turns that off (`SYMNET_COMPILE_CACHE=off`,
 also for the commands it starts) so it writes nothing outside its temporary folders.
 
 Most of the suite's time is XLA compiling small programs once each, so `make test`

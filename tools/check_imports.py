@@ -3,8 +3,12 @@
 Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
-    errors, atomic, safe_read, host_memory, paths  ->  core  ->  engine  ->  network  ->  components, layers | chain
-        ->  kaldi | train | datasets  ->  display | saving | exporting  ->  cli, demo, the package itself
+    errors, atomic, safe_read, host_memory, paths, moved  ->  core  ->  engine  ->  network
+        ->  components, layers | chain  ->  kaldi | train | datasets  ->  display | saving | exporting
+        ->  cli, demo, the public modules (the package itself, symnet.kaldi, symnet.train, ...)
+
+(each a module or package of `symnet._src`, the implementation; the public
+modules re-export its names and nothing in `symnet._src` imports them).
 
 A module may import modules of its own layer or lower ones, never higher;
 `kaldi`, `train` and `datasets` share a layer but do not import each other,
@@ -26,26 +30,27 @@ PACKAGE = ROOT / "symnet"
 
 #: Module-name prefix -> (layer rank, group). Longest prefix wins.
 LAYERS: dict[str, tuple[int, str]] = {
-    "symnet.errors": (0, "base"),
-    "symnet.atomic": (0, "base"),
-    "symnet.safe_read": (0, "base"),
-    "symnet.host_memory": (0, "base"),
-    "symnet.paths": (0, "base"),
-    "symnet.version": (0, "base"),
-    "symnet.core": (1, "core"),
-    "symnet.engine": (2, "engine"),
-    "symnet.network": (3, "network"),
-    "symnet.components": (4, "components"),
-    "symnet.layers": (4, "components"),
-    "symnet.chain": (4, "chain"),
-    "symnet.kaldi": (5, "kaldi"),
-    "symnet.train": (5, "train"),
-    "symnet.datasets": (5, "datasets"),
-    "symnet.display": (6, "display"),
-    "symnet.saving": (6, "saving"),
-    "symnet.exporting": (6, "exporting"),
-    "symnet.cli": (7, "app"),
-    "symnet.demo": (7, "app"),
+    "symnet._src.errors": (0, "base"),
+    "symnet._src.atomic": (0, "base"),
+    "symnet._src.safe_read": (0, "base"),
+    "symnet._src.host_memory": (0, "base"),
+    "symnet._src.paths": (0, "base"),
+    "symnet._src.version": (0, "base"),
+    "symnet._src.moved": (0, "base"),
+    "symnet._src.core": (1, "core"),
+    "symnet._src.engine": (2, "engine"),
+    "symnet._src.network": (3, "network"),
+    "symnet._src.components": (4, "components"),
+    "symnet._src.layers": (4, "components"),
+    "symnet._src.chain": (4, "chain"),
+    "symnet._src.kaldi": (5, "kaldi"),
+    "symnet._src.train": (5, "train"),
+    "symnet._src.datasets": (5, "datasets"),
+    "symnet._src.display": (6, "display"),
+    "symnet._src.saving": (6, "saving"),
+    "symnet._src.exporting": (6, "exporting"),
+    "symnet._src.cli": (7, "app"),
+    "symnet._src.demo": (7, "app"),
     "symnet.__main__": (7, "app"),
     "symnet": (7, "app"),
 }

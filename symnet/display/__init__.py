@@ -32,41 +32,5 @@ The views draw what the engine has planned, through `symnet.engine.inspect`.
 imported); their `repr` stays the plain-text form.
 """
 
-from __future__ import annotations
-
-from ..core import html as hooks
-from ..core.layer import Layer
-from ..core.tape import Tape
-from ..engine.computation import Computation
-from ..engine.summary import Summary
-from ..network import Network
-from .computation import computation_html, index_map_html
-from .graph import graph_svg
-from .html import Html, Svg
-from .labels import label
-from .network import network_html
-from .receptive import ReceptiveField, receptive_field
-from .summary import summary_html
-from .tape import tape_html
-from .tree import layer_html
-
-__all__ = [
-    "Html",
-    "ReceptiveField",
-    "Svg",
-    "computation_html",
-    "graph_svg",
-    "index_map_html",
-    "label",
-    "layer_html",
-    "network_html",
-    "receptive_field",
-    "summary_html",
-    "tape_html",
-]
-
-hooks.register(Layer, layer_html)
-hooks.register(Tape, tape_html)
-hooks.register(Network, network_html)
-hooks.register(Computation, computation_html)
-hooks.register(Summary, summary_html)
+from symnet._src.display import *  # noqa: F403  (the public names; they are defined in the modules of symnet._src.display)
+from symnet._src.display import __all__ as __all__

@@ -24,93 +24,21 @@ nnet-get-feature-transform);
 the subpackage `xconfig` reads Kaldi's xconfig files.
 """
 
-from ..errors import ComponentConfigError, ConfigWriteError, ModelWriteError
-from .build import build_network, parse_network, read_network
-from .components import (
-    COMPONENTS,
-    READABLE_TYPES,
-    TOKEN_KINDS,
-    WRITABLE_TYPES,
-    KaldiComponentType,
-    build_component,
-    component_options,
-    lookup,
-)
-from .config import (
-    ComponentLine,
-    ComponentNode,
-    ConfigLine,
-    DimRangeNode,
-    InputNode,
-    OptionReader,
-    OutputNode,
-    Source,
-    check_config,
-    merge_config,
-    parse_config,
-    parse_line,
-    read_config,
-    write_config,
-)
-from .descriptor_text import normalize_descriptor, parse_descriptor, write_descriptor
-from .model import KaldiModel, format_model, model_to_nnet, nnet_component, output_dims, write_model
-from .model_reader import component_line, is_kaldi_model, model_from_nnet, parse_model, read_model
-from .network import KaldiNetwork, network_config_lines, write_network
-from .nnet_file import NnetComponent, NnetFile, format_nnet, parse_nnet, read_kaldi_array, read_nnet, write_nnet
-from .transition_model import TransitionModel
+from symnet._src.kaldi import *  # noqa: F403  (the public names; they are defined in the modules of symnet._src.kaldi)
+from symnet._src.kaldi import __all__ as _names
+from symnet._src.kaldi.egs import egs_chunks, read_cegs, read_egs
+from symnet._src.kaldi.exact import exact_outputs
+from symnet._src.kaldi.lda import LdaOptions, accumulate_lda_stats
+from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
 
 __all__ = [
-    "COMPONENTS",
-    "READABLE_TYPES",
-    "TOKEN_KINDS",
-    "WRITABLE_TYPES",
-    "ComponentConfigError",
-    "ComponentLine",
-    "ComponentNode",
-    "ConfigLine",
-    "ConfigWriteError",
-    "DimRangeNode",
-    "InputNode",
-    "KaldiComponentType",
-    "KaldiModel",
-    "KaldiNetwork",
-    "ModelWriteError",
-    "NnetComponent",
-    "NnetFile",
-    "OptionReader",
-    "OutputNode",
-    "Source",
-    "TransitionModel",
-    "build_component",
-    "build_network",
-    "check_config",
-    "component_line",
-    "component_options",
-    "format_model",
-    "format_nnet",
-    "is_kaldi_model",
-    "lookup",
-    "merge_config",
-    "model_from_nnet",
-    "model_to_nnet",
-    "network_config_lines",
-    "nnet_component",
-    "normalize_descriptor",
-    "output_dims",
-    "parse_config",
-    "parse_descriptor",
-    "parse_line",
-    "parse_model",
-    "parse_network",
-    "parse_nnet",
-    "read_config",
-    "read_kaldi_array",
-    "read_model",
-    "read_network",
-    "read_nnet",
-    "write_config",
-    "write_descriptor",
-    "write_model",
-    "write_network",
-    "write_nnet",
+    *_names,
+    "ComputeOptions",
+    "LdaOptions",
+    "Nnet3Computer",
+    "accumulate_lda_stats",
+    "egs_chunks",
+    "exact_outputs",
+    "read_cegs",
+    "read_egs",
 ]

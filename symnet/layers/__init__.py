@@ -23,30 +23,5 @@ after its Node (`symnet.core.naming`), and its parameters after it and their
 field (`conv1.filter_params`).
 """
 
-from .attention import MultiHeadAttention
-from .base import Typed
-from .conv import Conv2d
-from .dense import Affine, TimeConv
-from .dropout import Dropout
-from .image import Flatten, Reshape
-from .normalization import BatchNorm, LayerNorm
-from .pool import AvgPool2d, MaxPool2d
-from .recurrent import GRU, LSTM, Bidirectional
-
-__all__ = [
-    "GRU",
-    "LSTM",
-    "Affine",
-    "AvgPool2d",
-    "BatchNorm",
-    "Bidirectional",
-    "Conv2d",
-    "Dropout",
-    "Flatten",
-    "LayerNorm",
-    "MaxPool2d",
-    "MultiHeadAttention",
-    "Reshape",
-    "TimeConv",
-    "Typed",
-]
+from symnet._src.layers import *  # noqa: F403  (the public names; they are defined in the modules of symnet._src.layers)
+from symnet._src.layers import __all__ as __all__

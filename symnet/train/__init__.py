@@ -12,15 +12,24 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .chain_egs import ChainEgs, ChainEgsData, chain_egs
-    from .checkpoint import CheckpointError, Position
-    from .examples import Chunks, make_chunks
-    from .kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
-    from .loop import EpochStats, FitResult, StepStats, TrainingError, fit, steps_per_epoch
-    from .loss_scale import LossScaled
-    from .objectives import CTC, OBJECTIVE_NAMES, OBJECTIVES, Chain, Objective, edit_distance, greedy_decode, objective
-    from .options import FitOptions
-    from .rules import DropoutSchedule, KaldiRules, KaldiRulesWarning, component_rules, kaldi_rules
+    from symnet._src.train.chain_egs import ChainEgs, ChainEgsData, chain_egs
+    from symnet._src.train.checkpoint import CheckpointError, Position
+    from symnet._src.train.examples import Chunks, make_chunks
+    from symnet._src.train.kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
+    from symnet._src.train.loop import EpochStats, FitResult, StepStats, TrainingError, fit, steps_per_epoch
+    from symnet._src.train.loss_scale import LossScaled
+    from symnet._src.train.objectives import (
+        CTC,
+        OBJECTIVE_NAMES,
+        OBJECTIVES,
+        Chain,
+        Objective,
+        edit_distance,
+        greedy_decode,
+        objective,
+    )
+    from symnet._src.train.options import FitOptions
+    from symnet._src.train.rules import DropoutSchedule, KaldiRules, KaldiRulesWarning, component_rules, kaldi_rules
 
 #: Public name -> the module of this package that defines it.
 _MODULES = {
@@ -93,10 +102,11 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    """A public name's object, imported from its module on first use (PEP 562)."""
     module = _MODULES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(importlib.import_module(f"symnet._src.train.{module}"), name)
     globals()[name] = value  # found directly from now on
     return value
 

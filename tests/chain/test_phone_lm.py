@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
+from symnet._src.chain.phone_lm_graph import K_DELTA, expand_with_phones
 from symnet.chain import Fst, Topology, estimate_phone_lm, phone_lm_denominator, push_special, read_fst
-from symnet.chain.phone_lm_graph import K_DELTA, expand_with_phones
 from symnet.errors import ChainError
 
 DATA = Path(__file__).parent.parent / "data" / "chain" / "phone_lm"

@@ -36,7 +36,7 @@ def compute(
     folder: Path, out: str, *options: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`symnet compute` as its own process (a process compiles, or reads the cache, once per program)."""
-    command = [sys.executable, "-m", "symnet.cli", "compute", "--frames-per-chunk=4", *options]
+    command = [sys.executable, "-m", "symnet", "compute", "--frames-per-chunk=4", *options]
     command += [str(folder / "nnet.raw"), f"ark:{folder / 'feats.ark'}", f"ark:{folder / out}"]
     environment = {**os.environ, **(env or {})}
     return subprocess.run(command, capture_output=True, text=True, env=environment, timeout=300)

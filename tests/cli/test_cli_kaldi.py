@@ -10,7 +10,8 @@ import pytest
 
 from helpers.kaldi_models import AM_NNET, AM_TEXT, NNET_TEXT
 from symnet import save
-from symnet.cli import main
+from symnet._src.cli import main
+from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
 from symnet.kaldi import (
     format_model,
     format_nnet,
@@ -20,7 +21,6 @@ from symnet.kaldi import (
     read_model,
     write_model,
 )
-from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
 
 rng = np.random.default_rng(1)
 

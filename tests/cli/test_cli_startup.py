@@ -20,8 +20,8 @@ import pytest
 import symnet
 import symnet.train
 from helpers import REPO
-from symnet.kaldi.build import parse_network
-from symnet.kaldi.model import write_model
+from symnet._src.kaldi.build import parse_network
+from symnet._src.kaldi.model import write_model
 
 CONFIG = """input-node name=input dim=3
 component name=a type=NaturalGradientAffineComponent input-dim=3 output-dim=2
@@ -30,7 +30,13 @@ output-node name=output input=a
 """
 
 #: Modules `symnet compute` on a Kaldi model never uses.
-UNUSED_BY_COMPUTE = ["optax", "symnet.display", "symnet.saving", "symnet.train.loop", "symnet.datasets"]
+UNUSED_BY_COMPUTE = [
+    "optax",
+    "symnet._src.display",
+    "symnet._src.saving",
+    "symnet._src.train.loop",
+    "symnet._src.datasets",
+]
 
 
 def _fresh(code: str) -> object:
@@ -47,7 +53,7 @@ def test_the_compute_path_imports_no_display_saving_or_optax(tmp_path: Path) -> 
     feats = tmp_path / "f.ark"
     kaldiio.save_ark(str(feats), {"u": np.ones((4, 3), np.float32)})
     loaded = _fresh(
-        "from symnet.cli import main\n"
+        "from symnet._src.cli import main\n"
         f"assert main(['compute', {str(model)!r}, 'ark:{feats}', 'ark:/dev/null']) == 0\n"
         f"result = [m for m in {UNUSED_BY_COMPUTE!r} if m in sys.modules]"
     )
@@ -55,7 +61,9 @@ def test_the_compute_path_imports_no_display_saving_or_optax(tmp_path: Path) -> 
 
 
 def test_import_symnet_leaves_display_and_saving_for_later() -> None:
-    loaded = _fresh("import symnet\nresult = [m for m in ('symnet.display', 'symnet.saving') if m in sys.modules]")
+    loaded = _fresh(
+        "import symnet\nresult = [m for m in ('symnet._src.display', 'symnet._src.saving') if m in sys.modules]"
+    )
     assert loaded == []
 
 
@@ -67,7 +75,7 @@ def test_import_symnet_and_help_import_no_jax() -> None:
     loaded = _fresh(
         "import symnet\n"
         f"after_import = [m for m in {HEAVY + ['numpy']!r} if m in sys.modules]\n"
-        "from symnet.cli import main\n"
+        "from symnet._src.cli import main\n"
         "try:\n"
         "    main(['--help'])\n"
         "except SystemExit as e:\n"
@@ -85,7 +93,7 @@ def test_the_lazy_table_names_every_public_name_once() -> None:
         "net = symnet.Network(symnet.Input('input', 2) @ symnet.Weight(symnet.Normal((2, 3), 1.0)))\n"
         "result = [type(net).__module__, symnet.Network.__module__, 'jax' in sys.modules]"
     )
-    assert resolved == ["symnet.network", "symnet.network", True]
+    assert resolved == ["symnet._src.network", "symnet._src.network", True]
 
 
 def test_every_public_name_is_the_defining_modules_object() -> None:
@@ -93,10 +101,11 @@ def test_every_public_name_is_the_defining_modules_object() -> None:
         "import importlib, symnet, symnet.train as train\n"
         "from symnet import *\n"
         "result = all(getattr(symnet, n) is globals()[n] for n in symnet.__all__)\n"
-        "import symnet.saving, symnet.display, symnet.components.natural_gradient as ng, symnet.train.loop as loop\n"
-        "result = [result, symnet.save is symnet.saving.save, symnet.load is symnet.saving.load,\n"
+        "import symnet._src.saving, symnet.display\n"
+        "import symnet._src.components.natural_gradient as ng, symnet._src.train.loop as loop\n"
+        "result = [result, symnet.save is symnet._src.saving.save, symnet.load is symnet._src.saving.load,\n"
         "          symnet.display is sys.modules['symnet.display'], symnet.natural_gradient is ng,\n"
-        "          symnet.export is sys.modules['symnet.exporting'].export,\n"
+        "          symnet.export is sys.modules['symnet._src.exporting'].export,\n"
         "          train.fit is loop.fit, all(getattr(train, n) is not None for n in train.__all__),\n"
         "          set(symnet.__all__) <= set(dir(symnet)), set(train.__all__) <= set(dir(train))]"
     )
@@ -108,7 +117,7 @@ def test_a_notebook_view_imports_display_when_first_drawn() -> None:
         "import symnet\n"
         "net = symnet.Network(symnet.Input('input', 2) @ symnet.Weight(symnet.Normal((2, 3), 1.0)))\n"
         "html = net._repr_html_()\n"
-        "from symnet.display.network import network_html\n"
+        "from symnet._src.display.network import network_html\n"
         "result = [html == network_html(net), 'symnet.display' in sys.modules]"
     )
     assert drawn == [True, True]
@@ -125,11 +134,11 @@ def test_a_name_public_by_mistake_warns_and_is_still_found() -> None:
     import warnings
 
     import symnet
-    from symnet.core.source import user_line
+    from symnet._src.core.source import user_line
 
     assert "user_line" not in symnet.__all__
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert symnet.user_line is user_line
     assert [w.category for w in caught] == [DeprecationWarning]
-    assert "symnet.core.source" in str(caught[0].message)
+    assert "symnet._src.core.source" in str(caught[0].message)

@@ -17,11 +17,11 @@ import pytest
 
 from helpers import EXAMPLES
 from symnet import Network
-from symnet.cli import main
+from symnet._src.cli import main
+from symnet._src.train.fit_data import as_chunks
+from symnet._src.train.optimizers import OptimizerSettings, make_optimizer
 from symnet.errors import TrainingError
 from symnet.train import StepStats, fit
-from symnet.train.fit_data import as_chunks
-from symnet.train.optimizers import OptimizerSettings, make_optimizer
 
 
 def run(*args: str) -> tuple[int, str, str]:

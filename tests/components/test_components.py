@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import symnet
+from symnet._src.core.tape import Tape
 from symnet.components import (
     FixedWeight,
     batchnorm_stats_updates,
     set_test_mode,
 )
-from symnet.core.tape import Tape
 from symnet.kaldi import COMPONENTS, build_component
 
 RNG = np.random.default_rng(1234)

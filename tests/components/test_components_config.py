@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 import symnet
-from symnet.components import ComponentConfigError, Constant, FixedWeight
-from symnet.core.initializers import Normal, Zeros
+from symnet import Full
+from symnet._src.core.initializers import Normal, Zeros
+from symnet._src.kaldi.components import read_matrix_file
+from symnet.components import ComponentConfigError, FixedWeight
 from symnet.errors import SymnetError
 from symnet.kaldi import COMPONENTS, build_component
-from symnet.kaldi.components import read_matrix_file
 
 
 def build(kaldi_type, options, name="c", **kwargs):
@@ -101,7 +102,7 @@ def test_block_and_repeated_affine_defaults():
     rep = build(
         "NaturalGradientRepeatedAffineComponent", {"input-dim": 8, "output-dim": 6, "num-repeats": 2, "bias-mean": 1}
     )
-    assert rep.bias_params.init == Constant((3,), 1.0)
+    assert rep.bias_params.init == Full((3,), 1.0)
 
 
 def test_fixed_affine_random_init_and_fixed_weights():
@@ -213,12 +214,12 @@ def test_normalize_and_batchnorm_defaults():
 
 def test_scale_offset_family_defaults():
     sao = build("ScaleAndOffsetComponent", {"dim": 6, "block-dim": 2})
-    assert sao.scales.init == Constant((2,), 1.0) and sao.offsets.init == Zeros((2,))
+    assert sao.scales.init == Full((2,), 1.0) and sao.offsets.init == Zeros((2,))
     assert sao.option("rank") == 20 and sao.option("use-natural-gradient") is True
     pes = build("PerElementScaleComponent", {"dim": 4, "param-stddev": 0.1})
     assert pes.params.init == Normal((4,), 0.1, 1.0)
     ng = build("NaturalGradientPerElementScaleComponent", {"dim": 4})
-    assert ng.params.init == Constant((4,), 1.0)
+    assert ng.params.init == Full((4,), 1.0)
     assert (ng.option("rank"), ng.option("update-period"), ng.option("num-samples-history")) == (8, 10, 2000.0)
     peo = build("PerElementOffsetComponent", {"dim": 4})
     assert peo.offsets.init == Zeros((4,)) and peo.option("use-natural-gradient") is True

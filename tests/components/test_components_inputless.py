@@ -10,10 +10,10 @@ import jax
 import numpy as np
 import pytest
 
+from symnet._src.core import rng
+from symnet._src.core.descriptor import Ref
+from symnet._src.core.index import IndexSet
 from symnet.components import ComponentConfigError, ComponentModeError, set_test_mode
-from symnet.core import rng
-from symnet.core.descriptor import Ref
-from symnet.core.index import IndexSet
 from symnet.engine import ComputationRequest, compile
 from symnet.kaldi import COMPONENTS, format_model, parse_model, parse_network, write_network
 

@@ -20,19 +20,19 @@ import pytest
 import symnet
 from helpers.component_samples import NONSIMPLE_SAMPLES
 from symnet import Input, Network, Node
+from symnet._src.core.descriptor import Ref
+from symnet._src.core.index import IndexSet
+from symnet._src.core.initializers import Normal, Zeros
+from symnet._src.engine.computation import compile
+from symnet._src.engine.graph import Graph
+from symnet._src.engine.plan import Planner
+from symnet._src.engine.request import ComputationRequest
 from symnet.components import (
     ComponentConfigError,
     ComponentModeError,
     CompositeComponent,
     set_test_mode,
 )
-from symnet.core.descriptor import Ref
-from symnet.core.index import IndexSet
-from symnet.core.initializers import Normal, Zeros
-from symnet.engine.computation import compile
-from symnet.engine.graph import Graph
-from symnet.engine.plan import Planner
-from symnet.engine.request import ComputationRequest
 from symnet.errors import PlanError
 from symnet.kaldi import COMPONENTS, component_options, parse_network, write_network
 

@@ -14,9 +14,9 @@ import pytest
 
 import symnet
 from symnet import natural_gradient as ng
+from symnet._src.core.index import IndexSet
+from symnet._src.core.tape import Tape
 from symnet.components import FixedWeight
-from symnet.core.index import IndexSet
-from symnet.core.tape import Tape
 from symnet.engine import ComputationRequest, compile
 from symnet.kaldi import COMPONENTS, build_component
 
@@ -411,8 +411,8 @@ def small_task():
 
 
 def test_trains_in_a_jitted_step_with_states_carried(small_task):
-    from symnet.train import fit_data
-    from symnet.train import trainer as training
+    from symnet._src.train import fit_data
+    from symnet._src.train import trainer as training
 
     train, valid, classes = small_task
     net = tdnn(4, classes)

@@ -18,7 +18,7 @@ import pytest
 import symnet
 from helpers.reference import Reference, reference_outputs, rows_to_dict
 from symnet import LogSoftmax, Normal, PlanError, ReLU, Weight
-from symnet.core.descriptor import (
+from symnet._src.core.descriptor import (
     Append,
     Const,
     DimRange,
@@ -34,7 +34,7 @@ from symnet.core.descriptor import (
     Sum,
     Switch,
 )
-from symnet.core.index import Index, IndexSet
+from symnet._src.core.index import Index, IndexSet
 from symnet.engine import ComputationRequest, compile
 
 x = Input("input", 2)

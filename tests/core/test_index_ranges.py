@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from symnet import Index, IndexSet, Input, Network, Normal, Offset, PlanError, ShapeError
-from symnet.core.index import INDEX_LIMIT, MAX_INDEXES, decode, encode, shift
+from symnet._src.core.index import INDEX_LIMIT, MAX_INDEXES, decode, encode, shift
 from symnet.kaldi import parse_network
 
 

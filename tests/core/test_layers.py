@@ -41,7 +41,7 @@ from symnet import (
     Weight,
     Zeros,
 )
-from symnet.core.frozen import FrozenArray
+from symnet._src.core.frozen import FrozenArray
 
 THIS_FILE = os.path.abspath(__file__)
 
@@ -334,7 +334,7 @@ def test_repr_of_a_stacked_lstm_grows_linearly_and_evaluates_to_the_same_shared_
     assert text.count("(l2_gates := ") == 1 and text.count("l2_gates") == 4  # defined once, then named
     rebuilt = eval(text, vars(symnet))
     assert rebuilt == tree and repr(rebuilt) == text
-    gates = [layer for layer in symnet.core.walk.walk([rebuilt]) if isinstance(layer, symnet.DimRange)]
+    gates = [layer for layer in symnet._src.core.walk.walk([rebuilt]) if isinstance(layer, symnet.DimRange)]
     assert len({id(g.arg) for g in gates}) == 3  # the four slices of a layer read one object, as built
 
 
@@ -356,7 +356,7 @@ def test_short_repeated_parts_are_repeated_not_named():
 )
 def test_numbers_print_as_written(value, text):
     from symnet import Input, Scale
-    from symnet.core.formatting import number_text
+    from symnet._src.core.formatting import number_text
     from symnet.layers import Dropout
 
     assert number_text(value) == text

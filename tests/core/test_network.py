@@ -31,7 +31,7 @@ from symnet import (
     Weight,
     Zeros,
 )
-from symnet.core.tape import Tape
+from symnet._src.core.tape import Tape
 
 x = Identity()
 
@@ -226,7 +226,7 @@ def test_network_is_a_pytree_of_its_parameters():
 
 
 def test_state_is_apart_from_the_parameters():
-    from symnet.core.layer import FixedWeight
+    from symnet._src.core.layer import FixedWeight
 
     x = Identity()
     net = Network((x @ Weight(np.ones((2, 3)), name="w")) * FixedWeight(np.full(3, 2.0), name="scale"))

@@ -41,9 +41,9 @@ from symnet import (
     Weight,
     Zeros,
 )
-from symnet.core.elementwise import Elementwise
-from symnet.core.layer import layer_class
-from symnet.core.tape import Tape
+from symnet._src.core.elementwise import Elementwise
+from symnet._src.core.layer import layer_class
+from symnet._src.core.tape import Tape
 
 
 def next_line() -> str:

@@ -304,7 +304,7 @@ def test_index_map_html():
 
 
 def test_graph_svg_one_element_per_node():
-    from symnet.engine.graph import Graph
+    from symnet._src.engine.graph import Graph
 
     x = Input("input", 3)
     net = Network(ReLU(Append(Offset(x, -2), x, Offset(x, 2)) @ Weight(Normal((9, 4), 0.1), name="w")))
@@ -391,7 +391,7 @@ def _blstm() -> Network:
 
 
 def _direction_rows(d: str, t: int) -> list[str]:
-    """A direction's rows, by the naming rule of symnet.core.roles, operands first as the network was built."""
+    """A direction's rows, by the naming rule of symnet._src.core.roles, operands first as the network was built."""
     return [
         f"{d}.linear",  # x @ W: read by the Nodes {d}.c and {d}.h, so scoped by their common prefix
         f"Offset({d}.h, {t})",  # descriptors are named by their expressions
@@ -457,7 +457,7 @@ def test_network_html_names_nodes_as_the_summary_does():
 
 
 def test_summary_of_an_xconfig_lstm_names_every_row():
-    from symnet.kaldi.xconfig import parse_xconfig_network
+    from symnet._src.kaldi.xconfig import parse_xconfig_network
 
     text = "input dim=5 name=input\nfast-lstm-layer name=lstm1 cell-dim=4 delay=-1\noutput-layer name=output dim=3\n"
     rows = [r.node for r in parse_xconfig_network(text).summary().rows]

@@ -59,16 +59,16 @@ def test_docs_build_strict(tmp_path):
 
     api = (site / "api" / "index.html").read_text()
     for name in (
-        "symnet.core.layer.Weight",
-        "symnet.core.tape.Tape",
-        "symnet.network.Network",
-        "symnet.core.descriptor.Offset",
-        "symnet.core.index.IndexSet",
-        "symnet.engine.computation.compile",
-        "symnet.kaldi.build.read_network",
-        "symnet.train.loop.fit",
+        "symnet._src.core.layer.Weight",
+        "symnet._src.core.tape.Tape",
+        "symnet._src.network.Network",
+        "symnet._src.core.descriptor.Offset",
+        "symnet._src.core.index.IndexSet",
+        "symnet._src.engine.computation.compile",
+        "symnet._src.kaldi.build.read_network",
+        "symnet._src.train.loop.fit",
         "symnet.datasets.HmmTask",
-        "symnet.display.receptive.receptive_field",
+        "symnet._src.display.receptive.receptive_field",
     ):
         assert f'id="{name}"' in api, name
 

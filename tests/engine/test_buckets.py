@@ -23,9 +23,9 @@ from symnet import (
     clear_caches,
     compile,
 )
-from symnet.engine.buckets import BUCKETS, bucket_length, fill, padding_side
-from symnet.engine.graph import Graph
-from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
+from symnet._src.engine.buckets import BUCKETS, bucket_length, fill, padding_side
+from symnet._src.engine.graph import Graph
+from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
 
 D, H = 3, 4
 x = Input("input", D)

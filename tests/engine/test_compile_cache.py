@@ -1,4 +1,4 @@
-"""symnet.engine.compile_cache: where the cache lives, off switches, and an unusable folder."""
+"""symnet._src.engine.compile_cache: where the cache lives, off switches, and an unusable folder."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import pytest
 
-from symnet.engine.compile_cache import ENV, cache_dir, default_cache_dir, enable_compile_cache
+from symnet._src.engine.compile_cache import ENV, cache_dir, default_cache_dir, enable_compile_cache
 
 
 def setting(name: str) -> Any:

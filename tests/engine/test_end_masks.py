@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from symnet import IfDefined, Input, Network, Node, Normal, Offset, PlanError, Ref, Tanh, Weight
-from symnet.core.index import IndexSet
+from symnet._src.core.index import IndexSet
 from symnet.engine import ComputationRequest, compile
 
 

@@ -42,7 +42,7 @@ from symnet import (
     Weight,
     Zeros,
 )
-from symnet.core import source
+from symnet._src.core import source
 from symnet.kaldi import parse_network
 
 RNG = np.random.default_rng(7)

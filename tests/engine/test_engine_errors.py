@@ -15,7 +15,7 @@ import pytest
 
 import symnet
 from symnet import Weight
-from symnet.core.descriptor import (
+from symnet._src.core.descriptor import (
     Append,
     Const,
     DimRange,
@@ -30,7 +30,7 @@ from symnet.core.descriptor import (
     Sum,
     Switch,
 )
-from symnet.core.index import IndexSet
+from symnet._src.core.index import IndexSet
 from symnet.engine import ComputationRequest, compile
 from symnet.errors import DescriptorError, GraphError, PlanError, ShapeError, SymnetError
 

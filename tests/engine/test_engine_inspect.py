@@ -1,4 +1,4 @@
-"""symnet.engine.inspect and the engine names display reads: graph structure, dims, row reads of a planned Computation.
+"""symnet._src.engine.inspect, the engine names display reads: structure, dims, row reads of a planned Computation.
 
 References are independent of the code under test: reachability by brute force
 for strongly connected groups, graphlib for acyclicity, the shapes of the values
@@ -34,10 +34,10 @@ from symnet import (
     Weight,
     compile,
 )
-from symnet.core.index import decode
-from symnet.engine.context import output_name
-from symnet.engine.graph import Graph, shifts_time
-from symnet.engine.inspect import (
+from symnet._src.core.index import decode
+from symnet._src.engine.context import output_name
+from symnet._src.engine.graph import Graph, shifts_time
+from symnet._src.engine.inspect import (
     input_reads,
     node_dims,
     node_id,

@@ -30,7 +30,7 @@ from symnet import (
     Tanh,
     Weight,
 )
-from symnet.core.descriptor import (
+from symnet._src.core.descriptor import (
     Append,
     Const,
     Failover,
@@ -44,7 +44,7 @@ from symnet.core.descriptor import (
     Sum,
     Switch,
 )
-from symnet.core.index import Index, IndexSet
+from symnet._src.core.index import Index, IndexSet
 from symnet.engine import ComputationRequest, compile
 
 RTOL, ATOL = 1e-8, 1e-10
@@ -100,7 +100,7 @@ def check_against_reference(net, req, values, rng):
         return
     engine_grads = jax.grad(engine_loss)(net.params)
     reference_grads = jax.grad(reference_loss)(dict(net.params))
-    # jax.grad of a default call runs the Tape's walk (symnet.engine.gradient): all of a multi-output run's
+    # jax.grad of a default call runs the Tape's walk (symnet._src.engine.gradient): all of a multi-output run's
     # seeds at once, so it also checks the summed walk against the per-output walks above.
     by_walk = jax.grad(lambda p: engine_loss(p, comp))(net.params)
     for name in net.params:
@@ -267,7 +267,7 @@ def _runs(ts: list[int]) -> list[tuple[int, int]]:
 def _modulus(net) -> int:
     from math import lcm
 
-    from symnet.core.walk import walk
+    from symnet._src.core.walk import walk
 
     m = 1
     for layer in walk([layer for _, layer in net.structure.outputs]):

@@ -39,14 +39,14 @@ from symnet import (
     compile,
     layer_class,
 )
-from symnet.components.recurrent import (
+from symnet._src.components.recurrent import (
     GruNonlinearityComponent,
     LstmNonlinearityComponent,
     OutputGruNonlinearityComponent,
 )
-from symnet.engine.frame import FrameProgram
-from symnet.engine.recurrence import RecurrentBlock
-from symnet.engine.scan_merge import MergedScans
+from symnet._src.engine.frame import FrameProgram
+from symnet._src.engine.recurrence import RecurrentBlock
+from symnet._src.engine.scan_merge import MergedScans
 from symnet.errors import PlanError
 
 D, C, N, T = 3, 4, 2, 9

@@ -23,7 +23,7 @@ from symnet import (
     Weight,
     compile,
 )
-from symnet.kaldi.components.registry import build_component
+from symnet._src.kaldi.components.registry import build_component
 
 
 def request(left: int = 1, frames: int = 4) -> ComputationRequest:

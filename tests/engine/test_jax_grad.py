@@ -1,4 +1,4 @@
-"""`jax.grad` of a Computation call runs the Tape's walk (symnet.engine.gradient), and equals JAX's own reverse
+"""`jax.grad` of a Computation call runs the Tape's walk (symnet._src.engine.gradient), and equals JAX's own reverse
 mode of the plain lowering (`compile(..., lowering="plain", gradient="jax")`): for parameters, inputs, carried
 state, non-trainable Weights, sequence ends, dropout, both input layouts, chunks and `net.compute`."""
 

@@ -41,8 +41,8 @@ from symnet import (
     clear_caches,
     compile,
 )
-from symnet.engine.buckets import BUCKETS, padding_side
-from symnet.engine.graph import Graph
+from symnet._src.engine.buckets import BUCKETS, padding_side
+from symnet._src.engine.graph import Graph
 
 D, C = 3, 5
 x = Input("input", D)

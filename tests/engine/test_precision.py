@@ -1,4 +1,4 @@
-"""Mixed precision (symnet.core.precision): bfloat16 and float16 policies against float32.
+"""Mixed precision (symnet._src.core.precision): bfloat16 and float16 policies against float32.
 
 The tolerances are those docs/precision.md states: outputs (log-probabilities)
 within `OUT_TOL[policy]` of float32's (largest absolute difference), each
@@ -36,11 +36,11 @@ from symnet import (
     Weight,
     compile,
 )
+from symnet._src.core.descriptor import DimRange
+from symnet._src.core.index import IndexSet
+from symnet._src.kaldi.xconfig import read_xconfig_network
 from symnet.components import BatchNormComponent, NormalizeComponent
-from symnet.core.descriptor import DimRange
-from symnet.core.index import IndexSet
 from symnet.engine import ComputationRequest
-from symnet.kaldi.xconfig import read_xconfig_network
 
 OUT_TOL = {"bfloat16": 0.15, "float16": 0.03}
 GRAD_TOL = {"bfloat16": 0.25, "float16": 0.05}

@@ -224,7 +224,7 @@ def test_chunks_with_carried_state_equal_one_pass():
 
 
 def test_recurrent_states_are_the_nodes_read_back_in_time():
-    from symnet.engine.streaming import recurrent_states
+    from symnet._src.engine.streaming import recurrent_states
 
     assert recurrent_states(Network(lstm(4))) == {"m": 1, "c": 1}
     assert recurrent_states(Network(rnn(x, D, H, lag=-3))) == {"h": 3}

@@ -1,4 +1,4 @@
-"""symnet.engine.runner: every way of running a network over sequences against the per-Index reference evaluator.
+"""symnet._src.engine.runner: every way of running a network over sequences against the per-Index reference evaluator.
 
 The network has a forward recurrence and an optional read outside it, so
 bucketing pads with each sequence's own end (`Ends`) and chunks carry state and
@@ -13,10 +13,10 @@ import pytest
 
 from helpers.reference import Reference
 from symnet import Append, IfDefined, Input, Network, Node, Normal, Offset, PlanError, Ref, ReLU, Stream, Tanh, Weight
-from symnet.core.index import Index
-from symnet.engine.buckets import padding_side
-from symnet.engine.graph import Graph
-from symnet.engine.runner import Block, Ends, record, run, run_each
+from symnet._src.core.index import Index
+from symnet._src.engine.buckets import padding_side
+from symnet._src.engine.graph import Graph
+from symnet._src.engine.runner import Block, Ends, record, run, run_each
 
 D = 3
 x = Input("input", D)

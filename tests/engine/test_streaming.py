@@ -26,7 +26,7 @@ from symnet import (
     Weight,
     clear_caches,
 )
-from symnet.engine.streaming import chunk_runner
+from symnet._src.engine.streaming import chunk_runner
 from symnet.errors import ArgumentTypeError, StreamError
 
 D = 3

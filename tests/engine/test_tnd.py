@@ -29,7 +29,7 @@ from symnet import (
     compile,
     rng,
 )
-from symnet.core.index import Index
+from symnet._src.core.index import Index
 from symnet.errors import ShapeError
 from symnet.layers import Affine, BatchNorm, Dropout
 

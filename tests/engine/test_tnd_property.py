@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from helpers.netgen import NetGen, draw_network, reads_input
 from helpers.reference import Reference, rows_to_dict
-from symnet.core.index import IndexSet
+from symnet._src.core.index import IndexSet
 from symnet.engine import ComputationRequest, compile
 
 SETTINGS = settings(

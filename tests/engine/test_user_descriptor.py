@@ -18,8 +18,8 @@ import pytest
 
 import symnet
 from symnet import Descriptor, Layer, Network, Weight, child, layer_class
-from symnet.core.descriptor import Append, Combine, IfDefined, Input, Node, Offset, Ref
-from symnet.core.index import IndexSet, decode, encode
+from symnet._src.core.descriptor import Append, Combine, IfDefined, Input, Node, Offset, Ref
+from symnet._src.core.index import IndexSet, decode, encode
 from symnet.engine import ComputationRequest, compile
 
 D_IN, D_H, D_OUT = 3, 4, 2
@@ -124,8 +124,8 @@ def _check_gradients():
 
 
 def test_swap_is_not_kaldi_and_has_a_label():
-    from symnet.display.labels import label
-    from symnet.kaldi.descriptor_text import write_descriptor
+    from symnet._src.display.labels import label
+    from symnet._src.kaldi.descriptor_text import write_descriptor
 
     swap = Swap(Offset(Input("input", D_IN), 1))
     with pytest.raises(symnet.DescriptorError, match="Swap is not part of Kaldi's descriptor grammar"):

@@ -40,7 +40,7 @@ TRAIN = [
 def symnet(*args: str) -> subprocess.Popen:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(TESTS)}
     return subprocess.Popen(
-        [sys.executable, "-m", "symnet.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-m", "symnet", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
 
 
@@ -57,8 +57,8 @@ def params(path: Path) -> dict[str, np.ndarray]:
 
 
 def test_training_killed_at_random_moments_resumes_bit_identically(tmp_path):
+    from symnet._src.train import checkpoint as ckpt
     from symnet.kaldi import read_network
-    from symnet.train import checkpoint as ckpt
 
     started = time.monotonic()
     status, err = finish(symnet(*TRAIN, "--out", str(tmp_path / "whole.npz")))
@@ -93,7 +93,7 @@ def test_training_killed_at_random_moments_resumes_bit_identically(tmp_path):
 
 
 def test_a_second_run_on_a_checkpoint_in_use_is_refused_and_a_killed_one_blocks_nothing(tmp_path):
-    from symnet.train.checkpoint import lock_path
+    from symnet._src.train.checkpoint import lock_path
 
     path = tmp_path / "run.ckpt"
     long = [*TRAIN[:5], "400", *TRAIN[6:]]  # 400 epochs: still running while the second one starts

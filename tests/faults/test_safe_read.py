@@ -1,4 +1,4 @@
-"""`symnet.safe_read`: an `.npz` member is read only after its header was checked against its size, the
+"""`symnet._src.safe_read`: an `.npz` member is read only after its header was checked against its size, the
 caller's expectation and a limit; a file of bounded size is read only from a regular file."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from helpers import fuzz
+from symnet._src.safe_read import NpzArchive, read_file
 from symnet.errors import ModelFormatError, SymnetError
-from symnet.safe_read import NpzArchive, read_file
 
 
 class Refused(SymnetError):

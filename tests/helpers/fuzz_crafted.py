@@ -119,7 +119,7 @@ def npz_archives(job: dict[str, Any]) -> Inputs:
 
 def _checkpoint_members(job: dict[str, Any]) -> tuple[dict[str, bytes], dict[str, Any]]:
     from helpers.fuzz_runner import checkpoint_network
-    from symnet.train import checkpoint
+    from symnet._src.train import checkpoint
 
     net, state = checkpoint_network()
     path = Path(job["folder"]) / "good-checkpoint.npz"

@@ -61,7 +61,7 @@ def _kaldi_config(path: str, work: str) -> None:
 
 
 def _xconfig(path: str, work: str) -> None:
-    from symnet.kaldi.xconfig import read_xconfig
+    from symnet._src.kaldi.xconfig import read_xconfig
 
     read_xconfig(path).network()
 
@@ -73,8 +73,8 @@ def _symnet_model(path: str, work: str) -> None:
 
 
 def _npz(path: str, work: str) -> None:
+    from symnet._src.safe_read import NpzArchive
     from symnet.errors import ModelFormatError
-    from symnet.safe_read import NpzArchive
 
     with NpzArchive(path, error=ModelFormatError, what="npz file") as archive:
         for name in archive.names:
@@ -107,7 +107,7 @@ def checkpoint_network() -> tuple[Any, Any]:
 
 
 def _checkpoint(path: str, work: str) -> None:
-    from symnet.train import checkpoint, resume
+    from symnet._src.train import checkpoint, resume
 
     net, state = checkpoint_network()
     _, _, position, extra, _ = checkpoint.load_run(path, net, state)
@@ -115,14 +115,14 @@ def _checkpoint(path: str, work: str) -> None:
 
 
 def _ark(path: str, work: str) -> None:
-    from symnet.train.kaldi_data import iter_table
+    from symnet._src.train.kaldi_data import iter_table
 
     for _ in iter_table("ark:" + path, "archive"):
         pass
 
 
 def _scp(path: str, work: str) -> None:
-    from symnet.train.kaldi_data import read_table
+    from symnet._src.train.kaldi_data import read_table
 
     table = read_table("scp:" + path, "scp")
     for key in table:
@@ -132,7 +132,7 @@ def _scp(path: str, work: str) -> None:
 def _cli(args: list[str]) -> None:
     import io
 
-    from symnet.cli import main
+    from symnet._src.cli import main
 
     status = main(args, stdout=io.StringIO(), stderr=io.StringIO())
     if status not in (0, 1):

@@ -29,8 +29,8 @@ def _corpus_files(name: str) -> list[Path]:
 def write_seeds(folder: Path) -> dict[str, list[str]]:
     """Write the seed files under `folder`; `{file type: [paths]}`."""
     import symnet
+    from symnet._src.train.kaldi_data import iter_table  # noqa: F401  (the readers must import)
     from symnet.kaldi import format_model, parse_model, read_network
-    from symnet.train.kaldi_data import iter_table  # noqa: F401  (the readers must import)
 
     folder.mkdir(parents=True, exist_ok=True)
     out: dict[str, list[str]] = {
@@ -82,7 +82,7 @@ def write_seeds(folder: Path) -> dict[str, list[str]]:
     out["ark_text"] += [str(folder / n) for n in ("feats-text.ark", "ali-text.ark")]
     out["scp"].append(str(folder / "feats.scp"))
     from helpers.fuzz_runner import checkpoint_network
-    from symnet.train import checkpoint
+    from symnet._src.train import checkpoint
 
     net, state = checkpoint_network()
     checkpoint.save(

@@ -29,7 +29,7 @@ from symnet import (
     Tanh,
     Weight,
 )
-from symnet.core.descriptor import (
+from symnet._src.core.descriptor import (
     Append,
     Const,
     DimRange,
@@ -45,7 +45,7 @@ from symnet.core.descriptor import (
     Sum,
     Switch,
 )
-from symnet.core.layer import Layer
+from symnet._src.core.layer import Layer
 
 
 class NetGen:

@@ -3,7 +3,7 @@
 Values are kept in a dictionary from Cindex `(layer, Index)` to a row vector,
 computed one Index at a time by memoised recursion, with no cleverness: this
 is Kaldi nnet3's semantics read straight off the table in
-`symnet/core/descriptor.py`. `None` means "not computable".
+`symnet/_src/core/descriptor.py`. `None` means "not computable".
 
 The array module is a parameter (`numpy` by default, float64), so the same
 evaluator run with `jax.numpy` on traced parameters gives reference gradients
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from symnet.core.descriptor import (
+from symnet._src.core.descriptor import (
     Append,
     Const,
     Descriptor,
@@ -40,10 +40,10 @@ from symnet.core.descriptor import (
     Sum,
     Switch,
 )
-from symnet.core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
-from symnet.core.frozen import FrozenArray
-from symnet.core.index import Index
-from symnet.core.layer import Divide, Dot, Identity, Layer, Literal, Minus, Negate, Plus, Power, Times, Weight
+from symnet._src.core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from symnet._src.core.frozen import FrozenArray
+from symnet._src.core.index import Index
+from symnet._src.core.layer import Divide, Dot, Identity, Layer, Literal, Minus, Negate, Plus, Power, Times, Weight
 
 DEFAULT_INPUT = "input"
 

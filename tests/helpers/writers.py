@@ -3,7 +3,7 @@
     writers = make_writers(make_inputs(folder))
     writers["symnet.save"]("out.npz")
 
-CLI writers run `symnet.cli.main` in-process and raise a SymnetError with its
+CLI writers run `symnet._src.cli.main` in-process and raise a SymnetError with its
 one-line message when it exits with an error.
 """
 
@@ -52,7 +52,7 @@ def make_inputs(folder: Path) -> dict[str, Path]:
 
 def cli(*args: str) -> None:
     """`symnet ARGS`, in-process; a SymnetError with the printed message if it fails."""
-    from symnet.cli import main
+    from symnet._src.cli import main
     from symnet.errors import SymnetError
 
     err = io.StringIO()
@@ -66,9 +66,9 @@ def make_writers(inputs: dict[str, Path]) -> dict[str, Callable[[str], None]]:
 
     import symnet
     from symnet import Input, Network, Normal, Weight
-    from symnet.atomic import atomic_write
+    from symnet._src.atomic import atomic_write
+    from symnet._src.train import checkpoint as ckpt
     from symnet.kaldi import parse_model, read_network, write_model
-    from symnet.train import checkpoint as ckpt
 
     net = Network(Input("input", 2) @ Weight(Normal((2, 3), 1.0), name="w"))
     state = optax.sgd(0.1).init(net.params)

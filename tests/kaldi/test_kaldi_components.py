@@ -1,4 +1,4 @@
-"""The records of Kaldi component types (symnet.kaldi.components): complete, consistent, and the source of
+"""The records of Kaldi component types (symnet._src.kaldi.components): complete, consistent, and the source of
 every table derived from them."""
 
 from __future__ import annotations
@@ -10,8 +10,11 @@ import pytest
 import symnet.components as layers
 from helpers.component_samples import NONSIMPLE_SAMPLES
 from helpers.component_samples import SAMPLES as SIMPLE_SAMPLES
-from symnet.components.base import Component
-from symnet.core.layer import Weight
+from symnet._src.components.base import Component
+from symnet._src.core.layer import Weight
+from symnet._src.kaldi import token_kinds as kinds
+from symnet._src.kaldi.components import PLACEHOLDER_INPUT, ModelFields, ParamValues, records
+from symnet._src.kaldi.components.fields import Block
 from symnet.kaldi import (
     COMPONENTS,
     READABLE_TYPES,
@@ -22,9 +25,6 @@ from symnet.kaldi import (
     lookup,
     nnet_component,
 )
-from symnet.kaldi import token_kinds as kinds
-from symnet.kaldi.components import PLACEHOLDER_INPUT, ModelFields, ParamValues, records
-from symnet.kaldi.components.fields import Block
 
 SAMPLES = {**SIMPLE_SAMPLES, **{kind: options for kind, (options, _, _) in NONSIMPLE_SAMPLES.items()}}
 SCALAR_KINDS = {kinds.INT, kinds.FLOAT, kinds.DOUBLE, kinds.BOOL}

@@ -16,8 +16,8 @@ from symnet import (
     SymnetError,
     Weight,
 )
+from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer, modulus, nnet3_compute
 from symnet.kaldi import read_network
-from symnet.kaldi.compute import ComputeOptions, Nnet3Computer, modulus, nnet3_compute
 
 rng = np.random.default_rng(0)
 
@@ -175,7 +175,7 @@ def test_compute_many_gives_each_utterance_its_ivector():
 
 
 def test_exact_outputs_are_the_frames_the_input_makes_computable():
-    from symnet.kaldi.exact import exact_outputs
+    from symnet._src.kaldi.exact import exact_outputs
 
     net = doc_example()  # context (1, 2)
     feats = [rng.standard_normal((n, 12)).astype(np.float32) for n in (3, 4, 9)]

@@ -51,13 +51,13 @@ from helpers.kaldi_corpus import (
 )
 from helpers.kaldi_oracle import SHIPPED, case_names, corpus_dir
 from symnet import Network
-from symnet.cli import main
+from symnet._src.cli import main
+from symnet._src.kaldi.components import records
+from symnet._src.kaldi.exact import exact_outputs as symnet_exact_outputs
+from symnet._src.kaldi.info import info_lines
+from symnet._src.kaldi.nnet3_compute import Nnet3Computer
 from symnet.errors import PlanError, SymnetError
 from symnet.kaldi import read_model, read_network
-from symnet.kaldi.components import records
-from symnet.kaldi.compute import Nnet3Computer
-from symnet.kaldi.exact import exact_outputs as symnet_exact_outputs
-from symnet.kaldi.info import info_lines
 
 CASES = [c for source in ("hand", "xconfig", "kaldi-gen") for c in case_names(source)]
 REJECTED = rejected_names()

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from symnet._src.kaldi.build import parse_network
+from symnet._src.kaldi.xconfig.descriptor import parse_xdescriptor
 from symnet.errors import ConfigError, SymnetError
-from symnet.kaldi.build import parse_network
-from symnet.kaldi.xconfig.descriptor import parse_xdescriptor
 
 AFFINE = "input-node name=input dim=3\ncomponent name=a type=AffineComponent input-dim=3 output-dim={dim}\n"
 AFFINE += "component-node name=a component=a input=input\noutput-node name=output input=a\n"

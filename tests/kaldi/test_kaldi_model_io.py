@@ -17,9 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.kaldi_models import AM_TEXT, CONFIG, NNET_TEXT, TM_TEXT
-from symnet.errors import ModelFormatError
-from symnet.kaldi.components import TOKEN_KINDS
-from symnet.kaldi.nnet_file import (
+from symnet._src.kaldi.components import TOKEN_KINDS
+from symnet._src.kaldi.nnet_file import (
     NnetComponent,
     NnetFile,
     field_to_token,
@@ -30,7 +29,8 @@ from symnet.kaldi.nnet_file import (
     token_to_field,
     write_nnet,
 )
-from symnet.kaldi.transition_model import HmmState, TopologyEntry, TransitionModel
+from symnet._src.kaldi.transition_model import HmmState, TopologyEntry, TransitionModel
+from symnet.errors import ModelFormatError
 
 # One component of each type in Kaldi's text layout (as its Write functions produce it), with concrete values.
 ALL_TYPES = [

@@ -11,9 +11,9 @@ import pytest
 from helpers import EXAMPLES
 from helpers.component_samples import NONSIMPLE_SAMPLES, SAMPLES
 from symnet import Input, Network, Node
+from symnet._src.core.descriptor import Append, DimRange, IfDefined, Offset, Ref
+from symnet._src.core.layer import Identity
 from symnet.components import ComponentConfigError, TdnnComponent, set_test_mode
-from symnet.core.descriptor import Append, DimRange, IfDefined, Offset, Ref
-from symnet.core.layer import Identity
 from symnet.errors import ConfigError, GraphError
 from symnet.kaldi import (
     COMPONENTS,

@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
+from symnet._src.kaldi.binary import TextReader
 from symnet.errors import ModelFormatError
-from symnet.kaldi.binary import TextReader
 
 rng = np.random.default_rng(7)
 

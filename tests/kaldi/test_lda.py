@@ -1,4 +1,4 @@
-"""`symnet.kaldi.lda` and `symnet lda`: the LDA-like transform of Kaldi's recipes, against Kaldi's own numbers.
+"""`symnet._src.kaldi.lda` and `symnet lda`: the LDA-like transform of Kaldi's recipes, against Kaldi's own numbers.
 
 tests/data/lda holds small inputs and what Kaldi's nnet3-acc-lda-stats and nnet-get-feature-transform made of
 them (make_fixtures.sh records the commands; the programs are not needed here). The statistics come out equal
@@ -19,10 +19,8 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from symnet.cli import main
-from symnet.errors import SymnetError
-from symnet.kaldi import read_kaldi_array
-from symnet.kaldi.lda import (
+from symnet._src.cli import main
+from symnet._src.kaldi.lda import (
     GlibcRand,
     LdaError,
     LdaOptions,
@@ -33,8 +31,10 @@ from symnet.kaldi.lda import (
     rand_prune,
     read_lda_stats,
 )
-from symnet.kaldi.xconfig import read_xconfig
-from symnet.train.kaldi_data import iter_table, read_posteriors, read_table
+from symnet._src.kaldi.xconfig import read_xconfig
+from symnet._src.train.kaldi_data import iter_table, read_posteriors, read_table
+from symnet.errors import SymnetError
+from symnet.kaldi import read_kaldi_array
 
 DATA = pathlib.Path(__file__).resolve().parent.parent / "data" / "lda"
 EPS32 = float(np.finfo(np.float32).eps)

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from symnet import Input, Network
+from symnet._src.core.index import IndexSet
+from symnet._src.core.rng import randomness
+from symnet._src.kaldi.xconfig.layers import fast_gru, fast_lstm, fast_lstmp, fast_pgru
 from symnet.components import set_test_mode
-from symnet.core.index import IndexSet
-from symnet.core.rng import randomness
 from symnet.engine import ComputationRequest, compile
 from symnet.errors import ConfigWriteError, LayerOptionError, SymnetError
 from symnet.kaldi import parse_network, read_model, write_model, write_network
-from symnet.kaldi.xconfig.layers import fast_gru, fast_lstm, fast_lstmp, fast_pgru
 from symnet.layers import GRU, LSTM, Bidirectional, MultiHeadAttention
 
 RNG = np.random.default_rng(3)

@@ -35,9 +35,9 @@ from symnet import (
     Zeros,
     export,
 )
-from symnet.cli import main
+from symnet._src.cli import main
+from symnet._src.kaldi.build import read_network
 from symnet.errors import ArgumentTypeError
-from symnet.kaldi.build import read_network
 
 #: Runs each (program, inputs .npz, outputs .npz) of argv with jax alone; fails if symnet was imported.
 LOADER = """

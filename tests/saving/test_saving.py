@@ -32,6 +32,7 @@ from symnet import (
     Exp,
     Failover,
     FixedWeight,
+    Full,
     Glorot,
     Identity,
     IfDefined,
@@ -58,15 +59,14 @@ from symnet import (
     Weight,
     Zeros,
 )
+from symnet._src.core.index import IndexSet
+from symnet._src.core.layer import Layer, child
+from symnet._src.core.registry import INITIALIZER_CLASSES, LAYER_CLASSES
+from symnet._src.core.walk import walk
+from symnet._src.engine.graph import Graph
+from symnet._src.engine.plan import Planner
 from symnet.components import set_test_mode
-from symnet.components.base import Constant
-from symnet.core.index import IndexSet
-from symnet.core.layer import Layer, child
-from symnet.core.registry import INITIALIZER_CLASSES, LAYER_CLASSES
-from symnet.core.walk import walk
 from symnet.engine import ComputationRequest, compile
-from symnet.engine.graph import Graph
-from symnet.engine.plan import Planner
 from symnet.errors import SaveError
 from symnet.kaldi import COMPONENTS, read_network
 from symnet.layers import (
@@ -145,7 +145,7 @@ def core_networks() -> dict[str, Network]:
         + (-x) ** 2.0
         + ReLU(x) * FixedWeight(Uniform((3,), -1.0, 2.0))
         + Power(x, 3.0) * Weight(np.array([1.0, 2.0, 3.0]))
-        + x * Weight(Constant((3,), 0.25))
+        + x * Weight(Full((3,), 0.25))
     )
     t = Node("tc", ReLU(TimeConv(x, 4, offsets=(-1, 0, 1))))
     t = Dropout(Node("ln", LayerNorm(Node("bn", BatchNorm(t)))), 0.1, test_mode=True)
@@ -231,7 +231,7 @@ def test_every_layer_class_is_covered(tmp_path: pathlib.Path) -> None:
     builtin = {name for name in LAYER_CLASSES.names() if ":" not in name and not name.startswith("_")}
     missing = builtin - abstract - {LAYER_CLASSES.name_of(c) for c in seen}
     assert not missing, missing
-    assert {"Zeros", "Normal", "Uniform", "Glorot", "Constant"} <= set(INITIALIZER_CLASSES.names())
+    assert {"Zeros", "Normal", "Uniform", "Glorot", "Full"} <= set(INITIALIZER_CLASSES.names())
 
 
 def test_the_same_network_gives_the_same_bytes(tmp_path: pathlib.Path) -> None:
@@ -321,13 +321,13 @@ def test_random_networks_round_trip_with_equal_outputs(tmp_path: pathlib.Path, d
 
 
 def compile_graph(net: Network) -> Any:
-    from symnet.engine.graph import Graph
+    from symnet._src.engine.graph import Graph
 
     return Graph(net.outputs)
 
 
 def _ts(keys: np.ndarray) -> list[int]:
-    from symnet.core.index import decode
+    from symnet._src.core.index import decode
 
     return decode(keys)[1].tolist()
 
@@ -376,7 +376,7 @@ def test_layers_the_format_cannot_hold_are_save_errors_naming_the_field(tmp_path
     with pytest.raises(SaveError, match=r"field 'label'.*frozenset"):
         symnet.save(tmp_path / "b.npz", Network(Gated(x, x, label=frozenset({1}))))
     with pytest.raises(
-        SaveError, match=r"tree\['layer'\] is a symnet.core.descriptor.Input: symnet.save holds Networks"
+        SaveError, match=r"tree\['layer'\] is a symnet._src.core.descriptor.Input: symnet.save holds Networks"
     ):
         symnet.save(tmp_path / "c.npz", {"layer": x})
     assert not list(tmp_path.iterdir())  # nothing written
@@ -396,7 +396,7 @@ def test_a_redefined_class_replaces_the_old_one_under_its_name() -> None:
 
 
 def test_two_symnet_classes_with_one_name_are_refused() -> None:
-    from symnet.core.registry import ClassRegistry
+    from symnet._src.core.registry import ClassRegistry
 
     registry = ClassRegistry("layer")
     registry.register(Tanh)
@@ -414,3 +414,21 @@ def test_the_file_is_an_ordinary_zip_of_npy_members(tmp_path: pathlib.Path) -> N
         assert all(i.compress_type == zipfile.ZIP_STORED for i in z.infolist())
     header = json.loads(bytes(np.load(tmp_path / "n.npz", allow_pickle=False)["header"]).decode())
     assert names[1:] == [f"arrays/{k}.npy" for k in range(len(header["arrays"]))]
+
+
+def test_a_file_naming_the_old_constant_initialiser_loads_it_as_full(tmp_path: pathlib.Path) -> None:
+    """`components.Constant` became `symnet.Full`; files written before say "Constant" and still load."""
+    net = Network(Input("input", 4) @ Weight(Full((4, 3), 0.5)))
+    symnet.save(tmp_path / "new.npz", net)
+    with np.load(tmp_path / "new.npz", allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    header = json.loads(bytes(arrays["header"]).decode())
+    init = header["networks"][0]["layers"][1]["fields"]["init"]
+    assert init["initializer"] == "Full"
+    init["initializer"] = "Constant"
+    arrays["header"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+    np.savez(tmp_path / "old.npz", **arrays)
+    loaded = symnet.load(tmp_path / "old.npz")
+    weight = next(layer for layer in walk(list(loaded.outputs.values())) if isinstance(layer, Weight))
+    assert weight.init == Full((4, 3), 0.5)
+    same_outputs(net, loaded)

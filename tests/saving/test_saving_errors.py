@@ -21,7 +21,7 @@ import pytest
 
 import symnet
 from symnet import Input, LogSoftmax, Network, Node, Normal, Offset, Ref, Tanh, Weight
-from symnet.core.descriptor import IfDefined
+from symnet._src.core.descriptor import IfDefined
 from symnet.errors import ModelFormatError, OutputError
 
 
@@ -93,10 +93,10 @@ def test_the_rewriting_helper_keeps_a_good_file_good(saved: pathlib.Path, tmp_pa
 
 def test_a_newer_format_version_says_to_upgrade(saved: pathlib.Path, tmp_path: pathlib.Path) -> None:
     def newer(h: dict[str, Any]) -> None:
-        h.update(version=symnet.saving.VERSION + 1, symnet_version="9.0")
+        h.update(version=symnet._src.saving.VERSION + 1, symnet_version="9.0")
 
     message = load_error(rewrite(saved, tmp_path / "new.npz", newer))
-    assert f"format version {symnet.saving.VERSION + 1} (written by symnet 9.0)" in message
+    assert f"format version {symnet._src.saving.VERSION + 1} (written by symnet 9.0)" in message
     assert "upgrade symnet" in message
 
 
@@ -235,7 +235,7 @@ def test_a_missing_file_is_file_not_found(tmp_path: pathlib.Path) -> None:
 
 
 def test_a_failed_write_leaves_the_old_file(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from symnet import atomic
+    from symnet._src import atomic
 
     path = tmp_path / "model.npz"
     symnet.save(path, small_network())

@@ -1,4 +1,4 @@
-"""Kaldi archives and scp files read safely (`symnet.train.ark`): values exactly as kaldiio reads them, sizes
+"""Kaldi archives and scp files read safely (`symnet._src.train.ark`): values exactly as kaldiio reads them, sizes
 checked before reading, no pickle, and an scp entry that is a command runs only with allow_pipes."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from helpers import fuzz
+from symnet._src.train.ark import MAX_ENTRY_BYTES, iter_ark, read_entry
+from symnet._src.train.kaldi_data import iter_table, read_posteriors, read_table
 from symnet.train import KaldiDataError, read_kaldi_data
-from symnet.train.ark import MAX_ENTRY_BYTES, iter_ark, read_entry
-from symnet.train.kaldi_data import iter_table, read_posteriors, read_table
 
 rng = np.random.default_rng(3)
 TABLE = {

@@ -1,4 +1,4 @@
-"""Kaldi's chain egs as fit's data (symnet.train.chain_egs): fit's validation loss on Kaldi's egs, with a
+"""Kaldi's chain egs as fit's data (symnet._src.train.chain_egs): fit's validation loss on Kaldi's egs, with a
 network equal to Kaldi's, is nnet3-chain-compute-prob's objective (fixtures in tests/data/chain)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from helpers.chain_fixtures import DATA, kaldi_options, kaldi_prob, read_text_matrices
 from symnet import Append, Input, LogSoftmax, Network, Offset, Weight
+from symnet._src.kaldi.egs import read_cegs
 from symnet.chain import read_fst
-from symnet.kaldi.egs import read_cegs
 from symnet.train import TrainingError, chain_egs, fit
 
 

@@ -15,6 +15,7 @@ import optax
 import pytest
 
 from symnet import Append, Input, Network, Normal, Offset, ReLU, ShapeError, Weight, Zeros
+from symnet._src.train.objectives import get_objective
 from symnet.chain import (
     ChainOptions,
     alignment_numerator,
@@ -29,7 +30,6 @@ from symnet.chain import (
 from symnet.datasets import HmmTask
 from symnet.errors import ChainError
 from symnet.train import Chain, TrainingError, fit
-from symnet.train.objectives import get_objective
 
 P = 4  # pdfs of the small cases
 
@@ -300,8 +300,8 @@ def test_xent_regularized_step_equals_jax_grad_of_kaldis_total(task):
     """One training step's gradient, through the Tape's one backward walk over both outputs, equals jax.grad of
     Kaldi's total objective (chain + l2 + xent_regularize * xent) computed with chain_objective on the compiled
     computation's outputs; output-xent's gradient is xent_regularize * numerator posteriors / frames."""
+    from symnet._src.train import trainer as training
     from symnet.train import make_chunks
-    from symnet.train import trainer as training
 
     data = task.sample(3, seed=1)
     net = two_headed(task.num_states)

@@ -16,8 +16,8 @@ import pytest
 from helpers import nets
 from helpers.blstm import chunk_loss_reference, network, sequences
 from symnet import Input, Network
+from symnet._src.train import trainer as training
 from symnet.train import CheckpointError, Chunks, TrainingError, fit, make_chunks, steps_per_epoch
-from symnet.train import trainer as training
 
 LENGTHS = [7, 12, 3, 9, 11, 2]
 

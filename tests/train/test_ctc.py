@@ -14,10 +14,10 @@ import optax
 import pytest
 
 from symnet import Append, Input, LogSoftmax, Network, Normal, Offset, ReLU, ShapeError, Weight, Zeros
+from symnet._src.train import trainer as training
+from symnet._src.train.objectives import collapse, edit_distances, get_objective
 from symnet.datasets import Dataset, HmmTask, phone_error_rate
 from symnet.train import CTC, Objective, TrainingError, edit_distance, fit, greedy_decode, make_chunks
-from symnet.train import trainer as training
-from symnet.train.objectives import collapse, edit_distances, get_objective
 
 # -- brute force --------------------------------------------------------------------------------------------
 
@@ -343,7 +343,7 @@ def test_subsampled_linear_objective_trains_every_kth_frame_only(task):
     assert float(loss) == pytest.approx(expected, rel=1e-6)
     assert trainer.frames(chunks, idx) == w.sum()
     # and those rows are the full request's rows at frames 0, 3, ...
-    from symnet.core.index import IndexSet
+    from symnet._src.core.index import IndexSet
     from symnet.engine import ComputationRequest, compile
 
     every = compile(
@@ -358,7 +358,7 @@ def test_subsampled_linear_objective_trains_every_kth_frame_only(task):
 def test_outputs_at_every_kth_frame_equal_a_request_of_those_frames(task):
     """The claim subsampling rests on: a time-invariant network's output at frame t does not depend on which
     other frames are requested."""
-    from symnet.core.index import IndexSet
+    from symnet._src.core.index import IndexSet
     from symnet.engine import ComputationRequest, compile
 
     net = tdnn(6)

@@ -1,4 +1,4 @@
-"""Kaldi egs and chain egs (symnet.kaldi.egs) against Kaldi's own text rendering of the same archives.
+"""Kaldi egs and chain egs (symnet._src.kaldi.egs) against Kaldi's own text rendering of the same archives.
 
 tests/data/egs/make_fixtures.sh made every archive with Kaldi's programs (nnet3-get-egs, nnet3-chain-get-egs)
 and Kaldi's text form of it (`ark,t`: what Kaldi prints of the same examples, compressed matrices decoded by
@@ -13,9 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from symnet.errors import KaldiDataError
-from symnet.kaldi.binary import format_real
-from symnet.kaldi.egs import (
+from symnet._src.kaldi.binary import format_real
+from symnet._src.kaldi.egs import (
     MAX_DENSE_VALUES,
     ChainExample,
     NnetExample,
@@ -24,6 +23,7 @@ from symnet.kaldi.egs import (
     read_cegs,
     read_egs,
 )
+from symnet.errors import KaldiDataError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "egs"
 EGS = {"egs_fm": "FM", "egs_cm": "CM", "egs_cm2": "CM2", "egs_cm3": "CM3", "egs_ivec": "FM"}
@@ -313,8 +313,8 @@ def test_fit_trains_on_kaldi_egs() -> None:
     import optax
 
     from symnet import Append, Input, LogSoftmax, Network, Normal, Offset, ReLU, Weight
+    from symnet._src.train.examples import Chunks
     from symnet.train import fit
-    from symnet.train.examples import Chunks
 
     chunks = Chunks(*egs_chunks(list(read_egs(DATA / "egs_cm.ark")), soft="max"))
     x = Input("input", 5)

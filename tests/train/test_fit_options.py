@@ -76,7 +76,7 @@ def test_lowering_reaches_every_compiled_step_and_trains_the_same(monkeypatch):
     """fit(lowering=...) is compile's lowering for the training and validation steps: the fused and the plain
     scan train an LSTM to the same parameters."""
     from helpers.blstm import network, sequences
-    from symnet.train import trainer as training
+    from symnet._src.train import trainer as training
 
     seen = []
     init = training.Trainer.__init__

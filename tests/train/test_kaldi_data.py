@@ -12,8 +12,8 @@ import pytest
 
 from helpers import nets
 from symnet import Input, Network, Normal, SymnetError, Weight, Zeros
+from symnet._src.train.kaldi_data import read_table
 from symnet.train import KaldiData, KaldiDataError, fit, read_kaldi_data
-from symnet.train.kaldi_data import read_table
 
 DIM, CLASSES = 3, 4
 LENGTHS = {"utt-a": 12, "utt-b": 9, "utt-c": 15, "utt-d": 7}

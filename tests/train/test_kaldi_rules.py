@@ -20,11 +20,12 @@ import optax
 import pytest
 
 from symnet import natural_gradient
+from symnet._src.core import rng
+from symnet._src.core.index import IndexSet
+from symnet._src.core.layer import evolve
+from symnet._src.core.walk import walk
+from symnet._src.train.loop import zero_batchnorm_stats
 from symnet.components import GeneralDropoutComponent, PerElementScaleComponent, batchnorm_stats_updates
-from symnet.core import rng
-from symnet.core.index import IndexSet
-from symnet.core.layer import evolve
-from symnet.core.walk import walk
 from symnet.engine import ComputationRequest, compile
 from symnet.kaldi import read_network
 from symnet.train import (
@@ -38,7 +39,6 @@ from symnet.train import (
     make_chunks,
     objective,
 )
-from symnet.train.loop import zero_batchnorm_stats
 
 CONFIG = """
 input-node name=input dim=6

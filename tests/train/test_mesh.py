@@ -118,9 +118,9 @@ def collectives(net: Any, mesh: Any) -> dict[str, int]:
     import jax
     import optax
 
-    from symnet.train import fit_data
-    from symnet.train import trainer as training
-    from symnet.train.parallel import DataParallel
+    from symnet._src.train import fit_data
+    from symnet._src.train import trainer as training
+    from symnet._src.train.parallel import DataParallel
 
     parallel = DataParallel(mesh, BATCH)
     chunks = fit_data.as_chunks(data()[0], net, CHUNK, "output")

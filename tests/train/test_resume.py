@@ -15,10 +15,11 @@ import pytest
 
 from helpers import fuzz, nets
 from symnet import Input, Network
+from symnet._src.train import checkpoint as ckpt
+from symnet._src.train import loop
 from symnet.datasets import HmmTask
 from symnet.errors import OutputError
-from symnet.train import CheckpointError, TrainingError, fit, loop
-from symnet.train import checkpoint as ckpt
+from symnet.train import CheckpointError, TrainingError, fit
 
 FEAT, CLASSES = 4, 6
 

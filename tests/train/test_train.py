@@ -16,10 +16,11 @@ import pytest
 
 from helpers import EXAMPLES
 from symnet import Append, Input, Log, LogSoftmax, Network, Normal, Offset, ReLU, ShapeError, SymnetError, Weight, Zeros
+from symnet._src.train import checkpoint as ckpt
+from symnet._src.train import fit_data
+from symnet._src.train import trainer as training
 from symnet.datasets import Dataset, HmmTask
-from symnet.train import CheckpointError, Chunks, TrainingError, fit, fit_data, make_chunks
-from symnet.train import checkpoint as ckpt
-from symnet.train import trainer as training
+from symnet.train import CheckpointError, Chunks, TrainingError, fit, make_chunks
 
 FEAT, CLASSES, CHUNK, BATCH = 4, 6, 7, 3
 

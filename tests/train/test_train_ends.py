@@ -18,8 +18,8 @@ import pytest
 
 from helpers.blstm import CLASSES, DIM, chunk_loss_reference, network, sequences
 from symnet import Append, Input, LogSoftmax, Network, Normal, Offset, Weight
+from symnet._src.train import trainer as training
 from symnet.train import fit, make_chunks
-from symnet.train import trainer as training
 
 
 def trainer_for(net, feats, labels, chunk, batch):

@@ -1,0 +1,318 @@
+"""What Kaldi's `nnet3-compute` does, option for option (nnet3bin/nnet3-compute.cc, nnet-am-decodable-simple.cc).
+
+For each utterance:
+
+1. The network is put in test mode (batch-norm uses its stored statistics,
+   dropout is off). Kaldi also applies `CollapseModel`, rewrites that do not
+   change the outputs, so there is nothing to do here.
+2. `frames_per_chunk` is rounded up to a multiple of
+   lcm(`frame_subsampling_factor`, the network's modulus).
+3. The output frames (every `frame_subsampling_factor`-th) are split into
+   chunks of `frames_per_chunk`; the last chunk is shorter.
+4. Each chunk gets `left + extra_left_context` input frames before its first
+   output frame and `right + extra_right_context` after its last (the
+   `_initial`/`_final` variants, when >= 0, replace them for the first and last
+   chunk), taken from the utterance with frame indices clamped to the first and
+   last frame.
+5. Each chunk is a separate computation whose first output frame is t = 0, so
+   recurrences restart at every chunk and IfDefined/Failover see the chunk's
+   padded window as what is available.
+6. An i-vector, if given, is one row at Index (0, 0, 0); with online i-vectors
+   the row is the one for frame `first_output + (last_output - first_output) // 2`
+   divided by the period (clamped to the last row, an error if that is more than
+   50 frames off).
+7. Log-priors are subtracted (`use_priors`), the acoustic scale applied, and
+   with `apply_exp` the exponential taken.
+
+Chunks are independent computations, so `Nnet3Computer.compute_many` runs the
+chunks of many utterances together, each chunk its own sequence n of one
+request (as Kaldi's batched computer does; no descriptor or component lets
+one n see another). Where padding cannot change an output
+(`symnet._src.engine.buckets.padding_side`), a short last chunk is padded to the
+full chunk size or to a bucket length (`symnet._src.engine.buckets`) where that is
+shorter, after its end (or before its start for networks whose recurrences
+all run backward) and a fixed number of chunks goes in each
+call, so that a job of any number of utterances compiles a few programs: one
+per chunk shape (first, middle, last chunk where their contexts differ).
+Otherwise chunks of one shape are one regular request, and a network without
+recurrences computes chunks of all shapes in one request. The numbers are
+those of one computation per chunk.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ..engine.buckets import batch_size, bucket_length, fill, padding_side
+from ..engine.context import modulus as graph_modulus
+from ..engine.graph import Graph
+from ..engine.inspect import recurrent_edges
+from ..engine.runner import Block, clamped, run, run_each
+from ..errors import ShapeError, SymnetError
+from .scales import check_descriptor_scales
+
+__all__ = ["ComputeOptions", "modulus", "nnet3_compute", "Nnet3Computer"]
+
+
+@attrs.frozen
+class ComputeOptions:
+    """nnet3-compute's options (Kaldi's names with dashes turned into underscores)."""
+
+    frames_per_chunk: int = 50
+    extra_left_context: int = 0
+    extra_right_context: int = 0
+    extra_left_context_initial: int = -1
+    extra_right_context_final: int = -1
+    frame_subsampling_factor: int = 1
+    acoustic_scale: float = 1.0
+    apply_exp: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.frames_per_chunk < 1 or self.frame_subsampling_factor < 1:
+            raise SymnetError("--frames-per-chunk and --frame-subsampling-factor must be > 0")
+        if self.extra_left_context < 0 or self.extra_right_context < 0:
+            raise SymnetError("--extra-left-context and --extra-right-context must be >= 0")
+
+
+def modulus(network: Any) -> int:
+    """The network's shift-invariance modulus (Kaldi's Nnet::Modulus): lcm of Round moduli and Switch sizes."""
+    return graph_modulus(Graph(dict(network.structure.outputs)))
+
+
+@attrs.frozen
+class _Chunk:
+    """One chunk of one utterance: `count` output frames from `first_out` (subsampled by f), with `left`
+    input frames before the first and `right` after the last."""
+
+    utterance: int
+    first_out: int
+    count: int
+    left: int
+    right: int
+    ivector: np.ndarray | None = attrs.field(eq=False)
+    padding: int = 0  # output frames computed only to fill the chunk shape: before or after (Nnet3Computer.side)
+
+    @property
+    def shape(self) -> tuple[int, int, int, bool]:
+        return self.count + self.padding, self.left, self.right, self.ivector is not None
+
+
+class Nnet3Computer:
+    """nnet3-compute for one network and one set of options: call it on an utterance, or `compute_many`.
+
+    Test mode, the context and the chunk size are worked out once; chunks of one
+    shape share one compiled computation.
+    """
+
+    def __init__(self, network: Any, options: ComputeOptions = ComputeOptions(), *, priors: np.ndarray | None = None):
+        from ..components import set_test_mode
+
+        check_descriptor_scales(network)
+        self.network = set_test_mode(network, True)
+        self.options = options
+        self.log_priors = None if priors is None else np.log(np.asarray(priors, dtype=np.float32))
+        self.graph = Graph(dict(self.network.structure.outputs))
+        if "output" not in self.graph.outputs:
+            raise SymnetError(
+                f"nnet3-compute reads the output node 'output'; this network has {list(self.graph.outputs)}"
+            )
+        self.left, self.right = self.network.context("output")
+        step = math.lcm(options.frame_subsampling_factor, graph_modulus(self.graph))
+        self.frames_per_chunk = step * -(-options.frames_per_chunk // step)
+        self.recurrent = bool(recurrent_edges(self.graph))
+        self.side = padding_side(self.graph)
+        self.modulus = graph_modulus(self.graph)
+
+    def __call__(
+        self,
+        features: np.ndarray,
+        *,
+        ivector: np.ndarray | None = None,
+        online_ivectors: np.ndarray | None = None,
+        online_ivector_period: int = 0,
+    ) -> np.ndarray:
+        """The `output` for one utterance `[T, D]`, as nnet3-compute writes it."""
+        return self.compute_many(
+            [features],
+            ivectors=None if ivector is None else [ivector],
+            online_ivectors=None if online_ivectors is None else [online_ivectors],
+            online_ivector_period=online_ivector_period,
+        )[0]
+
+    def compute_many(
+        self,
+        features: Sequence[np.ndarray],
+        *,
+        ivectors: Sequence[np.ndarray] | None = None,
+        online_ivectors: Sequence[np.ndarray] | None = None,
+        online_ivector_period: int = 0,
+    ) -> list[np.ndarray]:
+        """The `output` of each utterance (`features[i]` `[T_i, D]`, with `ivectors[i]` or
+        `online_ivectors[i]` where given), as nnet3-compute writes it; all chunks computed together."""
+        if ivectors is not None and online_ivectors is not None:
+            raise SymnetError("give --ivectors or --online-ivectors, not both")
+        if online_ivectors is not None and online_ivector_period <= 0:
+            raise SymnetError("--online-ivectors needs --online-ivector-period > 0")
+        utterances = [np.asarray(f, dtype=np.float32) for f in features]
+        for i, given in enumerate((ivectors, online_ivectors)):
+            if given is not None and len(given) != len(utterances):
+                what = ("ivectors", "online_ivectors")[i]
+                raise SymnetError(f"{len(utterances)} utterances but {len(given)} {what}")
+        chunks: list[_Chunk] = []
+        for i, feats in enumerate(utterances):
+            if feats.ndim != 2 or len(feats) == 0:
+                raise ShapeError(f"features must be a non-empty [T, D] matrix, got shape {feats.shape}")
+            _check_dims(
+                self.graph,
+                feats,
+                None if ivectors is None else ivectors[i],
+                None if online_ivectors is None else online_ivectors[i],
+            )
+            chunks += self._chunks(
+                i,
+                len(feats),
+                None if ivectors is None else ivectors[i],
+                None if online_ivectors is None else online_ivectors[i],
+                online_ivector_period,
+            )
+        pieces: dict[_Chunk, np.ndarray] = {}
+        groups: dict[tuple, list[_Chunk]] = {}
+        for chunk in chunks:
+            groups.setdefault(chunk.shape, []).append(chunk)
+        if self.side is not None:  # a few chunk shapes, a fixed number of chunks per call
+            for group in groups.values():
+                for batch in fill(group, batch_size(group[0].shape[0] * self.options.frame_subsampling_factor)):
+                    pieces.update(self._regular(batch, utterances))
+        elif self.recurrent or len(groups) == 1:  # a recurrence needs a regular request: one per chunk shape
+            for group in groups.values():
+                pieces.update(self._regular(group, utterances))
+        else:
+            pieces.update(self._irregular(chunks, utterances))
+        by_utterance: list[list[np.ndarray]] = [[] for _ in utterances]
+        for chunk in chunks:  # in order: each utterance's chunks from its first frame
+            by_utterance[chunk.utterance].append(pieces[chunk])
+        out = []
+        for parts in by_utterance:
+            value = np.concatenate(parts, axis=0)
+            if self.log_priors is not None:
+                value = value - self.log_priors[None, :]
+            if self.options.acoustic_scale != 1.0:  # x * 1.0 is x: no pass over the output for nothing
+                value = value * self.options.acoustic_scale
+            out.append(np.exp(value) if self.options.apply_exp else value)
+        return out
+
+    def _chunks(
+        self, utterance: int, num_frames: int, ivector: np.ndarray | None, online: np.ndarray | None, period: int
+    ) -> list[_Chunk]:
+        options, f = self.options, self.options.frame_subsampling_factor
+        num_subsampled = -(-num_frames // f)
+        per_chunk = self.frames_per_chunk // f
+        out = []
+        for start in range(0, num_subsampled, per_chunk):
+            count = min(num_subsampled - start, per_chunk)
+            first_out = start * f
+            extra_left, extra_right = options.extra_left_context, options.extra_right_context
+            if first_out == 0 and options.extra_left_context_initial >= 0:
+                extra_left = options.extra_left_context_initial
+            if start + count == num_subsampled and options.extra_right_context_final >= 0:
+                extra_right = options.extra_right_context_final
+            row = _ivector(ivector, online, period, first_out, (count - 1) * f)
+            padding = min(per_chunk, bucket_length(count)) - count
+            if self.side == "start" and padding * f % self.modulus:
+                padding = 0
+            left, right = self.left + extra_left, self.right + extra_right
+            out.append(_Chunk(utterance, first_out, count, left, right, row, 0 if self.side is None else padding))
+        return out
+
+    def _frames(self, chunk: _Chunk, feats: np.ndarray) -> np.ndarray:
+        f = self.options.frame_subsampling_factor
+        first_out = chunk.first_out - (chunk.padding * f if self.side == "start" else 0)
+        last_out = first_out + (chunk.shape[0] - 1) * f
+        return clamped(feats, np.arange(first_out - chunk.left, last_out + chunk.right + 1))
+
+    def _real(self, chunk: _Chunk, out: np.ndarray) -> np.ndarray:
+        """The chunk's own output frames of `out` (its padded shape's frames)."""
+        start = chunk.padding if self.side == "start" else 0
+        return out[start : start + chunk.count]
+
+    def _regular(self, group: list[_Chunk], utterances: list[np.ndarray]) -> dict[_Chunk, np.ndarray]:
+        """Chunks of one shape as the sequences of one regular request."""
+        f, first = self.options.frame_subsampling_factor, group[0]
+        count = first.shape[0]
+        span = (-first.left, (count - 1) * f + first.right + 1)
+        block = np.stack([self._frames(c, utterances[c.utterance]) for c in group], axis=1)  # [T', n, D]
+        inputs = {"input": Block(span, block)}
+        if first.ivector is not None:
+            rows: list[np.ndarray] = []
+            for c in group:
+                assert c.ivector is not None  # i-vectors are given for every utterance or for none
+                rows.append(c.ivector)
+            inputs["ivector"] = Block((0, 1), np.stack(rows).astype(np.float32)[None])
+        out = run(self.network, inputs, {"output": range(0, count * f, f)})["output"]
+        return {c: self._real(c, out[:, j]) for j, c in enumerate(group)}
+
+    def _irregular(self, chunks: list[_Chunk], utterances: list[np.ndarray]) -> dict[_Chunk, np.ndarray]:
+        """Chunks of several shapes as the sequences of one request (for networks without recurrences)."""
+        f = self.options.frame_subsampling_factor
+        inputs: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"input": []}
+        for c in chunks:
+            t = np.arange(-c.left, (c.count - 1) * f + c.right + 1)
+            inputs["input"].append((t, self._frames(c, utterances[c.utterance])))
+            if c.ivector is not None:  # i-vectors are given for every utterance or for none
+                inputs.setdefault("ivector", []).append((np.zeros(1, np.int64), c.ivector.astype(np.float32)[None]))
+        out = run_each(self.network, inputs, {"output": [np.arange(c.count) * f for c in chunks]})["output"]
+        return dict(zip(chunks, out, strict=True))
+
+
+def nnet3_compute(
+    network: Any,
+    features: np.ndarray,
+    options: ComputeOptions = ComputeOptions(),
+    *,
+    priors: np.ndarray | None = None,
+    **ivectors: Any,
+) -> np.ndarray:
+    """One utterance through `Nnet3Computer(network, options, priors=priors)`."""
+    return Nnet3Computer(network, options, priors=priors)(features, **ivectors)
+
+
+def _ivector(ivector: Any, online: Any, period: int, first_out: int, num_out: int) -> np.ndarray | None:
+    if ivector is not None:
+        return np.asarray(ivector, dtype=np.float32).reshape(-1)
+    if online is None:
+        return None
+    frame = first_out + num_out // 2
+    row = frame // period
+    if row >= len(online):
+        if (row - (len(online) - 1)) * period > 50:
+            raise SymnetError(
+                f"could not get an i-vector for frame {frame}: only {len(online)} rows at "
+                f"--online-ivector-period={period} (mismatched period?)"
+            )
+        row = len(online) - 1
+    return np.asarray(online[row], dtype=np.float32)
+
+
+def _check_dims(graph: Graph, features: np.ndarray, ivector: Any, online: Any) -> None:
+    dim = graph.input_dims.get("input")
+    if dim is not None and features.shape[1] != dim:
+        raise ShapeError(f"the network expects 'input' features of dim {dim}, but these have dim {features.shape[1]}")
+    has_ivector = "ivector" in graph.inputs
+    given = ivector is not None or online is not None
+    if has_ivector != given:
+        raise ShapeError(
+            "the network "
+            + ("takes" if has_ivector else "has no")
+            + " 'ivector' input, but i-vectors "
+            + ("were not given" if has_ivector else "were given")
+        )
+    if has_ivector:
+        width = np.shape(ivector)[-1] if ivector is not None else np.shape(online)[-1]
+        want = graph.input_dims.get("ivector")
+        if want is not None and width != want:
+            raise ShapeError(f"the network expects i-vectors of dim {want}, but these have dim {width}")

@@ -1,0 +1,88 @@
+"""The module paths of symnet 0.x's implementation, kept for one release with a DeprecationWarning.
+
+symnet's modules used to be public paths (`symnet.kaldi.model`, `symnet.engine.dense`,
+...); they now live under `symnet._src`, which is private (JAX's layout). The public
+names are those of `symnet` and its public subpackages (`PUBLIC`). Until the next
+release, `import symnet.engine.dense` still finds `symnet._src.engine.dense` (the same
+module object, so classes and registries are shared) and warns with the public home of
+what it holds. `symnet/__init__.py` installs the finder.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import warnings
+from types import ModuleType
+
+__all__ = ["PUBLIC", "RENAMED", "install"]
+
+#: The public modules; every other `symnet.*` path is an old one, found under `symnet._src`.
+PUBLIC = frozenset(
+    f"symnet.{name}"
+    for name in (
+        "chain", "components", "datasets", "demo", "display", "engine", "errors", "extend", "kaldi", "kaldi.xconfig",
+        "kaldi.xconfig.layers", "layers", "train",
+    )
+)  # fmt: skip
+
+
+#: Old paths of modules that were renamed as they moved (the rest keep their names under `symnet._src`).
+RENAMED = {
+    "symnet.engine.cache": "symnet._src.engine.memo",
+    "symnet.kaldi.compute": "symnet._src.kaldi.nnet3_compute",
+    "symnet.components.scale": "symnet._src.components.scaling",
+    "symnet.kaldi.components.scale": "symnet._src.kaldi.components.scaling",
+}
+
+
+class _Alias(importlib.abc.Loader):
+    """Loads an old path as the module now at `target`, and keeps that module's own spec."""
+
+    def __init__(self, target: str):
+        self.target = target
+        self.spec: importlib.machinery.ModuleSpec | None = None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        module = importlib.import_module(self.target)
+        self.spec = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__spec__ = self.spec  # the import system set the old path's spec; the module keeps its own
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder):
+    """Finds `symnet.<path>` (not public) as `symnet._src.<path>`, with a DeprecationWarning."""
+
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith("symnet.") or fullname.startswith("symnet._src") or fullname in PUBLIC:
+            return None
+        new = RENAMED.get(fullname) or "symnet._src." + fullname[len("symnet.") :]
+        try:
+            found = importlib.util.find_spec(new)
+        except ImportError:
+            return None
+        if found is None:
+            return None
+        home = next((p for p in sorted(PUBLIC, key=len, reverse=True) if fullname.startswith(p + ".")), "symnet")
+        warnings.warn(
+            f"{fullname} is deprecated: symnet's modules moved under symnet._src, which is private; import the public "
+            f"names from {home} (this path goes in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return importlib.util.spec_from_loader(
+            fullname, _Alias(new), is_package=found.submodule_search_locations is not None
+        )
+
+
+def install() -> None:
+    """Put the finder first on `sys.meta_path` (once), so an old path never loads a second copy of a module."""
+    if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _MovedFinder())

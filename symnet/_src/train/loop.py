@@ -1,0 +1,464 @@
+"""`fit`: train a network on sequences with an optax optimiser, one jitted step per minibatch.
+
+Data is cut into fixed-size chunks with the network's context
+(`symnet._src.train.examples`), so every minibatch is one regular request: one
+compiled computation, slice-only row movement (with several chunk widths, one
+per width: a chunk whose sequence ends early is computed at the smallest width
+that holds it). Each step (`symnet._src.train.trainer`) runs forward, the
+objective, `tape.backward` and the optax update in one `jax.jit`. Runs are
+deterministic given the seed, and a run resumed from a checkpoint continues
+bit-identically. The run's settings are one `FitOptions`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ..atomic import check_writable
+from ..core.layer import evolve
+from ..core.walk import walk
+from ..errors import TrainingError
+from ..host_memory import tune_host_memory
+from ..network import Network
+from . import checkpoint as ckpt
+from . import loss_scale, resume
+from .examples import Chunks
+from .fit_data import as_chunks, check_data, output_dim, used_widths
+from .objectives import Chain, Objective, get_objective
+from .options import FitOptions, chunk_widths, is_integer
+from .parallel import DataParallel
+from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
+from .trainer import Trainer
+
+__all__ = ["EpochStats", "fit", "FitResult", "steps_per_epoch", "StepStats", "with_dropout", "zero_batchnorm_stats"]
+
+
+@attrs.frozen
+class EpochStats:
+    epoch: int
+    step: int
+    train_loss: float
+    train_accuracy: float
+    valid_loss: float | None
+    valid_accuracy: float | None
+    frames_per_second: float
+
+
+@attrs.frozen
+class StepStats:
+    """One training step, for `fit(on_step=...)`: its loss and accuracy on its minibatch, the global norm
+    of its gradient (of the mean loss, before the optimiser and Kaldi's rules), the output frames it trained
+    on, and the seconds since the previous step ended (compilation included)."""
+
+    epoch: int
+    step: int
+    loss: float
+    accuracy: float
+    grad_norm: float
+    frames: float
+    seconds: float
+
+
+@attrs.frozen
+class FitResult:
+    """What `fit` returns: the trained network, per-epoch statistics, the optimiser state, and the settings."""
+
+    network: Any
+    history: tuple[EpochStats, ...]
+    opt_state: Any
+    options: FitOptions = attrs.field(factory=FitOptions)
+
+
+def fit(
+    network: Network,
+    train: Any,
+    optimizer: optax.GradientTransformation,
+    options: FitOptions | None = None,
+    *,
+    valid: Any = None,
+    **settings: Any,
+) -> FitResult:
+    """Train `network` on `train`; return the trained network and per-epoch statistics.
+
+    `train`/`valid`: a `symnet.datasets.Dataset`, `Chunks`, or `(features, targets)`.
+    The run's settings are a `FitOptions` (`options`), or its fields as keywords
+    (`fit(net, data, opt, epochs=3)` is `fit(net, data, opt, FitOptions(epochs=3))`; keywords beside
+    `options` replace its fields). See `FitOptions` for each setting.
+
+    With `options.checkpoint` the run saves there at the end of every epoch (and every
+    `checkpoint_every` steps) and resumes from it if it exists. The checkpoint records what defines
+    the run (batch size, chunk, seed, objective, a digest of the data, and `run`: the caller's own
+    settings such as the optimiser and learning rate, which `fit` cannot see inside `optimizer`); a
+    resume with other settings is a CheckpointError naming them, unless they are in `allow_changes`
+    (see `symnet._src.train.resume`). While the run lasts the checkpoint is locked: a second run on it is
+    refused.
+    With `mesh` each minibatch is split over the mesh's `data_axis` devices, `batch_size / devices`
+    chunks each, and the parameters and optimiser state are replicated (`symnet._src.train.parallel`;
+    docs/scaling.md). With several processes every process calls `fit` with the same arguments and data.
+    Kaldi's training rules (`symnet.train.kaldi_rules`: learning-rate factors, l2, max-change,
+    max-param-change, orthonormal constraints, batch-norm statistics, a dropout schedule) apply when
+    `optimizer` is `kaldi_rules(...)`, and by default (`rules=None`) also when a component of the network
+    carries such options (max-change, l2-regularize, learning-rate-factor, orthonormal-constraint): then
+    `optimizer` is wrapped in them (`kaldi_rules(network, optimizer=optimizer)`). `rules=False` trains
+    with `optimizer` alone; `rules=True` wraps it even when no component asks; `rules=kaldi_rules(...)`
+    gives them.
+    It first calls `symnet.tune_host_memory()`: glibc then keeps freed host memory, which makes CPU
+    training steps faster (docs/performance.md; `SYMNET_HOST_MEMORY=system` leaves malloc as it is).
+    """
+    options = FitOptions.of(options, settings)
+    tune_host_memory()
+    if not isinstance(network, Network):
+        raise TrainingError(f"fit trains a symnet Network, got {type(network).__name__}")
+    if not (callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))):
+        raise TrainingError(
+            f"optimizer must be an optax GradientTransformation (e.g. optax.adam(1e-3)), got {optimizer!r:.60}"
+        )
+    if options.checkpoint is not None:
+        check_writable(options.checkpoint)  # a typo found now, not after the run
+    optimizer, chosen = _with_rules(network, optimizer, options.rules)
+    o = options
+    parallel = DataParallel(o.mesh, o.batch_size, o.data_axis) if o.mesh is not None else None
+    widths = o.widths
+    resolved = get_objective(o.objective)
+    outputs = (o.output, *(resolved.extra_outputs if isinstance(resolved, Objective) else ()))
+    train_chunks = as_chunks(train, network, widths[-1], outputs)
+    valid_chunks = as_chunks(valid, network, widths[-1], outputs) if valid is not None else None
+    check_data(network, train_chunks, resolved, o.input, o.output)
+    if valid_chunks is not None:
+        check_data(network, valid_chunks, resolved, o.input, o.output, "validation data", like=train_chunks)
+    k = o.frame_subsampling_factor
+    if isinstance(resolved, Chain):  # its denominator graph for the output (from a den.fst or the alignments)
+        dim = output_dim(network, train_chunks, o.input, o.output)
+        resolved = resolved.for_output(train_chunks.targets, train_chunks.weights, dim, k)
+    used = used_widths(train_chunks, widths)  # the chunks' own width, and those below it of `chunk`
+    if k > 1 and any(w % k for w in used):
+        raise TrainingError(
+            f"frame_subsampling_factor={k}: the chunk widths {used} must be multiples of it (Kaldi's "
+            "frames-per-eg are), so that every chunk's outputs are at frames 0, k, 2k, ... of its sequence"
+        )
+    with ckpt.lock(o.checkpoint) if o.checkpoint else contextlib.nullcontext():
+        return _fit(network, optimizer, chosen, train_chunks, valid_chunks, (train, valid), o, resolved, parallel)
+
+
+def _with_rules(network: Network, optimizer: Any, rules: KaldiRules | bool | None) -> tuple[Any, KaldiRules | None]:
+    """`fit`'s optimiser and Kaldi's rules (None: none) for its (checked) `optimizer` and `rules` arguments."""
+    if isinstance(rules, KaldiRules):
+        if isinstance(optimizer, KaldiRules) and optimizer is not rules:
+            raise TrainingError("the optimizer is kaldi_rules(...) and so is rules=: give them once")
+        if isinstance(optimizer, KaldiRules):
+            return rules, rules
+        raise TrainingError(
+            "rules=kaldi_rules(...) is the whole optimiser: pass it as the optimizer (fit(net, data, "
+            "kaldi_rules(net, ...))), or wrap yours with kaldi_rules(net, optimizer=...)"
+        )
+    if isinstance(optimizer, KaldiRules):
+        if rules is False:
+            raise TrainingError(
+                "the optimizer is kaldi_rules(...), but rules=False: pass a plain optax optimizer to train without "
+                "Kaldi's rules"
+            )
+        return optimizer, optimizer
+    if rules is False or (rules is None and not carries_kaldi_rules(network)):
+        return optimizer, None
+    wrapped = kaldi_rules(network, optimizer=optimizer)
+    return wrapped, wrapped
+
+
+def with_dropout(network: Any, proportions: Mapping[str, float]) -> Any:
+    """`network` with these dropout proportions (component name -> proportion) in its dropout components."""
+    if not proportions:
+        return network
+
+    def set_proportion(layer: Any) -> Any:
+        if isinstance(layer, DROPOUT_TYPES) and layer.name in proportions:
+            return evolve(layer, dropout_proportion=float(proportions[layer.name]))
+        return layer
+
+    return network.rewrite(set_proportion)
+
+
+def steps_per_epoch(
+    network: Any, data: Any, *, batch_size: int = 64, chunk: int | Sequence[int] = 20, output: str = "output"
+) -> int:
+    """The minibatches `fit(network, data, batch_size=..., chunk=...)` makes of `data` in an epoch (with or
+    without a mesh): the length of an epoch for a learning-rate schedule."""
+    if not is_integer(batch_size, 1):
+        raise TrainingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    widths = chunk_widths(chunk)
+    chunks = as_chunks(data, network, widths[-1], output)
+    counts = np.unique(chunks.widths(used_widths(chunks, widths)), return_counts=True)[1]
+    return int(sum(-(-int(n) // batch_size) for n in counts))
+
+
+def _fit(
+    network: Network,
+    optimizer: Any,
+    rules: KaldiRules | None,
+    train_chunks: Chunks,
+    valid_chunks: Chunks | None,
+    data: tuple[Any, Any],
+    options: FitOptions,
+    objective: str | Objective,
+    parallel: DataParallel | None,
+) -> FitResult:
+    """The run itself, on checked data (`objective`: the options' one, resolved for the data)."""
+    o = options
+    trainer = Trainer(
+        network,
+        optimizer,
+        batch_size=o.batch_size,
+        chunks=train_chunks,
+        kind=objective,
+        input=o.input,
+        output=o.output,
+        parallel=parallel,
+        widths=o.widths,
+        rules=rules,
+        frame_subsampling_factor=o.frame_subsampling_factor,
+        lowering=o.lowering,
+        precision=o.precision,
+    )
+    if rules is not None and rules.settings["params"] != frozenset(network.params):
+        raise TrainingError("kaldi_rules(...) was made for a network with other parameters than this one")
+    policy = o.precision
+    if policy is not None:  # parameters kept and optimised in the policy's params dtype
+        network = network.replace(params={k: _as_float(v, policy.params) for k, v in network.params.items()})
+    opt_state = optimizer.init(network.params)
+    if policy is not None and policy.loss_scale is not None:
+        opt_state = loss_scale.init(opt_state, policy)
+    position = ckpt.Position()
+    history: list[EpochStats] = []
+    widths = o.widths
+    record = resume.record(
+        train=data[0],
+        valid=data[1],
+        batch_size=o.batch_size,
+        chunk=widths[0] if len(widths) == 1 else list(widths),
+        seed=o.seed,
+        objective=objective if isinstance(objective, str) else objective.describe(),
+        input=o.input,
+        output=o.output,
+        extra=o.run,
+    )
+    if rules is not None:
+        record["kaldi_rules"] = rules.describe()
+    if o.frame_subsampling_factor != 1:
+        record["frame_subsampling_factor"] = o.frame_subsampling_factor
+    if policy is not None:
+        record["precision"] = str(policy)
+    batches = len(trainer.batches(train_chunks, np.arange(len(train_chunks))))
+    sums = None
+    checkpoint = o.checkpoint
+    if checkpoint and os.path.exists(checkpoint):
+        network, opt_state, position, extra, saved = ckpt.load_run(checkpoint, network, opt_state)
+        if saved is None:
+            warnings.warn(
+                f"{checkpoint} is a version-1 checkpoint: it does not record its run's settings, so "
+                "a resume with other settings cannot be detected",
+                stacklevel=3,
+            )
+        resume.check(checkpoint, saved, record, position, o.allow_changes)
+        saved_history, sums = resume.check_extra(checkpoint, extra, position, batches)
+        history = [EpochStats(**h) for h in saved_history]
+    if parallel is not None:
+        parallel.check_optimizer_state(loss_scale.inner(opt_state))
+        network, opt_state = parallel.replicate(network), parallel.replicate(opt_state)
+    bar = _progress(o.progress, o.epochs, batches)
+    try:
+        return _train(trainer, network, opt_state, position, history, train_chunks, valid_chunks, bar, o, sums, record)
+    finally:
+        bar.close()
+
+
+def _train(
+    trainer: Trainer,
+    network: Any,
+    opt_state: Any,
+    position: ckpt.Position,
+    history: list[EpochStats],
+    train_chunks: Chunks,
+    valid_chunks: Chunks | None,
+    bar: _progress,
+    options: FitOptions,
+    sums: Any,
+    run: Mapping[str, Any] | None,
+) -> FitResult:
+    epochs, seed, checkpoint, checkpoint_every = (
+        options.epochs,
+        options.seed,
+        options.checkpoint,
+        options.checkpoint_every,
+    )
+    max_steps, on_epoch, on_step = options.max_steps, options.on_epoch, options.on_step
+    step = position.step
+    base_key = jax.random.PRNGKey(seed)
+    # A dropout schedule follows the fraction of the run's minibatches done before each step.
+    total_steps = max(epochs * len(trainer.batches(train_chunks, np.arange(len(train_chunks)))), 1)
+
+    def done(network: Any, steps: int) -> FitResult:
+        # With a dropout schedule, the network keeps the proportions its last step trained with (test-mode
+        # dropout scales by them), as Kaldi's model keeps the last proportions its scripts set.
+        if trainer.rules is not None and trainer.rules.schedule is not None:
+            network = with_dropout(network, trainer.rules.dropout(max(steps - 1, 0) / total_steps))
+        return FitResult(network, tuple(history), opt_state, options)
+
+    for epoch in range(position.epoch, epochs):
+        if position.batch == 0 or epoch != position.epoch:
+            network = zero_batchnorm_stats(network)  # as Kaldi's ZeroComponentStats at each training job
+            if trainer.parallel is not None:
+                network = trainer.parallel.replicate(network)
+        order = np.random.default_rng([seed, epoch]).permutation(len(train_chunks))
+        batches = trainer.batches(train_chunks, order)
+        start_batch = position.batch if epoch == position.epoch else 0
+        loss_sum = correct_sum = frames_sum = 0.0
+        count_sum: float | None = None if trainer.sequence is None else 0.0  # a sequence objective's count
+        if start_batch and sums is not None:  # resumed mid-epoch: the statistics of the steps before
+            loss_sum, correct_sum, frames_sum = (float(v) for v in sums[:3])
+            if count_sum is not None:
+                count_sum = float(sums[3]) if len(sums) > 3 else frames_sum
+        started = last = time.perf_counter()
+        for b in range(start_batch, len(batches)):
+            if max_steps is not None and step >= max_steps:
+                return done(network, step)
+            x, targets, weights = trainer.arrays(train_chunks, batches[b])
+            key = jax.random.fold_in(base_key, step)  # this step's randomness (dropout masks)
+            if trainer.parallel is not None:
+                key = trainer.parallel.replicate(key)
+            ends = trainer.ends(train_chunks, batches[b])
+            rules_args = trainer.rules_args(batches[b], step / total_steps)
+            extra = (rules_args,) if rules_args is not None else ()
+            new_network, opt_state, loss, correct, finite, grad_norm = trainer.step(
+                network, opt_state, x, targets, weights, key, ends, *extra
+            )
+            loss_value = float(loss)
+            if not np.isfinite(loss_value):
+                culprit = trainer.first_non_finite(network, train_chunks, batches[b], key)
+                raise TrainingError(
+                    f"the loss is {loss_value} at step {step + 1} (epoch {epoch}, minibatch {b}); "
+                    f"first non-finite value: {culprit}. {_kept(checkpoint)}"
+                )
+            overflowed = [name for name, ok in finite.items() if not bool(ok)]
+            if overflowed:
+                raise TrainingError(
+                    f"the update at step {step + 1} (epoch {epoch}, minibatch {b}) made parameter(s) "
+                    f"{overflowed} NaN or Inf (the loss before it was {loss_value}): the learning rate is too "
+                    f"large or the gradients explode. {_kept(checkpoint)}"
+                )
+            network = new_network
+            step += 1
+            frames = trainer.frames(train_chunks, batches[b])
+            right, count = trainer.counts(correct, frames)
+            loss_sum += loss_value * frames
+            correct_sum += right
+            frames_sum += frames
+            if count_sum is not None:
+                count_sum += count
+            now = time.perf_counter()
+            if on_step is not None:
+                accuracy = right / max(count, 1e-9)
+                on_step(StepStats(epoch, step, loss_value, accuracy, float(grad_norm), frames, now - last))
+            last = now
+            rate = frames_sum / max(now - started, 1e-9)
+            bar.update(loss_sum / frames_sum, correct_sum / max(count_sum or frames_sum, 1e-9), rate)
+            if checkpoint and checkpoint_every and step % checkpoint_every == 0:
+                ckpt.save(
+                    checkpoint,
+                    network,
+                    opt_state,
+                    ckpt.Position(step, epoch, b + 1),
+                    {
+                        "history": [attrs.asdict(h) for h in history],
+                        "sums": [loss_sum, correct_sum, frames_sum] + ([count_sum] if count_sum is not None else []),
+                    },
+                    run=run,
+                )
+        valid_loss = valid_acc = None
+        if valid_chunks is not None:
+            valid_loss, valid_acc = trainer.score(network, valid_chunks, max(step - 1, 0) / total_steps)
+        stats = EpochStats(
+            epoch,
+            step,
+            loss_sum / max(frames_sum, 1),
+            correct_sum / max(count_sum if count_sum is not None else frames_sum, 1),
+            valid_loss,
+            valid_acc,
+            frames_sum / max(time.perf_counter() - started, 1e-9),
+        )
+        history.append(stats)
+        bar.epoch_done(stats)
+        if on_epoch is not None:
+            on_epoch(stats)
+        if checkpoint:
+            ckpt.save(
+                checkpoint,
+                network,
+                opt_state,
+                ckpt.Position(step, epoch + 1, 0),
+                {"history": [attrs.asdict(h) for h in history]},
+                run=run,
+            )
+    return done(network, step)
+
+
+def _as_float(value: Any, dtype: Any) -> Any:
+    """A floating parameter in `dtype`; another as it is."""
+    return value.astype(dtype) if jnp.issubdtype(value.dtype, jnp.floating) else value
+
+
+def _kept(checkpoint: str | None) -> str:
+    if checkpoint and os.path.exists(checkpoint):
+        return f"The last good checkpoint {checkpoint} is kept."
+    return "Nothing was saved."
+
+
+def zero_batchnorm_stats(network: Any) -> Any:
+    """`network` with the stored statistics of its training-mode BatchNormComponents set to zero."""
+    from ..components import BatchNormComponent
+
+    names = []
+    for layer in walk([layer for _, layer in network.structure.outputs]):
+        if isinstance(layer, BatchNormComponent) and not layer.test_mode:
+            names += [getattr(layer, field).name for field in ("count", "stats_mean", "stats_var")]
+    if not names:
+        return network
+    values = network.values
+    return network.assign({name: jnp.zeros_like(values[name]) for name in names if name in values})
+
+
+class _progress:
+    """A tqdm bar with loss, accuracy and frames/second (silent when disabled)."""
+
+    def __init__(self, enabled: bool, epochs: int, per_epoch: int):
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=epochs * per_epoch, unit="step", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, loss: float, accuracy: float, rate: float) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{loss:.3f}", acc=f"{accuracy:.3f}", fps=f"{rate:,.0f}", refresh=False)
+            self.bar.update(1)
+
+    def epoch_done(self, stats: EpochStats) -> None:
+        if self.bar is not None and stats.valid_accuracy is not None:
+            self.bar.write(
+                f"epoch {stats.epoch}: train loss {stats.train_loss:.3f} acc {stats.train_accuracy:.3f}, "
+                f"valid loss {stats.valid_loss:.3f} acc {stats.valid_accuracy:.3f}"
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

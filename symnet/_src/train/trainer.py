@@ -1,0 +1,428 @@
+"""`Trainer`: the compiled pieces of one training setup (request, jitted step, evaluation) and minibatching.
+
+Every minibatch is one regular request of chunks (`symnet._src.train.examples`):
+one compiled computation per chunk width. A step runs forward, the objective,
+`tape.backward` over every output the objective reads, and the optax update
+(or Kaldi's rules) in one `jax.jit`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ..components import batchnorm_stats_updates, natural_gradient, set_test_mode
+from ..components.normalize import statistics_across
+from ..core import rng
+from ..core.index import IndexSet
+from ..core.precision import Precision, wide
+from ..core.tape import backward
+from ..engine import ComputationRequest, compile
+from ..engine.buckets import padding_side
+from ..engine.ends import EndMasks
+from ..engine.graph import Graph
+from ..errors import TrainingError
+from ..network import Network
+from . import loss_scale
+from .examples import Chunks
+from .fit_data import used_widths
+from .objectives import Objective, get_objective, objective
+from .parallel import DataParallel, Reduction
+from .rules import KaldiRules
+
+__all__ = ["describe", "Trainer", "trains_with_ends"]
+
+
+def trains_with_ends(network: Any) -> bool:
+    """Whether padding a chunk past its sequence's end (repeating the last frame) changes its outputs, and the
+    request can take each sequence's end instead (`symnet._src.engine.buckets.padding_side`)."""
+    return padding_side(Graph(dict(network.structure.outputs)), with_ends=True) in ("ends", "start")
+
+
+class Trainer:
+    """The compiled pieces of one training setup: request, step, evaluation."""
+
+    def __init__(
+        self,
+        network: Any,
+        optimizer: optax.GradientTransformation,
+        *,
+        batch_size: int,
+        chunks: Chunks,
+        kind: str | Objective,
+        input: str,
+        output: str,
+        parallel: DataParallel | None = None,
+        widths: Sequence[int] = (),
+        rules: KaldiRules | None = None,
+        frame_subsampling_factor: int = 1,
+        lowering: str = "auto",
+        precision: Precision | None = None,
+    ) -> None:
+        self.optimizer = optimizer
+        self.lowering = lowering  # how recurrences run in every compiled step (`compile`'s `lowering`)
+        # The mixed-precision policy every computation is compiled with; with its loss_scale the optimiser
+        # state is a LossScaled (symnet._src.train.loss_scale), and a step whose gradients overflow is skipped.
+        self.precision = precision
+        growth = precision.growth_interval if precision is not None else 1
+        # A per-frame objective by its name (`objective()`), or a sequence Objective (`objective.loss` on
+        # [batch, frames, dim] outputs with per-chunk supervision, made once per Chunks in `supervision`).
+        resolved = get_objective(kind)
+        self.sequence: Objective | None = resolved if isinstance(resolved, Objective) else None
+        kind = resolved if isinstance(resolved, str) else resolved.name
+        # Outputs at chunk frames 0, k, 2k, ...: the request asks for those output Indexes only (the planner
+        # computes what they need: about half the time of all frames for a TDNN at k=3, docs/training.md).
+        self.subsampling = int(frame_subsampling_factor)
+        if self.sequence is not None and parallel is not None:
+            raise TrainingError(
+                f"the {self.sequence.name!r} objective does not train over a mesh yet; train it without mesh="
+            )
+        self._supervision: dict[int, tuple[Chunks, Any]] = {}
+        # Kaldi's rules (`symnet._src.train.rules`): then `optimizer` is they, and every step also takes the
+        # minibatch's number of sequences and the dropout schedule's proportions (`rules_args`).
+        self.rules = rules
+        self.kind, self.input, self.output = kind, input, output
+        # Every output a step computes: the trained one first, then those the objective also reads (the
+        # chain objective's `output-xent`), each given its derivative in one backward walk.
+        self.outputs = (output, *(self.sequence.extra_outputs if self.sequence is not None else ()))
+        self.batch_size = batch_size
+        self.chunk, self.left, self.right = chunks.chunk, chunks.left, chunks.right
+        # The chunk widths minibatches are cut down to (`fit`'s `chunk=(300, 200, 100)`): the largest is `chunk`.
+        self.widths = used_widths(chunks, widths)
+        # With a mesh every device computes its own `batch_size / devices` chunks (symnet._src.train.parallel).
+        self.parallel = parallel
+        reduce = Reduction(parallel.axis if parallel is not None else None)
+        # A network whose outputs depend on where a sequence ends (a backward recurrence, an IfDefined of a
+        # later frame) is trained with each chunk's own end, not on repeats of its sequence's last frame.
+        # With a mesh each device gets the masks of its own chunks' ends.
+        self.sequence_ends = chunks.ends is not None and trains_with_ends(network)
+        self.local_batch = parallel.local_batch if parallel is not None else batch_size
+        self.network = network
+        self.test_network = set_test_mode(network)
+        self._computations: dict[tuple[int, bool], Any] = {}
+        self.computation = self.computation_for(self.chunk)
+        self.test_computation = self.computation_for(self.chunk, test=True)
+        self.structure = network.structure
+
+        def step(
+            network: Network,
+            opt_state: Any,
+            x: jax.Array,
+            targets: jax.Array,
+            weights: jax.Array,
+            key: jax.Array | None = None,
+            ends: EndMasks | None = None,
+            rules_args: Mapping[str, Any] | None = None,
+        ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array], jax.Array]:
+            # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
+            # the NaturalGradient* components' backward reads and updates them (else a no-op context).
+            # `key` feeds training-mode dropout (symnet.rng), forward and backward alike.
+            # With a mesh: the loss and derivative scaled by this device's share of the frames, then summed.
+            # Training-mode batch-norm takes the whole minibatch's statistics (over all devices).
+            randomness = rng.randomness(reduce.key(key)) if key is not None else contextlib.nullcontext()
+            computation = self.computation_for(self.width_of(x))
+            scaled = isinstance(opt_state, loss_scale.LossScaled)
+            inner = loss_scale.inner(opt_state)
+            proportions = rng.dropout_proportions(rules_args["dropout"]) if rules_args else contextlib.nullcontext()
+            with (
+                randomness,
+                proportions,
+                statistics_across(reduce.axis),
+                natural_gradient.step_context(inner) as ng,
+            ):
+                tapes = computation.forward(network, {input: x}, ends)
+                loss, correct, deltas = self.objective(
+                    {name: tapes[name].value for name in self.outputs}, targets, weights
+                )
+                share = reduce.share(weights)
+                # With loss scaling the derivative is scaled up before the walk, the gradients down after it.
+                seed = share * opt_state.scale if scaled else share
+                grads = reduce.sum(backward([(tapes[name], d * seed) for name, d in deltas.items()]))
+                if scaled:
+                    grads = {name: g / opt_state.scale for name, g in grads.items()}
+                # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
+                state = dict(network.state)
+                for name in self.outputs:
+                    state.update(batchnorm_stats_updates(tapes[name], network.state))
+            loss, correct = reduce.sum((loss * share, correct))
+            if rules is None:
+                updates, new_inner = optimizer.update(grads, ng.carry(inner), network.params)
+                params = optax.apply_updates(network.params, updates)
+            else:
+                # Kaldi's rules: the gradient is of the mean loss over the minibatch's frames; its l2 term
+                # needs the number of sequences. Then batch-norm statistics and orthonormal constraints.
+                assert rules_args is not None
+                frames = jnp.maximum(reduce.sum(weights.sum()), 1.0)
+                updates, new_inner = rules.update(
+                    grads, ng.carry(inner), network.params, frames=frames, sequences=rules_args["sequences"]
+                )
+                params = optax.apply_updates(network.params, updates)
+                params, state = rules.after_update(params, state, key)
+            if scaled:  # gradients that overflowed: the step is skipped, the scale halved
+                ok = loss_scale.all_finite(grads)
+                params = loss_scale.choose(ok, params, network.params)
+                state = loss_scale.choose(ok, state, dict(network.state))
+                opt_state = loss_scale.advanced(opt_state, new_inner, ok, growth)
+            else:
+                opt_state = new_inner
+            # Per parameter: are all its new values finite? (A huge step can overflow the
+            # parameters while the loss, computed before the update, is still finite.)
+            finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
+            new_network = Network.from_structure(network.structure, params, state, network.objectives)
+            return new_network, opt_state, loss, correct, finite, optax.tree.norm(grads)
+
+        # Validation runs in test mode (batch-norm's stored statistics, no dropout), as Kaldi's
+        # nnet3-compute-prob does; the test-mode network has the same parameters.
+        test_structure = self.test_network.structure
+
+        def evaluate(
+            network: Network,
+            x: jax.Array,
+            targets: jax.Array,
+            weights: jax.Array,
+            ends: EndMasks | None = None,
+            dropout: Mapping[str, Any] | None = None,
+        ) -> tuple[jax.Array, jax.Array]:
+            test_network = Network.from_structure(test_structure, network.params, network.state)
+            with rng.dropout_proportions(dropout) if dropout else contextlib.nullcontext():
+                values = self.computation_for(self.width_of(x), test=True)(test_network, {input: x}, ends)
+            loss, correct, _ = self.objective({name: values[name] for name in self.outputs}, targets, weights)
+            share = reduce.share(weights)
+            return reduce.sum((loss * share, correct))
+
+        if parallel is None:
+            self.step = jax.jit(step, donate_argnums=(1,))
+            self.evaluate = jax.jit(evaluate)
+        elif rules is None:  # a mesh's jit takes exactly its arguments: the rules' only with rules
+
+            def plain_step(*args: Any) -> Any:
+                return step(*args)
+
+            def plain_evaluate(*args: Any) -> Any:
+                return evaluate(*args)
+
+            self.step = parallel.jit(plain_step, "rrsssrs", donate=(1,))
+            self.evaluate = parallel.jit(plain_evaluate, "rssss")
+        else:
+            self.step = parallel.jit(step, "rrsssrsr", donate=(1,))
+            self.evaluate = parallel.jit(evaluate, "rssssr")
+
+    def objective(
+        self, values: Mapping[str, jax.Array], targets: Any, weights: jax.Array
+    ) -> tuple[jax.Array, Any, dict[str, jax.Array]]:
+        """(loss, statistics, d loss / d each of `outputs`) of the output rows `values` by name
+        (`[frames * batch, dim]`, t-major; with frame subsampling the rows of chunk frames 0, k, 2k, ... only,
+        as are `targets` and `weights`).
+
+        Statistics: the correct frames for a per-frame objective, a sequence objective's statistics (a dict
+        with `correct` and `count`) for one."""
+        values = {name: v.astype(wide(v.dtype)) for name, v in values.items()}  # objectives sum in float32
+        if self.sequence is None:
+            loss, correct, delta = objective(self.kind, values[self.output], targets, weights)
+            return loss, correct, {self.output: delta}
+        batch = self.local_batch
+
+        def sequences(rows: jax.Array) -> jax.Array:  # [frames * batch, dim] -> [batch, frames, dim]
+            return jnp.swapaxes(rows.reshape((rows.shape[0] // batch, batch) + rows.shape[1:]), 0, 1)
+
+        def rows(x: jax.Array) -> jax.Array:
+            return jnp.swapaxes(x, 0, 1).reshape((-1,) + x.shape[2:])
+
+        value = values[self.output]
+        w = weights.reshape(value.shape[0] // batch, batch).T
+        extra = {name: sequences(values[name]) for name in self.outputs[1:]}
+        loss, stats, delta, extra_deltas = self.sequence.value_and_grad(sequences(value), w, targets, extra)
+        return loss, stats, {self.output: rows(delta), **{name: rows(d) for name, d in extra_deltas.items()}}
+
+    def request(self, batch: int, width: int | None = None) -> ComputationRequest:
+        """The request of one minibatch of `batch` chunks of `width` output frames (`chunk` unless given)."""
+        width = self.chunk if width is None else width
+        return ComputationRequest(
+            inputs={self.input: IndexSet.range(n=batch, t=(-self.left, width + self.right))},
+            outputs={name: IndexSet.range(n=batch, t=range(0, width, self.subsampling)) for name in self.outputs},
+            sequence_ends=self.sequence_ends,
+        )
+
+    def computation_for(self, width: int, test: bool = False) -> Any:
+        """The compiled computation of one minibatch of chunks `width` frames wide (`test`: the test-mode network)."""
+        key = (width, test)
+        if key not in self._computations:
+            network = self.test_network if test else self.network
+            request = self.request(self.local_batch, width)
+            self._computations[key] = compile(network, request, self.lowering, precision=self.precision)
+        return self._computations[key]
+
+    def width_of(self, x: Any) -> int:
+        """The chunk width of a minibatch's features (`[(width + left + right) * local batch, dim]`)."""
+        return int(x.shape[0]) // self.local_batch - self.left - self.right
+
+    def batches(self, chunks: Chunks, order: np.ndarray) -> list[np.ndarray]:
+        """Minibatch indexes in `order`, each of chunks of one width; `arrays` fills the last of each up to keep
+        one shape.
+
+        With one width they are consecutive slices of `order`. With several, each width's chunks (in `order`)
+        are cut into minibatches, ordered by where their first chunk comes in `order`.
+        """
+        need = chunks.widths(self.widths)
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        out = []
+        for width in self.widths:
+            members = order[need[order] == width]
+            out += [members[start : start + self.batch_size] for start in range(0, len(members), self.batch_size)]
+        return sorted(out, key=lambda idx: int(rank[idx[0]]))
+
+    def width(self, chunks: Chunks, idx: np.ndarray) -> int:
+        """The width minibatch `idx` is computed at: the widest its chunks need."""
+        return int(chunks.widths(self.widths, idx).max())  # per step: this minibatch's chunks only
+
+    def arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[jax.Array, ...]:
+        """(features, targets, weights) of minibatch `idx`, each split over the devices with a mesh."""
+        x, targets, weights = self.host_arrays(chunks, idx)
+        if self.parallel is not None:
+            return self.parallel.shard(x, targets, weights)
+        return jnp.asarray(x), jax.tree.map(jnp.asarray, targets), jnp.asarray(weights)
+
+    def supervision(self, chunks: Chunks) -> Any:
+        """The sequence objective's per-chunk supervision of `chunks`, made once (from the frames at the full
+        rate; with frame subsampling, the output frames' weights are those of every k-th frame)."""
+        assert self.sequence is not None
+        cached = self._supervision.get(id(chunks))
+        if cached is None or cached[0] is not chunks:
+            made = self.sequence.supervision(chunks.targets, chunks.weights, self.subsampling)
+            cached = (chunks, {name: np.asarray(a) for name, a in made.items()})
+            self._supervision[id(chunks)] = cached
+        return cached[1]
+
+    def ends(self, chunks: Chunks, idx: np.ndarray, test: bool = False) -> EndMasks | None:
+        """The end masks of minibatch `idx` for `step` (`test`: for `evaluate`) where training takes sequence
+        ends, else None; with a mesh, each device's own, split over the data axis."""
+        if not self.sequence_ends:
+            return None
+        computation = self.computation_for(self.width(chunks, idx), test)
+        assert chunks.ends is not None  # sequence_ends is set only for chunks that record their ends
+        ends = chunks.ends[self.filled(idx)]
+        if self.parallel is None:
+            return computation.end_masks(ends)
+        per_device = [computation.sequence_ends.masks(part) for part in np.split(ends, self.parallel.devices)]
+        return EndMasks(self.parallel.stack(per_device))
+
+    def filled(self, idx: np.ndarray) -> np.ndarray:
+        """`idx` filled up to the batch size with repeats of its chunks (`host_arrays` gives them weight 0)."""
+        pad = self.batch_size - len(idx)
+        return np.concatenate([idx, np.resize(idx, pad)]) if pad else idx
+
+    def host_arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[np.ndarray, Any, np.ndarray]:
+        weights_scale = np.ones(self.batch_size, dtype=np.float32)
+        weights_scale[len(idx) :] = 0.0
+        width = self.width(chunks, idx)
+        x, frame_targets, weights = chunks.minibatch(self.filled(idx), width)
+        targets: Any = frame_targets
+        weights = weights * np.tile(weights_scale, width)
+        k = self.subsampling
+        if k > 1:  # chunk frames 0, k, 2k, ... (rows t-major: every k-th block of `batch_size` rows)
+            rows = (np.arange(width)[::k, None] * self.batch_size + np.arange(self.batch_size)).ravel()
+            targets, weights = targets[rows], weights[rows]
+        if self.sequence is not None:
+            targets = {name: a[self.filled(idx)] for name, a in self.supervision(chunks).items()}
+        return x, targets, weights
+
+    def frames(self, chunks: Chunks, idx: np.ndarray) -> float:
+        """The weight (frames) of minibatch `idx`: the sum of `arrays`' weights (every k-th frame's with frame
+        subsampling)."""
+        if self.subsampling > 1:
+            return float(chunks.weights[idx][:, :: self.subsampling].sum(dtype=np.float32))
+        return float(chunks.weights[idx].sum(dtype=np.float32))
+
+    def counts(self, correct: Any, frames: float) -> tuple[float, float]:
+        """(correct, count) of a step's or evaluation's statistics: a per-frame objective counts frames, a
+        sequence objective its own (e.g. CTC's tokens)."""
+        if isinstance(correct, Mapping):
+            return float(correct["correct"]), float(correct["count"])
+        return float(correct), frames
+
+    def rules_args(self, idx: np.ndarray, fraction: float) -> dict[str, Any] | None:
+        """What a step with Kaldi's rules takes besides the minibatch: its number of sequences (chunks; the
+        filling ones do not count) and the dropout proportions after `fraction` of the run (None without
+        rules)."""
+        if self.rules is None:
+            return None
+        return {"sequences": self._replicated(float(len(idx))), "dropout": self.dropout(fraction)}
+
+    def dropout(self, fraction: float) -> dict[str, Any]:
+        """The dropout schedule's proportions after `fraction` of the run, as arrays for the jitted step."""
+        if self.rules is None:
+            return {}
+        return {name: self._replicated(p) for name, p in self.rules.dropout(fraction).items()}
+
+    def _replicated(self, value: float) -> jax.Array:
+        array = jnp.asarray(value, jnp.float32)
+        return self.parallel.replicate(array) if self.parallel is not None else array
+
+    def score(self, network: Any, chunks: Chunks, fraction: float = 1.0) -> tuple[float, float]:
+        """(loss, frame accuracy) over all of `chunks` (with a dropout schedule: its proportions after
+        `fraction` of the run, which test-mode dropout scales by)."""
+        total_loss, total_correct, total, total_count = 0.0, 0.0, 0.0, 0.0
+        dropout = self.dropout(fraction)
+        for idx in self.batches(chunks, np.arange(len(chunks))):
+            x, targets, weights = self.arrays(chunks, idx)
+            extra = (dropout,) if self.rules is not None else ()
+            loss, correct = self.evaluate(network, x, targets, weights, self.ends(chunks, idx, test=True), *extra)
+            frames = self.frames(chunks, idx)
+            right, count = self.counts(correct, frames)
+            total_loss += float(loss) * frames
+            total_correct += right
+            total += frames
+            total_count += count
+        return total_loss / max(total, 1.0), total_correct / max(total_count, 1.0)
+
+    def first_non_finite(self, network: Any, chunks: Chunks, idx: np.ndarray, key: jax.Array | None = None) -> str:
+        """The first node (operands before users) whose value is NaN or Inf, by walking the Tape.
+
+        In the Tape's topological order the first such node has only finite operands:
+        it is where the non-finite values start. With a mesh the whole minibatch runs here, on this
+        process's default device (dropout masks then differ from the devices').
+        """
+        x = jnp.asarray(self.host_arrays(chunks, idx)[0])
+        width = self.width(chunks, idx)
+        computation = self.computation_for(width)
+        ends = self.ends(chunks, idx)
+        if self.parallel is not None:
+            computation = compile(
+                network, self.request(self.batch_size, width), self.lowering, precision=self.precision
+            )
+            network = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), network)
+            key = None if key is None else jnp.asarray(np.asarray(key))
+            if ends is not None:
+                assert chunks.ends is not None  # as in `ends`
+                ends = computation.end_masks(chunks.ends[self.filled(idx)])
+        with rng.randomness(key) if key is not None else contextlib.nullcontext():
+            tape = computation.forward(network, {self.input: x}, ends)[self.output]
+        for node in tape.nodes():
+            value = np.asarray(node.value)
+            bad = ~np.isfinite(value)
+            if bad.any():
+                first = value[bad].flat[0]
+                return f"{describe(node.layer)} (its value has {int(bad.sum())} non-finite entries, first {first})"
+        return "no node of the network (the objective itself)"
+
+
+def describe(layer: Any, width: int = 100) -> str:
+    """A layer for an error message: its type, its name or a shortened expression, where it was built."""
+    kind = type(layer).__name__
+    name = getattr(layer, "name", None)
+    if isinstance(name, str):
+        text = f"{kind} {name!r}"
+    else:
+        expr = repr(layer)
+        if len(expr) > width:  # keep both ends: `... @ Weight(..., name='out.w')` names the parameter
+            expr = expr[: width // 2 - 2] + " ... " + expr[-(width // 2 - 3) :]
+        text = f"{kind} node `{expr}`"
+    where = getattr(layer, "where", None)
+    return f"{text} (built at {where})" if where else text

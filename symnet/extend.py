@@ -1,0 +1,18 @@
+"""What a new layer, descriptor or notebook view needs beyond `symnet`'s own names (as `jax.extend` is to jax).
+
+- `Formatter`: how a layer class prints itself in reprs and Kaldi-like text.
+- `Combine` and `Rule`: the answers a new `Descriptor` gives the planner (how the rows it reads
+  make a row; when a row is computable), with `encode` and `decode` between an Index
+  `(n, t, x)` and the int64 key `map_keys` works on.
+- `register_html(cls, view)` and `render_html(obj)`: a notebook view for a new class.
+
+docs/extending.md shows each in use.
+"""
+
+from symnet._src.core.descriptor import Combine, Rule
+from symnet._src.core.formatting import Formatter
+from symnet._src.core.html import register as register_html
+from symnet._src.core.html import render as render_html
+from symnet._src.core.index import decode, encode
+
+__all__ = ["Combine", "Formatter", "Rule", "decode", "encode", "register_html", "render_html"]
