@@ -26,8 +26,8 @@ import time
 import numpy as np
 import optax
 
-from symnet.datasets import HmmTask, accuracy
 from symnet._src.demo import blstm
+from symnet.datasets import HmmTask, accuracy
 from symnet.train import fit, steps_per_epoch
 
 
