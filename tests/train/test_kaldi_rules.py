@@ -628,3 +628,33 @@ def test_nnet3_train_fixture():
     # The fixture has steps with and without each constraint (see make.py's seed), so both paths are checked.
     assert all(s == {True, False} for s in seen.values()), seen
     assert any(global_limit) and not all(global_limit)  # max-param-change was active, and not always
+
+
+def test_natural_gradient_under_float16_loss_scaling_skips_an_overflowing_step_whole():
+    """An overflowing float16 step (the scaled derivative is not finite) leaves the parameters, the inner
+    optimiser and the preconditioners as they were; the halved scale then trains them, all finite."""
+    from symnet import Precision
+
+    net = kaldi_net()
+    rules = natural_gradient.optimizer(quiet_rules(net, 1e-3), net)
+    feats, labels = data()
+    policy = Precision(compute="float16", loss_scale=2.0**24)  # the scaled derivative overflows float16
+    kw = {"batch_size": 4, "chunk": 6, "progress": False, "precision": policy}
+    first = fit(net, (feats, labels), rules, max_steps=1, **kw)
+    assert float(first.opt_state.scale) == 2.0**23
+    start = rules.init(net.params)
+    for before, after in zip(
+        jax.tree.leaves(start.preconditioners), jax.tree.leaves(first.opt_state.inner.preconditioners)
+    ):
+        np.testing.assert_array_equal(np.asarray(before), np.asarray(after))
+    assert all(np.array_equal(np.asarray(first.network.params[k]), np.asarray(net.params[k])) for k in net.params)
+    later = fit(net, (feats, labels), rules, epochs=5, **kw)  # 40 steps
+    assert float(later.opt_state.scale) <= 2.0**16 and int(later.opt_state.inner.inner.step) > 10
+    leaves = jax.tree.leaves((later.network.params, later.opt_state.inner.preconditioners))
+    assert all(np.isfinite(np.asarray(x)).all() for x in leaves)
+    moved = [k for k in net.params if not np.allclose(np.asarray(later.network.params[k]), np.asarray(net.params[k]))]
+    assert "out.linear_params" in moved
+    after = jax.tree.leaves(later.opt_state.inner.preconditioners)
+    assert any(
+        not np.allclose(np.asarray(x), np.asarray(y)) for x, y in zip(jax.tree.leaves(start.preconditioners), after)
+    )

@@ -109,6 +109,7 @@ def train(net: Any, mesh: Any, **options: Any) -> dict[str, Any]:
     return {
         "losses": [[h.train_loss, h.train_accuracy, h.valid_loss, h.valid_accuracy] for h in result.history],
         "steps": result.history[-1].step if result.history else None,
+        "scale": float(result.opt_state.scale) if hasattr(result.opt_state, "scale") else None,
         "values": {k: np.asarray(v).tolist() for k, v in result.network.values.items()},
     }
 
@@ -162,6 +163,11 @@ def worker(mode: str, *args: str) -> dict[str, Any]:
             out[name] = {"one": train(net, None), "mesh": train(net, mesh), "hlo": collectives(net, mesh)}
         tdnn = networks()["tdnn"]  # last chunks cut to 2 or 4 frames where they hold no more
         out["widths"] = {"one": train(tdnn, None, chunk=(CHUNK, 4, 2)), "mesh": train(tdnn, mesh, chunk=(CHUNK, 4, 2))}
+        from symnet import Precision
+
+        # float16 with a loss scale that overflows at first: every device skips the same steps, then trains
+        half = {"precision": Precision(compute="float16", loss_scale=2.0**20), "epochs": 3}
+        out["float16"] = {"one": train(tdnn, None, **half), "mesh": train(tdnn, mesh, **half)}
         with tempfile.TemporaryDirectory() as folder:  # stopped after 7 steps (mid-epoch), then resumed
             path = os.path.join(folder, "run.ckpt")
             train(networks()["tdnn"], mesh, checkpoint=path, checkpoint_every=1, max_steps=7)
@@ -223,6 +229,7 @@ def test_mesh_runs_equal_the_one_device_runs() -> None:
         check_equal_runs(compared, name)
         check_collectives(compared, name)
     check_chunk_widths(compared)
+    check_float16(compared)
     resumed, whole = compared["resumed"], compared["tdnn"]["mesh"]
     # a mesh run stopped after 7 steps and resumed from its checkpoint ends as the uninterrupted one
     assert resumed["losses"] == whole["losses"] and resumed["values"] == whole["values"]
@@ -256,6 +263,18 @@ def check_collectives(compared: dict[str, Any], name: str) -> None:
     if name == "batchnorm":
         expected += [[8]] * 4  # (the row count is a constant: jax folds its psum)
     assert sorted(ops["reduced"]) == sorted(expected), (name, ops)
+
+
+def check_float16(compared: dict[str, Any]) -> None:
+    """float16 with dynamic loss scaling: the mesh run skips the steps the one-device run skips (the
+    all-reduced gradient overflows on every device at once) and trains as it does, to float16 rounding."""
+    one, mesh = compared["float16"]["one"], compared["float16"]["mesh"]
+    assert mesh["steps"] == one["steps"] == 36 and mesh["scale"] == one["scale"] < 2.0**20
+    np.testing.assert_allclose(mesh["losses"], one["losses"], rtol=2e-3)
+    for name, value in one["values"].items():
+        np.testing.assert_allclose(mesh["values"][name], value, rtol=2e-3, atol=1e-4, err_msg=name)
+    initial = {k: np.asarray(v) for k, v in networks()["tdnn"].values.items()}
+    assert any(not np.allclose(one["values"][k], v) for k, v in initial.items())  # it did train
 
 
 def check_chunk_widths(compared: dict[str, Any]) -> None:
