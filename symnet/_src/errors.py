@@ -1,8 +1,5 @@
-"""Exception classes: every error symnet raises about user input is one of these.
-
-Each names what is at fault (a node and the line that built it, a value, a
-shape) so that a traceback from deep inside JAX never reaches the user.
-"""
+"""The implementation behind `symnet.errors` (private: import its names from `symnet.errors`, whose docstring
+says what they are)."""
 
 from __future__ import annotations
 
