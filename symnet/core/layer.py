@@ -648,6 +648,12 @@ class Structure:
     param_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
     state_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
 
+    @classmethod
+    def of(cls, outputs: Mapping[str, Layer]) -> Structure:
+        """The structure of these outputs: canonical (`canonicalize`), its Weights in name order."""
+        canonical, weights = canonicalize(outputs)
+        return cls(tuple(canonical.items()), tuple(weights.values()))
+
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "names", tuple(w.name for w in self.weights))
         object.__setattr__(self, "param_names", tuple(w.name for w in self.weights if w.trainable))

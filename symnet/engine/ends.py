@@ -34,9 +34,8 @@ from ..core.index import IndexSet, decode, shift
 from ..errors import PlanError
 from .cache import Cache
 from .context import modulus
-from .graph import Graph
+from .graph import Graph, strongly_connected
 from .plan import Planner, time_reach
-from .recurrence import strongly_connected
 from .request import ComputationRequest
 from .semantics import optional_reads, rule
 

@@ -29,7 +29,7 @@ from typing import Any
 from ..components.base import Component
 from ..components.structure import CompositeComponent
 from ..core.descriptor import Combine, Descriptor, Input, Node, Ref
-from ..core.layer import Identity, Layer, evolve
+from ..core.layer import Identity, Layer, Structure, evolve
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, ConfigWriteError, DescriptorError
 from ..layers.kaldi import kaldi_forms
@@ -44,6 +44,7 @@ __all__ = [
     "descriptor_dim",
     "network_config_lines",
     "strong_refs",
+    "structure_config_lines",
     "substitute_nodes",
     "write_network",
     "write_order",
@@ -161,9 +162,15 @@ def network_config_lines(
     """
     if not isinstance(network, Network):
         raise ArgumentTypeError(f"expected a Network, got {type(network).__name__}")
-    net, objectives = network, {**network.objectives, **(objectives or {})}
-    output_names = [name for name, _ in net.structure.outputs]
-    written = [layer for _, layer in net.structure.outputs]
+    return structure_config_lines(network.structure, {**network.objectives, **(objectives or {})}, exact=exact)
+
+
+def structure_config_lines(
+    structure: Structure, objectives: Mapping[str, str], *, exact: bool = True
+) -> list[ConfigLine]:
+    """`network_config_lines` of a network's structure and objectives: it needs no parameter arrays."""
+    output_names = [name for name, _ in structure.outputs]
+    written = [layer for _, layer in structure.outputs]
     # Typed layers and nonlinearities as Kaldi's components, each the operand of a node; those made here keep
     # Kaldi's default training options, so only their parameters (names, shapes, initialisers) must come back
     # from the options written.
