@@ -100,15 +100,14 @@ def _load(path: str, seed: int = 0) -> Any:
 def _structure(path: str) -> tuple[Any, Mapping[str, str]]:
     """The structure and objectives of what `_load` reads; a Kaldi config's without drawing its parameters."""
     from .kaldi.build import read_structure
-    from .kaldi.model_reader import is_kaldi_model
-    from .kaldi.xconfig import is_xconfig
+    from .kaldi.config import is_config
     from .safe_read import regular_file
 
     regular_file(path, SymnetError, "model or config")
-    if is_kaldi_model(path) or zipfile.is_zipfile(path) or is_xconfig(path):
-        network = _load(path)
-        return network.structure, network.objectives
-    return read_structure(path)
+    if is_config(path):
+        return read_structure(path)
+    network = _load(path)
+    return network.structure, network.objectives
 
 
 def _info(args: argparse.Namespace, stdout: TextIO) -> int:

@@ -12,13 +12,15 @@ import zlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import jax
-import jax.numpy as jnp
-
 from ..errors import ParameterError, at
 
 if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+
     from .layer import Weight
+else:
+    from .lazyjax import jax, jnp
 
 __all__ = ["check_sizes", "checked_params", "initial_values", "MAX_PARAMETER_VALUES", "parameter_key"]
 

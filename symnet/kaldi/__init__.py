@@ -22,42 +22,53 @@ nnet3-eval-exact), `scales` (Kaldi's compile-time rule on descriptor scales),
 `lda` (the LDA-like input transform of recipes: nnet3-acc-lda-stats and
 nnet-get-feature-transform);
 the subpackage `xconfig` reads Kaldi's xconfig files.
+
+The names here are imported from their modules on first use (PEP 562), so
+reading a config for `symnet info` (`build.read_structure`) imports no jax.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ..errors import ComponentConfigError, ConfigWriteError, ModelWriteError
-from .build import build_network, parse_network, read_network
-from .components import (
-    COMPONENTS,
-    READABLE_TYPES,
-    TOKEN_KINDS,
-    WRITABLE_TYPES,
-    KaldiComponentType,
-    build_component,
-    component_options,
-    lookup,
-)
-from .config import (
-    ComponentLine,
-    ComponentNode,
-    ConfigLine,
-    DimRangeNode,
-    InputNode,
-    OptionReader,
-    OutputNode,
-    Source,
-    check_config,
-    merge_config,
-    parse_config,
-    parse_line,
-    read_config,
-    write_config,
-)
-from .descriptor_text import normalize_descriptor, parse_descriptor, write_descriptor
-from .model import KaldiModel, format_model, model_to_nnet, nnet_component, output_dims, write_model
-from .model_reader import component_line, is_kaldi_model, model_from_nnet, parse_model, read_model
-from .network import KaldiNetwork, network_config_lines, write_network
-from .nnet_file import NnetComponent, NnetFile, format_nnet, parse_nnet, read_kaldi_array, read_nnet, write_nnet
-from .transition_model import TransitionModel
+
+if TYPE_CHECKING:
+    from .build import build_network, parse_network, read_network
+    from .components import (
+        COMPONENTS,
+        READABLE_TYPES,
+        TOKEN_KINDS,
+        WRITABLE_TYPES,
+        KaldiComponentType,
+        build_component,
+        component_options,
+        lookup,
+    )
+    from .config import (
+        ComponentLine,
+        ComponentNode,
+        ConfigLine,
+        DimRangeNode,
+        InputNode,
+        OptionReader,
+        OutputNode,
+        Source,
+        check_config,
+        merge_config,
+        parse_config,
+        parse_line,
+        read_config,
+        write_config,
+    )
+    from .descriptor_text import normalize_descriptor, parse_descriptor, write_descriptor
+    from .model import KaldiModel, format_model, model_to_nnet, nnet_component, output_dims, write_model
+    from .model_reader import component_line, is_kaldi_model, model_from_nnet, parse_model, read_model
+    from .network import KaldiNetwork, network_config_lines, write_network
+    from .nnet_file import NnetComponent, NnetFile, format_nnet, parse_nnet, read_kaldi_array, read_nnet, write_nnet
+    from .transition_model import TransitionModel
+
 
 __all__ = [
     "COMPONENTS",
@@ -114,3 +125,42 @@ __all__ = [
     "write_network",
     "write_nnet",
 ]
+
+
+#: Module -> the public names it defines; every name in `__all__` but the errors is imported from its module on
+#: first use (`__getattr__`), so a module of this package (`symnet.kaldi.build`) imports without the others.
+_MODULES: dict[str, tuple[str, ...]] = {
+    ".build": ("build_network", "parse_network", "read_network"),
+    ".components": (
+        "COMPONENTS", "READABLE_TYPES", "TOKEN_KINDS", "WRITABLE_TYPES", "KaldiComponentType", "build_component",
+        "component_options", "lookup",
+    ),
+    ".config": (
+        "ComponentLine", "ComponentNode", "ConfigLine", "DimRangeNode", "InputNode", "OptionReader", "OutputNode",
+        "Source", "check_config", "merge_config", "parse_config", "parse_line", "read_config", "write_config",
+    ),
+    ".descriptor_text": ("normalize_descriptor", "parse_descriptor", "write_descriptor"),
+    ".model": ("KaldiModel", "format_model", "model_to_nnet", "nnet_component", "output_dims", "write_model"),
+    ".model_reader": ("component_line", "is_kaldi_model", "model_from_nnet", "parse_model", "read_model"),
+    ".network": ("KaldiNetwork", "network_config_lines", "write_network"),
+    ".nnet_file": (
+        "NnetComponent", "NnetFile", "format_nnet", "parse_nnet", "read_kaldi_array", "read_nnet", "write_nnet",
+    ),
+    ".transition_model": ("TransitionModel",),
+}  # fmt: skip
+
+#: Public name -> its module.
+_LAZY = {name: module for module, names in _MODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name's object, imported from its module on first use (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -46,7 +46,7 @@ import difflib
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,7 +56,6 @@ from ..core.layer import Layer, Structure, Weight, evolve
 from ..core.params import check_sizes
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ComponentConfigError, ConfigError, ParameterError, SymnetError
-from ..network import Network
 from .components import PLACEHOLDER_INPUT, lookup, records
 from .config import (
     ComponentLine,
@@ -71,6 +70,9 @@ from .config import (
     read_config,
 )
 from .network import descriptor_dim, network_config_lines, strong_refs, substitute_nodes
+
+if TYPE_CHECKING:
+    from ..network import Network
 
 __all__ = ["build_network", "parse_network", "read_network", "read_structure"]
 
@@ -309,6 +311,8 @@ def build_network(
     model file stores them): those of the network's Weights are used as they
     are, never drawn (values of components no output uses are left out).
     """
+    from ..network import Network  # here: `read_structure` (`symnet info`) imports no jax
+
     lines = list(lines)
     base_net = None
     redefined = {line.name for line in lines if isinstance(line, ComponentLine)}

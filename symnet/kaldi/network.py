@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..components.base import Component
 from ..components.structure import CompositeComponent
@@ -33,10 +33,12 @@ from ..core.layer import Identity, Layer, Structure, evolve
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, ConfigWriteError, DescriptorError
 from ..layers.kaldi import kaldi_forms
-from ..network import Network
 from .components import PLACEHOLDER_INPUT, component_options
 from .config import ComponentLine, ComponentNode, ConfigLine, DimRangeNode, InputNode, OutputNode, write_config
 from .descriptor_text import write_descriptor
+
+if TYPE_CHECKING:
+    from ..network import Network
 
 __all__ = [
     "KaldiNetwork",
@@ -68,10 +70,14 @@ class _KaldiNetworkAlias(type):
     `isinstance(x, Network)`. Both warn (DeprecationWarning)."""
 
     def __instancecheck__(cls, instance: Any) -> bool:
+        from ..network import Network  # here: describing a config (`symnet info`) imports no jax
+
         _deprecated()
         return isinstance(instance, Network)
 
     def __call__(cls, network: Network, objectives: Mapping[str, str] | None = None) -> Network:
+        from ..network import Network
+
         _deprecated()
         if not isinstance(network, Network):
             raise ArgumentTypeError(
@@ -160,6 +166,8 @@ def network_config_lines(
     parameters came from files with the options of their shapes (see
     `component_options`). ConfigWriteError for what a config cannot say.
     """
+    from ..network import Network  # here: describing a config (`structure_config_lines`) imports no jax
+
     if not isinstance(network, Network):
         raise ArgumentTypeError(f"expected a Network, got {type(network).__name__}")
     return structure_config_lines(network.structure, {**network.objectives, **(objectives or {})}, exact=exact)
