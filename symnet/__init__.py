@@ -13,8 +13,8 @@ that runs without symnet (`symnet.exporting`).
 
 Every name but the errors and `__version__` is imported from its module on
 first use (PEP 562), so `import symnet` imports neither jax nor numpy, and a
-program pays only for what it uses (`symnet --help` imports no jax;
-`symnet compute` no display, saving or optax); `symnet.display` is imported
+program pays only for what it uses (`symnet --help` and `symnet info CONFIG`
+import no jax; `symnet compute` no display, saving or optax); `symnet.display` is imported
 before the first notebook view is drawn.
 `import symnet` leaves the process's malloc as it is; `tune_host_memory()`
 opts in to keeping freed host memory (`symnet.host_memory`).

@@ -1,5 +1,5 @@
-"""Start-up: `import symnet` and `symnet --help` import no jax, `symnet compute` no module it does not use;
-the lazy names are the modules' own.
+"""Start-up: `import symnet`, `symnet --help` and `symnet info CONFIG` import no jax, `symnet compute` no module
+it does not use; the lazy names are the modules' own.
 
 Each check runs in a fresh interpreter (this one has imported everything), and
 the reference for what a lazy name is is the defining module's attribute.
@@ -75,6 +75,59 @@ def test_import_symnet_and_help_import_no_jax() -> None:
         f"result = [after_import, [m for m in {HEAVY!r} if m in sys.modules], status]"
     )
     assert loaded == [[], [], 0]
+
+
+INFO_CONFIG = """input-node name=input dim=4
+component name=a type=NaturalGradientAffineComponent input-dim=12 output-dim=5
+component-node name=a component=a input=Append(Offset(input, -1), input, Offset(input, 2))
+component name=bn type=BatchNormComponent dim=5
+component-node name=bn component=bn input=a
+output-node name=output input=bn objective=quadratic
+"""
+
+#: nnet3-info's lines for it: context 1 and 2 from the offsets; 12 * 5 + 5 trainable values; the batch-norm
+#: statistics (5 means, 5 variances, the count) are fixed.
+INFO_LINES = [
+    "input-dim: 4",
+    "ivector-dim: -1",
+    "output-dim: 5",
+    "left-context: 1",
+    "right-context: 2",
+    "num-parameters: 65",
+    "num-fixed-parameters: 11",
+    "modulus: 1",
+    "input-node name=input dim=4",
+    "component-node name=a component=a input=Append(Offset(input, -1), input, Offset(input, 2)) input-dim=12 "
+    "output-dim=5",
+    "component-node name=bn component=bn input=a input-dim=5 output-dim=5",
+    "output-node name=output input=bn dim=5 objective=quadratic",
+    "component name=a type=NaturalGradientAffineComponent input-dim=12 output-dim=5 num-parameters=65 "
+    "linear_params=[5,12] bias_params=[5]",
+    "component name=bn type=BatchNormComponent input-dim=5 output-dim=5 num-parameters=0 num-fixed-parameters=11 "
+    "stats_mean=[5] stats_var=[5] count=[]",
+]
+
+
+def test_info_of_a_config_imports_no_jax(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: `symnet info CONFIG` drew every parameter with jax.random (about twice `import jax`)."""
+    config = tmp_path / "net.config"
+    config.write_text(INFO_CONFIG)
+    printed = _fresh(
+        "import contextlib, io\n"
+        "from symnet.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    status = main(['info', {str(config)!r}])\n"
+        f"result = [status, out.getvalue().splitlines(), [m for m in {HEAVY!r} if m in sys.modules]]"
+    )
+    assert printed == [0, INFO_LINES, []]
+    # The model file of that network (read with its arrays, through a Network) is described alike.
+    model = tmp_path / "net.txt"
+    write_model(model, parse_network(INFO_CONFIG), binary=False)
+    from symnet.cli import main
+
+    assert main(["info", str(model)]) == 0
+    assert capsys.readouterr().out.splitlines() == INFO_LINES
 
 
 def test_the_lazy_table_names_every_public_name_once() -> None:
