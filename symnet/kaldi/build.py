@@ -74,7 +74,7 @@ from .network import descriptor_dim, network_config_lines, strong_refs, substitu
 if TYPE_CHECKING:
     from ..network import Network
 
-__all__ = ["build_network", "parse_network", "read_network", "read_structure"]
+__all__ = ["build_network", "config_structure", "parse_network", "read_network", "read_structure"]
 
 
 def _where(line: ConfigLine, key: str | None = None) -> str | None:
@@ -397,10 +397,22 @@ def read_structure(
     No parameter is drawn: what needs only the Weights' shapes (`symnet info`) reads this.
     """
     lines = list(read_config(source, file=file))
-    outputs, objectives = _config_outputs(lines, read_matrix)
+    structure, objectives = config_structure(lines, read_matrix=read_matrix)
     try:
-        structure = Structure.of(outputs)
-        check_sizes(dict(zip(structure.names, structure.weights, strict=True)))
-    except ParameterError as e:  # as build_network's
+        check_sizes(dict(zip(structure.names, structure.weights, strict=True)))  # as drawing them would
+    except ParameterError as e:
         raise ConfigError(str(e), file=_config_file(lines)) from None
     return structure, objectives
+
+
+def config_structure(
+    lines: Iterable[ConfigLine], *, read_matrix: Callable[[str], np.ndarray] | None = None
+) -> tuple[Structure, dict[str, str]]:
+    """The structure and output objectives of parsed config lines, checked as `build_network` checks them
+    (but for the size of the parameters, which nothing here allocates)."""
+    lines = list(lines)
+    outputs, objectives = _config_outputs(lines, read_matrix)
+    try:
+        return Structure.of(outputs), objectives
+    except ParameterError as e:  # as build_network's
+        raise ConfigError(str(e), file=_config_file(lines)) from None

@@ -108,26 +108,25 @@ INFO_LINES = [
 ]
 
 
-def test_info_of_a_config_imports_no_jax(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Before: `symnet info CONFIG` drew every parameter with jax.random (about twice `import jax`)."""
+def test_info_of_a_config_or_model_file_imports_no_jax(tmp_path: Path) -> None:
+    """Before: `symnet info` built the network, drawing every parameter with jax.random (about twice
+    `import jax`). The model files (text and binary) hold that network's arrays: their info is the same."""
     config = tmp_path / "net.config"
     config.write_text(INFO_CONFIG)
+    paths = [config, tmp_path / "net.txt", tmp_path / "net.raw"]
+    write_model(paths[1], parse_network(INFO_CONFIG), binary=False)
+    write_model(paths[2], parse_network(INFO_CONFIG), raw=True)
     printed = _fresh(
         "import contextlib, io\n"
         "from symnet.cli import main\n"
-        "out = io.StringIO()\n"
-        "with contextlib.redirect_stdout(out):\n"
-        f"    status = main(['info', {str(config)!r}])\n"
-        f"result = [status, out.getvalue().splitlines(), [m for m in {HEAVY!r} if m in sys.modules]]"
+        "result = []\n"
+        f"for path in {[str(p) for p in paths]!r}:\n"
+        "    out = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out):\n"
+        "        result.append([main(['info', path]), out.getvalue().splitlines()])\n"
+        f"result.append([m for m in {HEAVY!r} if m in sys.modules])"
     )
-    assert printed == [0, INFO_LINES, []]
-    # The model file of that network (read with its arrays, through a Network) is described alike.
-    model = tmp_path / "net.txt"
-    write_model(model, parse_network(INFO_CONFIG), binary=False)
-    from symnet.cli import main
-
-    assert main(["info", str(model)]) == 0
-    assert capsys.readouterr().out.splitlines() == INFO_LINES
+    assert printed == [[0, INFO_LINES]] * 3 + [[]]
 
 
 def test_the_lazy_table_names_every_public_name_once() -> None:
