@@ -6,18 +6,18 @@ descriptors move rows labelled by Indexes (`Offset`, `Append`, ...), a
 plans a `ComputationRequest` into one jitted program. Kaldi configs and
 models are in `symnet.kaldi`, components in `symnet.components`, training in
 `symnet.train`, notebook views in `symnet.display`; `save` and `load` keep any
-network, or a whole training state, in one file (`symnet.saving`).
+network, or a whole training state, in one file.
 
 `export` writes a network's inference function as a `jax.export` program
-that runs without symnet (`symnet.exporting`).
+that runs without symnet.
 
 Every name but the errors and `__version__` is imported from its module on
 first use (PEP 562), so `import symnet` imports neither jax nor numpy, and a
-program pays only for what it uses (`symnet --help` imports no jax;
-`symnet compute` no display, saving or optax); `symnet.display` is imported
+program pays only for what it uses (`symnet --help` and `symnet info CONFIG`
+import no jax; `symnet compute` no display, saving or optax); `symnet.display` is imported
 before the first notebook view is drawn.
 `import symnet` leaves the process's malloc as it is; `tune_host_memory()`
-opts in to keeping freed host memory (`symnet.host_memory`).
+opts in to keeping freed host memory.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__ge
     from ._src.core.precision import Precision
     from ._src.core.tape import Tape
     from ._src.core.walk import rewrite, walk
-    from ._src.engine import Computation, ComputationRequest, Stream, compile
+    from .engine import Computation, ComputationRequest, Stream, compile
     from ._src.engine.memo import clear_caches
     from ._src.exporting import export
     from ._src.host_memory import tune_host_memory
@@ -198,7 +198,7 @@ _MODULES: dict[str, tuple[str | None, ...]] = {
     "._src.core.precision": ("Precision",),
     "._src.core.tape": ("Tape",),
     "._src.core.walk": ("rewrite", "walk"),
-    "._src.engine": ("Computation", "ComputationRequest", "Stream", "compile"),
+    ".engine": ("Computation", "ComputationRequest", "Stream", "compile"),
     "._src.engine.memo": ("clear_caches",),
     "._src.host_memory": ("tune_host_memory",),
     "._src.network": ("Network",),

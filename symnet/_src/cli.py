@@ -97,15 +97,34 @@ def _load(path: str, seed: int = 0) -> Any:
     return _load_model(path, seed).network
 
 
+def _structure(path: str) -> tuple[Any, Mapping[str, str]]:
+    """The structure and objectives of what `_load` reads; a Kaldi config's or model file's without a Network
+    (no parameter drawn, no jax imported)."""
+    from .kaldi.build import read_structure
+    from .kaldi.config import is_config
+    from .kaldi.model_reader import is_kaldi_model, read_model_structure
+    from .safe_read import regular_file
+
+    regular_file(path, SymnetError, "model or config")
+    if is_config(path):
+        return read_structure(path)
+    if is_kaldi_model(path):
+        return read_model_structure(path)
+    network = _load(path)  # a symnet file or an xconfig
+    return network.structure, network.objectives
+
+
 def _info(args: argparse.Namespace, stdout: TextIO) -> int:
     from .errors import ConfigWriteError
     from .kaldi.info import info_lines
 
-    network = _load(args.model)
+    structure, objectives = _structure(args.model)
     try:
-        lines = info_lines(network)
+        lines = info_lines(structure, objectives)
     except ConfigWriteError:  # a network from Python that Kaldi's config cannot say: symnet's own summary
-        lines = str(network.summary()).splitlines()
+        from .engine.summary import summarize
+
+        lines = str(summarize(dict(structure.outputs))).splitlines()
     for line in lines:
         print(line, file=stdout)
     return 0

@@ -54,7 +54,7 @@ from symnet.train import EpochStats, fit, steps_per_epoch
 from .components import set_test_mode
 from .core.layer import Layer
 from .datasets import HmmTask
-from .kaldi import parse_network, read_model, write_model
+from symnet.kaldi import parse_network, read_model, write_model
 from .kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
 from .saving import save
 

@@ -29,7 +29,6 @@ from .core.layer import (
     Structure,
     Weight,
     as_layer,
-    canonicalize,
     evaluate,
     input_tape,
 )
@@ -89,8 +88,8 @@ class Network:
         if not outputs:
             raise GraphError("a Network needs at least one output")
         outputs = {str(k): as_layer(v) for k, v in outputs.items()}
-        canonical, weights = canonicalize(outputs)
-        structure = Structure(tuple(canonical.items()), tuple(weights.values()))
+        structure = Structure.of(outputs)
+        weights = dict(zip(structure.names, structure.weights, strict=True))
         trainable = {n: w for n, w in weights.items() if w.trainable}
         fixed = {n: w for n, w in weights.items() if not w.trainable}
         if values is not None:

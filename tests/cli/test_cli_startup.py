@@ -1,5 +1,5 @@
-"""Start-up: `import symnet` and `symnet --help` import no jax, `symnet compute` no module it does not use;
-the lazy names are the modules' own.
+"""Start-up: `import symnet`, `symnet --help` and `symnet info CONFIG` import no jax, `symnet compute` no module
+it does not use; the lazy names are the modules' own.
 
 Each check runs in a fresh interpreter (this one has imported everything), and
 the reference for what a lazy name is is the defining module's attribute.
@@ -83,6 +83,58 @@ def test_import_symnet_and_help_import_no_jax() -> None:
         f"result = [after_import, [m for m in {HEAVY!r} if m in sys.modules], status]"
     )
     assert loaded == [[], [], 0]
+
+
+INFO_CONFIG = """input-node name=input dim=4
+component name=a type=NaturalGradientAffineComponent input-dim=12 output-dim=5
+component-node name=a component=a input=Append(Offset(input, -1), input, Offset(input, 2))
+component name=bn type=BatchNormComponent dim=5
+component-node name=bn component=bn input=a
+output-node name=output input=bn objective=quadratic
+"""
+
+#: nnet3-info's lines for it: context 1 and 2 from the offsets; 12 * 5 + 5 trainable values; the batch-norm
+#: statistics (5 means, 5 variances, the count) are fixed.
+INFO_LINES = [
+    "input-dim: 4",
+    "ivector-dim: -1",
+    "output-dim: 5",
+    "left-context: 1",
+    "right-context: 2",
+    "num-parameters: 65",
+    "num-fixed-parameters: 11",
+    "modulus: 1",
+    "input-node name=input dim=4",
+    "component-node name=a component=a input=Append(Offset(input, -1), input, Offset(input, 2)) input-dim=12 "
+    "output-dim=5",
+    "component-node name=bn component=bn input=a input-dim=5 output-dim=5",
+    "output-node name=output input=bn dim=5 objective=quadratic",
+    "component name=a type=NaturalGradientAffineComponent input-dim=12 output-dim=5 num-parameters=65 "
+    "linear_params=[5,12] bias_params=[5]",
+    "component name=bn type=BatchNormComponent input-dim=5 output-dim=5 num-parameters=0 num-fixed-parameters=11 "
+    "stats_mean=[5] stats_var=[5] count=[]",
+]
+
+
+def test_info_of_a_config_or_model_file_imports_no_jax(tmp_path: Path) -> None:
+    """Before: `symnet info` built the network, drawing every parameter with jax.random (about twice
+    `import jax`). The model files (text and binary) hold that network's arrays: their info is the same."""
+    config = tmp_path / "net.config"
+    config.write_text(INFO_CONFIG)
+    paths = [config, tmp_path / "net.txt", tmp_path / "net.raw"]
+    write_model(paths[1], parse_network(INFO_CONFIG), binary=False)
+    write_model(paths[2], parse_network(INFO_CONFIG), raw=True)
+    printed = _fresh(
+        "import contextlib, io\n"
+        "from symnet._src.cli import main\n"
+        "result = []\n"
+        f"for path in {[str(p) for p in paths]!r}:\n"
+        "    out = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out):\n"
+        "        result.append([main(['info', path]), out.getvalue().splitlines()])\n"
+        f"result.append([m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    assert printed == [[0, INFO_LINES]] * 3 + [[]]
 
 
 def test_the_lazy_table_names_every_public_name_once() -> None:

@@ -93,7 +93,7 @@ def _model(case: str):
 
 
 def _info(kaldi_network) -> dict[str, int]:
-    lines = info_lines(kaldi_network)
+    lines = info_lines(kaldi_network.structure, kaldi_network.objectives)
     return {
         key: int(re.search(rf"^{key}: (-?\d+)$", "\n".join(lines), re.M).group(1))
         for key in ("left-context", "right-context", "modulus")

@@ -6,14 +6,17 @@ Parameters keep Kaldi's layout, so model files map 1:1: `linear_params` is
 
 from __future__ import annotations
 
-from typing import Any
-
-import jax
-import jax.numpy as jnp
+from typing import TYPE_CHECKING, Any
 
 from ..core.layer import Layer, child, layer_class
 from . import natural_gradient
 from .base import Component, auto_vjp, known_shape, rows_matmul_t, rows_sum
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = [
     "AffineComponent",

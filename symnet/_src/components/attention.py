@@ -27,15 +27,18 @@ gather-free. It has no parameters.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-import jax
-import jax.numpy as jnp
+from typing import TYPE_CHECKING, ClassVar
 
 from ..core.descriptor import Append, IfDefined, Offset
 from ..core.layer import Layer, child, layer_class
 from ..core.precision import in_float32
 from .base import Component, auto_vjp
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = ["RestrictedAttentionComponent"]
 

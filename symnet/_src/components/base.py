@@ -19,15 +19,20 @@ type); this package only holds the layers.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-import jax
 import numpy as np
 
 from ..core.frozen import FrozenArray
 from ..core.layer import FixedWeight, Layer, Literal, Weight, layer_class
 from ..errors import ComponentConfigError, ComponentModeError, ShapeError, UnknownShapeError, at
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 # ----- parameters ------------------------------------------------------------------
 

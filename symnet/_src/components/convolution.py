@@ -39,17 +39,22 @@ the delta to every input equal to the maximum (ties all get it), as Kaldi's.
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import Append, IfDefined, Offset
 from ..core.layer import Layer, child, layer_class
 from .base import Component, auto_vjp, known_shape
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = ["ConvolutionComponent", "MaxpoolingComponent", "TimeHeightConvolutionComponent"]
 
@@ -269,9 +274,7 @@ class ConvolutionComponent(Component):
 # ----- MaxpoolingComponent ------------------------------------------------------------------------
 
 
-@jax.custom_vjp
-def _kaldi_max(patches: jax.Array) -> jax.Array:
-    """The max over the last axis; its derivative goes to every element equal to the max (Kaldi's)."""
+def _max(patches: jax.Array) -> jax.Array:
     return jnp.max(patches, axis=-1)
 
 
@@ -286,7 +289,13 @@ def _kaldi_max_bwd(saved: tuple[jax.Array, jax.Array], delta: jax.Array) -> tupl
     return (mask * delta[..., None],)
 
 
-_kaldi_max.defvjp(_kaldi_max_fwd, _kaldi_max_bwd)
+@functools.cache
+def _kaldi_max() -> Any:
+    """The max over the last axis, whose derivative goes to every element equal to the max (Kaldi's); a
+    custom_vjp function made on first use (importing symnet imports no jax)."""
+    function = jax.custom_vjp(_max)
+    function.defvjp(_kaldi_max_fwd, _kaldi_max_bwd)
+    return function
 
 
 @layer_class
@@ -340,7 +349,7 @@ class MaxpoolingComponent(Component):
         return cols.reshape(px * py * pz, self.pool_x_size * self.pool_y_size * self.pool_z_size)
 
     def apply(self, x: jax.Array) -> jax.Array:
-        return _kaldi_max(x[..., self.column_map()])
+        return _kaldi_max()(x[..., self.column_map()])
 
     def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array) -> tuple[jax.Array | None, ...]:
         return auto_vjp(self, delta, x)

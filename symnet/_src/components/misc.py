@@ -8,17 +8,21 @@ forward, Kaldi's clipping of the backward delta).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..core import rng
 from ..core.descriptor import Const
 from ..core.layer import Layer, child, layer_class
 from .base import Component, ComponentModeError, auto_vjp
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = [
     "BackpropTruncationComponent",

@@ -95,16 +95,21 @@ the plain one.
 from __future__ import annotations
 
 import contextvars
+import functools
 import math
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeGuard
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..core.layer import Layer
 from ..errors import ArgumentTypeError, ShapeError, SymnetError
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = [
     "active",
@@ -187,7 +192,7 @@ def effective_rank(dim: int, rank: int) -> int:
     return min(rank, dim - 1)
 
 
-def init(dim: int, rank: int = 40, *, alpha: float = 4.0, epsilon: float = EPSILON, dtype: Any = jnp.float32) -> State:
+def init(dim: int, rank: int = 40, *, alpha: float = 4.0, epsilon: float = EPSILON, dtype: Any = np.float32) -> State:
     """Kaldi's `InitDefault(dim)` for a preconditioner of `rank` (clamped to `dim - 1`, as Kaldi does).
 
     The state is marked uninitialised (`t = -1`): the first `precondition` call initialises it from its
@@ -396,7 +401,7 @@ def components(target: Any) -> dict[str, Any]:
     return dict(sorted(found.items()))
 
 
-def init_states(target: Any, dtype: Any = jnp.float32) -> dict[str, dict[str, State]]:
+def init_states(target: Any, dtype: Any = np.float32) -> dict[str, dict[str, State]]:
     """`{component name: {"in": State, "out": State}}` for every natural-gradient component of `target`."""
     out = {}
     for name, layer in components(target).items():
@@ -541,7 +546,7 @@ class NaturalGradientState(NamedTuple):
     preconditioners: dict
 
 
-def optimizer(inner: Any, network: Any, *, dtype: Any = jnp.float32) -> Any:
+def optimizer(inner: Any, network: Any, *, dtype: Any = np.float32) -> Any:
     """`inner` (an optax GradientTransformation) training `network`'s NaturalGradient* components with
     Kaldi's natural gradient: its state also holds their preconditioners (`init_states(network)`).
 
@@ -601,11 +606,11 @@ def affine(
         ("num_samples_history", float(num_samples_history)),
         ("alpha", float(alpha)),
     )
-    return _ng_affine(opts, x, w, b, {"in": states["in"], "out": states["out"]})
+    return _ng_affine()(opts, x, w, b, {"in": states["in"], "out": states["out"]})
 
 
 _Opts = tuple[tuple[str, float], ...]
-_Residuals = tuple[jax.Array, jax.Array, jax.Array, Mapping[str, State]]
+_Residuals = tuple["jax.Array", "jax.Array", "jax.Array", Mapping[str, State]]
 
 
 def _ng_affine_fwd(
@@ -624,5 +629,9 @@ def _ng_affine_bwd(
     return jnp.matmul(delta, w), dw.astype(w.dtype), db.astype(b.dtype), new
 
 
-_ng_affine = jax.custom_vjp(lambda opts, x, w, b, states: jnp.matmul(x, w.T) + b, nondiff_argnums=(0,))
-_ng_affine.defvjp(_ng_affine_fwd, _ng_affine_bwd)
+@functools.cache
+def _ng_affine() -> Any:
+    """`affine`'s custom_vjp function, made on first use (importing symnet imports no jax)."""
+    function = jax.custom_vjp(lambda opts, x, w, b, states: jnp.matmul(x, w.T) + b, nondiff_argnums=(0,))
+    function.defvjp(_ng_affine_fwd, _ng_affine_bwd)
+    return function

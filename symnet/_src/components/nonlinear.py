@@ -8,13 +8,18 @@ derivative.
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
+from typing import TYPE_CHECKING
 
 from ..core.elementwise import LogSoftmax, ReLU, Sigmoid, Tanh
 from ..core.layer import Layer, child, layer_class
 from ..core.precision import in_float32
 from .base import Component
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = [
     "LogSoftmaxComponent",

@@ -16,14 +16,17 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator, Mapping
-from typing import Any
-
-import jax
-import jax.numpy as jnp
+from typing import TYPE_CHECKING, Any
 
 from ..core.layer import Layer, child, layer_class
 from ..core.precision import in_float32, wide
 from .base import Component
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = [
     "batchnorm_stats_updates",

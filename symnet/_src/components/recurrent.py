@@ -12,11 +12,16 @@ and the self-repair settings stay in `options`.
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
+from typing import TYPE_CHECKING
 
 from ..core.layer import Layer, child, layer_class
 from .base import Component, auto_vjp, known_shape
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = ["GruNonlinearityComponent", "LstmNonlinearityComponent", "OutputGruNonlinearityComponent"]
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-import jax
-import jax.numpy as jnp
+from typing import TYPE_CHECKING, ClassVar
 
 from ..core.descriptor import Const
 from ..core.layer import Layer, child, layer_class
 from .base import Component, known_shape, rows_sum
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = [
     "ConstantComponent",

@@ -36,10 +36,8 @@ ignores the floor in its backprop).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import IndexedLayer
@@ -48,6 +46,12 @@ from ..core.layer import Layer, child, layer_class
 from ..core.precision import in_float32
 from ..errors import ShapeError, at
 from .base import Component
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = ["StatisticsExtractionComponent", "StatisticsPoolingComponent"]
 

@@ -25,10 +25,8 @@ SpecAugmentTimeMaskComponent (nnet-general-component.cc)
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import IndexedLayer, Ref
@@ -36,6 +34,12 @@ from ..core.index import decode, encode
 from ..core.layer import Layer, child, children_field, evolve, layer_class
 from ..errors import ComponentConfigError, ShapeError, at
 from .base import Component, ComponentModeError
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = ["CompositeComponent", "DistributeComponent", "PART_INPUT", "SpecAugmentTimeMaskComponent"]
 

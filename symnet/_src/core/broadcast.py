@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import jax
 import numpy as np
 
 from ..errors import ShapeError, at
 
 if TYPE_CHECKING:
+    import jax
+
     from .layer import Layer
+else:
+    from .lazyjax import jax
 
 __all__ = ["check_broadcast", "unbroadcast"]
 

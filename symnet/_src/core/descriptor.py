@@ -64,8 +64,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import attrs
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..errors import DescriptorError, ShapeError, at
@@ -73,6 +71,12 @@ from .formatting import Formatter, number_text
 from .index import decode, encode, shift
 from .layer import Layer, child, children_field, layer_class
 from .source import user_line
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from .lazyjax import jax, jnp
 
 __all__ = [
     "Append",

@@ -7,12 +7,17 @@ derivatives are written out (`vjp`) and checked against `jax.grad`.
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
+from typing import TYPE_CHECKING
 
 from ..errors import ShapeError, at
 from .layer import Layer, child, layer_class
 from .precision import in_float32
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from .lazyjax import jax, jnp
 
 __all__ = ["Elementwise", "Exp", "Log", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"]
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..errors import LayerTypeError, at
 from .source import user_line
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from .lazyjax import jax, jnp
 
 __all__ = ["constant_array", "FrozenArray", "literal_value"]
 

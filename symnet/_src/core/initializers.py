@@ -10,16 +10,21 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ShapeError, at
 from .registry import INITIALIZER_CLASSES
 from .source import user_line
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from .lazyjax import jax, jnp
 
 __all__ = ["Full", "Glorot", "Initializer", "Normal", "Uniform", "Zeros"]
 
@@ -30,18 +35,20 @@ _BLOCK = 1 << 16
 _SMALLEST = 1 << 8
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _normal_block(key: jax.Array, size: int) -> jax.Array:
-    return jax.random.normal(key, (size,), jnp.float32)
+@functools.cache
+def _block(kind: str) -> Callable[[jax.Array, int], jax.Array]:
+    """The jitted draw of `size` float32 values from `jax.random.<kind>`, made on first use."""
+    draw = getattr(jax.random, kind)
+    return jax.jit(lambda key, size: draw(key, (size,), jnp.float32), static_argnums=1)
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _uniform_block(key: jax.Array, size: int) -> jax.Array:
-    return jax.random.uniform(key, (size,), jnp.float32)
+@functools.cache
+def _fold_in() -> Callable[[jax.Array, int], jax.Array]:
+    return jax.jit(jax.random.fold_in)
 
 
-def _draw(block: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """Random values of any shape from blocks of `_BLOCK` values keyed `fold_in(key, i)`.
+def _draw(kind: str, key: jax.Array, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """Random values of any shape (`jax.random.<kind>`) from blocks of `_BLOCK` values keyed `fold_in(key, i)`.
 
     Drawing in blocks of a few sizes compiles the random generator a few times
     per process instead of once per parameter shape (seconds each on a CPU).
@@ -53,12 +60,10 @@ def _draw(block: Any, key: jax.Array, shape: tuple[int, ...], dtype: Any) -> np.
     count = max(1, -(-size // _BLOCK))
     rest = size - (count - 1) * _BLOCK
     last = min(_BLOCK, max(_SMALLEST, 1 << max(rest - 1, 0).bit_length()))
-    parts = [np.asarray(block(_fold_in(key, i), _BLOCK if i < count - 1 else last)) for i in range(count)]
+    block, fold_in = _block(kind), _fold_in()
+    parts = [np.asarray(block(fold_in(key, i), _BLOCK if i < count - 1 else last)) for i in range(count)]
     flat = np.concatenate(parts)
     return flat[:size].reshape(shape).astype(dtype)  # numpy: no compile per shape
-
-
-_fold_in = jax.jit(jax.random.fold_in)
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -121,7 +126,7 @@ class Normal(Initializer):
     mean: float = 0.0
 
     def init(self, key: jax.Array, dtype: Any) -> jax.Array:
-        return jnp.asarray(self.mean + self.stddev * _draw(_normal_block, key, self.shape, dtype), dtype)
+        return jnp.asarray(self.mean + self.stddev * _draw("normal", key, self.shape, dtype), dtype)
 
 
 @attrs.frozen
@@ -132,7 +137,7 @@ class Uniform(Initializer):
     high: float = 1.0
 
     def init(self, key: jax.Array, dtype: Any) -> jax.Array:
-        return jnp.asarray(self.low + (self.high - self.low) * _draw(_uniform_block, key, self.shape, dtype), dtype)
+        return jnp.asarray(self.low + (self.high - self.low) * _draw("uniform", key, self.shape, dtype), dtype)
 
 
 @attrs.frozen
@@ -145,4 +150,4 @@ class Glorot(Initializer):
 
     def init(self, key: jax.Array, dtype: Any) -> jax.Array:
         limit = math.sqrt(6.0 / (self.shape[0] + self.shape[1]))
-        return jnp.asarray(limit * (2.0 * _draw(_uniform_block, key, self.shape, dtype) - 1.0), dtype)
+        return jnp.asarray(limit * (2.0 * _draw("uniform", key, self.shape, dtype) - 1.0), dtype)

@@ -21,8 +21,6 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, dataclass_transform
 
 import attrs
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..errors import GraphError, LayerTypeError, ParameterError, ShapeError, UnknownOptionError, at
@@ -37,6 +35,12 @@ from .registry import LAYER_CLASSES
 from .source import user_line
 from .tape import Tape
 from .walk import structurally_equal, walk
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from .lazyjax import jax, jnp
 
 __all__ = [
     "as_layer",
@@ -647,6 +651,12 @@ class Structure:
     names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
     param_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
     state_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
+
+    @classmethod
+    def of(cls, outputs: Mapping[str, Layer]) -> Structure:
+        """The structure of these outputs: canonical (`canonicalize`), its Weights in name order."""
+        canonical, weights = canonicalize(outputs)
+        return cls(tuple(canonical.items()), tuple(weights.values()))
 
     def __attrs_post_init__(self) -> None:
         object.__setattr__(self, "names", tuple(w.name for w in self.weights))

@@ -12,15 +12,17 @@ import zlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import jax
-import jax.numpy as jnp
-
 from ..errors import ParameterError, at
 
 if TYPE_CHECKING:
-    from .layer import Weight
+    import jax
+    import jax.numpy as jnp
 
-__all__ = ["checked_params", "initial_values", "MAX_PARAMETER_VALUES", "parameter_key"]
+    from .layer import Weight
+else:
+    from .lazyjax import jax, jnp
+
+__all__ = ["check_sizes", "checked_params", "initial_values", "MAX_PARAMETER_VALUES", "parameter_key"]
 
 
 def parameter_key(seed: int, name: str) -> jax.Array:
@@ -35,6 +37,12 @@ MAX_PARAMETER_VALUES = 1 << 28
 
 def initial_values(weights: Mapping[str, Weight], seed: int) -> dict[str, jax.Array]:
     """Every Weight's initial array, random ones with a key derived from `seed` and the name."""
+    check_sizes(weights)
+    return {name: w.initial_value(parameter_key(seed, name)) for name, w in weights.items()}
+
+
+def check_sizes(weights: Mapping[str, Weight]) -> None:
+    """ParameterError if these Weights have more than `MAX_PARAMETER_VALUES` values together."""
     total = 0
     for name, w in weights.items():
         total += math.prod(w.shape)
@@ -43,7 +51,6 @@ def initial_values(weights: Mapping[str, Weight], seed: int) -> dict[str, jax.Ar
                 f"Weight {name!r} of shape {w.shape}{at(w.where)} takes the network's parameters "
                 f"beyond {MAX_PARAMETER_VALUES} values; refusing to initialise them"
             )
-    return {name: w.initial_value(parameter_key(seed, name)) for name, w in weights.items()}
 
 
 def checked_params(

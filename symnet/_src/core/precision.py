@@ -18,26 +18,30 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ShapeError
 
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from .lazyjax import jax, jnp
+
 __all__ = ["DTYPES", "get_precision", "in_float32", "Precision", "PRESETS", "wide"]
 
-#: The floating dtypes a policy may name, by name.
-DTYPES: dict[str, Any] = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+#: The names of the floating dtypes a policy may name (jax.numpy's dtypes of these names).
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 def _dtype(value: Any) -> Any:
     name = value if isinstance(value, str) else getattr(np.dtype(value) if _is_dtype(value) else None, "name", None)
     if name not in DTYPES:
         raise ShapeError(f"a precision dtype must be one of {sorted(DTYPES)}, got {value!r}")
-    return jnp.dtype(DTYPES[name])
+    return jnp.dtype(getattr(jnp, name))
 
 
 def _is_dtype(value: Any) -> bool:
@@ -94,11 +98,12 @@ class Precision:
         return f"Precision(params={self.params}, compute={self.compute}, output={self.output}{scale})"
 
 
-#: The named policies.
-PRESETS: dict[str, Precision] = {
-    "float32": Precision(),
-    "bfloat16": Precision(compute="bfloat16"),
-    "float16": Precision(compute="float16", loss_scale=2.0**15),
+#: The named policies: the arguments of each one's Precision (built by `get_precision`, when first named: a
+#: dtype is jax's, and importing symnet imports no jax).
+PRESETS: dict[str, dict[str, Any]] = {
+    "float32": {},
+    "bfloat16": {"compute": "bfloat16"},
+    "float16": {"compute": "float16", "loss_scale": 2.0**15},
 }
 
 
@@ -107,8 +112,13 @@ def get_precision(value: str | Precision | None) -> Precision | None:
     if value is None or isinstance(value, Precision):
         return value
     if isinstance(value, str) and value in PRESETS:
-        return PRESETS[value]
+        return _preset(value)
     raise ShapeError(f"precision must be None, a symnet.Precision or one of {sorted(PRESETS)}, got {value!r:.60}")
+
+
+@functools.cache
+def _preset(name: str) -> Precision:
+    return Precision(**PRESETS[name])
 
 
 def wide(dtype: Any) -> Any:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import contextlib
 import zlib
 from collections.abc import Iterator, Mapping
-from typing import Any
-
-import jax
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SymnetError
+
+if TYPE_CHECKING:
+    import jax
+else:
+    from .lazyjax import jax
 
 __all__ = ["active_key", "active_proportions", "dropout_proportions", "key_for", "proportion", "randomness"]
 

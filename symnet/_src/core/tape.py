@@ -12,19 +12,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import jax
-import jax.numpy as jnp
-
 from ..errors import LayerTypeError, ShapeError, at
 from . import html
 from .walk import topological
 
 if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+
     from .layer import Layer
+else:
+    from .lazyjax import jax, jnp
 
 __all__ = ["backward", "backward_deltas", "Pullback", "Tape"]
 
-Pullback = Callable[[jax.Array], tuple["jax.Array | None", ...]]
+Pullback = Callable[["jax.Array"], tuple["jax.Array | None", ...]]
 
 
 class Tape:

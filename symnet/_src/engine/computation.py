@@ -41,11 +41,11 @@ from ..errors import PlanError, ShapeError, at
 from .dims import node_shapes, static_dim
 from .ends import EndMasks, SequenceEnds
 from .gradient import GRADIENTS, tape_differentiated
-from .graph import Graph
+from .graph import Graph, strongly_connected
 from .layout import as_flat_rows, as_frames, as_layout, moved
 from .memo import Cache
 from .plan import Planner
-from .recurrence import RecurrentBlock, check_lowering, strongly_connected
+from .recurrence import RecurrentBlock, check_lowering
 from .request import ComputationRequest
 from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule

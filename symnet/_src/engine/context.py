@@ -27,14 +27,14 @@ import numpy as np
 
 from ..core.descriptor import Descriptor
 from ..core.index import IndexSet, decode, format_indexes
-from ..core.layer import NetworkLike
+from ..core.layer import NetworkLike, Structure
 from ..errors import PlanError
 from .graph import Graph
 from .memo import Cache
 from .plan import Planner, time_reach, unstarted_recurrence
 from .request import ComputationRequest
 
-__all__ = ["context", "modulus", "node_contexts", "output_name"]
+__all__ = ["context", "modulus", "node_contexts", "output_name", "structure_context"]
 
 #: Kaldi's first probe window, and the largest it tries (it doubles 40 -> 640, stopping below 800).
 FIRST_WINDOW, KALDI_LAST_WINDOW = 40, 640
@@ -63,12 +63,16 @@ def modulus(graph: Graph) -> int:
 
 def context(network: NetworkLike, output: str | None = None) -> tuple[int, int]:
     """The (left, right) context of `output`, as nnet3-info computes it (see the module doc); cached."""
-    name = output_name(network, output)
-    key = (network.structure, name)
+    return structure_context(network.structure, output_name(network, output))
+
+
+def structure_context(structure: Structure, name: str) -> tuple[int, int]:
+    """`context` of the output `name` of a network's structure: it needs no parameter arrays."""
+    key = (structure, name)
     hit = _CONTEXTS.get(key)
     if hit is not None:
         return hit
-    graph = Graph(dict(network.structure.outputs))
+    graph = Graph(dict(structure.outputs))
     found = node_contexts(graph, [graph.outputs[name]])[graph.outputs[name]]
     if found is None:
         raise PlanError(_no_context(graph, name))

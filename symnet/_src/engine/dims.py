@@ -16,9 +16,8 @@ no row reads, the buffers of scanned recurrences, and what display shows.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import Combine, IndexedLayer, Node
@@ -28,6 +27,12 @@ from ..core.layer import BinaryLayer, Dot, Layer, Literal, Negate, Power, Weight
 from ..errors import ShapeError
 from .graph import Graph
 from .semantics import combine
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = ["node_shapes", "Shape", "static_dim"]
 

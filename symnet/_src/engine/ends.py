@@ -33,10 +33,9 @@ from ..core.descriptor import Descriptor, IndexedLayer, Rule
 from ..core.index import IndexSet, decode, shift
 from ..errors import PlanError
 from .context import modulus
-from .graph import Graph
+from .graph import Graph, strongly_connected
 from .memo import Cache
 from .plan import Planner, time_reach
-from .recurrence import strongly_connected
 from .request import ComputationRequest
 from .semantics import optional_reads, rule
 

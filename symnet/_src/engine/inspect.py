@@ -17,8 +17,7 @@ from ..core.layer import Layer
 from ..errors import PlanError
 from .computation import Computation, IndexedRows
 from .dims import node_shapes
-from .graph import Graph, shifts_time
-from .recurrence import strongly_connected
+from .graph import Graph, shifts_time, strongly_connected
 
 __all__ = [
     "Dim",

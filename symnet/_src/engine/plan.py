@@ -29,8 +29,7 @@ import numpy as np
 from ..core.descriptor import Descriptor, IndexedLayer, Node, Rule
 from ..core.index import decode, format_indexes
 from ..errors import PlanError
-from .graph import Graph
-from .recurrence import strongly_connected
+from .graph import Graph, strongly_connected
 from .request import ComputationRequest
 from .semantics import operand_keys, rule, selected
 

@@ -54,7 +54,6 @@ __all__ = [
     "Recurrence",
     "RecurrentBlock",
     "scan_tapes",
-    "strongly_connected",
 ]
 
 _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an external may be, computed per frame
@@ -77,54 +76,6 @@ class Recurrence(Layer):
     members: tuple[Layer, ...]
 
     rowwise = False
-
-
-def strongly_connected(nodes: list[int], operands: list[tuple[int, ...]]) -> list[list[int]]:
-    """Tarjan's components of the subgraph on `nodes`, operands' components first."""
-    inside = set(nodes)
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    on_stack: set[int] = set()
-    stack: list[int] = []
-    out: list[list[int]] = []
-    counter = 0
-    for root in nodes:
-        if root in index:
-            continue
-        work = [(root, iter(operands[root]))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            nid, it = work[-1]
-            nxt = next(it, None)
-            if nxt is not None:
-                if nxt not in inside:
-                    continue
-                if nxt not in index:
-                    index[nxt] = low[nxt] = counter
-                    counter += 1
-                    stack.append(nxt)
-                    on_stack.add(nxt)
-                    work.append((nxt, iter(operands[nxt])))
-                elif nxt in on_stack:
-                    low[nid] = min(low[nid], index[nxt])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[nid])
-            if low[nid] == index[nid]:
-                group = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    group.append(member)
-                    if member == nid:
-                        break
-                out.append(sorted(group))
-    return out
 
 
 #: How a member reads an operand at a frame: a weight or literal (`static`), a node outside the group (`external`),

@@ -40,10 +40,10 @@ from .computation import compile
 from .context import context, output_name
 from .context import modulus as graph_modulus
 from .dims import node_shapes, static_dim
-from .graph import Graph
+from .graph import Graph, strongly_connected
 from .memo import Cache
 from .plan import Planner, time_reach
-from .recurrence import RecurrentBlock, check_lowering, strongly_connected
+from .recurrence import RecurrentBlock, check_lowering
 from .request import ComputationRequest
 from .runner import Block, Frames, run
 from .semantics import optional_reads

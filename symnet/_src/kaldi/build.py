@@ -46,16 +46,16 @@ import difflib
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..components.base import Component
 from ..core.descriptor import DimRange, Input, Node, Ref
-from ..core.layer import Layer, Weight, evolve
+from ..core.layer import Layer, Structure, Weight, evolve
+from ..core.params import check_sizes
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ComponentConfigError, ConfigError, ParameterError, SymnetError
-from ..network import Network
 from .components import PLACEHOLDER_INPUT, lookup, records
 from .config import (
     ComponentLine,
@@ -71,7 +71,10 @@ from .config import (
 )
 from .network import descriptor_dim, network_config_lines, strong_refs, substitute_nodes
 
-__all__ = ["build_network", "parse_network", "read_network"]
+if TYPE_CHECKING:
+    from ..network import Network
+
+__all__ = ["build_network", "config_structure", "parse_network", "read_network", "read_structure"]
 
 
 def _where(line: ConfigLine, key: str | None = None) -> str | None:
@@ -191,34 +194,10 @@ def _check_instant_cycles(node_lines: Mapping[str, ConfigLine], components: Mapp
                 stack.append(iter(deps[nxt]))
 
 
-def build_network(
-    lines: Iterable[ConfigLine],
-    *,
-    seed: int = 0,
-    base: Network | None = None,
-    read_matrix: Callable[[str], np.ndarray] | None = None,
-    values: Mapping[str, Any] | None = None,
-) -> Network:
-    """The Network of parsed config lines, with the output-nodes' objectives (see the module doc).
-
-    `seed` seeds the parameters' initialisation (Kaldi's initialisation of
-    each component, drawn with a key derived from the seed and the
-    parameter's name). With `base`, `lines` add to or override that network
-    (Kaldi's rules, `merge_config`): redefined components start afresh,
-    every other parameter keeps its value in `base`. `read_matrix` reads the
-    files named by `matrix=`/`vector=` options (default: Kaldi text or binary, or .npy).
-    `values` gives arrays for parameters by name (`{component}.{param}`, as a
-    model file stores them): those of the network's Weights are used as they
-    are, never drawn (values of components no output uses are left out).
-    """
-    lines = list(lines)
-    base_net = None
-    redefined = {line.name for line in lines if isinstance(line, ComponentLine)}
-    if base is not None:
-        if not isinstance(base, Network):
-            raise ArgumentTypeError(f"base must be a Network, not a {type(base).__name__}")
-        base_net = base
-        lines = merge_config(network_config_lines(base, exact=False), lines)
+def _config_outputs(
+    lines: list[ConfigLine], read_matrix: Callable[[str], np.ndarray] | None
+) -> tuple[dict[str, Layer], dict[str, str]]:
+    """The output layers and objectives of config lines, checked (see the module doc); nothing is drawn."""
     check_config(lines)
 
     component_lines = {line.name: line for line in lines if isinstance(line, ComponentLine)}
@@ -280,13 +259,13 @@ def build_network(
             warnings.warn(
                 f"{where + ': ' if where else ''}component {line.name} is not used by any "
                 "component-node; it is left out of the network",
-                stacklevel=2,
+                stacklevel=3,
             )
         elif not isinstance(line, (ComponentLine, OutputNode)) and line.name not in visited:
             warnings.warn(
                 f"{where + ': ' if where else ''}{line.kind} {line.name} is not used by any output; "
                 "it is left out of the network",
-                stacklevel=2,
+                stacklevel=3,
             )
 
     built: dict[str, Layer] = {}
@@ -309,6 +288,40 @@ def build_network(
     outputs = {line.name: substitute_nodes(line.descriptor, built.__getitem__) for line in output_lines}
     objectives = {line.name: line.objective for line in output_lines}
 
+    return outputs, objectives
+
+
+def build_network(
+    lines: Iterable[ConfigLine],
+    *,
+    seed: int = 0,
+    base: Network | None = None,
+    read_matrix: Callable[[str], np.ndarray] | None = None,
+    values: Mapping[str, Any] | None = None,
+) -> Network:
+    """The Network of parsed config lines, with the output-nodes' objectives (see the module doc).
+
+    `seed` seeds the parameters' initialisation (Kaldi's initialisation of
+    each component, drawn with a key derived from the seed and the
+    parameter's name). With `base`, `lines` add to or override that network
+    (Kaldi's rules, `merge_config`): redefined components start afresh,
+    every other parameter keeps its value in `base`. `read_matrix` reads the
+    files named by `matrix=`/`vector=` options (default: Kaldi text or binary, or .npy).
+    `values` gives arrays for parameters by name (`{component}.{param}`, as a
+    model file stores them): those of the network's Weights are used as they
+    are, never drawn (values of components no output uses are left out).
+    """
+    from ..network import Network  # here: `read_structure` (`symnet info`) imports no jax
+
+    lines = list(lines)
+    base_net = None
+    redefined = {line.name for line in lines if isinstance(line, ComponentLine)}
+    if base is not None:
+        if not isinstance(base, Network):
+            raise ArgumentTypeError(f"base must be a Network, not a {type(base).__name__}")
+        base_net = base
+        lines = merge_config(network_config_lines(base, exact=False), lines)
+    outputs, objectives = _config_outputs(lines, read_matrix)
     if values is not None:
         names = {layer.name for layer in walk(list(outputs.values())) if isinstance(layer, Weight)}
         values = {name: value for name, value in values.items() if name in names}
@@ -371,3 +384,35 @@ def read_network(
 ) -> Network:
     """The Network of a config file, given as a path or an open text file."""
     return build_network(read_config(source, file=file), seed=seed, base=base, read_matrix=read_matrix)
+
+
+def read_structure(
+    source: str | os.PathLike[str] | Any,
+    *,
+    file: str | None = None,
+    read_matrix: Callable[[str], np.ndarray] | None = None,
+) -> tuple[Structure, dict[str, str]]:
+    """The structure and output objectives of a config file, checked as `read_network` checks it.
+
+    No parameter is drawn: what needs only the Weights' shapes (`symnet info`) reads this.
+    """
+    lines = list(read_config(source, file=file))
+    structure, objectives = config_structure(lines, read_matrix=read_matrix)
+    try:
+        check_sizes(dict(zip(structure.names, structure.weights, strict=True)))  # as drawing them would
+    except ParameterError as e:
+        raise ConfigError(str(e), file=_config_file(lines)) from None
+    return structure, objectives
+
+
+def config_structure(
+    lines: Iterable[ConfigLine], *, read_matrix: Callable[[str], np.ndarray] | None = None
+) -> tuple[Structure, dict[str, str]]:
+    """The structure and output objectives of parsed config lines, checked as `build_network` checks them
+    (but for the size of the parameters, which nothing here allocates)."""
+    lines = list(lines)
+    outputs, objectives = _config_outputs(lines, read_matrix)
+    try:
+        return Structure.of(outputs), objectives
+    except ParameterError as e:  # as build_network's
+        raise ConfigError(str(e), file=_config_file(lines)) from None

@@ -66,7 +66,10 @@ __all__ = [
     "OptionReader",
     "OutputNode",
     "Source",
+    "LINE_KINDS",
     "check_config",
+    "first_word",
+    "is_config",
     "merge_config",
     "parse_config",
     "parse_line",
@@ -536,6 +539,28 @@ def parse_line(
         )
     reader.finish()
     return result
+
+
+#: The kinds of line of an nnet3 config, each its first word.
+LINE_KINDS = ("input-node", "component", "component-node", "output-node", "dim-range-node")
+
+
+def first_word(path: str | os.PathLike[str]) -> str | None:
+    """The first word of the file's first line with one (comments left out); None if none or unreadable."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for text in f:
+                words = text.split("#", 1)[0].split()
+                if words:
+                    return words[0]
+    except OSError:
+        return None
+    return None
+
+
+def is_config(path: str | os.PathLike[str]) -> bool:
+    """Whether the file is an nnet3 config by its first line (an xconfig's or a model file's is not one)."""
+    return first_word(path) in LINE_KINDS
 
 
 def parse_config(text: str, *, file: str = "<config>") -> list[ConfigLine]:

@@ -1,41 +1,44 @@
 """What `symnet info` prints for a network: nnet3-info's lines (dims, context, modulus, nodes, components).
 
 The node lines are the network's config lines as Kaldi writes them, with the
-dims nnet3-info adds; the context is Kaldi's probe (`Network.context`).
+dims nnet3-info adds; the context is Kaldi's probe (`Network.context`). All of
+it comes from the network's structure and objectives (parameter counts from
+the Weights' shapes), so a config is described without drawing its parameters
+(`symnet._src.kaldi.build.read_structure`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from ..components.base import Component
+from ..core.layer import Structure
 from ..core.walk import walk
 from ..engine.context import modulus as graph_modulus
+from ..engine.context import structure_context
 from ..engine.graph import Graph
 from ..errors import SymnetError
-from ..network import Network
 from .config import ComponentLine, ComponentNode, DimRangeNode, InputNode, OutputNode
 from .descriptor_text import write_descriptor
-from .network import descriptor_dim, network_config_lines
+from .network import descriptor_dim, structure_config_lines
 
 __all__ = ["info_lines"]
 
 
-def _components(network: Any) -> dict[str, Any]:
+def _components(structure: Structure) -> dict[str, Any]:
     found: dict[str, Any] = {}
-    for layer in walk([layer for _, layer in network.structure.outputs]):
+    for layer in walk([layer for _, layer in structure.outputs]):
         if isinstance(layer, Component):
             found.setdefault(layer.name, layer)
     return found
 
 
-def info_lines(net: Network) -> list[str]:
-    """The lines `symnet info` prints for a Network (its objectives on the output-node lines)."""
-    lines = network_config_lines(net, exact=False)
-    components = _components(net)
+def info_lines(structure: Structure, objectives: Mapping[str, str]) -> list[str]:
+    """The lines `symnet info` prints for a network's structure and objectives (on the output-node lines)."""
+    lines = structure_config_lines(structure, objectives, exact=False)
+    components = _components(structure)
     dims: dict[str, int] = {}
     for line in lines:
         if isinstance(line, InputNode):
@@ -47,7 +50,7 @@ def info_lines(net: Network) -> list[str]:
     out_dims = {
         line.name: descriptor_dim(line.descriptor, dims, line) for line in lines if isinstance(line, OutputNode)
     }
-    output_names = [name for name, _ in net.structure.outputs]
+    output_names = [name for name, _ in structure.outputs]
     default = "output" if "output" in output_names else output_names[0]
     out: list[str] = [
         f"input-dim: {dims.get('input', -1) if isinstance(_line(lines, 'input'), InputNode) else -1}",
@@ -55,17 +58,18 @@ def info_lines(net: Network) -> list[str]:
         f"output-dim: {out_dims[default]}",
     ]
     try:
-        left, right = net.context(default)
+        left, right = structure_context(structure, default)
         out += [f"left-context: {left}", f"right-context: {right}"]
     except SymnetError as e:
         reason = str(e).splitlines()[0]
         out += [f"left-context: unknown ({reason})", "right-context: unknown"]
-    trainable = sum(int(np.prod(np.shape(v))) for v in net.params.values())
-    fixed = sum(int(np.prod(np.shape(v))) for v in net.state.values())
+    weights = dict(zip(structure.names, structure.weights, strict=True))
+    trainable = sum(math.prod(w.shape) for w in weights.values() if w.trainable)
+    fixed = sum(math.prod(w.shape) for w in weights.values() if not w.trainable)
     out.append(f"num-parameters: {trainable}")
     if fixed:
         out.append(f"num-fixed-parameters: {fixed}")
-    out.append(f"modulus: {graph_modulus(Graph(dict(net.structure.outputs)))}")
+    out.append(f"modulus: {graph_modulus(Graph(dict(structure.outputs)))}")
     for line in lines:
         if isinstance(line, ComponentLine):
             continue
@@ -85,12 +89,12 @@ def info_lines(net: Network) -> list[str]:
         component = components[line.name]
         shapes = []
         counts = {True: 0, False: 0}  # trainable or fixed -> values
-        values = net.values
         for field in component.param_fields:
             name = getattr(getattr(component, field), "name", None)
-            if name in values:
-                shape = tuple(np.shape(values[name]))
-                counts[name in net.params] += int(np.prod(shape))
+            weight = weights.get(name) if isinstance(name, str) else None
+            if weight is not None:
+                shape = weight.shape
+                counts[weight.trainable] += math.prod(shape)
                 shapes.append(f"{field}=[{','.join(map(str, shape))}]")
         words = [
             f"component name={line.name} type={line.type}",

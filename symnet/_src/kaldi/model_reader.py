@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jax
 import numpy as np
 
 from ..components.base import Component
@@ -39,16 +38,30 @@ from ..core.layer import Weight
 from ..errors import ArgumentTypeError, ConfigError, DescriptorError, ModelFormatError, ParameterError, SymnetError
 from ..paths import as_path
 from ..safe_read import regular_file
-from .build import build_network
+from .build import build_network, config_structure
 from .components import PLACEHOLDER_INPUT, READABLE_TYPES, ModelFields, build_component, lookup
 from .components.fields import describe_value
 from .config import ComponentLine, ComponentNode, ConfigLine, DimRangeNode, InputNode, parse_config
 from .descriptor_text import write_descriptor
-from .model import KaldiModel
 from .network import descriptor_dim
 from .nnet_file import NnetComponent, NnetFile, field_to_token, find_token, parse_nnet
 
-__all__ = ["component_line", "is_kaldi_model", "model_from_nnet", "parse_model", "read_model"]
+if TYPE_CHECKING:
+    import jax
+
+    from ..core.layer import Structure
+    from .model import KaldiModel
+else:
+    from ..core.lazyjax import jax
+
+__all__ = [
+    "component_line",
+    "is_kaldi_model",
+    "model_from_nnet",
+    "parse_model",
+    "read_model",
+    "read_model_structure",
+]
 
 
 def _option_text(value: Any) -> str:
@@ -98,8 +111,39 @@ def _config_error(file: str, error: SymnetError) -> ModelFormatError:
 
 def model_from_nnet(nnet: NnetFile, *, file: str = "<model>") -> KaldiModel:
     """The KaldiModel of a model file's content (see the module doc). `file` names it in errors."""
+    from .model import KaldiModel  # here: describing a model file (`read_model_structure`) imports no jax
+
     if not isinstance(nnet, NnetFile):
         raise ArgumentTypeError(f"model_from_nnet takes an NnetFile, got {type(nnet).__name__}")
+    lines, values = _model_lines(nnet, file)
+    try:
+        network = build_network(lines, values={name: jax.device_put(v) for name, v in values.items()})
+    except (ConfigError, DescriptorError, ParameterError) as e:
+        raise _config_error(file, e) from None
+    return KaldiModel(
+        network,
+        priors=nnet.priors,
+        transition_model=nnet.transition_model,
+        source=nnet,
+        reference=network.structure,
+    )
+
+
+def read_model_structure(path: str | os.PathLike[str]) -> tuple[Structure, dict[str, str]]:
+    """The structure and output objectives of a Kaldi model file, checked as `read_model` checks it (the
+    stored arrays shape-checked too), without building its Network: what `symnet info` needs."""
+    path = as_path(path, "read_model_structure")
+    nnet = parse_nnet(_read_bytes(path), file=path)
+    lines, _ = _model_lines(nnet, path)
+    try:
+        return config_structure(lines)
+    except (ConfigError, DescriptorError, ParameterError) as e:
+        raise _config_error(path, e) from None
+
+
+def _model_lines(nnet: NnetFile, file: str) -> tuple[list[ConfigLine], dict[str, np.ndarray]]:
+    """A model file's config lines (its components' lines, then its node lines) and its stored arrays by
+    Weight name (float32), checked against each other."""
     try:
         node_lines = parse_config(nnet.config, file=f"{file}[config]")
     except ConfigError as e:
@@ -134,22 +178,12 @@ def model_from_nnet(nnet: NnetFile, *, file: str = "<model>") -> KaldiModel:
     values: dict[str, np.ndarray] = {}  # parameters and state alike, by Weight name
     for component, fields in built.values():
         _stored_values(component, fields, values)
-    try:
-        network = build_network(component_lines + node_lines, values=values)
-    except (ConfigError, DescriptorError, ParameterError) as e:
-        raise _config_error(file, e) from None
-    return KaldiModel(
-        network,
-        priors=nnet.priors,
-        transition_model=nnet.transition_model,
-        source=nnet,
-        reference=network.structure,
-    )
+    return component_lines + node_lines, values
 
 
 def _stored_values(layer: Component, fields: ModelFields, values: dict[str, Any]) -> None:
     """Put the stored values of `layer`'s parameters (and its parts', a CompositeComponent's) in `values`,
-    shape-checked, as float32 arrays: read as they are, no program compiled."""
+    shape-checked, as float32 numpy arrays."""
     c = fields.component
     for field in layer.param_fields:
         weight = getattr(layer, field)
@@ -165,7 +199,7 @@ def _stored_values(layer: Component, fields: ModelFields, values: dict[str, Any]
             raise fields.error(
                 f"has shape {tuple(value.shape)}, but the component's other fields make it {tuple(weight.shape)}", token
             )
-        values[weight.name] = jax.device_put(value.astype(np.float32, copy=False))  # jnp.asarray compiles a copy
+        values[weight.name] = value.astype(np.float32, copy=False)
     for part, block in zip(getattr(layer, "parts", ()), fields.blocks(), strict=False):
         _stored_values(part, block, values)
 
@@ -209,10 +243,13 @@ def read_model(path: str | os.PathLike[str]) -> KaldiModel:
     (nnet3-am-init, final.mdl), text or binary. ModelFormatError if it is malformed or inconsistent, or not
     a regular file (a device or FIFO could be read forever)."""
     path = as_path(path, "read_model")
+    return parse_model(_read_bytes(path), file=path)
+
+
+def _read_bytes(path: str) -> bytes:
     regular_file(path, ModelFormatError, "model file")
     with open(path, "rb") as f:
-        data = f.read()
-    return parse_model(data, file=path)
+        return f.read()
 
 
 def is_kaldi_model(path: str | os.PathLike[str]) -> bool:

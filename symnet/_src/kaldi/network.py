@@ -24,19 +24,21 @@ from __future__ import annotations
 import heapq
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..components.base import Component
 from ..components.structure import CompositeComponent
 from ..core.descriptor import Combine, Descriptor, Input, Node, Ref
-from ..core.layer import Identity, Layer, evolve
+from ..core.layer import Identity, Layer, Structure, evolve
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, ConfigWriteError, DescriptorError
 from ..layers.kaldi import kaldi_forms
-from ..network import Network
 from .components import PLACEHOLDER_INPUT, component_options
 from .config import ComponentLine, ComponentNode, ConfigLine, DimRangeNode, InputNode, OutputNode, write_config
 from .descriptor_text import write_descriptor
+
+if TYPE_CHECKING:
+    from ..network import Network
 
 __all__ = [
     "KaldiNetwork",
@@ -44,6 +46,7 @@ __all__ = [
     "descriptor_dim",
     "network_config_lines",
     "strong_refs",
+    "structure_config_lines",
     "substitute_nodes",
     "write_network",
     "write_order",
@@ -67,10 +70,14 @@ class _KaldiNetworkAlias(type):
     `isinstance(x, Network)`. Both warn (DeprecationWarning)."""
 
     def __instancecheck__(cls, instance: Any) -> bool:
+        from ..network import Network  # here: describing a config (`symnet info`) imports no jax
+
         _deprecated()
         return isinstance(instance, Network)
 
     def __call__(cls, network: Network, objectives: Mapping[str, str] | None = None) -> Network:
+        from ..network import Network
+
         _deprecated()
         if not isinstance(network, Network):
             raise ArgumentTypeError(
@@ -159,11 +166,19 @@ def network_config_lines(
     parameters came from files with the options of their shapes (see
     `component_options`). ConfigWriteError for what a config cannot say.
     """
+    from ..network import Network  # here: describing a config (`structure_config_lines`) imports no jax
+
     if not isinstance(network, Network):
         raise ArgumentTypeError(f"expected a Network, got {type(network).__name__}")
-    net, objectives = network, {**network.objectives, **(objectives or {})}
-    output_names = [name for name, _ in net.structure.outputs]
-    written = [layer for _, layer in net.structure.outputs]
+    return structure_config_lines(network.structure, {**network.objectives, **(objectives or {})}, exact=exact)
+
+
+def structure_config_lines(
+    structure: Structure, objectives: Mapping[str, str], *, exact: bool = True
+) -> list[ConfigLine]:
+    """`network_config_lines` of a network's structure and objectives: it needs no parameter arrays."""
+    output_names = [name for name, _ in structure.outputs]
+    written = [layer for _, layer in structure.outputs]
     # Typed layers and nonlinearities as Kaldi's components, each the operand of a node; those made here keep
     # Kaldi's default training options, so only their parameters (names, shapes, initialisers) must come back
     # from the options written.

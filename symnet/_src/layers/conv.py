@@ -20,10 +20,7 @@ and models write it as one. Kaldi has no padded or dilated 2-D convolution.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
-
-import jax
-from jax import lax
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..components.base import auto_vjp
 from ..components.convolution import ConvolutionComponent
@@ -32,6 +29,12 @@ from ..core.layer import Layer, Literal, Weight, child, layer_class
 from ..errors import ConfigWriteError, ShapeError, at
 from .base import Image, boolean, derived, option, optional_name, pair, param, positive_int
 from .image import ImageLayer, image_of, image_option, output_size, padding, resolve_padding
+
+if TYPE_CHECKING:
+    import jax
+    from jax import lax
+else:
+    from ..core.lazyjax import jax, lax
 
 __all__ = ["Conv2d"]
 

@@ -29,13 +29,16 @@ import math
 import numbers
 from typing import TYPE_CHECKING, Any
 
-import jax
-
 from ..core.formatting import Formatter
 from ..core.layer import Layer, child, layer_class
 from ..core.source import user_line
 from ..errors import LayerOptionError, ShapeError, at
 from .base import Image, Typed, derived, image_shape_of, option, static_input_dim
+
+if TYPE_CHECKING:
+    import jax
+else:
+    from ..core.lazyjax import jax
 
 __all__ = ["Flatten", "Reshape", "image_of", "output_size", "padding", "resolve_padding"]
 

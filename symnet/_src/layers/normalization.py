@@ -15,10 +15,7 @@ offsets every column by learned vectors:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
-import jax
-import jax.numpy as jnp
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..components.base import rows_sum
 from ..components.normalize import BatchNormComponent
@@ -39,6 +36,12 @@ from .base import (
     positive_float,
     positive_int,
 )
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+else:
+    from ..core.lazyjax import jax, jnp
 
 __all__ = ["BatchNorm", "LayerNorm"]
 

@@ -15,12 +15,9 @@ Kaldi has no average pooling component.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from ..components.base import auto_vjp
 from ..components.convolution import MaxpoolingComponent
@@ -28,6 +25,13 @@ from ..core.layer import Layer, child, layer_class
 from ..errors import ConfigWriteError, at
 from .base import Image, derived, option, pair
 from .image import ImageLayer, image_of, image_option, output_size, padding, resolve_padding
+
+if TYPE_CHECKING:
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+else:
+    from ..core.lazyjax import jax, jnp, lax
 
 __all__ = ["AvgPool2d", "MaxPool2d"]
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..components import set_test_mode
 from ..core.index import IndexSet
-from ..engine import ComputationRequest, compile
+from ..engine.computation import compile
+from ..engine.request import ComputationRequest
 from ..engine.graph import Graph
 from ..errors import ShapeError, TrainingError
 from .examples import Chunks, make_chunks

@@ -23,7 +23,8 @@ from ..core import rng
 from ..core.index import IndexSet
 from ..core.precision import Precision, wide
 from ..core.tape import backward
-from ..engine import ComputationRequest, compile
+from ..engine.computation import compile
+from ..engine.request import ComputationRequest
 from ..engine.buckets import padding_side
 from ..engine.ends import EndMasks
 from ..engine.graph import Graph

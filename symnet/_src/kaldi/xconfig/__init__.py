@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import LINE_KINDS, first_word
 from .backend import Network
 from .base import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES
 from .expand import CONFIG_NAMES, Xconfig, parse_xconfig, read_xconfig, write_kaldi_matrix
@@ -26,21 +27,14 @@ __all__ = [
     "write_kaldi_matrix",
 ]
 
-_CONFIG_KINDS = ("input-node", "component", "component-node", "output-node", "dim-range-node")
-
 
 def is_xconfig(path: str | os.PathLike[str]) -> bool:
     """Whether the file's first non-comment line starts with an xconfig layer type (not an nnet3 line type)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for _number, text in enumerate(f, 1):
-                words = text.split("#", 1)[0].split()
-                if words:
-                    kind = words[0].split("=")[0]
-                    return words[0] not in _CONFIG_KINDS and (kind in LAYER_TYPES or kind in KALDI_LAYER_TYPES)
-    except OSError:
+    word = first_word(path)
+    if word is None or word in LINE_KINDS:
         return False
-    return False
+    kind = word.split("=")[0]
+    return kind in LAYER_TYPES or kind in KALDI_LAYER_TYPES
 
 
 def parse_xconfig_network(
