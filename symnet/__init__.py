@@ -89,12 +89,12 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__ge
     from ._src.core.precision import Precision
     from ._src.core.tape import Tape
     from ._src.core.walk import rewrite, walk
-    from .engine import Computation, ComputationRequest, Stream, compile
     from ._src.engine.memo import clear_caches
     from ._src.exporting import export
     from ._src.host_memory import tune_host_memory
     from ._src.network import Network
     from ._src.saving import load, save
+    from .engine import Computation, ComputationRequest, Stream, compile
 
 __all__ = [
     "Append",

@@ -49,12 +49,12 @@ from symnet import (
     Weight,
     Zeros,
 )
+from symnet.kaldi import parse_network, read_model, write_model
 from symnet.train import EpochStats, fit, steps_per_epoch
 
 from .components import set_test_mode
 from .core.layer import Layer
 from .datasets import HmmTask
-from symnet.kaldi import parse_network, read_model, write_model
 from .kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
 from .saving import save
 

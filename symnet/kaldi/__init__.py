@@ -60,15 +60,30 @@ if TYPE_CHECKING:
         write_config,
     )
     from symnet._src.kaldi.descriptor_text import normalize_descriptor, parse_descriptor, write_descriptor
-    from symnet._src.kaldi.model import KaldiModel, format_model, model_to_nnet, nnet_component, output_dims, write_model
-    from symnet._src.kaldi.model_reader import component_line, is_kaldi_model, model_from_nnet, parse_model, read_model
-    from symnet._src.kaldi.network import KaldiNetwork, network_config_lines, write_network
-    from symnet._src.kaldi.nnet_file import NnetComponent, NnetFile, format_nnet, parse_nnet, read_kaldi_array, read_nnet, write_nnet
-    from symnet._src.kaldi.transition_model import TransitionModel
     from symnet._src.kaldi.egs import egs_chunks, read_cegs, read_egs
     from symnet._src.kaldi.exact import exact_outputs
     from symnet._src.kaldi.lda import LdaOptions, accumulate_lda_stats
+    from symnet._src.kaldi.model import (
+        KaldiModel,
+        format_model,
+        model_to_nnet,
+        nnet_component,
+        output_dims,
+        write_model,
+    )
+    from symnet._src.kaldi.model_reader import component_line, is_kaldi_model, model_from_nnet, parse_model, read_model
+    from symnet._src.kaldi.network import KaldiNetwork, network_config_lines, write_network
     from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
+    from symnet._src.kaldi.nnet_file import (
+        NnetComponent,
+        NnetFile,
+        format_nnet,
+        parse_nnet,
+        read_kaldi_array,
+        read_nnet,
+        write_nnet,
+    )
+    from symnet._src.kaldi.transition_model import TransitionModel
 
 
 __all__ = [

@@ -30,9 +30,8 @@ from ..errors import ComponentConfigError, ComponentModeError, ShapeError, Unkno
 
 if TYPE_CHECKING:
     import jax
-    import jax.numpy as jnp
 else:
-    from ..core.lazyjax import jax, jnp
+    from ..core.lazyjax import jax
 
 # ----- parameters ------------------------------------------------------------------
 

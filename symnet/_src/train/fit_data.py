@@ -12,8 +12,8 @@ import numpy as np
 from ..components import set_test_mode
 from ..core.index import IndexSet
 from ..engine.computation import compile
-from ..engine.request import ComputationRequest
 from ..engine.graph import Graph
+from ..engine.request import ComputationRequest
 from ..errors import ShapeError, TrainingError
 from .examples import Chunks, make_chunks
 from .objectives import Objective, check_labels, get_objective

@@ -23,11 +23,11 @@ from ..core import rng
 from ..core.index import IndexSet
 from ..core.precision import Precision, wide
 from ..core.tape import backward
-from ..engine.computation import compile
-from ..engine.request import ComputationRequest
 from ..engine.buckets import padding_side
+from ..engine.computation import compile
 from ..engine.ends import EndMasks
 from ..engine.graph import Graph
+from ..engine.request import ComputationRequest
 from ..errors import TrainingError
 from ..network import Network
 from . import loss_scale
