@@ -1023,7 +1023,8 @@ def _parser() -> argparse.ArgumentParser:
         "compute",
         help="run a network over Kaldi feature archives (nnet3-compute)",
         description="What nnet3-compute does: for every utterance of FEATS_RSPECIFIER the network's 'output' "
-        "(test mode, chunks with clamped padding), written to MATRIX_WSPECIFIER through kaldiio "
+        "(test mode, chunks with clamped padding; utterances whole where the network is local in time, "
+        "which gives the same frames), written to MATRIX_WSPECIFIER through kaldiio "
         "(ark:, ark,t:, scp:, ark,scp:), atomically. As in Kaldi, an utterance without an i-vector "
         "(--ivectors/--online-ivectors) or without frames is skipped with a warning; the status is 1 "
         "if none was computed. Features of the wrong dim are an error.",

@@ -171,7 +171,8 @@ class Nnet3Computer:
         online_ivector_period: int = 0,
     ) -> list[np.ndarray]:
         """The `output` of each utterance (`features[i]` `[T_i, D]`, with `ivectors[i]` or
-        `online_ivectors[i]` where given), as nnet3-compute writes it; all chunks computed together."""
+        `online_ivectors[i]` where given), as nnet3-compute writes it; all chunks computed together, or the
+        utterances whole where chunks change nothing (`chunking` is None)."""
         if ivectors is not None and online_ivectors is not None:
             raise SymnetError("give --ivectors or --online-ivectors, not both")
         if online_ivectors is not None and online_ivector_period <= 0:
