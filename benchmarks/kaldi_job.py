@@ -9,7 +9,9 @@ and one chunk per utterance (`--frames-per-chunk=3000`), run on one thread
 (`taskset` to one core, XLA's CPU thread pool off) and on all threads. Frames
 per second are printed beside Kaldi's own `nnet3-compute` on the same model,
 features and chunk size, timed in the same run on one thread (Kaldi's
-nnet3-compute is single-threaded): found on PATH, or in `--kaldi-bin DIR`
+nnet3-compute is single-threaded), with each process's CPU seconds (user +
+system) and the ratio per CPU second, which the load of a shared machine
+changes least: found on PATH, or in `--kaldi-bin DIR`
 (`../shared/kaldi-bin.tar.xz`'s `kaldi-bin/bin`). OpenBLAS is told the core
 (`OPENBLAS_CORETYPE`: SkylakeX where the CPU has AVX-512, Haswell where it
 has AVX2), or Debian's build falls back to generic kernels on some CPUs and
