@@ -252,7 +252,7 @@ class Nnet3Computer:
         step = math.lcm(f, self.modulus)
         piece, left, right = step * -(-PIECE // step), self.left, self.right
         starts, counts = [], []
-        start = step * -(-left // step)
+        start = 0  # the stream starts at frame -left: the first utterance's context
         for feats in utterances:
             count = -(-len(feats) // f)
             starts.append(start)
