@@ -9,7 +9,9 @@ and one chunk per utterance (`--frames-per-chunk=3000`), run on one thread
 (`taskset` to one core, XLA's CPU thread pool off) and on all threads. Frames
 per second are printed beside Kaldi's own `nnet3-compute` on the same model,
 features and chunk size, timed in the same run on one thread (Kaldi's
-nnet3-compute is single-threaded): found on PATH, or in `--kaldi-bin DIR`
+nnet3-compute is single-threaded), with each process's CPU seconds (user +
+system) and the ratio per CPU second, which the load of a shared machine
+changes least: found on PATH, or in `--kaldi-bin DIR`
 (`../shared/kaldi-bin.tar.xz`'s `kaldi-bin/bin`). OpenBLAS is told the core
 (`OPENBLAS_CORETYPE`: SkylakeX where the CPU has AVX-512, Haswell where it
 has AVX2), or Debian's build falls back to generic kernels on some CPUs and
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -40,6 +43,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import kaldiio
 import numpy as np
@@ -118,8 +122,8 @@ def environment(one_thread: bool, cache: Path | None) -> tuple[dict[str, str], l
 
 def run(
     model: Path, feats: Path, frames_per_chunk: int, one_thread: bool, cache: Path | None, out: str = "ark:/dev/null"
-) -> float:
-    """Wall seconds of one `symnet compute` process (compile cache in `cache`, or none)."""
+) -> tuple[float, float]:
+    """Wall and CPU seconds of one `symnet compute` process (compile cache in `cache`, or none)."""
     env, prefix = environment(one_thread, cache)
     script = Path(sys.executable).with_name("symnet")
     command = [
@@ -131,9 +135,18 @@ def run(
         f"ark:{feats}",
         out,
     ]
+    return timed(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL)
+
+
+def timed(command: list[str], **kwargs: Any) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, the process and its children) of one command: on a shared
+    machine the CPU seconds are what the load changes least."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(command, check=True, env=env, cwd=REPO, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    subprocess.run(command, check=True, **kwargs)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
 def openblas_core() -> str | None:
@@ -151,16 +164,14 @@ def openblas_core() -> str | None:
 
 def kaldi_run(
     nnet3_compute: Path, model: Path, feats: Path, frames_per_chunk: int, out: str = "ark:/dev/null"
-) -> float:
-    """Wall seconds of Kaldi's `nnet3-compute` on one thread (one core, one OpenBLAS thread)."""
+) -> tuple[float, float]:
+    """Wall and CPU seconds of Kaldi's `nnet3-compute` on one thread (one core, one OpenBLAS thread)."""
     env, prefix = environment(True, None)
     core = openblas_core()
     if core is not None and "OPENBLAS_CORETYPE" not in env:
         env["OPENBLAS_CORETYPE"] = core
     command = [*prefix, str(nnet3_compute), f"--frames-per-chunk={frames_per_chunk}", str(model), f"ark:{feats}", out]
-    start = time.perf_counter()
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    return timed(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def find_kaldi(folder: Path | None) -> Path | None:
@@ -198,9 +209,8 @@ def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) 
     import jax.monitoring
 
     jax_done = time.perf_counter()
-    from symnet.kaldi.compute import ComputeOptions, Nnet3Computer
-
     from symnet._src.cli import _load_model
+    from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
     from symnet._src.train.kaldi_data import iter_table
     from symnet.engine import enable_compile_cache
 
@@ -282,36 +292,39 @@ def main() -> None:
         frames = write_features(feats, args.utterances, args.min_frames, args.max_frames)
         print(f"{args.utterances} utterances, {frames} frames, {args.min_frames}-{args.max_frames} frames each")
         nnet3_compute = find_kaldi(args.kaldi_bin)
-        kaldi_fps: dict[int, float] = {}
+        kaldi_fps: dict[int, tuple[float, float]] = {}  # per chunk size: frames per wall and per CPU second
         if nnet3_compute is None:
             print("Kaldi's nnet3-compute not found (PATH or --kaldi-bin): no Kaldi figures")
         else:
             core = os.environ.get("OPENBLAS_CORETYPE") or openblas_core() or "OpenBLAS's choice"
             for chunk in args.chunks:
-                kaldi_fps[chunk] = frames / kaldi_run(nnet3_compute, model, feats, chunk)
+                wall, cpu = kaldi_run(nnet3_compute, model, feats, chunk)
+                kaldi_fps[chunk] = frames / wall, frames / cpu
                 difference = largest_difference(nnet3_compute, model, feats, folder, chunk)
                 print(
                     f"Kaldi nnet3-compute, 1 thread, OPENBLAS_CORETYPE={core}, --frames-per-chunk={chunk}: "
-                    f"{kaldi_fps[chunk]:.0f} frames/s; outputs of the first {COMPARED} utterances differ from "
+                    f"{frames / wall:.0f} frames/s ({cpu:.2f} CPU s: {frames / cpu:.0f} frames per CPU second); "
+                    f"outputs of the first {COMPARED} utterances differ from "
                     f"symnet's by at most {difference:.1e}",
                     flush=True,
                 )
         print(
             "| threads | --frames-per-chunk | compile cache | wall (s) | symnet frames/s | "
-            "Kaldi frames/s (1 thread, this run) | symnet / Kaldi |"
+            "Kaldi frames/s (1 thread, this run) | symnet / Kaldi | CPU (s) | symnet / Kaldi per CPU second |"
         )
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         modes = {"one": [True], "all": [False], "both": [True, False]}[args.threads]
         for one_thread in modes:
             for chunk in args.chunks:
                 cache = folder / f"cache-{one_thread}-{chunk}"  # empty: the first run is cold
                 for state in args.cache:
-                    wall = run(model, feats, chunk, one_thread, None if state == "off" else cache)
+                    wall, cpu = run(model, feats, chunk, one_thread, None if state == "off" else cache)
                     kaldi = kaldi_fps.get(chunk)
-                    ratio = f"{frames / wall / kaldi:.2f}" if kaldi else "-"
+                    ratio = f"{frames / wall / kaldi[0]:.2f}" if kaldi else "-"
+                    cpu_ratio = f"{frames / cpu / kaldi[1]:.2f}" if kaldi else "-"
                     print(
                         f"| {'1' if one_thread else 'all'} | {chunk} | {state} | {wall:.2f} | {frames / wall:.0f} | "
-                        f"{f'{kaldi:.0f}' if kaldi else '-'} | {ratio} |",
+                        f"{f'{kaldi[0]:.0f}' if kaldi else '-'} | {ratio} | {cpu:.2f} | {cpu_ratio} |",
                         flush=True,
                     )
                 if args.phases:

@@ -40,6 +40,7 @@ import io
 import itertools
 import os
 import stat
+import struct
 import sys
 import warnings
 import zipfile
@@ -476,18 +477,23 @@ class _ArchiveWriter:
         self.fscp = self.files[1].file if self.scp is not None else None
 
     def write(self, key: str, matrix: np.ndarray) -> None:
-        import io
-
         import kaldiio
 
-        buffer = io.BytesIO()
-        kaldiio.save_ark(buffer, {key: np.asarray(matrix, dtype=np.float32)}, text=self.text)
-        data = buffer.getbuffer()  # a view: no copy of the matrix
-        self.fark.write(data)
+        value = np.asarray(matrix, dtype=np.float32)
+        parts: list[bytes | memoryview]
+        if self.text or value.ndim != 2:
+            buffer = io.BytesIO()
+            kaldiio.save_ark(buffer, {key: value}, text=self.text)
+            parts = [buffer.getvalue()]
+        else:  # kaldiio's bytes, with the matrix written from its own memory (no copy of a large output)
+            rows, cols = value.shape
+            header = f"{key} ".encode() + b"\0BFM \x04" + struct.pack("<i", rows) + b"\x04" + struct.pack("<i", cols)
+            parts = [header, np.ascontiguousarray(value, dtype="<f4").data.cast("B")]
+        for part in parts:
+            self.fark.write(part)
         if self.fscp is not None:
             self.fscp.write(f"{key} {self.ark}:{self.written + len((key + ' ').encode('utf-8'))}\n")
-        self.written += len(data)
-        data.release()
+        self.written += sum(len(part) for part in parts)
 
     def commit(self) -> None:
         if self.stream:
@@ -1038,7 +1044,8 @@ def _parser() -> argparse.ArgumentParser:
         "compute",
         help="run a network over Kaldi feature archives (nnet3-compute)",
         description="What nnet3-compute does: for every utterance of FEATS_RSPECIFIER the network's 'output' "
-        "(test mode, chunks with clamped padding), written to MATRIX_WSPECIFIER through kaldiio "
+        "(test mode, chunks with clamped padding; utterances whole where the network is local in time, "
+        "which gives the same frames), written to MATRIX_WSPECIFIER through kaldiio "
         "(ark:, ark,t:, scp:, ark,scp:), atomically. As in Kaldi, an utterance without an i-vector "
         "(--ivectors/--online-ivectors) or without frames is skipped with a warning; the status is 1 "
         "if none was computed. Features of the wrong dim are an error.",

@@ -148,6 +148,8 @@ def test_compute_matches_nnet3_computer(tmp_path, capsys, tdnn_model):
     assert list(got) == list(feats)
     for utt, mat in feats.items():
         np.testing.assert_array_equal(got[utt], computer(mat))
+    kaldiio.save_ark(str(tmp_path / "reference.ark"), got)  # kaldiio's bytes for the same matrices
+    assert out_ark.read_bytes() == (tmp_path / "reference.ark").read_bytes()
     # the same through a text archive, read from the binary archive
     text_out = tmp_path / "out.txt"
     assert (

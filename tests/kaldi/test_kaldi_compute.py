@@ -8,15 +8,20 @@ import pytest
 from helpers import EXAMPLES, nets
 from symnet import (
     Append,
+    IfDefined,
     Input,
     Network,
     Normal,
+    Offset,
+    ReLU,
     ReplaceIndex,
+    Round,
     ShapeError,
     SymnetError,
     Weight,
 )
-from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer, modulus, nnet3_compute
+from symnet._src.engine import dense, runner
+from symnet._src.kaldi.nnet3_compute import PIECE, ComputeOptions, Nnet3Computer, modulus, nnet3_compute
 from symnet.kaldi import read_network
 
 rng = np.random.default_rng(0)
@@ -169,6 +174,71 @@ def test_compute_many_gives_each_utterance_its_ivector():
         np.testing.assert_allclose(g, np.concatenate([f, np.tile(iv, (len(f), 1))], 1) @ w, atol=1e-5)
     with pytest.raises(SymnetError, match="2 utterances but 1 ivectors"):
         Nnet3Computer(net).compute_many(feats, ivectors=ivectors[:1])
+
+
+# ----- networks local in time: whole utterances, not chunks -------------------------------------
+
+
+def local_net():
+    """out(t) = [h(3 floor(t / 3)), h(t + 2)] w2, h(t) = relu([x(t - 2), x(t), x(t + 1)] w1): local in time,
+    modulus 3, context (4, 3)."""
+    x = Input("input", D)
+    h = ReLU(Append(Offset(x, -2), x, Offset(x, 1)) @ Weight(Normal((3 * D, H), 1.0), name="w1"))
+    return Network(Append(Round(h, 3), Offset(h, 2)) @ Weight(Normal((2 * H, 5), 1.0), name="w2"))
+
+
+def local_reference(net, feats):
+    """local_net's formula per output frame, input frame numbers clamped into the utterance."""
+    w1, w2 = (np.asarray(net.params[k], np.float64) for k in ("w1", "w2"))
+    num = len(feats)
+
+    def h(t):
+        return np.maximum(np.concatenate([feats[min(max(t + o, 0), num - 1)] for o in (-2, 0, 1)]) @ w1, 0)
+
+    return np.array([np.concatenate([h(t - t % 3), h(t + 2)]) @ w2 for t in range(num)])
+
+
+@pytest.mark.parametrize("chunk,subsampling", [(4, 1), (50, 1), (50, 3)])
+def test_a_network_local_in_time_gives_what_its_chunks_give(chunk, subsampling):
+    """Utterances computed whole, in one stream (pieces of PIECE frames), equal the formula and nnet3-compute's
+    chunk-by-chunk computation (symnet._src.engine.dense, each chunk on its own), for any chunk size and extra
+    context; one program serves the stream."""
+    net = local_net()
+    lengths = [1, 5, 40, PIECE + 77, 7]
+    feats = [rng.standard_normal((n, D)).astype(np.float32) for n in lengths]
+    options = ComputeOptions(frames_per_chunk=chunk, extra_left_context=2, frame_subsampling_factor=subsampling)
+    computer = Nnet3Computer(net, options)
+    assert computer.chunking is None
+    with runner.record() as ran:
+        got = computer.compute_many(feats)
+    assert len(ran.computations) == 1
+    for f, g in zip(feats, got, strict=True):
+        np.testing.assert_allclose(g, local_reference(net, f)[::subsampling], rtol=1e-4, atol=1e-4)
+        size = computer.frames_per_chunk  # rounded up to the modulus, 3
+        chunked = dense.compute(net, f[None], frames_per_chunk=size, carry_state=False, extra_left_context=2)
+        np.testing.assert_allclose(g, np.asarray(chunked)[0][::subsampling], rtol=1e-5, atol=1e-5)
+
+
+def if_defined_net():
+    x = Input("input", D)
+    return Network(Append(x, IfDefined(Offset(x, -3))) @ Weight(Normal((2 * D, 3), 1.0), name="w"))
+
+
+def test_chunks_are_kept_where_they_change_the_outputs():
+    """A recurrence restarts and IfDefined reads zeros at every chunk, and an i-vector is read at the chunk's
+    t = 0: those networks are computed chunk by chunk, and the reason names the node."""
+    assert "recurrence" in Nnet3Computer(rnn_net()).chunking
+    feats = [rng.standard_normal((n, D)).astype(np.float32) for n in (PIECE + 9, 17)]
+    got = Nnet3Computer(rnn_net(), ComputeOptions(frames_per_chunk=50)).compute_many(feats)
+    for f, g in zip(feats, got, strict=True):
+        np.testing.assert_allclose(g, rnn_reference(rnn_net(), f, 50), atol=1e-5)
+    net = if_defined_net()
+    computer = Nnet3Computer(net, ComputeOptions(frames_per_chunk=4))
+    assert "IfDefined" in computer.chunking
+    w, f = np.asarray(net.params["w"]), feats[1]
+    ref = [np.concatenate([f[t], f[t - 3] if t - 3 >= t - t % 4 else np.zeros(D)]) @ w for t in range(len(f))]
+    np.testing.assert_allclose(computer(f), np.array(ref), atol=1e-5)
+    assert "other than by a fixed offset" in Nnet3Computer(ivector_net()).chunking  # ReplaceIndex(ivector, t, 0)
 
 
 # ----- exact evaluation --------------------------------------------------------------------------

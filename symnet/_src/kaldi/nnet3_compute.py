@@ -24,7 +24,17 @@ For each utterance:
 7. Log-priors are subtracted (`use_priors`), the acoustic scale applied, and
    with `apply_exp` the exponential taken.
 
-Chunks are independent computations, so `Nnet3Computer.compute_many` runs the
+Where the network's outputs are local in time (`symnet._src.engine.locality`: no
+recurrence, no IfDefined or Failover, no non-simple component, time moved only
+by offsets), every chunk with its context gives exactly what one pass over the
+whole utterance gives, so the chunks are not computed at all:
+`Nnet3Computer.compute_many` lays the utterances one after another, each with
+its context (edge frames repeated), as one stream, and computes it in pieces
+of `PIECE` output frames (one program for every job), each with the context
+once. `--frames-per-chunk` and the extra context options then change no output
+and no work. Networks with an `ivector` input are always computed in chunks.
+
+Otherwise chunks are independent computations, so `Nnet3Computer.compute_many` runs the
 chunks of many utterances together, each chunk its own sequence n of one
 request (as Kaldi's batched computer does; no descriptor or component lets
 one n see another). Where padding cannot change an output
@@ -52,11 +62,15 @@ from ..engine.buckets import batch_size, bucket_length, fill, padding_side
 from ..engine.context import modulus as graph_modulus
 from ..engine.graph import Graph
 from ..engine.inspect import recurrent_edges
+from ..engine.locality import chunking_dependence
 from ..engine.runner import Block, clamped, run, run_each
 from ..errors import ShapeError, SymnetError
 from .scales import check_descriptor_scales
 
-__all__ = ["ComputeOptions", "modulus", "nnet3_compute", "Nnet3Computer"]
+__all__ = ["ComputeOptions", "modulus", "nnet3_compute", "Nnet3Computer", "PIECE"]
+
+#: Output frames of one piece of the stream of utterances (networks local in time): one call, one program.
+PIECE = 1024
 
 
 @attrs.frozen
@@ -127,6 +141,10 @@ class Nnet3Computer:
         self.recurrent = bool(recurrent_edges(self.graph))
         self.side = padding_side(self.graph)
         self.modulus = graph_modulus(self.graph)
+        #: Why chunks can change an output (`chunking_dependence`), or None: then utterances are computed whole.
+        self.chunking = chunking_dependence(self.graph)
+        if self.chunking is None and set(self.graph.inputs) != {"input"}:
+            self.chunking = f"the network has inputs {sorted(self.graph.inputs)}, not 'input' alone"
 
     def __call__(
         self,
@@ -153,7 +171,8 @@ class Nnet3Computer:
         online_ivector_period: int = 0,
     ) -> list[np.ndarray]:
         """The `output` of each utterance (`features[i]` `[T_i, D]`, with `ivectors[i]` or
-        `online_ivectors[i]` where given), as nnet3-compute writes it; all chunks computed together."""
+        `online_ivectors[i]` where given), as nnet3-compute writes it; all chunks computed together, or the
+        utterances whole where chunks change nothing (`chunking` is None)."""
         if ivectors is not None and online_ivectors is not None:
             raise SymnetError("give --ivectors or --online-ivectors, not both")
         if online_ivectors is not None and online_ivector_period <= 0:
@@ -163,7 +182,6 @@ class Nnet3Computer:
             if given is not None and len(given) != len(utterances):
                 what = ("ivectors", "online_ivectors")[i]
                 raise SymnetError(f"{len(utterances)} utterances but {len(given)} {what}")
-        chunks: list[_Chunk] = []
         for i, feats in enumerate(utterances):
             if feats.ndim != 2 or len(feats) == 0:
                 raise ShapeError(f"features must be a non-empty [T, D] matrix, got shape {feats.shape}")
@@ -173,6 +191,31 @@ class Nnet3Computer:
                 None if ivectors is None else ivectors[i],
                 None if online_ivectors is None else online_ivectors[i],
             )
+        if not utterances:
+            return []
+        if self.chunking is None:
+            raw = self._streamed(utterances)
+        else:
+            raw = self._chunked(utterances, ivectors, online_ivectors, online_ivector_period)
+        out = []
+        for value in raw:
+            if self.log_priors is not None:
+                value = value - self.log_priors[None, :]
+            if self.options.acoustic_scale != 1.0:  # x * 1.0 is x: no pass over the output for nothing
+                value = value * self.options.acoustic_scale
+            out.append(np.exp(value) if self.options.apply_exp else value)
+        return out
+
+    def _chunked(
+        self,
+        utterances: list[np.ndarray],
+        ivectors: Sequence[np.ndarray] | None,
+        online_ivectors: Sequence[np.ndarray] | None,
+        online_ivector_period: int,
+    ) -> list[np.ndarray]:
+        """Each utterance's output from its chunks, each chunk computed on its own (nnet3-compute's way)."""
+        chunks: list[_Chunk] = []
+        for i, feats in enumerate(utterances):
             chunks += self._chunks(
                 i,
                 len(feats),
@@ -196,15 +239,44 @@ class Nnet3Computer:
         by_utterance: list[list[np.ndarray]] = [[] for _ in utterances]
         for chunk in chunks:  # in order: each utterance's chunks from its first frame
             by_utterance[chunk.utterance].append(pieces[chunk])
-        out = []
-        for parts in by_utterance:
-            value = np.concatenate(parts, axis=0)
-            if self.log_priors is not None:
-                value = value - self.log_priors[None, :]
-            if self.options.acoustic_scale != 1.0:  # x * 1.0 is x: no pass over the output for nothing
-                value = value * self.options.acoustic_scale
-            out.append(np.exp(value) if self.options.apply_exp else value)
-        return out
+        return [np.concatenate(parts, axis=0) for parts in by_utterance]
+
+    def _streamed(self, utterances: list[np.ndarray]) -> list[np.ndarray]:
+        """Each utterance's output from one pass over it (networks local in time): the utterances one after
+        another in a stream, each with its context, computed in pieces of `PIECE` output frames.
+
+        Utterance i's frame t is the stream's frame `starts[i] + t`, `starts[i]` a multiple of
+        lcm(frame_subsampling_factor, modulus), so rounding and switches see t as a chunk would. Frames
+        between utterances (zeros) make outputs no utterance keeps."""
+        f = self.options.frame_subsampling_factor
+        step = math.lcm(f, self.modulus)
+        piece, left, right = step * -(-PIECE // step), self.left, self.right
+        starts, counts = [], []
+        start = 0  # the stream starts at frame -left: the first utterance's context
+        for feats in utterances:
+            count = -(-len(feats) // f)
+            starts.append(start)
+            counts.append(count)
+            start = step * -(-(start + (count - 1) * f + right + 1 + left) // step)
+        pieces = (starts[-1] + (counts[-1] - 1) * f) // piece + 1
+        stream = np.zeros((pieces * piece + left + right, utterances[0].shape[1]), np.float32)  # frame p: row p + left
+        for feats, start, count in zip(utterances, starts, counts, strict=True):
+            end = start + left + (count - 1) * f + right + 1  # rows start .. end - 1: frames -left .. of feats
+            real = min(len(feats), end - start - left)
+            stream[start : start + left] = feats[0]
+            stream[start + left : start + left + real] = feats[:real]
+            stream[start + left + real : end] = feats[real - 1]
+        rows = piece // f
+        out: np.ndarray | None = None
+        for k in range(pieces):
+            block = stream[k * piece : (k + 1) * piece + left + right, None]
+            value = run(self.network, {"input": Block((-left, piece + right), block)}, {"output": range(0, piece, f)})
+            result = value["output"][:, 0]
+            if out is None:
+                out = np.empty((pieces * rows, result.shape[-1]), result.dtype)
+            out[k * rows : (k + 1) * rows] = result
+        assert out is not None
+        return [out[s // f : s // f + c] for s, c in zip(starts, counts, strict=True)]
 
     def _chunks(
         self, utterance: int, num_frames: int, ivector: np.ndarray | None, online: np.ndarray | None, period: int
