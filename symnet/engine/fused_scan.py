@@ -27,6 +27,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import Literal as JaxprLiteral
 
 from ..core.descriptor import Descriptor
 from .frame import FrameProgram
@@ -46,6 +47,7 @@ __all__ = [
     "UNROLL",
 ]
 
+REUSE = True
 UNROLL = 1  # frames per loop iteration: unrolling 2 or 4 was not faster on CPU for the LSTM, GRU and BLSTM together
 
 Read = Callable[[Any, Mapping[int, jax.Array]], jax.Array]
@@ -218,7 +220,12 @@ class Lane:
 
 
 def scan_lanes(
-    step: LaneStep, carry0: tuple[Any, ...], xs: tuple[Any, ...], backward: Sequence[bool], unroll: int
+    step: LaneStep,
+    carry0: tuple[Any, ...],
+    xs: tuple[Any, ...],
+    backward: Sequence[bool],
+    unroll: int,
+    dead: tuple[Any, ...] | None = None,
 ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """`lax.scan` where each lane reads its frames in its own direction (`backward[k]`: last frame first).
 
@@ -227,34 +234,122 @@ def scan_lanes(
     lane's outputs), and the outputs come back in frame order. Lanes of one
     direction are a plain scan; mixed directions index the frames explicitly,
     as `lax.scan` does inside.
+
+    `dead[k]` (booleans shaped like `xs[k]`) marks the operands nothing reads
+    after the loop: an output of lane k of the same shape and dtype is written
+    into one of them, each frame after that frame is read (`_reuse`), instead
+    of into a fresh zero-filled buffer.
     """
-    if len(set(backward)) <= 1:
-        return jax.lax.scan(step, carry0, xs, reverse=bool(backward and backward[0]), unroll=unroll)
     steps = jax.tree.leaves(xs)[0].shape[0]
+    leaves = [jax.tree.leaves(x) for x in xs]
+    trees = [jax.tree.structure(x) for x in xs]
 
     def frame(i: jax.Array, k: int) -> jax.Array:
         return steps - 1 - i if backward[k] else i
 
-    def take(i: jax.Array) -> tuple[Any, ...]:
-        return tuple(
-            jax.tree.map(lambda a, k=k: jax.lax.dynamic_index_in_dim(a, frame(i, k), 0, keepdims=False), x)
-            for k, x in enumerate(xs)
-        )
+    def take(i: jax.Array, sources: Sequence[Sequence[jax.Array]]) -> list[list[jax.Array]]:
+        return [
+            [jax.lax.dynamic_index_in_dim(a, frame(i, k), 0, keepdims=False) for a in ls]
+            for k, ls in enumerate(sources)
+        ]
 
-    _, out_shapes = jax.eval_shape(step, carry0, take(jnp.int32(0)))
-    buffers0 = jax.tree.map(lambda s: jnp.zeros((steps,) + s.shape, s.dtype), out_shapes)
+    def frames(taken: list[list[jax.Array]]) -> tuple[Any, ...]:
+        return tuple(jax.tree.unflatten(tree, ls) for tree, ls in zip(trees, taken))
+
+    traced, (_, out_shapes) = jax.make_jaxpr(step, return_shape=True)(carry0, frames(take(jnp.int32(0), leaves)))
+    outs = [jax.tree.leaves(o) for o in out_shapes]
+    reuse = _reuse(
+        traced.jaxpr,
+        len(jax.tree.leaves(carry0)),
+        leaves,
+        outs,
+        steps,
+        [None] * len(xs) if dead is None or not REUSE else [jax.tree.leaves(d) for d in dead],
+    )
+    if len(set(backward)) <= 1 and not any(reuse):
+        return jax.lax.scan(step, carry0, xs, reverse=bool(backward and backward[0]), unroll=unroll)
+    buffers0 = [
+        [leaves[k][reuse[k][j]] if j in reuse[k] else jnp.zeros((steps,) + o.shape, o.dtype) for j, o in enumerate(out)]
+        for k, out in enumerate(outs)
+    ]
+    # An overwritten operand is read from its buffer in the loop, so that nothing else keeps it alive.
+    read_from = [{x: j for j, x in r.items()} for r in reuse]
 
     def body(state: tuple[Any, ...], i: jax.Array) -> tuple[tuple[Any, ...], None]:
         carries, buffers = state
-        carries, ys = step(carries, take(i))
-        buffers = tuple(
-            jax.tree.map(lambda b, y, k=k: jax.lax.dynamic_update_index_in_dim(b, y, frame(i, k), 0), buf, y)
-            for k, (buf, y) in enumerate(zip(buffers, ys))
-        )
+        sources = [
+            [buffers[k][read_from[k][p]] if p in read_from[k] else a for p, a in enumerate(ls)]
+            for k, ls in enumerate(leaves)
+        ]
+        carries, ys = step(carries, frames(take(i, sources)))
+        ys_leaves = [jax.tree.leaves(y) for y in ys]
+        buffers = [
+            [jax.lax.dynamic_update_index_in_dim(b, y, frame(i, k), 0) for b, y in zip(buffers[k], ys_leaves[k])]
+            for k in range(len(xs))
+        ]
         return (carries, buffers), None
 
-    (carries, buffers), _ = jax.lax.scan(body, (carry0, buffers0), jnp.arange(steps, dtype=jnp.int32), unroll=unroll)
-    return carries, buffers
+    state0 = (carry0, buffers0)
+    (carries, buffers), _ = jax.lax.scan(body, state0, jnp.arange(steps, dtype=jnp.int32), unroll=unroll)
+    return carries, tuple(jax.tree.unflatten(jax.tree.structure(o), b) for o, b in zip(out_shapes, buffers))
+
+
+def _reuse(
+    jaxpr: Any,
+    num_carries: int,
+    leaves: Sequence[Sequence[jax.Array]],
+    outs: Sequence[Sequence[Any]],
+    steps: int,
+    dead: Sequence[Any],
+) -> list[dict[int, int]]:
+    """Per lane, which dead operand (its leaf position) each output (its leaf position) is written into.
+
+    On XLA's CPU backend a fresh `[frames, batch, dim]` output buffer costs a
+    zero fill and, for large ones, its page faults: about as much as the
+    loop's elementwise work on it. A dead operand of the same shape is updated
+    in place instead (a frame is overwritten after the step has read it). JAX
+    values are immutable, so this is only a hint: where the operand is still
+    read after the loop, XLA copies it first. And XLA copies the whole buffer
+    every frame unless it can order every read of the frame before the write:
+    an output is written into an operand only if every other output that
+    depends on the operand's frame does so through that output
+    (`_only_through`, on the step's jaxpr `jaxpr`, whose inputs are the
+    `num_carries` carries and then the lanes' operands, its outputs the
+    carries and then the lanes' outputs).
+    """
+    in_base = np.cumsum([num_carries] + [len(ls) for ls in leaves])
+    out_base = np.cumsum([num_carries] + [len(o) for o in outs])
+    plans = []
+    for k, out in enumerate(outs):
+        free = [p for p, d in enumerate(dead[k] or ()) if d]
+        plan: dict[int, int] = {}
+        for j, o in enumerate(out):
+            for p in free:
+                a = leaves[k][p]
+                if (
+                    a.shape == (steps,) + tuple(o.shape)
+                    and a.dtype == o.dtype
+                    and _only_through(jaxpr, int(in_base[k]) + p, int(out_base[k]) + j)
+                ):
+                    plan[j] = p
+                    free.remove(p)
+                    break
+        plans.append(plan)
+    return plans
+
+
+def _only_through(jaxpr: Any, source: int, through: int) -> bool:
+    """Whether every output of `jaxpr` but output `through` is independent of input `source` given that output."""
+    cut = jaxpr.outvars[through]
+    if isinstance(cut, JaxprLiteral):
+        return False
+    tainted = {id(jaxpr.invars[source])} - {id(cut)}
+    for eqn in jaxpr.eqns:
+        if any(not isinstance(v, JaxprLiteral) and id(v) in tainted for v in eqn.invars):
+            tainted.update(id(v) for v in eqn.outvars if v is not cut)
+    return not any(
+        i != through and not isinstance(v, JaxprLiteral) and id(v) in tainted for i, v in enumerate(jaxpr.outvars)
+    )
 
 
 def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tuple[jax.Array, ...]]:
@@ -284,7 +379,13 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
             ]
             return tuple(o[0] for o in out), tuple(o[1] for o in out)
 
-        return scan_lanes(step, carry0, tuple(zip(xs_ext, masks, reads)), directions, unroll)[1]
+        # The external operands the backward pass does not read are dead once the loop has read them.
+        kept = [lane.loop.externals | lane.after.externals if save else set() for lane in lanes]
+        dead = tuple(
+            (tuple(s not in k for s in range(len(x))), False, None if r is None else False)
+            for x, r, k in zip(xs_ext, reads, kept)
+        )
+        return scan_lanes(step, carry0, tuple(zip(xs_ext, masks, reads)), directions, unroll, dead)[1]
 
     @jax.custom_vjp
     def run(
@@ -324,7 +425,12 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
             return tuple(o[0] for o in out), tuple(o[1] for o in out)
 
         finals, per_frame = scan_lanes(
-            step, tuple(b.carry0() for b in backs), tuple(b.xs() for b in backs), [not d for d in directions], unroll
+            step,
+            tuple(b.carry0() for b in backs),
+            tuple(b.xs() for b in backs),
+            [not d for d in directions],
+            unroll,
+            tuple(b.dead() for b in backs),
         )
         grads = [b.finish(f, pf) for b, f, pf in zip(backs, finals, per_frame)]
         no_reads = tuple(None if r is None else np.zeros(r.shape, dtype=jax.dtypes.float0) for r in reads)
@@ -394,6 +500,18 @@ class _LaneBackward:
             tuple(self.xs_ext[s] for s in self.ext_slots),
             self.masks,
             self.reads,
+        )
+
+    def dead(self) -> tuple[Any, ...]:
+        """Which of `xs()` nothing reads after the loop (`finish` reads the deferred Dots' operands)."""
+        after = self.lane.after
+        return (
+            tuple(True for _ in self.dys),
+            tuple(m not in after.stored for m in self.stored_names),
+            tuple(k not in after.lags for k in self.lag_names),
+            tuple(s not in after.externals for s in self.ext_slots),
+            False,
+            None if self.reads is None else False,
         )
 
     def width(self, e: Any) -> int:
