@@ -8,6 +8,9 @@ Here instead:
 - the forward scan computes the frames as `FrameProgram.values` does (gate
   activations fused) and saves, per frame, only the members' values that the
   backward reads;
+- a loop writes an output into an operand of the same shape that nothing
+  reads after the loop (an LSTM's saved gates into its input projection),
+  frame by frame, instead of into a fresh zero-filled buffer (`scan_lanes`);
 - the backward is one reverse scan carrying the deltas of the lagged members;
   each frame pulls its deltas through the members' `vjp`s (`FrameProgram.member_vjp`);
 - the weight of every `Dot(member, weight)` gets its gradient after the loop,
@@ -47,7 +50,6 @@ __all__ = [
     "UNROLL",
 ]
 
-REUSE = True
 UNROLL = 1  # frames per loop iteration: unrolling 2 or 4 was not faster on CPU for the LSTM, GRU and BLSTM together
 
 Read = Callable[[Any, Mapping[int, jax.Array]], jax.Array]
@@ -264,7 +266,7 @@ def scan_lanes(
         leaves,
         outs,
         steps,
-        [None] * len(xs) if dead is None or not REUSE else [jax.tree.leaves(d) for d in dead],
+        [None] * len(xs) if dead is None else [jax.tree.leaves(d) for d in dead],
     )
     if len(set(backward)) <= 1 and not any(reuse):
         return jax.lax.scan(step, carry0, xs, reverse=bool(backward and backward[0]), unroll=unroll)
