@@ -227,7 +227,7 @@ def scan_lanes(
     xs: tuple[Any, ...],
     backward: Sequence[bool],
     unroll: int,
-    dead: tuple[Any, ...] | None = None,
+    into: Sequence[Mapping[int, int]] | None = None,
 ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """`lax.scan` where each lane reads its frames in its own direction (`backward[k]`: last frame first).
 
@@ -237,10 +237,10 @@ def scan_lanes(
     direction are a plain scan; mixed directions index the frames explicitly,
     as `lax.scan` does inside.
 
-    `dead[k]` (booleans shaped like `xs[k]`) marks the operands nothing reads
-    after the loop: an output of lane k of the same shape and dtype is written
-    into one of them, each frame after that frame is read (`_reuse`), instead
-    of into a fresh zero-filled buffer.
+    `into[k]` maps lane k's outputs (leaf positions) to operands of the same
+    shape and dtype (leaf positions in `xs[k]`) that nothing reads after the
+    loop: the output is written into the operand, each frame after the step
+    has read it, instead of into a fresh zero-filled buffer (`_reuse`).
     """
     steps = jax.tree.leaves(xs)[0].shape[0]
     leaves = [jax.tree.leaves(x) for x in xs]
@@ -266,7 +266,7 @@ def scan_lanes(
         leaves,
         outs,
         steps,
-        [None] * len(xs) if dead is None else [jax.tree.leaves(d) for d in dead],
+        [{} for _ in xs] if into is None else into,
     )
     if len(set(backward)) <= 1 and not any(reuse):
         return jax.lax.scan(step, carry0, xs, reverse=bool(backward and backward[0]), unroll=unroll)
@@ -302,42 +302,36 @@ def _reuse(
     leaves: Sequence[Sequence[jax.Array]],
     outs: Sequence[Sequence[Any]],
     steps: int,
-    dead: Sequence[Any],
+    into: Sequence[Mapping[int, int]],
 ) -> list[dict[int, int]]:
-    """Per lane, which dead operand (its leaf position) each output (its leaf position) is written into.
+    """`into`, less the pairs that XLA would not update in place.
 
     On XLA's CPU backend a fresh `[frames, batch, dim]` output buffer costs a
     zero fill and, for large ones, its page faults: about as much as the
-    loop's elementwise work on it. A dead operand of the same shape is updated
-    in place instead (a frame is overwritten after the step has read it). JAX
-    values are immutable, so this is only a hint: where the operand is still
-    read after the loop, XLA copies it first. And XLA copies the whole buffer
-    every frame unless it can order every read of the frame before the write:
-    an output is written into an operand only if every other output that
-    depends on the operand's frame does so through that output
-    (`_only_through`, on the step's jaxpr `jaxpr`, whose inputs are the
-    `num_carries` carries and then the lanes' operands, its outputs the
-    carries and then the lanes' outputs).
+    loop's elementwise work on it. An operand nothing reads after the loop is
+    updated in place instead (a frame is overwritten after the step has read
+    it). JAX values are immutable, so this is only a hint: where the operand
+    is still read after the loop, XLA copies it once. But XLA copies the whole
+    buffer every frame unless it can order every read of the frame before the
+    write: so the caller names only outputs XLA computes once (a `tanh`, not an
+    elementwise sum it would recompute inside each reader), and here a pair is
+    kept only if every other output that depends on the operand's frame does so
+    through that output (`_only_through`, on the step's jaxpr `jaxpr`, whose
+    inputs are the `num_carries` carries and then the lanes' operands, its
+    outputs the carries and then the lanes' outputs).
     """
     in_base = np.cumsum([num_carries] + [len(ls) for ls in leaves])
     out_base = np.cumsum([num_carries] + [len(o) for o in outs])
-    plans = []
-    for k, out in enumerate(outs):
-        free = [p for p, d in enumerate(dead[k] or ()) if d]
-        plan: dict[int, int] = {}
-        for j, o in enumerate(out):
-            for p in free:
-                a = leaves[k][p]
-                if (
-                    a.shape == (steps,) + tuple(o.shape)
-                    and a.dtype == o.dtype
-                    and _only_through(jaxpr, int(in_base[k]) + p, int(out_base[k]) + j)
-                ):
-                    plan[j] = p
-                    free.remove(p)
-                    break
-        plans.append(plan)
-    return plans
+    return [
+        {
+            j: p
+            for j, p in pairs.items()
+            if leaves[k][p].shape == (steps,) + tuple(outs[k][j].shape)
+            and leaves[k][p].dtype == outs[k][j].dtype
+            and _only_through(jaxpr, int(in_base[k]) + p, int(out_base[k]) + j)
+        }
+        for k, pairs in enumerate(into)
+    ]
 
 
 def _only_through(jaxpr: Any, source: int, through: int) -> bool:
@@ -381,13 +375,8 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
             ]
             return tuple(o[0] for o in out), tuple(o[1] for o in out)
 
-        # The external operands the backward pass does not read are dead once the loop has read them.
-        kept = [lane.loop.externals | lane.after.externals if save else set() for lane in lanes]
-        dead = tuple(
-            (tuple(s not in k for s in range(len(x))), False, None if r is None else False)
-            for x, r, k in zip(xs_ext, reads, kept)
-        )
-        return scan_lanes(step, carry0, tuple(zip(xs_ext, masks, reads)), directions, unroll, dead)[1]
+        into = [_gates_into_externals(lane, names[k], x, save) for k, (lane, x) in enumerate(zip(lanes, xs_ext))]
+        return scan_lanes(step, carry0, tuple(zip(xs_ext, masks, reads)), directions, unroll, into)[1]
 
     @jax.custom_vjp
     def run(
@@ -432,7 +421,6 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
             tuple(b.xs() for b in backs),
             [not d for d in directions],
             unroll,
-            tuple(b.dead() for b in backs),
         )
         grads = [b.finish(f, pf) for b, f, pf in zip(backs, finals, per_frame)]
         no_reads = tuple(None if r is None else np.zeros(r.shape, dtype=jax.dtypes.float0) for r in reads)
@@ -442,6 +430,25 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
     xs_ext = tuple(lane.xs_ext for lane in lanes)
     reads = tuple(lane.sequence_reads for lane in lanes)
     return list(run(xs_ext, tuple(lane.statics for lane in lanes), tuple(lane.carry0 for lane in lanes), reads))
+
+
+def _gates_into_externals(lane: Lane, names: Sequence[int], xs_ext: Sequence[jax.Array], save: bool) -> dict[int, int]:
+    """Which saved activation groups' `tanh`s (output positions) the forward loop writes into which external
+    operands (positions in `xs_ext`): an LSTM's gates into its input projection.
+
+    Only the groups' `tanh`s, which XLA computes once a frame; an external the backward pass reads is kept.
+    """
+    kept = lane.loop.externals | lane.after.externals if save else set()
+    free = [s for s in range(len(xs_ext)) if s not in kept]
+    widths = {g.key: sum(lane.dims[m] for m in g.members) for g in lane.program.groups}
+    out: dict[int, int] = {}
+    for j, m in enumerate(names):
+        for s in free:
+            if m in widths and xs_ext[s].shape[1:] == (lane.program.batch, widths[m]) and xs_ext[s].dtype == lane.dtype:
+                out[j] = s
+                free.remove(s)
+                break
+    return out
 
 
 class _LaneBackward:
@@ -502,18 +509,6 @@ class _LaneBackward:
             tuple(self.xs_ext[s] for s in self.ext_slots),
             self.masks,
             self.reads,
-        )
-
-    def dead(self) -> tuple[Any, ...]:
-        """Which of `xs()` nothing reads after the loop (`finish` reads the deferred Dots' operands)."""
-        after = self.lane.after
-        return (
-            tuple(True for _ in self.dys),
-            tuple(m not in after.stored for m in self.stored_names),
-            tuple(k not in after.lags for k in self.lag_names),
-            tuple(s not in after.externals for s in self.ext_slots),
-            False,
-            None if self.reads is None else False,
         )
 
     def width(self, e: Any) -> int:

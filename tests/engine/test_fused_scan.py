@@ -425,17 +425,17 @@ def overwritten(jaxpr) -> int:
 
 @pytest.mark.parametrize("backward", [[False], [True], [False, True]])
 def test_an_output_is_written_into_an_operand_nothing_reads_after_the_loop(backward):
-    """`scan_lanes` writes each lane's per-frame `tanh(x)` into its dead `x` (no fresh buffer), equal to lax.scan's."""
+    """`scan_lanes` writes each lane's per-frame `tanh(x)` into its `x` (no fresh buffer), equal to lax.scan's."""
     xs = [jnp.asarray(np.random.default_rng(k).standard_normal((T, N, C)), jnp.float32) for k in range(len(backward))]
 
     def step(carries, frames):
         ys = [jnp.tanh(f[0] + c) for c, f in zip(carries, frames)]
         return tuple(c + 0.5 * y for c, y in zip(carries, ys)), tuple((y,) for y in ys)
 
-    def run(*xs, dead=True):
+    def run(*xs, into=True):
         carry0 = tuple(jnp.zeros((N, C)) for _ in xs)
         lanes = tuple((x,) for x in xs)
-        return scan_lanes(step, carry0, lanes, backward, 1, tuple((True,) for _ in xs) if dead else None)
+        return scan_lanes(step, carry0, lanes, backward, 1, [{0: 0} for _ in xs] if into else None)
 
     def reference(x, reverse):
         return jax.lax.scan(
@@ -448,11 +448,11 @@ def test_an_output_is_written_into_an_operand_nothing_reads_after_the_loop(backw
         np.testing.assert_allclose(carries[k], want_carry, atol=1e-6)
         np.testing.assert_allclose(ys[k][0], want_ys, atol=1e-6)
     assert overwritten(jax.make_jaxpr(run)(*xs)) == len(xs)
-    assert overwritten(jax.make_jaxpr(lambda *xs: run(*xs, dead=False))(*xs)) == 0
+    assert overwritten(jax.make_jaxpr(lambda *xs: run(*xs, into=False))(*xs)) == 0
 
 
 def test_an_operand_read_by_another_output_is_not_overwritten():
-    """The carry reads x besides through y: y gets a buffer of its own (else XLA would copy x every frame)."""
+    """The carry reads x besides through y: y gets a buffer of its own (XLA would copy x every frame)."""
     x = jnp.asarray(np.random.default_rng(0).standard_normal((T, N, C)), jnp.float32)
 
     def step(carries, frames):
@@ -461,7 +461,7 @@ def test_an_operand_read_by_another_output_is_not_overwritten():
         return (carries[0] * x_t + y,), ((y,),)
 
     def run(x):
-        return scan_lanes(step, (jnp.zeros((N, C)),), ((x,),), [False], 1, ((True,),))
+        return scan_lanes(step, (jnp.zeros((N, C)),), ((x,),), [False], 1, [{0: 0}])
 
     assert overwritten(jax.make_jaxpr(run)(x)) == 0
     want = jax.lax.scan(lambda c, f: (c * f + jnp.tanh(f + c), jnp.tanh(f + c)), jnp.zeros((N, C)), x)
