@@ -359,12 +359,13 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
     masks = tuple(jnp.asarray(lane.masks) for lane in lanes)
     directions = [lane.reverse for lane in lanes]
 
-    def forward(
+    def loop(
         xs_ext: tuple[tuple[jax.Array, ...], ...],
         statics: tuple[dict[int, jax.Array], ...],
         carry0: tuple[dict[int, jax.Array], ...],
         reads: tuple[jax.Array | None, ...],
         save: bool,
+        in_place: bool,
     ) -> tuple[tuple[jax.Array, ...], ...]:
         names = [lane.outs if save else lane.program.exported for lane in lanes]
 
@@ -375,8 +376,26 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
             ]
             return tuple(o[0] for o in out), tuple(o[1] for o in out)
 
-        into = [_gates_into_externals(lane, names[k], x, save) for k, (lane, x) in enumerate(zip(lanes, xs_ext))]
+        into = [
+            _gates_into_externals(lane, nm, x, save) if in_place else {} for lane, nm, x in zip(lanes, names, xs_ext)
+        ]
         return scan_lanes(step, carry0, tuple(zip(xs_ext, masks, reads)), directions, unroll, into)[1]
+
+    @functools.partial(jax.custom_jvp, nondiff_argnums=(4,))
+    def forward(
+        xs_ext: tuple[tuple[jax.Array, ...], ...],
+        statics: tuple[dict[int, jax.Array], ...],
+        carry0: tuple[dict[int, jax.Array], ...],
+        reads: tuple[jax.Array | None, ...],
+        save: bool,
+    ) -> tuple[tuple[jax.Array, ...], ...]:
+        """The loop, its gates written in place; JAX differentiates it as the loop without (`gradient="jax"`, or
+        `jax.grad` of a Tape's value): its derivative of a buffer updated in place copies the buffer every frame."""
+        return loop(xs_ext, statics, carry0, reads, save, True)
+
+    @forward.defjvp
+    def forward_jvp(save: bool, primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any]:
+        return jax.jvp(lambda x, st, c, r: loop(x, st, c, r, save, False), primals, tangents)
 
     @jax.custom_vjp
     def run(
@@ -385,7 +404,7 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
         carry0: tuple[dict[int, jax.Array], ...],
         reads: tuple[jax.Array | None, ...],
     ) -> tuple[tuple[jax.Array, ...], ...]:
-        return forward(xs_ext, statics, carry0, reads, save=False)
+        return forward(xs_ext, statics, carry0, reads, False)
 
     def run_fwd(
         xs_ext: tuple[tuple[jax.Array, ...], ...],
@@ -393,7 +412,7 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
         carry0: tuple[dict[int, jax.Array], ...],
         reads: tuple[jax.Array | None, ...],
     ) -> tuple[tuple[tuple[jax.Array, ...], ...], tuple[Any, ...]]:
-        ys = forward(xs_ext, statics, carry0, reads, save=True)
+        ys = forward(xs_ext, statics, carry0, reads, True)
         exported = tuple(y[: len(lane.program.exported)] for lane, y in zip(lanes, ys))
         return exported, (xs_ext, statics, carry0, reads, ys)
 

@@ -496,3 +496,28 @@ def test_the_lstm_forward_saves_the_gates_in_the_input_projection_and_recomputes
     """Saved per frame: the gates' tanh (into x @ wx's buffer, read there first), c and h; tanh(c) is
     recomputed from c in the backward loop. Values and gradients: test_fused_scan_matches_the_plain_scan."""
     assert sorted(forward_loop_writes(Network(lstm()))) == [(T, N, C), (T, N, C), (T, N, 4 * C)]
+
+
+def carried_shapes(jaxpr) -> list[tuple[int, ...]]:
+    """The shapes of every scan's carries, in a jaxpr and the jaxprs nested in it."""
+    found, stack = [], [jaxpr]
+    while stack:
+        item = stack.pop()
+        j = getattr(item, "jaxpr", item)
+        for eqn in j.eqns:
+            if eqn.primitive.name == "scan":
+                start = eqn.params["num_consts"]
+                found += [tuple(v.aval.shape) for v in eqn.invars[start : start + eqn.params["num_carry"]]]
+            stack.extend(v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(v, "jaxpr"))
+    return found
+
+
+def test_jax_differentiates_the_forward_loop_as_the_loop_without_writes_in_place():
+    """JAX's own reverse mode of the fused forward loop (`gradient="jax"`) runs the loop that writes fresh
+    buffers: the derivative of a buffer updated in place would copy it every frame. Run as it is, the loop
+    carries the gates' buffer."""
+    net, inputs, gates = Network(lstm()), inputs_for(T), (T, N, 4 * C)
+    c = compile(net, request(), gradient="jax")
+    assert gates in carried_shapes(jax.make_jaxpr(lambda p: c(net.replace(params=p), inputs)["output"])(net.params))
+    grad = jax.make_jaxpr(jax.grad(lambda p: c(net.replace(params=p), inputs)["output"].sum()))(net.params)
+    assert gates not in carried_shapes(grad)
