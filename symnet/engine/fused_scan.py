@@ -8,9 +8,10 @@ Here instead:
 - the forward scan computes the frames as `FrameProgram.values` does (gate
   activations fused) and saves, per frame, only the members' values that the
   backward reads;
-- a loop writes an output into an operand of the same shape that nothing
-  reads after the loop (an LSTM's saved gates into its input projection),
-  frame by frame, instead of into a fresh zero-filled buffer (`scan_lanes`);
+- it writes each saved activation group's `tanh` (an LSTM's gates) into the
+  external operand it reads (the input projection), frame by frame, where
+  nothing reads that operand after the loop, instead of into a fresh
+  zero-filled buffer (`scan_lanes`' `into`);
 - the backward is one reverse scan carrying the deltas of the lagged members;
   each frame pulls its deltas through the members' `vjp`s (`FrameProgram.member_vjp`);
 - the weight of every `Dot(member, weight)` gets its gradient after the loop,
@@ -435,11 +436,7 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
             return tuple(o[0] for o in out), tuple(o[1] for o in out)
 
         finals, per_frame = scan_lanes(
-            step,
-            tuple(b.carry0() for b in backs),
-            tuple(b.xs() for b in backs),
-            [not d for d in directions],
-            unroll,
+            step, tuple(b.carry0() for b in backs), tuple(b.xs() for b in backs), [not d for d in directions], unroll
         )
         grads = [b.finish(f, pf) for b, f, pf in zip(backs, finals, per_frame)]
         no_reads = tuple(None if r is None else np.zeros(r.shape, dtype=jax.dtypes.float0) for r in reads)
