@@ -45,6 +45,7 @@ from symnet._src.components.recurrent import (
     OutputGruNonlinearityComponent,
 )
 from symnet._src.engine.frame import FrameProgram
+from symnet._src.engine.fused_scan import scan_lanes
 from symnet._src.engine.recurrence import RecurrentBlock
 from symnet._src.engine.scan_merge import MergedScans
 from symnet.errors import PlanError
@@ -412,3 +413,111 @@ def test_fused_lowering_of_a_member_without_a_vjp_is_a_plan_error_naming_it():
 def test_an_unknown_lowering_is_a_plan_error():
     with pytest.raises(PlanError, match="lowering='fast'.*'auto', 'fused', 'plain'"):
         compile(Network(lstm()), request(), "fast")
+
+
+def overwritten(jaxpr) -> int:
+    """How many of a jaxpr's inputs its loop takes as buffers to update in place (carries), not as operands."""
+    (loop,) = [eqn for eqn in jaxpr.jaxpr.eqns if eqn.primitive.name == "scan"]
+    start = loop.params["num_consts"]
+    carried = {id(v) for v in loop.invars[start : start + loop.params["num_carry"]]}
+    return sum(id(v) in carried for v in jaxpr.jaxpr.invars)
+
+
+@pytest.mark.parametrize("backward", [[False], [True], [False, True]])
+def test_an_output_is_written_into_an_operand_nothing_reads_after_the_loop(backward):
+    """`scan_lanes` writes each lane's per-frame `tanh(x)` into its `x` (no fresh buffer), equal to lax.scan's."""
+    xs = [jnp.asarray(np.random.default_rng(k).standard_normal((T, N, C)), jnp.float32) for k in range(len(backward))]
+
+    def step(carries, frames):
+        ys = [jnp.tanh(f[0] + c) for c, f in zip(carries, frames)]
+        return tuple(c + 0.5 * y for c, y in zip(carries, ys)), tuple((y,) for y in ys)
+
+    def run(*xs, into=True):
+        carry0 = tuple(jnp.zeros((N, C)) for _ in xs)
+        lanes = tuple((x,) for x in xs)
+        return scan_lanes(step, carry0, lanes, backward, 1, [{0: 0} for _ in xs] if into else None)
+
+    def reference(x, reverse):
+        return jax.lax.scan(
+            lambda c, f: (c + 0.5 * jnp.tanh(f + c), jnp.tanh(f + c)), jnp.zeros((N, C)), x, reverse=reverse
+        )
+
+    carries, ys = run(*xs)
+    for k, (x, reverse) in enumerate(zip(xs, backward)):
+        want_carry, want_ys = reference(x, reverse)
+        np.testing.assert_allclose(carries[k], want_carry, atol=1e-6)
+        np.testing.assert_allclose(ys[k][0], want_ys, atol=1e-6)
+    assert overwritten(jax.make_jaxpr(run)(*xs)) == len(xs)
+    assert overwritten(jax.make_jaxpr(lambda *xs: run(*xs, into=False))(*xs)) == 0
+
+
+def test_an_operand_read_by_another_output_is_not_overwritten():
+    """The carry reads x besides through y: y gets a buffer of its own (XLA would copy x every frame)."""
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((T, N, C)), jnp.float32)
+
+    def step(carries, frames):
+        ((x_t,),) = frames
+        y = jnp.tanh(x_t + carries[0])
+        return (carries[0] * x_t + y,), ((y,),)
+
+    def run(x):
+        return scan_lanes(step, (jnp.zeros((N, C)),), ((x,),), [False], 1, [{0: 0}])
+
+    assert overwritten(jax.make_jaxpr(run)(x)) == 0
+    want = jax.lax.scan(lambda c, f: (c * f + jnp.tanh(f + c), jnp.tanh(f + c)), jnp.zeros((N, C)), x)
+    np.testing.assert_allclose(run(x)[1][0][0], want[1], atol=1e-6)
+
+
+def forward_loop_writes(net) -> list[tuple[int, ...]]:
+    """The shapes of the buffers the fused forward loop writes a frame of, when it saves for the backward."""
+    c = compile(net, request())
+    inputs = inputs_for(T)
+
+    def grads(params):
+        return c.forward(net.replace(params=params), inputs)["output"].backward(1.0)
+
+    def first_scan(jaxpr):  # in program order, into nested jaxprs: the forward loop
+        for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+            if eqn.primitive.name == "scan":
+                return eqn
+            for sub in eqn.params.values():
+                if hasattr(sub, "eqns") or hasattr(sub, "jaxpr"):
+                    found = first_scan(sub)
+                    if found is not None:
+                        return found
+        return None
+
+    body = first_scan(jax.make_jaxpr(grads)(net.params)).params["jaxpr"].jaxpr
+    writes = [e for e in body.eqns if e.params.get("name") == "dynamic_update_index_in_dim"]
+    return [tuple(e.outvars[0].aval.shape) for e in writes]
+
+
+def test_the_lstm_forward_saves_the_gates_in_the_input_projection_and_recomputes_tanh_c():
+    """Saved per frame: the gates' tanh (into x @ wx's buffer, read there first), c and h; tanh(c) is
+    recomputed from c in the backward loop. Values and gradients: test_fused_scan_matches_the_plain_scan."""
+    assert sorted(forward_loop_writes(Network(lstm()))) == [(T, N, C), (T, N, C), (T, N, 4 * C)]
+
+
+def carried_shapes(jaxpr) -> list[tuple[int, ...]]:
+    """The shapes of every scan's carries, in a jaxpr and the jaxprs nested in it."""
+    found, stack = [], [jaxpr]
+    while stack:
+        item = stack.pop()
+        j = getattr(item, "jaxpr", item)
+        for eqn in j.eqns:
+            if eqn.primitive.name == "scan":
+                start = eqn.params["num_consts"]
+                found += [tuple(v.aval.shape) for v in eqn.invars[start : start + eqn.params["num_carry"]]]
+            stack.extend(v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(v, "jaxpr"))
+    return found
+
+
+def test_jax_differentiates_the_forward_loop_as_the_loop_without_writes_in_place():
+    """JAX's own reverse mode of the fused forward loop (`gradient="jax"`) runs the loop that writes fresh
+    buffers: the derivative of a buffer updated in place would copy it every frame. Run as it is, the loop
+    carries the gates' buffer."""
+    net, inputs, gates = Network(lstm()), inputs_for(T), (T, N, 4 * C)
+    c = compile(net, request(), gradient="jax")
+    assert gates in carried_shapes(jax.make_jaxpr(lambda p: c(net.replace(params=p), inputs)["output"])(net.params))
+    grad = jax.make_jaxpr(jax.grad(lambda p: c(net.replace(params=p), inputs)["output"].sum()))(net.params)
+    assert gates not in carried_shapes(grad)

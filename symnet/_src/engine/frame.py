@@ -11,10 +11,12 @@ that per-frame program, lowered the way XLA runs it fastest:
   a fusion of several.
 - The backward pass of a frame pulls deltas through the members' own `vjp`s,
   reading the forward values they use (found by tracing each `vjp`: only
-  those frames' values are saved). A `Dot(member, weight)` passes `d @ W^T`
-  back inside the loop and leaves its weight gradient for after it
-  (`deferred`): one `[frames * batch, k]^T [frames * batch, m]` product
-  instead of a small one per frame.
+  those frames' values are saved; a Sigmoid or Tanh of a saved member, an
+  LSTM's `tanh(c)`, is computed again from it instead). A
+  `Dot(member, weight)` passes `d @ W^T` back inside the loop and leaves its
+  weight gradient for after it (`deferred`): one
+  `[frames * batch, k]^T [frames * batch, m]` product instead of a small one
+  per frame.
 
 Edges are `recurrence`'s: kind `static` (weights, literals), `external` (a
 value from outside the group), `same` (a member at this frame) or `lag` (a
@@ -264,6 +266,20 @@ class FrameProgram:
                 work.extend(("edge", e) for e in self.edges[m])
             else:
                 found.stored.add(m)
+        # A Sigmoid or Tanh of a saved member is computed again from it rather than saved: one transcendental
+        # pass a frame costs less than writing each frame's value out and the buffer of all frames it fills.
+        for m in sorted(found.stored):
+            edges = self.edges.get(m, ())
+            if (
+                type(self.layers.get(m)) in (Sigmoid, Tanh)
+                and len(edges) == 1
+                and edges[0].kind == "same"
+                and edges[0].mask_slot < 0
+                and edges[0].dyn < 0
+                and edges[0].op in found.stored
+            ):
+                found.stored.discard(m)
+                found.resolved.add(m)
         return found
 
     def without_vjp(self) -> list[int]:
@@ -356,6 +372,8 @@ class FrameProgram:
                 vals[m] = jnp.concatenate(args, axis=-1)
             elif how is Combine.SUM:
                 vals[m] = sum(args[1:], args[0])
+            elif isinstance(layer, (Sigmoid, Tanh)):  # recomputed (`needs`)
+                vals[m] = layer.apply(*args).astype(dtype)
             else:
                 vals[m] = args[0]
         return vals

@@ -8,6 +8,10 @@ Here instead:
 - the forward scan computes the frames as `FrameProgram.values` does (gate
   activations fused) and saves, per frame, only the members' values that the
   backward reads;
+- it writes each saved activation group's `tanh` (an LSTM's gates) into the
+  external operand it reads (the input projection), frame by frame, where
+  nothing reads that operand after the loop, instead of into a fresh
+  zero-filled buffer (`scan_lanes`' `into`);
 - the backward is one reverse scan carrying the deltas of the lagged members;
   each frame pulls its deltas through the members' `vjp`s (`FrameProgram.member_vjp`);
 - the weight of every `Dot(member, weight)` gets its gradient after the loop,
@@ -27,6 +31,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import Literal as JaxprLiteral
 
 from ..core.descriptor import Descriptor
 from .frame import FrameProgram
@@ -218,7 +223,12 @@ class Lane:
 
 
 def scan_lanes(
-    step: LaneStep, carry0: tuple[Any, ...], xs: tuple[Any, ...], backward: Sequence[bool], unroll: int
+    step: LaneStep,
+    carry0: tuple[Any, ...],
+    xs: tuple[Any, ...],
+    backward: Sequence[bool],
+    unroll: int,
+    into: Sequence[Mapping[int, int]] | None = None,
 ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """`lax.scan` where each lane reads its frames in its own direction (`backward[k]`: last frame first).
 
@@ -227,34 +237,116 @@ def scan_lanes(
     lane's outputs), and the outputs come back in frame order. Lanes of one
     direction are a plain scan; mixed directions index the frames explicitly,
     as `lax.scan` does inside.
+
+    `into[k]` maps lane k's outputs (leaf positions) to operands of the same
+    shape and dtype (leaf positions in `xs[k]`) that nothing reads after the
+    loop: the output is written into the operand, each frame after the step
+    has read it, instead of into a fresh zero-filled buffer (`_reuse`).
     """
-    if len(set(backward)) <= 1:
-        return jax.lax.scan(step, carry0, xs, reverse=bool(backward and backward[0]), unroll=unroll)
     steps = jax.tree.leaves(xs)[0].shape[0]
+    leaves = [jax.tree.leaves(x) for x in xs]
+    trees = [jax.tree.structure(x) for x in xs]
 
     def frame(i: jax.Array, k: int) -> jax.Array:
         return steps - 1 - i if backward[k] else i
 
-    def take(i: jax.Array) -> tuple[Any, ...]:
-        return tuple(
-            jax.tree.map(lambda a, k=k: jax.lax.dynamic_index_in_dim(a, frame(i, k), 0, keepdims=False), x)
-            for k, x in enumerate(xs)
-        )
+    def take(i: jax.Array, sources: Sequence[Sequence[jax.Array]]) -> list[list[jax.Array]]:
+        return [
+            [jax.lax.dynamic_index_in_dim(a, frame(i, k), 0, keepdims=False) for a in ls]
+            for k, ls in enumerate(sources)
+        ]
 
-    _, out_shapes = jax.eval_shape(step, carry0, take(jnp.int32(0)))
-    buffers0 = jax.tree.map(lambda s: jnp.zeros((steps,) + s.shape, s.dtype), out_shapes)
+    def frames(taken: list[list[jax.Array]]) -> tuple[Any, ...]:
+        return tuple(jax.tree.unflatten(tree, ls) for tree, ls in zip(trees, taken))
+
+    traced, (_, out_shapes) = jax.make_jaxpr(step, return_shape=True)(carry0, frames(take(jnp.int32(0), leaves)))
+    outs = [jax.tree.leaves(o) for o in out_shapes]
+    reuse = _reuse(
+        traced.jaxpr,
+        len(jax.tree.leaves(carry0)),
+        leaves,
+        outs,
+        steps,
+        [{} for _ in xs] if into is None else into,
+    )
+    if len(set(backward)) <= 1 and not any(reuse):
+        return jax.lax.scan(step, carry0, xs, reverse=bool(backward and backward[0]), unroll=unroll)
+    buffers0 = [
+        [leaves[k][reuse[k][j]] if j in reuse[k] else jnp.zeros((steps,) + o.shape, o.dtype) for j, o in enumerate(out)]
+        for k, out in enumerate(outs)
+    ]
+    # An overwritten operand is read from its buffer in the loop, so that nothing else keeps it alive.
+    read_from = [{x: j for j, x in r.items()} for r in reuse]
 
     def body(state: tuple[Any, ...], i: jax.Array) -> tuple[tuple[Any, ...], None]:
         carries, buffers = state
-        carries, ys = step(carries, take(i))
-        buffers = tuple(
-            jax.tree.map(lambda b, y, k=k: jax.lax.dynamic_update_index_in_dim(b, y, frame(i, k), 0), buf, y)
-            for k, (buf, y) in enumerate(zip(buffers, ys))
-        )
+        sources = [
+            [buffers[k][read_from[k][p]] if p in read_from[k] else a for p, a in enumerate(ls)]
+            for k, ls in enumerate(leaves)
+        ]
+        carries, ys = step(carries, frames(take(i, sources)))
+        ys_leaves = [jax.tree.leaves(y) for y in ys]
+        buffers = [
+            [jax.lax.dynamic_update_index_in_dim(b, y, frame(i, k), 0) for b, y in zip(buffers[k], ys_leaves[k])]
+            for k in range(len(xs))
+        ]
         return (carries, buffers), None
 
-    (carries, buffers), _ = jax.lax.scan(body, (carry0, buffers0), jnp.arange(steps, dtype=jnp.int32), unroll=unroll)
-    return carries, buffers
+    state0 = (carry0, buffers0)
+    (carries, buffers), _ = jax.lax.scan(body, state0, jnp.arange(steps, dtype=jnp.int32), unroll=unroll)
+    return carries, tuple(jax.tree.unflatten(jax.tree.structure(o), b) for o, b in zip(out_shapes, buffers))
+
+
+def _reuse(
+    jaxpr: Any,
+    num_carries: int,
+    leaves: Sequence[Sequence[jax.Array]],
+    outs: Sequence[Sequence[Any]],
+    steps: int,
+    into: Sequence[Mapping[int, int]],
+) -> list[dict[int, int]]:
+    """`into`, less the pairs that XLA would not update in place.
+
+    On XLA's CPU backend a fresh `[frames, batch, dim]` output buffer costs a
+    zero fill and, for large ones, its page faults: about as much as the
+    loop's elementwise work on it. An operand nothing reads after the loop is
+    updated in place instead (a frame is overwritten after the step has read
+    it). JAX values are immutable, so this is only a hint: where the operand
+    is still read after the loop, XLA copies it once. But XLA copies the whole
+    buffer every frame unless it can order every read of the frame before the
+    write: so the caller names only outputs XLA computes once (a `tanh`, not an
+    elementwise sum it would recompute inside each reader), and here a pair is
+    kept only if every other output that depends on the operand's frame does so
+    through that output (`_only_through`, on the step's jaxpr `jaxpr`, whose
+    inputs are the `num_carries` carries and then the lanes' operands, its
+    outputs the carries and then the lanes' outputs).
+    """
+    in_base = np.cumsum([num_carries] + [len(ls) for ls in leaves])
+    out_base = np.cumsum([num_carries] + [len(o) for o in outs])
+    return [
+        {
+            j: p
+            for j, p in pairs.items()
+            if leaves[k][p].shape == (steps,) + tuple(outs[k][j].shape)
+            and leaves[k][p].dtype == outs[k][j].dtype
+            and _only_through(jaxpr, int(in_base[k]) + p, int(out_base[k]) + j)
+        }
+        for k, pairs in enumerate(into)
+    ]
+
+
+def _only_through(jaxpr: Any, source: int, through: int) -> bool:
+    """Whether every output of `jaxpr` but output `through` is independent of input `source` given that output."""
+    cut = jaxpr.outvars[through]
+    if isinstance(cut, JaxprLiteral):
+        return False
+    tainted = {id(jaxpr.invars[source])} - {id(cut)}
+    for eqn in jaxpr.eqns:
+        if any(not isinstance(v, JaxprLiteral) and id(v) in tainted for v in eqn.invars):
+            tainted.update(id(v) for v in eqn.outvars if v is not cut)
+    return not any(
+        i != through and not isinstance(v, JaxprLiteral) and id(v) in tainted for i, v in enumerate(jaxpr.outvars)
+    )
 
 
 def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tuple[jax.Array, ...]]:
@@ -268,12 +360,13 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
     masks = tuple(jnp.asarray(lane.masks) for lane in lanes)
     directions = [lane.reverse for lane in lanes]
 
-    def forward(
+    def loop(
         xs_ext: tuple[tuple[jax.Array, ...], ...],
         statics: tuple[dict[int, jax.Array], ...],
         carry0: tuple[dict[int, jax.Array], ...],
         reads: tuple[jax.Array | None, ...],
         save: bool,
+        in_place: bool,
     ) -> tuple[tuple[jax.Array, ...], ...]:
         names = [lane.outs if save else lane.program.exported for lane in lanes]
 
@@ -284,7 +377,26 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
             ]
             return tuple(o[0] for o in out), tuple(o[1] for o in out)
 
-        return scan_lanes(step, carry0, tuple(zip(xs_ext, masks, reads)), directions, unroll)[1]
+        into = [
+            _gates_into_externals(lane, nm, x, save) if in_place else {} for lane, nm, x in zip(lanes, names, xs_ext)
+        ]
+        return scan_lanes(step, carry0, tuple(zip(xs_ext, masks, reads)), directions, unroll, into)[1]
+
+    @functools.partial(jax.custom_jvp, nondiff_argnums=(4,))
+    def forward(
+        xs_ext: tuple[tuple[jax.Array, ...], ...],
+        statics: tuple[dict[int, jax.Array], ...],
+        carry0: tuple[dict[int, jax.Array], ...],
+        reads: tuple[jax.Array | None, ...],
+        save: bool,
+    ) -> tuple[tuple[jax.Array, ...], ...]:
+        """The loop, its gates written in place; JAX differentiates it as the loop without (`gradient="jax"`, or
+        `jax.grad` of a Tape's value): its derivative of a buffer updated in place copies the buffer every frame."""
+        return loop(xs_ext, statics, carry0, reads, save, True)
+
+    @forward.defjvp
+    def forward_jvp(save: bool, primals: tuple[Any, ...], tangents: tuple[Any, ...]) -> tuple[Any, Any]:
+        return jax.jvp(lambda x, st, c, r: loop(x, st, c, r, save, False), primals, tangents)
 
     @jax.custom_vjp
     def run(
@@ -293,7 +405,7 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
         carry0: tuple[dict[int, jax.Array], ...],
         reads: tuple[jax.Array | None, ...],
     ) -> tuple[tuple[jax.Array, ...], ...]:
-        return forward(xs_ext, statics, carry0, reads, save=False)
+        return forward(xs_ext, statics, carry0, reads, False)
 
     def run_fwd(
         xs_ext: tuple[tuple[jax.Array, ...], ...],
@@ -301,7 +413,7 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
         carry0: tuple[dict[int, jax.Array], ...],
         reads: tuple[jax.Array | None, ...],
     ) -> tuple[tuple[tuple[jax.Array, ...], ...], tuple[Any, ...]]:
-        ys = forward(xs_ext, statics, carry0, reads, save=True)
+        ys = forward(xs_ext, statics, carry0, reads, True)
         exported = tuple(y[: len(lane.program.exported)] for lane, y in zip(lanes, ys))
         return exported, (xs_ext, statics, carry0, reads, ys)
 
@@ -334,6 +446,25 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
     xs_ext = tuple(lane.xs_ext for lane in lanes)
     reads = tuple(lane.sequence_reads for lane in lanes)
     return list(run(xs_ext, tuple(lane.statics for lane in lanes), tuple(lane.carry0 for lane in lanes), reads))
+
+
+def _gates_into_externals(lane: Lane, names: Sequence[int], xs_ext: Sequence[jax.Array], save: bool) -> dict[int, int]:
+    """Which saved activation groups' `tanh`s (output positions) the forward loop writes into which external
+    operands (positions in `xs_ext`): an LSTM's gates into its input projection.
+
+    Only the groups' `tanh`s, which XLA computes once a frame; an external the backward pass reads is kept.
+    """
+    kept = lane.loop.externals | lane.after.externals if save else set()
+    free = [s for s in range(len(xs_ext)) if s not in kept]
+    widths = {g.key: sum(lane.dims[m] for m in g.members) for g in lane.program.groups}
+    out: dict[int, int] = {}
+    for j, m in enumerate(names):
+        for s in free:
+            if m in widths and xs_ext[s].shape[1:] == (lane.program.batch, widths[m]) and xs_ext[s].dtype == lane.dtype:
+                out[j] = s
+                free.remove(s)
+                break
+    return out
 
 
 class _LaneBackward:
