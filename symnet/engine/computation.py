@@ -564,9 +564,10 @@ class Computation:
         return Tape(self.graph.layers[nid], jnp.zeros((0, dim), jnp.result_type(dtype)))
 
     def explain(self) -> str:
-        """The Computation and the lowering asked for, then one line per recurrence, in run order: its members,
-        frames, direction and lowering (fused or plain scan; a plain one under `auto` names the members
-        without a `vjp`). Recurrences that share one loop are listed under it."""
+        """The Computation and the lowering asked for, then one line per recurrence and per spliced product
+        lowered as a convolution, in run order: a recurrence's members, frames, direction and lowering (fused or
+        plain scan; a plain one under `auto` names the members without a `vjp`). Recurrences that share one loop
+        are listed under it."""
         policy = "None" if self.precision is None else str(self.precision)
         lines = [f"{self!r}, lowering={self.lowering!r}, gradient={self.gradient!r}, precision={policy}"]
         for step in self.schedule:
@@ -720,12 +721,16 @@ def compile(
 ) -> Computation:
     """Plan `request` on `network` (eagerly) and return the Computation; cached.
 
-    `lowering` says how recurrences run (`explain()` shows what each got):
-    `auto` as the fused scan (a hand-written backward pass, the fast one) where
-    every member has a `vjp` and as a plain `lax.scan` that JAX differentiates
-    where one does not; `fused` every recurrence fused (a PlanError naming a
-    member without a `vjp`); `plain` every recurrence plain (the fused scan's
-    reference).
+    `lowering` says how recurrences and spliced products run (`explain()`
+    shows what each got): `auto` as the fused scan (a hand-written backward
+    pass, the fast one) where every member has a `vjp` and as a plain
+    `lax.scan` that JAX differentiates where one does not; `fused` every
+    recurrence fused (a PlanError naming a member without a `vjp`); `plain`
+    every recurrence plain (the fused scan's reference). Under `auto` and
+    `fused`, a product of evenly spaced splices of one value
+    (`Append(Offset(h, o)...) @ W`, a TDNN layer) in a regular request without
+    sequence ends is one dilated convolution (symnet.engine.splice); `plain`
+    keeps it slices, a concatenation and one product (its reference).
 
     `gradient` says what `jax.grad` (or `jax.vjp`) of a call runs: `tape` the
     Tape's backward walk, the one `Computation.forward` + `tape.backward` runs
