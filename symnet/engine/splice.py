@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import Combine
@@ -123,7 +124,8 @@ def splice_value(
     frames = as_frames(source, batch)
     span = (splice.k - 1) * splice.step + rows
     x = jax.lax.slice_in_dim(frames, splice.start, splice.start + span, axis=0)
-    kernel = weight.reshape(splice.k, frames.shape[-1], weight.shape[-1])
+    dtype = jnp.result_type(frames, weight)  # promoted as the product's jnp.matmul would
+    x, kernel = x.astype(dtype), weight.reshape(splice.k, frames.shape[-1], weight.shape[-1]).astype(dtype)
     y = jax.lax.conv_general_dilated(
         x, kernel, (1,), "VALID", rhs_dilation=(splice.step,), dimension_numbers=("WNC", "WIO", "WNC")
     )
