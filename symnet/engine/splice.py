@@ -100,14 +100,16 @@ def _part(
     operands: Sequence[tuple[int, ...]],
     maps: Mapping[int, tuple[RowMap | None, ...]],
 ) -> tuple[int, int, list[int]] | None:
-    """An Append part as (source node, first source row, the row-moving nodes between), if it is one slice."""
+    """An Append part as (source node, first source row, the row-moving nodes between), if it is one slice.
+
+    The chain of row-moving nodes stops at a node no single step computes (a recurrence's member): that is the
+    source."""
     if rowmap is None:
         return None
     src, between = rowmap.src, []
-    while combine(layers[nid]) is Combine.FORWARD and len(operands[nid]) == 1 and maps[nid][0] is not None:
+    while nid in maps and combine(layers[nid]) is Combine.FORWARD and len(operands[nid]) == 1:
         inner = maps[nid][0]
-        assert inner is not None
-        if (src < 0).any():
+        if inner is None or (src < 0).any():
             return None
         between.append(nid)
         src = inner.src[src]

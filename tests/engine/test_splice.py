@@ -14,7 +14,18 @@ import numpy as np
 import pytest
 
 from helpers.reference import reference_outputs
-from symnet import Append, ComputationRequest, IfDefined, Index, IndexSet, Input, Network, Offset, ReLU, Weight
+from symnet import (
+    Append,
+    ComputationRequest,
+    IfDefined,
+    Index,
+    IndexSet,
+    Input,
+    Network,
+    Offset,
+    ReLU,
+    Weight,
+)
 from symnet.engine import compile
 
 N, D, H = 3, 4, 5
@@ -162,10 +173,11 @@ def test_requests_with_sequence_ends_stay_plain() -> None:
     assert not spliced_lines(compile(net, req))
 
 
-def test_parts_with_absent_rows_stay_plain() -> None:
+@pytest.mark.parametrize("far", [1, 50])  # 50: no row of IfDefined(Offset(x, 50)) exists, so nothing computes it
+def test_parts_with_absent_rows_stay_plain(far) -> None:
     x = Input("input", D)
     w = Weight(np.random.default_rng(7).normal(size=(3 * D, 2)), name="w")
-    net = Network(Append(IfDefined(Offset(x, -1)), x, IfDefined(Offset(x, 1))) @ w)
+    net = Network(Append(IfDefined(Offset(x, -far)), x, IfDefined(Offset(x, far))) @ w)
     req = ComputationRequest(inputs={"input": IndexSet.range(n=N, t=6)}, outputs={"output": IndexSet.range(n=N, t=6)})
     _not_lowered(net, req, np.random.default_rng(8).standard_normal((len(req.inputs["input"]), D)))
 
