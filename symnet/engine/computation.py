@@ -38,6 +38,7 @@ from ..core.layer import (
 from ..core.precision import Precision, get_precision
 from ..core.tape import Tape
 from ..errors import PlanError, ShapeError, at
+from . import splice
 from .cache import Cache
 from .dims import node_shapes, static_dim
 from .ends import EndMasks, SequenceEnds
@@ -212,11 +213,12 @@ class Computation:
         outputs: set[int],
     ) -> dict[int, Splice]:
         """The spliced products lowered as convolutions (engine/splice.py), by node id: in regular requests
-        without sequence ends, under a `lowering` in `SPLICE_LOWERINGS`."""
+        without sequence ends, under a `lowering` in `SPLICE_LOWERINGS`, products of at least `MIN_ROWS` rows."""
         if not self.regular or self.request.sequence_ends or self.lowering not in SPLICE_LOWERINGS:
             return {}
         single = {u.nid: maps[u.nid] for u in units if isinstance(u, _Step)}
         found = find_splices(self.graph.layers, self.graph.operands, single, users, outputs)
+        found = {nid: s for nid, s in found.items() if len(self.rows[nid]) >= splice.MIN_ROWS}
         #: The nodes no step computes: each spliced product reads its source directly.
         self.absorbed = frozenset(n for s in found.values() for n in s.absorbed)
         return found
@@ -485,11 +487,11 @@ class Computation:
             return Tape(layer, cast(params[layer.name]), parameter=layer.name, parameters=params)  # type: ignore[index]
         if isinstance(layer, Literal):
             return Tape(layer, layer.array, parameters=params)
-        splice = self.splices.get(step.nid)
-        if splice is not None:  # a convolution of the source's rows (engine/splice.py)
-            source, weight, count = tapes[splice.source], tapes[splice.weight], len(self.rows[step.nid].keys)
+        conv = self.splices.get(step.nid)
+        if conv is not None:  # a convolution of the source's rows (engine/splice.py)
+            source, weight, count = tapes[conv.source], tapes[conv.weight], len(self.rows[step.nid].keys)
             value, vjp = jax.vjp(
-                lambda v, w: splice_value(splice, v, w, count, batch, batched), source.value, weight.value
+                lambda v, w: splice_value(conv, v, w, count, batch, batched), source.value, weight.value
             )
             return Tape(layer, value, (source, weight), rows=self.rows[step.nid], pullback=vjp, parameters=params)
         upstream = tuple(tapes[op] if op in tapes else self._absent(op, tapes, dtype) for op in step.operands)

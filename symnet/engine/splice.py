@@ -11,7 +11,7 @@ taps dilated by `step` (`[k, D, out]`, W's rows in the Append's order): no
 `find_splices` finds them at plan time from the planned row maps (so any
 descriptors that move rows as one slice qualify, not only `Offset`), and
 `splice_value` computes one. `compile(..., lowering=...)` decides where they
-are used (`SPLICE_LOWERINGS`).
+are used (`SPLICE_LOWERINGS`), for products of at least `MIN_ROWS` rows.
 """
 
 from __future__ import annotations
@@ -29,11 +29,16 @@ from .layout import as_frames, as_layout
 from .rowmap import RowMap
 from .semantics import combine
 
-__all__ = ["SPLICE_LOWERINGS", "Splice", "find_splices", "splice_value"]
+__all__ = ["MIN_ROWS", "SPLICE_LOWERINGS", "Splice", "find_splices", "splice_value"]
 
 #: The `lowering=` values that make spliced products convolutions: `auto` and `fused` (`plain` keeps every
 #: splice as slices, a concatenation and one product: the reference, as for recurrences).
 SPLICE_LOWERINGS = ("auto", "fused")
+
+#: The fewest rows (frames times sequences) a spliced product needs to be a convolution. On a 2-core CPU, W2's
+#: training step (benchmarks/splice_lowering.py's sizes, CPU time against slices and a concatenation) took
+#: 1.12 as long with convolutions at 4 x 50 rows a product and 0.93-0.97 from 8 x 100 rows up.
+MIN_ROWS = 512
 
 
 class Splice(NamedTuple):

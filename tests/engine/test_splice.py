@@ -26,9 +26,21 @@ from symnet import (
     ReLU,
     Weight,
 )
-from symnet.engine import compile
+from symnet.engine import compile, splice
+from symnet.engine.cache import clear_caches
 
 N, D, H = 3, 4, 5
+MIN_ROWS = splice.MIN_ROWS  # the rule's threshold; the tests' small requests lower with any
+
+
+@pytest.fixture(autouse=True)
+def any_size(monkeypatch):
+    """Spliced products of any number of rows are convolutions (the cache keeps no plan made otherwise)."""
+    monkeypatch.setattr(splice, "MIN_ROWS", 1)
+    clear_caches()
+    yield
+    clear_caches()
+
 
 PATTERNS = [
     ((-2, -1, 0, 1, 2), (-3, 0, 3)),
@@ -134,6 +146,16 @@ def test_the_lowering_knob() -> None:
     assert len(spliced_lines(compile(net, req, "fused"))) == 2
     assert not spliced_lines(compile(net, req, "plain"))
     assert compile(net, req, "plain") is not compile(net, req)
+
+
+def test_products_of_few_rows_stay_plain(monkeypatch) -> None:
+    monkeypatch.setattr(splice, "MIN_ROWS", MIN_ROWS)
+    net = tdnn(PATTERNS[0])
+    frames = -(-MIN_ROWS // N)  # the fewest output frames with MIN_ROWS rows (or more) in the last product
+    context = 3  # the first product has 3 frames more on each side than the last (its splice (-3, 0, 3))
+    assert not spliced_lines(compile(net, request(PATTERNS[0], frames=frames - 2 * context - 1)))
+    assert len(spliced_lines(compile(net, request(PATTERNS[0], frames=frames - 2 * context)))) == 1
+    assert len(spliced_lines(compile(net, request(PATTERNS[0], frames=frames)))) == 2
 
 
 def _not_lowered(net, req, x) -> None:
