@@ -35,9 +35,10 @@ __all__ = ["MIN_ROWS", "SPLICE_LOWERINGS", "Splice", "find_splices", "splice_val
 #: splice as slices, a concatenation and one product: the reference, as for recurrences).
 SPLICE_LOWERINGS = ("auto", "fused")
 
-#: The fewest rows (frames times sequences) a spliced product needs to be a convolution. On a 2-core CPU, W2's
-#: training step (benchmarks/splice_lowering.py's sizes, CPU time against slices and a concatenation) took
-#: 1.12 as long with convolutions at 4 x 50 rows a product and 0.93-0.97 from 8 x 100 rows up.
+#: The fewest rows (frames times sequences) a spliced product needs to be a convolution. On the project's 2-core
+#: CPU, W2's training step with convolutions took 1.09-1.17 of the CPU time of slices and a concatenation at
+#: 4 sequences of 50 frames and 0.94-0.97 at 8 of 100 (`benchmarks/splice_lowering.py --sequences 4 --frames 50`,
+#: docs/performance.md).
 MIN_ROWS = 512
 
 
