@@ -490,6 +490,7 @@ class Computation:
         conv = self.splices.get(step.nid)
         if conv is not None:  # a convolution of the source's rows (engine/splice.py)
             source, weight, count = tapes[conv.source], tapes[conv.weight], len(self.rows[step.nid].keys)
+            layer.check((len(self.rows[step.nid]), conv.k * source.value.shape[-1]), weight.value.shape)
             value, vjp = jax.vjp(
                 lambda v, w: splice_value(conv, v, w, count, batch, batched), source.value, weight.value
             )

@@ -79,7 +79,9 @@ def find_splices(
             continue
         (append, weight), (rows, wmap) = operands[nid], maps[nid]
         w = layers[weight]
-        if rows is None or wmap is not None or not rows.is_identity or combine(layers[append]) is not Combine.APPEND:
+        if rows is None or wmap is not None or not rows.is_identity or append not in maps:
+            continue
+        if combine(layers[append]) is not Combine.APPEND:
             continue
         if not isinstance(w, Weight) or len(w.shape) != 2:  # a kernel needs the weight's rows as [k, D]
             continue

@@ -24,6 +24,7 @@ from symnet import (
     Network,
     Offset,
     ReLU,
+    ShapeError,
     Weight,
 )
 from symnet.engine import compile, splice
@@ -218,3 +219,15 @@ def test_a_splice_another_node_reads_is_kept() -> None:
     assert not spliced_lines(c)  # the Append is an output: computed anyway, so it stays the product's operand
     xs = rng.standard_normal((len(req.inputs["input"]), D))
     np.testing.assert_allclose(c(net, {"input": jnp.asarray(xs)})["output"], reference(net, req, xs), rtol=1e-4)
+
+
+def test_a_weight_of_the_wrong_shape_is_a_shape_error_naming_the_product() -> None:
+    x = Input("input", D)
+    net = Network(spliced(x, (-1, 0, 1)) @ Weight(np.ones((3 * D + 1, 2)), name="w"))
+    req = ComputationRequest(
+        inputs={"input": IndexSet.range(n=N, t=(-1, 7))}, outputs={"output": IndexSet.range(n=N, t=6)}
+    )
+    c = compile(net, req)
+    assert len(spliced_lines(c)) == 1
+    with pytest.raises(ShapeError, match=r"Dot: shapes .*test_splice.py"):
+        c(net, {"input": jnp.ones((len(req.inputs["input"]), D))})
