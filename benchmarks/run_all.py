@@ -1,7 +1,7 @@
 """Run the benchmark workloads and print the tables quoted in docs/performance.md.
 
     python benchmarks/run_all.py                       # every row and compiler figure, full sizes
-    python benchmarks/run_all.py --only w3,gru         # some rows (w1 w2 w3 gru blstm kaldi-lstm compiler)
+    python benchmarks/run_all.py --only w3,gru         # some rows (w1 w2 w2-plain w3 gru blstm kaldi-lstm compiler)
     python benchmarks/run_all.py --quick               # smaller sizes, for a smoke test
 
 Every timing is a ratio against a reference measured in the same run: per
@@ -35,6 +35,7 @@ from workloads import w1, w2, w2_network, w3
 ROWS = {
     "w1": lambda quick: w1(num_sequences=64) if quick else w1(),
     "w2": lambda quick: w2(num_sequences=4, frames_out=50) if quick else w2(),
+    "w2-plain": lambda quick: w2(num_sequences=4, frames_out=50, lowering="plain") if quick else w2(lowering="plain"),
     "w3": lambda quick: w3(num_sequences=8, frames=50) if quick else w3(),
     "gru": lambda quick: gru(num_sequences=8, frames=50) if quick else gru(),
     "blstm": lambda quick: blstm(num_sequences=8, frames=50) if quick else blstm(),
@@ -44,16 +45,25 @@ ROWS = {
 
 def step_times(workload, steps: int) -> tuple[float, float]:
     """(symnet median, reference median) over `steps` interleaved steps after warm-up, seconds."""
+    return step_and_cpu_times(workload, steps)[:2]
+
+
+def step_and_cpu_times(workload, steps: int) -> tuple[float, float, float, float]:
+    """`step_times`, then the same steps' median process CPU times (all threads), seconds: on a shared machine
+    a step's CPU time moves less with other jobs' load than its wall-clock time."""
     for _ in range(3):
         workload.symnet_step()
         workload.reference_step()
-    a, b = [], []
+    a, b, ca, cb = [], [], [], []
     for i in range(steps):
-        for run, out in ((workload.symnet_step, a), (workload.reference_step, b))[:: 1 if i % 2 == 0 else -1]:
-            t = time.perf_counter()
+        for run, out, cpu in ((workload.symnet_step, a, ca), (workload.reference_step, b, cb))[
+            :: 1 if i % 2 == 0 else -1
+        ]:
+            t, c = time.perf_counter(), time.process_time()
             run()
             out.append(time.perf_counter() - t)
-    return float(np.median(a)), float(np.median(b))
+            cpu.append(time.process_time() - c)
+    return float(np.median(a)), float(np.median(b)), float(np.median(ca)), float(np.median(cb))
 
 
 def gathers(hlo: str) -> tuple[int, int]:
@@ -130,18 +140,24 @@ def lstm_compile_time(frames: int, sequences: int = 32) -> float:
 def workload_table(names: list[str], quick: bool, steps: int, rounds: int) -> None:
     workloads = {name: ROWS[name](quick) for name in names}
     ratios: dict[str, list[float]] = {name: [] for name in names}
+    cpu_ratios: dict[str, list[float]] = {name: [] for name in names}
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     for r in range(rounds):
         for name, wl in workloads.items():
-            s, ref = step_times(wl, steps)
+            s, ref, cpu, cpu_ref = step_and_cpu_times(wl, steps)
             ratios[name].append(s / ref)
+            cpu_ratios[name].append(cpu / cpu_ref)
             times[name].append((s, ref))
-            print(f"round {r + 1}: {wl.name}: {s * 1e3:.1f} ms / {ref * 1e3:.1f} ms = {s / ref:.3f}", flush=True)
+            print(
+                f"round {r + 1}: {wl.name}: {s * 1e3:.1f} ms / {ref * 1e3:.1f} ms = {s / ref:.3f} "
+                f"(CPU time {cpu / cpu_ref:.3f})",
+                flush=True,
+            )
     print(
         f"\n| workload | symnet step (ms) | reference step (ms) | ratio symnet/reference, median of {rounds} rounds "
-        "| range over rounds | gathers | scatters |"
+        "| range over rounds | CPU-time ratio, median (range) | gathers | scatters |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, wl in workloads.items():
         s = float(np.median([t[0] for t in times[name]]))
         ref = float(np.median([t[1] for t in times[name]]))
@@ -149,6 +165,7 @@ def workload_table(names: list[str], quick: bool, steps: int, rounds: int) -> No
         lo, hi = min(ratios[name]), max(ratios[name])
         print(
             f"| {wl.name} | {s * 1e3:.2f} | {ref * 1e3:.2f} | {np.median(ratios[name]):.3f} | {lo:.3f}-{hi:.3f} "
+            f"| {np.median(cpu_ratios[name]):.3f} ({min(cpu_ratios[name]):.3f}-{max(cpu_ratios[name]):.3f}) "
             f"| {g} | {sc} |"
         )
     if "w2" in workloads:

@@ -7,13 +7,17 @@ what can change is how a splice meets its matrix:
 - `concat`: slices of `[T, N, D]` concatenated to `[T', N, k D]`, one product (the reference of run_all.py,
   and what symnet's engine lowers a regular request to today);
 - `per-offset`: no concatenation: `sum_j h[o_j + lo : o_j + lo + T'] @ W_j`, k products of `D` columns;
-- `conv`: `lax.conv_general_dilated` over time, the offsets as a dilated kernel (they are evenly spaced in W2).
+- `conv`: `lax.conv_general_dilated` over time, the offsets as a dilated kernel (they are evenly spaced in W2);
+- `conv-tnc`: the same convolution on `[T, N, D]` as it is (no transposes), what symnet's engine runs
+  (symnet/engine/splice.py).
 
 Each step is `jax.jit(jax.value_and_grad)` of the cross-entropy, parameters and inputs identical; rounds are
-interleaved and each figure is a median step over the same round's `concat` step. The machine's matmul rate
-(a 2048 x 2048 product) and each step's FLOPs (XLA's count) give the fraction of the rate each step reaches.
+interleaved and each figure is a median step over the same round's `concat` step, in wall-clock and in process
+CPU time (which other jobs on a shared machine move less). The machine's matmul rate (a 2048 x 2048 product)
+and each step's FLOPs (XLA's count) give the fraction of the rate each step reaches. `--sequences` and
+`--frames` (output frames) change the size (W2: 64 and 150).
 
-    python benchmarks/splice_lowering.py [--rounds 5] [--steps 4]
+    python benchmarks/splice_lowering.py [--rounds 5] [--steps 4] [--sequences 64] [--frames 150]
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ import numpy as np
 from workloads import W2_SPLICES, _kaldi_normalize
 
 SEQUENCES, FRAMES_OUT, DIM, WIDTH, OUTPUTS = 64, 150, 40, 512, 2000
-FRAMES_IN = FRAMES_OUT + 20
 
 
 def parameters(seed: int = 0) -> dict[str, jax.Array]:
@@ -72,6 +75,15 @@ def conv(h: jax.Array, w: jax.Array, offsets: tuple[int, ...]) -> jax.Array:
     return jnp.transpose(y, (2, 0, 1))
 
 
+def conv_tnc(h: jax.Array, w: jax.Array, offsets: tuple[int, ...]) -> jax.Array:
+    if len(offsets) == 1:
+        return h @ w
+    step = offsets[1] - offsets[0]
+    kernel = w.reshape(len(offsets), h.shape[-1], -1)  # [k, D, out]
+    spec = ("WNC", "WIO", "WNC")
+    return jax.lax.conv_general_dilated(h, kernel, (1,), "VALID", rhs_dilation=(step,), dimension_numbers=spec)
+
+
 def loss_of(splice: Callable) -> Callable:
     def loss(p: dict[str, jax.Array], x: jax.Array, labels: jax.Array) -> jax.Array:
         h = x
@@ -101,15 +113,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--sequences", type=int, default=SEQUENCES)
+    parser.add_argument("--frames", type=int, default=FRAMES_OUT, help="output frames (the input has 20 more)")
     args = parser.parse_args()
     rng = np.random.default_rng(1)
-    x = jnp.asarray(rng.standard_normal((FRAMES_IN, SEQUENCES, DIM)), jnp.float32)
-    labels = jnp.asarray(rng.integers(0, OUTPUTS, FRAMES_OUT * SEQUENCES), jnp.int32)
+    x = jnp.asarray(rng.standard_normal((args.frames + 20, args.sequences, DIM)), jnp.float32)
+    labels = jnp.asarray(rng.integers(0, OUTPUTS, args.frames * args.sequences), jnp.int32)
     p = parameters()
-    steps = {
-        name: jax.jit(jax.value_and_grad(loss_of(f)))
-        for name, f in (("concat", concat), ("per-offset", per_offset), ("conv", conv))
-    }
+    lowerings = (("concat", concat), ("per-offset", per_offset), ("conv", conv), ("conv-tnc", conv_tnc))
+    steps = {name: jax.jit(jax.value_and_grad(loss_of(f))) for name, f in lowerings}
     reference = steps["concat"](p, x, labels)
     flops = {}
     for name, step in steps.items():
@@ -122,17 +134,28 @@ def main() -> None:
     rate = matmul_rate()
     print(f"jax {jax.__version__}; the machine's 2048x2048 matmul: {rate / 1e9:.0f} GFLOP/s")
     seconds: dict[str, list[float]] = {name: [] for name in steps}
+    cpu: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(args.rounds):
         for name, step in steps.items():
-            times = [_timed(lambda step=step: jax.block_until_ready(step(p, x, labels))) for _ in range(args.steps)]
+            times, cpu_times = [], []
+            for _ in range(args.steps):
+                start = time.process_time()
+                times.append(_timed(lambda step=step: jax.block_until_ready(step(p, x, labels))))
+                cpu_times.append(time.process_time() - start)
             seconds[name].append(float(np.median(times)))
-    print("| lowering | median step (ms) per round | / concat per round | fraction of the matmul rate |")
-    print("|---|---|---|---|")
+            cpu[name].append(float(np.median(cpu_times)))
+    print(f"{args.sequences} sequences of {args.frames} output frames")
+    print(
+        "| lowering | median step (ms) per round | / concat per round | CPU time / concat per round "
+        "| fraction of the matmul rate |"
+    )
+    print("|---|---|---|---|---|")
     for name in steps:
         ms = ", ".join(f"{1000 * s:.0f}" for s in seconds[name])
         ratio = ", ".join(f"{a / b:.2f}" for a, b in zip(seconds[name], seconds["concat"]))
+        cpu_ratio = ", ".join(f"{a / b:.2f}" for a, b in zip(cpu[name], cpu["concat"]))
         fraction = flops[name] / float(np.median(seconds[name])) / rate
-        print(f"| {name} | {ms} | {ratio} | {fraction:.2f} |")
+        print(f"| {name} | {ms} | {ratio} | {cpu_ratio} | {fraction:.2f} |")
 
 
 if __name__ == "__main__":

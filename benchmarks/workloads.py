@@ -143,16 +143,22 @@ def w2_network(width: int = 512, outputs: int = 2000, seed: int = 0) -> Network:
 
 
 def w2(
-    num_sequences: int = 64, frames_out: int = 150, width: int = 512, outputs: int = 2000, seed: int = 0
+    num_sequences: int = 64,
+    frames_out: int = 150,
+    width: int = 512,
+    outputs: int = 2000,
+    seed: int = 0,
+    lowering: str = "auto",
 ) -> Workload:
-    """The 7-layer TDNN, context (10, 10), `num_sequences` chunks of `frames_out` output frames."""
+    """The 7-layer TDNN, context (10, 10), `num_sequences` chunks of `frames_out` output frames; `lowering`
+    `plain` keeps its splices as slices and a concatenation (`auto`: dilated convolutions, engine/splice.py)."""
     net = w2_network(width, outputs, seed)
     frames_in = frames_out + 20
     request = ComputationRequest(
         inputs={"input": IndexSet.range(n=num_sequences, t=(-10, frames_out + 10))},
         outputs={"output": IndexSet.range(n=num_sequences, t=frames_out)},
     )
-    computation = compile(net, request)
+    computation = compile(net, request, lowering)
     rng = np.random.default_rng(seed)
     feats = jnp.asarray(rng.standard_normal((frames_in * num_sequences, 40)), jnp.float32)
     labels = jnp.asarray(rng.integers(0, outputs, frames_out * num_sequences), jnp.int32)
@@ -169,7 +175,7 @@ def w2(
         return _cross_entropy_delta(logp, labels)[0]
 
     s, r, hlo, xla = _make_steps(net, computation, optax.adam(1e-3), {"input": feats}, labels, reference_loss)
-    return Workload("W2 tdnn", s, r, hlo, xla, computation)
+    return Workload("W2 tdnn" + (f" ({lowering})" if lowering != "auto" else ""), s, r, hlo, xla, computation)
 
 
 def _kaldi_normalize(h: jax.Array) -> jax.Array:

@@ -962,7 +962,8 @@ def _parser() -> argparse.ArgumentParser:
         "--lowering",
         choices=("auto", "fused", "plain"),
         default="auto",
-        help="how recurrences run (symnet.compile's lowering; default auto: fused where every member has a vjp)",
+        help="how recurrences and spliced products run (symnet.compile's lowering; default auto: fused scans where "
+        "every member has a vjp, evenly spaced splices as convolutions)",
     )
     train.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adam")
     train.add_argument("--lr", type=_positive_float, default=2e-3, help="the (initial) learning rate")

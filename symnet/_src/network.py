@@ -333,7 +333,7 @@ class Network:
         Inside `jax.jit`/`jax.grad` (traced `x`, static frame count) it runs one
         regular request for the whole batch and gives the same numbers;
         `frames_per_chunk` needs concrete input (a PlanError when traced).
-        `lowering` is how recurrences run (`'auto'`, `'fused'`, `'plain'`, as
+        `lowering` is how recurrences and spliced products run (`'auto'`, `'fused'`, `'plain'`, as
         for `symnet.compile`); `symnet.engine.record()` shows the
         Computations a call used and what each recurrence got. `precision` is a
         mixed-precision policy (`symnet.Precision` or `"float32"`, `"bfloat16"`,

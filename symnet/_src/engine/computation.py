@@ -38,6 +38,7 @@ from ..core.layer import (
 from ..core.precision import Precision, get_precision
 from ..core.tape import Tape
 from ..errors import PlanError, ShapeError, at
+from . import splice
 from .dims import node_shapes, static_dim
 from .ends import EndMasks, SequenceEnds
 from .gradient import GRADIENTS, tape_differentiated
@@ -50,6 +51,7 @@ from .request import ComputationRequest
 from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
 from .semantics import combine
+from .splice import SPLICE_LOWERINGS, Splice, find_splices, splice_value
 
 __all__ = ["compile", "Computation", "IndexedRows", "leading_axes_safe", "Rows"]
 
@@ -138,6 +140,7 @@ class Computation:
             if request.sequence_ends
             else None
         )
+        self.absorbed: frozenset[int] = frozenset()
         self.steps = self._steps(planner)
         # The order to run the steps in, independent scans over the same frames merged (engine/scan_merge.py).
         self.schedule = run_schedule(self.steps, graph)
@@ -199,7 +202,26 @@ class Computation:
                     graph, group, self.rows, maps, exported, given, self.request.sequence_ends, self.lowering
                 )
             )
+        self.splices = self._splices(units, maps, users, outputs)
         return units
+
+    def _splices(
+        self,
+        units: Sequence[_Step | RecurrentBlock],
+        maps: Mapping[int, tuple[RowMap | None, ...]],
+        users: Mapping[int, set[int]],
+        outputs: set[int],
+    ) -> dict[int, Splice]:
+        """The spliced products lowered as convolutions (engine/splice.py), by node id: in regular requests
+        without sequence ends, under a `lowering` in `SPLICE_LOWERINGS`, products of at least `MIN_ROWS` rows."""
+        if not self.regular or self.request.sequence_ends or self.lowering not in SPLICE_LOWERINGS:
+            return {}
+        single = {u.nid: maps[u.nid] for u in units if isinstance(u, _Step)}
+        found = find_splices(self.graph.layers, self.graph.operands, single, users, outputs)
+        found = {nid: s for nid, s in found.items() if len(self.rows[nid]) >= splice.MIN_ROWS}
+        #: The nodes no step computes: each spliced product reads its source directly.
+        self.absorbed = frozenset(n for s in found.values() for n in s.absorbed)
+        return found
 
     def _row_maps(self, planner: Planner, nid: int) -> tuple[RowMap | None, ...]:
         """Per operand of `nid`: which operand row each of its rows reads (None: unindexed operand)."""
@@ -429,7 +451,7 @@ class Computation:
                     tapes.update({nid: tape for nid, tape in view.items() if nid not in tapes})
                 else:
                     step.tapes(tapes, self.rows, params, given, by_read)
-            elif step.nid not in tapes:
+            elif step.nid not in tapes and step.nid not in self.absorbed:
                 tapes[step.nid] = self._tape(step, tapes, params, state, by_read, batched, dtype)
         out = {}
         for name, rowmap in self.output_maps.items():
@@ -465,6 +487,14 @@ class Computation:
             return Tape(layer, cast(params[layer.name]), parameter=layer.name, parameters=params)  # type: ignore[index]
         if isinstance(layer, Literal):
             return Tape(layer, layer.array, parameters=params)
+        conv = self.splices.get(step.nid)
+        if conv is not None:  # a convolution of the source's rows (engine/splice.py)
+            source, weight, count = tapes[conv.source], tapes[conv.weight], len(self.rows[step.nid].keys)
+            layer.check((len(self.rows[step.nid]), conv.k * source.value.shape[-1]), weight.value.shape)
+            value, vjp = jax.vjp(
+                lambda v, w: splice_value(conv, v, w, count, batch, batched), source.value, weight.value
+            )
+            return Tape(layer, value, (source, weight), rows=self.rows[step.nid], pullback=vjp, parameters=params)
         upstream = tuple(tapes[op] if op in tapes else self._absent(op, tapes, dtype) for op in step.operands)
         rows = self.rows.get(step.nid)  # None for values that do not depend on the Index (weights, literals)
         if combine(layer) is Combine.CONST:
@@ -537,12 +567,15 @@ class Computation:
         return Tape(self.graph.layers[nid], jnp.zeros((0, dim), jnp.result_type(dtype)))
 
     def explain(self) -> str:
-        """The Computation and the lowering asked for, then one line per recurrence, in run order: its members,
-        frames, direction and lowering (fused or plain scan; a plain one under `auto` names the members
-        without a `vjp`). Recurrences that share one loop are listed under it."""
+        """The Computation and the lowering asked for, then one line per recurrence and per spliced product
+        lowered as a convolution, in run order: a recurrence's members, frames, direction and lowering (fused or
+        plain scan; a plain one under `auto` names the members without a `vjp`). Recurrences that share one loop
+        are listed under it."""
         policy = "None" if self.precision is None else str(self.precision)
         lines = [f"{self!r}, lowering={self.lowering!r}, gradient={self.gradient!r}, precision={policy}"]
         for step in self.schedule:
+            if not isinstance(step, (MergedScans, RecurrentBlock)) and step.nid in self.splices:
+                lines.append(self.splices[step.nid].explain(self.graph))
             if isinstance(step, MergedScans):
                 lines.append(f"one loop of {len(step.blocks)} recurrences:")
                 lines.extend("  " + block.explain() for block in step.blocks)
@@ -691,12 +724,16 @@ def compile(
 ) -> Computation:
     """Plan `request` on `network` (eagerly) and return the Computation; cached.
 
-    `lowering` says how recurrences run (`explain()` shows what each got):
-    `auto` as the fused scan (a hand-written backward pass, the fast one) where
-    every member has a `vjp` and as a plain `lax.scan` that JAX differentiates
-    where one does not; `fused` every recurrence fused (a PlanError naming a
-    member without a `vjp`); `plain` every recurrence plain (the fused scan's
-    reference).
+    `lowering` says how recurrences and spliced products run (`explain()`
+    shows what each got): `auto` as the fused scan (a hand-written backward
+    pass, the fast one) where every member has a `vjp` and as a plain
+    `lax.scan` that JAX differentiates where one does not; `fused` every
+    recurrence fused (a PlanError naming a member without a `vjp`); `plain`
+    every recurrence plain (the fused scan's reference). Under `auto` and
+    `fused`, a product of evenly spaced splices of one value
+    (`Append(Offset(h, o)...) @ W`, a TDNN layer) in a regular request without
+    sequence ends is one dilated convolution (symnet._src.engine.splice); `plain`
+    keeps it slices, a concatenation and one product (its reference).
 
     `gradient` says what `jax.grad` (or `jax.vjp`) of a call runs: `tape` the
     Tape's backward walk, the one `Computation.forward` + `tape.backward` runs

@@ -78,7 +78,7 @@ def compute(
     Chunks are requests in chunk-relative time (`symnet._src.engine.streaming`),
     so a few programs serve every chunk of every length.
 
-    `lowering` is how recurrences run, as for `compile` (`'auto'`, `'fused'`,
+    `lowering` is how recurrences and spliced products run, as for `compile` (`'auto'`, `'fused'`,
     `'plain'`); every mode runs through `symnet._src.engine.runner`, whose
     `record()` shows the Computations a call used and what each recurrence got.
 

@@ -59,7 +59,8 @@ __all__ = [
 _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an external may be, computed per frame
 
 #: What `compile(..., lowering=...)` takes: `auto` (fused where every member has its `vjp`, else plain),
-#: `fused` (every group fused; a PlanError where a member has no `vjp`) or `plain` (every group plain).
+#: `fused` (every group fused; a PlanError where a member has no `vjp`) or `plain` (every group plain, and
+#: every spliced product slices and a concatenation: engine/splice.py's `SPLICE_LOWERINGS`).
 LOWERINGS = ("auto", "fused", "plain")
 
 

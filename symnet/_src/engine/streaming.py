@@ -268,8 +268,8 @@ class Stream:
     arrived and its chunk is complete. After `finish` the utterance is over:
     `feed` and `finish` refuse (more frames of it would be taken for a new
     utterance) until `reset()` starts the next one, with the same compiled
-    programs. `lowering` is how recurrences run and `precision` is the mixed-precision policy, as for
-    `compile`.
+    programs. `lowering` is how recurrences and spliced products run and `precision` is the mixed-precision
+    policy, as for `compile`.
     """
 
     def __init__(

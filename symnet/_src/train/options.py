@@ -149,7 +149,7 @@ class FitOptions:
             always, False never; `kaldi_rules(...)` gives them (see `fit`).
         frame_subsampling_factor: Kaldi's `frame-subsampling-factor` k: outputs are trained at chunk
             frames 0, k, 2k, ... (every chunk width must be a multiple of k).
-        lowering: how recurrences run (`symnet.compile`'s `lowering`: "auto", "fused" or "plain").
+        lowering: how recurrences and spliced products run (`symnet.compile`'s `lowering`: "auto", "fused" or "plain").
         precision: a mixed-precision policy (`symnet.Precision` or `"float32"`, `"bfloat16"`, `"float16"`):
             the parameters are cast to its `params` dtype and optimised in it, every step computes in its
             `compute` dtype, the objective reads float32 outputs, and a policy with a `loss_scale` (the

@@ -67,7 +67,7 @@ class Trainer:
         precision: Precision | None = None,
     ) -> None:
         self.optimizer = optimizer
-        self.lowering = lowering  # how recurrences run in every compiled step (`compile`'s `lowering`)
+        self.lowering = lowering  # how recurrences and splices run in every compiled step (`compile`'s `lowering`)
         # The mixed-precision policy every computation is compiled with; with its loss_scale the optimiser
         # state is a LossScaled (symnet._src.train.loss_scale), and a step whose gradients overflow is skipped.
         self.precision = precision

@@ -1,0 +1,142 @@
+"""Spliced products as one dilated convolution over frames.
+
+A TDNN layer is `Append(Offset(h, o) for o in offsets) @ W`: in a regular
+request each part reads a slice of h's rows, and the plain lowering
+concatenates the slices and makes one product. Where the slices start at
+evenly spaced rows (`start + j * step`, `j < k`), the same product is
+`lax.conv_general_dilated` of h over its rows with W as a kernel of `k`
+taps dilated by `step` (`[k, D, out]`, W's rows in the Append's order): no
+`[rows, N, k D]` copy of the input is made, forward or backward.
+
+`find_splices` finds them at plan time from the planned row maps (so any
+descriptors that move rows as one slice qualify, not only `Offset`), and
+`splice_value` computes one. `compile(..., lowering=...)` decides where they
+are used (`SPLICE_LOWERINGS`), for products of at least `MIN_ROWS` rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..core.descriptor import Combine
+from ..core.layer import Dot, Layer, Weight
+from .layout import as_frames, as_layout
+from .rowmap import RowMap
+from .semantics import combine
+
+__all__ = ["MIN_ROWS", "SPLICE_LOWERINGS", "Splice", "find_splices", "splice_value"]
+
+#: The `lowering=` values that make spliced products convolutions: `auto` and `fused` (`plain` keeps every
+#: splice as slices, a concatenation and one product: the reference, as for recurrences).
+SPLICE_LOWERINGS = ("auto", "fused")
+
+#: The fewest rows (frames times sequences) a spliced product needs to be a convolution. On the project's 2-core
+#: CPU, W2's training step with convolutions took 1.09-1.17 of the CPU time of slices and a concatenation at
+#: 4 sequences of 50 frames and 0.94-0.97 at 8 of 100 (`benchmarks/splice_lowering.py --sequences 4 --frames 50`,
+#: docs/performance.md).
+MIN_ROWS = 512
+
+
+class Splice(NamedTuple):
+    """`Dot(Append(...), W)` node `nid` as a convolution of `source`'s rows (`k` taps `step` rows apart from row
+    `start`), weight node `weight`; `absorbed`: the Append and row-moving nodes it makes unnecessary."""
+
+    nid: int
+    source: int
+    weight: int
+    start: int
+    step: int
+    k: int
+    absorbed: frozenset[int]
+
+    def explain(self, graph: Any) -> str:
+        """One line: the product, and its convolution's taps."""
+        return f"spliced product {graph.describe(self.nid)}: one convolution, {self.k} taps {self.step} row(s) apart"
+
+
+def find_splices(
+    layers: Sequence[Layer],
+    operands: Sequence[tuple[int, ...]],
+    maps: Mapping[int, tuple[RowMap | None, ...]],
+    users: Mapping[int, set[int]],
+    keep: set[int],
+) -> dict[int, Splice]:
+    """The spliced products among the planned nodes (`maps`: each node's row maps per operand), by node id.
+
+    A candidate is a `Dot` of an `Append` (identity rows) and a 2-D `Weight`, whose parts read one
+    source each through row-moving descriptors (`Combine.FORWARD`), each part a single slice of the source's
+    rows, the slices' starts evenly spaced and increasing. Nodes in `keep` (outputs) are never absorbed, nor
+    nodes another step reads.
+    """
+    found: dict[int, Splice] = {}
+    for nid, layer in enumerate(layers):
+        if type(layer) is not Dot or nid not in maps:
+            continue
+        (append, weight), (rows, wmap) = operands[nid], maps[nid]
+        w = layers[weight]
+        if rows is None or wmap is not None or not rows.is_identity or append not in maps:
+            continue
+        if combine(layers[append]) is not Combine.APPEND:
+            continue
+        if not isinstance(w, Weight) or len(w.shape) != 2:  # a kernel needs the weight's rows as [k, D]
+            continue
+        parts = [_part(p, m, layers, operands, maps) for p, m in zip(operands[append], maps[append])]
+        if len(parts) < 2 or any(p is None for p in parts):
+            continue
+        sources = {p[0] for p in parts if p is not None}
+        starts = [p[1] for p in parts if p is not None]
+        step = starts[1] - starts[0]
+        if len(sources) != 1 or step < 1 or any(b - a != step for a, b in zip(starts, starts[1:])):
+            continue
+        moved = {append} | {n for p in parts if p is not None for n in p[2]}
+        absorbed = frozenset(n for n in moved if not (users.get(n, set()) - moved - {nid}) and n not in keep)
+        if append not in absorbed:
+            continue
+        found[nid] = Splice(nid, sources.pop(), weight, starts[0], step, len(parts), absorbed)
+    return found
+
+
+def _part(
+    nid: int,
+    rowmap: RowMap | None,
+    layers: Sequence[Layer],
+    operands: Sequence[tuple[int, ...]],
+    maps: Mapping[int, tuple[RowMap | None, ...]],
+) -> tuple[int, int, list[int]] | None:
+    """An Append part as (source node, first source row, the row-moving nodes between), if it is one slice.
+
+    The chain of row-moving nodes stops at a node no single step computes (a recurrence's member): that is the
+    source."""
+    if rowmap is None:
+        return None
+    src, between = rowmap.src, []
+    while nid in maps and combine(layers[nid]) is Combine.FORWARD and len(operands[nid]) == 1:
+        inner = maps[nid][0]
+        if inner is None or (src < 0).any():
+            return None
+        between.append(nid)
+        src = inner.src[src]
+        nid = operands[nid][0]
+    if len(src) == 0 or (src < 0).any() or not np.array_equal(src, np.arange(src[0], src[0] + len(src))):
+        return None
+    return nid, int(src[0]), between
+
+
+def splice_value(
+    splice: Splice, source: jax.Array, weight: jax.Array, rows: int, batch: int, batched: bool
+) -> jax.Array:
+    """The product's `rows` rows (per sequence) from the source's value, flat or `[T, N, D]` as `batched`."""
+    frames = as_frames(source, batch)
+    span = (splice.k - 1) * splice.step + rows
+    x = jax.lax.slice_in_dim(frames, splice.start, splice.start + span, axis=0)
+    dtype = jnp.result_type(frames, weight)  # promoted as the product's jnp.matmul would
+    x, kernel = x.astype(dtype), weight.reshape(splice.k, frames.shape[-1], weight.shape[-1]).astype(dtype)
+    y = jax.lax.conv_general_dilated(
+        x, kernel, (1,), "VALID", rhs_dilation=(splice.step,), dimension_numbers=("WNC", "WIO", "WNC")
+    )
+    return as_layout(y, batch, batched)
