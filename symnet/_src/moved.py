@@ -32,7 +32,7 @@ PUBLIC = frozenset(
 
 #: Old paths of modules that were renamed as they moved (the rest keep their names under `symnet._src`).
 RENAMED = {
-    "symnet._src.engine.memo": "symnet._src.engine.memo",
+    "symnet.engine.cache": "symnet._src.engine.memo",
     "symnet.kaldi.compute": "symnet._src.kaldi.nnet3_compute",
     "symnet.components.scale": "symnet._src.components.scaling",
     "symnet.kaldi.components.scale": "symnet._src.kaldi.components.scaling",

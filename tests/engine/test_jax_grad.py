@@ -177,3 +177,18 @@ def test_compute_and_vjp_and_the_forward_mode_choice() -> None:
         jax.jvp(lambda x: walk(net, {"input": x})["output"], (x,), (jnp.ones_like(x),))
     with pytest.raises(PlanError, match="gradient='fast': use one of 'tape', 'jax'"):
         compile(net, req, gradient="fast")
+
+
+@pytest.mark.parametrize("gradient", ["tape", "jax"])
+def test_an_input_no_computed_row_reads_gets_a_zero_cotangent(gradient):
+    """A Failover that falls back on its constant reads none of the given input: zeros, as JAX's own gives."""
+    from symnet import Const, Failover, Index
+
+    net = Network(Failover(Const(0.5, 1), Input("input", 2) @ Weight(Normal((2, 1), 0.1))), seed=0)
+    inputs = {"input": IndexSet.of([Index(0, 0, 0)])}
+    request = ComputationRequest(inputs=inputs, outputs={"output": IndexSet.of([Index(0, -3, 0)])})
+    comp = compile(net, request, gradient=gradient)
+    x = {"input": np.ones((1, 2), np.float32)}
+    loss = lambda p, x: comp(net.replace(params=p), x)["output"].sum()  # noqa: E731
+    d_params, d_x = jax.grad(loss, argnums=(0, 1))(net.params, x)
+    assert not np.asarray(d_params["weight"]).any() and not np.asarray(d_x["input"]).any()

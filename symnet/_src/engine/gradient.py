@@ -140,12 +140,15 @@ def input_cotangents(
     record: Mapping[str, tuple[Tape, Callable[[jax.Array], jax.Array]]],
     inputs: Arrays,
 ) -> dict[str, jax.Array]:
-    """The inputs' cotangents: each input Tape's delta moved back to the input array's rows (zeros if unread)."""
+    """The inputs' cotangents: each input Tape's delta moved back to the input array's rows (zeros if unread:
+    a request may give an input that no computed row reads, as a Failover that falls back on a constant)."""
     out = {}
     for name, value in inputs.items():
-        tape, transpose = record[name]
-        delta = deltas.get(tape)
-        out[name] = jnp.zeros_like(value) if delta is None else transpose(delta).astype(value.dtype)
+        tape, transpose = record.get(name, (None, None))
+        delta = None if tape is None else deltas.get(tape)
+        out[name] = (
+            jnp.zeros_like(value) if delta is None or transpose is None else transpose(delta).astype(value.dtype)
+        )
     return out
 
 
