@@ -4,11 +4,28 @@ from __future__ import annotations
 
 import pytest
 
-from symnet import Append, Failover, IfDefined, Input, Normal, Offset, Ref, ReplaceIndex, Round, Tanh, Weight
+from symnet import (
+    Append,
+    Descriptor,
+    Failover,
+    IfDefined,
+    Input,
+    Layer,
+    Normal,
+    Offset,
+    Ref,
+    ReplaceIndex,
+    Round,
+    Tanh,
+    Weight,
+    child,
+    layer_class,
+)
 from symnet._src.components.statistics import StatisticsExtractionComponent
 from symnet._src.core.descriptor import Node, Switch
 from symnet._src.engine.graph import Graph
 from symnet._src.engine.locality import chunking_dependence
+from symnet.extend import Combine, decode, encode
 
 x = Input("input", 2)
 
@@ -32,3 +49,39 @@ def test_offsets_rounds_and_switches_are_local_in_time():
 )
 def test_what_makes_chunks_matter_is_named(out, reason):
     assert reason in chunking_dependence(Graph({"output": out}))
+
+
+@layer_class
+class _PairSwap(Descriptor):
+    """`(n, t xor 1, x)`: periodic in t (period 2), one frame of reach."""
+
+    arg: Layer = child()
+    combine = Combine.FORWARD
+
+    def map_keys(self, keys):
+        n, t, i = decode(keys)
+        return encode(n, t ^ 1, i)
+
+    def time_reach(self) -> int:
+        return 1
+
+    def time_modulus(self) -> int:
+        return 2
+
+
+@layer_class
+class _Doubled(Descriptor):
+    """`(n, 2 t, x)`: neither a fixed offset nor periodic."""
+
+    arg: Layer = child()
+    combine = Combine.FORWARD
+
+    def map_keys(self, keys):
+        n, t, i = decode(keys)
+        return encode(n, 2 * t, i)
+
+
+def test_a_users_descriptor_is_asked_not_switched_on():
+    """The rule asks a descriptor defined outside symnet for its time offset and period."""
+    assert chunking_dependence(Graph({"output": Append(x, _PairSwap(x))})) is None
+    assert "_Doubled" in chunking_dependence(Graph({"output": Append(x, _Doubled(x))}))

@@ -16,14 +16,15 @@ read off the graph, or names the node that breaks it:
   `t`) reads a frame fixed in chunk-relative time, so another frame in every
   chunk.
 
-`Round` and `Switch` depend on `t` modulo the network's modulus, which chunks
+A descriptor with a period in `t` (`time_modulus()`: `Round`, `Switch`) depends on
+`t` modulo the network's modulus, which chunks
 starting at multiples of it (nnet3-compute rounds the chunk size up to one)
 leave unchanged. Row-wise layers read only their own frame.
 """
 
 from __future__ import annotations
 
-from ..core.descriptor import Descriptor, IndexedLayer, Round
+from ..core.descriptor import Descriptor, IndexedLayer
 from .graph import Graph
 from .inspect import recurrent_edges
 from .semantics import optional_reads
@@ -41,6 +42,6 @@ def chunking_dependence(graph: Graph) -> str | None:
             return f"{graph.describe(nid)} reads the set of frames a chunk's window holds"
         if optional_reads(layer):
             return f"{graph.describe(nid)} reads frames only where a chunk's window makes them computable"
-        if isinstance(layer, Descriptor) and not isinstance(layer, Round) and layer.time_offset() is None:
+        if isinstance(layer, Descriptor) and layer.time_offset() is None and layer.time_modulus() == 1:
             return f"{graph.describe(nid)} maps time other than by a fixed offset"
     return None
