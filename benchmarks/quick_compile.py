@@ -32,7 +32,7 @@ start = time.perf_counter()
 import jax, jax.numpy as jnp
 from helpers.kaldi_corpus import case_folder, compute_runs, exact_run, read_ark
 from symnet.kaldi import read_model
-from symnet.kaldi.compute import Nnet3Computer
+from symnet.kaldi import Nnet3Computer
 from symnet.kaldi import exact_outputs
 cases = {}
 for case in sys.argv[2:]:

@@ -20,7 +20,7 @@ vary, and all they vary:
   `dense.compute(frames_per_chunk=...)`): chunk-relative time, the state of
   every recurrent node given as an extra input at negative frames and asked
   for as an extra output at the chunk's last frames.
-- nnet3-compute (`symnet.kaldi.compute`): chunks of utterances, each chunk its
+- nnet3-compute (`symnet._src.kaldi.nnet3_compute`): chunks of utterances, each chunk its
   own sequence n; output frames every `frame_subsampling_factor`-th (a stepped
   range); an i-vector as one frame; a regular request per chunk shape, or one
   irregular request (`run_each`) for networks without recurrences.
