@@ -16,7 +16,7 @@
     symnet lda [options] (--posteriors RSPEC | --alignments RSPEC) NETWORK FEATS_RSPECIFIER LDA_MAT
                                          nnet3-acc-lda-stats + nnet-get-feature-transform: the LDA-like input
                                          transform of a recipe's fixed-affine-layer (lda.mat)
-    symnet export --frames T [--batch b|N] [--mode same|valid] [--output NAME] MODEL OUT
+    symnet export --frames T|t [--chunk N] [--batch b|N] [--mode same|valid] [--output NAME] MODEL OUT
                                          the network's output as a jax.export program (OUT and OUT.json) that
                                          runs with jax alone (symnet.export)
 
@@ -668,8 +668,10 @@ def _export(args: argparse.Namespace, stdout: TextIO) -> int:
     from .exporting import export
 
     batch = int(args.batch) if args.batch.isdigit() else args.batch
+    frames = int(args.frames) if args.frames.isdigit() else args.frames
+    chunk = {} if args.chunk is None else {"chunk": args.chunk}
     network = _load(args.model)
-    export(network, args.out, frames=args.frames, batch=batch, mode=args.mode, output=args.output)
+    export(network, args.out, frames=frames, batch=batch, mode=args.mode, output=args.output, **chunk)
     print(f"wrote {args.out} and {args.out}.json", file=stdout)
     return 0
 
@@ -1100,9 +1102,20 @@ def _parser() -> argparse.ArgumentParser:
         description="Write MODEL's output for [batch, T, dim] float32 input as a jax.export program: OUT holds "
         "the serialized program (the parameters inside), OUT.json its inputs, output, shapes and versions (both "
         "written atomically). A service loads it with jax.export.deserialize, without symnet (see "
-        "symnet.export). The batch is symbolic unless --batch is a number; the frame count is fixed.",
+        "symnet.export). The batch is symbolic unless --batch is a number; the frame count is symbolic if --frames is "
+        "a name, where the network's outputs are local in time (computed in chunks of --chunk frames).",
     )
-    exported.add_argument("--frames", type=_count(1, frames), required=True, help="the frames of every sequence")
+    exported.add_argument(
+        "--frames",
+        required=True,
+        help="the frames of every sequence, or a symbolic dimension's name (t: any length, for networks whose "
+        "outputs are local in time)",
+    )
+    exported.add_argument(
+        "--chunk",
+        type=_count(1, frames),
+        help="with a symbolic --frames: the output frames each chunk computes (default: symnet.export's)",
+    )
     exported.add_argument(
         "--batch", default="b", help="a symbolic dimension's name (default b: any batch size) or a fixed size"
     )

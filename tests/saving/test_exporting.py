@@ -28,8 +28,10 @@ from symnet import (
     Offset,
     PlanError,
     Ref,
+    Round,
     ShapeError,
     Sigmoid,
+    Switch,
     Tanh,
     Weight,
     Zeros,
@@ -124,6 +126,41 @@ def test_exported_programs_run_without_symnet_and_match_compute(tmp_path: Path) 
     assert outputs[1][0].shape == (3, 9 - 1 - 2, 115)  # 'valid': the frames that need no padding
 
 
+def _periodic_network() -> Network:
+    """Reads depend on t modulo 3 and 2 (`Round`, `Switch`): time modulus 6 (nnet3-info's context: (2, 38))."""
+    x = Input("input", 3)
+    spliced = Append(Offset(x, -1), Round(Offset(x, 2), 3), Switch(x, Offset(x, -3)))
+    return Network(Tanh(spliced @ Weight(Normal((9, 4), 0.5))), seed=2)
+
+
+def test_a_symbolic_frame_count_runs_every_length_in_chunks(tmp_path: Path) -> None:
+    """frames='t': one program for any length, chunks shorter and longer than the sequence, equal to compute."""
+    rng = np.random.default_rng(1)
+    tdnn = read_network(EXAMPLES / "kaldi-doc-example.config")  # context (1, 2)
+    cases = [  # network, export options, the lengths run, the input dims
+        (tdnn, {"mode": "same", "chunk": 4}, (1, 4, 5, 13), {"input": 12}),
+        (tdnn, {"mode": "valid", "chunk": 4}, (4, 9), {"input": 12}),
+        (_tdnn_with_ivector(), {"chunk": 3}, (2, 10), {"input": 4, "ivector": 2}),
+        (_periodic_network(), {"chunk": 4}, (5, 20), {"input": 3}),  # chunk rounded up to the modulus, 6
+        (_periodic_network(), {"mode": "valid"}, (41, 140), {"input": 3}),  # the default chunk, 128
+    ]
+    runs, expected = [], []
+    for k, (net, options, lengths, dims) in enumerate(cases):
+        exported = export(net, tmp_path / f"p{k}.jaxexport", frames="t", **options)
+        assert [str(d) for d in exported.in_avals[0].shape[:2]] == ["b", "t"]
+        for frames in lengths:
+            inputs = {n: rng.standard_normal((3, frames, d)).astype(np.float32) for n, d in dims.items()}
+            runs.append((tmp_path / f"p{k}.jaxexport", inputs))
+            given = inputs if len(inputs) > 1 else inputs["input"]
+            expected.append(np.asarray(net.compute(given, mode=options.get("mode", "same"))))
+    assert json.loads((tmp_path / "p3.jaxexport.json").read_text())["chunk"] == 6
+    assert json.loads((tmp_path / "p1.jaxexport.json").read_text())["outputs"][0]["shape"] == ["b", "t - 3", 115]
+    for (three, one), want in zip(_run_loader(tmp_path, runs), expected, strict=True):
+        assert three.shape == want.shape
+        np.testing.assert_allclose(three, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(one, want[:1], rtol=1e-5, atol=1e-5)
+
+
 def test_the_description_names_inputs_output_and_shapes(tmp_path: Path) -> None:
     export(_tdnn_with_ivector(), tmp_path / "two", frames=7, batch=5, mode="valid")
     described = json.loads((tmp_path / "two.json").read_text())
@@ -140,12 +177,21 @@ def test_symnet_export_writes_the_program_of_a_config(tmp_path: Path) -> None:
     assert main(["export", "--frames", "6", str(EXAMPLES / "kaldi-doc-example.config"), str(out)]) == 0
     described = json.loads(Path(str(out) + ".json").read_text())
     assert described["outputs"][0]["shape"] == ["b", 6, 115] and out.stat().st_size > 0
+    assert main(["export", "--frames", "t", "--chunk", "8", str(EXAMPLES / "kaldi-doc-example.config"), str(out)]) == 0
+    described = json.loads(Path(str(out) + ".json").read_text())
+    assert described["outputs"][0]["shape"] == ["b", "t", 115] and described["chunk"] == 8
 
 
 def test_bad_arguments_name_the_value(tmp_path: Path) -> None:
     net = _lstm_network()
-    with pytest.raises(PlanError, match="frames='t'.*cannot be symbolic.*concrete Indexes"):
-        export(net, tmp_path / "p", frames="t")  # type: ignore[arg-type]
+    with pytest.raises(PlanError, match="frames='t'.*local in time.*lstm.h.*closes a recurrence.*frames=N"):
+        export(net, tmp_path / "p", frames="t")
+    with pytest.raises(PlanError, match="frames must be .* got 't-1'"):
+        export(net, tmp_path / "p", frames="t-1")
+    with pytest.raises(PlanError, match="chunk must be a positive number of frames, got 0"):
+        export(_tdnn_with_ivector(), tmp_path / "p", frames="t", chunk=0)
+    with pytest.raises(PlanError, match="frames and batch are both 'b'"):
+        export(_tdnn_with_ivector(), tmp_path / "p", frames="b")
     with pytest.raises(PlanError, match="batch must be .* got 0"):
         export(net, tmp_path / "p", frames=5, batch=0)
     with pytest.raises(PlanError, match="batch must be .* got 'b-1'"):
