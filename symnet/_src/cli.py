@@ -99,11 +99,12 @@ def _load(path: str, seed: int = 0) -> Any:
 
 
 def _structure(path: str) -> tuple[Any, Mapping[str, str]]:
-    """The structure and objectives of what `_load` reads; a Kaldi config's or model file's without a Network
-    (no parameter drawn, no jax imported)."""
+    """The structure and objectives of what `_load` reads; a Kaldi config's, model file's or xconfig's without a
+    Network (no parameter drawn, no jax imported)."""
     from .kaldi.build import read_structure
     from .kaldi.config import is_config
     from .kaldi.model_reader import is_kaldi_model, read_model_structure
+    from .kaldi.xconfig import is_xconfig, read_xconfig
     from .safe_read import regular_file
 
     regular_file(path, SymnetError, "model or config")
@@ -111,7 +112,9 @@ def _structure(path: str) -> tuple[Any, Mapping[str, str]]:
         return read_structure(path)
     if is_kaldi_model(path):
         return read_model_structure(path)
-    network = _load(path)  # a symnet file or an xconfig
+    if is_xconfig(path):
+        return read_xconfig(path).structure()
+    network = _load(path)  # a symnet file
     return network.structure, network.objectives
 
 

@@ -1,4 +1,4 @@
-"""Start-up: `import symnet`, `symnet --help` and `symnet info CONFIG` import no jax, `symnet compute` no module
+"""Start-up: `import symnet`, `symnet --help` and `symnet info CONFIG` (or XCONFIG) import no jax, `symnet compute` no module
 it does not use; the lazy names are the modules' own.
 
 Each check runs in a fresh interpreter (this one has imported everything), and
@@ -21,6 +21,8 @@ import symnet
 import symnet.train
 from helpers import REPO
 from symnet._src.kaldi.build import parse_network
+from symnet._src.kaldi.info import info_lines
+from symnet._src.kaldi.xconfig import read_xconfig
 from symnet._src.kaldi.model import write_model
 
 CONFIG = """input-node name=input dim=3
@@ -135,6 +137,28 @@ def test_info_of_a_config_or_model_file_imports_no_jax(tmp_path: Path) -> None:
         f"result.append([m for m in {HEAVY!r} if m in sys.modules])"
     )
     assert printed == [[0, INFO_LINES]] * 3 + [[]]
+
+
+def test_info_of_an_xconfig_imports_no_jax_and_prints_its_networks_info() -> None:
+    """The xconfig is read to its structure (no parameter drawn); the lines are those of the Network that
+    `read_xconfig(...).network()` builds with jax, in this process. An error still names the xconfig line."""
+    good = REPO / "examples" / "tdnnf.xconfig"
+    bad = REPO / "tests" / "data" / "xconfig-kaldi" / "cases" / "error-dim-mismatch.xconfig"  # Sum(a, input): 4, 8
+    printed = _fresh(
+        "import contextlib, io\n"
+        "from symnet._src.cli import main\n"
+        "result = []\n"
+        f"for path in {[str(good), str(bad)]!r}:\n"
+        "    out, err = io.StringIO(), io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+        "        result.append([main(['info', path]), out.getvalue().splitlines(), err.getvalue()])\n"
+        f"result.append([m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    network = read_xconfig(str(good)).network()
+    assert printed[0] == [0, info_lines(network.structure, network.objectives), ""]
+    assert printed[1][:2] == [1, []]
+    assert "error-dim-mismatch.xconfig:3:30: no-op-component b: input=Sum(a, input): the parts" in printed[1][2]
+    assert printed[2] == []
 
 
 def test_the_lazy_table_names_every_public_name_once() -> None:

@@ -74,7 +74,7 @@ from .network import descriptor_dim, network_config_lines, strong_refs, substitu
 if TYPE_CHECKING:
     from ..network import Network
 
-__all__ = ["build_network", "config_structure", "parse_network", "read_network", "read_structure"]
+__all__ = ["build_network", "config_structure", "parse_network", "read_network", "read_structure", "sized_structure"]
 
 
 def _where(line: ConfigLine, key: str | None = None) -> str | None:
@@ -396,10 +396,17 @@ def read_structure(
 
     No parameter is drawn: what needs only the Weights' shapes (`symnet info`) reads this.
     """
-    lines = list(read_config(source, file=file))
+    return sized_structure(read_config(source, file=file), read_matrix=read_matrix)
+
+
+def sized_structure(
+    lines: Iterable[ConfigLine], *, read_matrix: Callable[[str], np.ndarray] | None = None
+) -> tuple[Structure, dict[str, str]]:
+    """`config_structure`, with the parameters' sizes checked as drawing them would check them."""
+    lines = list(lines)
     structure, objectives = config_structure(lines, read_matrix=read_matrix)
     try:
-        check_sizes(dict(zip(structure.names, structure.weights, strict=True)))  # as drawing them would
+        check_sizes(dict(zip(structure.names, structure.weights, strict=True)))
     except ParameterError as e:
         raise ConfigError(str(e), file=_config_file(lines)) from None
     return structure, objectives

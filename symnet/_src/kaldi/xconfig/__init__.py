@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..config import LINE_KINDS, first_word
-from .backend import Network
 from .base import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES
 from .expand import CONFIG_NAMES, Xconfig, parse_xconfig, read_xconfig, write_kaldi_matrix
+
+if TYPE_CHECKING:
+    from ...network import Network
 
 __all__ = [
     "CONFIG_NAMES",

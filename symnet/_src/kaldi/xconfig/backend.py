@@ -6,15 +6,18 @@ network code, so that a change there is one change here.
 
 from __future__ import annotations
 
-from ...network import Network
+from typing import TYPE_CHECKING
+
 from ..build import build_network
 from ..components import read_matrix_file
 from ..config import ConfigLine, OutputNode, Source, parse_line
 from ..descriptor_text import write_descriptor
 
+if TYPE_CHECKING:  # only named in annotations: reading an xconfig's structure (`symnet info`) imports no jax
+    pass
+
 __all__ = [
     "ConfigLine",
-    "Network",
     "OutputNode",
     "Source",
     "build_network",

@@ -18,19 +18,25 @@ sees the layers before it); an `Xconfig` holds them and gives
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
 from ...atomic import atomic_write, atomic_write_all
+from ...core.layer import Structure
 from ...errors import ConfigError, SymnetError
+from ..build import sized_structure
 from . import attention, basic, composite, convolution, gru, lstm, stats, trivial  # noqa: F401  (register the layers)
-from .backend import ConfigLine, Network, OutputNode, Source, build_network, parse_line, read_matrix_file
+from .backend import ConfigLine, OutputNode, Source, build_network, parse_line, read_matrix_file
 from .base import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES, XInput, XLayer, closest
 from .syntax import XconfigLine, xconfig_lines
+
+if TYPE_CHECKING:
+    from ...network import Network
 
 __all__ = ["CONFIG_NAMES", "Xconfig", "parse_xconfig", "read_xconfig", "write_kaldi_matrix"]
 
@@ -126,15 +132,30 @@ class Xconfig:
         final.config reads one (the LDA-like transform a recipe estimates after
         writing the configs), as xconfig_to_configs.py checks the network.
         """
+        lines = self.config_lines(which)
+        with self._naming_the_layer():
+            return build_network(lines, seed=seed, base=base, read_matrix=self._reader(read_matrix))
+
+    def structure(
+        self, *, read_matrix: Callable[[str], np.ndarray] | None = None, which: str = "final"
+    ) -> tuple[Structure, dict[str, str]]:
+        """`network()`'s structure and objectives, checked as it checks them, without drawing a parameter (what
+        `symnet info` reads: no jax imported)."""
+        lines = self.config_lines(which)
+        with self._naming_the_layer():
+            return sized_structure(lines, read_matrix=self._reader(read_matrix))
+
+    def _reader(self, read_matrix: Callable[[str], np.ndarray] | None) -> Callable[[str], np.ndarray]:
+        """Reads a matrix file: the layers' own (`matrices`) as they are, others with `read_matrix`."""
         generated = self.matrices
         reader = read_matrix or read_matrix_file
+        return lambda path: generated[path] if path in generated else reader(path)
 
-        def read(path: str) -> np.ndarray:
-            return generated[path] if path in generated else reader(path)
-
-        lines = self.config_lines(which)
+    @contextlib.contextmanager
+    def _naming_the_layer(self) -> Iterator[None]:
+        """A ConfigError of a generated line, named by the xconfig layer it came from."""
         try:
-            return build_network(lines, seed=seed, base=base, read_matrix=read)
+            yield
         except ConfigError as e:
             layer = next((layer for layer in self.layers if e.file == self.file and layer.source.line == e.line), None)
             if layer is None or e.message.startswith(layer.what):
