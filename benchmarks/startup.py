@@ -1,6 +1,7 @@
 """Start-up: `import symnet`, `symnet --help` and `symnet info CONFIG` in fresh processes, against `import jax`.
 
     python benchmarks/startup.py [--rounds 3] [--config examples/kaldi-doc-example.config]
+        [--xconfig examples/tdnnf.xconfig]
 
 Each row is one new interpreter, timed from its start to its exit (wall clock,
 output thrown away). Per round every row runs once, in an order rotated from
@@ -26,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 CLI = "import sys; from symnet._src.cli import main; sys.exit(main())"  # what the `symnet` script runs
 
 
-def rows(config: str) -> dict[str, list[str]]:
+def rows(config: str, xconfig: str) -> dict[str, list[str]]:
     python = sys.executable
     return {
         "python -c pass": [python, "-c", "pass"],
@@ -34,6 +35,7 @@ def rows(config: str) -> dict[str, list[str]]:
         "import symnet": [python, "-c", "import symnet"],
         "symnet --help": [python, "-c", CLI, "--help"],
         f"symnet info {os.path.relpath(config, REPO)}": [python, "-c", CLI, "info", config],
+        f"symnet info {os.path.relpath(xconfig, REPO)}": [python, "-c", CLI, "info", xconfig],
     }
 
 
@@ -49,8 +51,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--config", default=str(REPO / "examples" / "kaldi-doc-example.config"))
+    parser.add_argument("--xconfig", default=str(REPO / "examples" / "tdnnf.xconfig"))
     args = parser.parse_args()
-    table = rows(args.config)
+    table = rows(args.config, args.xconfig)
     names = list(table)
     times: dict[str, list[float]] = {name: [] for name in names}
     for name in names:  # one warm-up run each: the file cache, .pyc files
