@@ -298,7 +298,7 @@ class Network:
 
         `input_dims` gives the dims of inputs that declare none (`Identity()`:
         `{'input': 40}`). Operands that do not fit raise the layer's ShapeError,
-        as does a dim nothing determines. See `symnet._src.engine.summary`.
+        as does a dim nothing determines.
         """
         return infer_dims(self.outputs, input_dims)
 
@@ -306,7 +306,7 @@ class Network:
         """A table of the layers, operands first: output dim, parameter and state counts, time context.
 
         `str(net.summary())` is a text table; in a notebook it shows as HTML.
-        `input_dims` is as for `infer_dims`. See `symnet._src.engine.summary`.
+        `input_dims` is as for `infer_dims`; rows are named by Node and role (`lstm1.c`).
         """
         return summarize(self.outputs, input_dims)
 
@@ -325,9 +325,10 @@ class Network:
     ) -> Any:
         """Outputs for every frame of `[N, T, D]` input or a list of `[T_i, D]` sequences.
 
-        See `symnet._src.engine.dense.compute`: `mode='same'` repeats edge frames as
-        nnet3-compute does; `mode='valid'` returns only frames that need no padding;
-        `frames_per_chunk` runs in chunks, carrying recurrent state across them
+        `mode='same'` repeats edge frames as nnet3-compute does; `mode='valid'`
+        returns only frames that need no padding. Sequences are padded to a few
+        bucket lengths where that changes no output, so that any set of lengths
+        compiles a few programs. `frames_per_chunk` runs in chunks, carrying recurrent state across them
         (`carry_state=True`, equal to one pass) or computing each chunk on its
         own as nnet3-compute does (`carry_state=False`, with extra context).
         Inside `jax.jit`/`jax.grad` (traced `x`, static frame count) it runs one

@@ -101,7 +101,9 @@ class _AttentionCore(Component):
 
 @layer_class
 class RestrictedAttentionComponent(Component):
-    """Multi-head self-attention over a window of frames (see `symnet._src.components.attention`)."""
+    """Kaldi's RestrictedAttentionComponent: multi-head self-attention over a window of frames around each
+    frame (`num_left_inputs` before, `num_right_inputs` after, `time_stride` apart). Each input row holds every
+    head's key, value and query (with a position bias per context position); it has no parameters."""
 
     input: Layer = child()
     num_heads: int = 1

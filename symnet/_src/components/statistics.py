@@ -164,7 +164,7 @@ class StatisticsExtractionComponent(Component):
     """Per block of `output_period` frames: `[count, sum x, sum x^2]` of the computable input frames.
 
     A macro layer: the engine plans `expand()`, an IndexedLayer with Kaldi's
-    GetInputIndexes / IsComputable rules (see `symnet._src.components.statistics`).
+    GetInputIndexes / IsComputable rules.
     """
 
     input: Layer = child()
@@ -195,7 +195,7 @@ class StatisticsPoolingComponent(Component):
     """Means (and standard deviations) of extracted statistics over a window of frames.
 
     A macro layer: the engine plans `expand()`, an IndexedLayer with Kaldi's
-    GetInputIndexes / IsComputable rules (see `symnet._src.components.statistics`).
+    GetInputIndexes / IsComputable rules.
     """
 
     input: Layer = child()

@@ -94,7 +94,7 @@ class _Distribute(IndexedLayer):
 class DistributeComponent(Component):
     """One input row at `(n, t, x')` becomes `input_dim / output_dim` output rows at `x = x' * k + b`.
 
-    A macro layer: the engine plans `expand()`, an IndexedLayer (see `symnet._src.components.structure`).
+    A macro layer: the engine plans `expand()`, an IndexedLayer with Kaldi's rules.
     """
 
     input: Layer = child()
