@@ -1,5 +1,5 @@
-"""Start-up: `import symnet`, `symnet --help` and `symnet info CONFIG` (or XCONFIG) import no jax, `symnet compute` no module
-it does not use; the lazy names are the modules' own.
+"""Start-up: `import symnet`, `symnet --help` and `symnet info CONFIG` (or XCONFIG) import no jax, `symnet compute`
+no module it does not use; the lazy names are the modules' own.
 
 Each check runs in a fresh interpreter (this one has imported everything), and
 the reference for what a lazy name is is the defining module's attribute.
@@ -22,8 +22,8 @@ import symnet.train
 from helpers import REPO
 from symnet._src.kaldi.build import parse_network
 from symnet._src.kaldi.info import info_lines
-from symnet._src.kaldi.xconfig import read_xconfig
 from symnet._src.kaldi.model import write_model
+from symnet._src.kaldi.xconfig import read_xconfig
 
 CONFIG = """input-node name=input dim=3
 component name=a type=NaturalGradientAffineComponent input-dim=3 output-dim=2
