@@ -46,15 +46,16 @@ from .network import Network
 from .paths import as_path
 from .version import __version__
 
-__all__ = ["DEFAULT_CHUNK", "FORMAT", "VERSION", "export"]
+__all__ = ["FORMAT", "MIN_CHUNK", "VERSION", "export"]
 
 #: The `format` field of an export's JSON description.
 FORMAT = "symnet-export"
 #: The version of that description this symnet writes.
 VERSION = 1
-#: The frames each chunk of a symbolic frame count covers (rounded up to the network's time modulus): the
-#: context is computed once per chunk, and the last chunk is padded.
-DEFAULT_CHUNK = 128
+#: The fewest frames a chunk of a symbolic frame count covers by default. Each chunk computes its context
+#: again and the last one is padded, so the default is 4 times the context (at most a quarter more frames
+#: computed than output), at least this, rounded up to the network's time modulus.
+MIN_CHUNK = 64
 
 
 def export(
@@ -67,7 +68,7 @@ def export(
     output: str | None = None,
     input_dims: Mapping[str, int] | None = None,
     platforms: Sequence[str] | None = None,
-    chunk: int = DEFAULT_CHUNK,
+    chunk: int | None = None,
 ) -> jax_export.Exported:
     """Write `network`'s output for `[batch, frames, dim]` float32 input as a `jax.export` program.
 
@@ -75,7 +76,8 @@ def export(
     written atomically). `batch` and `frames` are each a fixed size or a
     symbolic dimension's name ('b': any batch size; 't': any frame count,
     where the network's outputs are local in time, computed in chunks of
-    `chunk` frames: see the module's docstring). `mode` is `net.compute`'s:
+    `chunk` frames, by default 4 times the context and at least 64: see the
+    module's docstring). `mode` is `net.compute`'s:
     'same' gives `frames` output frames, 'valid' the `frames - left - right`
     that need no padding. The program takes the network's inputs in the order
     the JSON lists them. `input_dims` gives the dims of inputs that declare
@@ -99,7 +101,7 @@ def export(
     left, right = context(network, name)
     graph = Graph(dict(network.structure.outputs))
     if isinstance(frames, str):
-        chunk = _chunk_size(graph, frames, chunk)
+        chunk = _chunk_size(graph, frames, chunk, left + right)
         shape = jax_export.symbolic_shape(
             f"{batch}, {frames}" if isinstance(batch, str) else frames,
             constraints=(f"{frames} >= {left + right + 1}",) if mode == "valid" else (),
@@ -149,14 +151,17 @@ def _symbolic(value: object) -> bool:
     return isinstance(value, str) and value.isidentifier()
 
 
-def _chunk_size(graph: Graph, frames: str, chunk: int) -> int:
-    """`chunk` rounded up to the network's time modulus, once the outputs are known to be local in time."""
+def _chunk_size(graph: Graph, frames: str, chunk: int | None, context: int) -> int:
+    """`chunk` (None: `MIN_CHUNK` or 4 `context` frames) rounded up to the network's time modulus, once the
+    outputs are known to be local in time."""
     why = chunking_dependence(graph)
     if why is not None:
         raise PlanError(
             f"frames={frames!r}: a symbolic frame count needs outputs local in time, computed chunk by chunk, but "
             f"{why}; give frames=N, the fixed number of frames the program takes"
         )
+    if chunk is None:
+        chunk = max(MIN_CHUNK, 4 * context)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk <= 0:
         raise PlanError(f"chunk must be a positive number of frames, got {chunk!r}")
     m = modulus(graph)

@@ -142,7 +142,7 @@ def test_a_symbolic_frame_count_runs_every_length_in_chunks(tmp_path: Path) -> N
         (tdnn, {"mode": "valid", "chunk": 4}, (4, 9), {"input": 12}),
         (_tdnn_with_ivector(), {"chunk": 3}, (2, 10), {"input": 4, "ivector": 2}),
         (_periodic_network(), {"chunk": 4}, (5, 20), {"input": 3}),  # chunk rounded up to the modulus, 6
-        (_periodic_network(), {"mode": "valid"}, (41, 140), {"input": 3}),  # the default chunk, 128
+        (_periodic_network(), {"mode": "valid"}, (41, 300), {"input": 3}),  # the default: 4 x 40 = 160 frames
     ]
     runs, expected = [], []
     for k, (net, options, lengths, dims) in enumerate(cases):
@@ -154,6 +154,7 @@ def test_a_symbolic_frame_count_runs_every_length_in_chunks(tmp_path: Path) -> N
             given = inputs if len(inputs) > 1 else inputs["input"]
             expected.append(np.asarray(net.compute(given, mode=options.get("mode", "same"))))
     assert json.loads((tmp_path / "p3.jaxexport.json").read_text())["chunk"] == 6
+    assert json.loads((tmp_path / "p4.jaxexport.json").read_text())["chunk"] == 162  # 160 rounded up to 6
     assert json.loads((tmp_path / "p1.jaxexport.json").read_text())["outputs"][0]["shape"] == ["b", "t - 3", 115]
     for (three, one), want in zip(_run_loader(tmp_path, runs), expected, strict=True):
         assert three.shape == want.shape
