@@ -266,7 +266,8 @@ class Nnet3Computer:
             stream[start : start + left] = feats[0]
             stream[start + left : start + left + real] = feats[:real]
             stream[start + left + real : end] = feats[real - 1]
-        rows, out = piece // f, []
+        rows = piece // f
+        out: list[np.ndarray] = []
         results: dict[int, np.ndarray] = {}
         for k in range(pieces):
             block = stream[k * piece : (k + 1) * piece + left + right, None]
