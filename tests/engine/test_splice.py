@@ -288,7 +288,8 @@ def test_kaldi_products_are_convolutions_equal_to_kaldis_formula(kind) -> None:
             assert not any(np.any(np.asarray(v)) for v in got.state.values())
 
 
-def test_natural_gradient_runs_the_components_own_backward() -> None:
+@pytest.mark.parametrize("batched", [False, True])
+def test_natural_gradient_runs_the_components_own_backward(batched) -> None:
     """Inside a Preconditioning the convolution's backward is the component's natural gradient, as the plain
     lowering's (slices, a concatenation and the component's vjp): same weight gradients and preconditioner states,
     and they are not the exact gradient."""
@@ -296,6 +297,8 @@ def test_natural_gradient_runs_the_components_own_backward() -> None:
     req = request((KALDI_OFFSETS,), frames=40)
     x = jnp.asarray(np.random.default_rng(15).standard_normal((len(req.inputs["input"]), D)), jnp.float32)
     delta = jnp.asarray(np.random.default_rng(16).standard_normal((len(req.outputs["output"]), 2)), jnp.float32)
+    if batched:  # [T, N, D] in and out
+        x, delta = x.reshape(-1, N, D), delta.reshape(-1, N, 2)
     states = ng.init_states(net)
 
     def step(lowering, enabled=True):
