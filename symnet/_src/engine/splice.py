@@ -95,7 +95,7 @@ def find_splices(
         params = (weight,) if product.bias is None else (weight, operands[nid][product.bias])
         if rows is None or not rows.is_identity or append not in maps:
             continue
-        if any(maps[nid][i] is not None for i, op in enumerate(operands[nid]) if i != product.input):
+        if any(m is not None for i, m in enumerate(maps[nid]) if i != product.input):
             continue  # a matrix or bias that depends on the Index
         if combine(layers[append]) is not Combine.APPEND:
             continue
