@@ -756,8 +756,10 @@ def compile(
     recurrence fused (a PlanError naming a member without a `vjp`); `plain`
     every recurrence plain (the fused scan's reference). Under `auto` and
     `fused`, a product of evenly spaced splices of one value
-    (`Append(Offset(h, o)...) @ W`, a TDNN layer) in a regular request without
-    sequence ends is one dilated convolution (symnet._src.engine.splice); `plain`
+    (`Append(Offset(h, o)...) @ W`, a TDNN layer; any layer whose `product()`
+    names its input and matrix, as Kaldi's affine components do) in a regular
+    request without sequence ends is one dilated convolution
+    (symnet._src.engine.splice); `plain`
     keeps it slices, a concatenation and one product (its reference).
 
     `gradient` says what `jax.grad` (or `jax.vjp`) of a call runs: `tape` the
