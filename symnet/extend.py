@@ -4,6 +4,8 @@
 - `Combine` and `Rule`: the answers a new `Descriptor` gives the planner (how the rows it reads
   make a row; when a row is computable), with `encode` and `decode` between an Index
   `(n, t, x)` and the int64 key `map_keys` works on.
+- `Product`: what a layer's `product()` answers where its value is its input rows times a matrix (plus a
+  bias), so that the engine may lower a product of evenly spaced splices as one convolution.
 - `register_html(cls, view)` and `render_html(obj)`: a notebook view for a new class.
 
 docs/extending.md shows each in use.
@@ -14,5 +16,6 @@ from symnet._src.core.formatting import Formatter
 from symnet._src.core.html import register as register_html
 from symnet._src.core.html import render as render_html
 from symnet._src.core.index import decode, encode
+from symnet._src.core.layer import Product
 
-__all__ = ["Combine", "Formatter", "Rule", "decode", "encode", "register_html", "render_html"]
+__all__ = ["Combine", "Formatter", "Product", "Rule", "decode", "encode", "register_html", "render_html"]

@@ -516,6 +516,9 @@ def warn_non_finite(utt: str, what: str, matrix: Any) -> None:
     values = np.asarray(matrix)
     if not np.issubdtype(values.dtype, np.floating):
         return
+    with np.errstate(over="ignore", invalid="ignore"):  # a sum that overflows only means: look closer
+        if np.isfinite(values.sum()):  # a NaN or Inf anywhere makes the sum non-finite: one pass, no temporary
+            return
     bad = ~np.isfinite(values)
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import time
+import warnings
 from pathlib import Path
 
 import kaldiio
@@ -15,7 +16,7 @@ import pytest
 from helpers import EXAMPLES
 from helpers.kaldi_models import NNET_TEXT
 from symnet import train as train_package
-from symnet._src.cli import main
+from symnet._src.cli import main, warn_non_finite
 
 TRAIN = [
     "train",
@@ -113,6 +114,18 @@ def test_compute_warns_naming_the_utterance_with_non_finite_values(
     assert "utterance u1: the output have" in err and "utterance u0" not in err
     out = dict(kaldiio.load_ark(str(folder / "o.ark")))
     assert np.isnan(out["u1"]).any() and np.isfinite(out["u0"]).all()
+
+
+@pytest.mark.parametrize(
+    ("values", "warned"),
+    [([[3e38, 3e38]], False), ([[1.0, np.inf]], True), ([[np.nan, 1.0]], True), ([[-np.inf, np.inf]], True)],
+)
+def test_non_finite_values_are_found_whatever_their_sum(values, warned) -> None:
+    """A finite matrix whose float32 sum overflows (the quick check's one false alarm) is not warned about."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_non_finite("u", "output", np.asarray(values, np.float32))
+    assert [str(w.message).startswith("utterance u: the output have") for w in caught] == ([True] if warned else [])
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,10 @@
 """Spliced products lowered as dilated convolutions (symnet._src.engine.splice).
 
-Values are checked against the per-Index reference evaluator (`helpers.reference`), gradients against
-`jax.grad` of that evaluator and against JAX's own autodiff of the plain lowering (`lowering="plain"`, which
-keeps every splice as slices, a concatenation and one product); requests the convolution must not touch
-(irregular, with sequence ends, unevenly spaced or partly absent parts) are checked to keep the plain lowering.
+Values are checked against the per-Index reference evaluator (`helpers.reference`; Kaldi's formulas for the
+affine components), gradients against `jax.grad` of that evaluator and against JAX's own autodiff of the plain
+lowering (`lowering="plain"`, which keeps every splice as slices, a concatenation and one product); requests
+the convolution must not touch (irregular, with sequence ends, unevenly spaced or partly absent parts) are
+checked to keep the plain lowering.
 """
 
 from __future__ import annotations
@@ -28,8 +29,11 @@ from symnet import (
     Weight,
     clear_caches,
 )
+from symnet import natural_gradient as ng
 from symnet._src.engine import splice
+from symnet.components import AffineComponent
 from symnet.engine import compile
+from symnet.kaldi import build_component
 
 N, D, H = 3, 4, 5
 MIN_ROWS = splice.MIN_ROWS  # the rule's threshold; the tests' small requests lower with any
@@ -232,3 +236,102 @@ def test_a_weight_of_the_wrong_shape_is_a_shape_error_naming_the_product() -> No
     assert len(spliced_lines(c)) == 1
     with pytest.raises(ShapeError, match=r"Dot: shapes .*test_splice.py"):
         c(net, {"input": jnp.ones((len(req.inputs["input"]), D))})
+
+
+# ----- Kaldi's products: layers whose `product()` names their input, matrix and bias -----------------------
+
+KINDS = ["AffineComponent", "NaturalGradientAffineComponent", "FixedAffineComponent", "LinearComponent"]
+KALDI_OFFSETS = (-1, 0, 1)
+
+
+def kaldi_net(kind: str, offsets=KALDI_OFFSETS) -> Network:
+    """`kind` over the splices of ReLU(input) (as in Kaldi's relu-batchnorm layers), then a plain product."""
+    h = ReLU(Input("input", D))
+    c = build_component(kind, "c", {"input-dim": len(offsets) * D, "output-dim": H}, spliced(h, offsets))
+    return Network(c @ Weight(np.random.default_rng(10).normal(size=(H, 2)), name="out"), seed=11)
+
+
+def values(net) -> dict:
+    return {**net.params, **net.state}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_kaldi_products_are_convolutions_equal_to_kaldis_formula(kind) -> None:
+    net = kaldi_net(kind)
+    req = request((KALDI_OFFSETS,))
+    conv = compile(net, req)
+    assert spliced_lines(conv) == [
+        line for line in spliced_lines(conv) if f"{kind}" in line and "3 taps 1 row(s) apart" in line
+    ]
+    assert len(spliced_lines(conv)) == 1
+    x = np.random.default_rng(12).standard_normal((len(req.inputs["input"]), D)).astype(np.float32)
+    out = conv(net, {"input": jnp.asarray(x)})["output"]
+    np.testing.assert_allclose(out, reference(net, req, x, values(net)), rtol=1e-4, atol=1e-5)
+
+    delta = jnp.asarray(np.random.default_rng(13).standard_normal(out.shape), jnp.float32)
+
+    def ref_loss(params):
+        return jnp.sum(reference(net, req, x, {**values(net), **params}, xp=jnp) * delta)
+
+    def grads(c):
+        return jax.grad(lambda n, x: jnp.sum(c(n, {"input": x})["output"] * delta), (0, 1))(net, jnp.asarray(x))
+
+    want = jax.grad(ref_loss)(dict(net.params))
+    plain, plain_x = grads(compile(net, req, "plain", gradient="jax"))  # JAX's autodiff of slices and a product
+    for gradient in ("tape", "jax"):
+        got, got_x = grads(compile(net, req, gradient=gradient))
+        np.testing.assert_allclose(got_x, plain_x, rtol=1e-4, atol=1e-5, err_msg=gradient)
+        for name in want:
+            np.testing.assert_allclose(got.params[name], want[name], rtol=1e-4, atol=1e-5, err_msg=name)
+        if gradient == "tape":  # the component's own vjp: no deltas for a FixedAffineComponent's weights
+            assert set(got.state) == ({"c.linear_params", "c.bias_params"} if kind.startswith("Fixed") else set())
+            assert not any(np.any(np.asarray(v)) for v in got.state.values())
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_natural_gradient_runs_the_components_own_backward(batched) -> None:
+    """Inside a Preconditioning the convolution's backward is the component's natural gradient, as the plain
+    lowering's (slices, a concatenation and the component's vjp): same weight gradients and preconditioner states,
+    and they are not the exact gradient."""
+    net = kaldi_net("NaturalGradientAffineComponent")
+    req = request((KALDI_OFFSETS,), frames=40)
+    x = jnp.asarray(np.random.default_rng(15).standard_normal((len(req.inputs["input"]), D)), jnp.float32)
+    delta = jnp.asarray(np.random.default_rng(16).standard_normal((len(req.outputs["output"]), 2)), jnp.float32)
+    if batched:  # [T, N, D] in and out
+        x, delta = x.reshape(-1, N, D), delta.reshape(-1, N, 2)
+    states = ng.init_states(net)
+
+    def step(lowering, enabled=True):
+        c = compile(net, req, lowering)
+        with ng.Preconditioning(states, enabled=enabled) as ctx:
+            grads = c.forward(net, {"input": x})["output"].backward(delta)
+        return c, grads, ctx.states
+
+    conv, got, got_states = step("auto")
+    plain, want, want_states = step("plain")
+    _, exact, _ = step("plain", enabled=False)
+    assert len(spliced_lines(conv)) == 1 and not spliced_lines(plain)
+    for name in ("c.linear_params", "c.bias_params"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-6, err_msg=name)
+        assert not np.allclose(got[name], exact[name], rtol=1e-3), name
+    for a, b in zip(jax.tree.leaves(got_states), jax.tree.leaves(want_states), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_a_tdnn_component_is_a_convolution_equal_to_its_splices_and_affine() -> None:
+    """TdnnComponent expands to an AffineComponent of Offsets: against Kaldi's formula over a hand-built Append."""
+    offsets = (-2, 0, 2)
+    h = ReLU(Input("input", D))
+    tdnn_layer = build_component("TdnnComponent", "t", {"input-dim": D, "output-dim": H, "time-offsets": "-2,0,2"}, h)
+    net = Network(tdnn_layer, seed=17)
+    by_hand = AffineComponent(
+        "t", spliced(h, offsets), Weight(0.0, name="t.linear_params"), Weight(0.0, name="t.bias_params")
+    )
+    req = request((offsets,))
+    conv = compile(net, req)
+    assert len(spliced_lines(conv)) == 1 and "2 row(s) apart" in spliced_lines(conv)[0]
+    x = np.random.default_rng(18).standard_normal((len(req.inputs["input"]), D)).astype(np.float32)
+    rows = {tuple(i): x[r] for r, i in enumerate(req.inputs["input"])}
+    wanted = {"output": [tuple(i) for i in req.outputs["output"]]}
+    want = reference_outputs({"output": by_hand}, {"input": rows}, net.params, wanted)["output"]
+    np.testing.assert_allclose(conv(net, {"input": jnp.asarray(x)})["output"], want, rtol=1e-4, atol=1e-5)

@@ -44,6 +44,7 @@ from symnet._src.core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, So
 from symnet._src.core.frozen import FrozenArray
 from symnet._src.core.index import Index
 from symnet._src.core.layer import Divide, Dot, Identity, Layer, Literal, Minus, Negate, Plus, Power, Times, Weight
+from symnet.components import AffineComponent, FixedAffineComponent, LinearComponent
 
 DEFAULT_INPUT = "input"
 
@@ -331,6 +332,10 @@ def apply_rowwise(layer: Layer, args: list, xp: Any):
         return xp.matmul(args[0], args[1])
     if isinstance(layer, Negate):
         return -args[0]
+    if isinstance(layer, (AffineComponent, FixedAffineComponent)):  # Kaldi's y = W x + b (and its subclasses')
+        return xp.matmul(args[1], args[0]) + args[2]
+    if isinstance(layer, LinearComponent):  # Kaldi's y = W x
+        return xp.matmul(args[1], args[0])
     if isinstance(layer, Power):
         return args[0] ** layer.exponent
     if isinstance(layer, Exp):

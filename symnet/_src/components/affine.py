@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..core.layer import Layer, child, layer_class
+from ..core.layer import Layer, Product, child, layer_class
 from . import natural_gradient
 from .base import Component, auto_vjp, known_shape, rows_matmul_t, rows_sum
 
@@ -48,6 +48,9 @@ class _AffineBase(Component):
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         out, inp = known_shape(self, "linear_params")
         return {"linear_params": (out, inp), "bias_params": (out,)}
+
+    def product(self) -> Product:
+        return Product(input=0, weight=1, transposed=True, bias=2)
 
     def apply(self, x: jax.Array, w: jax.Array, b: jax.Array) -> jax.Array:
         return jnp.matmul(x, w.T) + b
@@ -93,6 +96,10 @@ class NaturalGradientAffineComponent(AffineComponent):
         rank_out = rank_out if rank_out >= 0 else min(80, (out_dim + 1) // 2)
         return {"in": (in_dim + 1, max(rank_in, 1), opts), "out": (out_dim, max(rank_out, 1), opts)}
 
+    def product(self) -> Product:
+        """As AffineComponent's, but its backward is natural gradient inside a `Preconditioning`."""
+        return Product(input=0, weight=1, transposed=True, bias=2, vjp_is_gradient=False)
+
     def vjp(
         self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
     ) -> tuple[jax.Array | None, ...]:
@@ -109,6 +116,10 @@ class FixedAffineComponent(_AffineBase):
     """`y = x W^T + b` with W and b never trained (FixedWeights; e.g. an LDA transform)."""
 
     kaldi_type = "FixedAffineComponent"
+
+    def product(self) -> Product:
+        """As AffineComponent's, but its backward gives its parameters no deltas."""
+        return Product(input=0, weight=1, transposed=True, bias=2, vjp_is_gradient=False)
 
     def vjp(
         self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
@@ -133,6 +144,9 @@ class LinearComponent(Component):
     @property
     def output_dim(self) -> int:
         return known_shape(self, "params")[0]
+
+    def product(self) -> Product:
+        return Product(input=0, weight=1, transposed=True)
 
     def apply(self, x: jax.Array, w: jax.Array) -> jax.Array:
         return jnp.matmul(x, w.T)

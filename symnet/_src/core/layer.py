@@ -18,7 +18,7 @@ import difflib
 import functools
 import numbers
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypeVar, dataclass_transform
 
 import attrs
 import numpy as np
@@ -63,6 +63,7 @@ __all__ = [
     "NetworkLike",
     "Plus",
     "Power",
+    "Product",
     "Structure",
     "Times",
     "Weight",
@@ -140,6 +141,22 @@ def evolve(layer: L, **changes: Any) -> L:
     """`layer` with some fields replaced (`attrs.evolve`, typed for layer classes)."""
     new: L = attrs.evolve(layer, **changes)  # type: ignore[misc]  # mypy's attrs plugin misses dataclass_transform
     return new
+
+
+class Product(NamedTuple):
+    """How a layer is a product of its input rows with a matrix, plus a bias (`Layer.product()`).
+
+    `input`, `weight` and `bias` are operand positions (`bias` None: no bias); `transposed`: the matrix is
+    `[out, in]` (Kaldi's layout, `y = x W^T + b`) rather than `[in, out]` (`y = x @ W`); `vjp_is_gradient`:
+    the layer's `vjp` is always the exact gradient of that product (False where it may differ, e.g. natural
+    gradient, or no deltas for fixed parameters), so the engine may differentiate its own lowering instead.
+    """
+
+    input: int
+    weight: int
+    transposed: bool = False
+    bias: int | None = None
+    vjp_is_gradient: bool = True
 
 
 @layer_class
@@ -236,6 +253,12 @@ class Layer:
         The engine plans and runs the expansion, while the tree keeps the macro
         layer (for display and file formats).
         """
+        return None
+
+    def product(self) -> Product | None:
+        """If the layer's value is its input rows times a matrix operand (plus a bias operand), which operands
+        those are (`Product`): the engine may then lower a product of evenly spaced splices as one
+        convolution (`symnet._src.engine.splice`). None (the default): no such promise."""
         return None
 
     # Subclasses take their own fixed operands; `*args: Any, **kwargs: Any` lets them (mypy treats it as `...`).
@@ -572,6 +595,9 @@ class Dot(BinaryLayer):
                 np.broadcast_shapes(a[:-2], b[:-2])
             except ValueError:
                 raise ShapeError(f"Dot: batch dimensions of {a} and {b} do not broadcast{at(self.where)}") from None
+
+    def product(self) -> Product:
+        return Product(input=0, weight=1)
 
     def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
         return jnp.matmul(a, b)

@@ -51,7 +51,7 @@ from .request import ComputationRequest
 from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
 from .semantics import combine
-from .splice import SPLICE_LOWERINGS, Splice, find_splices, splice_value
+from .splice import SPLICE_LOWERINGS, Splice, find_splices, splice_value, spliced_rows
 
 __all__ = ["compile", "Computation", "IndexedRows", "leading_axes_safe", "Rows"]
 
@@ -489,12 +489,7 @@ class Computation:
             return Tape(layer, layer.array, parameters=params)
         conv = self.splices.get(step.nid)
         if conv is not None:  # a convolution of the source's rows (engine/splice.py)
-            source, weight, count = tapes[conv.source], tapes[conv.weight], len(self.rows[step.nid].keys)
-            layer.check((len(self.rows[step.nid]), conv.k * source.value.shape[-1]), weight.value.shape)
-            value, vjp = jax.vjp(
-                lambda v, w: splice_value(conv, v, w, count, batch, batched), source.value, weight.value
-            )
-            return Tape(layer, value, (source, weight), rows=self.rows[step.nid], pullback=vjp, parameters=params)
+            return self._splice_tape(conv, layer, tapes, params, batched)
         upstream = tuple(tapes[op] if op in tapes else self._absent(op, tapes, dtype) for op in step.operands)
         rows = self.rows.get(step.nid)  # None for values that do not depend on the Index (weights, literals)
         if combine(layer) is Combine.CONST:
@@ -557,6 +552,36 @@ class Computation:
         uses = tuple(reads.get((step.nid, pos)) for pos in range(len(step.operands)))
         value, vjp = jax.vjp(_descriptor_fn(layer, step.maps, batch, batched, uses), *(u.value for u in upstream))
         return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
+
+    def _splice_tape(
+        self, conv: Splice, layer: Layer, tapes: dict[int, Tape], params: Mapping[str, jax.Array], batched: bool
+    ) -> Tape:
+        """The tape of a spliced product lowered as a convolution (engine/splice.py). Its backward is JAX's
+        transpose of the convolution where the layer's `vjp` is the product's exact gradient; else the layer's
+        own `vjp`, given the concatenated splices (`spliced_rows`) as its input."""
+        batch, rows, product = self.batch, self.rows[conv.nid], conv.product
+        source, weights = tapes[conv.source], tuple(tapes[n] for n in conv.params)
+        count = len(rows.keys)
+        shapes: list[tuple[int, ...]] = [w.value.shape for w in weights]
+        shapes.insert(product.input, (len(rows), conv.k * source.value.shape[-1]))
+        layer.check(*shapes)  # in operand order: the input, then the matrix and bias where the layer has them
+
+        def fn(v: jax.Array, *ws: jax.Array) -> jax.Array:
+            return splice_value(conv, v, ws, count, batch, batched)
+
+        value, vjp = jax.vjp(fn, source.value, *(w.value for w in weights))
+        if product.vjp_is_gradient:
+            return Tape(layer, value, (source, *weights), rows=rows, pullback=vjp, parameters=params)
+
+        def pullback(d: jax.Array) -> tuple[jax.Array | None, ...]:
+            x, unsplice = jax.vjp(lambda v: spliced_rows(conv, v, count, batch), source.value)
+            operands = [w.value for w in weights]
+            operands.insert(product.input, x)
+            deltas = list(layer.vjp(as_flat_rows(d), as_flat_rows(value), *operands))
+            dx = deltas.pop(product.input)
+            return (None if dx is None else unsplice(dx)[0], *deltas)
+
+        return Tape(layer, value, (source, *weights), rows=rows, pullback=pullback, parameters=params)
 
     def _absent(self, nid: int, tapes: dict[int, Tape], dtype: Any = float) -> Tape:
         """A zero-row tape for an operand no row reads (an IfDefined source that never exists)."""
@@ -731,8 +756,10 @@ def compile(
     recurrence fused (a PlanError naming a member without a `vjp`); `plain`
     every recurrence plain (the fused scan's reference). Under `auto` and
     `fused`, a product of evenly spaced splices of one value
-    (`Append(Offset(h, o)...) @ W`, a TDNN layer) in a regular request without
-    sequence ends is one dilated convolution (symnet._src.engine.splice); `plain`
+    (`Append(Offset(h, o)...) @ W`, a TDNN layer; any layer whose `product()`
+    names its input and matrix, as Kaldi's affine components do) in a regular
+    request without sequence ends is one dilated convolution
+    (symnet._src.engine.splice); `plain`
     keeps it slices, a concatenation and one product (its reference).
 
     `gradient` says what `jax.grad` (or `jax.vjp`) of a call runs: `tape` the

@@ -6,12 +6,21 @@ concatenates the slices and makes one product. Where the slices start at
 evenly spaced rows (`start + j * step`, `j < k`), the same product is
 `lax.conv_general_dilated` of h over its rows with W as a kernel of `k`
 taps dilated by `step` (`[k, D, out]`, W's rows in the Append's order): no
-`[rows, N, k D]` copy of the input is made, forward or backward.
+`[rows, N, k D]` copy of the input is made, forward or backward, and h is
+computed once (sliced, XLA would recompute an elementwise h, such as a
+batch-norm of a ReLU, once per slice).
 
-`find_splices` finds them at plan time from the planned row maps (so any
-descriptors that move rows as one slice qualify, not only `Offset`), and
-`splice_value` computes one. `compile(..., lowering=...)` decides where they
-are used (`SPLICE_LOWERINGS`), for products of at least `MIN_ROWS` rows.
+A product is any layer whose `product()` says which operands are its input,
+its matrix (`[in, out]`, or `[out, in]` as Kaldi stores it) and its bias:
+`Dot`, and Kaldi's AffineComponent, NaturalGradientAffineComponent,
+FixedAffineComponent and LinearComponent (a TdnnComponent is one of these
+after an Append of Offsets). `find_splices` finds them at plan time from the
+planned row maps (so any descriptors that move rows as one slice qualify,
+not only `Offset`), and `splice_value` computes one; `spliced_rows` is the
+concatenation it stands for, which the backward of a layer whose `vjp` is
+not the product's exact gradient (natural gradient) is given.
+`compile(..., lowering=...)` decides where they are used (`SPLICE_LOWERINGS`),
+for products of at least `MIN_ROWS` rows.
 """
 
 from __future__ import annotations
@@ -24,12 +33,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.descriptor import Combine
-from ..core.layer import Dot, Layer, Weight
-from .layout import as_frames, as_layout
+from ..core.layer import Layer, Product, Weight
+from .layout import as_flat_rows, as_frames, as_layout
 from .rowmap import RowMap
 from .semantics import combine
 
-__all__ = ["MIN_ROWS", "SPLICE_LOWERINGS", "Splice", "find_splices", "splice_value"]
+__all__ = ["MIN_ROWS", "SPLICE_LOWERINGS", "Splice", "find_splices", "splice_value", "spliced_rows"]
 
 #: The `lowering=` values that make spliced products convolutions: `auto` and `fused` (`plain` keeps every
 #: splice as slices, a concatenation and one product: the reference, as for recurrences).
@@ -43,12 +52,15 @@ MIN_ROWS = 512
 
 
 class Splice(NamedTuple):
-    """`Dot(Append(...), W)` node `nid` as a convolution of `source`'s rows (`k` taps `step` rows apart from row
-    `start`), weight node `weight`; `absorbed`: the Append and row-moving nodes it makes unnecessary."""
+    """Product node `nid` of an Append as a convolution of `source`'s rows (`k` taps `step` rows apart from row
+    `start`); `product`: the layer's operand positions (`Layer.product()`), `params`: its operands' node ids
+    other than the Append's (the matrix, then the bias if any); `absorbed`: the Append and row-moving nodes it
+    makes unnecessary."""
 
     nid: int
     source: int
-    weight: int
+    product: Product
+    params: tuple[int, ...]
     start: int
     step: int
     k: int
@@ -68,21 +80,26 @@ def find_splices(
 ) -> dict[int, Splice]:
     """The spliced products among the planned nodes (`maps`: each node's row maps per operand), by node id.
 
-    A candidate is a `Dot` of an `Append` (identity rows) and a 2-D `Weight`, whose parts read one
-    source each through row-moving descriptors (`Combine.FORWARD`), each part a single slice of the source's
-    rows, the slices' starts evenly spaced and increasing. Nodes in `keep` (outputs) are never absorbed, nor
-    nodes another step reads.
+    A candidate is a layer whose `product()` is not None, its input an `Append` read at identity rows, its
+    matrix a 2-D `Weight` and its bias (if any) unindexed, whose parts read one source each through row-moving
+    descriptors (`Combine.FORWARD`), each part a single slice of the source's rows, the slices' starts evenly
+    spaced and increasing. Nodes in `keep` (outputs) are never absorbed, nor nodes another step reads.
     """
     found: dict[int, Splice] = {}
     for nid, layer in enumerate(layers):
-        if type(layer) is not Dot or nid not in maps:
+        product = layer.product() if nid in maps else None
+        if product is None:
             continue
-        (append, weight), (rows, wmap) = operands[nid], maps[nid]
-        w = layers[weight]
-        if rows is None or wmap is not None or not rows.is_identity or append not in maps:
+        append, rows = operands[nid][product.input], maps[nid][product.input]
+        weight = operands[nid][product.weight]
+        params = (weight,) if product.bias is None else (weight, operands[nid][product.bias])
+        if rows is None or not rows.is_identity or append not in maps:
             continue
+        if any(m is not None for i, m in enumerate(maps[nid]) if i != product.input):
+            continue  # a matrix or bias that depends on the Index
         if combine(layers[append]) is not Combine.APPEND:
             continue
+        w = layers[weight]
         if not isinstance(w, Weight) or len(w.shape) != 2:  # a kernel needs the weight's rows as [k, D]
             continue
         parts = [_part(p, m, layers, operands, maps) for p, m in zip(operands[append], maps[append])]
@@ -97,7 +114,7 @@ def find_splices(
         absorbed = frozenset(n for n in moved if not (users.get(n, set()) - moved - {nid}) and n not in keep)
         if append not in absorbed:
             continue
-        found[nid] = Splice(nid, sources.pop(), weight, starts[0], step, len(parts), absorbed)
+        found[nid] = Splice(nid, sources.pop(), product, params, starts[0], step, len(parts), absorbed)
     return found
 
 
@@ -128,15 +145,40 @@ def _part(
 
 
 def splice_value(
-    splice: Splice, source: jax.Array, weight: jax.Array, rows: int, batch: int, batched: bool
+    splice: Splice, source: jax.Array, params: Sequence[jax.Array], rows: int, batch: int, batched: bool
 ) -> jax.Array:
-    """The product's `rows` rows (per sequence) from the source's value, flat or `[T, N, D]` as `batched`."""
-    frames = as_frames(source, batch)
-    span = (splice.k - 1) * splice.step + rows
-    x = jax.lax.slice_in_dim(frames, splice.start, splice.start + span, axis=0)
+    """The product's `rows` rows (per sequence) from the source's value and the product's `params` (matrix, then
+    bias if any), flat or `[T, N, D]` as `batched`."""
+    frames = _window(splice, as_frames(source, batch), rows)
+    weight = params[0]
     dtype = jnp.result_type(frames, weight)  # promoted as the product's jnp.matmul would
-    x, kernel = x.astype(dtype), weight.reshape(splice.k, frames.shape[-1], weight.shape[-1]).astype(dtype)
+    k, dim = splice.k, frames.shape[-1]
+    if splice.product.transposed:  # [out, k D] (Kaldi's layout): a kernel [out, k, D]
+        kernel, spec = weight.reshape(weight.shape[0], k, dim), "OWI"
+    else:
+        kernel, spec = weight.reshape(k, dim, weight.shape[-1]), "WIO"
     y = jax.lax.conv_general_dilated(
-        x, kernel, (1,), "VALID", rhs_dilation=(splice.step,), dimension_numbers=("WNC", "WIO", "WNC")
+        frames.astype(dtype),
+        kernel.astype(dtype),
+        (1,),
+        "VALID",
+        rhs_dilation=(splice.step,),
+        dimension_numbers=("WNC", spec, "WNC"),
     )
+    if splice.product.bias is not None:
+        y = y + params[1]
     return as_layout(y, batch, batched)
+
+
+def spliced_rows(splice: Splice, source: jax.Array, rows: int, batch: int) -> jax.Array:
+    """The Append the convolution stands for, as flat rows `[rows * N, k D]`: its parts' slices concatenated
+    (what a layer's own `vjp` is given where that is not the product's exact gradient)."""
+    frames = _window(splice, as_frames(source, batch), rows)
+    parts = [jax.lax.slice_in_dim(frames, j * splice.step, j * splice.step + rows, axis=0) for j in range(splice.k)]
+    return as_flat_rows(jnp.concatenate(parts, axis=-1))
+
+
+def _window(splice: Splice, frames: jax.Array, rows: int) -> jax.Array:
+    """The source's frames the convolution reads: `(k - 1) * step + rows` from `start`."""
+    span = (splice.k - 1) * splice.step + rows
+    return jax.lax.slice_in_dim(frames, splice.start, splice.start + span, axis=0)

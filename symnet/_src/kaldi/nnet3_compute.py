@@ -52,7 +52,7 @@ those of one computation per chunk.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -267,16 +267,20 @@ class Nnet3Computer:
             stream[start + left : start + left + real] = feats[:real]
             stream[start + left + real : end] = feats[real - 1]
         rows = piece // f
-        out: np.ndarray | None = None
+        out: list[np.ndarray] = []
+        results: dict[int, np.ndarray] = {}
         for k in range(pieces):
             block = stream[k * piece : (k + 1) * piece + left + right, None]
             value = run(self.network, {"input": Block((-left, piece + right), block)}, {"output": range(0, piece, f)})
-            result = value["output"][:, 0]
-            if out is None:
-                out = np.empty((pieces * rows, result.shape[-1]), result.dtype)
-            out[k * rows : (k + 1) * rows] = result
-        assert out is not None
-        return [out[s // f : s // f + c] for s, c in zip(starts, counts, strict=True)]
+            results[k] = value["output"][:, 0]
+            # Each utterance whose rows are all computed is copied out, and pieces no later one reads are let go,
+            # so that each piece's memory serves the next (fresh memory costs page faults).
+            while len(out) < len(starts) and starts[len(out)] // f + counts[len(out)] <= (k + 1) * rows:
+                out.append(_rows(results, rows, starts[len(out)] // f, counts[len(out)]))
+            first = starts[len(out)] // f // rows if len(out) < len(starts) else pieces
+            for done in [j for j in results if j < first]:
+                del results[done]
+        return out
 
     def _chunks(
         self, utterance: int, num_frames: int, ivector: np.ndarray | None, online: np.ndarray | None, period: int
@@ -368,6 +372,15 @@ def _ivector(ivector: Any, online: Any, period: int, first_out: int, num_out: in
             )
         row = len(online) - 1
     return np.asarray(online[row], dtype=np.float32)
+
+
+def _rows(pieces: Mapping[int, np.ndarray], size: int, start: int, count: int) -> np.ndarray:
+    """Rows `start .. start + count - 1` of pieces of `size` rows one after another (piece k: rows `k * size ..`),
+    as an array of their own."""
+    first, last = start // size, (start + count - 1) // size
+    return np.concatenate(
+        [pieces[k][max(start - k * size, 0) : start + count - k * size] for k in range(first, last + 1)]
+    )
 
 
 def _check_dims(graph: Graph, features: np.ndarray, ivector: Any, online: Any) -> None:
