@@ -34,6 +34,7 @@ compile cache, included) and a second pass (the compiled forward alone).
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import resource
 import shutil
@@ -108,6 +109,7 @@ def write_features(path: Path, count: int, low: int, high: int, seed: int = 0) -
 def environment(one_thread: bool, cache: Path | None) -> tuple[dict[str, str], list[str]]:
     """The environment and command prefix of a run: one thread (one core, no XLA thread pool) or all."""
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # symnet's bytecode is compiled once, as installing a package does
     env["SYMNET_COMPILE_CACHE"] = str(cache) if cache is not None else "off"
     prefix: list[str] = []
     if one_thread:
@@ -275,6 +277,7 @@ def main() -> None:
     parser.add_argument("--kaldi-bin", type=Path, default=None, help="folder of Kaldi's nnet3-compute (default: PATH)")
     parser.add_argument("--phase-child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    compileall.compile_dir(REPO / "symnet", quiet=1)  # as installing the package does: no run pays for it
     if args.phase_child:
         model, feats, chunk, *cache = args.phase_child
         phases(Path(model), Path(feats), int(chunk), Path(cache[0]) if cache else None)

@@ -42,6 +42,7 @@ def rows(config: str, xconfig: str) -> dict[str, list[str]]:
 def seconds(command: list[str]) -> float:
     """Wall-clock seconds of one run of `command` (a failure is an error: a broken row is no figure)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the warm-up runs write .pyc files, as installing a package does
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=env)
     return time.perf_counter() - start
