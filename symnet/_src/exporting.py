@@ -97,6 +97,8 @@ def export(
         raise PlanError(f"mode must be 'same' or 'valid', got {mode!r}")
     if frames == batch:
         raise PlanError(f"frames and batch are both {frames!r}: name two different symbolic dimensions")
+    if chunk is not None and not isinstance(frames, str):
+        raise PlanError(f"chunk={chunk!r} is for a symbolic frame count (frames='t'); frames={frames!r} is fixed")
     name = output_name(network, output)
     left, right = context(network, name)
     graph = Graph(dict(network.structure.outputs))

@@ -191,6 +191,8 @@ def test_bad_arguments_name_the_value(tmp_path: Path) -> None:
         export(net, tmp_path / "p", frames="t-1")
     with pytest.raises(PlanError, match="chunk must be a positive number of frames, got 0"):
         export(_tdnn_with_ivector(), tmp_path / "p", frames="t", chunk=0)
+    with pytest.raises(PlanError, match="chunk=16 is for a symbolic frame count.*frames=5 is fixed"):
+        export(_tdnn_with_ivector(), tmp_path / "p", frames=5, chunk=16)
     with pytest.raises(PlanError, match="frames and batch are both 'b'"):
         export(_tdnn_with_ivector(), tmp_path / "p", frames="b")
     with pytest.raises(PlanError, match="batch must be .* got 0"):
