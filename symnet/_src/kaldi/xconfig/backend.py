@@ -6,15 +6,10 @@ network code, so that a change there is one change here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ..build import build_network
+from ..build import build_network, sized_structure
 from ..components import read_matrix_file
 from ..config import ConfigLine, OutputNode, Source, parse_line
 from ..descriptor_text import write_descriptor
-
-if TYPE_CHECKING:  # only named in annotations: reading an xconfig's structure (`symnet info`) imports no jax
-    pass
 
 __all__ = [
     "ConfigLine",
@@ -23,5 +18,6 @@ __all__ = [
     "build_network",
     "parse_line",
     "read_matrix_file",
+    "sized_structure",
     "write_descriptor",
 ]

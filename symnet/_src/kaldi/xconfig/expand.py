@@ -29,9 +29,8 @@ import numpy as np
 from ...atomic import atomic_write, atomic_write_all
 from ...core.layer import Structure
 from ...errors import ConfigError, SymnetError
-from ..build import sized_structure
 from . import attention, basic, composite, convolution, gru, lstm, stats, trivial  # noqa: F401  (register the layers)
-from .backend import ConfigLine, OutputNode, Source, build_network, parse_line, read_matrix_file
+from .backend import ConfigLine, OutputNode, Source, build_network, parse_line, read_matrix_file, sized_structure
 from .base import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES, XInput, XLayer, closest
 from .syntax import XconfigLine, xconfig_lines
 
