@@ -102,8 +102,9 @@ def export(
     name = output_name(network, output)
     left, right = context(network, name)
     graph = Graph(dict(network.structure.outputs))
+    size_of_chunk = 0
     if isinstance(frames, str):
-        chunk = _chunk_size(graph, frames, chunk, left + right)
+        size_of_chunk = _chunk_size(graph, frames, chunk, left + right)
         shape = jax_export.symbolic_shape(
             f"{batch}, {frames}" if isinstance(batch, str) else frames,
             constraints=(f"{frames} >= {left + right + 1}",) if mode == "valid" else (),
@@ -124,7 +125,7 @@ def export(
         return network.compute(given, mode=mode, output=name)[0]
 
     def chunked(*sequences: jax.Array) -> jax.Array:
-        return _in_chunks(network, name, inputs, sequences, chunk, (left, right), modulus(graph), mode)
+        return _in_chunks(network, name, inputs, sequences, size_of_chunk, (left, right), modulus(graph), mode)
 
     specs = [jax.ShapeDtypeStruct((size, length, dims[k]), jnp.float32) for k in inputs]
     program = jax.vmap(one) if isinstance(frames, int) else chunked
@@ -141,7 +142,7 @@ def export(
         "outputs": [{"name": name, "shape": [batch, out_frames, dims[name]], "dtype": "float32"}],
     }
     if isinstance(frames, str):
-        described["chunk"] = chunk
+        described["chunk"] = size_of_chunk
     target = as_path(path, "export")
     atomic_write_all(
         {target: bytes(exported.serialize()), target + ".json": (json.dumps(described, indent=2) + "\n").encode()}
