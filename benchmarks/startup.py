@@ -1,4 +1,4 @@
-"""Start-up: `import symnet`, `symnet --help` and `symnet info CONFIG` in fresh processes, against `import jax`.
+"""Start-up: `import symnet`, `symnet --help` and `symnet info` in fresh processes, against `import jax`.
 
     python benchmarks/startup.py [--rounds 3] [--config examples/kaldi-doc-example.config]
         [--xconfig examples/tdnnf.xconfig]
@@ -8,7 +8,9 @@ output thrown away). Per round every row runs once, in an order rotated from
 round to round, so a burst of load on the shared machine hits every row; the
 table gives each row's median seconds, its range, and the median over rounds
 of its time divided by `import jax`'s in the same round. `python -c pass` is
-the interpreter's own start, under every row.
+the interpreter's own start, under every row. `symnet info` runs on the
+config, the xconfig, and a symnet file of the config's network (written by
+`symnet init` into a temporary folder first).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 CLI = "import sys; from symnet._src.cli import main; sys.exit(main())"  # what the `symnet` script runs
 
 
-def rows(config: str, xconfig: str) -> dict[str, list[str]]:
+def rows(config: str, xconfig: str, saved: str) -> dict[str, list[str]]:
     python = sys.executable
     return {
         "python -c pass": [python, "-c", "pass"],
@@ -36,6 +39,7 @@ def rows(config: str, xconfig: str) -> dict[str, list[str]]:
         "symnet --help": [python, "-c", CLI, "--help"],
         f"symnet info {os.path.relpath(config, REPO)}": [python, "-c", CLI, "info", config],
         f"symnet info {os.path.relpath(xconfig, REPO)}": [python, "-c", CLI, "info", xconfig],
+        f"symnet info {Path(saved).name} (symnet init of the config)": [python, "-c", CLI, "info", saved],
     }
 
 
@@ -54,17 +58,24 @@ def main() -> None:
     parser.add_argument("--config", default=str(REPO / "examples" / "kaldi-doc-example.config"))
     parser.add_argument("--xconfig", default=str(REPO / "examples" / "tdnnf.xconfig"))
     args = parser.parse_args()
-    table = rows(args.config, args.xconfig)
+    with tempfile.TemporaryDirectory() as folder:
+        saved = str(Path(folder) / "network.npz")
+        seconds([sys.executable, "-c", CLI, "init", args.config, saved])
+        measure(rows(args.config, args.xconfig, saved), args.rounds)
+
+
+def measure(table: dict[str, list[str]], rounds: int) -> None:
+    """Run every row `rounds` times, interleaved, and print the table."""
     names = list(table)
     times: dict[str, list[float]] = {name: [] for name in names}
     for name in names:  # one warm-up run each: the file cache, .pyc files
         seconds(table[name])
-    for r in range(args.rounds):
+    for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             times[name].append(seconds(table[name]))
     print(f"python {platform.python_version()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cpus")
-    print(f"\n| command (fresh process) | median (s) | range (s) | / import jax, median of {args.rounds} rounds |")
+    print(f"\n| command (fresh process) | median (s) | range (s) | / import jax, median of {rounds} rounds |")
     print("|---|---|---|---|")
     reference = times["import jax"]
     for name in names:

@@ -93,7 +93,7 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__ge
     from ._src.exporting import export
     from ._src.host_memory import tune_host_memory
     from ._src.network import Network
-    from ._src.saving import load, save
+    from ._src.saving.files import load, save
     from .engine import Computation, ComputationRequest, Stream, compile
 
 __all__ = [
@@ -205,7 +205,7 @@ _MODULES: dict[str, tuple[str | None, ...]] = {
     "._src.exporting": ("export",),
     ".display": (None,),
     "._src.components.natural_gradient": (None,),
-    "._src.saving": ("load", "save"),
+    "._src.saving.files": ("load", "save"),
 }  # fmt: skip
 
 #: Public name -> (module, attribute; None for the module itself).

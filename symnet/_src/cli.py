@@ -70,7 +70,7 @@ def _load_model(path: str, seed: int = 0) -> Any:
         return read_model(path)
     if zipfile.is_zipfile(path):
         from .network import Network
-        from .saving import load  # only here: `symnet compute` on a Kaldi model never needs it
+        from .saving.files import load  # only here: `symnet compute` on a Kaldi model never needs it
 
         saved = load(path)
         if not isinstance(saved, Network):
@@ -99,23 +99,22 @@ def _load(path: str, seed: int = 0) -> Any:
 
 
 def _structure(path: str) -> tuple[Any, Mapping[str, str]]:
-    """The structure and objectives of what `_load` reads; a Kaldi config's, model file's or xconfig's without a
-    Network (no parameter drawn, no jax imported)."""
+    """The structure and objectives of what `_load` reads, without a Network (no parameter drawn, no jax
+    imported)."""
     from .kaldi.build import read_structure
-    from .kaldi.config import is_config
     from .kaldi.model_reader import is_kaldi_model, read_model_structure
     from .kaldi.xconfig import is_xconfig, read_xconfig
     from .safe_read import regular_file
+    from .saving.network_structure import read_network_structure
 
     regular_file(path, SymnetError, "model or config")
-    if is_config(path):
-        return read_structure(path)
     if is_kaldi_model(path):
         return read_model_structure(path)
+    if zipfile.is_zipfile(path):
+        return read_network_structure(path)  # a symnet file
     if is_xconfig(path):
         return read_xconfig(path).structure()
-    network = _load(path)  # a symnet file
-    return network.structure, network.objectives
+    return read_structure(path)  # a config, or the config reader's error naming the line at fault
 
 
 def _info(args: argparse.Namespace, stdout: TextIO) -> int:
@@ -135,7 +134,7 @@ def _info(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def _init(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .saving import save
+    from .saving.files import save
 
     paths = args.paths
     if len(paths) not in (2, 3):
@@ -266,7 +265,7 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     from symnet.train import fit, kaldi_rules, steps_per_epoch
 
     from .atomic import check_writable
-    from .saving import save
+    from .saving.files import save
     from .train.optimizers import OptimizerSettings, make_optimizer
 
     chain_only = [

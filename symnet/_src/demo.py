@@ -56,7 +56,7 @@ from .components import set_test_mode
 from .core.layer import Layer
 from .datasets import HmmTask
 from .kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
-from .saving import save
+from .saving.files import save
 
 __all__ = [
     "blstm",

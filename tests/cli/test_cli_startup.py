@@ -161,6 +161,37 @@ def test_info_of_an_xconfig_imports_no_jax_and_prints_its_networks_info() -> Non
     assert printed[2] == []
 
 
+def test_info_of_a_symnet_file_imports_no_jax(tmp_path: Path) -> None:
+    """Before: `symnet info` of a saved network loaded it, so imported jax. Now the file's structure is read
+    without a Network: the same lines as the loaded network's (Kaldi's for a network Kaldi can say, symnet's
+    summary for one it cannot), and a file of a training state is an error naming what it holds."""
+    from symnet import Input, Network
+    from symnet._src.engine.summary import summarize
+    from symnet.layers import LSTM, Affine
+
+    kaldi = parse_network(INFO_CONFIG)
+    x = Input("input", 4)
+    python = Network(Affine(LSTM("lstm1", x, cell=3), 5) + x @ symnet.Weight(symnet.Full((4, 5), 0.5)))
+    paths = [tmp_path / "kaldi.npz", tmp_path / "python.npz", tmp_path / "state.npz"]
+    symnet.save(paths[0], kaldi)
+    symnet.save(paths[1], python)
+    symnet.save(paths[2], {"net": kaldi, "step": 3})
+    printed = _fresh(
+        "import contextlib, io\n"
+        "from symnet._src.cli import main\n"
+        "result = []\n"
+        f"for path in {[str(p) for p in paths]!r}:\n"
+        "    out, err = io.StringIO(), io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+        "        result.append([main(['info', path]), out.getvalue().splitlines(), err.getvalue()])\n"
+        f"result.append([m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    assert printed[0] == [0, INFO_LINES, ""]
+    assert printed[1] == [0, str(summarize(dict(python.structure.outputs))).splitlines(), ""]
+    assert printed[2][:2] == [1, []] and "state.npz is a symnet file of a dict, not of one network" in printed[2][2]
+    assert printed[3] == []
+
+
 def test_the_lazy_table_names_every_public_name_once() -> None:
     eager = {n for n in symnet.__all__ if n.endswith("Error")} | {"__version__"}
     assert sorted(symnet._LAZY) == sorted(set(symnet.__all__) - eager)
@@ -177,9 +208,9 @@ def test_every_public_name_is_the_defining_modules_object() -> None:
         "import importlib, symnet, symnet.train as train\n"
         "from symnet import *\n"
         "result = all(getattr(symnet, n) is globals()[n] for n in symnet.__all__)\n"
-        "import symnet._src.saving, symnet.display\n"
+        "import symnet._src.saving.files as files, symnet.display\n"
         "import symnet._src.components.natural_gradient as ng, symnet._src.train.loop as loop\n"
-        "result = [result, symnet.save is symnet._src.saving.save, symnet.load is symnet._src.saving.load,\n"
+        "result = [result, symnet.save is files.save, symnet.load is files.load,\n"
         "          symnet.display is sys.modules['symnet.display'], symnet.natural_gradient is ng,\n"
         "          symnet.export is sys.modules['symnet._src.exporting'].export,\n"
         "          train.fit is loop.fit, all(getattr(train, n) is not None for n in train.__all__),\n"

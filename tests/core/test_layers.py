@@ -474,3 +474,23 @@ def test_bad_weight_and_literal_values():
     assert line in str(info.value)
     with pytest.raises(LayerTypeError, match="dtype"):
         Literal(np.array([object()]))
+
+
+@pytest.mark.parametrize("cls", [symnet.Plus, symnet.Minus, symnet.Times, symnet.Divide, symnet.Dot])
+def test_output_shape_is_the_shape_jax_gives(cls):
+    """The shape rules `symnet info` uses without jax equal JAX's abstract evaluation of `apply`."""
+    import jax
+
+    layer = cls(Literal(1.0), Literal(1.0))
+    shapes = [(3,), (1, 3), (2, 3), (4, 2, 3), (2, 1, 2, 3), (3, 3), (4, 3, 3)]
+    checked = 0
+    for a in shapes:
+        for b in shapes:
+            try:
+                layer.check(a, b)
+            except symnet.ShapeError:
+                continue
+            spec = [jax.ShapeDtypeStruct(s, jnp.float32) for s in (a, b)]
+            assert layer.output_shape(a, b) == jax.eval_shape(layer.apply, *spec).shape, (a, b)
+            checked += 1
+    assert checked >= 10

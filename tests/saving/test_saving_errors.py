@@ -93,10 +93,10 @@ def test_the_rewriting_helper_keeps_a_good_file_good(saved: pathlib.Path, tmp_pa
 
 def test_a_newer_format_version_says_to_upgrade(saved: pathlib.Path, tmp_path: pathlib.Path) -> None:
     def newer(h: dict[str, Any]) -> None:
-        h.update(version=symnet._src.saving.VERSION + 1, symnet_version="9.0")
+        h.update(version=symnet._src.saving.archive.VERSION + 1, symnet_version="9.0")
 
     message = load_error(rewrite(saved, tmp_path / "new.npz", newer))
-    assert f"format version {symnet._src.saving.VERSION + 1} (written by symnet 9.0)" in message
+    assert f"format version {symnet._src.saving.archive.VERSION + 1} (written by symnet 9.0)" in message
     assert "upgrade symnet" in message
 
 

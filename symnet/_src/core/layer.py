@@ -273,6 +273,11 @@ class Layer:
     def check(self, *shapes: Any, **kwargs: Any) -> None:
         """`check(*operand_shapes)`: raise ShapeError if operands of these shapes cannot be combined."""
 
+    def output_shape(self, *shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The value's shape for operands of these (checked) shapes where the layer knows it without running;
+        None (the default): JAX's abstract evaluation of `apply` finds it (`symnet._src.engine.dims`)."""
+        return None
+
     def forward(self, input: Any = None, params: Mapping[str, Any] | None = None) -> Tape:
         """Evaluate on `input` (a Tape, a Literal, a number or an array) and return the Tape.
 
@@ -493,6 +498,10 @@ class BinaryLayer(Layer):
     def check(self, a: tuple[int, ...], b: tuple[int, ...]) -> None:
         check_broadcast(self, a, b)
 
+    def output_shape(self, *shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+        """Elementwise: the operands' broadcast shape."""
+        return tuple(np.broadcast_shapes(*shapes))
+
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         p = self.precedence
         lhs, rhs = self.lhs, self.rhs
@@ -595,6 +604,13 @@ class Dot(BinaryLayer):
                 np.broadcast_shapes(a[:-2], b[:-2])
             except ValueError:
                 raise ShapeError(f"Dot: batch dimensions of {a} and {b} do not broadcast{at(self.where)}") from None
+
+    def output_shape(self, *shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+        """numpy's `matmul` rule: a vector operand is promoted to a matrix and its axis dropped again."""
+        a, b = shapes
+        rows = () if len(a) == 1 else (a[-2],)
+        columns = () if len(b) == 1 else (b[-1],)
+        return tuple(np.broadcast_shapes(a[:-2], b[:-2])) + rows + columns
 
     def product(self) -> Product:
         return Product(input=0, weight=1)

@@ -112,11 +112,15 @@ def _any_dim(ops: Sequence[Shape | None], lenient: bool) -> Shape | None:
 
 
 def _abstract(layer: Layer, ops: Sequence[Shape]) -> Shape:
-    """The shape `layer.apply` gives for operands of these shapes (JAX's abstract evaluation).
+    """The shape `layer.apply` gives for operands of these shapes (the layer's `output_shape`, else JAX's
+    abstract evaluation).
 
     Operands that do not fit raise the layer's ShapeError, naming the line that built it.
     """
     layer.check(*ops)
+    known = layer.output_shape(*ops)
+    if known is not None:
+        return known
     args = [jax.ShapeDtypeStruct(s, jnp.result_type(float)) for s in ops]
     return tuple(int(d) for d in jax.eval_shape(layer.apply, *args).shape)
 

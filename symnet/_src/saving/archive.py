@@ -29,9 +29,23 @@ import numpy as np
 from ..atomic import atomic_open
 from ..errors import ModelFormatError
 from ..safe_read import NpzArchive
+from ..version import __version__
 
-__all__ = ["HEADER_MEMBER", "MAX_HEADER_BYTES", "MAX_JSON_DEPTH", "array_member", "read_archive", "write_archive"]
+__all__ = [
+    "FORMAT",
+    "HEADER_MEMBER",
+    "MAX_HEADER_BYTES",
+    "MAX_JSON_DEPTH",
+    "VERSION",
+    "array_member",
+    "read_archive",
+    "write_archive",
+]
 
+#: The `format` field of a symnet file's header.
+FORMAT = "symnet-network"
+#: The version of the format this symnet writes, and the newest it reads (version 1 holds one Network).
+VERSION = 2
 HEADER_MEMBER = "header.npy"
 #: The largest header symnet reads (a network of about half a million layers), and the deepest JSON nesting.
 MAX_HEADER_BYTES = 1 << 26
@@ -62,14 +76,13 @@ def write_archive(path: str | os.PathLike[str], header: dict[str, Any], arrays: 
                 np.lib.format.write_array(m, np.asarray(array, order="C"), allow_pickle=False)
 
 
-def read_archive(path: str | os.PathLike[str], check_header: Any) -> tuple[dict[str, Any], list[np.ndarray]]:
+def read_archive(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[np.ndarray]]:
     """The header and the arrays of a file written by `write_archive`, every size checked first.
 
     Members are read through `symnet._src.safe_read.NpzArchive` (each `.npy` header
-    checked before its data). `check_header(header)` validates the parsed header
-    (format, version, the arrays table as a list of `(shape, dtype)`) before any
-    array is read and returns the table. FileNotFoundError if there is no file;
-    ModelFormatError for anything else wrong.
+    checked before its data). The parsed header's format, version and arrays
+    table are checked (`_array_table`) before any array is read.
+    FileNotFoundError if there is no file; ModelFormatError for anything else wrong.
     """
     path = os.fspath(path)
     os.stat(path)  # FileNotFoundError, as open() raises it
@@ -83,7 +96,7 @@ def read_archive(path: str | os.PathLike[str], check_header: Any) -> tuple[dict[
         if header_name not in archive:
             raise fail(f"not a symnet network file (no {HEADER_MEMBER} member; members {sorted(archive.names)[:5]})")
         header = _parse_json(archive.read_text(header_name, MAX_HEADER_BYTES), fail)
-        table = check_header(header)
+        table = _array_table(header, fail)
         wanted = {HEADER_MEMBER, *(array_member(k) for k in range(len(table)))}
         present = {archive.filename(name) for name in archive.names}
         if present != wanted:
@@ -94,6 +107,42 @@ def read_archive(path: str | os.PathLike[str], check_header: Any) -> tuple[dict[
             for k, (shape, dtype) in enumerate(table)
         ]
     return header, arrays
+
+
+def _array_table(
+    header: dict[str, Any], fail: Callable[[str], ModelFormatError]
+) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """The header's format and version checked, and its table of arrays as `(shape, dtype)`."""
+    if header.get("format") != FORMAT:
+        raise fail(f"not a symnet network file (format {header.get('format')!r}, expected {FORMAT!r})")
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise fail(f"the header's format version is {version!r}, not a version number")
+    if version > VERSION:
+        raise fail(
+            f"format version {version} (written by symnet {header.get('symnet_version', '?')}); this symnet "
+            f"({__version__}) reads versions 1 to {VERSION}: upgrade symnet to read it"
+        )
+    table = header.get("arrays")
+    if not isinstance(table, list):
+        raise fail("the header's 'arrays' is not a list")
+    out = []
+    for k, item in enumerate(table):
+        shape, dtype = (item.get("shape"), item.get("dtype")) if isinstance(item, dict) else (None, None)
+        if not (
+            isinstance(shape, list)
+            and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+            and isinstance(dtype, str)
+        ):
+            raise fail(f"the header's array #{k} is not {{'shape': [sizes], 'dtype': name}}: {item!r}")
+        try:
+            parsed = np.dtype(dtype)
+        except (TypeError, ValueError):
+            raise fail(f"the header's array #{k} has dtype {dtype!r}, which is not a NumPy dtype") from None
+        if parsed.kind not in "biufc" or parsed.fields is not None:
+            raise fail(f"the header's array #{k} has dtype {dtype!r}: symnet files hold numbers only")
+        out.append((tuple(shape), parsed))
+    return out
 
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')

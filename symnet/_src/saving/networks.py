@@ -18,11 +18,9 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from .. import components as _components  # noqa: F401  symnet's own layer classes, registered before a file is read
-from .. import layers as _layers  # noqa: F401
 from ..errors import ModelFormatError, SymnetError
 from ..network import Network
-from .structure import check_mapping, decode_layers, encode_layers
+from .structure import check_mapping, decode_outputs, encode_layers
 
 __all__ = ["decode_network", "encode_network"]
 
@@ -52,24 +50,7 @@ def decode_network(
     entry: Mapping[str, Any], arrays: Sequence[np.ndarray], fail: Callable[[str], ModelFormatError], origin: str
 ) -> Network:
     """The Network of an entry `encode_network` wrote (or a version-1 header); `fail` makes each error."""
-    layers = decode_layers(entry.get("layers"), arrays, fail, origin=origin)
-    outputs = {}
-    stored_outputs = entry.get("outputs")
-    if not isinstance(stored_outputs, list) or not stored_outputs:
-        raise fail("the header's 'outputs' is not a non-empty list")
-    for item in stored_outputs:
-        if (
-            not (
-                isinstance(item, list)
-                and len(item) == 2
-                and isinstance(item[0], str)
-                and isinstance(item[1], int)
-                and 0 <= item[1] < len(layers)
-            )
-            or item[0] in outputs
-        ):
-            raise fail(f"the header's output {item!r} is not a distinct [name, layer entry] pair")
-        outputs[item[0]] = layers[item[1]]
+    outputs, objectives = decode_outputs(entry, arrays, fail, origin)
     values = {}
     for half in ("params", "state"):
         named = check_mapping(entry.get(half), half, fail)
@@ -77,12 +58,6 @@ def decode_network(
             if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(arrays):
                 raise fail(f"the header's {half} entry {name!r} names no array ({k!r})")
         values[half] = {name: jnp.asarray(arrays[k]) for name, k in named.items()}
-    objectives = entry.get("objectives")
-    if objectives is not None:
-        objectives = check_mapping(objectives, "objectives", fail)
-        unknown = sorted(set(objectives) - set(outputs))
-        if unknown or not all(isinstance(v, str) for v in objectives.values()):
-            raise fail(f"the header's objectives {objectives!r} are not strings for outputs of the network")
     try:
         return Network(outputs, params=values["params"], state=values["state"], objectives=objectives)
     except SymnetError as e:

@@ -34,6 +34,8 @@ from typing import Any
 import attrs
 import numpy as np
 
+from .. import components as _components  # noqa: F401  symnet's own layer classes, registered before a file is read
+from .. import layers as _layers  # noqa: F401
 from ..core.frozen import FrozenArray
 from ..core.initializers import Initializer
 from ..core.layer import Layer
@@ -41,7 +43,7 @@ from ..core.registry import INITIALIZER_CLASSES, LAYER_CLASSES
 from ..core.walk import walk
 from ..errors import ModelFormatError, SaveError
 
-__all__ = ["decode_layers", "encode_layers"]
+__all__ = ["check_mapping", "decode_layers", "decode_outputs", "encode_layers"]
 
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
@@ -237,3 +239,34 @@ def check_mapping(value: Any, what: str, fail: Callable[[str], ModelFormatError]
     if not isinstance(value, dict):
         raise fail(f"the header's {what!r} is not an object")
     return value
+
+
+def decode_outputs(
+    entry: Mapping[str, Any], arrays: Sequence[np.ndarray], fail: Callable[[str], ModelFormatError], origin: str
+) -> tuple[dict[str, Layer], dict[str, str] | None]:
+    """A network entry's outputs (name -> layer) and objectives (None where the file has none)."""
+    layers = decode_layers(entry.get("layers"), arrays, fail, origin=origin)
+    outputs = {}
+    stored_outputs = entry.get("outputs")
+    if not isinstance(stored_outputs, list) or not stored_outputs:
+        raise fail("the header's 'outputs' is not a non-empty list")
+    for item in stored_outputs:
+        if (
+            not (
+                isinstance(item, list)
+                and len(item) == 2
+                and isinstance(item[0], str)
+                and isinstance(item[1], int)
+                and 0 <= item[1] < len(layers)
+            )
+            or item[0] in outputs
+        ):
+            raise fail(f"the header's output {item!r} is not a distinct [name, layer entry] pair")
+        outputs[item[0]] = layers[item[1]]
+    objectives = entry.get("objectives")
+    if objectives is not None:
+        objectives = check_mapping(objectives, "objectives", fail)
+        unknown = sorted(set(objectives) - set(outputs))
+        if unknown or not all(isinstance(v, str) for v in objectives.values()):
+            raise fail(f"the header's objectives {objectives!r} are not strings for outputs of the network")
+    return outputs, None if objectives is None else dict(objectives)
