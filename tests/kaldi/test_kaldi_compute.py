@@ -21,7 +21,7 @@ from symnet import (
     Weight,
 )
 from symnet._src.engine import dense, runner
-from symnet._src.kaldi.nnet3_compute import PIECE, ComputeOptions, Nnet3Computer, modulus, nnet3_compute
+from symnet._src.kaldi.nnet3_compute import LARGE_PIECE, PIECE, ComputeOptions, Nnet3Computer, modulus, nnet3_compute
 from symnet.kaldi import read_network
 
 rng = np.random.default_rng(0)
@@ -200,18 +200,18 @@ def local_reference(net, feats):
 
 @pytest.mark.parametrize("chunk,subsampling", [(4, 1), (50, 1), (50, 3)])
 def test_a_network_local_in_time_gives_what_its_chunks_give(chunk, subsampling):
-    """Utterances computed whole, in one stream (pieces of PIECE frames), equal the formula and nnet3-compute's
-    chunk-by-chunk computation (symnet._src.engine.dense, each chunk on its own), for any chunk size and extra
-    context; one program serves the stream."""
+    """Utterances computed whole, in one stream (pieces of LARGE_PIECE frames, then of PIECE), equal the formula
+    and nnet3-compute's chunk-by-chunk computation (symnet._src.engine.dense, each chunk on its own), for any
+    chunk size and extra context; two programs serve the stream, one piece size each."""
     net = local_net()
-    lengths = [1, 5, 40, PIECE + 77, 7]
+    lengths = [1, 5, 40, LARGE_PIECE + 77, PIECE + 9, 7]
     feats = [rng.standard_normal((n, D)).astype(np.float32) for n in lengths]
     options = ComputeOptions(frames_per_chunk=chunk, extra_left_context=2, frame_subsampling_factor=subsampling)
     computer = Nnet3Computer(net, options)
     assert computer.chunking is None
     with runner.record() as ran:
         got = computer.compute_many(feats)
-    assert len(ran.computations) == 1
+    assert len(ran.computations) == 2
     for f, g in zip(feats, got, strict=True):
         np.testing.assert_allclose(g, local_reference(net, f)[::subsampling], rtol=1e-4, atol=1e-4)
         size = computer.frames_per_chunk  # rounded up to the modulus, 3
