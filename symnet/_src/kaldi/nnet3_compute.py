@@ -30,9 +30,10 @@ by offsets), every chunk with its context gives exactly what one pass over the
 whole utterance gives, so the chunks are not computed at all:
 `Nnet3Computer.compute_many` lays the utterances one after another, each with
 its context (edge frames repeated), as one stream, and computes it in pieces
-of `LARGE_PIECE` output frames and, at its end, of `PIECE` (at most two programs
-for every job), each with the context once. `--frames-per-chunk` and the extra context options then change no output
-and no work. Networks with an `ivector` input are always computed in chunks.
+of `LARGE_PIECE` output frames and, at its end, of `PIECE` (at most two
+programs for every job), each with the context once. `--frames-per-chunk` and
+the extra context options then change no output and no work. Networks with an
+`ivector` input are always computed in chunks.
 
 Otherwise chunks are independent computations, so `Nnet3Computer.compute_many` runs the
 chunks of many utterances together, each chunk its own sequence n of one

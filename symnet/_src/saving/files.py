@@ -14,6 +14,7 @@ from ..paths import as_path
 from ..version import __version__
 from .archive import FORMAT, MAX_JSON_DEPTH, VERSION, read_archive, write_archive
 from .networks import decode_network, encode_network
+from .structure import network_entries
 from .tree import NO_TEMPLATE, check_like, decode_tree, encode_tree
 
 __all__ = ["load", "save"]
@@ -87,13 +88,8 @@ def load(path: str | os.PathLike[str], like: Any = None) -> Any:
     if header["version"] == 1:
         tree: Any = decode_network(header, arrays, fail, origin=path)
     else:
-        entries = header.get("networks")
-        if not isinstance(entries, list):
-            raise fail("the header's 'networks' is not a list")
         networks = []
-        for k, entry in enumerate(entries):
-            if not isinstance(entry, dict):
-                raise fail(f"the header's network #{k} is not an object")
+        for k, entry in enumerate(network_entries(header, fail)):
 
             def fail_k(message: str, k: int = k) -> ModelFormatError:
                 return fail(f"network #{k}: {message}")

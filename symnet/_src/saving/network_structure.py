@@ -11,7 +11,7 @@ import os
 from ..core.layer import Structure
 from ..errors import ModelFormatError, SymnetError
 from .archive import read_archive
-from .structure import decode_outputs
+from .structure import decode_outputs, network_entries
 
 __all__ = ["read_network_structure"]
 
@@ -29,15 +29,11 @@ def read_network_structure(path: str | os.PathLike[str]) -> tuple[Structure, dic
     header, arrays = read_archive(path)
     entry = header
     if header["version"] > 1:
-        tree, entries = header.get("tree"), header.get("networks")
-        if not isinstance(entries, list):
-            raise fail("the header's 'networks' is not a list")
+        tree, entries = header.get("tree"), network_entries(header, fail)
         network = tree.get("network") if isinstance(tree, dict) and len(tree) == 1 else None
         if not isinstance(network, int) or isinstance(network, bool) or not 0 <= network < len(entries):
             raise SymnetError(f"{os.fspath(path)} is a symnet file of {_kind(tree)}, not of one network")
         entry = entries[network]
-        if not isinstance(entry, dict):
-            raise fail(f"the header's network #{network} is not an object")
     outputs, objectives = decode_outputs(entry, arrays, fail, origin=os.fspath(path))
     return Structure.of(outputs), objectives or {}
 

@@ -43,7 +43,7 @@ from ..core.registry import INITIALIZER_CLASSES, LAYER_CLASSES
 from ..core.walk import walk
 from ..errors import ModelFormatError, SaveError
 
-__all__ = ["check_mapping", "decode_layers", "decode_outputs", "encode_layers"]
+__all__ = ["check_mapping", "decode_layers", "decode_outputs", "encode_layers", "network_entries"]
 
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
@@ -239,6 +239,17 @@ def check_mapping(value: Any, what: str, fail: Callable[[str], ModelFormatError]
     if not isinstance(value, dict):
         raise fail(f"the header's {what!r} is not an object")
     return value
+
+
+def network_entries(header: Mapping[str, Any], fail: Callable[[str], ModelFormatError]) -> list[dict[str, Any]]:
+    """A version-2 header's `networks`, each checked to be an object."""
+    entries = header.get("networks")
+    if not isinstance(entries, list):
+        raise fail("the header's 'networks' is not a list")
+    for k, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise fail(f"the header's network #{k} is not an object")
+    return entries
 
 
 def decode_outputs(
