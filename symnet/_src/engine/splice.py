@@ -21,6 +21,13 @@ concatenation it stands for, which the backward of a layer whose `vjp` is
 not the product's exact gradient (natural gradient) is given.
 `compile(..., lowering=...)` decides where they are used (`SPLICE_LOWERINGS`),
 for products of at least `MIN_ROWS` rows.
+
+On CPU the source goes through `materialized` first: XLA's CPU convolution
+reads its operands as `[N, T, D]` (the product) and `[D, T, N]` (the weight
+gradient), transposes of the `[T, N, D]` source, and XLA's fuser would
+recompute the source's elementwise producer (a ReLU and a normalisation)
+inside each transpose, where it runs several times slower than a plain
+transpose of a buffer.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from .layout import as_flat_rows, as_frames, as_layout
 from .rowmap import RowMap
 from .semantics import combine
 
-__all__ = ["MIN_ROWS", "SPLICE_LOWERINGS", "Splice", "find_splices", "splice_value", "spliced_rows"]
+__all__ = ["MIN_ROWS", "SPLICE_LOWERINGS", "Splice", "find_splices", "materialized", "splice_value", "spliced_rows"]
 
 #: The `lowering=` values that make spliced products convolutions: `auto` and `fused` (`plain` keeps every
 #: splice as slices, a concatenation and one product: the reference, as for recurrences).
@@ -149,8 +156,8 @@ def splice_value(
 ) -> jax.Array:
     """The product's `rows` rows (per sequence) from the source's value and the product's `params` (matrix, then
     bias if any), flat or `[T, N, D]` as `batched`."""
-    frames = _window(splice, as_frames(source, batch), rows)
     weight = params[0]
+    frames = _window(splice, as_frames(materialized(source, weight), batch), rows)
     dtype = jnp.result_type(frames, weight)  # promoted as the product's jnp.matmul would
     k, dim = splice.k, frames.shape[-1]
     if splice.product.transposed:  # [out, k D] (Kaldi's layout): a kernel [out, k, D]
@@ -182,3 +189,24 @@ def _window(splice: Splice, frames: jax.Array, rows: int) -> jax.Array:
     """The source's frames the convolution reads: `(k - 1) * step + rows` from `start`."""
     span = (splice.k - 1) * splice.step + rows
     return jax.lax.slice_in_dim(frames, splice.start, splice.start + span, axis=0)
+
+
+def materialized(value: jax.Array, key: jax.Array) -> jax.Array:
+    """`value`, computed once into a buffer of its own on CPU (elsewhere: `value` as it is).
+
+    XLA's CPU fuser copies a cheap elementwise producer into every consumer, transposes included, and drops
+    `lax.optimization_barrier` before fusing; a conditional is a boundary it does not fuse across. So on CPU
+    the value goes through one whose branches both return it (one as `value * 1`, so that JAX does not
+    forward the value around it), on a predicate read from `key` (an array the value does not depend on,
+    such as the product's matrix) that XLA cannot fold. In W2's training step this took symnet from 0.96 to
+    0.93 of the hand-written reference (docs/performance.md)."""
+    if key.size == 0:
+        return value
+
+    def on_cpu(v: jax.Array, k: jax.Array) -> jax.Array:
+        first = k.reshape(-1)[0]
+        kept: jax.Array = jax.lax.cond(first == first, lambda u: u, lambda u: u * 1, v)
+        return kept
+
+    out: jax.Array = jax.lax.platform_dependent(value, key, cpu=on_cpu, default=lambda v, k: v)
+    return out
