@@ -10,6 +10,8 @@ references where the test file has one (test_recurrence.py).
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -299,18 +301,17 @@ def test_the_gru_groups_its_update_and_reset_gates_and_defers_both_matrices():
 
 
 def scans(jaxpr) -> list:
-    """Every scan in a jaxpr and the jaxprs nested in it: (reverse, output shapes of the dot_generals of its body)."""
-    found, stack = [], [jaxpr]
-    while stack:
-        j = stack.pop()
-        j = getattr(j, "jaxpr", j)
-        for eqn in j.eqns:
-            subs = [v for v in eqn.params.values() if hasattr(v, "eqns") or hasattr(v, "jaxpr")]
-            if eqn.primitive.name == "scan":
-                body = eqn.params["jaxpr"].jaxpr
-                dots = [tuple(e.outvars[0].aval.shape) for e in body.eqns if e.primitive.name == "dot_general"]
-                found.append((eqn.params["reverse"], dots))
-            stack.extend(subs)
+    """Every scan in a jaxpr and the jaxprs nested in it, in program order (a nested jaxpr's scans where its
+    equation is): (reverse, output shapes of the dot_generals of its body)."""
+    found = []
+    for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+        if eqn.primitive.name == "scan":
+            body = eqn.params["jaxpr"].jaxpr
+            dots = [tuple(e.outvars[0].aval.shape) for e in body.eqns if e.primitive.name == "dot_general"]
+            found.append((eqn.params["reverse"], dots))
+        for sub in eqn.params.values():
+            if hasattr(sub, "eqns") or hasattr(sub, "jaxpr"):
+                found.extend(scans(sub))
     return found
 
 
@@ -325,12 +326,34 @@ def test_no_weight_gradient_is_accumulated_inside_the_backward_loop():
         def grads(params):
             return c.forward(net.replace(params=params), inputs)["output"].backward(1.0)
 
-        return [dots for _, dots in sorted(scans(jax.make_jaxpr(grads)(net.params)))]
+        return [dots for _, dots in scans(jax.make_jaxpr(grads)(net.params))]  # the forward loop comes first
 
     forward_dots, backward_dots = loops("auto")
     assert forward_dots == [(N, 4 * C)]  # h @ W_h, all four gates
     assert backward_dots == [(N, C)]  # d @ W_h^T only; W_h's gradient comes after the loop
     assert (4 * C, C) in loops("plain")[1]  # what JAX's transpose of the plain scan does per frame
+
+
+def zero_fills(computation, net: Network, inputs: dict, shape: tuple[int, ...]) -> int:
+    """How many arrays of `shape` filled with a constant the compiled Tape step (forward and backward) makes."""
+
+    def grads(params):
+        return computation.forward(net.replace(params=params), inputs)["output"].backward(1.0)
+
+    text = jax.jit(grads).lower(net.params).compile().as_text()
+    dims = ",".join(map(str, shape))
+    return len(re.findall(rf"= f32\[{dims}\]\{{[0-9,]*\}} (?:broadcast\(%constant|fusion\(%constant)", text))
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the deltas are written in place on CPU only")
+def test_the_backward_loop_writes_the_gate_deltas_over_the_saved_gates():
+    """No zero-filled [T, N, 4C] buffer: the forward loop writes the gates into the input projection, and the
+    backward loop each frame's gate deltas into the saved gates, after reading that frame (through
+    `materialized`); the gradients stay those of `jax.grad` (the tests above). JAX's transpose of the plain
+    scan fills one."""
+    net, inputs = Network(lstm()), inputs_for(T)
+    assert zero_fills(compile(net, request()), net, inputs, (T, N, 4 * C)) == 0
+    assert zero_fills(compile(net, request(), "plain"), net, inputs, (T, N, 4 * C)) > 0
 
 
 def test_the_two_directions_of_a_bidirectional_layer_share_one_loop():

@@ -35,6 +35,7 @@ from jax.extend.core import Literal as JaxprLiteral
 
 from ..core.descriptor import Descriptor
 from .frame import FrameProgram
+from .materialize import materialized
 
 __all__ = [
     "BackwardCarry",
@@ -229,6 +230,7 @@ def scan_lanes(
     backward: Sequence[bool],
     unroll: int,
     into: Sequence[Mapping[int, int]] | None = None,
+    overwrite: Sequence[Sequence[int]] | None = None,
 ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """`lax.scan` where each lane reads its frames in its own direction (`backward[k]`: last frame first).
 
@@ -242,6 +244,13 @@ def scan_lanes(
     shape and dtype (leaf positions in `xs[k]`) that nothing reads after the
     loop: the output is written into the operand, each frame after the step
     has read it, instead of into a fresh zero-filled buffer (`_reuse`).
+
+    `overwrite[k]` names more of lane k's operands (leaf positions) that
+    nothing reads after the loop: each output of the same shape and dtype,
+    in order, is written into one, and the step reads that operand's frame
+    through `materialized` (a copy of the frame on CPU), so that every read
+    of the frame comes before the write whatever the step does with it. On
+    other platforms these operands are not overwritten.
     """
     steps = jax.tree.leaves(xs)[0].shape[0]
     leaves = [jax.tree.leaves(x) for x in xs]
@@ -269,6 +278,21 @@ def scan_lanes(
         steps,
         [{} for _ in xs] if into is None else into,
     )
+    copied: list[set[int]] = [set() for _ in xs]  # operands whose frame the step reads through `materialized`
+    if overwrite is not None and jax.default_backend() == "cpu":
+        for k, positions in enumerate(overwrite):
+            free = [p for p in positions if p not in reuse[k].values()]
+            for j, o in enumerate(outs[k]):
+                if j in reuse[k]:
+                    continue
+                match = next(
+                    (p for p in free if leaves[k][p].shape == (steps,) + o.shape and leaves[k][p].dtype == o.dtype),
+                    None,
+                )
+                if match is not None:
+                    reuse[k][j] = match
+                    copied[k].add(match)
+                    free.remove(match)
     if len(set(backward)) <= 1 and not any(reuse):
         return jax.lax.scan(step, carry0, xs, reverse=bool(backward and backward[0]), unroll=unroll)
     buffers0 = [
@@ -284,7 +308,11 @@ def scan_lanes(
             [buffers[k][read_from[k][p]] if p in read_from[k] else a for p, a in enumerate(ls)]
             for k, ls in enumerate(leaves)
         ]
-        carries, ys = step(carries, frames(take(i, sources)))
+        taken = [
+            [materialized(a, a) if p in copied[k] else a for p, a in enumerate(ls)]
+            for k, ls in enumerate(take(i, sources))
+        ]
+        carries, ys = step(carries, frames(taken))
         ys_leaves = [jax.tree.leaves(y) for y in ys]
         buffers = [
             [jax.lax.dynamic_update_index_in_dim(b, y, frame(i, k), 0) for b, y in zip(buffers[k], ys_leaves[k])]
@@ -436,7 +464,12 @@ def fused_scan(lanes: Sequence[Lane], *, unroll: int | None = None) -> list[tupl
             return tuple(o[0] for o in out), tuple(o[1] for o in out)
 
         finals, per_frame = scan_lanes(
-            step, tuple(b.carry0() for b in backs), tuple(b.xs() for b in backs), [not d for d in directions], unroll
+            step,
+            tuple(b.carry0() for b in backs),
+            tuple(b.xs() for b in backs),
+            [not d for d in directions],
+            unroll,
+            overwrite=[b.overwritable() for b in backs],
         )
         grads = [b.finish(f, pf) for b, f, pf in zip(backs, finals, per_frame)]
         no_reads = tuple(None if r is None else np.zeros(r.shape, dtype=jax.dtypes.float0) for r in reads)
@@ -526,6 +559,13 @@ class _LaneBackward:
             self.masks,
             self.reads,
         )
+
+    def overwritable(self) -> list[int]:
+        """The leaf positions in `xs()` of the saved values that nothing reads after the loop (neither `finish`
+        nor the caller: not the exported members), which the loop may overwrite with its per-frame deltas."""
+        p = self.lane.program
+        kept = set(self.lane.after.stored) | set(p.exported)
+        return [len(self.dys) + i for i, m in enumerate(self.stored_names) if m not in kept]
 
     def width(self, e: Any) -> int:
         if e.kind == "static":

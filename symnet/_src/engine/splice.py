@@ -42,10 +42,11 @@ import numpy as np
 from ..core.descriptor import Combine
 from ..core.layer import Layer, Product, Weight
 from .layout import as_flat_rows, as_frames, as_layout
+from .materialize import materialized
 from .rowmap import RowMap
 from .semantics import combine
 
-__all__ = ["MIN_ROWS", "SPLICE_LOWERINGS", "Splice", "find_splices", "materialized", "splice_value", "spliced_rows"]
+__all__ = ["MIN_ROWS", "SPLICE_LOWERINGS", "Splice", "find_splices", "splice_value", "spliced_rows"]
 
 #: The `lowering=` values that make spliced products convolutions: `auto` and `fused` (`plain` keeps every
 #: splice as slices, a concatenation and one product: the reference, as for recurrences).
@@ -189,24 +190,3 @@ def _window(splice: Splice, frames: jax.Array, rows: int) -> jax.Array:
     """The source's frames the convolution reads: `(k - 1) * step + rows` from `start`."""
     span = (splice.k - 1) * splice.step + rows
     return jax.lax.slice_in_dim(frames, splice.start, splice.start + span, axis=0)
-
-
-def materialized(value: jax.Array, key: jax.Array) -> jax.Array:
-    """`value`, computed once into a buffer of its own on CPU (elsewhere: `value` as it is).
-
-    XLA's CPU fuser copies a cheap elementwise producer into every consumer, transposes included, and drops
-    `lax.optimization_barrier` before fusing; a conditional is a boundary it does not fuse across. So on CPU
-    the value goes through one whose branches both return it (one as `value * 1`, so that JAX does not
-    forward the value around it), on a predicate read from `key` (an array the value does not depend on,
-    such as the product's matrix) that XLA cannot fold. In W2's training step this took symnet from 0.96 to
-    0.93 of the hand-written reference (docs/performance.md)."""
-    if key.size == 0:
-        return value
-
-    def on_cpu(v: jax.Array, k: jax.Array) -> jax.Array:
-        first = k.reshape(-1)[0]
-        kept: jax.Array = jax.lax.cond(first == first, lambda u: u, lambda u: u * 1, v)
-        return kept
-
-    out: jax.Array = jax.lax.platform_dependent(value, key, cpu=on_cpu, default=lambda v, k: v)
-    return out
