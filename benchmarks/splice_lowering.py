@@ -8,8 +8,11 @@ what can change is how a splice meets its matrix:
   and what symnet's engine lowers a regular request to today);
 - `per-offset`: no concatenation: `sum_j h[o_j + lo : o_j + lo + T'] @ W_j`, k products of `D` columns;
 - `conv`: `lax.conv_general_dilated` over time, the offsets as a dilated kernel (they are evenly spaced in W2);
-- `conv-tnc`: the same convolution on `[T, N, D]` as it is (no transposes), what symnet's engine runs
-  (symnet/engine/splice.py).
+- `conv-tnc`: the same convolution on `[T, N, D]` as it is (no transposes), what symnet's engine ran
+  before 2026-12-03;
+- `conv-tnc-materialized`: `conv-tnc` with its input through `materialized` (a buffer of its own on CPU, so
+  that XLA transposes that buffer instead of recomputing the ReLU and normalisation inside each transposed
+  copy), what symnet's engine runs (symnet/_src/engine/splice.py, materialize.py).
 
 Each step is `jax.jit(jax.value_and_grad)` of the cross-entropy, parameters and inputs identical; rounds are
 interleaved and each figure is a median step over the same round's `concat` step, in wall-clock and in process
@@ -30,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from symnet._src.engine.materialize import materialized
 from workloads import W2_SPLICES, _kaldi_normalize
 
 SEQUENCES, FRAMES_OUT, DIM, WIDTH, OUTPUTS = 64, 150, 40, 512, 2000
@@ -84,6 +88,10 @@ def conv_tnc(h: jax.Array, w: jax.Array, offsets: tuple[int, ...]) -> jax.Array:
     return jax.lax.conv_general_dilated(h, kernel, (1,), "VALID", rhs_dilation=(step,), dimension_numbers=spec)
 
 
+def conv_tnc_materialized(h: jax.Array, w: jax.Array, offsets: tuple[int, ...]) -> jax.Array:
+    return conv_tnc(materialized(h, w) if len(offsets) > 1 else h, w, offsets)
+
+
 def loss_of(splice: Callable) -> Callable:
     def loss(p: dict[str, jax.Array], x: jax.Array, labels: jax.Array) -> jax.Array:
         h = x
@@ -120,7 +128,13 @@ def main() -> None:
     x = jnp.asarray(rng.standard_normal((args.frames + 20, args.sequences, DIM)), jnp.float32)
     labels = jnp.asarray(rng.integers(0, OUTPUTS, args.frames * args.sequences), jnp.int32)
     p = parameters()
-    lowerings = (("concat", concat), ("per-offset", per_offset), ("conv", conv), ("conv-tnc", conv_tnc))
+    lowerings = (
+        ("concat", concat),
+        ("per-offset", per_offset),
+        ("conv", conv),
+        ("conv-tnc", conv_tnc),
+        ("conv-tnc-materialized", conv_tnc_materialized),
+    )
     steps = {name: jax.jit(jax.value_and_grad(loss_of(f))) for name, f in lowerings}
     reference = steps["concat"](p, x, labels)
     flops = {}

@@ -13,7 +13,10 @@ Here instead:
   nothing reads that operand after the loop, instead of into a fresh
   zero-filled buffer (`scan_lanes`' `into`);
 - the backward is one reverse scan carrying the deltas of the lagged members;
-  each frame pulls its deltas through the members' `vjp`s (`FrameProgram.member_vjp`);
+  each frame pulls its deltas through the members' `vjp`s (`FrameProgram.member_vjp`)
+  and, on CPU, writes the deltas it emits over a saved activation of the same
+  shape that nothing reads after the loop (an LSTM's gates), the frame read
+  first through `materialized` (`scan_lanes`' `overwrite`);
 - the weight of every `Dot(member, weight)` gets its gradient after the loop,
   from the frames' saved operands and the deltas the loop emits: one large
   matrix product.
