@@ -30,7 +30,7 @@ from symnet import (
     clear_caches,
 )
 from symnet import natural_gradient as ng
-from symnet._src.engine import materialize, splice
+from symnet._src.engine import splice
 from symnet.components import AffineComponent
 from symnet.engine import compile
 from symnet.kaldi import build_component
@@ -336,19 +336,3 @@ def test_a_tdnn_component_is_a_convolution_equal_to_its_splices_and_affine() -> 
     want = reference_outputs({"output": by_hand}, {"input": rows}, net.params, wanted)["output"]
     np.testing.assert_allclose(conv(net, {"input": jnp.asarray(x)})["output"], want, rtol=1e-4, atol=1e-5)
 
-
-@pytest.mark.parametrize("key", [1.0, float("nan")])
-def test_materialized_returns_its_value_with_its_gradient_under_jit_and_vmap(key) -> None:
-    """`materialized` is the identity (bit for bit, whichever branch a NaN key takes), for `jax.grad` and
-    `jax.vmap` too, and on CPU it is a conditional (the fusion boundary it exists for)."""
-    value = jnp.asarray([[0.0, -0.0, 1.5], [np.nan, np.inf, -2.0]], jnp.float32)
-    k = jnp.full((2, 2), key, jnp.float32)
-    got = jax.jit(materialize.materialized)(value, k)
-    np.testing.assert_array_equal(np.asarray(got).view(np.uint32), np.asarray(value).view(np.uint32))
-    x = jnp.arange(6.0, dtype=jnp.float32).reshape(2, 3)
-    grad = jax.grad(lambda x: jnp.sum(jnp.sin(materialize.materialized(jnp.exp(x), k))))(x)
-    np.testing.assert_allclose(grad, jnp.cos(jnp.exp(x)) * jnp.exp(x), rtol=1e-6)
-    np.testing.assert_array_equal(jax.vmap(materialize.materialized)(x[:, None], jnp.stack([k, k])), x[:, None])
-    assert materialize.materialized(value, jnp.zeros((0, 3))) is value  # no element to read a predicate from
-    lowered = jax.jit(lambda x, k: materialize.materialized(jnp.exp(x), k)).lower(x, k).compile().as_text()
-    assert "conditional(" in lowered  # a key XLA knows (a constant) folds the predicate: no boundary

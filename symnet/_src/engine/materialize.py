@@ -19,11 +19,10 @@ __all__ = ["materialized"]
 def materialized(value: jax.Array, key: jax.Array) -> jax.Array:
     """`value`, computed once into a buffer of its own on CPU (elsewhere: `value` as it is).
 
-    XLA's CPU fuser copies a cheap elementwise producer into every consumer, transposes included, and drops
-    `lax.optimization_barrier` before fusing; a conditional is a boundary it does not fuse across. So on CPU
-    the value goes through one whose branches both return it (one as `value * 1`, so that JAX does not
-    forward the value around it), on a predicate read from `key` that XLA cannot fold: the value itself, or
-    an array computed before it, such as a product's matrix (a constant `key` folds it: no boundary)."""
+    A conditional is a boundary XLA does not fuse across: on CPU the value goes through one whose branches
+    both return it (one as `value * 1`, so that JAX does not forward the value around it), on a predicate
+    read from `key` that XLA cannot fold: the value itself, or an array computed before it, such as a
+    product's matrix (a constant `key` folds it: no boundary)."""
     if key.size == 0:
         return value
 

@@ -22,12 +22,10 @@ not the product's exact gradient (natural gradient) is given.
 `compile(..., lowering=...)` decides where they are used (`SPLICE_LOWERINGS`),
 for products of at least `MIN_ROWS` rows.
 
-On CPU the source goes through `materialized` first: XLA's CPU convolution
-reads its operands as `[N, T, D]` (the product) and `[D, T, N]` (the weight
-gradient), transposes of the `[T, N, D]` source, and XLA's fuser would
-recompute the source's elementwise producer (a ReLU and a normalisation)
-inside each transpose, where it runs several times slower than a plain
-transpose of a buffer.
+The source goes through `materialized` first (engine/materialize.py): XLA's
+CPU convolution reads it as `[N, T, D]` (the product) and `[D, T, N]` (the
+weight gradient), transposes that should copy a buffer, not recompute the
+source's ReLU and normalisation each.
 """
 
 from __future__ import annotations
