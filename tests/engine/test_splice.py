@@ -335,4 +335,3 @@ def test_a_tdnn_component_is_a_convolution_equal_to_its_splices_and_affine() -> 
     wanted = {"output": [tuple(i) for i in req.outputs["output"]]}
     want = reference_outputs({"output": by_hand}, {"input": rows}, net.params, wanted)["output"]
     np.testing.assert_allclose(conv(net, {"input": jnp.asarray(x)})["output"], want, rtol=1e-4, atol=1e-5)
-
