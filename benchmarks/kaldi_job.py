@@ -231,12 +231,13 @@ def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) 
     computer = Nnet3Computer(network, ComputeOptions(frames_per_chunk=frames_per_chunk))
     utterances = [np.asarray(f) for _, f in iter_table(f"ark:{feats}", "features")]
     frames = sum(len(f) for f in utterances)
-    batches = [utterances[i : i + 64] for i in range(0, len(utterances), 64)]  # as `symnet compute` batches
     passes = []
     for _ in range(2):
         begin = time.perf_counter()
-        for batch in batches:
-            computer.compute_many(batch)
+        job = computer.job()  # as `symnet compute` runs it
+        for i, feats in enumerate(utterances):
+            job.add(i, feats)
+        job.finish()
         passes.append(time.perf_counter() - begin)
     job_compiles = compiles[read_compiles:]
     print(

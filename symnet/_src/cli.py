@@ -528,38 +528,6 @@ def warn_non_finite(utt: str, what: str, matrix: Any) -> None:
         )
 
 
-#: `symnet compute` computes the chunks of this many utterances (or frames) together (Nnet3Computer.compute_many).
-_BATCH_UTTERANCES, _BATCH_FRAMES = 64, 20000
-
-
-def _compute_batch(
-    computer: Any, batch: list[tuple[str, np.ndarray, dict[str, Any]]], period: int, writer: _ArchiveWriter
-) -> int:
-    """Compute and write the utterances of `batch`, in order; an error names the utterance at fault."""
-    if not batch:
-        return 0
-    given = batch[0][2]
-    try:
-        outs = computer.compute_many(
-            [f for _, f, _ in batch],
-            ivectors=[e["ivector"] for _, _, e in batch] if "ivector" in given else None,
-            online_ivectors=[e["online_ivectors"] for _, _, e in batch] if "online_ivectors" in given else None,
-            online_ivector_period=period,
-        )
-    except SymnetError:  # find the utterance: each alone
-        outs = []
-        for utt, feats, extra in batch:
-            try:
-                outs.append(computer(feats, **extra, online_ivector_period=period))
-            except SymnetError as e:
-                raise SymnetError(f"utterance {utt}: {str(e).splitlines()[0]}") from None
-    for (utt, feats, _), out in zip(batch, outs, strict=True):
-        warn_non_finite(utt, "input features", feats)
-        warn_non_finite(utt, "output", out)
-        writer.write(utt, out)
-    return len(batch)
-
-
 def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     from .engine.compile_cache import enable_compile_cache
     from .kaldi.model import output_dims
@@ -619,8 +587,16 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
             },
         )
     writer = _ArchiveWriter(args.matrix_wspecifier)
+    job = computer.job(args.online_ivector_period)
     done = failed = 0
-    batch: list[tuple[str, np.ndarray, dict[str, Any]]] = []
+
+    def write(outputs: list[tuple[Any, np.ndarray]]) -> None:
+        nonlocal done
+        for utt, out in outputs:
+            warn_non_finite(utt, "output", out)
+            writer.write(utt, out)
+            done += 1
+
     try:
         for utt, feats in iter_table(args.feats_rspecifier, "features", allow_pipes=args.allow_pipes):
             feats = np.asarray(feats)
@@ -650,11 +626,9 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
                     failed += 1
                     continue
                 extra["online_ivectors"] = np.asarray(online[utt])
-            batch.append((utt, feats, extra))
-            if len(batch) >= _BATCH_UTTERANCES or sum(len(f) for _, f, _ in batch) >= _BATCH_FRAMES:
-                done += _compute_batch(computer, batch, args.online_ivector_period, writer)
-                batch = []
-        done += _compute_batch(computer, batch, args.online_ivector_period, writer)
+            warn_non_finite(utt, "input features", feats)
+            write(job.add(utt, feats, **extra))
+        write(job.finish())
         if done == 0:
             raise SymnetError(f"no utterance was computed (failed for {failed}); nothing written")
         writer.commit()

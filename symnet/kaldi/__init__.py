@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     )
     from symnet._src.kaldi.model_reader import component_line, is_kaldi_model, model_from_nnet, parse_model, read_model
     from symnet._src.kaldi.network import KaldiNetwork, network_config_lines, write_network
-    from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
+    from symnet._src.kaldi.nnet3_compute import ComputeJob, ComputeOptions, Nnet3Computer
     from symnet._src.kaldi.nnet_file import (
         NnetComponent,
         NnetFile,
@@ -91,6 +91,7 @@ __all__ = [
     "ComponentConfigError",
     "ComponentLine",
     "ComponentNode",
+    "ComputeJob",
     "ComputeOptions",
     "ConfigLine",
     "ConfigWriteError",
@@ -174,7 +175,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ".egs": ("egs_chunks", "read_cegs", "read_egs"),
     ".exact": ("exact_outputs",),
     ".lda": ("LdaOptions", "accumulate_lda_stats"),
-    ".nnet3_compute": ("ComputeOptions", "Nnet3Computer"),
+    ".nnet3_compute": ("ComputeJob", "ComputeOptions", "Nnet3Computer"),
 }  # fmt: skip
 
 #: Public name -> its module.

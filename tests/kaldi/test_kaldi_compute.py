@@ -285,3 +285,52 @@ def test_a_binary_matrix_file_is_a_config_matrix(tmp_path):
         os.chdir(cwd)
     np.testing.assert_array_equal(net.values["lda.linear_params"], matrix[:, :2])
     np.testing.assert_array_equal(net.values["lda.bias_params"], matrix[:, 2])
+
+
+# ----- a job: utterances added one at a time ------------------------------------------------------------
+
+
+def test_a_job_gives_each_output_back_as_soon_as_it_is_computed():
+    """A network local in time is one stream over the whole job: `add` gives back the utterances a large piece
+    completes, in order and with their keys, before the job ends; the outputs are `compute_many`'s for all the
+    utterances at once and the formula's."""
+    net = local_net()
+    lengths = [700, 1500, 40, 1, LARGE_PIECE + 77, 900, 13, 5]
+    feats = [rng.standard_normal((n, D)).astype(np.float32) for n in lengths]
+    computer = Nnet3Computer(net, ComputeOptions(frame_subsampling_factor=3))
+    job = computer.job()
+    given: list[tuple[str, int]] = []  # (key, utterances added when it came back)
+    got = {}
+    for i, f in enumerate(feats):
+        for key, out in job.add(f"utt{i}", f):
+            given.append((key, i + 1))
+            got[key] = out
+    assert given and given[0] == ("utt0", 5)  # a large piece's frames are there once utt4 is added
+    for key, out in job.finish():
+        given.append((key, len(feats)))
+        got[key] = out
+    assert [key for key, _ in given] == [f"utt{i}" for i in range(len(feats))]
+    together = computer.compute_many(feats)
+    for i, f in enumerate(feats):
+        np.testing.assert_array_equal(got[f"utt{i}"], together[i])
+        np.testing.assert_allclose(got[f"utt{i}"], local_reference(net, f)[::3], rtol=1e-4, atol=1e-4)
+    assert job.finish() == []
+
+
+def test_a_job_of_a_network_in_chunks_computes_batches_and_names_the_utterance_at_fault():
+    """Chunks of many utterances are computed together (a batch at a time): each output is its utterance's
+    own, and a bad utterance is named by its key."""
+    net = rnn_net()
+    feats = [rng.standard_normal((n, D)).astype(np.float32) for n in (30, 1, 77, 12)]
+    job = Nnet3Computer(net, ComputeOptions(frames_per_chunk=20)).job()
+    done = [pair for i, f in enumerate(feats) for pair in job.add(i, f)] + job.finish()
+    assert [key for key, _ in done] == [0, 1, 2, 3]
+    for (_, out), f in zip(done, feats, strict=True):
+        np.testing.assert_allclose(out, rnn_reference(net, f, 20), atol=1e-5)
+    with pytest.raises(ShapeError, match=f"utterance bad: the network expects 'input' features of dim {D}"):
+        job.add("bad", np.zeros((4, D + 1), np.float32))
+    with pytest.raises(ShapeError, match="utterance empty: features must be a non-empty"):
+        job.add("empty", np.zeros((0, D), np.float32))
+    online = ivector_net()
+    with pytest.raises(SymnetError, match="utterance u: --online-ivectors needs --online-ivector-period > 0"):
+        Nnet3Computer(online).job().add("u", feats[0], online_ivectors=np.zeros((3, 2), np.float32))

@@ -54,6 +54,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -531,10 +532,6 @@ class LdaAccumulation:
     skipped: tuple[tuple[str, str], ...]
 
 
-#: Utterances (and frames) computed together by the network.
-_BATCH_UTTERANCES, _BATCH_FRAMES = 64, 20000
-
-
 def _skip(skipped: list[tuple[str, str]], utt: str, why: str) -> None:
     skipped.append((utt, why))
     warnings.warn(f"utterance {utt}: {why}: skipped", stacklevel=3)
@@ -590,28 +587,13 @@ def accumulate_lda_stats(
     rng = rand or GlibcRand()
     skipped: list[tuple[str, str]] = []
     done = frames_done = 0
-    batch: list[tuple[str, np.ndarray, Posteriors, dict[str, Any]]] = []
+    job = computer.job(online_ivector_period)
+    targets_of: deque[Posteriors] = deque()  # of the utterances added to the job and not yet accumulated
 
-    def flush() -> None:
+    def accumulate(outputs: list[tuple[Any, np.ndarray]]) -> None:
         nonlocal stats, done, frames_done
-        if not batch:
-            return
-        extra = batch[0][3]
-        try:
-            outputs = computer.compute_many(
-                [f for _, f, _, _ in batch],
-                ivectors=[e["ivector"] for *_, e in batch] if "ivector" in extra else None,
-                online_ivectors=[e["online_ivectors"] for *_, e in batch] if "online_ivectors" in extra else None,
-                online_ivector_period=online_ivector_period,
-            )
-        except SymnetError:  # name the utterance at fault
-            outputs = []
-            for utt, feats, _, e in batch:
-                try:
-                    outputs.append(computer(feats, **e, online_ivector_period=online_ivector_period))
-                except SymnetError as err:
-                    raise SymnetError(f"utterance {utt}: {str(err).splitlines()[0]}") from None
-        for (_, _, post, _), out in zip(batch, outputs, strict=True):
+        for _, out in outputs:
+            post = targets_of.popleft()
             out = np.asarray(out, dtype=np.float32)
             if stats is None:
                 stats = LdaStats.empty(out.shape[1])
@@ -620,7 +602,6 @@ def accumulate_lda_stats(
             stats.accumulate(frames, Posteriors(post.offsets, post.pdfs, rand_prune_(post.weights)))
             done += 1
             frames_done += len(frames)
-        batch.clear()
 
     def rand_prune_(weights: np.ndarray) -> np.ndarray:
         return _rand_prune(weights, rand_prune, rng) if rand_prune > 0 else weights
@@ -673,10 +654,9 @@ def accumulate_lda_stats(
             if len(rows) < need:  # the egs clamp to the last row
                 rows = np.concatenate([rows, np.repeat(rows[-1:], need - len(rows), axis=0)])
             extra["online_ivectors"] = rows
-        batch.append((utt, feats, post.sparse(), extra))
-        if len(batch) >= _BATCH_UTTERANCES or sum(len(f) for _, f, _, _ in batch) >= _BATCH_FRAMES:
-            flush()
-    flush()
+        targets_of.append(post.sparse())
+        accumulate(job.add(utt, feats, **extra))
+    accumulate(job.finish())
     if stats is None:
         raise LdaError("no utterance was used: accumulated no statistics")
     return LdaAccumulation(stats, done, frames_done, tuple(skipped))

@@ -53,6 +53,7 @@ those of one computation per chunk.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -68,13 +69,25 @@ from ..engine.runner import Block, clamped, run, run_each
 from ..errors import ShapeError, SymnetError
 from .scales import check_descriptor_scales
 
-__all__ = ["ComputeOptions", "LARGE_PIECE", "modulus", "nnet3_compute", "Nnet3Computer", "PIECE"]
+__all__ = [
+    "BATCH_FRAMES",
+    "BATCH_UTTERANCES",
+    "ComputeJob",
+    "ComputeOptions",
+    "LARGE_PIECE",
+    "modulus",
+    "nnet3_compute",
+    "Nnet3Computer",
+    "PIECE",
+]
 
 #: Output frames of one piece of the stream of utterances (networks local in time): one call, one program.
 PIECE = 1024
 #: A long stream's pieces (`_piece_sizes`): a 4-times longer piece recomputes its context a quarter as often
 #: (benchmarks/kaldi_job.py's compiled pass: 12.22 s with pieces of 1024 frames, 11.91 s with these).
 LARGE_PIECE = 4096
+#: A `ComputeJob` of a network computed in chunks computes the chunks of this many utterances (or frames) together.
+BATCH_UTTERANCES, BATCH_FRAMES = 64, 20000
 
 
 @attrs.frozen
@@ -177,38 +190,48 @@ class Nnet3Computer:
         """The `output` of each utterance (`features[i]` `[T_i, D]`, with `ivectors[i]` or
         `online_ivectors[i]` where given), as nnet3-compute writes it; all chunks computed together, or the
         utterances whole where chunks change nothing (`chunking` is None)."""
-        if ivectors is not None and online_ivectors is not None:
-            raise SymnetError("give --ivectors or --online-ivectors, not both")
-        if online_ivectors is not None and online_ivector_period <= 0:
-            raise SymnetError("--online-ivectors needs --online-ivector-period > 0")
-        utterances = [np.asarray(f, dtype=np.float32) for f in features]
+        _check_ivector_options(ivectors is not None, online_ivectors is not None, online_ivector_period)
         for i, given in enumerate((ivectors, online_ivectors)):
-            if given is not None and len(given) != len(utterances):
+            if given is not None and len(given) != len(features):
                 what = ("ivectors", "online_ivectors")[i]
-                raise SymnetError(f"{len(utterances)} utterances but {len(given)} {what}")
-        for i, feats in enumerate(utterances):
-            if feats.ndim != 2 or len(feats) == 0:
-                raise ShapeError(f"features must be a non-empty [T, D] matrix, got shape {feats.shape}")
-            _check_dims(
-                self.graph,
+                raise SymnetError(f"{len(features)} utterances but {len(given)} {what}")
+        utterances = [
+            self.checked(
                 feats,
                 None if ivectors is None else ivectors[i],
                 None if online_ivectors is None else online_ivectors[i],
             )
+            for i, feats in enumerate(features)
+        ]
         if not utterances:
             return []
         if self.chunking is None:
-            raw = self._streamed(utterances)
+            stream = _Stream(self)
+            done = [pair for i, feats in enumerate(utterances) for pair in stream.add(i, feats)] + stream.finish()
+            raw = [value for _, value in done]
         else:
             raw = self._chunked(utterances, ivectors, online_ivectors, online_ivector_period)
-        out = []
-        for value in raw:
-            if self.log_priors is not None:
-                value = value - self.log_priors[None, :]
-            if self.options.acoustic_scale != 1.0:  # x * 1.0 is x: no pass over the output for nothing
-                value = value * self.options.acoustic_scale
-            out.append(np.exp(value) if self.options.apply_exp else value)
-        return out
+        return [self.finished(value) for value in raw]
+
+    def checked(self, features: Any, ivector: Any = None, online_ivectors: Any = None) -> np.ndarray:
+        """One utterance's features as float32, checked against the network's inputs (a ShapeError if not)."""
+        feats = np.asarray(features, dtype=np.float32)
+        if feats.ndim != 2 or len(feats) == 0:
+            raise ShapeError(f"features must be a non-empty [T, D] matrix, got shape {feats.shape}")
+        _check_dims(self.graph, feats, ivector, online_ivectors)
+        return feats
+
+    def job(self, online_ivector_period: int = 0) -> ComputeJob:
+        """A job of any number of utterances, added one at a time (`ComputeJob`): what `symnet compute` runs."""
+        return ComputeJob(self, online_ivector_period)
+
+    def finished(self, value: np.ndarray) -> np.ndarray:
+        """The network's output as nnet3-compute writes it: log-priors subtracted, scaled, exponentiated."""
+        if self.log_priors is not None:
+            value = value - self.log_priors[None, :]
+        if self.options.acoustic_scale != 1.0:  # x * 1.0 is x: no pass over the output for nothing
+            value = value * self.options.acoustic_scale
+        return np.exp(value) if self.options.apply_exp else value
 
     def _chunked(
         self,
@@ -244,48 +267,6 @@ class Nnet3Computer:
         for chunk in chunks:  # in order: each utterance's chunks from its first frame
             by_utterance[chunk.utterance].append(pieces[chunk])
         return [np.concatenate(parts, axis=0) for parts in by_utterance]
-
-    def _streamed(self, utterances: list[np.ndarray]) -> list[np.ndarray]:
-        """Each utterance's output from one pass over it (networks local in time): the utterances one after
-        another in a stream, each with its context, computed in pieces (`_piece_sizes`).
-
-        Utterance i's frame t is the stream's frame `starts[i] + t`, `starts[i]` a multiple of
-        lcm(frame_subsampling_factor, modulus), so rounding and switches see t as a chunk would. Frames
-        between utterances (zeros) make outputs no utterance keeps."""
-        f = self.options.frame_subsampling_factor
-        step = math.lcm(f, self.modulus)
-        left, right = self.left, self.right
-        starts, counts = [], []
-        start = 0  # the stream starts at frame -left: the first utterance's context
-        for feats in utterances:
-            count = -(-len(feats) // f)
-            starts.append(start)
-            counts.append(count)
-            start = step * -(-(start + (count - 1) * f + right + 1 + left) // step)
-        sizes = _piece_sizes(starts[-1] + (counts[-1] - 1) * f + 1, step)
-        stream = np.zeros((sum(sizes) + left + right, utterances[0].shape[1]), np.float32)  # frame p: row p + left
-        for feats, start, count in zip(utterances, starts, counts, strict=True):
-            end = start + left + (count - 1) * f + right + 1  # rows start .. end - 1: frames -left .. of feats
-            real = min(len(feats), end - start - left)
-            stream[start : start + left] = feats[0]
-            stream[start + left : start + left + real] = feats[:real]
-            stream[start + left + real : end] = feats[real - 1]
-        out: list[np.ndarray] = []
-        results: dict[int, np.ndarray] = {}  # output row of a piece's first row -> the piece's output rows
-        first = 0  # the piece's first stream frame
-        for size in sizes:
-            block = stream[first : first + size + left + right, None]
-            value = run(self.network, {"input": Block((-left, size + right), block)}, {"output": range(0, size, f)})
-            results[first // f] = value["output"][:, 0]
-            first += size
-            # Each utterance whose rows are all computed is copied out, and pieces no later one reads are let go,
-            # so that each piece's memory serves the next (fresh memory costs page faults).
-            while len(out) < len(starts) and starts[len(out)] // f + counts[len(out)] <= first // f:
-                out.append(_rows(results, starts[len(out)] // f, counts[len(out)]))
-            needed = starts[len(out)] // f if len(out) < len(starts) else first // f
-            for done in [row for row, rows in results.items() if row + len(rows) <= needed]:
-                del results[done]
-        return out
 
     def _chunks(
         self, utterance: int, num_frames: int, ivector: np.ndarray | None, online: np.ndarray | None, period: int
@@ -350,6 +331,154 @@ class Nnet3Computer:
         return dict(zip(chunks, out, strict=True))
 
 
+class ComputeJob:
+    """nnet3-compute over utterances added one at a time, in order: each output is given back, with the key
+    it was added with, as soon as it is computed, so a job of any length holds a few pieces' outputs at once.
+
+    A network local in time (`Nnet3Computer.chunking` is None) is one stream over the whole job, computed in
+    pieces of `LARGE_PIECE` output frames and, at its end, of `PIECE` (`_Stream`): what `compute_many` gives
+    for all the utterances in one call. Otherwise the chunks of `BATCH_UTTERANCES` utterances (or
+    `BATCH_FRAMES` frames) are computed together (`Nnet3Computer.compute_many`). An error names the key of
+    the utterance at fault.
+    """
+
+    def __init__(self, computer: Nnet3Computer, online_ivector_period: int = 0):
+        self.computer = computer
+        self.online_ivector_period = online_ivector_period
+        self._stream = _Stream(computer) if computer.chunking is None else None
+        self._batch: list[tuple[Any, np.ndarray, Any, Any]] = []
+
+    def add(
+        self,
+        key: Any,
+        features: np.ndarray,
+        *,
+        ivector: np.ndarray | None = None,
+        online_ivectors: np.ndarray | None = None,
+    ) -> list[tuple[Any, np.ndarray]]:
+        """Add the utterance `key` (`features` `[T, D]`, with its `ivector` or `online_ivectors` where the
+        network reads them); the `(key, output)` of every utterance done, in the order they were added."""
+        try:
+            _check_ivector_options(ivector is not None, online_ivectors is not None, self.online_ivector_period)
+            feats = self.computer.checked(features, ivector, online_ivectors)
+        except SymnetError as e:
+            raise type(e)(f"utterance {key}: {e}") from None
+        if self._stream is not None:
+            return self._finished(self._stream.add(key, feats))
+        self._batch.append((key, feats, ivector, online_ivectors))
+        if len(self._batch) >= BATCH_UTTERANCES or sum(len(b[1]) for b in self._batch) >= BATCH_FRAMES:
+            return self._flush()
+        return []
+
+    def finish(self) -> list[tuple[Any, np.ndarray]]:
+        """The `(key, output)` of every utterance not yet given back: the end of the job."""
+        if self._stream is not None:
+            return self._finished(self._stream.finish())
+        return self._flush()
+
+    def _finished(self, done: list[tuple[Any, np.ndarray]]) -> list[tuple[Any, np.ndarray]]:
+        return [(key, self.computer.finished(value)) for key, value in done]
+
+    def _flush(self) -> list[tuple[Any, np.ndarray]]:
+        """The batch's chunks computed together; where that fails, each utterance alone, to name the one at fault."""
+        batch, self._batch = self._batch, []
+        if not batch:
+            return []
+        computer, period = self.computer, self.online_ivector_period
+        try:
+            outs = computer.compute_many(
+                [feats for _, feats, _, _ in batch],
+                ivectors=None if batch[0][2] is None else [b[2] for b in batch],
+                online_ivectors=None if batch[0][3] is None else [b[3] for b in batch],
+                online_ivector_period=period,
+            )
+        except SymnetError:
+            outs = []
+            for key, feats, ivector, online in batch:
+                try:
+                    outs.append(computer(feats, ivector=ivector, online_ivectors=online, online_ivector_period=period))
+                except SymnetError as e:
+                    raise type(e)(f"utterance {key}: {str(e).splitlines()[0]}") from None
+        return [(key, out) for (key, *_), out in zip(batch, outs, strict=True)]
+
+
+class _Stream:
+    """A job's utterances one after another, each with its context (edge frames repeated), computed in pieces
+    as soon as a large piece's input frames are there, and in pieces of `_piece_sizes` at the end (networks
+    local in time).
+
+    Utterance frame t is the stream's frame `start + t`, `start` a multiple of lcm(frame_subsampling_factor,
+    modulus), so that rounding and switches see t as a chunk would; input row r holds stream frame r - left.
+    Frames between utterances (zeros) make outputs no utterance keeps. An utterance's output is given back as
+    soon as its rows are computed: a view of its piece where it lies in one (no copy), the rows of its pieces
+    joined otherwise.
+    """
+
+    def __init__(self, computer: Nnet3Computer):
+        self.network = computer.network
+        self.left, self.right = computer.left, computer.right
+        self.f = computer.options.frame_subsampling_factor
+        self.step = math.lcm(self.f, computer.modulus)
+        self.large = self.step * -(-LARGE_PIECE // self.step)
+        self.start = 0  # input row of the next utterance's first row (its first frame of left context)
+        self.first = 0  # stream frame of the next piece's first output frame, = the input row it starts from
+        self.rows: list[np.ndarray] = []  # input rows from row `first` on
+        self.count = 0  # how many
+        self.pending: deque[tuple[Any, int, int]] = deque()  # (key, first output row, rows) not given back
+        self.results: dict[int, np.ndarray] = {}  # output row of a piece's first row -> the piece's output rows
+
+    def add(self, key: Any, feats: np.ndarray) -> list[tuple[Any, np.ndarray]]:
+        left, f = self.left, self.f
+        count = -(-len(feats) // f)
+        end = self.start + left + (count - 1) * f + self.right + 1  # rows start .. end - 1: frames -left .. of feats
+        rows = np.empty((end - self.start, feats.shape[1]), np.float32)
+        real = min(len(feats), len(rows) - left)
+        rows[:left] = feats[0]
+        rows[left : left + real] = feats[:real]
+        rows[left + real :] = feats[real - 1]
+        self._append(self.start - (self.first + self.count), feats.shape[1])
+        self.rows.append(rows)
+        self.count += len(rows)
+        self.pending.append((key, self.start // f, count))
+        self.start = self.step * -(-end // self.step)
+        done = []
+        while self.count >= self.large + left + self.right:
+            done += self._piece(self.large)
+        return done
+
+    def finish(self) -> list[tuple[Any, np.ndarray]]:
+        if not self.pending:
+            return []
+        _, row, count = self.pending[-1]
+        frames = (row + count - 1) * self.f + 1 - self.first  # to the last utterance's last output frame
+        return [pair for size in _piece_sizes(frames, self.step) for pair in self._piece(size)]
+
+    def _append(self, zeros: int, dim: int) -> None:
+        if zeros > 0:
+            self.rows.append(np.zeros((zeros, dim), np.float32))
+            self.count += zeros
+
+    def _piece(self, size: int) -> list[tuple[Any, np.ndarray]]:
+        """Compute the piece of `size` output frames from `first`; the utterances it completes."""
+        left, right, f = self.left, self.right, self.f
+        self._append(size + left + right - self.count, self.rows[-1].shape[1])
+        rows = np.concatenate(self.rows) if len(self.rows) > 1 else self.rows[0]
+        block = Block((-left, size + right), rows[: size + left + right, None])
+        self.results[self.first // f] = run(self.network, {"input": block}, {"output": range(0, size, f)})["output"][
+            :, 0
+        ]
+        self.rows, self.count = [rows[size:]], len(rows) - size
+        self.first += size
+        done = []
+        while self.pending and self.pending[0][1] + self.pending[0][2] <= self.first // f:
+            key, row, count = self.pending.popleft()
+            done.append((key, _rows(self.results, row, count)))
+        needed = self.pending[0][1] if self.pending else self.first // f
+        for row in [row for row, rows in self.results.items() if row + len(rows) <= needed]:
+            del self.results[row]
+        return done
+
+
 def nnet3_compute(
     network: Any,
     features: np.ndarray,
@@ -393,13 +522,20 @@ def _piece_sizes(frames: int, step: int) -> list[int]:
 
 def _rows(pieces: Mapping[int, np.ndarray], start: int, count: int) -> np.ndarray:
     """Rows `start .. start + count - 1` of pieces laid one after another (`pieces[row]`: the piece whose first
-    row is `row`), as an array of their own."""
+    row is `row`): a view of the piece where they lie in one, joined otherwise."""
     parts = [
         rows[max(start - row, 0) : start + count - row]
         for row, rows in pieces.items()
         if row < start + count and row + len(rows) > start
     ]
-    return np.concatenate(parts)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _check_ivector_options(ivectors: bool, online: bool, period: int) -> None:
+    if ivectors and online:
+        raise SymnetError("give --ivectors or --online-ivectors, not both")
+    if online and period <= 0:
+        raise SymnetError("--online-ivectors needs --online-ivector-period > 0")
 
 
 def _check_dims(graph: Graph, features: np.ndarray, ivector: Any, online: Any) -> None:
