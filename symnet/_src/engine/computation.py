@@ -52,6 +52,7 @@ from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
 from .semantics import combine
 from .splice import SPLICE_LOWERINGS, Splice, find_splices, splice_value, spliced_rows
+from .values_only import linearized
 
 __all__ = ["compile", "Computation", "IndexedRows", "leading_axes_safe", "Rows"]
 
@@ -512,7 +513,7 @@ class Computation:
                     transposes.append(None)
                 else:
                     move = lambda v, m=rowmap: moved(m, v, batch, leading)  # noqa: E731
-                    sel, vjp = jax.vjp(move, u.value)
+                    sel, vjp = linearized(move, u.value)
                     selected.append(sel)
                     transposes.append(vjp)
             layer.check(
@@ -522,7 +523,7 @@ class Computation:
                 )
             )
             if leading:  # the layer's own vjp may assume matrices (Dot's would batch its weight delta by frame)
-                value, apply_vjp = jax.vjp(layer.apply, *selected)
+                value, apply_vjp = linearized(layer.apply, *selected)
                 return Tape(
                     layer, value, upstream, rows=rows, pullback=_chain(apply_vjp, transposes), parameters=params
                 )
@@ -547,10 +548,10 @@ class Computation:
                 out = layer.apply_rows(rows_read(as_frames(v, batch)), rows_read.owner, rows_read.num_rows, *weights)
                 return as_layout(out, batch, batched)
 
-            value, vjp = jax.vjp(fn, *(u.value for u in upstream))
+            value, vjp = linearized(fn, *(u.value for u in upstream))
             return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
         uses = tuple(reads.get((step.nid, pos)) for pos in range(len(step.operands)))
-        value, vjp = jax.vjp(_descriptor_fn(layer, step.maps, batch, batched, uses), *(u.value for u in upstream))
+        value, vjp = linearized(_descriptor_fn(layer, step.maps, batch, batched, uses), *(u.value for u in upstream))
         return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
 
     def _splice_tape(
@@ -569,7 +570,7 @@ class Computation:
         def fn(v: jax.Array, *ws: jax.Array) -> jax.Array:
             return splice_value(conv, v, ws, count, batch, batched)
 
-        value, vjp = jax.vjp(fn, source.value, *(w.value for w in weights))
+        value, vjp = linearized(fn, source.value, *(w.value for w in weights))
         if product.vjp_is_gradient:
             return Tape(layer, value, (source, *weights), rows=rows, pullback=vjp, parameters=params)
 
@@ -693,7 +694,7 @@ def _descriptor_fn(
 
 def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet, batched: bool) -> Tape:
     """A tape node picking the requested rows, in the request's order, from an output node."""
-    value, vjp = jax.vjp(lambda v: moved(rowmap, v, batch, batched), tape.value)
+    value, vjp = linearized(lambda v: moved(rowmap, v, batch, batched), tape.value)
     return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
 
 

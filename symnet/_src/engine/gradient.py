@@ -31,6 +31,7 @@ import numpy as np
 
 from ..core.layer import Weight
 from ..core.tape import Tape, backward_deltas
+from .values_only import values_only
 
 __all__ = ["Arrays", "Forward", "GRADIENTS", "input_cotangents", "tape_differentiated", "weight_cotangents"]
 
@@ -74,7 +75,7 @@ def tape_differentiated(
         reads: tuple[jax.Array, ...],
         proportions: Arrays | None,
     ) -> dict[str, jax.Array]:
-        with contexts(key, proportions):
+        with contexts(key, proportions), values_only():  # not differentiated: no pullback is walked
             return values(forward(params, state, inputs, reads, None))
 
     def run_forward(

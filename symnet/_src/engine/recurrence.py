@@ -46,6 +46,7 @@ from .fused_scan import Lane, frame_mask, frame_reads, fused_scan, operand_reade
 from .layout import as_flat_rows, as_frames
 from .rowmap import RowMap
 from .semantics import optional_reads
+from .values_only import linearized
 
 __all__ = [
     "check_lowering",
@@ -567,7 +568,7 @@ def scan_tapes(
         longest = max(p.shape[0] for p in parts)  # members with more given rows are longer
         return jnp.concatenate([jnp.pad(p, ((0, longest - p.shape[0]), (0, 0))) for p in parts], axis=-1)
 
-    value, vjp = jax.vjp(fn, *(t.value for t in upstream))
+    value, vjp = linearized(fn, *(t.value for t in upstream))
     layer = Recurrence(tuple(b.graph.layers[m] for b in blocks for m in b.order))
     block_tape = Tape(layer, value, upstream, pullback=vjp, parameters=params)
     start = 0
@@ -583,7 +584,7 @@ def scan_tapes(
                 cols = v[: rowmap.num_src * batch, begin : begin + width]
                 return as_flat_rows(rowmap(as_frames(cols, batch)))
 
-            member_value, member_vjp = jax.vjp(select, value)
+            member_value, member_vjp = linearized(select, value)
             tapes[m] = Tape(
                 b.graph.layers[m], member_value, (block_tape,), rows=rows[m], pullback=member_vjp, parameters=params
             )
