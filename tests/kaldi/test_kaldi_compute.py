@@ -311,6 +311,7 @@ def test_a_job_gives_each_output_back_as_soon_as_it_is_computed():
         got[key] = out
     assert [key for key, _ in given] == [f"utt{i}" for i in range(len(feats))]
     together = computer.compute_many(feats)
+    assert all(out.flags.writeable and out.base is None for out in together)  # arrays of their own, not views
     for i, f in enumerate(feats):
         np.testing.assert_array_equal(got[f"utt{i}"], together[i])
         np.testing.assert_allclose(got[f"utt{i}"], local_reference(net, f)[::3], rtol=1e-4, atol=1e-4)

@@ -211,7 +211,8 @@ class Nnet3Computer:
             raw = [value for _, value in done]
         else:
             raw = self._chunked(utterances, ivectors, online_ivectors, online_ivector_period)
-        return [self.finished(value) for value in raw]
+        outputs = [self.finished(value) for value in raw]
+        return [out if out.flags.writeable else out.copy() for out in outputs]  # arrays of their own, not views
 
     def checked(self, features: Any, ivector: Any = None, online_ivectors: Any = None) -> np.ndarray:
         """One utterance's features as float32, checked against the network's inputs (a ShapeError if not)."""
@@ -334,6 +335,7 @@ class Nnet3Computer:
 class ComputeJob:
     """nnet3-compute over utterances added one at a time, in order: each output is given back, with the key
     it was added with, as soon as it is computed, so a job of any length holds a few pieces' outputs at once.
+    An output may be a read-only view of a computed piece (no copy): `np.array(output)` gives one to modify.
 
     A network local in time (`Nnet3Computer.chunking` is None) is one stream over the whole job, computed in
     pieces of `LARGE_PIECE` output frames and, at its end, of `PIECE` (`_Stream`): what `compute_many` gives
