@@ -212,7 +212,7 @@ class Nnet3Computer:
         else:
             raw = self._chunked(utterances, ivectors, online_ivectors, online_ivector_period)
         outputs = [self.finished(value) for value in raw]
-        return [out if out.flags.writeable else out.copy() for out in outputs]  # arrays of their own, not views
+        return [out if out.base is None else out.copy() for out in outputs]  # arrays of their own, not views
 
     def checked(self, features: Any, ivector: Any = None, online_ivectors: Any = None) -> np.ndarray:
         """One utterance's features as float32, checked against the network's inputs (a ShapeError if not)."""
@@ -425,7 +425,6 @@ class _Stream:
         self.start = 0  # input row of the next utterance's first row (its first frame of left context)
         self.first = 0  # stream frame of the next piece's first output frame, = the input row it starts from
         self.rows: list[np.ndarray] = []  # input rows from row `first` on
-        self.count = 0  # how many
         self.pending: deque[tuple[Any, int, int]] = deque()  # (key, first output row, rows) not given back
         self.results: dict[int, np.ndarray] = {}  # output row of a piece's first row -> the piece's output rows
 
@@ -440,7 +439,6 @@ class _Stream:
         rows[left + real :] = feats[real - 1]
         self._append(self.start - (self.first + self.count), feats.shape[1])
         self.rows.append(rows)
-        self.count += len(rows)
         self.pending.append((key, self.start // f, count))
         self.start = self.step * -(-end // self.step)
         done = []
@@ -455,10 +453,14 @@ class _Stream:
         frames = (row + count - 1) * self.f + 1 - self.first  # to the last utterance's last output frame
         return [pair for size in _piece_sizes(frames, self.step) for pair in self._piece(size)]
 
+    @property
+    def count(self) -> int:
+        """Input rows there are from row `first` on."""
+        return sum(len(rows) for rows in self.rows)
+
     def _append(self, zeros: int, dim: int) -> None:
         if zeros > 0:
             self.rows.append(np.zeros((zeros, dim), np.float32))
-            self.count += zeros
 
     def _piece(self, size: int) -> list[tuple[Any, np.ndarray]]:
         """Compute the piece of `size` output frames from `first`; the utterances it completes."""
@@ -466,10 +468,9 @@ class _Stream:
         self._append(size + left + right - self.count, self.rows[-1].shape[1])
         rows = np.concatenate(self.rows) if len(self.rows) > 1 else self.rows[0]
         block = Block((-left, size + right), rows[: size + left + right, None])
-        self.results[self.first // f] = run(self.network, {"input": block}, {"output": range(0, size, f)})["output"][
-            :, 0
-        ]
-        self.rows, self.count = [rows[size:]], len(rows) - size
+        out = run(self.network, {"input": block}, {"output": range(0, size, f)})["output"]
+        self.results[self.first // f] = out[:, 0]
+        self.rows = [rows[size:]]
         self.first += size
         done = []
         while self.pending and self.pending[0][1] + self.pending[0][2] <= self.first // f:
