@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import jax
 import numpy as np
 import pytest
 
@@ -16,6 +17,7 @@ from symnet import (
     IndexSet,
     Input,
     Network,
+    Node,
     Normal,
     Offset,
     Round,
@@ -23,9 +25,14 @@ from symnet import (
     clear_caches,
     compile,
 )
-from symnet._src.engine.buckets import BUCKETS, bucket_length, fill, padding_side
+from symnet._src.engine.buckets import BATCH_FRAMES, BUCKETS, batch_size, batches, bucket_length, fill, padding_side
+from symnet._src.engine.context import modulus
 from symnet._src.engine.graph import Graph
 from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
+from symnet.components import set_test_mode
+from symnet.errors import PlanError
+from symnet.kaldi import COMPONENTS
+from symnet.layers import BatchNorm
 
 D, H = 3, 4
 x = Input("input", D)
@@ -81,6 +88,22 @@ def test_bucket_lengths() -> None:
     assert fill([1, 2, 3], 2) == [[1, 2], [3, 3]]
 
 
+def test_batch_sizes_are_powers_of_two_up_to_the_frames_of_a_call() -> None:
+    largest = BATCH_FRAMES // 128
+    assert [batch_size(128, n) for n in (1, 2, 3, 5, largest, largest + 1, 10 * largest)] == [
+        1,
+        2,
+        4,
+        8,
+        largest,
+        largest,
+        largest,
+    ]
+    assert batch_size(10 * BATCH_FRAMES, 5) == 1  # a sequence longer than a call's frames computes alone
+    assert batches(["a"], 128) == [["a"]]  # one sequence: no copies of it computed
+    assert batches(list(range(5)), 128) == [[0, 1, 2, 3, 4, 4, 4, 4]]
+
+
 @pytest.mark.parametrize(
     ("make", "side"),
     [
@@ -131,9 +154,11 @@ def test_at_most_eight_compilations_for_any_lengths(make: Callable[[], Network])
     clear_caches()
     with count_compilations() as compiled:
         first = net.compute(seqs)
-    assert 1 <= len(compiled) <= 8, compiled
-    with count_compilations() as again:
-        net.compute(sequences(rng.integers(1, 2001, size=20).tolist()))
+    assert 1 <= len(compiled) <= 8, compiled  # one batch size per bucket in a call: one program per bucket
+    others = [int(rng.integers(b - 127 if b > 128 else 1, b + 1)) for b in map(bucket_length, lengths)]
+    assert list(map(bucket_length, others)) == list(map(bucket_length, lengths))
+    with count_compilations() as again:  # other lengths, as many per bucket: the same programs
+        net.compute(sequences(others))
     assert again == []
     for i in (0, 1, 2):
         np.testing.assert_allclose(first[i], unpadded(net, seqs[i]), rtol=1e-5, atol=1e-6)
@@ -154,3 +179,87 @@ def test_nnet3_compute_many_compiles_once_per_chunk_shape(make: Callable[[], Net
             [unpadded(net, seq, first=s, count=min(50, len(seq) - s)) for s in range(0, len(seq), 50)]
         )
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)  # batched matmuls round differently
+
+
+def stats() -> Network:
+    """Kaldi's statistics extraction and pooling: IndexedLayers, which no padding leaves unchanged."""
+    ext = Node(
+        "ext",
+        COMPONENTS["StatisticsExtractionComponent"](
+            "ext", {"input-dim": D, "input-period": 1, "output-period": 1, "include-variance": True}, x
+        ),
+    )
+    pool = COMPONENTS["StatisticsPoolingComponent"](
+        "pool",
+        {"input-dim": 2 * D + 1, "input-period": 1, "left-context": 3, "right-context": 4, "output-stddevs": True},
+        ext,
+    )
+    return Network({"output": pool})
+
+
+def alone(net: Network, seq: np.ndarray, start: int, count: int, extra: tuple[int, int]) -> np.ndarray:
+    """Output frames `start .. start + count` of one sequence computed on their own, as nnet3-compute computes a
+    chunk: one request of exactly those frames, the context and `extra` context, edge frames repeated, in time
+    shifted by a multiple of the network's modulus."""
+    left, right = net.context()
+    left, right = left + extra[0], right + extra[1]
+    phase = start % modulus(Graph(dict(net.structure.outputs)))
+    in_t = (phase - left, phase + count + right)
+    request = ComputationRequest(
+        inputs={"input": IndexSet.range(n=1, t=in_t)}, outputs={"output": IndexSet.range(n=1, t=(phase, phase + count))}
+    )
+    block = seq[np.clip(start - phase + np.arange(*in_t), 0, len(seq) - 1)]
+    return np.asarray(compile(net, request)(net, {"input": block})["output"])
+
+
+@pytest.mark.parametrize("make", [tdnn, forward_rnn, backward_rnn, bidirectional, backward_with_modulus, stats])
+def test_chunks_on_their_own_are_batched_and_padded_without_changing_them(make: Callable[[], Network]) -> None:
+    """carry_state=False: the chunks of every sequence are computed together, a short last chunk padded to the
+    chunk size where padding changes none of its outputs; each equals the chunk computed alone."""
+    net = make()
+    seqs = sequences([1, 5, 7, 20, 23, 40])  # chunks of 7: full ones, and last ones of 1, 5, 6, 2 and 5 frames
+    clear_caches()
+    with count_compilations() as compiled:
+        got = net.compute(seqs, frames_per_chunk=7, carry_state=False, extra_left_context=2, extra_right_context=3)
+    graph = Graph(dict(net.structure.outputs))
+    if padding_side(graph, with_ends=True) is not None and modulus(graph) == 1:
+        assert len(compiled) == 1, compiled  # every chunk one shape, all in one call
+    for seq, out in zip(seqs, got, strict=True):
+        want = np.concatenate([alone(net, seq, s, min(7, len(seq) - s), (2, 3)) for s in range(0, len(seq), 7)])
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def batchnorm_net() -> Network:
+    """A splice, an affine and a training-mode batch-norm: every output row depends on every row of the call."""
+    return Network({"output": BatchNorm(Node("h", spliced() @ Weight(Normal((3 * D, H), 0.5), name="w")))})
+
+
+def test_a_minibatch_normalisation_gets_exactly_the_rows_of_the_sequences_given() -> None:
+    """Training-mode batch-norm: no padding frames or repeated sequences enter its statistics, so `compute`
+    equals one request of exactly the sequences' frames and context, and the same frames traced."""
+    net = batchnorm_net()
+    assert padding_side(Graph(dict(net.structure.outputs)), with_ends=True) is None
+    xs = rng.standard_normal((3, 15, D)).astype(np.float32)
+    left, right = net.context()
+    request = ComputationRequest(
+        inputs={"input": IndexSet.range(n=3, t=(-left, 15 + right))}, outputs={"output": IndexSet.range(n=3, t=15)}
+    )
+    block = xs[:, np.clip(np.arange(-left, 15 + right), 0, 14)].transpose(1, 0, 2)  # [T, N, D]
+    want = np.asarray(compile(net, request)(net, {"input": block.reshape(-1, D)})["output"]).reshape(15, 3, H)
+    np.testing.assert_allclose(np.asarray(net.compute(xs)), want.transpose(1, 0, 2), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(jax.jit(net.compute)(xs)), want.transpose(1, 0, 2), rtol=1e-5, atol=1e-5)
+
+
+def test_a_minibatch_normalisation_refuses_what_would_change_its_minibatch() -> None:
+    net = batchnorm_net()
+    ragged = sequences([5, 9])
+    with pytest.raises(PlanError, match=r"BatchNorm.*minibatch.*2 lengths.*set_test_mode"):
+        net.compute(ragged)
+    with pytest.raises(PlanError, match=r"BatchNorm.*minibatch.*2 lengths"):
+        jax.jit(lambda a, b: net.compute([a, b]))(*ragged)
+    with pytest.raises(PlanError, match=r"BatchNorm.*each chunk would be a minibatch"):
+        net.compute(sequences([9]), frames_per_chunk=4, carry_state=False)
+    tested = set_test_mode(net)  # stored statistics: rows are independent, sequences padded as usual
+    assert padding_side(Graph(dict(tested.structure.outputs)), with_ends=True) == "end"
+    for seq, out in zip(ragged, tested.compute(ragged), strict=True):
+        np.testing.assert_allclose(out, unpadded(tested, seq), rtol=1e-5, atol=1e-6)

@@ -23,7 +23,9 @@ decides where the padding frames go (`padding_side`):
   recurrence starts at the sequence's end), per sequence, by masks that are
   arrays of the call, so one program still serves every length of a bucket;
 - nowhere (one shape per length) when the network has an IndexedLayer (its
-  value depends on how many input frames exist, which masks do not change).
+  value depends on how many input frames exist, which masks do not change)
+  or a node whose rows depend on other rows (batch-norm in training mode:
+  padding frames and repeated sequences would enter its statistics).
 """
 
 from __future__ import annotations
@@ -33,16 +35,18 @@ from typing import Literal, TypeVar
 
 from ..core.descriptor import Descriptor, IndexedLayer
 from .graph import Graph
-from .inspect import recurrent_edges, strongly_connected_groups
+from .inspect import matrixwise_node, recurrent_edges, strongly_connected_groups
 from .semantics import optional_reads
 
-__all__ = ["BATCH_FRAMES", "batch_size", "bucket_length", "BUCKETS", "fill", "padding_side", "Side"]
+__all__ = ["BATCH_FRAMES", "batch_size", "batches", "bucket_length", "BUCKETS", "fill", "padding_side", "Side"]
 
 #: Bucket lengths in frames; longer sequences are padded to a multiple of the last.
 BUCKETS: tuple[int, ...] = (128, 256, 384, 512, 768, 1024, 1536, 2048)
 
-#: Sequences of one bucket computed in one call: as many as fill this many frames (at least one).
-BATCH_FRAMES = 1024
+#: Sequences of one bucket computed in one call: at most as many as fill this many frames (at least one). A
+#: recurrence steps through its frames one at a time whatever the batch, so the batch is what makes it fast:
+#: a 2-layer BLSTM over 200 utterances of 80-600 frames ran 4.8 times faster with 8192 than with 1024.
+BATCH_FRAMES = 8192
 
 Side = Literal["start", "end", "ends"]
 T = TypeVar("T")
@@ -55,15 +59,26 @@ def bucket_length(length: int, modulus: int = 1) -> int:
     return -(-padded // modulus) * modulus
 
 
-def batch_size(padded_length: int) -> int:
-    """How many sequences of `padded_length` frames share one call."""
-    return max(1, BATCH_FRAMES // padded_length)
+def batch_size(padded_length: int, count: int) -> int:
+    """How many sequences of `padded_length` frames share one call when `count` are to be computed: the
+    smallest power of two that holds them all, at most `BATCH_FRAMES // padded_length` (and at least 1).
+
+    A call then computes at most twice the sequences it was given (a single sequence computes alone), one
+    call's sequences of a bucket share one program, and a bucket has a handful of programs (one per power
+    of two up to the largest), however many calls are made."""
+    largest = max(1, BATCH_FRAMES // padded_length)
+    return min(largest, 1 << max(count - 1, 0).bit_length())
+
+
+def batches(members: Sequence[T], padded_length: int) -> list[list[T]]:
+    """`members` (sequences of `padded_length` frames) in calls of `batch_size`, the last filled up (`fill`)."""
+    return fill(members, batch_size(padded_length, len(members)))
 
 
 def padding_side(graph: Graph, with_ends: bool = False) -> Side | None:
     """Where padding frames leave every output unchanged: `'end'`, `'start'`, `'ends'` (at the end, with each
     sequence's end given to the request: only `with_ends`), or None (nowhere)."""
-    if any(isinstance(layer, IndexedLayer) for layer in graph.layers):
+    if any(isinstance(layer, IndexedLayer) for layer in graph.layers) or matrixwise_node(graph) is not None:
         return None
     ends: Side | None = "ends" if with_ends else None
     directions = set()

@@ -20,11 +20,12 @@ import numpy as np
 from ..core.layer import NetworkLike
 from ..core.precision import Precision, get_precision
 from ..errors import PlanError, ShapeError
-from .buckets import batch_size, bucket_length, fill, padding_side
+from .buckets import batches, bucket_length, padding_side
 from .context import context as context  # re-exported: `dense.context(network)` is part of this module's API
 from .context import modulus as graph_modulus
 from .context import output_name
 from .graph import Graph
+from .inspect import matrixwise_node
 from .recurrence import check_lowering
 from .runner import Block, Ends, clamped, run
 from .streaming import Source, State, chunk_runner, concatenate
@@ -121,31 +122,20 @@ def compute(
     left, right = context(network, name)
     main = "input" if "input" in seqs else next(iter(seqs))
     lengths = [len(s) for s in seqs[main]]
+    _check_one_minibatch(graph, lengths, frames_per_chunk)
     results: list[Any] = [None] * len(lengths)
     if frames_per_chunk is None:
         _compute_bucketed(network, name, graph, seqs, lengths, mode, (left, right), results, lowering, policy)
+    elif not carry_state:
+        chunk_context = (left + extra_left_context, right + extra_right_context)
+        _compute_each_chunk(
+            network, name, graph, seqs, lengths, frames_per_chunk, chunk_context, results, lowering, policy
+        )
     else:
         for length in sorted(set(lengths)):
             members = [i for i, n in enumerate(lengths) if n == length]
             group = {k: [v[i] for i in members] for k, v in seqs.items()}
-            if carry_state:
-                out = _compute_chunked(network, name, group, length, frames_per_chunk, lowering, policy)
-            else:
-                out = concatenate(
-                    [
-                        _compute_alone(
-                            network,
-                            name,
-                            group,
-                            length,
-                            (start, min(start + frames_per_chunk, length)),
-                            (left + extra_left_context, right + extra_right_context),
-                            lowering,
-                            policy,
-                        )
-                        for start in range(0, length, frames_per_chunk)
-                    ]
-                )
+            out = _compute_chunked(network, name, group, length, frames_per_chunk, lowering, policy)
             for j, i in enumerate(members):
                 results[i] = out[:, j]
     if any(isinstance(r, jax.core.Tracer) for r in results):  # under jax.grad and the like
@@ -153,6 +143,24 @@ def compute(
     if not ragged:  # device_put, unlike jnp.asarray, compiles nothing per shape
         return jax.device_put(np.stack(results))
     return [jax.device_put(r) for r in results]
+
+
+def _check_one_minibatch(graph: Graph, lengths: list[int], frames_per_chunk: int | None) -> None:
+    """A PlanError where a node normalising over its minibatch (batch-norm in training mode) would get other
+    rows than those of the sequences given: calls of one length each, or chunks."""
+    node = matrixwise_node(graph)
+    if node is None or (frames_per_chunk is None and len(set(lengths)) == 1):
+        return
+    why = (
+        "in chunks each chunk would be a minibatch of its own"
+        if frames_per_chunk is not None
+        else f"sequences of {len(set(lengths))} lengths are not one request"
+    )
+    raise PlanError(
+        f"{graph.describe(node)} normalises over its minibatch (batch-norm in training mode), and {why}: give "
+        "sequences of one length without frames_per_chunk (one minibatch), or compute in test mode "
+        "(symnet.components.set_test_mode(network)), as nnet3-compute does"
+    )
 
 
 def _traced(x: Any) -> bool:
@@ -194,6 +202,7 @@ def compute_traced(
             raise ShapeError(f"inputs need the same, nonzero number of sequences, got {counts}")
         main = "input" if "input" in seqs else next(iter(seqs))
         lengths = [int(s.shape[0]) if s.ndim else 0 for s in seqs[main]]
+        _check_one_minibatch(graph, lengths, None)
         results: list[Any] = [None] * len(lengths)
         for length in sorted(set(lengths)):
             members = [i for i, n in enumerate(lengths) if n == length]
@@ -271,10 +280,9 @@ def _compute_bucketed(
         padded += (length - padded) % step  # a start shift must be a multiple of the modulus
         groups.setdefault(padded, []).append(i)
     for padded, members in sorted(groups.items()):
-        size = len(members) if side is None else batch_size(padded)
         in_t = (-left, padded + right) if mode == "same" else (0, padded)
         out_t = (0, padded) if mode == "same" else (left, padded - right)
-        for batch in fill(members, size):
+        for batch in [members] if side is None else batches(members, padded):
             shifts = [padded - lengths[i] if side == "start" else 0 for i in batch]
             blocks = {
                 k: Block(
@@ -363,27 +371,61 @@ def _source(group: dict[str, list[np.ndarray]], length: int) -> Source:
     return blocks
 
 
-def _compute_alone(
+def _compute_each_chunk(
     network: NetworkLike,
     name: str,
-    group: dict[str, list[np.ndarray]],
-    length: int,
-    out_t: tuple[int, int],
+    graph: Graph,
+    seqs: dict[str, list[np.ndarray]],
+    lengths: list[int],
+    frames_per_chunk: int,
     context: tuple[int, int],
+    results: list[Any],
     lowering: str,
     precision: Precision | None = None,
-) -> Any:
-    """Output frames `out_t` `[frames, n, dim]` computed on their own from the span plus (left, right) frames.
+) -> None:
+    """Every chunk of every sequence computed on its own from its frames plus `context` (left, right) frames,
+    edge frames repeated (nnet3-compute's way); fills `results[i]` `[frames, dim]`.
 
-    The request is in chunk-relative time (shifted by a multiple of the
-    modulus), so every full chunk at the same start modulo it is one program.
-    """
-    in_t = (out_t[0] - context[0], out_t[1] + context[1])
-    shift = out_t[0] - out_t[0] % graph_modulus(Graph(dict(network.structure.outputs)))
-    blocks = _source(group, length)(np.arange(*in_t))
-    inputs = {k: Block((in_t[0] - shift, in_t[1] - shift), b) for k, b in blocks.items()}
-    outputs = {name: (out_t[0] - shift, out_t[1] - shift)}
-    return run(network, inputs, outputs, lowering=lowering, precision=precision)[name]
+    A chunk is a sequence of a request in chunk-relative time (its first output frame shifted to its start
+    modulo the network's modulus), so the chunks of every sequence that have one shape are the sequences of
+    a few calls (`batches`). A short last chunk is padded to the chunk size where padding changes no output
+    (`padding_side`, as `_compute_bucketed` pads a sequence), so that a few programs serve any lengths."""
+    left, right = context
+    side = padding_side(graph, with_ends=True)
+    modulus = graph_modulus(graph)
+    groups: dict[tuple[int, int], list[tuple[int, int, int]]] = {}  # (frames, phase): [(sequence, first, count)]
+    for i, length in enumerate(lengths):
+        for start in range(0, length, frames_per_chunk):
+            count = min(frames_per_chunk, length - start)
+            padded = count if side is None else min(frames_per_chunk, bucket_length(count))
+            if side == "start" and (padded - count) % modulus:
+                padded = count  # padding before the chunk would move it off its phase
+            first = start - (padded - count if side == "start" else 0)
+            groups.setdefault((padded, first % modulus), []).append((i, first, count))
+    pieces: dict[tuple[int, int], Any] = {}
+    for (padded, phase), members in groups.items():
+        in_t = (phase - left, phase + padded + right)
+        for batch in batches(members, padded):
+            blocks = {
+                k: Block(
+                    in_t,
+                    np.stack(
+                        [clamped(v[i], np.arange(first - left, first + padded + right)) for i, first, _ in batch],
+                        axis=1,
+                    ),
+                )
+                for k, v in seqs.items()
+            }
+            # Where the chunk is padded after its end, that end (its last frame of context) is the sequence's.
+            ends = Ends(tuple(in_t[1] - padded + count for _, _, count in batch)) if side == "ends" else None
+            out = run(
+                network, blocks, {name: (phase, phase + padded)}, ends=ends, lowering=lowering, precision=precision
+            )
+            for j, (i, first, count) in enumerate(batch):
+                skip = padded - count if side == "start" else 0
+                pieces[i, first + skip] = out[name][skip : skip + count, j]
+    for i, length in enumerate(lengths):
+        results[i] = concatenate([pieces[i, start] for start in range(0, length, frames_per_chunk)])
 
 
 def _compute_chunked(

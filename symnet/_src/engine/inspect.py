@@ -22,6 +22,7 @@ from .graph import Graph, shifts_time, strongly_connected
 __all__ = [
     "Dim",
     "input_reads",
+    "matrixwise_node",
     "node_dims",
     "node_id",
     "operand_reads",
@@ -58,6 +59,12 @@ def recurrent_edges(graph: Graph) -> set[tuple[int, int]]:
         for op in ops
         if group[nid] == group[op] and shifts_time(graph.layers[nid])
     }
+
+
+def matrixwise_node(graph: Graph) -> int | None:
+    """The first node whose output rows depend on other rows of its input (batch-norm in training mode,
+    `Component.matrixwise`), or None: such a node must get exactly the rows of one minibatch."""
+    return next((nid for nid, layer in enumerate(graph.layers) if getattr(layer, "matrixwise", False)), None)
 
 
 def topological_order(graph: Graph) -> list[int]:

@@ -60,7 +60,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..engine.buckets import batch_size, bucket_length, fill, padding_side
+from ..engine.buckets import batches, bucket_length, padding_side
 from ..engine.context import modulus as graph_modulus
 from ..engine.graph import Graph
 from ..engine.inspect import recurrent_edges
@@ -257,7 +257,7 @@ class Nnet3Computer:
             groups.setdefault(chunk.shape, []).append(chunk)
         if self.side is not None:  # a few chunk shapes, a fixed number of chunks per call
             for group in groups.values():
-                for batch in fill(group, batch_size(group[0].shape[0] * self.options.frame_subsampling_factor)):
+                for batch in batches(group, group[0].shape[0] * self.options.frame_subsampling_factor):
                     pieces.update(self._regular(batch, utterances))
         elif self.recurrent or len(groups) == 1:  # a recurrence needs a regular request: one per chunk shape
             for group in groups.values():
