@@ -164,7 +164,7 @@ def test_at_most_eight_compilations_for_any_lengths(make: Callable[[], Network])
         np.testing.assert_allclose(first[i], unpadded(net, seqs[i]), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("make", [tdnn, forward_rnn, backward_rnn])
+@pytest.mark.parametrize("make", [tdnn, forward_rnn, backward_rnn, bidirectional])
 def test_nnet3_compute_many_compiles_once_per_chunk_shape(make: Callable[[], Network]) -> None:
     net = make()
     lengths = rng.integers(1, 2001, size=30).tolist()

@@ -41,10 +41,12 @@ request (as Kaldi's batched computer does; no descriptor or component lets
 one n see another). Where padding cannot change an output
 (`symnet._src.engine.buckets.padding_side`), a short last chunk is padded to the
 full chunk size or to a bucket length (`symnet._src.engine.buckets`) where that is
-shorter, after its end (or before its start for networks whose recurrences
-all run backward) and a fixed number of chunks goes in each
-call, so that a job of any number of utterances compiles a few programs: one
-per chunk shape (first, middle, last chunk where their contexts differ).
+shorter, after its end (with that end given to the request where recurrences
+run both ways, a BLSTM, or an optional read lies outside a recurrence) or
+before its start (for networks whose recurrences all run backward), and the
+chunks of one shape go in calls of one size (`batches`), so that a job of any
+number of utterances compiles a few programs: one per chunk shape (first,
+middle, last chunk where their contexts differ).
 Otherwise chunks of one shape are one regular request, and a network without
 recurrences computes chunks of all shapes in one request. The numbers are
 those of one computation per chunk.
@@ -65,7 +67,7 @@ from ..engine.context import modulus as graph_modulus
 from ..engine.graph import Graph
 from ..engine.inspect import recurrent_edges
 from ..engine.locality import chunking_dependence
-from ..engine.runner import Block, clamped, run, run_each
+from ..engine.runner import Block, Ends, clamped, run, run_each
 from ..errors import ShapeError, SymnetError
 from .scales import check_descriptor_scales
 
@@ -156,7 +158,7 @@ class Nnet3Computer:
         step = math.lcm(options.frame_subsampling_factor, graph_modulus(self.graph))
         self.frames_per_chunk = step * -(-options.frames_per_chunk // step)
         self.recurrent = bool(recurrent_edges(self.graph))
-        self.side = padding_side(self.graph)
+        self.side = padding_side(self.graph, with_ends=True)
         self.modulus = graph_modulus(self.graph)
         #: Why chunks can change an output (`chunking_dependence`), or None: then utterances are computed whole.
         self.chunking = chunking_dependence(self.graph)
@@ -316,7 +318,9 @@ class Nnet3Computer:
                 assert c.ivector is not None  # i-vectors are given for every utterance or for none
                 rows.append(c.ivector)
             inputs["ivector"] = Block((0, 1), np.stack(rows).astype(np.float32)[None])
-        out = run(self.network, inputs, {"output": range(0, count * f, f)})["output"]
+        # A chunk padded after its end is given that end (the end of its context) where optional reads need it.
+        ends = Ends(tuple((c.count - 1) * f + c.right + 1 for c in group)) if self.side == "ends" else None
+        out = run(self.network, inputs, {"output": range(0, count * f, f)}, ends=ends)["output"]
         return {c: self._real(c, out[:, j]) for j, c in enumerate(group)}
 
     def _irregular(self, chunks: list[_Chunk], utterances: list[np.ndarray]) -> dict[_Chunk, np.ndarray]:
