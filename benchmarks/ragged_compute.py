@@ -12,7 +12,10 @@ of `--rounds` calls after one warm-up call (which compiles), in frames per secon
   side (nnet3-compute's way), every chunk of every utterance batched with the others of its shape.
 
 Also printed: the programs each warm-up call compiled, and how far the chunked outputs are from the whole ones
-(a BLSTM that sees 20 frames of the future is another computation: this shows that both ran).
+(a BLSTM that sees 20 frames of the future is another computation: this shows that both ran). Then a
+bidirectional GRU with multi-head attention over a window of 10 frames each way (`MultiHeadAttention`, a
+window of optional reads): the seconds of its first call (planning, the masks of each sequence end, compiling)
+and of a later one.
 
     python benchmarks/ragged_compute.py [--utterances 200] [--cells 128] [--rounds 3]
 """
@@ -31,7 +34,7 @@ import symnet
 from symnet import Input, LogSoftmax, Network, Node
 from symnet._src.engine import buckets
 from symnet.engine import record
-from symnet.layers import LSTM, Affine, Bidirectional
+from symnet.layers import GRU, LSTM, Affine, Bidirectional, LayerNorm, MultiHeadAttention
 
 FEATURES, OUTPUTS = 40, 48
 
@@ -43,18 +46,27 @@ def blstm(cells: int) -> Network:
     return Network(LogSoftmax(Node("output", Affine(h, OUTPUTS))), seed=0)
 
 
-def timed(fn: Callable[[], Any], rounds: int) -> tuple[float, Any, int]:
-    """(median seconds of `rounds` calls, the last result, programs the warm-up call compiled)."""
+def attention(cells: int) -> Network:
+    h = Node("in", Affine(Input("input", FEATURES), cells))
+    h = Bidirectional(GRU, "bgru", h, cell=cells // 2)
+    a = MultiHeadAttention("att", Node("att.norm", LayerNorm(h)), heads=4, key_dim=16, window=(10, 10))
+    return Network(LogSoftmax(Node("output", Affine(Node("res", h + Affine(a, cells)), OUTPUTS))), seed=0)
+
+
+def timed(fn: Callable[[], Any], rounds: int) -> tuple[float, Any, int, float]:
+    """(median seconds of `rounds` calls, the last result, programs the first call compiled, its seconds)."""
     symnet.clear_caches()
+    start = time.perf_counter()
     with record() as ran:
         out = fn()
+    first = time.perf_counter() - start
     compiled = len({id(c) for c in ran.computations})
     seconds = []
     for _ in range(rounds):
         start = time.perf_counter()
         out = fn()
         seconds.append(time.perf_counter() - start)
-    return statistics.median(seconds), out, compiled
+    return statistics.median(seconds), out, compiled, first
 
 
 def main() -> None:
@@ -78,10 +90,10 @@ def main() -> None:
         rows[batch_frames] = timed(lambda: net.compute(feats), args.rounds)
     buckets.BATCH_FRAMES = default
     reference = rows[1024][0]
-    for batch_frames, (seconds, _, compiled) in rows.items():
+    for batch_frames, (seconds, _, compiled, _) in rows.items():
         row = f"whole, calls of {batch_frames} frames"
         print(f"| {row} | {frames / seconds:,.0f} | {reference / seconds:.2f} | {compiled} |")
-    seconds, chunked, compiled = timed(
+    seconds, chunked, compiled, _ = timed(
         lambda: net.compute(
             feats, frames_per_chunk=50, carry_state=False, extra_left_context=20, extra_right_context=20
         ),
@@ -91,6 +103,9 @@ def main() -> None:
     whole = rows[default][1]
     difference = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(whole, chunked))
     print(f"largest difference between the chunked and whole outputs: {difference:.2f}")
+    net = attention(args.cells)
+    later, _, _, first = timed(lambda: net.compute(feats), args.rounds)
+    print(f"bidirectional GRU + windowed attention: first call {first:.1f} s, later calls {later:.2f} s")
 
 
 if __name__ == "__main__":

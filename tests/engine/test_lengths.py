@@ -36,6 +36,7 @@ from symnet import (
     Ref,
     ReLU,
     Sigmoid,
+    Sum,
     Tanh,
     Weight,
     clear_caches,
@@ -43,6 +44,7 @@ from symnet import (
 )
 from symnet._src.engine.buckets import BUCKETS, bucket_length, padding_side
 from symnet._src.engine.graph import Graph
+from symnet._src.engine.plan import time_reach
 
 D, C = 3, 5
 x = Input("input", D)
@@ -79,6 +81,14 @@ def optional_reads() -> Network:
         ReLU(Append(x, IfDefined(Offset(x, 4)), Failover(Offset(x, 3), x)) @ weight("w1", 3 * D, C)),
     )
     return Network({"output": Append(h, IfDefined(Offset(h, -3)), IfDefined(Offset(h, 2))) @ weight("w2", 3 * C, 4)})
+
+
+def window() -> Network:
+    """A window of parallel optional reads (as attention's) over a BLSTM: its reach is the widest read, 6
+    frames, past a recurrence (1 frame each way, through h and c: 2), not the sum of them all (46)."""
+    h = Append(lstm("fw", x, D, -1), lstm("bw", x, D, +1))
+    reads = [IfDefined(Offset(h, o)) for o in range(-6, 7) if o]
+    return Network({"output": Append(h, Sum(*reads)) @ weight("out", 4 * C, 4)})
 
 
 def tdnn() -> Network:
@@ -144,11 +154,11 @@ def padded_request(net: Network, seqs: list[np.ndarray], frames: int) -> tuple[C
     return request, {"input": block.reshape(-1, D)}, [len(s) + right for s in seqs]
 
 
-NETWORKS = {"blstm": blstm, "optional reads": optional_reads, "tdnn": tdnn}
+NETWORKS = {"blstm": blstm, "optional reads": optional_reads, "tdnn": tdnn, "window": window}
 
 
 @pytest.mark.parametrize(
-    ("make", "side"), [(blstm, "ends"), (optional_reads, "ends"), (tdnn, "end")], ids=list(NETWORKS)
+    ("make", "side"), [(blstm, "ends"), (optional_reads, "ends"), (tdnn, "end"), (window, "ends")], ids=list(NETWORKS)
 )
 def test_padding_side(make: Callable[[], Network], side: str) -> None:
     assert padding_side(Graph(dict(make().structure.outputs)), with_ends=True) == side
@@ -231,7 +241,12 @@ def test_at_most_eight_compilations_for_any_lengths(make: Callable[[], Network])
         np.testing.assert_allclose(first[i], alone(net, seqs[i]), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("make", [blstm, optional_reads], ids=["blstm", "optional reads"])
+def test_the_reach_of_parallel_reads_is_the_widest() -> None:
+    assert time_reach(Graph(dict(window().structure.outputs))) == 2 + 6
+    assert time_reach(Graph(dict(blstm().structure.outputs))) == 1 + 2 + 2  # splice, LSTM, output splice
+
+
+@pytest.mark.parametrize("make", [blstm, optional_reads, window], ids=["blstm", "optional reads", "window"])
 def test_masks_of_far_ends_equal_planned_ones(make: Callable[[], Network]) -> None:
     net = make()
     request, _, _ = padded_request(net, sequences([1]), 90)

@@ -22,6 +22,7 @@ time does not grow with N, and each node's matrix is `[rows, N, dim]`.
 from __future__ import annotations
 
 import heapq
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -383,12 +384,35 @@ class Planner:
 def time_reach(graph: Graph) -> int:
     """An upper bound on how many frames any derivation in the graph moves away from its frame.
 
-    The sum over the graph's time-moving descriptors of how far each moves
-    (an Offset its |t offset|, a Round its modulus, an IndexedLayer its reach):
-    no path through the graph crosses one of them twice without a cycle, so no
-    acyclic derivation reaches further. It bounds contexts and planning windows.
+    A path through the graph that crosses no node twice (an acyclic derivation)
+    passes its strongly connected groups in order, each at most once, and
+    crosses each time-moving descriptor of a group (an Offset |t offset|, a
+    Round its modulus, an IndexedLayer its reach) at most once: so no acyclic
+    derivation reaches further than the heaviest chain of groups, each weighing
+    the sum of its descriptors' reaches. Parallel reads (the 21 Offsets of an
+    attention window of 10 frames each way) count once, as the furthest, not
+    as their sum. It bounds contexts and planning windows.
     """
-    return sum(layer.time_reach() for layer in graph.layers if isinstance(layer, Descriptor))
+    reach = _REACH.get(graph)
+    if reach is None:
+        reach = _REACH[graph] = _heaviest_chain(graph)
+    return reach
+
+
+_REACH: weakref.WeakKeyDictionary[Graph, int] = weakref.WeakKeyDictionary()
+
+
+def _heaviest_chain(graph: Graph) -> int:
+    """`time_reach`: the heaviest chain of strongly connected groups (operands' groups come first)."""
+    group_of: dict[int, int] = {}
+    heaviest: list[int] = []
+    for g, members in enumerate(strongly_connected(list(range(len(graph.layers))), graph.operands)):
+        group_of.update(dict.fromkeys(members, g))
+        layers = [graph.layers[m] for m in members]
+        weight = sum(layer.time_reach() for layer in layers if isinstance(layer, Descriptor))
+        below = [heaviest[group_of[op]] for m in members for op in graph.operands[m] if group_of[op] != g]
+        heaviest.append(weight + max(below, default=0))
+    return max(heaviest, default=0)
 
 
 def _topological_rank(graph: Graph) -> list[int]:
