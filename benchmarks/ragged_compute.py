@@ -14,8 +14,9 @@ of `--rounds` calls after one warm-up call (which compiles), in frames per secon
 Also printed: the programs each warm-up call compiled, and how far the chunked outputs are from the whole ones
 (a BLSTM that sees 20 frames of the future is another computation: this shows that both ran). Then a
 bidirectional GRU with multi-head attention over a window of 10 frames each way (`MultiHeadAttention`, a
-window of optional reads): the seconds of its first call (planning, the masks of each sequence end, compiling)
-and of a later one.
+window of optional reads): its reach in frames (`time_reach`, beside the sum of every time-moving read, the
+bound before 2026-12-03), and the seconds of its first call (planning, the masks of each sequence end,
+compiling) and of a later one.
 
     python benchmarks/ragged_compute.py [--utterances 200] [--cells 128] [--rounds 3]
 """
@@ -32,7 +33,10 @@ import numpy as np
 
 import symnet
 from symnet import Input, LogSoftmax, Network, Node
+from symnet._src.core.descriptor import Descriptor
 from symnet._src.engine import buckets
+from symnet._src.engine.graph import Graph
+from symnet._src.engine.plan import time_reach
 from symnet.engine import record
 from symnet.layers import GRU, LSTM, Affine, Bidirectional, LayerNorm, MultiHeadAttention
 
@@ -104,6 +108,9 @@ def main() -> None:
     difference = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in zip(whole, chunked))
     print(f"largest difference between the chunked and whole outputs: {difference:.2f}")
     net = attention(args.cells)
+    graph = Graph(dict(net.structure.outputs))
+    summed = sum(layer.time_reach() for layer in graph.layers if isinstance(layer, Descriptor))
+    print(f"its reach (time_reach): {time_reach(graph)} frames; the sum of every time-moving read: {summed}")
     later, _, _, first = timed(lambda: net.compute(feats), args.rounds)
     print(f"bidirectional GRU + windowed attention: first call {first:.1f} s, later calls {later:.2f} s")
 

@@ -257,7 +257,7 @@ class Nnet3Computer:
         groups: dict[tuple, list[_Chunk]] = {}
         for chunk in chunks:
             groups.setdefault(chunk.shape, []).append(chunk)
-        if self.side is not None:  # a few chunk shapes, a fixed number of chunks per call
+        if self.side is not None:  # a few chunk shapes, each in calls of one size (`batches`)
             for group in groups.values():
                 for batch in batches(group, group[0].shape[0] * self.options.frame_subsampling_factor):
                     pieces.update(self._regular(batch, utterances))
