@@ -1,7 +1,7 @@
 """Run the benchmark workloads and print the tables quoted in docs/performance.md.
 
     python benchmarks/run_all.py                       # every row and compiler figure, full sizes
-    python benchmarks/run_all.py --only w3,gru         # some rows (w1 w2 w2-plain w3 gru blstm kaldi-lstm compiler)
+    python benchmarks/run_all.py --only w3,gru         # some rows (the keys of ROWS, and compiler)
     python benchmarks/run_all.py --quick               # smaller sizes, for a smoke test
 
 Every timing is a ratio against a reference measured in the same run: per
@@ -35,6 +35,9 @@ from workloads import w1, w2, w2_network, w3
 ROWS = {
     "w1": lambda quick: w1(num_sequences=64) if quick else w1(),
     "w2": lambda quick: w2(num_sequences=4, frames_out=50) if quick else w2(),
+    "w2-grad": lambda quick: (
+        w2(num_sequences=4, frames_out=50, through="jax.grad") if quick else w2(through="jax.grad")
+    ),
     "w2-plain": lambda quick: w2(num_sequences=4, frames_out=50, lowering="plain") if quick else w2(lowering="plain"),
     "w3": lambda quick: w3(num_sequences=8, frames=50) if quick else w3(),
     "gru": lambda quick: gru(num_sequences=8, frames=50) if quick else gru(),

@@ -68,13 +68,23 @@ def _cross_entropy_delta(logp: jax.Array, labels: jax.Array) -> tuple[jax.Array,
     return -(onehot * logp).sum() / count, -onehot / count
 
 
-def _make_steps(net: Network, computation, optimizer, inputs: dict, labels: jax.Array, reference_loss):
-    """Jitted symnet and reference train steps with donated parameters and optimiser state."""
+def _make_steps(
+    net: Network, computation, optimizer, inputs: dict, labels: jax.Array, reference_loss, through: str = "tape"
+):
+    """Jitted symnet and reference train steps with donated parameters and optimiser state. The symnet step's
+    gradient comes `through` the Tape (`Computation.forward` + `tape.backward`, what `fit` runs) or
+    `jax.value_and_grad` of a loss of a Computation call (what a JAX user writes)."""
+
+    def call_loss(params, inputs, labels):
+        return _cross_entropy_delta(computation(net.replace(params=params), inputs)["output"], labels)[0]
 
     def symnet_step(params, opt_state, inputs, labels):
-        tape = computation.forward(net.replace(params=params), inputs)["output"]
-        loss, delta = _cross_entropy_delta(tape.value, labels)
-        grads = tape.backward(delta)
+        if through == "tape":
+            tape = computation.forward(net.replace(params=params), inputs)["output"]
+            loss, delta = _cross_entropy_delta(tape.value, labels)
+            grads = tape.backward(delta)
+        else:
+            loss, grads = jax.value_and_grad(call_loss)(params, inputs, labels)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
@@ -149,9 +159,11 @@ def w2(
     outputs: int = 2000,
     seed: int = 0,
     lowering: str = "auto",
+    through: str = "tape",
 ) -> Workload:
     """The 7-layer TDNN, context (10, 10), `num_sequences` chunks of `frames_out` output frames; `lowering`
-    `plain` keeps its splices as slices and a concatenation (`auto`: dilated convolutions, engine/splice.py)."""
+    `plain` keeps its splices as slices and a concatenation (`auto`: dilated convolutions, engine/splice.py);
+    `through` `jax.grad` takes the gradient by `jax.value_and_grad` of a Computation call (`_make_steps`)."""
     net = w2_network(width, outputs, seed)
     frames_in = frames_out + 20
     request = ComputationRequest(
@@ -174,8 +186,9 @@ def w2(
         logp = jax.nn.log_softmax(h @ p["output.w"] + p["output.b"]).reshape(-1, outputs)
         return _cross_entropy_delta(logp, labels)[0]
 
-    s, r, hlo, xla = _make_steps(net, computation, optax.adam(1e-3), {"input": feats}, labels, reference_loss)
-    return Workload("W2 tdnn" + (f" ({lowering})" if lowering != "auto" else ""), s, r, hlo, xla, computation)
+    s, r, hlo, xla = _make_steps(net, computation, optax.adam(1e-3), {"input": feats}, labels, reference_loss, through)
+    label = "W2 tdnn" + (f" ({lowering})" if lowering != "auto" else "")
+    return Workload(label + (" (jax.value_and_grad)" if through != "tape" else ""), s, r, hlo, xla, computation)
 
 
 def _kaldi_normalize(h: jax.Array) -> jax.Array:
