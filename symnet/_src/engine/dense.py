@@ -21,6 +21,7 @@ from ..core.layer import NetworkLike
 from ..core.precision import Precision, get_precision
 from ..errors import PlanError, ShapeError
 from .buckets import batches, bucket_length, padding_side
+from .chunks import compute_chunks, padded_chunk
 from .context import context as context  # re-exported: `dense.context(network)` is part of this module's API
 from .context import modulus as graph_modulus
 from .context import output_name
@@ -384,48 +385,33 @@ def _compute_each_chunk(
     precision: Precision | None = None,
 ) -> None:
     """Every chunk of every sequence computed on its own from its frames plus `context` (left, right) frames,
-    edge frames repeated (nnet3-compute's way); fills `results[i]` `[frames, dim]`.
-
-    A chunk is a sequence of a request in chunk-relative time (its first output frame shifted to its start
-    modulo the network's modulus), so the chunks of every sequence that have one shape are the sequences of
-    a few calls (`batches`). A short last chunk is padded to the chunk size where padding changes no output
-    (`padding_side`, as `_compute_bucketed` pads a sequence), so that a few programs serve any lengths."""
+    edge frames repeated (nnet3-compute's way), many in one call (symnet._src.engine.chunks); fills
+    `results[i]` `[frames, dim]`."""
     left, right = context
     side = padding_side(graph, with_ends=True)
     modulus = graph_modulus(graph)
-    groups: dict[tuple[int, int], list[tuple[int, int, int]]] = {}  # (frames, phase): [(sequence, first, count)]
-    for i, length in enumerate(lengths):
-        for start in range(0, length, frames_per_chunk):
-            count = min(frames_per_chunk, length - start)
-            padded = count if side is None else min(frames_per_chunk, bucket_length(count))
-            if side == "start" and (padded - count) % modulus:
-                padded = count  # padding before the chunk would move it off its phase
-            first = start - (padded - count if side == "start" else 0)
-            groups.setdefault((padded, first % modulus), []).append((i, first, count))
-    pieces: dict[tuple[int, int], Any] = {}
-    for (padded, phase), members in groups.items():
-        in_t = (phase - left, phase + padded + right)
-        for batch in batches(members, padded):
-            blocks = {
-                k: Block(
-                    in_t,
-                    np.stack(
-                        [clamped(v[i], np.arange(first - left, first + padded + right)) for i, first, _ in batch],
-                        axis=1,
-                    ),
-                )
-                for k, v in seqs.items()
-            }
-            # Where the chunk is padded after its end, that end (its last frame of context) is the sequence's.
-            ends = Ends(tuple(in_t[1] - padded + count for _, _, count in batch)) if side == "ends" else None
-            out = run(
-                network, blocks, {name: (phase, phase + padded)}, ends=ends, lowering=lowering, precision=precision
-            )
-            for j, (i, first, count) in enumerate(batch):
-                skip = padded - count if side == "start" else 0
-                pieces[i, first + skip] = out[name][skip : skip + count, j]
-    for i, length in enumerate(lengths):
-        results[i] = concatenate([pieces[i, start] for start in range(0, length, frames_per_chunk)])
+    chunks = [
+        padded_chunk(
+            i,
+            start,
+            min(frames_per_chunk, length - start),
+            frames_per_chunk=frames_per_chunk,
+            left=left,
+            right=right,
+            side=side,
+            modulus=modulus,
+        )
+        for i, length in enumerate(lengths)
+        for start in range(0, length, frames_per_chunk)
+    ]
+    pieces = compute_chunks(
+        network, name, chunks, seqs, side=side, modulus=modulus, lowering=lowering, precision=precision
+    )
+    by_sequence: list[list[Any]] = [[] for _ in lengths]
+    for c, piece in zip(chunks, pieces, strict=True):  # in order: each sequence's chunks from its first frame
+        by_sequence[c.sequence].append(piece)
+    for i, parts in enumerate(by_sequence):
+        results[i] = concatenate(parts)
 
 
 def _compute_chunked(

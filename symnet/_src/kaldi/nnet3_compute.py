@@ -38,18 +38,18 @@ the extra context options then change no output and no work. Networks with an
 Otherwise chunks are independent computations, so `Nnet3Computer.compute_many` runs the
 chunks of many utterances together, each chunk its own sequence n of one
 request (as Kaldi's batched computer does; no descriptor or component lets
-one n see another). Where padding cannot change an output
-(`symnet._src.engine.buckets.padding_side`), a short last chunk is padded to the
-full chunk size or to a bucket length (`symnet._src.engine.buckets`) where that is
+one n see another): `symnet._src.engine.chunks`, which `compute(...,
+frames_per_chunk=..., carry_state=False)` runs too. Where padding cannot
+change an output (`symnet._src.engine.buckets.padding_side`), a short last
+chunk is padded to the full chunk size or to a bucket length where that is
 shorter, after its end (with that end given to the request where recurrences
 run both ways, a BLSTM, or an optional read lies outside a recurrence) or
 before its start (for networks whose recurrences all run backward), and the
 chunks of one shape go in calls of one size (`batches`), so that a job of any
 number of utterances compiles a few programs: one per chunk shape (first,
-middle, last chunk where their contexts differ).
-Otherwise chunks of one shape are one regular request, and a network without
-recurrences computes chunks of all shapes in one request. The numbers are
-those of one computation per chunk.
+middle, last chunk where their contexts differ). A network without
+recurrences whose chunks cannot be padded computes chunks of all shapes in
+one request instead. The numbers are those of one computation per chunk.
 """
 
 from __future__ import annotations
@@ -62,12 +62,13 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..engine.buckets import batches, bucket_length, padding_side
+from ..engine.buckets import padding_side
+from ..engine.chunks import Chunk, compute_chunks, padded_chunk
 from ..engine.context import modulus as graph_modulus
 from ..engine.graph import Graph
 from ..engine.inspect import recurrent_edges
 from ..engine.locality import chunking_dependence
-from ..engine.runner import Block, Ends, clamped, run, run_each
+from ..engine.runner import Block, clamped, run, run_each
 from ..errors import ShapeError, SymnetError
 from .scales import check_descriptor_scales
 
@@ -115,24 +116,6 @@ class ComputeOptions:
 def modulus(network: Any) -> int:
     """The network's shift-invariance modulus (Kaldi's Nnet::Modulus): lcm of Round moduli and Switch sizes."""
     return graph_modulus(Graph(dict(network.structure.outputs)))
-
-
-@attrs.frozen
-class _Chunk:
-    """One chunk of one utterance: `count` output frames from `first_out` (subsampled by f), with `left`
-    input frames before the first and `right` after the last."""
-
-    utterance: int
-    first_out: int
-    count: int
-    left: int
-    right: int
-    ivector: np.ndarray | None = attrs.field(eq=False)
-    padding: int = 0  # output frames computed only to fill the chunk shape: before or after (Nnet3Computer.side)
-
-    @property
-    def shape(self) -> tuple[int, int, int, bool]:
-        return self.count + self.padding, self.left, self.right, self.ivector is not None
 
 
 class Nnet3Computer:
@@ -244,7 +227,7 @@ class Nnet3Computer:
         online_ivector_period: int,
     ) -> list[np.ndarray]:
         """Each utterance's output from its chunks, each chunk computed on its own (nnet3-compute's way)."""
-        chunks: list[_Chunk] = []
+        chunks: list[Chunk] = []
         for i, feats in enumerate(utterances):
             chunks += self._chunks(
                 i,
@@ -253,27 +236,26 @@ class Nnet3Computer:
                 None if online_ivectors is None else online_ivectors[i],
                 online_ivector_period,
             )
-        pieces: dict[_Chunk, np.ndarray] = {}
-        groups: dict[tuple, list[_Chunk]] = {}
-        for chunk in chunks:
-            groups.setdefault(chunk.shape, []).append(chunk)
-        if self.side is not None:  # a few chunk shapes, each in calls of one size (`batches`)
-            for group in groups.values():
-                for batch in batches(group, group[0].shape[0] * self.options.frame_subsampling_factor):
-                    pieces.update(self._regular(batch, utterances))
-        elif self.recurrent or len(groups) == 1:  # a recurrence needs a regular request: one per chunk shape
-            for group in groups.values():
-                pieces.update(self._regular(group, utterances))
-        else:
-            pieces.update(self._irregular(chunks, utterances))
+        if self.side is None and not self.recurrent and len({(c.frames, c.left, c.right) for c in chunks}) > 1:
+            pieces = self._irregular(chunks, utterances)  # no recurrence: chunks of every shape in one request
+        else:  # a few chunk shapes, each in calls of one size
+            pieces = compute_chunks(
+                self.network,
+                "output",
+                chunks,
+                {"input": utterances},
+                side=self.side,
+                modulus=self.modulus,
+                subsampling=self.options.frame_subsampling_factor,
+            )
         by_utterance: list[list[np.ndarray]] = [[] for _ in utterances]
-        for chunk in chunks:  # in order: each utterance's chunks from its first frame
-            by_utterance[chunk.utterance].append(pieces[chunk])
+        for chunk, piece in zip(chunks, pieces, strict=True):  # in order: each utterance's chunks from its first frame
+            by_utterance[chunk.sequence].append(np.asarray(piece))
         return [np.concatenate(parts, axis=0) for parts in by_utterance]
 
     def _chunks(
         self, utterance: int, num_frames: int, ivector: np.ndarray | None, online: np.ndarray | None, period: int
-    ) -> list[_Chunk]:
+    ) -> list[Chunk]:
         options, f = self.options, self.options.frame_subsampling_factor
         num_subsampled = -(-num_frames // f)
         per_chunk = self.frames_per_chunk // f
@@ -287,53 +269,35 @@ class Nnet3Computer:
             if start + count == num_subsampled and options.extra_right_context_final >= 0:
                 extra_right = options.extra_right_context_final
             row = _ivector(ivector, online, period, first_out, (count - 1) * f)
-            padding = min(per_chunk, bucket_length(count)) - count
-            if self.side == "start" and padding * f % self.modulus:
-                padding = 0
-            left, right = self.left + extra_left, self.right + extra_right
-            out.append(_Chunk(utterance, first_out, count, left, right, row, 0 if self.side is None else padding))
+            chunk = padded_chunk(
+                utterance,
+                first_out,
+                count,
+                frames_per_chunk=per_chunk,
+                left=self.left + extra_left,
+                right=self.right + extra_right,
+                side=self.side,
+                modulus=self.modulus,
+                subsampling=f,
+                rows=None if row is None else {"ivector": row.astype(np.float32)},
+            )
+            out.append(chunk)
         return out
 
-    def _frames(self, chunk: _Chunk, feats: np.ndarray) -> np.ndarray:
-        f = self.options.frame_subsampling_factor
-        first_out = chunk.first_out - (chunk.padding * f if self.side == "start" else 0)
-        last_out = first_out + (chunk.shape[0] - 1) * f
-        return clamped(feats, np.arange(first_out - chunk.left, last_out + chunk.right + 1))
-
-    def _real(self, chunk: _Chunk, out: np.ndarray) -> np.ndarray:
-        """The chunk's own output frames of `out` (its padded shape's frames)."""
-        start = chunk.padding if self.side == "start" else 0
-        return out[start : start + chunk.count]
-
-    def _regular(self, group: list[_Chunk], utterances: list[np.ndarray]) -> dict[_Chunk, np.ndarray]:
-        """Chunks of one shape as the sequences of one regular request."""
-        f, first = self.options.frame_subsampling_factor, group[0]
-        count = first.shape[0]
-        span = (-first.left, (count - 1) * f + first.right + 1)
-        block = np.stack([self._frames(c, utterances[c.utterance]) for c in group], axis=1)  # [T', n, D]
-        inputs = {"input": Block(span, block)}
-        if first.ivector is not None:
-            rows: list[np.ndarray] = []
-            for c in group:
-                assert c.ivector is not None  # i-vectors are given for every utterance or for none
-                rows.append(c.ivector)
-            inputs["ivector"] = Block((0, 1), np.stack(rows).astype(np.float32)[None])
-        # A chunk padded after its end is given that end (the end of its context) where optional reads need it.
-        ends = Ends(tuple((c.count - 1) * f + c.right + 1 for c in group)) if self.side == "ends" else None
-        out = run(self.network, inputs, {"output": range(0, count * f, f)}, ends=ends)["output"]
-        return {c: self._real(c, out[:, j]) for j, c in enumerate(group)}
-
-    def _irregular(self, chunks: list[_Chunk], utterances: list[np.ndarray]) -> dict[_Chunk, np.ndarray]:
-        """Chunks of several shapes as the sequences of one request (for networks without recurrences)."""
+    def _irregular(self, chunks: list[Chunk], utterances: list[np.ndarray]) -> list[np.ndarray]:
+        """Chunks of several shapes (never padded) as the sequences of one request (networks without
+        recurrences)."""
         f = self.options.frame_subsampling_factor
         inputs: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {"input": []}
         for c in chunks:
             t = np.arange(-c.left, (c.count - 1) * f + c.right + 1)
-            inputs["input"].append((t, self._frames(c, utterances[c.utterance])))
-            if c.ivector is not None:  # i-vectors are given for every utterance or for none
-                inputs.setdefault("ivector", []).append((np.zeros(1, np.int64), c.ivector.astype(np.float32)[None]))
-        out = run_each(self.network, inputs, {"output": [np.arange(c.count) * f for c in chunks]})["output"]
-        return dict(zip(chunks, out, strict=True))
+            inputs["input"].append((t, clamped(utterances[c.sequence], c.first + t)))
+            if "ivector" in c.rows:  # i-vectors are given for every utterance or for none
+                inputs.setdefault("ivector", []).append((np.zeros(1, np.int64), c.rows["ivector"][None]))
+        out: list[np.ndarray] = run_each(self.network, inputs, {"output": [np.arange(c.count) * f for c in chunks]})[
+            "output"
+        ]
+        return out
 
 
 class ComputeJob:
