@@ -28,6 +28,7 @@ from symnet import (
 )
 from symnet._src.engine.streaming import chunk_runner
 from symnet.errors import ArgumentTypeError, StreamError
+from symnet.layers import LSTM, Bidirectional
 
 D = 3
 x = Input("input", D)
@@ -219,6 +220,17 @@ def test_backward_recurrence_is_a_plan_error_naming_the_node() -> None:
     net = Network({"output": Node("bw", Tanh(x @ Weight(Normal((D, 4), 0.5)) + IfDefined(Offset(Ref("bw"), 1))))})
     with pytest.raises(PlanError, match=r"backward recurrence \(bw.*carry_state=False"):
         Stream(net, frames_per_chunk=5)
+
+
+def test_a_long_backward_recurrence_is_named_in_one_short_line() -> None:
+    """A typed BLSTM's backward direction has six named nodes, all built on one line: the message names three
+    and where they were built, once."""
+    net = Network({"output": Bidirectional(LSTM, "blstm1", x, cell=4, projection=2) @ Weight(Normal((4, 3), 0.5))})
+    with pytest.raises(PlanError) as error:
+        net.compute(np.zeros((1, 12, D), np.float32), frames_per_chunk=5)
+    message = str(error.value)
+    assert "backward recurrence (blstm1.backward." in message and " and 3 more, built at " in message, message
+    assert message.count("built at") == 1, message
 
 
 @pytest.mark.parametrize(

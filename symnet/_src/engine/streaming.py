@@ -85,11 +85,9 @@ def recurrent_states(network: NetworkLike, output: str | None = None) -> dict[st
         if not isinstance(step, RecurrentBlock):
             continue
         if step.reverse:
-            graph = computation.graph
-            named = [graph.describe(m) for m in step.order if isinstance(graph.layers[m], Node)]
-            nodes = ", ".join(named or [graph.describe(m) for m in step.order])
             raise PlanError(
-                f"cannot carry the state of a backward recurrence ({nodes}) from one chunk to the next: it reads "
+                f"cannot carry the state of a backward recurrence ({_members(computation.graph, step.order)}) "
+                "from one chunk to the next: it reads "
                 "later frames of itself. Compute without frames_per_chunk (one pass), or compute each chunk on its "
                 "own as nnet3-compute does (carry_state=False, with extra_right_context frames of lookahead)."
             )
@@ -402,3 +400,15 @@ class Stream:
         else:
             self._buffers = {k: np.concatenate([v, blocks[k]]) for k, v in self._buffers.items()}
         self._received += next(iter(counts.values()))
+
+
+def _members(graph: Graph, order: Sequence[int], shown: int = 3) -> str:
+    """A recurrence's members in a message: its first few Node names, how many more, and where they were built."""
+    nodes = [graph.layers[m] for m in order if isinstance(graph.layers[m], Node)]
+    if not nodes:
+        return ", ".join(graph.describe(m) for m in order[:shown]) + (
+            f" and {len(order) - shown} more" if len(order) > shown else ""
+        )
+    names = ", ".join(n.name for n in nodes[:shown]) + (f" and {len(nodes) - shown} more" if len(nodes) > shown else "")
+    places = sorted({n.where for n in nodes if n.where})
+    return names + (f", built at {', '.join(places)}" if places else "")
