@@ -404,7 +404,7 @@ class Stream:
 
 def _members(graph: Graph, order: Sequence[int], shown: int = 3) -> str:
     """A recurrence's members in a message: its first few Node names, how many more, and where they were built."""
-    nodes = [graph.layers[m] for m in order if isinstance(graph.layers[m], Node)]
+    nodes = [layer for layer in (graph.layers[m] for m in order) if isinstance(layer, Node)]
     if not nodes:
         return ", ".join(graph.describe(m) for m in order[:shown]) + (
             f" and {len(order) - shown} more" if len(order) > shown else ""
