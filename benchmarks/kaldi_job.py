@@ -14,8 +14,10 @@ system) and the ratio per CPU second, which the load of a shared machine
 changes least: found on PATH, or in `--kaldi-bin DIR`
 (`../shared/kaldi-bin.tar.xz`'s `kaldi-bin/bin`). OpenBLAS is told the core
 (`OPENBLAS_CORETYPE`: SkylakeX where the CPU has AVX-512, Haswell where it
-has AVX2), or Debian's build falls back to generic kernels on some CPUs and
-Kaldi runs about two times slower. The outputs of both on the first
+has AVX2, whatever the environment says: `--openblas-core` to choose), or
+Debian's build falls back to generic kernels on some CPUs and Kaldi runs
+about two times slower (and an inherited `OPENBLAS_CORETYPE=Haswell` on a
+CPU with AVX-512 made it 1.4 times slower on one machine). The outputs of both on the first
 utterances are compared (the largest difference is printed).
 
 Each process runs with a fresh, empty compile cache (`cold`: it compiles every
@@ -165,12 +167,17 @@ def openblas_core() -> str | None:
 
 
 def kaldi_run(
-    nnet3_compute: Path, model: Path, feats: Path, frames_per_chunk: int, out: str = "ark:/dev/null"
+    nnet3_compute: Path,
+    model: Path,
+    feats: Path,
+    frames_per_chunk: int,
+    core: str | None,
+    out: str = "ark:/dev/null",
 ) -> tuple[float, float]:
-    """Wall and CPU seconds of Kaldi's `nnet3-compute` on one thread (one core, one OpenBLAS thread)."""
+    """Wall and CPU seconds of Kaldi's `nnet3-compute` on one thread (one core, one OpenBLAS thread), OpenBLAS
+    told the `core` (None: the environment's OPENBLAS_CORETYPE, or OpenBLAS's own choice)."""
     env, prefix = environment(True, None)
-    core = openblas_core()
-    if core is not None and "OPENBLAS_CORETYPE" not in env:
+    if core is not None:
         env["OPENBLAS_CORETYPE"] = core
     command = [*prefix, str(nnet3_compute), f"--frames-per-chunk={frames_per_chunk}", str(model), f"ark:{feats}", out]
     return timed(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -187,7 +194,9 @@ def find_kaldi(folder: Path | None) -> Path | None:
     return Path(found) if found else None
 
 
-def largest_difference(nnet3_compute: Path, model: Path, feats: Path, folder: Path, frames_per_chunk: int) -> float:
+def largest_difference(
+    nnet3_compute: Path, model: Path, feats: Path, folder: Path, frames_per_chunk: int, core: str | None
+) -> float:
     """The largest absolute difference between symnet's and Kaldi's outputs on the first utterances."""
     subset = folder / "subset.ark"
     with kaldiio.WriteHelper(f"ark:{subset}") as writer:
@@ -197,7 +206,7 @@ def largest_difference(nnet3_compute: Path, model: Path, feats: Path, folder: Pa
             writer(key, value)
     ours, theirs = folder / "symnet-out.ark", folder / "kaldi-out.ark"
     run(model, subset, frames_per_chunk, True, None, out=f"ark:{ours}")
-    kaldi_run(nnet3_compute, model, subset, frames_per_chunk, out=f"ark:{theirs}")
+    kaldi_run(nnet3_compute, model, subset, frames_per_chunk, core, out=f"ark:{theirs}")
     a, b = dict(kaldiio.load_ark(str(ours))), dict(kaldiio.load_ark(str(theirs)))
     if set(a) != set(b):
         raise SystemExit(f"symnet wrote {sorted(a)}, Kaldi {sorted(b)}")
@@ -276,6 +285,11 @@ def main() -> None:
     )
     parser.add_argument("--phases", action="store_true", help="also time each phase in-process")
     parser.add_argument("--kaldi-bin", type=Path, default=None, help="folder of Kaldi's nnet3-compute (default: PATH)")
+    parser.add_argument(
+        "--openblas-core",
+        default=None,
+        help="OPENBLAS_CORETYPE for Kaldi (default: the best this CPU has, whatever the environment says)",
+    )
     parser.add_argument("--phase-child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     compileall.compile_dir(REPO / "symnet", quiet=1)  # as installing the package does: no run pays for it
@@ -300,13 +314,17 @@ def main() -> None:
         if nnet3_compute is None:
             print("Kaldi's nnet3-compute not found (PATH or --kaldi-bin): no Kaldi figures")
         else:
-            core = os.environ.get("OPENBLAS_CORETYPE") or openblas_core() or "OpenBLAS's choice"
+            core = args.openblas_core or openblas_core()
+            inherited = os.environ.get("OPENBLAS_CORETYPE")
+            if core is not None and inherited and inherited.upper() != core.upper():
+                print(f"OPENBLAS_CORETYPE={inherited} in the environment; Kaldi runs with {core} (--openblas-core)")
+            shown = core or inherited or "OpenBLAS's choice"
             for chunk in args.chunks:
-                wall, cpu = kaldi_run(nnet3_compute, model, feats, chunk)
+                wall, cpu = kaldi_run(nnet3_compute, model, feats, chunk, core)
                 kaldi_fps[chunk] = frames / wall, frames / cpu
-                difference = largest_difference(nnet3_compute, model, feats, folder, chunk)
+                difference = largest_difference(nnet3_compute, model, feats, folder, chunk, core)
                 print(
-                    f"Kaldi nnet3-compute, 1 thread, OPENBLAS_CORETYPE={core}, --frames-per-chunk={chunk}: "
+                    f"Kaldi nnet3-compute, 1 thread, OPENBLAS_CORETYPE={shown}, --frames-per-chunk={chunk}: "
                     f"{frames / wall:.0f} frames/s ({cpu:.2f} CPU s: {frames / cpu:.0f} frames per CPU second); "
                     f"outputs of the first {COMPARED} utterances differ from "
                     f"symnet's by at most {difference:.1e}",
