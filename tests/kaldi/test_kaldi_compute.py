@@ -112,6 +112,37 @@ def test_initial_and_final_extra_context():
     np.testing.assert_allclose(got[4:], ref[4:], atol=1e-5)
 
 
+@pytest.mark.parametrize("lag", [-1, 1], ids=["forward", "backward"])
+def test_subsampled_chunks_of_a_recurrence_are_each_chunk_alone(lag):
+    """With --frame-subsampling-factor=3 each chunk outputs every third frame from its first; the recurrence
+    runs over every input frame of the chunk, from its first or (backward) its last. A short last chunk is
+    padded after its end (forward) or before its start (backward), which changes none of its outputs."""
+    net = Network(nets.rnn(Input("input", D), D, H, lag=lag, names=("w", "u"), scale=0.7))
+    f, chunk, extra = 3, 12, 2
+    w, u = np.asarray(net.params["w"]), np.asarray(net.params["u"])
+
+    def reference(feats: np.ndarray) -> np.ndarray:
+        num, out = len(feats), []
+        outputs, per_chunk = -(-num // f), chunk // f
+        for start in range(0, outputs, per_chunk):
+            count = min(per_chunk, outputs - start)
+            first = start * f
+            frames = np.clip(np.arange(first - extra, first + (count - 1) * f + 1), 0, num - 1)
+            h, states = np.zeros(H), []
+            for frame in frames if lag < 0 else frames[::-1]:
+                h = np.tanh(feats[frame] @ w + h @ u)
+                states.append(h)
+            states = states if lag < 0 else states[::-1]
+            out.extend(states[extra + j * f] for j in range(count))
+        return np.array(out)
+
+    feats = [rng.standard_normal((n, D)).astype(np.float32) for n in (1, 5, 14, 40, 61)]
+    options = ComputeOptions(frames_per_chunk=chunk, extra_left_context=extra, frame_subsampling_factor=f)
+    got = Nnet3Computer(net, options).compute_many(feats)
+    for x, g in zip(feats, got, strict=True):
+        np.testing.assert_allclose(g, reference(x), atol=1e-5)
+
+
 def ivector_net():
     x, iv = Input("input", D), Input("ivector", 2)
     return Network(Append(x, ReplaceIndex(iv, "t", 0)) @ Weight(Normal((D + 2, 3), 1.0), name="w"))
