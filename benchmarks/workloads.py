@@ -73,7 +73,9 @@ def _make_steps(
 ):
     """Jitted symnet and reference train steps with donated parameters and optimiser state. The symnet step's
     gradient comes `through` the Tape (`Computation.forward` + `tape.backward`, what `fit` runs) or
-    `jax.value_and_grad` of a loss of a Computation call (what a JAX user writes)."""
+    `jax.value_and_grad` of a loss of a Computation call (`jax.grad`: what a JAX user writes)."""
+    if through not in ("tape", "jax.grad"):
+        raise ValueError(f"through must be 'tape' or 'jax.grad', got {through!r}")
 
     def call_loss(params, inputs, labels):
         return _cross_entropy_delta(computation(net.replace(params=params), inputs)["output"], labels)[0]

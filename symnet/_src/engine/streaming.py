@@ -405,10 +405,7 @@ class Stream:
 def _members(graph: Graph, order: Sequence[int], shown: int = 3) -> str:
     """A recurrence's members in a message: its first few Node names, how many more, and where they were built."""
     nodes = [layer for layer in (graph.layers[m] for m in order) if isinstance(layer, Node)]
-    if not nodes:
-        return ", ".join(graph.describe(m) for m in order[:shown]) + (
-            f" and {len(order) - shown} more" if len(order) > shown else ""
-        )
-    names = ", ".join(n.name for n in nodes[:shown]) + (f" and {len(nodes) - shown} more" if len(nodes) > shown else "")
+    names = [n.name for n in nodes] or [graph.describe(m) for m in order]
+    text = ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
     places = sorted({n.where for n in nodes if n.where})
-    return names + (f", built at {', '.join(places)}" if places else "")
+    return text + (f", built at {', '.join(places)}" if places else "")

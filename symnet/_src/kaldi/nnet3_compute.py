@@ -250,7 +250,7 @@ class Nnet3Computer:
             )
         by_utterance: list[list[np.ndarray]] = [[] for _ in utterances]
         for chunk, piece in zip(chunks, pieces, strict=True):  # in order: each utterance's chunks from its first frame
-            by_utterance[chunk.sequence].append(np.asarray(piece))
+            by_utterance[chunk.sequence].append(piece)
         return [np.concatenate(parts, axis=0) for parts in by_utterance]
 
     def _chunks(
