@@ -23,13 +23,17 @@ utterances are compared (the largest difference is printed).
 Each process runs with a fresh, empty compile cache (`cold`: it compiles every
 program and writes it) and then again with that cache (`warm`: a later run of
 the same job, every program read from disk; `symnet._src.engine.compile_cache`).
+`--rounds N` repeats Kaldi's run and symnet's runs N times, interleaved (Kaldi, then symnet, in each
+round), and ends with each ratio's median and range over the rounds: Kaldi's own speed moves by a tenth
+from one run to the next on a shared machine, so one round's ratio says little.
 `--phases` also runs the job in-process (same thread settings) and prints
 where the time goes: importing jax, importing the rest of symnet, reading the
 model, the first pass over the job (planning and compiling, or reading the
 compile cache, included) and a second pass (the compiled forward alone).
 
     python benchmarks/kaldi_job.py [--corpus ../shared/kaldi-oracle-dev.tar.xz | --config tdnn6x512.config]
-        [--utterances 20 --frames 500] [--chunks 50 3000] [--threads one] [--cache cold warm] [--phases]
+        [--utterances 20 --frames 500] [--chunks 50 3000] [--threads one] [--cache cold warm] [--rounds 3]
+        [--phases]
         [--kaldi-bin ../kaldi-bin/bin]
 """
 
@@ -283,6 +287,7 @@ def main() -> None:
     parser.add_argument(
         "--cache", nargs="+", choices=["off", "cold", "warm"], default=["cold", "warm"], help="compile cache runs"
     )
+    parser.add_argument("--rounds", type=int, default=1, help="Kaldi's and symnet's runs, interleaved, this often")
     parser.add_argument("--phases", action="store_true", help="also time each phase in-process")
     parser.add_argument("--kaldi-bin", type=Path, default=None, help="folder of Kaldi's nnet3-compute (default: PATH)")
     parser.add_argument(
@@ -310,48 +315,62 @@ def main() -> None:
         frames = write_features(feats, args.utterances, args.min_frames, args.max_frames)
         print(f"{args.utterances} utterances, {frames} frames, {args.min_frames}-{args.max_frames} frames each")
         nnet3_compute = find_kaldi(args.kaldi_bin)
-        kaldi_fps: dict[int, tuple[float, float]] = {}  # per chunk size: frames per wall and per CPU second
+        core = args.openblas_core or openblas_core()
         if nnet3_compute is None:
             print("Kaldi's nnet3-compute not found (PATH or --kaldi-bin): no Kaldi figures")
         else:
-            core = args.openblas_core or openblas_core()
             inherited = os.environ.get("OPENBLAS_CORETYPE")
             if core is not None and inherited and inherited.upper() != core.upper():
                 print(f"OPENBLAS_CORETYPE={inherited} in the environment; Kaldi runs with {core} (--openblas-core)")
             shown = core or inherited or "OpenBLAS's choice"
             for chunk in args.chunks:
-                wall, cpu = kaldi_run(nnet3_compute, model, feats, chunk, core)
-                kaldi_fps[chunk] = frames / wall, frames / cpu
                 difference = largest_difference(nnet3_compute, model, feats, folder, chunk, core)
                 print(
-                    f"Kaldi nnet3-compute, 1 thread, OPENBLAS_CORETYPE={shown}, --frames-per-chunk={chunk}: "
-                    f"{frames / wall:.0f} frames/s ({cpu:.2f} CPU s: {frames / cpu:.0f} frames per CPU second); "
-                    f"outputs of the first {COMPARED} utterances differ from "
-                    f"symnet's by at most {difference:.1e}",
+                    f"--frames-per-chunk={chunk}: the outputs of the first {COMPARED} utterances differ from "
+                    f"Kaldi's (OPENBLAS_CORETYPE={shown}) by at most {difference:.1e}",
                     flush=True,
                 )
         print(
-            "| threads | --frames-per-chunk | compile cache | wall (s) | symnet frames/s | "
-            "Kaldi frames/s (1 thread, this run) | symnet / Kaldi | CPU (s) | symnet / Kaldi per CPU second |"
+            "| round | threads | --frames-per-chunk | compile cache | wall (s) | symnet frames/s | "
+            "Kaldi frames/s (1 thread, this round) | symnet / Kaldi | CPU (s) | symnet / Kaldi per CPU second |"
         )
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         modes = {"one": [True], "all": [False], "both": [True, False]}[args.threads]
-        for one_thread in modes:
-            for chunk in args.chunks:
-                cache = folder / f"cache-{one_thread}-{chunk}"  # empty: the first run is cold
-                for state in args.cache:
-                    wall, cpu = run(model, feats, chunk, one_thread, None if state == "off" else cache)
-                    kaldi = kaldi_fps.get(chunk)
-                    ratio = f"{frames / wall / kaldi[0]:.2f}" if kaldi else "-"
-                    cpu_ratio = f"{frames / cpu / kaldi[1]:.2f}" if kaldi else "-"
-                    print(
-                        f"| {'1' if one_thread else 'all'} | {chunk} | {state} | {wall:.2f} | {frames / wall:.0f} | "
-                        f"{f'{kaldi[0]:.0f}' if kaldi else '-'} | {ratio} | {cpu:.2f} | {cpu_ratio} |",
-                        flush=True,
-                    )
-                if args.phases:
-                    warm = set(args.cache) != {"off"}  # after a cold run: the warm cache
-                    run_phases(model, feats, chunk, one_thread, cache if warm else None)
+        ratios: dict[tuple[bool, int, str], list[tuple[float, float]]] = {}
+        for round_ in range(1, args.rounds + 1):
+            kaldi_fps: dict[int, tuple[float, float]] = {}  # per chunk size: frames per wall and per CPU second
+            for chunk in args.chunks if nnet3_compute is not None else []:
+                wall, cpu = kaldi_run(nnet3_compute, model, feats, chunk, core)
+                kaldi_fps[chunk] = frames / wall, frames / cpu
+            for one_thread in modes:
+                for chunk in args.chunks:
+                    cache = folder / f"cache-{round_}-{one_thread}-{chunk}"  # empty: the first run is cold
+                    for state in args.cache:
+                        wall, cpu = run(model, feats, chunk, one_thread, None if state == "off" else cache)
+                        kaldi = kaldi_fps.get(chunk)
+                        if kaldi:
+                            ratios.setdefault((one_thread, chunk, state), []).append(
+                                (frames / wall / kaldi[0], frames / cpu / kaldi[1])
+                            )
+                        print(
+                            f"| {round_} | {'1' if one_thread else 'all'} | {chunk} | {state} | {wall:.2f} | "
+                            f"{frames / wall:.0f} | {f'{kaldi[0]:.0f}' if kaldi else '-'} | "
+                            f"{f'{frames / wall / kaldi[0]:.2f}' if kaldi else '-'} | {cpu:.2f} | "
+                            f"{f'{frames / cpu / kaldi[1]:.2f}' if kaldi else '-'} |",
+                            flush=True,
+                        )
+                    if args.phases and round_ == args.rounds:
+                        warm = set(args.cache) != {"off"}  # after a cold run: the warm cache
+                        run_phases(model, feats, chunk, one_thread, cache if warm else None)
+        if args.rounds > 1 and ratios:
+            print(f"\nsymnet / Kaldi over {args.rounds} rounds: median (range), wall clock and per CPU second")
+            for (one_thread, chunk, state), pairs in ratios.items():
+                walls, cpus = sorted(p[0] for p in pairs), sorted(p[1] for p in pairs)
+                print(
+                    f"- {'1 thread' if one_thread else 'all threads'}, --frames-per-chunk={chunk}, {state} cache: "
+                    f"{float(np.median(walls)):.2f} ({walls[0]:.2f}-{walls[-1]:.2f}); per CPU second "
+                    f"{float(np.median(cpus)):.2f} ({cpus[0]:.2f}-{cpus[-1]:.2f})"
+                )
 
 
 if __name__ == "__main__":
