@@ -4,7 +4,7 @@ The fixtures are in tests/data/xconfig-kaldi/: `cases/NAME.xconfig`, small
 xconfigs written for this test (at least one per layer type of Kaldi's
 parser.py `config_to_layer`, and variations of the options of each family and
 of the descriptor grammar), `cases/recipe-*.xconfig`, the network.xconfig of
-41 of Kaldi's recipe scripts as they write it (`RECIPES`; each names its
+64 of Kaldi's recipe scripts as they write it (`RECIPES`; each names its
 script, Kaldi commit and stand-ins on its first line), and `NAME.expected` in `expected.tar.xz`, what
 Kaldi's xconfig library (steps/libs/nnet3/xconfig at Kaldi commit f4007661)
 gives for them: xconfig.expanded.1 and .2, init/ref/final.config as
