@@ -22,6 +22,9 @@ xconfig, symnet must refuse it with a ConfigError. The exceptions are listed
 below, each with its reason: where Kaldi's scripts fail (`KALDI_FAILS`), where
 they write what nnet3 cannot read (`KALDI_WRITES_INVALID`, `SYMNET_ADDS`), and
 where Python 3 turns their integers into floats (`PYTHON3_DIVISION`).
+
+With Kaldi's binaries at hand, `tests/data/xconfig-kaldi/compare_with_kaldi.py --kaldi-bin DIR` also computes
+each recipe's network (random parameters) with Kaldi's nnet3-compute and `symnet compute` and compares the outputs.
 """
 
 from __future__ import annotations
