@@ -31,6 +31,7 @@ refused it (`NAME.refused`).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import os
 import re
@@ -82,9 +83,14 @@ def _environment(core: str | None) -> dict[str, str]:
     return env
 
 
-def _best_core() -> str | None:
-    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    return "SKYLAKEX" if " avx512f" in flags else "HASWELL" if " avx2" in flags else None
+def _openblas_core() -> str | None:
+    """The OPENBLAS_CORETYPE benchmarks/kaldi_job.py gives Kaldi on this CPU (its `openblas_core`)."""
+    spec = importlib.util.spec_from_file_location("kaldi_job", HERE.parents[2] / "benchmarks" / "kaldi_job.py")
+    assert spec is not None and spec.loader is not None
+    kaldi_job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kaldi_job)
+    core: str | None = kaldi_job.openblas_core()
+    return core
 
 
 def prepare(case: Path, folder: Path) -> tuple[Path, list[np.ndarray], list[np.ndarray] | None]:
@@ -125,17 +131,17 @@ def projection(dim: int) -> np.ndarray:
     return np.random.default_rng(2).standard_normal((dim, PROJECTIONS)) / np.sqrt(dim)
 
 
-def compute(program: list[str], folder: Path, options: list[str], core: str | None) -> dict[str, np.ndarray] | str:
-    """`program` (Kaldi's nnet3-compute, or `symnet compute`) on the prepared folder: the outputs by utterance,
-    or what failed."""
-    out = folder / f"{Path(program[0]).name}-{len(program)}.ark"
+def compute(who: str, program: list[str], folder: Path, core: str | None) -> dict[str, np.ndarray] | str:
+    """`program` (Kaldi's nnet3-compute, or `symnet compute`) on the prepared folder with nnet3-compute's default
+    options: the outputs by utterance, or what failed."""
+    out = folder / f"{who}.ark"
     extra = [f"--ivectors=ark:{folder / 'ivectors.ark'}"] if (folder / "ivectors.ark").exists() else []
-    command = [*program, *options, *extra, str(folder / "model.raw"), f"ark:{folder / 'feats.ark'}", f"ark:{out}"]
+    command = [*program, *extra, str(folder / "model.raw"), f"ark:{folder / 'feats.ark'}", f"ark:{out}"]
     result = subprocess.run(command, cwd=folder, env=_environment(core), capture_output=True, text=True)
     if result.returncode:
         lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("LOG")]
         errors = [line for line in lines if line.startswith("ERROR")] or lines or ["?"]  # Kaldi's, else the last
-        return f"{' '.join(program[-1:])} failed: {errors[-1][:300]}"
+        return f"{who} failed: {errors[-1][:300]}"
     return {key: np.asarray(value) for key, value in kaldiio.load_ark(str(out))}
 
 
@@ -149,15 +155,15 @@ def main() -> None:
     cases = [Path(c) if c.endswith(".xconfig") else HERE / "cases" / f"{c}.xconfig" for c in args.cases] or sorted(
         (HERE / "cases").glob("recipe-*.xconfig")
     )
-    core, bad, fixtures = _best_core(), 0, {}
+    core, bad, fixtures = _openblas_core(), 0, {}
     symnet = [str(Path(sys.executable).with_name("symnet")), "compute"]
     for case in cases:
         with tempfile.TemporaryDirectory(prefix="compare-") as scratch:
             folder = Path(scratch)
             try:
                 prepare(case.resolve(), folder)
-                kaldi = compute([str(args.kaldi_bin / "nnet3-compute")], folder, [], core)
-                ours = compute(symnet, folder, [], core)
+                kaldi = compute("kaldi", [str(args.kaldi_bin / "nnet3-compute")], folder, core)
+                ours = compute("symnet", symnet, folder, core)
             except Exception as e:  # reported per case, as a failed computation is
                 kaldi = ours = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
         if isinstance(kaldi, str) and isinstance(ours, str):  # an x-vector network: nnet3-xvector-compute's
