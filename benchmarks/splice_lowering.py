@@ -1,22 +1,26 @@
-"""How to lower W2's spliced affines (issue 29, item 8): three hand-written JAX training steps of the same TDNN.
+"""How to lower W2's spliced affines (issue 29, item 8): hand-written JAX training steps of one TDNN, one per lowering.
 
 W2 (BENCHMARKS.md) is six layers of `ReLU(Append(Offset(h, o) for o in offsets) @ W + b)` and Kaldi's
 normalisation, then an affine output and log-softmax, over 64 chunks of 150 frames. Its products are fixed;
 what can change is how a splice meets its matrix:
 
 - `concat`: slices of `[T, N, D]` concatenated to `[T', N, k D]`, one product (the reference of run_all.py,
-  and what symnet's engine lowers a regular request to today);
+  and what symnet's engine runs under `lowering="plain"`);
 - `per-offset`: no concatenation: `sum_j h[o_j + lo : o_j + lo + T'] @ W_j`, k products of `D` columns;
 - `conv`: `lax.conv_general_dilated` over time, the offsets as a dilated kernel (they are evenly spaced in W2);
 - `conv-tnc`: the same convolution on `[T, N, D]` as it is (no transposes), what symnet's engine ran
   before 2026-12-03;
 - `conv-tnc-materialized`: `conv-tnc` with its input through `materialized` (a buffer of its own on CPU, so
   that XLA transposes that buffer instead of recomputing the ReLU and normalisation inside each transposed
-  copy), what symnet's engine runs (symnet/_src/engine/splice.py, materialize.py).
+  copy), what symnet's engine runs (symnet/_src/engine/splice.py, materialize.py);
+- `conv-ntd`: the activations kept `[N, T, D]` from the input to the last spliced product (one transpose at
+  each end), so that XLA's CPU convolution, which reads `[N, T, D]`, reads each source as it is; the layout a
+  third value layout in the engine would give.
 
-Each step is `jax.jit(jax.value_and_grad)` of the cross-entropy, parameters and inputs identical; rounds are
-interleaved and each figure is a median step over the same round's `concat` step, in wall-clock and in process
-CPU time (which other jobs on a shared machine move less). The machine's matmul rate (a 2048 x 2048 product)
+Each step is `jax.jit(jax.value_and_grad)` of the cross-entropy, parameters and inputs identical; within a
+round the lowerings take one step each in turn (the order reversed every other step), and each figure is a
+round's median step over the same round's median `concat` step, in wall-clock and in process CPU time (which
+other jobs on a shared machine move less). The machine's matmul rate (a 2048 x 2048 product)
 and each step's FLOPs (XLA's count) give the fraction of the rate each step reaches. `--sequences` and
 `--frames` (output frames) change the size (W2: 64 and 150).
 
@@ -92,11 +96,30 @@ def conv_tnc_materialized(h: jax.Array, w: jax.Array, offsets: tuple[int, ...]) 
     return conv_tnc(materialized(h, w) if len(offsets) > 1 else h, w, offsets)
 
 
-def loss_of(splice: Callable) -> Callable:
+def conv_ntd(h: jax.Array, w: jax.Array, offsets: tuple[int, ...]) -> jax.Array:
+    """The convolution of a source kept `[N, T, D]` (`loss_of(..., sequence_major=True)`), through
+    `materialized` as in `conv-tnc-materialized`."""
+    if len(offsets) == 1:
+        return h @ w
+    step = offsets[1] - offsets[0]
+    kernel = w.reshape(len(offsets), h.shape[-1], -1)  # [k, D, out]
+    spec = ("NWC", "WIO", "NWC")
+    return jax.lax.conv_general_dilated(
+        materialized(h, w), kernel, (1,), "VALID", rhs_dilation=(step,), dimension_numbers=spec
+    )
+
+
+def loss_of(splice: Callable, sequence_major: bool = False) -> Callable:
+    """W2's mean cross-entropy with each spliced product made by `splice(h, w, offsets)`, on `[T, N, D]`
+    activations, or on `[N, T, D]` up to the last spliced product where `sequence_major`."""
+    last = max(i for i, offsets in enumerate(W2_SPLICES, start=1) if len(offsets) > 1)
+
     def loss(p: dict[str, jax.Array], x: jax.Array, labels: jax.Array) -> jax.Array:
-        h = x
+        h = jnp.transpose(x, (1, 0, 2)) if sequence_major else x
         for i, offsets in enumerate(W2_SPLICES, start=1):
             h = _kaldi_normalize(jax.nn.relu(splice(h, p[f"w{i}"], offsets) + p[f"b{i}"]))
+            if sequence_major and i == last:
+                h = jnp.transpose(h, (1, 0, 2))
         logp = jax.nn.log_softmax(h @ p["out.w"] + p["out.b"]).reshape(-1, OUTPUTS)
         return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
 
@@ -134,8 +157,9 @@ def main() -> None:
         ("conv", conv),
         ("conv-tnc", conv_tnc),
         ("conv-tnc-materialized", conv_tnc_materialized),
+        ("conv-ntd", conv_ntd),
     )
-    steps = {name: jax.jit(jax.value_and_grad(loss_of(f))) for name, f in lowerings}
+    steps = {name: jax.jit(jax.value_and_grad(loss_of(f, name == "conv-ntd"))) for name, f in lowerings}
     reference = steps["concat"](p, x, labels)
     flops = {}
     for name, step in steps.items():
@@ -149,15 +173,18 @@ def main() -> None:
     print(f"jax {jax.__version__}; the machine's 2048x2048 matmul: {rate / 1e9:.0f} GFLOP/s")
     seconds: dict[str, list[float]] = {name: [] for name in steps}
     cpu: dict[str, list[float]] = {name: [] for name in steps}
+    names = list(steps)
     for _ in range(args.rounds):
-        for name, step in steps.items():
-            times, cpu_times = [], []
-            for _ in range(args.steps):
+        times: dict[str, list[float]] = {name: [] for name in steps}
+        cpu_times: dict[str, list[float]] = {name: [] for name in steps}
+        for i in range(args.steps):  # one step of each lowering in turn, the order reversed every other step
+            for name in names if i % 2 == 0 else names[::-1]:
                 start = time.process_time()
-                times.append(_timed(lambda step=step: jax.block_until_ready(step(p, x, labels))))
-                cpu_times.append(time.process_time() - start)
-            seconds[name].append(float(np.median(times)))
-            cpu[name].append(float(np.median(cpu_times)))
+                times[name].append(_timed(lambda step=steps[name]: jax.block_until_ready(step(p, x, labels))))
+                cpu_times[name].append(time.process_time() - start)
+        for name in steps:
+            seconds[name].append(float(np.median(times[name])))
+            cpu[name].append(float(np.median(cpu_times[name])))
     print(f"{args.sequences} sequences of {args.frames} output frames")
     print(
         "| lowering | median step (ms) per round | / concat per round | CPU time / concat per round "
