@@ -21,9 +21,10 @@ test: $(STAMP)  ## the suite a newcomer runs: everything but the campaigns marke
 	$(PY) -m pytest -n 2 -m "not slow"
 
 # The whole suite: the campaigns too (fuzzing, kill -9, full disks, notebooks, the docs site and the
-# pages' examples, the demo), on XLA's optimised code (XLA_FLAGS set, so tests/conftest.py keeps it).
+# pages' examples, the demo, the multi-process mesh runs), on XLA's optimised code (XLA_FLAGS set, so
+# tests/conftest.py keeps it), with twice make test's examples per engine property test.
 test-all: $(STAMP)
-	XLA_FLAGS= $(PY) -m pytest -n 2
+	XLA_FLAGS= SYMNET_PROPERTY_EXAMPLES=20 $(PY) -m pytest -n 2
 
 # Lint, format, types and the import contract; every check runs, and the target fails if any failed.
 check: $(STAMP)

@@ -221,6 +221,7 @@ def assert_same_run(run: dict[str, Any], reference: dict[str, Any], rtol: float 
 NETWORKS = ("tdnn", "recurrent", "batchnorm", "bidirectional")
 
 
+@pytest.mark.slow  # a 4-device worker process: make test-all
 def test_mesh_runs_equal_the_one_device_runs() -> None:
     """One compare worker (a process with 4 devices, about 30 s) checks every mesh run: each network's run,
     its compiled step's collectives, several chunk widths, a resume, and the batch-size check."""
@@ -339,6 +340,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow  # two worker processes: make test-all
 def test_two_processes_train_as_one() -> None:
     """Two processes with 2 devices each, one mesh over the 4: both report the losses and parameters
     of one process with 4 devices."""
