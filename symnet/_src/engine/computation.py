@@ -43,6 +43,7 @@ from .dims import node_shapes, static_dim
 from .ends import EndMasks, SequenceEnds
 from .gradient import GRADIENTS, tape_differentiated
 from .graph import Graph, strongly_connected
+from .groups import SequenceGroups, group_count, part_request
 from .layout import as_flat_rows, as_frames, as_layout, moved
 from .memo import Cache
 from .plan import Planner
@@ -120,6 +121,7 @@ class Computation:
         lowering: str = "auto",
         gradient: str = "tape",
         precision: Precision | None = None,
+        groups: SequenceGroups | None = None,
     ):
         #: The network structure it was compiled for: what it may be called with.
         self.structure = structure
@@ -129,6 +131,7 @@ class Computation:
         self.lowering = lowering  # what was asked for; each RecurrentBlock holds what it got
         self.gradient = gradient  # how jax.grad of a call differentiates it (symnet._src.engine.gradient)
         self.precision = precision  # the dtypes of parameters, compute and outputs (symnet._src.core.precision)
+        self.groups = groups  # a call's sequences in groups run side by side (engine/groups.py), or None
         self.regular = planner.regular
         self.batch = planner.batch
         self.rows = {nid: Rows(k, planner.batch, planner.regular) for nid, k in enumerate(needed) if len(k)}
@@ -154,7 +157,7 @@ class Computation:
             for name, keys in planner.wanted.items()
         }
         if gradient == "tape":
-            computation = tape_differentiated(self._tapes, _contexts)
+            computation = tape_differentiated(self._tapes, _contexts, self._differentiated_tapes)
         else:
 
             def computation(*args: Any) -> dict[str, jax.Array]:  # one name for the program either way
@@ -305,11 +308,27 @@ class Computation:
         with _contexts(key, proportions):
             return {name: tape.value for name, tape in self._tapes(params, state, inputs, reads).items()}
 
+    def _differentiated_tapes(
+        self,
+        params: Mapping[str, jax.Array],
+        state: Mapping[str, jax.Array],
+        inputs: Mapping[str, jax.Array],
+        reads: tuple[jax.Array, ...] = (),
+        record: dict[str, tuple[Tape, Callable[[jax.Array], jax.Array]]] | None = None,
+    ) -> dict[str, Tape]:
+        """The output Tapes of a call that `jax.grad` differentiates: in groups of sequences where the Computation
+        has them (engine/groups.py), else `_tapes`."""
+        if self.groups is None:
+            return self._tapes(params, state, inputs, reads, record)
+        return self.groups.tapes(self._tapes, params, state, inputs, reads, record)
+
     def forward(self, network: NetworkLike, inputs: Mapping[str, Any], ends: Any = None) -> dict[str, Tape]:
         """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step.
 
         Inputs (and `ends`) are as for calling the Computation; batched inputs
         give `[T, N, D]` output Tapes, whose `backward` takes a `[T, N, D]` delta.
+        The Tape has one node per network node over all the request's rows, also
+        where a call runs its sequences in groups (`compile`'s `sequence_groups`).
         """
         network = self._check_network(network)
         return self._tapes(network.params, network.state, self._check_inputs(inputs), self._read_masks(ends))
@@ -599,6 +618,8 @@ class Computation:
         are listed under it."""
         policy = "None" if self.precision is None else str(self.precision)
         lines = [f"{self!r}, lowering={self.lowering!r}, gradient={self.gradient!r}, precision={policy}"]
+        if self.groups is not None:
+            lines.append("a call: " + self.groups.explain())
         for step in self.schedule:
             if not isinstance(step, (MergedScans, RecurrentBlock)) and step.nid in self.splices:
                 lines.append(self.splices[step.nid].explain(self.graph))
@@ -747,6 +768,7 @@ def compile(
     lowering: str = "auto",
     gradient: str = "tape",
     precision: str | Precision | None = None,
+    sequence_groups: int | None = None,
 ) -> Computation:
     """Plan `request` on `network` (eagerly) and return the Computation; cached.
 
@@ -774,19 +796,34 @@ def compile(
     dtype; gradients come back in each array's own dtype. None (the default):
     no casts, JAX's type promotion of the arrays given (docs/precision.md).
 
+    `sequence_groups` says in how many groups of sequences a call runs
+    (symnet._src.engine.groups): side by side in one program, the parameters'
+    gradients summed; the same numbers up to float rounding. None (the
+    default) chooses: 2 on CPU for a regular request whose groups have a large
+    enough product (W2's), else 1. A number asks for exactly that many, a
+    PlanError where the request cannot (batch-norm in training mode, natural
+    gradient, sequence ends, `lowering="plain"`, groups of unequal size).
+    `forward`'s Tape is always one group.
+
     The cache key is (network structure, request, lowering, gradient,
-    precision): parameters do not matter, so every training step with the same
-    request shape reuses one Computation.
+    precision, sequence_groups): parameters do not matter, so every training
+    step with the same request shape reuses one Computation.
     """
     check_lowering(lowering)
     if gradient not in GRADIENTS:
         raise PlanError(f"gradient={gradient!r}: use one of {', '.join(map(repr, GRADIENTS))}")
     policy = get_precision(precision)
-    key = (network.structure, request, lowering, gradient, policy)
+    key = (network.structure, request, lowering, gradient, policy, sequence_groups)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
     graph = Graph(dict(network.structure.outputs))
     planner = Planner(graph, request)
-    computation = Computation(network.structure, graph, request, planner, lowering, gradient, policy)
+    k = group_count(graph, planner, request, lowering, gradient, sequence_groups)
+    groups = None
+    if k > 1:
+        part = part_request(request, k)
+        one_group = Computation(network.structure, graph, part, Planner(graph, part), lowering, gradient, policy)
+        groups = SequenceGroups(one_group, k, request)
+    computation = Computation(network.structure, graph, request, planner, lowering, gradient, policy, groups)
     return _CACHE.put(key, computation)

@@ -55,13 +55,18 @@ class Forward(Protocol):
 
 
 def tape_differentiated(
-    forward: Forward, contexts: Callable[[jax.Array | None, Arrays | None], Any]
+    forward: Forward,
+    contexts: Callable[[jax.Array | None, Arrays | None], Any],
+    differentiated: Forward | None = None,
 ) -> Callable[..., dict[str, jax.Array]]:
     """`run(params, state, inputs, key, reads, proportions) -> outputs`, whose vjp is the Tape's backward walk.
 
     `forward` builds the output Tapes (and, given `record`, records each input's Tape and the transpose of
-    the row movement from the input array to it); `contexts(key, proportions)` is the context the forward
-    and its backward run in (the dropout key and proportions)."""
+    the row movement from the input array to it); `differentiated` (default `forward`) builds them where the
+    call is differentiated (a lowering that pays in a training step only: engine/groups.py);
+    `contexts(key, proportions)` is the context the forward and its backward run in (the dropout key and
+    proportions)."""
+    differentiated = differentiated or forward
 
     def values(tapes: Mapping[str, Tape]) -> dict[str, jax.Array]:
         return {name: tape.value for name, tape in tapes.items()}
@@ -88,7 +93,7 @@ def tape_differentiated(
     ) -> tuple[dict[str, jax.Array], tuple[Any, ...]]:
         record: dict[str, tuple[Tape, Callable[[jax.Array], jax.Array]]] = {}
         with contexts(key, proportions):
-            tapes = forward(params, state, inputs, reads, record)
+            tapes = differentiated(params, state, inputs, reads, record)
             outputs = values(tapes)
 
             def pull(cotangents: Arrays) -> tuple[dict[str, jax.Array], dict[str, jax.Array], dict[str, jax.Array]]:
