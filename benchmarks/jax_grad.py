@@ -92,24 +92,29 @@ def steps(net: Network, reference: Callable) -> dict[str, Callable[[], jax.Array
         "jax.grad": jax.value_and_grad(call_loss(by_tape)),
         "jax autodiff": jax.value_and_grad(call_loss(by_jax)),
     }
-    out = {}
-    for name, value_and_grad in value_and_grads.items():
+    return {name: training_thunk(v, net.params, optimizer, x) for name, v in value_and_grads.items()}
 
-        def step(p: dict, s: optax.OptState, x: jax.Array, value_and_grad: Callable = value_and_grad) -> tuple:
-            loss, grads = value_and_grad(p, x)
-            updates, s = optimizer.update(grads, s, p)
-            return optax.apply_updates(p, updates), s, loss
 
-        jitted = jax.jit(step, donate_argnums=(0, 1))
-        params = jax.tree.map(jnp.array, net.params)
-        state = [params, optimizer.init(params)]
+def training_thunk(
+    value_and_grad: Callable, params: dict, optimizer: optax.GradientTransformation, x: jax.Array
+) -> Callable[[], jax.Array]:
+    """A jitted training step (`value_and_grad(params, x)`, then `optimizer`) on its own copy of `params`, with
+    donated parameters and optimiser state: a thunk that runs one step and returns the loss (blocking)."""
 
-        def run(jitted: Callable = jitted, state: list = state) -> jax.Array:
-            state[0], state[1], loss = jitted(state[0], state[1], x)
-            return jax.block_until_ready(loss)
+    def step(p: dict, s: optax.OptState, x: jax.Array) -> tuple:
+        loss, grads = value_and_grad(p, x)
+        updates, s = optimizer.update(grads, s, p)
+        return optax.apply_updates(p, updates), s, loss
 
-        out[name] = run
-    return out
+    jitted = jax.jit(step, donate_argnums=(0, 1))
+    own = jax.tree.map(jnp.array, params)
+    state = [own, optimizer.init(own)]
+
+    def run() -> jax.Array:
+        state[0], state[1], loss = jitted(state[0], state[1], x)
+        return jax.block_until_ready(loss)
+
+    return run
 
 
 def check_gradients(net: Network, reference: Callable) -> float:

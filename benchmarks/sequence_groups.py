@@ -120,24 +120,10 @@ def steps(case: tuple, groups: list[int]) -> dict[str, Callable[[], jax.Array]]:
             return cross_entropy(computation(net.replace(params=p), {"input": x})["output"], labels)
 
         losses[f"groups={k}"] = loss
-    out = {}
-    for name, loss in losses.items():
-
-        def step(p: dict, s: optax.OptState, x: jax.Array, loss: Callable = loss) -> tuple:
-            value, grads = jax.value_and_grad(loss)(p, x)
-            updates, s = optimizer.update(grads, s, p)
-            return optax.apply_updates(p, updates), s, value
-
-        jitted = jax.jit(step, donate_argnums=(0, 1))
-        params = jax.tree.map(jnp.array, net.params)
-        state = [params, optimizer.init(params)]
-
-        def run(jitted: Callable = jitted, state: list = state) -> jax.Array:
-            state[0], state[1], value = jitted(state[0], state[1], x)
-            return jax.block_until_ready(value)
-
-        out[name] = run
-    return out
+    return {
+        name: jax_grad.training_thunk(jax.value_and_grad(loss), net.params, optimizer, x)
+        for name, loss in losses.items()
+    }
 
 
 def main() -> None:
