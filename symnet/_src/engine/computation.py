@@ -11,6 +11,7 @@ masks its optional reads per sequence with them.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -157,7 +158,9 @@ class Computation:
             for name, keys in planner.wanted.items()
         }
         if gradient == "tape":
-            computation = tape_differentiated(self._tapes, _contexts, self._differentiated_tapes)
+            # A differentiated call's forward runs in groups of sequences where it has them (engine/groups.py).
+            differentiated = self._tapes if groups is None else functools.partial(groups.tapes, self._tapes)
+            computation = tape_differentiated(self._tapes, _contexts, differentiated)
         else:
 
             def computation(*args: Any) -> dict[str, jax.Array]:  # one name for the program either way
@@ -307,20 +310,6 @@ class Computation:
         """The call's program as JAX differentiates it itself (`gradient="jax"`)."""
         with _contexts(key, proportions):
             return {name: tape.value for name, tape in self._tapes(params, state, inputs, reads).items()}
-
-    def _differentiated_tapes(
-        self,
-        params: Mapping[str, jax.Array],
-        state: Mapping[str, jax.Array],
-        inputs: Mapping[str, jax.Array],
-        reads: tuple[jax.Array, ...] = (),
-        record: dict[str, tuple[Tape, Callable[[jax.Array], jax.Array]]] | None = None,
-    ) -> dict[str, Tape]:
-        """The output Tapes of a call that `jax.grad` differentiates: in groups of sequences where the Computation
-        has them (engine/groups.py), else `_tapes`."""
-        if self.groups is None:
-            return self._tapes(params, state, inputs, reads, record)
-        return self.groups.tapes(self._tapes, params, state, inputs, reads, record)
 
     def forward(self, network: NetworkLike, inputs: Mapping[str, Any], ends: Any = None) -> dict[str, Tape]:
         """The output Tapes; wrap in `jax.jit` with `tape.backward` for a training step.
