@@ -608,7 +608,7 @@ class Computation:
         policy = "None" if self.precision is None else str(self.precision)
         lines = [f"{self!r}, lowering={self.lowering!r}, gradient={self.gradient!r}, precision={policy}"]
         if self.groups is not None:
-            lines.append("a call: " + self.groups.explain())
+            lines.append("a differentiated call: " + self.groups.explain())
         for step in self.schedule:
             if not isinstance(step, (MergedScans, RecurrentBlock)) and step.nid in self.splices:
                 lines.append(self.splices[step.nid].explain(self.graph))
@@ -785,14 +785,17 @@ def compile(
     dtype; gradients come back in each array's own dtype. None (the default):
     no casts, JAX's type promotion of the arrays given (docs/precision.md).
 
-    `sequence_groups` says in how many groups of sequences a call runs
+    `sequence_groups` says in how many groups of sequences a differentiated
+    call (`jax.grad`, `jax.vjp` of one) runs its forward
     (symnet._src.engine.groups): side by side in one program, the parameters'
     gradients summed; the same numbers up to float rounding. None (the
-    default) chooses: 2 on CPU for a regular request whose groups have a large
-    enough product (W2's), else 1. A number asks for exactly that many, a
-    PlanError where the request cannot (batch-norm in training mode, natural
-    gradient, sequence ends, `lowering="plain"`, groups of unequal size).
-    `forward`'s Tape is always one group.
+    default) chooses: 2 on CPU for a regular request of a network without
+    recurrences whose groups have a large enough product (W2's), else 1. A
+    number asks for exactly that many, a PlanError where the request cannot
+    (batch-norm in training mode, natural gradient, sequence ends, given
+    states, `lowering="plain"`, `gradient="jax"`, groups of unequal size). A
+    call that is not differentiated, a call inside `symnet.rng.randomness` and
+    `forward`'s Tape always run as one group.
 
     The cache key is (network structure, request, lowering, gradient,
     precision, sequence_groups): parameters do not matter, so every training

@@ -41,7 +41,7 @@ from ..core.index import IndexSet, decode, encode
 from ..core.layer import Weight
 from ..core.tape import Tape
 from ..errors import PlanError
-from .graph import Graph, strongly_connected
+from .graph import Graph
 from .layout import as_flat_rows, as_frames
 from .plan import Planner
 from .request import ComputationRequest
@@ -102,17 +102,11 @@ def group_count(
             raise PlanError(f"sequence_groups={asked}: the request cannot run in groups: {why}")
         return asked
     k = AUTOMATIC
-    if jax.default_backend() != "cpu" or planner.batch % k or recurrent(graph):
+    if jax.default_backend() != "cpu" or planner.batch % k or planner.cyclic:
         return 1
     if refusal(graph, planner, request, lowering, gradient) is not None:
         return 1
     return k if largest_product(graph, planner) * planner.batch // k >= MIN_WORK else 1
-
-
-def recurrent(graph: Graph) -> bool:
-    """Whether the graph has a recurrence (a node that reads itself at other frames)."""
-    indexed = [nid for nid in range(len(graph.layers)) if graph.indexed[nid]]
-    return any(len(g) > 1 or g[0] in graph.operands[g[0]] for g in strongly_connected(indexed, graph.operands))
 
 
 def largest_product(graph: Graph, planner: Planner) -> int:
@@ -154,7 +148,7 @@ class SequenceGroups:
         self.size = part.batch  # sequences per group
 
     def explain(self) -> str:
-        return f"sequences in {self.k} groups of {self.size}, run side by side (engine/groups.py)"
+        return f"sequences in {self.k} groups of {self.size}, run side by side where jax.grad differentiates it"
 
     def tapes(
         self,

@@ -100,7 +100,8 @@ class Planner:
         self._rank = _topological_rank(graph)
         indexed = [nid for nid in range(len(graph.layers)) if graph.indexed[nid]]
         self._groups = [sorted(g, key=lambda n: -self._rank[n]) for g in strongly_connected(indexed, graph.operands)]
-        self._cyclic = {n for g in self._groups if len(g) > 1 or g[0] in graph.operands[g[0]] for n in g}
+        #: The nodes on a recurrence (each in a strongly connected group, or reading itself).
+        self.cyclic = {n for g in self._groups if len(g) > 1 or g[0] in graph.operands[g[0]] for n in g}
         self._needed: list[np.ndarray] | None = None
 
     def requirements(self) -> list[np.ndarray]:
@@ -190,7 +191,7 @@ class Planner:
                     if not np.array_equal(values, self._values[m][mask]):
                         self._values[m][mask] = values
                         changed = True
-                if not changed or not any(m in self._cyclic for m in members):
+                if not changed or not any(m in self.cyclic for m in members):
                     break
 
     def _outside(self, keys: np.ndarray) -> np.ndarray:
