@@ -169,7 +169,7 @@ def main() -> None:
         print("| step | median ms (per round) | / reference (per round) | worst |")
         print("|---|---|---|---|")
         for kind in thunks:
-            ms = ", ".join(f"{1000 * s:.0f}" for s in seconds[kind])
+            ms = ", ".join(f"{1000 * s:.1f}" for s in seconds[kind])
             if kind == "reference":
                 print(f"| {kind} | {ms} | 1 | 1 |")
             else:

@@ -39,6 +39,7 @@ ROWS = {
         w2(num_sequences=4, frames_out=50, through="jax.grad") if quick else w2(through="jax.grad")
     ),
     "w2-plain": lambda quick: w2(num_sequences=4, frames_out=50, lowering="plain") if quick else w2(lowering="plain"),
+    "w2-fused": lambda quick: w2(num_sequences=4, frames_out=50, lowering="fused") if quick else w2(lowering="fused"),
     "w3": lambda quick: w3(num_sequences=8, frames=50) if quick else w3(),
     "gru": lambda quick: gru(num_sequences=8, frames=50) if quick else gru(),
     "blstm": lambda quick: blstm(num_sequences=8, frames=50) if quick else blstm(),

@@ -154,6 +154,18 @@ def test_the_lowering_knob() -> None:
     assert compile(net, req, "plain") is not compile(net, req)
 
 
+def test_auto_makes_convolutions_on_cpu_only(monkeypatch) -> None:
+    """`auto` follows the default backend at compile time (`splice.AUTO_BACKENDS`): on a GPU its splices stay
+    slices and a concatenation, with the same values; `fused` makes convolutions everywhere."""
+    net, req = tdnn(PATTERNS[0]), request(PATTERNS[0])
+    x = np.random.default_rng(1).normal(size=(len(req.inputs["input"]), D))
+    assert len(spliced_lines(compile(net, req))) == 2  # this suite runs on CPU
+    clear_caches()
+    monkeypatch.setattr(splice.jax, "default_backend", lambda: "gpu")
+    _not_lowered(net, req, x)
+    assert len(spliced_lines(compile(net, req, "fused"))) == 2
+
+
 def test_products_of_few_rows_stay_plain(monkeypatch) -> None:
     monkeypatch.setattr(splice, "MIN_ROWS", MIN_ROWS)
     net = tdnn(PATTERNS[0])

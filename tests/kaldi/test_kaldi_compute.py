@@ -366,3 +366,38 @@ def test_a_job_of_a_network_in_chunks_computes_batches_and_names_the_utterance_a
     online = ivector_net()
     with pytest.raises(SymnetError, match="utterance u: --online-ivectors needs --online-ivector-period > 0"):
         Nnet3Computer(online).job().add("u", feats[0], online_ivectors=np.zeros((3, 2), np.float32))
+
+
+def test_kaldi_computations_multiply_at_full_float32_unless_a_precision_was_chosen(monkeypatch):
+    """nnet3-compute's counterparts and exact evaluation run their programs at `jax.default_matmul_precision
+    ("highest")` (Kaldi's float32, not a GPU's TensorFloat-32: symnet._src.kaldi.float32); a precision the
+    user chose is kept. Seen where each path hands its request to the engine."""
+    import jax
+
+    from symnet._src.kaldi import exact as exact_module
+    from symnet._src.kaldi import nnet3_compute as compute_module
+
+    seen: list[object] = []
+
+    def spying(fn):
+        def spy(*args, **kwargs):
+            seen.append(jax.config.jax_default_matmul_precision)
+            return fn(*args, **kwargs)
+
+        return spy
+
+    for name in ("run", "run_each", "compute_chunks"):
+        monkeypatch.setattr(compute_module, name, spying(getattr(compute_module, name)))
+    monkeypatch.setattr(exact_module, "_compute", spying(exact_module._compute))
+    feats = rng.standard_normal((23, D)).astype(np.float32)
+    Nnet3Computer(doc_example()).compute_many([rng.standard_normal((23, 12)).astype(np.float32)])  # one stream
+    job = Nnet3Computer(rnn_net(), ComputeOptions(frames_per_chunk=4)).job()  # chunks: what `symnet compute` runs
+    job.add("a", feats)
+    job.finish()
+    exact_module.exact_outputs(rnn_net(), [feats])
+    assert len(seen) >= 3 and set(seen) == {"highest"}
+    assert jax.config.jax_default_matmul_precision is None  # as it was, after each call
+    seen.clear()
+    with jax.default_matmul_precision("tensorfloat32"):
+        Nnet3Computer(rnn_net(), ComputeOptions(frames_per_chunk=4)).compute_many([feats])
+    assert seen and set(seen) == {"tensorfloat32"}

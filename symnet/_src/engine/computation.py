@@ -53,7 +53,7 @@ from .request import ComputationRequest
 from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
 from .semantics import combine
-from .splice import SPLICE_LOWERINGS, Splice, find_splices, splice_value, spliced_rows
+from .splice import Splice, find_splices, splice_value, spliced_rows
 from .values_only import linearized
 
 __all__ = ["compile", "Computation", "IndexedRows", "leading_axes_safe", "Rows"]
@@ -220,8 +220,9 @@ class Computation:
         outputs: set[int],
     ) -> dict[int, Splice]:
         """The spliced products lowered as convolutions (engine/splice.py), by node id: in regular requests
-        without sequence ends, under a `lowering` in `SPLICE_LOWERINGS`, products of at least `MIN_ROWS` rows."""
-        if not self.regular or self.request.sequence_ends or self.lowering not in SPLICE_LOWERINGS:
+        without sequence ends, under `fused`, or `auto` on CPU (`splice.AUTO_BACKENDS`), products of at least
+        `MIN_ROWS` rows."""
+        if not self.regular or self.request.sequence_ends or not splice.convolutions(self.lowering):
             return {}
         single = {u.nid: maps[u.nid] for u in units if isinstance(u, _Step)}
         found = find_splices(self.graph.layers, self.graph.operands, single, users, outputs)
@@ -766,13 +767,13 @@ def compile(
     pass, the fast one) where every member has a `vjp` and as a plain
     `lax.scan` that JAX differentiates where one does not; `fused` every
     recurrence fused (a PlanError naming a member without a `vjp`); `plain`
-    every recurrence plain (the fused scan's reference). Under `auto` and
-    `fused`, a product of evenly spaced splices of one value
-    (`Append(Offset(h, o)...) @ W`, a TDNN layer; any layer whose `product()`
-    names its input and matrix, as Kaldi's affine components do) in a regular
-    request without sequence ends is one dilated convolution
-    (symnet._src.engine.splice); `plain`
-    keeps it slices, a concatenation and one product (its reference).
+    every recurrence plain (the fused scan's reference). Under `fused`, and
+    under `auto` where the default backend is the CPU, a product of evenly
+    spaced splices of one value (`Append(Offset(h, o)...) @ W`, a TDNN layer;
+    any layer whose `product()` names its input and matrix, as Kaldi's affine
+    components do) in a regular request without sequence ends is one dilated
+    convolution (symnet._src.engine.splice); `plain`, and `auto` on a GPU,
+    keep it slices, a concatenation and one product (its reference).
 
     `gradient` says what `jax.grad` (or `jax.vjp`) of a call runs: `tape` the
     Tape's backward walk, the one `Computation.forward` + `tape.backward` runs

@@ -61,7 +61,7 @@ _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an e
 
 #: What `compile(..., lowering=...)` takes: `auto` (fused where every member has its `vjp`, else plain),
 #: `fused` (every group fused; a PlanError where a member has no `vjp`) or `plain` (every group plain, and
-#: every spliced product slices and a concatenation: engine/splice.py's `SPLICE_LOWERINGS`).
+#: every spliced product slices and a concatenation: engine/splice.py's `convolutions`).
 LOWERINGS = ("auto", "fused", "plain")
 
 

@@ -19,8 +19,8 @@ planned row maps (so any descriptors that move rows as one slice qualify,
 not only `Offset`), and `splice_value` computes one; `spliced_rows` is the
 concatenation it stands for, which the backward of a layer whose `vjp` is
 not the product's exact gradient (natural gradient) is given.
-`compile(..., lowering=...)` decides where they are used (`SPLICE_LOWERINGS`),
-for products of at least `MIN_ROWS` rows.
+`compile(..., lowering=...)` decides where they are used (`convolutions`:
+`fused` everywhere, `auto` on CPU), for products of at least `MIN_ROWS` rows.
 
 The source goes through `materialized` first (engine/materialize.py): XLA's
 CPU convolution reads it as `[N, T, D]` (the product) and `[D, T, N]` (the
@@ -44,11 +44,20 @@ from .materialize import materialized
 from .rowmap import RowMap
 from .semantics import combine
 
-__all__ = ["MIN_ROWS", "SPLICE_LOWERINGS", "Splice", "find_splices", "splice_value", "spliced_rows"]
+__all__ = ["AUTO_BACKENDS", "MIN_ROWS", "Splice", "convolutions", "find_splices", "splice_value", "spliced_rows"]
 
-#: The `lowering=` values that make spliced products convolutions: `auto` and `fused` (`plain` keeps every
-#: splice as slices, a concatenation and one product: the reference, as for recurrences).
-SPLICE_LOWERINGS = ("auto", "fused")
+#: The backends where `lowering="auto"` makes spliced products convolutions; `fused` makes them convolutions on
+#: every backend, `plain` on none (slices, a concatenation and one product: the reference, as for recurrences).
+#: On an H200 (`benchmarks/gpu.sh`, docs/performance.md) XLA's GPU compiler planned 129 and 145 GiB of buffers
+#: for W2's programs with convolutions, more than the card holds, and took minutes to compile them; W2's
+#: training step took 1.20 of the hand-written reference's time with convolutions, 0.98-1.02 with slices.
+AUTO_BACKENDS = ("cpu",)
+
+
+def convolutions(lowering: str) -> bool:
+    """Whether `lowering` makes spliced products convolutions on this process's default backend."""
+    return lowering == "fused" or (lowering == "auto" and jax.default_backend() in AUTO_BACKENDS)
+
 
 #: The fewest rows (frames times sequences) a spliced product needs to be a convolution. On the project's 2-core
 #: CPU, W2's training step with convolutions took 1.09-1.17 of the CPU time of slices and a concatenation at

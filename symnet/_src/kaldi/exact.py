@@ -28,6 +28,7 @@ from ..engine.inspect import recurrent_edges
 from ..engine.plan import Planner
 from ..engine.runner import request_each, run_each
 from ..errors import ShapeError, SymnetError
+from .float32 import with_kaldi_float32
 from .scales import check_descriptor_scales
 
 __all__ = ["ExactOutput", "exact_outputs"]
@@ -36,6 +37,7 @@ __all__ = ["ExactOutput", "exact_outputs"]
 ExactOutput = tuple[np.ndarray, np.ndarray]
 
 
+@with_kaldi_float32
 def exact_outputs(
     network: Any,
     features: Sequence[np.ndarray],

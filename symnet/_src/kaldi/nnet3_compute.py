@@ -24,6 +24,9 @@ For each utterance:
 7. Log-priors are subtracted (`use_priors`), the acoustic scale applied, and
    with `apply_exp` the exponential taken.
 
+Products are Kaldi's float32 on every backend, not a GPU's TensorFloat-32
+(kaldi/float32.py).
+
 Where the network's outputs are local in time (`symnet._src.engine.locality`: no
 recurrence, no IfDefined or Failover, no non-simple component, time moved only
 by offsets), every chunk with its context gives exactly what one pass over the
@@ -70,6 +73,7 @@ from ..engine.inspect import recurrent_edges
 from ..engine.locality import chunking_dependence
 from ..engine.runner import Block, clamped, run, run_each
 from ..errors import ShapeError, SymnetError
+from .float32 import with_kaldi_float32
 from .scales import check_descriptor_scales
 
 __all__ = [
@@ -164,6 +168,7 @@ class Nnet3Computer:
             online_ivector_period=online_ivector_period,
         )[0]
 
+    @with_kaldi_float32
     def compute_many(
         self,
         features: Sequence[np.ndarray],
@@ -318,6 +323,7 @@ class ComputeJob:
         self._stream = _Stream(computer) if computer.chunking is None else None
         self._batch: list[tuple[Any, np.ndarray, Any, Any]] = []
 
+    @with_kaldi_float32
     def add(
         self,
         key: Any,
@@ -340,6 +346,7 @@ class ComputeJob:
             return self._flush()
         return []
 
+    @with_kaldi_float32
     def finish(self) -> list[tuple[Any, np.ndarray]]:
         """The `(key, output)` of every utterance not yet given back: the end of the job."""
         if self._stream is not None:
