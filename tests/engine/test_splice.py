@@ -41,8 +41,10 @@ MIN_ROWS = splice.MIN_ROWS  # the rule's threshold; the tests' small requests lo
 
 @pytest.fixture(autouse=True)
 def any_size(monkeypatch):
-    """Spliced products of any number of rows are convolutions (the cache keeps no plan made otherwise)."""
+    """Spliced products of any number of rows are convolutions, under `auto` on whatever backend the suite runs
+    (the cache keeps no plan made otherwise)."""
     monkeypatch.setattr(splice, "MIN_ROWS", 1)
+    monkeypatch.setattr(splice, "AUTO_BACKENDS", (jax.default_backend(),))
     clear_caches()
     yield
     clear_caches()
@@ -157,9 +159,11 @@ def test_the_lowering_knob() -> None:
 def test_auto_makes_convolutions_on_cpu_only(monkeypatch) -> None:
     """`auto` follows the default backend at compile time (`splice.AUTO_BACKENDS`): on a GPU its splices stay
     slices and a concatenation, with the same values; `fused` makes convolutions everywhere."""
+    monkeypatch.setattr(splice, "AUTO_BACKENDS", ("cpu",))
     net, req = tdnn(PATTERNS[0]), request(PATTERNS[0])
     x = np.random.default_rng(1).normal(size=(len(req.inputs["input"]), D))
-    assert len(spliced_lines(compile(net, req))) == 2  # this suite runs on CPU
+    monkeypatch.setattr(splice.jax, "default_backend", lambda: "cpu")
+    assert len(spliced_lines(compile(net, req))) == 2
     clear_caches()
     monkeypatch.setattr(splice.jax, "default_backend", lambda: "gpu")
     _not_lowered(net, req, x)

@@ -49,8 +49,8 @@ __all__ = ["AUTO_BACKENDS", "MIN_ROWS", "Splice", "convolutions", "find_splices"
 #: The backends where `lowering="auto"` makes spliced products convolutions; `fused` makes them convolutions on
 #: every backend, `plain` on none (slices, a concatenation and one product: the reference, as for recurrences).
 #: On an H200 (`benchmarks/gpu.sh`, docs/performance.md) XLA's GPU compiler planned 129 and 145 GiB of buffers
-#: for W2's programs with convolutions, more than the card holds, and took minutes to compile them; W2's
-#: training step took 1.20 of the hand-written reference's time with convolutions, 0.98-1.02 with slices.
+#: for W2's programs with convolutions, more than the card holds; W2's training step took 1.20 of the
+#: hand-written reference's time with convolutions, 0.98-1.02 with slices (one round each).
 AUTO_BACKENDS = ("cpu",)
 
 
