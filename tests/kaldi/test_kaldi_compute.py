@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 
@@ -21,6 +22,8 @@ from symnet import (
     Weight,
 )
 from symnet._src.engine import dense, runner
+from symnet._src.kaldi import exact as exact_module
+from symnet._src.kaldi import nnet3_compute as compute_module
 from symnet._src.kaldi.nnet3_compute import LARGE_PIECE, PIECE, ComputeOptions, Nnet3Computer, modulus, nnet3_compute
 from symnet.kaldi import read_network
 
@@ -372,11 +375,6 @@ def test_kaldi_computations_multiply_at_full_float32_unless_a_precision_was_chos
     """nnet3-compute's counterparts and exact evaluation run their programs at `jax.default_matmul_precision
     ("highest")` (Kaldi's float32, not a GPU's TensorFloat-32: symnet._src.kaldi.float32); a precision the
     user chose is kept. Seen where each path hands its request to the engine."""
-    import jax
-
-    from symnet._src.kaldi import exact as exact_module
-    from symnet._src.kaldi import nnet3_compute as compute_module
-
     seen: list[object] = []
 
     def spying(fn):

@@ -1,6 +1,8 @@
 """Kaldi's float32 products on every backend.
 
-Kaldi multiplies in float32: BLAS on a CPU, cuBLAS's default math on a GPU.
+Kaldi multiplies in float32: BLAS on a CPU, cuBLAS's default math on a GPU
+(cudamatrix/cu-device.h: `--cuda-use-tensor-cores` and `--cuda-use-tf32-compute`
+are off unless given; `symnet compute` does not take them).
 JAX's default precision for a float32 product lets a GPU use TensorFloat-32,
 whose 10-bit mantissa moves outputs by about 1e-3 relative (W3's
 log-probabilities by 4.9e-4 on an H200: `benchmarks/precision.py`). So
