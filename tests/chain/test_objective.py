@@ -103,7 +103,7 @@ def test_denominator_logprob_equals_brute_force_enumeration(y, leaky):
 def test_numerator_with_final_weights_equals_brute_force(y):
     num = numerator_graph(small_graph(final=[0.0, 0.2, 0.9]), P)
     g = stack_graphs([num, num], jnp.float64)
-    logprob, _ = forward_backward(g, jnp.asarray(y), jnp.array([5, 3]), shared=False)
+    logprob, _ = forward_backward(g, jnp.asarray(y), jnp.array([5, 3]), numerator=True)
     assert float(logprob[0]) == pytest.approx(brute_force(num, y[0], 0.0), rel=1e-12)
     assert float(logprob[1]) == pytest.approx(brute_force(num, y[1, :3], 0.0), rel=1e-12)
 
@@ -171,7 +171,7 @@ def test_objective_value_and_gradient_against_references(y):
         np.testing.assert_allclose(grad[b, n:], 0.0)
     # the derivative is numerator occupation minus denominator occupation (times the weight)
     _, den_occ = forward_backward(dg, jnp.asarray(y), lengths, leaky=0.1)
-    _, num_occ = forward_backward(ng, jnp.asarray(y), lengths, shared=False)
+    _, num_occ = forward_backward(ng, jnp.asarray(y), lengths, numerator=True)
     np.testing.assert_allclose(
         grad + 0.01 * weights[:, None, None] * jnp.asarray(y) * (np.arange(5)[None, :, None] < lengths[:, None, None]),
         weights[:, None, None] * (num_occ - den_occ),
@@ -184,7 +184,7 @@ def test_same_graph_as_numerator_and_denominator_gives_zero(y):
     den = denominator_graph(small_graph(), P)
     # the numerator: the same arcs, starting from the denominator's initial probabilities, all states final
     num = numerator_graph(small_graph(), P)
-    num = type(num)(**{**num.__dict__, "initial": den.initial})
+    num = type(num)(**{**num.__dict__, "log_initial": den.log_initial})
     dg, ng = graph_arrays(den, jnp.float64), stack_graphs([num, num], jnp.float64)
     # a leaky coefficient Kaldi allows but too small to matter at this precision
     r = chain_objective(jnp.asarray(y), dg, ng, options=ChainOptions(leaky_hmm_coefficient=1e-15))

@@ -349,7 +349,7 @@ def test_normalized_numerator_weights_each_path_by_the_denominator() -> None:
         for s, count in paths(num, frames).items()
     )
     ours, _ = forward_backward(
-        stack_graphs([normalized]), jnp.asarray(y[None], jnp.float32), jnp.array([frames]), shared=False
+        stack_graphs([normalized]), jnp.asarray(y[None], jnp.float32), jnp.array([frames]), numerator=True
     )
     assert float(ours[0]) == pytest.approx(np.log(total), abs=1e-4)
     assert total > 0

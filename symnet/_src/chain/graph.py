@@ -1,11 +1,12 @@
 """Chain graphs as arrays: Kaldi's DenominatorGraph and the numerator's supervision graphs.
 
-Arcs carry pdf-ids (Kaldi's FSTs label them pdf-id + 1) and probabilities
-(`exp(-weight)`). The denominator graph has no final weights (every state ends
-a sequence with probability 1, as in Kaldi) and initial probabilities found by
-running the HMM from the start state for 100 iterations and averaging
-(Kaldi's DenominatorGraph::SetInitialProbs). A numerator graph starts in its
-start state and ends with its final weights.
+Arcs carry pdf-ids (Kaldi's FSTs label them pdf-id + 1) and log-probabilities (`-weight`,
+kept as logs: the weights that `nnet3-chain-get-egs`'s normalization FST puts on a numerator's
+arcs reach tens of nats, and Kaldi accepts any). The denominator graph has no final weights
+(every state ends a sequence with probability 1, as in Kaldi) and initial probabilities found by
+running the HMM from the start state for 100 iterations and averaging (Kaldi's
+DenominatorGraph::SetInitialProbs). A numerator graph starts in its start state and ends with its
+final weights.
 """
 
 from __future__ import annotations
@@ -35,20 +36,34 @@ INITIAL_PROB_ITERS = 100
 
 @dataclass(frozen=True, eq=False)
 class ChainGraph:
-    """An acceptor over pdf-ids as arrays: arcs `src`, `dst`, `pdf`, `prob`; `initial` and `final`
-    probabilities per state. The forward-backward starts from `initial` and ends weighted by `final`."""
+    """An acceptor over pdf-ids as arrays: arcs `src`, `dst`, `pdf`, `log_prob`; `log_initial` and `log_final`
+    log-probabilities per state (-inf: none). The forward-backward starts from the initial probabilities and ends
+    weighted by the final ones (float64, which holds Kaldi's float32 weights and symnet's own probabilities
+    exactly). `prob`, `initial` and `final` are the same as probabilities."""
 
     num_pdfs: int
     src: np.ndarray
     dst: np.ndarray
     pdf: np.ndarray
-    prob: np.ndarray
-    initial: np.ndarray
-    final: np.ndarray
+    log_prob: np.ndarray
+    log_initial: np.ndarray
+    log_final: np.ndarray
+
+    @property
+    def prob(self) -> np.ndarray:
+        return np.exp(self.log_prob)
+
+    @property
+    def initial(self) -> np.ndarray:
+        return np.exp(self.log_initial)
+
+    @property
+    def final(self) -> np.ndarray:
+        return np.exp(self.log_final)
 
     @property
     def num_states(self) -> int:
-        return int(self.initial.shape[0])
+        return int(self.log_initial.shape[0])
 
     @property
     def num_arcs(self) -> int:
@@ -89,16 +104,22 @@ def initial_probs(fst: Fst) -> np.ndarray:
     return avg
 
 
-def _graph(fst: Fst, pdf: np.ndarray, num_pdfs: int, initial: np.ndarray, final: np.ndarray) -> ChainGraph:
-    """The ChainGraph of `fst`'s arcs (probabilities exp(-weight)) with these initial and final probabilities."""
+def log_of(p: np.ndarray | Sequence[float]) -> np.ndarray:
+    """Probabilities as log-probabilities (0 as -inf)."""
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(p, np.float64))
+
+
+def _graph(fst: Fst, pdf: np.ndarray, num_pdfs: int, log_initial: np.ndarray, log_final: np.ndarray) -> ChainGraph:
+    """The ChainGraph of `fst`'s arcs (log-probabilities -weight) with these initial and final log-probabilities."""
     return ChainGraph(
         num_pdfs=int(num_pdfs),
         src=fst.src.astype(np.int32),
         dst=fst.dst.astype(np.int32),
         pdf=pdf,
-        prob=np.exp(-fst.weight.astype(np.float64)).astype(np.float32),
-        initial=initial.astype(np.float32),
-        final=final.astype(np.float32),
+        log_prob=-fst.weight.astype(np.float64),
+        log_initial=log_initial.astype(np.float64),
+        log_final=log_final.astype(np.float64),
     )
 
 
@@ -106,16 +127,16 @@ def denominator_graph(fst: Fst, num_pdfs: int) -> ChainGraph:
     """Kaldi's DenominatorGraph of a den.fst: arcs labelled pdf-id + 1, all states final, Kaldi's
     initial probabilities."""
     pdf = _pdfs_of(fst, num_pdfs, "denominator FST")
-    return _graph(fst, pdf, num_pdfs, initial_probs(fst), np.ones(fst.num_states))
+    return _graph(fst, pdf, num_pdfs, log_of(initial_probs(fst)), np.zeros(fst.num_states))
 
 
 def numerator_graph(fst: Fst, num_pdfs: int) -> ChainGraph:
     """A supervision FST (labels pdf-id + 1, as in Kaldi's chain egs) as a numerator graph: it starts in
     the start state and ends with the final weights; no leaky HMM."""
     pdf = _pdfs_of(fst, num_pdfs, "supervision FST")
-    initial = np.zeros(fst.num_states)
-    initial[fst.start] = 1.0
-    return _graph(fst, pdf, num_pdfs, initial, np.exp(-fst.final.astype(np.float64)))
+    log_initial = np.full(fst.num_states, -np.inf)
+    log_initial[fst.start] = 0.0
+    return _graph(fst, pdf, num_pdfs, log_initial, -fst.final)
 
 
 def fst_from_arcs(

@@ -99,8 +99,8 @@ def _forward(
     default: jax.Array,
     leaky: float,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    den_logprob, den_occ = forward_backward(den, y, lengths, leaky=leaky, clamp=OUTPUT_LIMIT, shared=True)
-    num_logprob, num_occ = forward_backward(num, y, lengths, leaky=0.0, clamp=None, shared=False)
+    den_logprob, den_occ = forward_backward(den, y, lengths, leaky=leaky, clamp=OUTPUT_LIMIT)
+    num_logprob, num_occ = forward_backward(num, y, lengths, numerator=True)
     value = weights * (num_logprob - den_logprob)
     ok = jnp.isfinite(value)
     w = weights[:, None, None]

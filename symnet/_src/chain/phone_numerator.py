@@ -148,11 +148,11 @@ def phone_numerator(
         dst.append(d[keep])
         pdf.append(graph.ilabel[arcs[keep]].astype(np.int64) - 1)
     num_states = max(int(offsets[-1]), 1)
-    initial = np.zeros(num_states, np.float32)
-    final = np.zeros(num_states, np.float32)
+    log_initial = np.full(num_states, -np.inf)
+    log_final = np.full(num_states, -np.inf)
     if offsets[-1]:
-        initial[ids[0][alive[0]]] = 1.0
-        final[ids[-1][alive[-1]]] = 1.0
+        log_initial[ids[0][alive[0]]] = 0.0
+        log_final[ids[-1][alive[-1]]] = 0.0
     cat = np.concatenate
     src_a, dst_a, pdf_a = cat(src), cat(dst), cat(pdf)
     return ChainGraph(
@@ -160,9 +160,9 @@ def phone_numerator(
         src=src_a.astype(np.int32),
         dst=dst_a.astype(np.int32),
         pdf=pdf_a.astype(np.int32),
-        prob=np.ones(len(src_a), np.float32),
-        initial=initial,
-        final=final,
+        log_prob=np.zeros(len(src_a)),
+        log_initial=log_initial,
+        log_final=log_final,
     )
 
 
@@ -182,22 +182,22 @@ def normalize_numerator(numerator: ChainGraph, den: ChainGraph) -> ChainGraph:
         num_arcs.setdefault(s, []).append(a)
     index: dict[tuple[int, int], int] = {}
     pairs: list[tuple[int, int]] = []
-    initial: list[float] = []
+    log_initial: list[float] = []
 
     def state(pair: tuple[int, int]) -> int:
         if pair not in index:
             index[pair] = len(pairs)
             pairs.append(pair)
-            initial.append(0.0)
+            log_initial.append(-np.inf)
         return index[pair]
 
-    for n in np.flatnonzero(numerator.initial > 0).tolist():
-        for d in np.flatnonzero(den.initial > 0).tolist():
-            initial[state((n, d))] = float(numerator.initial[n] * den.initial[d])
+    for n in np.flatnonzero(numerator.log_initial > -np.inf).tolist():
+        for d in np.flatnonzero(den.log_initial > -np.inf).tolist():
+            log_initial[state((n, d))] = float(numerator.log_initial[n]) + float(den.log_initial[d])
     src: list[int] = []
     dst: list[int] = []
     pdf: list[int] = []
-    prob: list[float] = []
+    log_prob: list[float] = []
     done = 0
     while done < len(pairs):
         n, d = pairs[done]
@@ -209,11 +209,11 @@ def normalize_numerator(numerator: ChainGraph, den: ChainGraph) -> ChainGraph:
                 src.append(here)
                 dst.append(state((int(numerator.dst[a]), int(den.dst[b]))))
                 pdf.append(p)
-                prob.append(float(numerator.prob[a] * den.prob[b]))
-    final = np.array([numerator.final[n] for n, _ in pairs], np.float64)
+                log_prob.append(float(numerator.log_prob[a]) + float(den.log_prob[b]))
+    log_final = np.array([numerator.log_final[n] for n, _ in pairs], np.float64)
     # Keep the pairs on a path to a final pair (Kaldi's Connect).
     src_a, dst_a = np.asarray(src, np.int64), np.asarray(dst, np.int64)
-    alive = final > 0
+    alive = log_final > -np.inf
     while True:
         grown = alive.copy()
         grown[src_a[alive[dst_a]]] = True
@@ -223,17 +223,17 @@ def normalize_numerator(numerator: ChainGraph, den: ChainGraph) -> ChainGraph:
     keep_arc = alive[src_a] & alive[dst_a]
     new_id = np.cumsum(alive) - 1
     count = max(int(alive.sum()), 1)
-    out_initial = np.zeros(count, np.float32)
-    out_final = np.zeros(count, np.float32)
+    out_initial = np.full(count, -np.inf)
+    out_final = np.full(count, -np.inf)
     if alive.any():
-        out_initial[new_id[alive]] = np.asarray(initial, np.float64)[alive]
-        out_final[new_id[alive]] = final[alive]
+        out_initial[new_id[alive]] = np.asarray(log_initial, np.float64)[alive]
+        out_final[new_id[alive]] = log_final[alive]
     return ChainGraph(
         num_pdfs=numerator.num_pdfs,
         src=new_id[src_a[keep_arc]].astype(np.int32),
         dst=new_id[dst_a[keep_arc]].astype(np.int32),
         pdf=np.asarray(pdf, np.int32)[keep_arc],
-        prob=np.asarray(prob, np.float32)[keep_arc],
-        initial=out_initial,
-        final=out_final,
+        log_prob=np.asarray(log_prob)[keep_arc],
+        log_initial=out_initial,
+        log_final=out_final,
     )

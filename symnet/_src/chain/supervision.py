@@ -76,18 +76,18 @@ def alignment_numerator(
     src = np.concatenate([np.full(len(s), j) for j, s in enumerate(sets)])
     pdf = np.concatenate(sets)
     frames = len(sets)
-    initial = np.zeros(frames + 1, np.float32)
-    initial[0] = 1.0
-    final = np.zeros(frames + 1, np.float32)
-    final[frames] = 1.0
+    log_initial = np.full(frames + 1, -np.inf)
+    log_initial[0] = 0.0
+    log_final = np.full(frames + 1, -np.inf)
+    log_final[frames] = 0.0
     return ChainGraph(
         num_pdfs=int(num_pdfs),
         src=src.astype(np.int32),
         dst=(src + 1).astype(np.int32),
         pdf=pdf.astype(np.int32),
-        prob=np.ones(len(src), np.float32),
-        initial=initial,
-        final=final,
+        log_prob=np.zeros(len(src)),
+        log_initial=log_initial,
+        log_final=log_final,
     )
 
 

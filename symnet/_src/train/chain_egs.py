@@ -67,10 +67,17 @@ class ChainEgs(Chain):
         supervision: Mapping[str, jax.Array],
         extra: Mapping[str, jax.Array] | None = None,
     ) -> tuple[jax.Array, dict[str, jax.Array]]:
-        # The same values; the gradient through each frame scaled by its derivative weight.
-        w = supervision["deriv_weights"][:, : output.shape[1], None].astype(output.dtype)
-        scaled = output * w + jax.lax.stop_gradient(output * (1 - w))
-        return super().loss(scaled, weights, supervision, extra)
+        # The same values; the gradient through each frame scaled by its derivative weight, for `output` and for
+        # `output-xent` alike (Kaldi's NnetChainTrainer::ProcessOutputs scales both derivatives by them).
+        w = supervision["deriv_weights"][:, : output.shape[1], None]
+
+        def scaled(x: jax.Array) -> jax.Array:
+            v = w.astype(x.dtype)
+            return x * v + jax.lax.stop_gradient(x * (1 - v))
+
+        if extra is not None and self.xent_output is not None:
+            extra = {**extra, self.xent_output: scaled(extra[self.xent_output])}
+        return super().loss(scaled(output), weights, supervision, extra)
 
     def describe(self) -> str:
         return super().describe() + f" on {len(self.numerators)} chain egs"

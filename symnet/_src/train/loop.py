@@ -37,7 +37,7 @@ from . import loss_scale, resume
 from .examples import Chunks
 from .fit_data import as_chunks, check_data, output_dim, used_widths
 from .objectives import Chain, Objective, get_objective
-from .options import FitOptions, chunk_widths, is_integer
+from .options import DEFAULT_CHUNK, FitOptions, chunk_widths, is_integer
 from .parallel import DataParallel
 from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
 from .trainer import Trainer
@@ -117,7 +117,7 @@ def fit(
     It first calls `symnet.tune_host_memory()`: glibc then keeps freed host memory, which makes CPU
     training steps faster (docs/performance.md; `SYMNET_HOST_MEMORY=system` leaves malloc as it is).
     """
-    options = FitOptions.of(options, settings)
+    options = FitOptions.of(options, settings).for_data(train)
     tune_host_memory()
     if not isinstance(network, Network):
         raise TrainingError(f"fit trains a symnet Network, got {type(network).__name__}")
@@ -190,12 +190,14 @@ def with_dropout(network: Any, proportions: Mapping[str, float]) -> Any:
 
 
 def steps_per_epoch(
-    network: Any, data: Any, *, batch_size: int = 64, chunk: int | Sequence[int] = 20, output: str = "output"
+    network: Any, data: Any, *, batch_size: int = 64, chunk: int | Sequence[int] | None = None, output: str = "output"
 ) -> int:
     """The minibatches `fit(network, data, batch_size=..., chunk=...)` makes of `data` in an epoch (with or
     without a mesh): the length of an epoch for a learning-rate schedule."""
     if not is_integer(batch_size, 1):
         raise TrainingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if chunk is None:
+        chunk = data.chunk if isinstance(data, Chunks) else DEFAULT_CHUNK
     widths = chunk_widths(chunk)
     chunks = as_chunks(data, network, widths[-1], output)
     counts = np.unique(chunks.widths(used_widths(chunks, widths)), return_counts=True)[1]

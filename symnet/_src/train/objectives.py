@@ -447,7 +447,7 @@ class Chain(Objective):
                 "the training alignments)"
             )
         s = supervision
-        num = GraphArrays(s["src"], s["dst"], s["pdf"], s["prob"], s["initial"], s["final"])
+        num = GraphArrays(s["src"], s["dst"], s["pdf"], s["log_prob"], s["log_initial"], s["log_final"])
         frames = weights > 0
         lengths = frames.sum(1).astype(jnp.int32)
         result = chain_objective(
@@ -483,24 +483,24 @@ def pack_numerators(graphs: Sequence[ChainGraph | None], alignment: np.ndarray) 
         "src": np.zeros((n, arcs), np.int32),
         "dst": np.zeros((n, arcs), np.int32),
         "pdf": np.zeros((n, arcs), np.int32),
-        "prob": np.zeros((n, arcs), np.float32),
-        "initial": np.zeros((n, states), np.float32),
-        "final": np.zeros((n, states), np.float32),
+        "log_prob": np.full((n, arcs), -np.inf, np.float32),
+        "log_initial": np.full((n, states), -np.inf, np.float32),
+        "log_final": np.full((n, states), -np.inf, np.float32),
     }
     for i, g in enumerate(graphs):
         if g is None:
             continue
-        for key in ("src", "dst", "pdf", "prob"):
+        for key in ("src", "dst", "pdf", "log_prob"):
             out[key][i, : g.num_arcs] = getattr(g, key)
-        out["initial"][i, : g.num_states] = g.initial
-        out["final"][i, : g.num_states] = g.final
+        out["log_initial"][i, : g.num_states] = g.log_initial
+        out["log_final"][i, : g.num_states] = g.log_final
     out["alignment"] = alignment
     return out
 
 
 def _graph_digest(graph: ChainGraph) -> str:
     h = hashlib.sha256()
-    for a in (graph.src, graph.dst, graph.pdf, graph.prob, graph.initial, graph.final):
+    for a in (graph.src, graph.dst, graph.pdf, graph.log_prob, graph.log_initial, graph.log_final):
         h.update(np.ascontiguousarray(a).tobytes())
     return f"{graph.num_states}-states-{graph.num_arcs}-arcs-{h.hexdigest()[:12]}"
 

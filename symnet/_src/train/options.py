@@ -18,6 +18,7 @@ import numpy as np
 
 from ..core.precision import Precision, get_precision
 from ..errors import PlanError, ShapeError, TrainingError
+from .examples import Chunks
 from .objectives import OBJECTIVE_NAMES, Objective, get_objective
 
 if TYPE_CHECKING:
@@ -26,8 +27,10 @@ if TYPE_CHECKING:
     from .loop import EpochStats, StepStats
     from .rules import KaldiRules
 
-__all__ = ["chunk_widths", "DATA_AXIS", "FitOptions", "is_integer"]
+__all__ = ["chunk_widths", "DATA_AXIS", "DEFAULT_CHUNK", "FitOptions", "is_integer"]
 
+#: Output frames per chunk that `fit` cuts sequences into when no `chunk` is given.
+DEFAULT_CHUNK = 20
 #: The mesh axis minibatches are split over by default (symnet._src.train.parallel).
 DATA_AXIS = "data"
 
@@ -126,7 +129,9 @@ class FitOptions:
         batch_size: chunks per minibatch (split over the devices with `mesh`).
         chunk: output frames per chunk; several widths (`(300, 200, 100)`, Kaldi's `--frames-per-eg`) cut
             sequences into chunks of the largest and compute a chunk whose sequence ends sooner at the
-            smallest width that holds it (one compiled step per width).
+            smallest width that holds it (one compiled step per width). None (the default): `Chunks`
+            keep the width they were cut with (Kaldi's egs: their frames per eg), sequences are cut
+            into chunks of `DEFAULT_CHUNK` (20) frames.
         objective: `"linear"` (cross-entropy of log-probability outputs and frame labels; `"xent"` is the
             same), `"quadratic"` (target vectors), `"ctc"`, `"chain"`, or a `symnet.train.Objective`.
         seed: the seed of the chunk order and of dropout masks; runs are deterministic given it.
@@ -159,7 +164,7 @@ class FitOptions:
 
     epochs: int = attrs.field(default=1, validator=_at_least(0))
     batch_size: int = attrs.field(default=64, validator=_at_least(1))
-    chunk: int | tuple[int, ...] = attrs.field(default=20)
+    chunk: int | tuple[int, ...] | None = attrs.field(default=None)
     objective: str | Objective = attrs.field(default="linear", validator=_objective)
     seed: int = attrs.field(default=0, validator=_at_least(0))
     checkpoint: str | None = attrs.field(default=None, converter=_checkpoint)
@@ -180,12 +185,20 @@ class FitOptions:
     precision: Precision | None = attrs.field(default=None, converter=_precision)
 
     def __attrs_post_init__(self) -> None:
-        chunk_widths(self.chunk)
+        if self.chunk is not None:
+            chunk_widths(self.chunk)
 
     @property
     def widths(self) -> tuple[int, ...]:
-        """`chunk` as sorted distinct widths."""
-        return chunk_widths(self.chunk)
+        """`chunk` as sorted distinct widths (`DEFAULT_CHUNK` where it is None: see `for_data`)."""
+        return chunk_widths(DEFAULT_CHUNK if self.chunk is None else self.chunk)
+
+    def for_data(self, data: Any) -> FitOptions:
+        """These options with `chunk` decided for training on `data`: as given, else the width `Chunks` were
+        cut with (so Kaldi's egs train at their frames per eg), else `DEFAULT_CHUNK`."""
+        if self.chunk is not None:
+            return self
+        return attrs.evolve(self, chunk=data.chunk if isinstance(data, Chunks) else DEFAULT_CHUNK)
 
     @classmethod
     def of(cls, options: FitOptions | None, settings: Mapping[str, Any]) -> FitOptions:

@@ -1,0 +1,154 @@
+"""Chain training as Kaldi trains it, on egs made the way recipes make them (tests/data/chain-recipe, made by
+make.py there with Kaldi's own programs): numerators weighted by nnet3-chain-get-egs's normalization FST,
+derivative weights of 0.5 where chunks overlap, Kaldi's chain topology and a 3-state one, phone LMs of order
+3 and 4, frame subsampling 3, a TDNN with `output` and `output-xent`.
+
+References are Kaldi's printed numbers: nnet3-chain-compute-prob's objectives of each eg alone, and the
+model nnet3-chain-train writes after one step on each eg alone (from the same initial model)."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from functools import cache
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from symnet._src.kaldi.egs import read_cegs
+from symnet.chain import (
+    ChainOptions,
+    chain_objective,
+    denominator_graph,
+    graph_arrays,
+    numerator_graph,
+    read_fst,
+    stack_graphs,
+)
+from symnet.kaldi import read_model
+from symnet.train import KaldiRulesWarning, chain_egs, fit, kaldi_rules
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "chain-recipe"
+SCENARIOS = ("chain-topo", "three-state")
+
+
+@cache
+def scenario(name: str):
+    """(egs, den.fst, initial model, ChainOptions) of one scenario."""
+    folder = DATA / name
+    values = dict(re.findall(r"--([\w-]+)=(\S+)", (folder / "opts.txt").read_text()))
+    options = ChainOptions(
+        l2_regularize=float(values["l2-regularize"]),
+        leaky_hmm_coefficient=float(values["leaky-hmm-coefficient"]),
+        xent_regularize=float(values["xent-regularize"]),
+    )
+    egs = list(read_cegs(f"ark:{folder / 'cegs.ark'}"))
+    return egs, read_fst(str(folder / "den.fst")), read_model(folder / "init.txt").network, options
+
+
+def kaldi_objectives(name: str, key: str) -> tuple[float, float, float, float]:
+    """nnet3-chain-compute-prob's per-frame (chain objective, l2 term, output-xent objective) and frames."""
+    text = (DATA / name / "prob" / f"{key}.txt").read_text()
+    chain = re.search(r"'output' is (\S+) \+ (\S+) = \S+ per frame, over (\S+) frames", text)
+    xent = re.search(r"'output-xent' is (\S+) per frame", text)
+    assert chain and xent, text
+    return float(chain[1]), float(chain[2]), float(xent[1]), float(chain[3])
+
+
+def outputs(name: str, eg) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """The initial model's `output` and `output-xent` at the eg's supervised frames (t = 0, 3, 6, ...)."""
+    _, _, net, _ = scenario(name)
+    x = np.asarray(eg.inputs[0].matrix, np.float32)[None]
+    k = int(eg.outputs[0].indexes[1, 1] - eg.outputs[0].indexes[0, 1])
+    return tuple(jnp.asarray(net.compute(x, mode="valid", output=o))[:, ::k] for o in ("output", "output-xent"))
+
+
+def objective(name: str, eg, shift: float = 0.0):
+    """symnet's chain objective of one eg, its numerator's arcs out of the start state `shift` nats heavier."""
+    egs, den, net, options = scenario(name)
+    sup = eg.outputs[0].supervision
+    fst = sup.fst
+    if shift:
+        weight = fst.weight.copy()
+        weight[fst.src == fst.start] += shift
+        fst = type(fst)(**{**fst.__dict__, "weight": weight})
+    y, xent = outputs(name, eg)
+    dg = graph_arrays(denominator_graph(den, sup.label_dim))
+    return chain_objective(
+        y, dg, stack_graphs([numerator_graph(fst, sup.label_dim)]), options=options, xent_output=xent
+    )
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_objectives_equal_nnet3_chain_compute_prob(name):
+    egs, *_ = scenario(name)
+    for eg in egs:
+        like, l2, xent, frames = kaldi_objectives(name, eg.key)
+        r = objective(name, eg)
+        assert float(r.weight) == frames
+        # Kaldi prints six significant digits
+        assert float(r.objf) / frames == pytest.approx(like, rel=1e-5, abs=2e-6), eg.key
+        assert float(r.l2_term) / frames == pytest.approx(l2, rel=1e-5, abs=2e-6), eg.key
+        assert float(r.xent_objf) / frames == pytest.approx(xent, rel=1e-5, abs=2e-6), eg.key
+
+
+@pytest.mark.parametrize("shift", [70.0, 1000.0])
+def test_heavy_numerator_weights_keep_kaldis_objective(shift):
+    """Weights Kaldi accepts, however heavy: the numerator's arcs out of its start state `shift` nats heavier
+    (the normalization FST puts tens of nats there) lower the objective by exactly `shift` and leave the
+    derivative as it was, as Kaldi's log-space numerator computes them. In probability space exp(-114) is 0
+    in float32 and the objective was -inf."""
+    name = "chain-topo"
+    egs, *_ = scenario(name)
+    eg = egs[0]
+    like, _, xent, frames = kaldi_objectives(name, eg.key)
+    r = objective(name, eg, shift)
+    assert np.isfinite(float(r.objf))
+    assert float(r.objf) == pytest.approx(like * frames - shift, rel=2e-6, abs=5e-4)
+    assert float(r.xent_objf) / frames == pytest.approx(xent, rel=1e-5)
+    plain = objective(name, eg)
+    # float32 sums at the weight's magnitude: 2e-5 of a posterior at 70 nats, 1e-4 at 1000
+    np.testing.assert_allclose(np.asarray(r.num_post), np.asarray(plain.num_post), atol=2e-5 if shift < 100 else 1e-4)
+
+
+def trained_step(name: str, eg):
+    """One `fit` step on one eg with Kaldi's rules (the model's learning rates, max-param-change 2), as
+    nnet3-chain-train took it: the documented call, without `chunk`."""
+    _, den, net, options = scenario(name)
+    data = chain_egs([eg], den=den, options=options, xent_output="output-xent")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KaldiRulesWarning)
+        rules = kaldi_rules(net, max_param_change=2.0)
+    result = fit(
+        net,
+        data.chunks,
+        rules,
+        objective=data.objective,
+        frame_subsampling_factor=data.frame_subsampling_factor,
+        batch_size=1,
+        max_steps=1,
+        progress=False,
+    )
+    return net, result.network
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_one_step_equals_nnet3_chain_train(name):
+    """Each eg's step moves every parameter as nnet3-chain-train moves it, including the egs whose frames at
+    the ends have derivative weight 0.5 (Kaldi scales the derivatives of `output` and `output-xent` by them)."""
+    egs, *_ = scenario(name)
+    halves = 0
+    for eg in egs:
+        halves += bool((eg.outputs[0].deriv_weights < 1).any())
+        before, after = trained_step(name, eg)
+        kaldi = read_model(DATA / name / "step" / f"{eg.key}.txt").network
+        for key, want in kaldi.params.items():
+            want, start = np.asarray(want), np.asarray(before.params[key])
+            change = np.abs(want - start).max()
+            assert change > 0, key
+            np.testing.assert_allclose(
+                np.asarray(after.params[key]), want, rtol=0, atol=1e-3 * change, err_msg=f"{eg.key} {key}"
+            )
+    assert 0 < halves < len(egs)  # both kinds of eg are checked
