@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from symnet._src.chain.phone_lm_graph import K_DELTA, expand_with_phones
+from symnet._src.chain.den_minimize import K_DELTA
+from symnet._src.chain.phone_lm_graph import expand_with_phones
 from symnet.chain import Fst, Topology, estimate_phone_lm, phone_lm_denominator, push_special, read_fst
 from symnet.errors import ChainError
 
@@ -169,7 +171,7 @@ def test_denominator_language_equals_kaldi_den_fst(lm: str, topo: str, den: str,
     rng = np.random.default_rng(0)
     checked = 0
     for source in (ours, kaldi):
-        for _ in range(100):
+        for _ in range(150):
             labels = sample_path(source, rng)
             if labels is None:
                 continue
@@ -178,7 +180,32 @@ def test_denominator_language_equals_kaldi_den_fst(lm: str, topo: str, den: str,
             assert abs(mine - theirs) <= 1.5 * 10 * K_DELTA * (len(labels) + 1)
             assert path_weight(pushed, labels) == pytest.approx(mine, abs=1e-5)
             checked += 1
-    assert checked > 150
+    assert checked > 200
+
+
+@pytest.mark.parametrize(
+    "lm, topo, den, bound", [("lm.rand.2", "topochain", "den.rand", 1e-6), ("lm.task.0", "topo2", "den.task", 5e-4)]
+)
+def test_phone_lm_denominator_is_kaldis_den_fst(lm: str, topo: str, den: str, bound: float) -> None:
+    """log p_den per frame on symnet's graph and on chain-make-den-fst's, for outputs of any size and the leaky
+    HMM: equal to float precision with Kaldi's chain topology; within `bound` (and a warning) with two emitting
+    states per phone, where Kaldi's minimisation keeps states symnet's merges."""
+    import jax.numpy as jnp
+
+    from symnet.chain import denominator_graph, forward_backward, graph_arrays
+
+    topology = Topology.parse((DATA / topo).read_text())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = phone_lm_denominator(read_fst(str(DATA / f"{lm}.fst")), topology)
+    assert any("more than one emitting state" in str(w.message) for w in caught) == (topo == "topo2")
+    kaldi = denominator_graph(read_fst(str(DATA / f"{den}.fst")), ours.num_pdfs)
+    y = jnp.asarray(np.random.default_rng(1).normal(scale=3.0, size=(3, 30, ours.num_pdfs)), jnp.float32)
+    lengths = jnp.array([30, 17, 4])
+    for leaky in (0.1, 1e-5):
+        mine = np.asarray(forward_backward(graph_arrays(ours), y, lengths, leaky=leaky, clamp=30.0)[0])
+        theirs = np.asarray(forward_backward(graph_arrays(kaldi), y, lengths, leaky=leaky, clamp=30.0)[0])
+        assert (np.abs(mine - theirs) / np.asarray(lengths)).max() <= bound
 
 
 def test_push_special_makes_outgoing_sums_equal() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .den_minimize import push_special
 from .forward_backward import GraphArrays, forward_backward, graph_arrays, stack_graphs
 from .fst import Fst, parse_fst_binary, parse_fst_text, read_fst
 from .graph import (
@@ -15,7 +16,7 @@ from .graph import (
 )
 from .objective import ChainObjective, ChainOptions, chain_objective, subsample
 from .phone_lm import estimate_phone_lm
-from .phone_lm_graph import phone_lm_denominator, push_special
+from .phone_lm_graph import phone_lm_denominator
 from .phone_numerator import normalize_numerator, phone_numerator
 from .supervision import alignment_numerator, allowed_pdfs, denominator_from_alignments
 from .topology import HmmState, Topology

@@ -1,22 +1,26 @@
-"""A chain denominator graph from a phone LM and an HMM topology (monophone), as `chain-make-den-fst` defines it.
+"""A chain denominator graph from a phone LM and an HMM topology (monophone), as `chain-make-den-fst` makes it.
 
 `chain-make-den-fst` composes the phone LM with the context dependency and the HMMs (transition
 probabilities included, self-loops reordered after the frame that leaves a state), maps
-transition-ids to pdf-ids, removes epsilons, minimises, and pushes weights with PushSpecial. symnet
-builds the same weighted language of pdf sequences directly, for monophone systems (each phone one
-HMM, pdfs per pdf-class), without epsilons:
+transition-ids to pdf-ids, removes epsilons, and minimises and pushes (`den_minimize`). symnet builds the
+epsilon-free graph directly, for monophone systems (each phone one HMM, pdfs per pdf-class), with the
+states and weights Kaldi's has after epsilon removal:
 
 - the start state enters the first phone;
 - state `(d, p, i, j)` means "in phone `p` (whose LM arc leads to LM state `d`), the frame that leaves
-  HMM state `i` for `j` was just emitted": its self-loop emits `i`'s self-loop pdf, and it goes on to
-  emit `j`'s leaving frame, or, when `j` is the final state, enters the next phone from LM state `d`
-  (the LM arc's probability times the first transition's) and is final with `d`'s final probability.
+  HMM state `i` for `j` was just emitted": its self-loop emits `i`'s self-loop pdf with `i`'s self-loop
+  probability, and its other arcs and final weight carry `i`'s forward probability (one minus the
+  self-loop's), as Kaldi's AddSelfLoops with reordering puts them. It goes on to emit `j`'s leaving frame
+  (the transition's probability among `j`'s non-self-loop ones), or, when `j` is the final state, enters
+  the next phone from LM state `d` (the LM arc's probability times the first transition's) and is final
+  with `d`'s final probability. Weights are summed in float32, as Kaldi's are.
 
-The graph is then pushed with Kaldi's PushSpecial (every state's outgoing probability, final included,
-made equal), which keeps each sequence's weight. It is not minimised: it has more states than
-Kaldi's den.fst for the same LM (the weighted language is the same), so Kaldi's initial
-probabilities, which average over states, and therefore its objective values differ slightly;
-use Kaldi's own den.fst (`read_denominator_graph`) where its exact numbers matter.
+Then `den_minimize.minimize_den_fst` applies Kaldi's three passes of reversed and regular minimisation and
+PushSpecial. With Kaldi's chain topology (one emitting state per phone) the objective on this graph equals
+the objective on Kaldi's den.fst to float precision (tests/chain/test_chain_recipe.py, test_phone_lm.py).
+With HMMs of several emitting states Kaldi's den.fst keeps states that this graph merges (OpenFst's
+minimisation starts from a partition that depends on the order of each state's arcs), and the objective
+differs by about 1e-4 per frame; `phone_lm_denominator` says so in a warning.
 """
 
 from __future__ import annotations
@@ -27,15 +31,12 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import ChainError
+from .den_minimize import minimize_den_fst
 from .fst import Fst
 from .graph import ChainGraph, denominator_graph
-from .topology import Topology
+from .topology import HmmState, Topology
 
-__all__ = ["expand_with_phones", "K_DELTA", "phone_lm_denominator", "PUSH_MAX_ITERATIONS", "push_special"]
-
-#: OpenFst's kDelta; Kaldi's den graph is pushed to kDelta * 0.01.
-K_DELTA = 1.0 / 1024.0
-PUSH_MAX_ITERATIONS = 200
+__all__ = ["expand_with_phones", "phone_lm_denominator"]
 
 
 def phone_lm_denominator(lm: Fst, topology: Topology, pdfs: Mapping[int, Sequence[int]] | None = None) -> ChainGraph:
@@ -51,33 +52,49 @@ def phone_lm_denominator(lm: Fst, topology: Topology, pdfs: Mapping[int, Sequenc
         if p not in pdf_map or len(pdf_map[p]) < classes:
             raise ChainError(f"pdfs: phone {p} needs {classes} pdf-ids (one per pdf-class), got {pdf_map.get(p)}")
     num_pdfs = 1 + max(max(v) for v in pdf_map.values())
-    fst = push_special(expand_with_phones(lm, topology, pdf_map)[0])
-    return denominator_graph(fst, num_pdfs)
+    expanded = expand_with_phones(lm, topology, pdf_map)[0]
+    longer = sorted(p for p in np.unique(lm.ilabel).tolist() if len(topology.phones[p]) > 1)
+    if longer:
+        warnings.warn(
+            f"phone_lm_denominator: phones {longer[:5]}{'...' if len(longer) > 5 else ''} have HMMs of more than one "
+            "emitting state; for those chain-make-den-fst's minimisation (OpenFst's, whose partition of a state's "
+            "arcs depends on their order) keeps states that symnet's merges, so the objective differs from one on "
+            "Kaldi's den.fst by about 1e-4 per frame (exact for Kaldi's one-state chain topology); read Kaldi's "
+            "den.fst with read_denominator_graph where its exact numbers matter",
+            stacklevel=2,
+        )
+    return denominator_graph(minimize_den_fst(expanded), num_pdfs)
+
+
+def _cost(probability: float) -> np.float32:
+    """-log of a probability as Kaldi's float weights hold it (inf for 0)."""
+    with np.errstate(divide="ignore"):
+        return np.float32(-np.log(np.float64(probability)))
 
 
 def expand_with_phones(
     lm: Fst, topology: Topology, pdfs: Mapping[int, Sequence[int]]
 ) -> tuple[Fst, np.ndarray, np.ndarray]:
-    """The epsilon-free pdf acceptor of `lm` with the HMMs (labels pdf + 1, -log weights), each arc's phone, and
-    each state's LM state `d` (the LM state its phone's arc leads to; the start state's: the LM start)."""
-    lm_arcs: list[list[tuple[int, float, int]]] = [[] for _ in range(lm.num_states)]
-    for s, p, w, d in zip(lm.src.tolist(), lm.ilabel.tolist(), lm.weight.tolist(), lm.dst.tolist()):
-        lm_arcs[s].append((p, float(np.exp(-w)), d))
-    lm_final = np.exp(-lm.final.astype(np.float64))
+    """The epsilon-free pdf acceptor of `lm` with the HMMs (labels pdf + 1, -log weights placed as Kaldi places
+    them: see the module docstring), each arc's phone, and each state's LM state `d` (the LM state its phone's
+    arc leads to; the start state's: the LM start)."""
+    lm_arcs: list[list[tuple[int, np.float32, int]]] = [[] for _ in range(lm.num_states)]
+    for s, p, w, d in zip(lm.src.tolist(), lm.ilabel.tolist(), lm.weight.astype(np.float32), lm.dst.tolist()):
+        lm_arcs[s].append((p, w, d))
 
     index: dict[tuple[int, int, int, int], int] = {}
     todo: list[tuple[int, int, int, int]] = []
     src: list[int] = []
     dst: list[int] = []
     label: list[int] = []
-    prob: list[float] = []
+    weight: list[np.float32] = []
     arc_phone: list[int] = []
 
-    def arc(frm: int, to: int, pdf: int, probability: float, phone: int) -> None:
+    def arc(frm: int, to: int, pdf: int, cost: np.float32, phone: int) -> None:
         src.append(frm)
         dst.append(to)
         label.append(pdf)
-        prob.append(probability)
+        weight.append(cost)
         arc_phone.append(phone)
 
     def state(key: tuple[int, int, int, int]) -> int:
@@ -86,86 +103,56 @@ def expand_with_phones(
             todo.append(key)
         return index[key]
 
-    def enter(frm: int, lm_state: int) -> None:
-        """Arcs from graph state `frm` into every phone that LM state `lm_state` allows."""
-        for p, w, d in lm_arcs[lm_state]:
-            first = topology.phones[p][0]
-            for k, t in first.transitions:
-                if k != 0:
-                    arc(frm, state((d, p, 0, k)), pdfs[p][first.forward_pdf_class], w * t, p)
+    def forward(hmm: Sequence[HmmState], i: int, k: int, t: float) -> np.float32:
+        """The weight of HMM state `i`'s transition to `k` among its non-self-loop ones (Kaldi's H)."""
+        return _cost(t / (1.0 - hmm[i].loop_probability(i)))
 
-    finals: dict[int, float] = {0: float(lm_final[lm.start])}
-    enter(0, lm.start)
+    def enter(frm: int, lm_state: int, leaving: np.float32) -> None:
+        """Arcs from graph state `frm` (whose own forward weight is `leaving`) into every phone that LM state
+        `lm_state` allows."""
+        for p, w, d in lm_arcs[lm_state]:
+            hmm = topology.phones[p]
+            for k, t in hmm[0].transitions:
+                if k != 0:
+                    cost = np.float32(np.float32(leaving + w) + forward(hmm, 0, k, t))
+                    arc(frm, state((d, p, 0, k)), pdfs[p][hmm[0].forward_pdf_class], cost, p)
+
+    final = [np.float32(lm.final[lm.start])]
+    enter(0, lm.start, np.float32(0.0))
+    finals: dict[int, np.float32] = {}
     while todo:
         key = todo.pop()
         d, p, i, j = key
         here = index[key]
-        states = topology.phones[p]
-        loop = states[i].loop_probability(i)
+        hmm = topology.phones[p]
+        loop = hmm[i].loop_probability(i)
+        leaving = _cost(1.0 - loop) if loop else np.float32(0.0)
         if loop:
-            arc(here, here, pdfs[p][states[i].self_loop_pdf_class], loop, p)
-        if j == len(states):
-            finals[here] = float(lm_final[d])
-            enter(here, d)
+            arc(here, here, pdfs[p][hmm[i].self_loop_pdf_class], _cost(loop), p)
+        if j == len(hmm):
+            finals[here] = np.float32(np.float32(lm.final[d]) + leaving)
+            enter(here, d, leaving)
         else:
-            for k, t in states[j].transitions:
+            for k, t in hmm[j].transitions:
                 if k != j:
-                    arc(here, state((d, p, j, k)), pdfs[p][states[j].forward_pdf_class], t, p)
+                    cost = np.float32(leaving + forward(hmm, j, k, t))
+                    arc(here, state((d, p, j, k)), pdfs[p][hmm[j].forward_pdf_class], cost, p)
     n = len(index) + 1
-    final = np.full(n, np.inf)
+    final_weights = np.full(n, np.inf, np.float32)
+    final_weights[0] = final[0]
     for s, f in finals.items():
-        final[s] = -np.log(f) if f > 0 else np.inf
+        final_weights[s] = f
     labels = np.asarray(label, np.int32) + 1
     lm_state = np.full(n, lm.start, np.int64)
     for key, s in index.items():
         lm_state[s] = key[0]
     fst = Fst(
         start=0,
-        final=final.astype(np.float32),
+        final=final_weights,
         src=np.asarray(src, np.int32),
         dst=np.asarray(dst, np.int32),
         ilabel=labels,
         olabel=labels.copy(),
-        weight=(-np.log(np.asarray(prob, np.float64))).astype(np.float32),
+        weight=np.asarray(weight, np.float32),
     )
     return fst, np.asarray(arc_phone, np.int64), lm_state
-
-
-def push_special(fst: Fst, delta: float = K_DELTA * 0.01) -> Fst:
-    """Kaldi's PushSpecial: weights reweighted by the top eigenvector `v` of the transition matrix (a final
-    probability counts as a transition to the start state), `p'(s -> t) = p v_t / v_s`, so every state's
-    outgoing probability is the same; each complete path keeps its weight. Power iteration
-    `v <- P v + 0.1 v` until the outgoing sums agree to `delta` (log ratio), checked every 5 iterations, at
-    most 200 (then a warning, as in Kaldi)."""
-    n = fst.num_states
-    p = np.exp(-fst.weight.astype(np.float64))
-    f = np.exp(-fst.final.astype(np.float64))
-    # (P v)_s = sum over arcs s -> t of p v_t, plus final(s) v_start.
-    src = np.concatenate([fst.src, np.arange(n)])
-    dst = np.concatenate([fst.dst, np.full(n, fst.start)])
-    w = np.concatenate([p, f])
-    v = np.full(n, 1.0 / np.sqrt(n))
-    for iteration in range(PUSH_MAX_ITERATIONS):
-        new = 0.1 * v + np.bincount(src, w * v[dst], minlength=n)
-        v = new / np.sqrt(np.sum(new * new))
-        if iteration % 5 == 0 and iteration > 0:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                sums = np.bincount(src, w * v[dst], minlength=n) / v
-            if np.log(sums.max() / sums.min()) <= delta:
-                break
-    else:
-        warnings.warn(
-            f"push_special: the weights did not converge in {PUSH_MAX_ITERATIONS} iterations; the pushed graph is "
-            "inexact (as Kaldi warns)",
-            stacklevel=2,
-        )
-    cost = -np.log(v)
-    return Fst(
-        start=fst.start,
-        final=(fst.final + cost[fst.start] - cost).astype(np.float32),
-        src=fst.src,
-        dst=fst.dst,
-        ilabel=fst.ilabel,
-        olabel=fst.olabel,
-        weight=(fst.weight + cost[fst.dst] - cost[fst.src]).astype(np.float32),
-    )

@@ -13,10 +13,10 @@ the first arcs) and derivative weights of 0.5 on frames that overlap a neighbour
 small TDNN with `output` and `output-xent` (nnet3-init), Kaldi's per-component max-change, l2-regularize and
 learning-rate-factor (0.5 / xent_regularize on output-xent, as the recipes' xconfig gives it).
 
-Kept, so that tests need no Kaldi: den.fst, cegs.ark (the chosen egs, binary as Kaldi writes them, compressed
-features), init.txt (the model, text), opts.txt (the training options), and per eg KEY:
-prob/KEY.txt (nnet3-chain-compute-prob's log on that eg alone) and step/KEY.txt (the model after one
-nnet3-chain-train step on that eg alone, as text).
+Kept, so that tests need no Kaldi: topo, lm.fst (chain-est-phone-lm's phone LM), den.fst, cegs.ark (the
+chosen egs, binary as Kaldi writes them, compressed features), init.txt (the model, text), opts.txt (the
+training options), and per eg KEY: prob/KEY.txt (nnet3-chain-compute-prob's log on that eg alone) and
+step/KEY.txt (the model after one nnet3-chain-train step on that eg alone, as text).
 """
 
 from __future__ import annotations
@@ -174,6 +174,8 @@ def make(name: str, s: dict, tmp: Path) -> None:
     run("nnet3-chain-copy-egs scp:kept.scp ark:kept.ark", tmp)
     shutil.copy(tmp / "kept.ark", out / "cegs.ark")
     shutil.copy(tmp / "den.fst", out / "den.fst")
+    shutil.copy(tmp / "lm.fst", out / "lm.fst")
+    (out / "topo").write_text((tmp / "topo").read_text())
     shutil.copy(tmp / "init.txt", out / "init.txt")
     print(name, "egs", len(text.split("</Nnet3ChainEg>")) - 1, "kept", chosen)
 
