@@ -11,7 +11,7 @@
     symnet compute [options] MODEL FEATS_RSPECIFIER MATRIX_WSPECIFIER
                                          nnet3-compute: the network's 'output' for every utterance;
                                          compiled programs are kept for the next run (--compile-cache)
-    symnet xconfig [-o FINAL_CONFIG | --config-dir DIR] XCONFIG
+    symnet xconfig [-o FINAL_CONFIG | --config-dir DIR] [--existing-model MODEL] XCONFIG
                                          steps/nnet3/xconfig_to_configs.py: an xconfig expanded to final.config
     symnet lda [options] (--posteriors RSPEC | --alignments RSPEC) NETWORK FEATS_RSPECIFIER LDA_MAT
                                          nnet3-acc-lda-stats + nnet-get-feature-transform: the LDA-like input
@@ -659,20 +659,23 @@ def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
     from .atomic import atomic_write_all
     from .kaldi.xconfig import read_xconfig
     from .kaldi.xconfig.expand import kaldi_matrix_text
+    from .kaldi.xconfig.layers import node_dims
     from .safe_read import read_file
 
     if args.output and args.config_dir:
         raise _UsageError("give -o or --config-dir, not both")
+    base = _load(args.existing_model) if args.existing_model else None
+    existing = node_dims(base) if base is not None else {}
     text = read_file(args.xconfig, XCONFIG_BYTES, error=SymnetError, what="xconfig").decode("utf-8", errors="replace")
-    xconfig = read_xconfig(io.StringIO(text), file=args.xconfig)
-    # The check xconfig_to_configs.py makes with nnet3-init of ref.config (random matrices where final.config reads
-    # files a later recipe step writes, such as lda.mat): errors name the xconfig line. write_config_dir builds it
-    # (for `vars`) before it writes anything, so it is built once.
+    xconfig = read_xconfig(io.StringIO(text), file=args.xconfig, existing=existing)
+    # The checks xconfig_to_configs.py makes with nnet3-init of ref.config (random matrices where final.config reads
+    # files a later recipe step writes, such as lda.mat) and init.config: errors name the xconfig line.
+    # write_config_dir makes them (ref.config's network gives `vars`) before it writes anything.
     if args.config_dir:
-        for path in xconfig.write_config_dir(args.config_dir, text):
+        for path in xconfig.write_config_dir(args.config_dir, text, base):
             print(f"wrote {path}", file=stdout)
         return 0
-    xconfig.network(which="ref")
+    xconfig.check_contexts(base)
     final = xconfig.config_text("final")
     assert final is not None  # only init.config can be missing
     if not args.output:
@@ -1119,6 +1122,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     xconfig.add_argument("-o", "--output", metavar="FINAL_CONFIG", help="write final.config here")
     xconfig.add_argument("--config-dir", metavar="DIR", help="write every config file into DIR")
+    xconfig.add_argument(
+        "--existing-model",
+        metavar="MODEL",
+        help="a model (or config) whose nodes the xconfig's layers may take as input, as in Kaldi's transfer "
+        "recipes; the configs then hold the new layers only (join them with symnet init MODEL final.config OUT)",
+    )
     xconfig.add_argument("xconfig", metavar="XCONFIG")
     xconfig.set_defaults(run=_xconfig)
     lda = commands.add_parser(

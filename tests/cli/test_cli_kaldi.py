@@ -338,3 +338,52 @@ def test_bad_specifiers_are_one_line_errors(tmp_path, capsys, tdnn_model):
     status, _, err = run(["compute", str(model_path), f"ark:{tmp_path / 'missing.ark'}", "o.ark"], capsys)
     assert status == 1 and len(err.splitlines()) == 1 and "wspecifier" in err
     assert "o.ark" not in _listing(tmp_path)
+
+
+# Kaldi's rm recipe local/chain/tuning/run_tdnn_wsj_rm_1a.sh (commit f4007661): new layers on a wsj model's tdnn6,
+# written by xconfig_to_configs.py --existing-model and joined by nnet3-init.
+WSJ_LIKE = """input dim=13 name=input
+relu-renorm-layer name=tdnn1 input=Append(-1,0,1) dim=16
+relu-renorm-layer name=tdnn6 input=Append(-3,0,3) dim=16
+output-layer name=output include-log-softmax=false dim=7
+"""
+RM_TRANSFER = """relu-renorm-layer name=tdnn-target input=Append(tdnn6.renorm@-3,tdnn6.renorm) dim=12
+relu-renorm-layer name=prefinal-chain input=tdnn-target dim=12 target-rms=0.5
+output-layer name=output include-log-softmax=false dim=5 max-change=1.5
+relu-renorm-layer name=prefinal-xent input=tdnn-target dim=12 target-rms=0.5
+output-layer name=output-xent dim=5 learning-rate-factor=5.0 max-change=1.5
+"""
+
+
+def test_xconfig_with_an_existing_model_as_a_transfer_recipe_uses_it(tmp_path, capsys):
+    """`symnet xconfig --existing-model`: the xconfig's layers read the existing model's nodes (tdnn6.renorm), the
+    configs hold the new layers only, and `symnet init MODEL final.config OUT` joins them (the recipe's nnet3-init);
+    the joined network keeps the existing parameters and computes the new outputs. Without the model the node is
+    unknown, as before."""
+    from symnet import load
+
+    (tmp_path / "wsj.xconfig").write_text(WSJ_LIKE)
+    (tmp_path / "rm.xconfig").write_text(RM_TRANSFER)
+    base, configs = tmp_path / "wsj.mdl", tmp_path / "configs"
+    assert main(["xconfig", "-o", str(tmp_path / "wsj.config"), str(tmp_path / "wsj.xconfig")]) == 0
+    assert main(["init", str(tmp_path / "wsj.config"), str(base)]) == 0
+    assert (
+        main(["xconfig", "--existing-model", str(base), "--config-dir", str(configs), str(tmp_path / "rm.xconfig")])
+        == 0
+    )
+    final = (configs / "final.config").read_text()
+    assert "input=Append(Offset(tdnn6.renorm, -3), tdnn6.renorm)" in final and "tdnn1" not in final
+    # Kaldi's xconfig_to_configs.py --existing-model writes these for the same model and xconfig
+    assert (configs / "vars").read_text() == "model_left_context=7\nmodel_right_context=4\n"
+    joined = tmp_path / "input.mdl"
+    assert main(["init", str(base), str(configs / "final.config"), str(joined)]) == 0
+    before, after = load(str(base)), load(str(joined))
+    for name, value in before.params.items():
+        if name.startswith("tdnn"):
+            np.testing.assert_array_equal(np.asarray(after.params[name]), np.asarray(value))
+    assert {"tdnn-target.affine.linear_params", "output-xent.affine.linear_params"} <= set(after.params)
+    out = after.compute(np.random.default_rng(0).normal(size=(1, 30, 13)).astype(np.float32), output="output-xent")
+    assert np.asarray(out).shape == (1, 30, 5)
+    capsys.readouterr()
+    assert main(["xconfig", "-o", str(tmp_path / "x.config"), str(tmp_path / "rm.xconfig")]) == 1
+    assert "tdnn6" in capsys.readouterr().err

@@ -17,9 +17,10 @@ probability of its first state and the final probability of its last. Two algori
   where Kaldi's log space does not. Each frame's log-alphas are shifted by their maximum and the
   shifts summed once at the end (float32 keeps its relative precision at any magnitude).
 
-Both run as `jax.lax.scan` over frames (forward, then backward), `vmap`-ed over sequences with
-per-sequence lengths (frames at or past a sequence's length change nothing); memory is the
-per-frame state vectors, linear in frames. The result is not differentiated through: the
+Both run as `jax.lax.scan` over frames (forward, then backward), over all sequences at once with
+per-sequence lengths (frames at or past a sequence's length change nothing): the denominator with
+sequences as the minor axis of its state vectors, the numerators `vmap`-ed; memory is the per-frame
+state vectors, linear in frames. The result is not differentiated through: the
 derivative of the log-probability with respect to `y` is the occupation it returns, used by the
 custom VJP in `symnet._src.chain.objective`.
 """
@@ -91,52 +92,63 @@ def stack_graphs(graphs: Sequence[ChainGraph], dtype: jnp.dtype = jnp.float32) -
 
 
 def _denominator(
-    g: GraphArrays, y: jax.Array, length: jax.Array, leaky: float, clamp: float | None
+    g: GraphArrays, y: jax.Array, lengths: jax.Array, leaky: float, clamp: float | None
 ) -> tuple[jax.Array, jax.Array]:
-    """(log-probability, occupation [T, P]) of one sequence in scaled probability space; frames `t >= length`
-    are ignored."""
-    num_frames, num_pdfs = y.shape
+    """(log-probability [B], occupation [B, T, P]) of every sequence on the shared graph, in scaled probability
+    space; frames `t >= lengths[b]` are ignored. State vectors are `[states, B]`, sequences the minor axis (as
+    Kaldi lays them out), so each arc's work is a contiguous row; arcs are sorted by the state or pdf they are
+    summed into, once per call, for the sorted segment sums of the forward pass (by destination), the backward
+    pass (by source) and the occupations (by pdf)."""
+    batch, num_frames, num_pdfs = y.shape
     num_states = g.log_initial.shape[0]
-    prob, initial, final = jnp.exp(g.log_prob), jnp.exp(g.log_initial), jnp.exp(g.log_final)
+    initial, final = jnp.exp(g.log_initial), jnp.exp(g.log_final)
     if clamp is not None:  # Kaldi's denominator exponentiates min(max(y, -30), 30)
         y = jnp.clip(y, -clamp, clamp)
-    top = jax.lax.stop_gradient(jnp.max(y, axis=1))  # per-frame shift: exp never overflows
+    top = jax.lax.stop_gradient(jnp.max(y, axis=2))  # [B, T]: per-frame shift, so exp never overflows
+    e = jnp.exp(y - top[:, :, None]).transpose(1, 2, 0)  # [T, P, B]
     ts = jnp.arange(num_frames)
 
-    def leak(a: jax.Array) -> jax.Array:
-        return a + leaky * a.sum() * initial if leaky else a
+    def arcs(key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+        # a graph known when the program is traced (the usual case) is sorted here, not by XLA's constant folding
+        traced = isinstance(key, jax.core.Tracer)
+        order = jnp.argsort(key, stable=True) if traced else np.argsort(np.asarray(key), kind="stable")
+        return g.src[order], g.dst[order], g.pdf[order], jnp.exp(g.log_prob[order])[:, None]
 
-    a0 = leak(initial)
-    c0 = a0.sum()
+    def leak(a: jax.Array) -> jax.Array:
+        return a + leaky * a.sum(0) * initial[:, None] if leaky else a
+
+    a0 = leak(jnp.broadcast_to(initial[:, None], (num_states, batch)))
+    c0 = a0.sum(0)
+    src, dst, pdf, prob = arcs(g.dst)
 
     def forward(carry: tuple[jax.Array, jax.Array], t: jax.Array) -> tuple[tuple[jax.Array, jax.Array], tuple]:
         v, logz = carry
-        e = jnp.exp(y[t] - top[t])
-        u = jax.ops.segment_sum(v[g.src] * prob * e[g.pdf], g.dst, num_segments=num_states)
+        u = jax.ops.segment_sum(v[src] * prob * e[t][pdf], dst, num_segments=num_states, indices_are_sorted=True)
         u = leak(u)
-        c = u.sum()
-        live = t < length
+        c = u.sum(0)
+        live = t < lengths
         v_next = jnp.where(live, u / c, v)
-        logz_next = jnp.where(live, logz + jnp.log(c) + top[t], logz)
+        logz_next = jnp.where(live, logz + jnp.log(c) + top[:, t], logz)
         return (v_next, logz_next), (v, jnp.where(live, c, 1.0))
 
     (v_end, logz), (vs, cs) = jax.lax.scan(forward, (a0 / c0, jnp.log(c0)), ts)
-    fin = (v_end * final).sum()
+    fin = (v_end * final[:, None]).sum(0)
     logz = logz + jnp.log(fin)
+    b_src, b_dst, b_pdf, b_prob = arcs(g.src)
+    p_src, p_dst, p_pdf, p_prob = arcs(g.pdf)
 
     def backward(beta: jax.Array, t: jax.Array) -> tuple[jax.Array, jax.Array]:
         # beta is normalised so that v_{t+1} . beta = 1; betau does the same for the pre-leak vector
-        e = jnp.exp(y[t] - top[t])
         betau = (beta + leaky * (initial @ beta)) / cs[t] if leaky else beta / cs[t]
-        through = prob * e[g.pdf] * betau[g.dst]
-        gamma = vs[t][g.src] * through
-        occ = jax.ops.segment_sum(gamma, g.pdf, num_segments=num_pdfs)
-        beta_t = jax.ops.segment_sum(through, g.src, num_segments=num_states)
-        live = t < length
+        through = b_prob * e[t][b_pdf] * betau[b_dst]
+        beta_t = jax.ops.segment_sum(through, b_src, num_segments=num_states, indices_are_sorted=True)
+        gamma = vs[t][p_src] * p_prob * e[t][p_pdf] * betau[p_dst]
+        occ = jax.ops.segment_sum(gamma, p_pdf, num_segments=num_pdfs, indices_are_sorted=True)
+        live = t < lengths
         return jnp.where(live, beta_t, beta), jnp.where(live, occ, 0.0)
 
-    _, occs = jax.lax.scan(backward, final / fin, ts, reverse=True)
-    return logz, occs
+    _, occs = jax.lax.scan(backward, final[:, None] / fin, ts, reverse=True)
+    return logz, occs.transpose(2, 0, 1)
 
 
 def _finite_or_zero(x: jax.Array) -> jax.Array:
@@ -201,7 +213,4 @@ def forward_backward(
             raise ChainError("numerators are computed as Kaldi does, without a leaky HMM or clamped outputs")
         return jax.vmap(_numerator)(graph, y, lengths)
 
-    def one(ys: jax.Array, n: jax.Array) -> tuple[jax.Array, jax.Array]:
-        return _denominator(graph, ys, n, leaky, clamp)
-
-    return jax.vmap(one)(y, lengths)
+    return _denominator(graph, y, lengths, leaky, clamp)

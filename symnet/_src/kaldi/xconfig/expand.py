@@ -163,11 +163,33 @@ class Xconfig:
                 f"{layer.what}: {e.message}", file=e.file, line=e.line, column=e.column, text=e.text
             ) from None
 
-    def config_dir_files(self, directory: str | os.PathLike[str], xconfig_text: str | None = None) -> dict[str, bytes]:
+    def check_contexts(self, base: Any = None) -> Network:
+        """xconfig_to_configs.py's checks of the configs it writes: ref.config builds (on `base`, the existing model
+        of `--existing-model`), and init.config's output needs no more context on either side than ref.config's
+        (Kaldi refuses an xconfig whose output-layer delays the labels while its fixed-affine-layer does not:
+        the LDA would be estimated on frames the network never sees). Returns the ref.config network."""
+        reference = self.network(which="ref", base=base)
+        if not self.has("init") or "output" not in dict(reference.structure.outputs):
+            return reference
+        initial = self.network(which="init", base=base)
+        (li, ri), (lr, rr) = initial.context("output"), reference.context("output")
+        if li > lr or ri > rr:
+            layer = next(layer for layer, text in self.pairs("init") if text.startswith("output-node"))
+            raise layer.error(
+                f"init.config's output needs context ({li}, {ri}) (left, right), more than ref.config's ({lr}, {rr}); "
+                "Kaldi's xconfig_to_configs.py refuses this too: it comes from a label delay at the output "
+                "(output-delay), so give this layer the same delay (delay=...)"
+            )
+        return reference
+
+    def config_dir_files(
+        self, directory: str | os.PathLike[str], xconfig_text: str | None = None, base: Any = None
+    ) -> dict[str, bytes]:
         """What xconfig_to_configs.py writes to its --config-dir, by path: a copy of the xconfig (`xconfig`, when
         `xconfig_text` is given), `xconfig.expanded.1`/`.2`, `init.config` (when the xconfig has an LDA-like
         input), `ref.config`, `final.config`, `vars` (the context of ref.config's output, as recipes read it) and
-        the matrices the layers write (at the paths their options name)."""
+        the matrices the layers write (at the paths their options name). `base`: the existing model the xconfig
+        adds to (`--existing-model`). Checked as `check_contexts` checks."""
         files: dict[str, str] = {}
         if xconfig_text is not None:
             lines = (line.strip() for line in xconfig_text.splitlines())
@@ -182,7 +204,7 @@ class Xconfig:
             text = self.config_text(which)  # None for a config the xconfig does not make
             if text is not None:
                 files[f"{which}.config"] = text
-        reference = self.network(which="ref")
+        reference = self.check_contexts(base)
         if "output" in dict(reference.structure.outputs):
             left, right = reference.context("output")
             files["vars"] = f"model_left_context={left}\nmodel_right_context={right}\n"
@@ -191,11 +213,13 @@ class Xconfig:
             out[name] = kaldi_matrix_text(matrix).encode("utf-8")
         return out
 
-    def write_config_dir(self, directory: str | os.PathLike[str], xconfig_text: str | None = None) -> list[str]:
+    def write_config_dir(
+        self, directory: str | os.PathLike[str], xconfig_text: str | None = None, base: Any = None
+    ) -> list[str]:
         """Write what xconfig_to_configs.py writes to its --config-dir (`config_dir_files`) as a whole: a failure
         leaves every file as it was. Returns the paths written. Reads no matrix file (ref.config has random
         stand-ins for them), so it runs before a recipe has estimated its lda.mat."""
-        files = self.config_dir_files(directory, xconfig_text)
+        files = self.config_dir_files(directory, xconfig_text, base)
         atomic_write_all(files)
         return list(files)
 
