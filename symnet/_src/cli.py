@@ -16,6 +16,9 @@
     symnet lda [options] (--posteriors RSPEC | --alignments RSPEC) NETWORK FEATS_RSPECIFIER LDA_MAT
                                          nnet3-acc-lda-stats + nnet-get-feature-transform: the LDA-like input
                                          transform of a recipe's fixed-affine-layer (lda.mat)
+    symnet lda [options] --chain-egs NETWORK CEGS_RSPECIFIER LDA_MAT
+                                         nnet3-chain-acc-lda-stats + nnet-get-feature-transform: the same from
+                                         chain egs, the supervision's posteriors as the classes
     symnet export --frames T|t [--chunk N] [--batch b|N] [--mode same|valid] [--output NAME] MODEL OUT
                                          the network's output as a jax.export program (OUT and OUT.json) that
                                          runs with jax alone (symnet.export)
@@ -693,9 +696,12 @@ def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
 _LDA_UNSUPPORTED = {
     "--write-cholesky": "symnet lda writes the transform (and --write-stats), not the within-class Cholesky factor",
     "--write-within-covar": "symnet lda writes the transform (and --write-stats), not the within-class covariance",
-    "--frame-subsampling-factor": "symnet lda takes every frame, as nnet3-get-egs's egs without subsampling hold "
-    "them (chain recipes' nnet3-chain-acc-lda-stats, on the supervision's subsampled frames, is not supported)",
+    "--frame-subsampling-factor": "symnet lda takes every frame of the features, as nnet3-get-egs's egs without "
+    "subsampling hold them; for chain recipes' nnet3-chain-acc-lda-stats give --chain-egs (the egs hold their "
+    "subsampled frames)",
 }
+#: `symnet lda` options that apply to features and targets, not to --chain-egs.
+_LDA_FEATURES_ONLY = ("--posteriors", "--alignments", "--ivectors", "--online-ivectors", "--frames-per-chunk")
 
 
 def _lda_network(path: str) -> Any:
@@ -717,15 +723,21 @@ def _lda_network(path: str) -> Any:
 
 
 def _lda(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .atomic import atomic_write_all, check_writable
-    from .kaldi.binary import Writer
+    from .atomic import check_writable
     from .kaldi.lda import LdaOptions, accumulate_lda_stats
     from .train.kaldi_data import iter_table, read_posteriors, read_table
 
     for option in _LDA_UNSUPPORTED:
         if getattr(args, option[2:].replace("-", "_")) is not None:
             raise _UsageError(f"{option} is not supported: {_LDA_UNSUPPORTED[option]}")
-    if (args.posteriors is None) == (args.alignments is None):
+    if args.chain_egs:
+        given = [o for o in _LDA_FEATURES_ONLY if getattr(args, o[2:].replace("-", "_")) not in (None, False)]
+        if given:
+            raise _UsageError(
+                f"{', '.join(given)}: with --chain-egs the egs hold the inputs (i-vectors included) and the "
+                "supervision that gives the classes"
+            )
+    elif (args.posteriors is None) == (args.alignments is None):
         raise _UsageError("give the targets: --posteriors RSPECIFIER or --alignments RSPECIFIER (one of them)")
     if args.ivectors and args.online_ivectors:
         raise _UsageError("give --ivectors or --online-ivectors, not both")
@@ -742,6 +754,12 @@ def _lda(args: argparse.Namespace, stdout: TextIO) -> int:
         check_writable(args.write_stats)
     network = _lda_network(args.network)
     pipes = args.allow_pipes
+    if args.chain_egs:
+        from .kaldi.chain_lda import accumulate_chain_lda_stats
+        from .kaldi.egs import read_cegs
+
+        accumulation = accumulate_chain_lda_stats(network, read_cegs(args.feats_rspecifier), rand_prune=args.rand_prune)
+        return _write_lda(args, accumulation, options, stdout)
     targets: Mapping[str, Any]
     if args.posteriors is not None:
         targets = read_posteriors(args.posteriors, "posteriors", allow_pipes=pipes)
@@ -759,8 +777,16 @@ def _lda(args: argparse.Namespace, stdout: TextIO) -> int:
         rand_prune=args.rand_prune,
         targets_length_tolerance=args.targets_length_tolerance,
         length_tolerance=args.length_tolerance,
-        frames_per_chunk=args.frames_per_chunk,
+        frames_per_chunk=50 if args.frames_per_chunk is None else args.frames_per_chunk,
     )
+    return _write_lda(args, accumulation, options, stdout)
+
+
+def _write_lda(args: argparse.Namespace, accumulation: Any, options: Any, stdout: TextIO) -> int:
+    """`symnet lda`'s outputs: the transform (and --write-stats), written as one set, and what was done."""
+    from .atomic import atomic_write_all
+    from .kaldi.binary import Writer
+
     stats = accumulation.stats
     result = stats.rounded().transform(options)  # Kaldi estimates from its stats file: the same float round trip
     writer = Writer(args.binary)
@@ -771,8 +797,9 @@ def _lda(args: argparse.Namespace, stdout: TextIO) -> int:
     if args.write_stats:
         files[args.write_stats] = stats.to_kaldi(args.binary)
     atomic_write_all(files)
+    what = "chain egs" if args.chain_egs else "utterances"
     print(
-        f"accumulated LDA statistics from {accumulation.utterances} utterances ({len(accumulation.skipped)} "
+        f"accumulated LDA statistics from {accumulation.utterances} {what} ({len(accumulation.skipped)} "
         f"skipped): soft frame count {stats.count:g}, dim {stats.dim}, {int((stats.counts != 0).sum())} classes "
         "with data",
         file=stdout,
@@ -1140,6 +1167,12 @@ def _parser() -> argparse.ArgumentParser:
         "are Kaldi's: see docs/kaldi.md. As nnet3-get-egs does, an utterance without targets or i-vectors, or "
         "whose targets are more than --targets-length-tolerance frames off, is skipped with a warning.",
     )
+    lda.add_argument(
+        "--chain-egs",
+        action="store_true",
+        help="FEATS_RSPECIFIER is chain egs (cegs.*.ark): nnet3-chain-acc-lda-stats, the network computed at each "
+        "eg's supervised frames from its inputs, the classes the posteriors of its supervision FST",
+    )
     lda.add_argument("--posteriors", metavar="RSPECIFIER", help="targets: pdf posteriors (ali-to-post's output)")
     lda.add_argument("--alignments", metavar="RSPECIFIER", help="targets: pdf alignments (ali-to-pdf's output)")
     lda.add_argument("--ivectors", metavar="RSPECIFIER", help="one i-vector per utterance")
@@ -1198,8 +1231,8 @@ def _parser() -> argparse.ArgumentParser:
     lda.add_argument(
         "--frames-per-chunk",
         type=_count(1, frames),
-        default=50,
-        help="frames computed together, as in `symnet compute`; online i-vectors are taken per chunk",
+        default=None,
+        help="frames computed together, as in `symnet compute` (default 50); online i-vectors are taken per chunk",
     )
     lda.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
     for option in _LDA_UNSUPPORTED:

@@ -9,6 +9,7 @@ model nnet3-chain-train writes after one step on each eg alone (from the same in
 
 from __future__ import annotations
 
+import io
 import re
 import warnings
 from functools import cache
@@ -203,3 +204,64 @@ def test_den_graph_of_a_multi_state_topology_warns_and_stays_close():
         like, _, _, frames = kaldi_objectives(name, eg.key)
         r = objective(name, eg, den_graph=symnet_den(name))
         assert abs(float(r.objf) / frames - like) < 5e-4, eg.key
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_chain_lda_stats_equal_nnet3_chain_acc_lda_stats(name):
+    """The chain recipes' LDA statistics (nnet3-chain-acc-lda-stats, make_lda.sh): init.config's network at each
+    eg's subsampled supervised frames, classes the posteriors of the supervision FST's own weights (normalization
+    included, several pdfs a frame where the tolerances allow them), no pruning; and the transform from them."""
+    from symnet._src.kaldi.chain_lda import accumulate_chain_lda_stats
+    from symnet._src.kaldi.lda import read_lda_stats
+    from symnet.kaldi import read_network
+
+    egs, *_ = scenario(name)
+    result = accumulate_chain_lda_stats(read_network(DATA / "lda-init.config"), egs)
+    kaldi = read_lda_stats(DATA / name / "lda.stats")
+    ours = result.stats.rounded()
+    assert (result.utterances, result.frames) == (
+        len(egs),
+        len(egs) * egs[0].outputs[0].supervision.frames_per_sequence,
+    )
+    assert ours.count == pytest.approx(kaldi.count, rel=1e-6)
+    assert ((ours.counts > 0) == (kaldi.counts > 0)).all()
+    # float precision: Kaldi's posteriors are in double, symnet's in float32
+    np.testing.assert_allclose(ours.counts, kaldi.counts[: ours.num_classes], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(ours.sums, kaldi.sums[: ours.num_classes], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(ours.second, kaldi.second, rtol=0, atol=1e-6 * np.abs(kaldi.second).max())
+    assert kaldi.num_classes >= ours.num_classes and not kaldi.counts[ours.num_classes :].any()
+    np.testing.assert_allclose(ours.transform().matrix, kaldi.transform().matrix, rtol=0, atol=1e-5)
+
+
+def test_chain_lda_refusals():
+    from symnet._src.kaldi.chain_lda import accumulate_chain_lda_stats
+    from symnet._src.kaldi.lda import LdaError
+    from symnet.kaldi import read_network
+
+    egs, *_ = scenario("chain-topo")
+    other = read_network(io.StringIO("input-node name=feats dim=13\noutput-node name=output input=feats\n"))
+    with pytest.raises(LdaError, match=f"chain eg '{egs[0].key}': the network has no input 'input'"):
+        accumulate_chain_lda_stats(other, egs)
+    with pytest.raises(LdaError, match="no chain egs"):
+        accumulate_chain_lda_stats(read_network(DATA / "lda-init.config"), [])
+
+
+def test_symnet_lda_chain_egs_writes_the_transform_and_stats(tmp_path, capsys):
+    """`symnet lda --chain-egs`: the same statistics as the library (written as nnet3-chain-acc-lda-stats writes
+    them) and their transform; options for features and targets are refused with --chain-egs."""
+    from symnet._src.cli import main
+    from symnet._src.kaldi.chain_lda import accumulate_chain_lda_stats
+    from symnet._src.kaldi.lda import read_lda_stats
+    from symnet.kaldi import read_network
+
+    cegs, config = f"ark:{DATA / 'chain-topo' / 'cegs.ark'}", str(DATA / "lda-init.config")
+    out, stats = tmp_path / "lda.mat", tmp_path / "lda.stats"
+    assert main(["lda", "--chain-egs", "--write-stats", str(stats), config, cegs, str(out)]) == 0
+    assert "from 6 chain egs" in capsys.readouterr().out
+    egs, *_ = scenario("chain-topo")
+    expected = accumulate_chain_lda_stats(read_network(DATA / "lda-init.config"), egs).stats
+    assert stats.read_bytes() == expected.to_kaldi(binary=True)
+    assert read_lda_stats(stats).count == pytest.approx(expected.count)
+    assert main(["lda", "--chain-egs", "--alignments", "ark:x.ark", config, cegs, str(tmp_path / "x.mat")]) == 2
+    assert "--alignments: with --chain-egs the egs hold the inputs" in capsys.readouterr().err
+    assert not (tmp_path / "x.mat").exists()

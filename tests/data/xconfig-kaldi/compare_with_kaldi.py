@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import io
 import os
 import re
 import subprocess
@@ -97,14 +96,22 @@ def prepare(case: Path, folder: Path) -> tuple[Path, list[np.ndarray], list[np.n
     """In `folder`: the case's configs (`symnet xconfig --config-dir configs`, run there as a recipe runs it),
     a random matrix for each fixed-affine-layer's file, the random model `model.raw`, and `feats.ark` (and
     `ivectors.ark`); returns the model's path, the features and the i-vectors (None without that input)."""
-    from symnet._src.cli import main as symnet_main
+    from symnet._src.kaldi.xconfig import read_xconfig
+    from symnet._src.kaldi.xconfig.expand import kaldi_matrix_text
 
     cwd = os.getcwd()
     os.chdir(folder)  # the configs' matrix paths are relative, as in the recipe's folder
     try:
-        if symnet_main(["xconfig", "--config-dir", "configs", str(case)], stdout=io.StringIO()) != 0:
-            raise RuntimeError(f"symnet xconfig {case.name} failed")
-        expanded = (folder / "configs" / "xconfig.expanded.2").read_text()
+        # final.config and the layers' matrices, as `symnet xconfig --config-dir` writes them, without its
+        # xconfig_to_configs.py checks: Kaldi's script refuses three of the recipes (a label delay the LDA does
+        # not share), and nnet3-init of their final.config is what both sides compute here
+        xconfig = read_xconfig(case)
+        (folder / "configs").mkdir()
+        (folder / "configs" / "final.config").write_text(xconfig.config_text("final") or "")
+        for name, matrix in xconfig.matrices.items():
+            Path(name).parent.mkdir(parents=True, exist_ok=True)
+            Path(name).write_text(kaldi_matrix_text(matrix))
+        expanded = xconfig.expanded(True)
         rng = np.random.default_rng(1)
         for match in re.finditer(r"fixed-affine-layer name=\S+ affine-transform-file=(\S+) .*?\bdim=(\d+)", expanded):
             target, dim = folder / match.group(1), int(match.group(2))
