@@ -128,11 +128,11 @@ def test_heavy_numerator_weights_keep_kaldis_objective(shift):
     np.testing.assert_allclose(np.asarray(r.num_post), np.asarray(plain.num_post), atol=2e-5 if shift < 100 else 1e-4)
 
 
-def trained_step(name: str, eg):
-    """One `fit` step on one eg with Kaldi's rules (the model's learning rates, max-param-change 2), as
-    nnet3-chain-train took it: the documented call, without `chunk`."""
+def trained_step(name: str, *egs):
+    """One `fit` step on these egs as one minibatch with Kaldi's rules (the model's learning rates, max-param-change
+    2), as nnet3-chain-train took it: the documented call, without `chunk`."""
     _, den, net, options = scenario(name)
-    data = chain_egs([eg], den=den, options=options, xent_output="output-xent")
+    data = chain_egs(list(egs), den=den, options=options, xent_output="output-xent")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", KaldiRulesWarning)
         rules = kaldi_rules(net, max_param_change=2.0)
@@ -142,7 +142,7 @@ def trained_step(name: str, eg):
         rules,
         objective=data.objective,
         frame_subsampling_factor=data.frame_subsampling_factor,
-        batch_size=1,
+        batch_size=len(egs),
         max_steps=1,
         progress=False,
     )
@@ -158,15 +158,28 @@ def test_one_step_equals_nnet3_chain_train(name):
     for eg in egs:
         halves += bool((eg.outputs[0].deriv_weights < 1).any())
         before, after = trained_step(name, eg)
-        kaldi = read_model(DATA / name / "step" / f"{eg.key}.txt").network
-        for key, want in kaldi.params.items():
-            want, start = np.asarray(want), np.asarray(before.params[key])
-            change = np.abs(want - start).max()
-            assert change > 0, key
-            np.testing.assert_allclose(
-                np.asarray(after.params[key]), want, rtol=0, atol=1e-3 * change, err_msg=f"{eg.key} {key}"
-            )
+        assert_step_is_kaldis(before, after, read_model(DATA / name / "step" / f"{eg.key}.txt").network, eg.key)
     assert 0 < halves < len(egs)  # both kinds of eg are checked
+
+
+def assert_step_is_kaldis(before, after, kaldi, what):
+    for key, want in kaldi.params.items():
+        want, start = np.asarray(want), np.asarray(before.params[key])
+        change = np.abs(want - start).max()
+        assert change > 0, key
+        np.testing.assert_allclose(
+            np.asarray(after.params[key]), want, rtol=0, atol=1e-3 * change, err_msg=f"{what} {key}"
+        )
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_one_step_on_merged_egs_equals_nnet3_chain_train(name):
+    """The egs merged into one minibatch (nnet3-chain-merge-egs, make_merged.sh), as recipes train: one `fit` step
+    with every eg in one minibatch moves every parameter as nnet3-chain-train's step on the merged eg does
+    (sequences interleaved in Kaldi's row order, each with its own numerator and derivative weights)."""
+    egs, *_ = scenario(name)
+    before, after = trained_step(name, *egs)
+    assert_step_is_kaldis(before, after, read_model(DATA / name / "step" / "merged.txt").network, "merged")
 
 
 def test_symnet_den_graph_gives_kaldis_objective():
