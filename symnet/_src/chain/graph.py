@@ -104,7 +104,7 @@ def initial_probs(fst: Fst) -> np.ndarray:
     return avg
 
 
-def log_of(p: np.ndarray | Sequence[float]) -> np.ndarray:
+def _log_of(p: np.ndarray | Sequence[float]) -> np.ndarray:
     """Probabilities as log-probabilities (0 as -inf)."""
     with np.errstate(divide="ignore"):
         return np.log(np.asarray(p, np.float64))
@@ -127,7 +127,7 @@ def denominator_graph(fst: Fst, num_pdfs: int) -> ChainGraph:
     """Kaldi's DenominatorGraph of a den.fst: arcs labelled pdf-id + 1, all states final, Kaldi's
     initial probabilities."""
     pdf = _pdfs_of(fst, num_pdfs, "denominator FST")
-    return _graph(fst, pdf, num_pdfs, log_of(initial_probs(fst)), np.zeros(fst.num_states))
+    return _graph(fst, pdf, num_pdfs, _log_of(initial_probs(fst)), np.zeros(fst.num_states))
 
 
 def numerator_graph(fst: Fst, num_pdfs: int) -> ChainGraph:

@@ -37,7 +37,7 @@ from . import loss_scale, resume
 from .examples import Chunks
 from .fit_data import as_chunks, check_data, output_dim, used_widths
 from .objectives import Chain, Objective, get_objective
-from .options import DEFAULT_CHUNK, FitOptions, chunk_widths, is_integer
+from .options import FitOptions, chunk_widths, is_integer
 from .parallel import DataParallel
 from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
 from .trainer import Trainer
@@ -196,9 +196,7 @@ def steps_per_epoch(
     without a mesh): the length of an epoch for a learning-rate schedule."""
     if not is_integer(batch_size, 1):
         raise TrainingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    if chunk is None:
-        chunk = data.chunk if isinstance(data, Chunks) else DEFAULT_CHUNK
-    widths = chunk_widths(chunk)
+    widths = FitOptions(chunk=None if chunk is None else chunk_widths(chunk)).for_data(data).widths
     chunks = as_chunks(data, network, widths[-1], output)
     counts = np.unique(chunks.widths(used_widths(chunks, widths)), return_counts=True)[1]
     return int(sum(-(-int(n) // batch_size) for n in counts))
