@@ -13,7 +13,8 @@ gives what nnet-get-feature-transform writes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,17 +25,53 @@ from .lda import rand_prune as prune
 __all__ = ["accumulate_chain_lda_stats", "supervision_posteriors"]
 
 
-def supervision_posteriors(fst: Any, num_pdfs: int, frames: int) -> Posteriors:
-    """The per-frame pdf posteriors of a chain supervision FST by its own weights (Kaldi's LatticeForwardBackward
-    of the FST as a lattice), each frame's pairs sorted by pdf, zeros left out."""
+#: Egs whose supervision posteriors are computed in one call (one compiled program per padded size).
+BATCH = 64
+
+
+def supervision_posteriors(supervisions: Sequence[Any]) -> list[Posteriors]:
+    """The per-frame pdf posteriors of chain supervisions (one sequence each) by their FSTs' own weights (Kaldi's
+    LatticeForwardBackward of the FST as a lattice), each frame's pairs sorted by pdf, zeros left out. Computed
+    together, the graphs padded to powers of two of states and arcs, so that an archive compiles a few programs."""
     import jax.numpy as jnp
 
-    from ..chain.forward_backward import forward_backward, stack_graphs
+    from ..chain.forward_backward import GraphArrays, stack_graphs
     from ..chain.graph import numerator_graph
 
-    graph = stack_graphs([numerator_graph(fst, num_pdfs)])
-    _, occupation = forward_backward(graph, jnp.zeros((1, frames, num_pdfs)), jnp.array([frames]), numerator=True)
-    return Posteriors.of(np.asarray(occupation[0], np.float32))
+    if not supervisions:
+        return []
+    frames = max(sup.frames_per_sequence for sup in supervisions)
+    num_pdfs = supervisions[0].label_dim
+    graphs = stack_graphs([numerator_graph(sup.fst, num_pdfs) for sup in supervisions])
+    batch, arcs = graphs.src.shape
+    states = graphs.log_initial.shape[1]
+
+    def pad(a: Any, size: int, value: float) -> Any:
+        return jnp.pad(a, ((0, 0), (0, size - a.shape[1])), constant_values=value)
+
+    s_pad, a_pad = 1 << (states - 1).bit_length(), 1 << (arcs - 1).bit_length()
+    padded = GraphArrays(
+        pad(graphs.src, a_pad, 0),
+        pad(graphs.dst, a_pad, 0),
+        pad(graphs.pdf, a_pad, 0),
+        pad(graphs.log_prob, a_pad, -jnp.inf),
+        pad(graphs.log_initial, s_pad, -jnp.inf),
+        pad(graphs.log_final, s_pad, -jnp.inf),
+    )
+    lengths = jnp.asarray([sup.frames_per_sequence for sup in supervisions])
+    _, occupation = _posterior_program()(padded, jnp.zeros((batch, frames, num_pdfs)), lengths)
+    occupation = np.asarray(occupation, np.float32)
+    return [Posteriors.of(occupation[i, : sup.frames_per_sequence]) for i, sup in enumerate(supervisions)]
+
+
+@functools.cache
+def _posterior_program() -> Callable[..., Any]:
+    """The numerators' forward-backward as one jitted function (compiled once per padded shape)."""
+    import jax
+
+    from ..chain.forward_backward import forward_backward
+
+    return jax.jit(lambda graphs, outputs, lengths: forward_backward(graphs, outputs, lengths, numerator=True))
 
 
 def accumulate_chain_lda_stats(
@@ -66,38 +103,55 @@ def accumulate_chain_lda_stats(
     computations: dict[bytes, Any] = {}
     stats: LdaStats | None = None
     done = frames_done = 0
-    for eg in egs:
-        where = f"chain eg {eg.key!r}"
-        if len(eg.outputs) != 1 or eg.outputs[0].name != "output":
-            raise LdaError(f"{where}: expecting one output named 'output', got {[o.name for o in eg.outputs]}")
-        out = eg.outputs[0]
-        sup = out.supervision
-        if sup.num_sequences != 1:
-            raise LdaError(f"{where}: {sup.num_sequences} sequences; chain LDA statistics take single egs, not merged")
-        if sup.e2e:
-            raise LdaError(f"{where}: end-to-end supervision is not supported")
-        unknown = sorted({io.name for io in eg.inputs} - inputs)
-        if unknown:
-            raise LdaError(f"{where}: the network has no input {unknown[0]!r}; it has {sorted(inputs)}")
-        key = b"".join(io.name.encode() + io.indexes.tobytes() for io in eg.inputs) + out.indexes.tobytes()
-        if key not in computations:
-            request = ComputationRequest(
-                inputs={io.name: IndexSet.of(map(tuple, io.indexes.tolist())) for io in eg.inputs},
-                outputs={"output": IndexSet.of(map(tuple, out.indexes.tolist()))},
-            )
-            computations[key] = compile(network, request)
-        rows = np.asarray(
-            computations[key](network, {io.name: np.asarray(io.matrix, np.float32) for io in eg.inputs})["output"],
-            np.float32,
-        )
-        post = supervision_posteriors(sup.fst, sup.label_dim, len(rows))
-        if rand_prune > 0:
-            post = Posteriors(post.offsets, post.pdfs, prune(post.weights, rand_prune, rng))
-        if stats is None:
-            stats = LdaStats.empty(rows.shape[1])
-        stats.accumulate(rows, post)
-        done += 1
-        frames_done += len(rows)
+    for group in _groups(egs, BATCH):
+        for eg in group:
+            _check(eg, inputs)
+        posteriors = supervision_posteriors([eg.outputs[0].supervision for eg in group])
+        for eg, post in zip(group, posteriors):
+            out = eg.outputs[0]
+            key = b"".join(io.name.encode() + io.indexes.tobytes() for io in eg.inputs) + out.indexes.tobytes()
+            if key not in computations:
+                request = ComputationRequest(
+                    inputs={io.name: IndexSet.of(map(tuple, io.indexes.tolist())) for io in eg.inputs},
+                    outputs={"output": IndexSet.of(map(tuple, out.indexes.tolist()))},
+                )
+                computations[key] = compile(network, request)
+            feed = {io.name: np.asarray(io.matrix, np.float32) for io in eg.inputs}
+            rows = np.asarray(computations[key](network, feed)["output"], np.float32)
+            if rand_prune > 0:
+                post = Posteriors(post.offsets, post.pdfs, prune(post.weights, rand_prune, rng))
+            if stats is None:
+                stats = LdaStats.empty(rows.shape[1])
+            stats.accumulate(rows, post)
+            done += 1
+            frames_done += len(rows)
     if stats is None:
         raise LdaError("no chain egs: accumulated no statistics")
     return LdaAccumulation(stats, done, frames_done, ())
+
+
+def _groups(egs: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    group: list[Any] = []
+    for eg in egs:
+        group.append(eg)
+        if len(group) == size:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+def _check(eg: Any, inputs: set[str]) -> None:
+    """LdaError unless the eg is one nnet3-chain-acc-lda-stats takes: one output, `output`, of one sequence, not
+    end-to-end, and inputs the network has."""
+    where = f"chain eg {eg.key!r}"
+    if len(eg.outputs) != 1 or eg.outputs[0].name != "output":
+        raise LdaError(f"{where}: expecting one output named 'output', got {[o.name for o in eg.outputs]}")
+    sup = eg.outputs[0].supervision
+    if sup.num_sequences != 1:
+        raise LdaError(f"{where}: {sup.num_sequences} sequences; chain LDA statistics take single egs, not merged")
+    if sup.e2e:
+        raise LdaError(f"{where}: end-to-end supervision is not supported")
+    unknown = sorted({io.name for io in eg.inputs} - inputs)
+    if unknown:
+        raise LdaError(f"{where}: the network has no input {unknown[0]!r}; it has {sorted(inputs)}")
