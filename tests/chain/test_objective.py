@@ -228,3 +228,19 @@ def test_options_kaldi_cannot_take_are_errors():
     den = denominator_graph(small_graph(), P)
     with pytest.raises(ChainError, match="pdf 2, the outputs only 2"):
         chain_objective(jnp.zeros((1, 3, 2)), graph_arrays(den), stack_graphs([numerator_graph(small_graph(), P)]))
+
+
+def test_graphs_as_arguments_of_a_jitted_function_give_the_same_objective(y):
+    """The denominator's arcs are sorted on the host when its graph is a constant of the traced program, and by the
+    program itself when the graph is one of its arguments: the same value and gradient either way."""
+    den, nums = objective_inputs(y)
+    dg, ng = graph_arrays(den, jnp.float64), stack_graphs(nums, jnp.float64)
+    options = ChainOptions(leaky_hmm_coefficient=0.1)
+
+    def total(v, d, n):
+        return chain_objective(v, d, n, options=options).total
+
+    closed = jax.jit(jax.value_and_grad(lambda v: total(v, dg, ng)))(jnp.asarray(y))
+    passed = jax.jit(jax.value_and_grad(total))(jnp.asarray(y), dg, ng)
+    np.testing.assert_allclose(float(passed[0]), float(closed[0]), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(passed[1]), np.asarray(closed[1]), rtol=1e-10, atol=1e-14)
