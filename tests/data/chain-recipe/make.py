@@ -1,7 +1,8 @@
 """Make the chain-recipe fixtures of tests/chain/test_chain_recipe.py with Kaldi's own programs (nnet3-init,
 nnet3-copy, gmm-init-mono, chain-est-phone-lm, chain-make-den-fst, chain-get-supervision, nnet3-chain-get-egs,
 nnet3-chain-copy-egs, nnet3-chain-compute-prob, nnet3-chain-train on PATH: ../shared/kaldi-bin.tar.xz, see
-shared/KALDI-BUILD.md). Run from anywhere: `python make.py [SCENARIO ...]`; each scenario writes its folder here.
+shared/KALDI-BUILD.md). Run from anywhere: `python make.py [SCENARIO ...]`; each scenario writes its folder here
+(nnet3-chain-get-egs may cut other chunks on another run, so run make_merged.sh and make_lda.sh after it).
 
 Each scenario is made the way a Kaldi recipe makes its chain egs: random phone sequences of 30-40 phones
 (silence, phone 1, at both ends) with random durations, a topology (Kaldi's chain topology, or a 3-state
