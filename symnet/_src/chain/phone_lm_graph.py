@@ -117,9 +117,8 @@ def expand_with_phones(
                     cost = np.float32(np.float32(leaving + w) + forward(hmm, 0, k, t))
                     arc(frm, state((d, p, 0, k)), pdfs[p][hmm[0].forward_pdf_class], cost, p)
 
-    final = [np.float32(lm.final[lm.start])]
+    finals: dict[int, np.float32] = {0: np.float32(lm.final[lm.start])}
     enter(0, lm.start, np.float32(0.0))
-    finals: dict[int, np.float32] = {}
     while todo:
         key = todo.pop()
         d, p, i, j = key
@@ -139,7 +138,6 @@ def expand_with_phones(
                     arc(here, state((d, p, j, k)), pdfs[p][hmm[j].forward_pdf_class], cost, p)
     n = len(index) + 1
     final_weights = np.full(n, np.inf, np.float32)
-    final_weights[0] = final[0]
     for s, f in finals.items():
         final_weights[s] = f
     labels = np.asarray(label, np.int32) + 1
