@@ -701,7 +701,16 @@ _LDA_UNSUPPORTED = {
     "subsampled frames)",
 }
 #: `symnet lda` options that apply to features and targets, not to --chain-egs.
-_LDA_FEATURES_ONLY = ("--posteriors", "--alignments", "--ivectors", "--online-ivectors", "--frames-per-chunk")
+_LDA_FEATURES_ONLY = (
+    "--posteriors",
+    "--alignments",
+    "--ivectors",
+    "--online-ivectors",
+    "--online-ivector-period",
+    "--frames-per-chunk",
+    "--targets-length-tolerance",
+    "--length-tolerance",
+)
 
 
 def _lda_network(path: str) -> Any:
@@ -775,8 +784,8 @@ def _lda(args: argparse.Namespace, stdout: TextIO) -> int:
         ),
         online_ivector_period=args.online_ivector_period,
         rand_prune=args.rand_prune,
-        targets_length_tolerance=args.targets_length_tolerance,
-        length_tolerance=args.length_tolerance,
+        targets_length_tolerance=2 if args.targets_length_tolerance is None else args.targets_length_tolerance,
+        length_tolerance=100 if args.length_tolerance is None else args.length_tolerance,
         frames_per_chunk=50 if args.frames_per_chunk is None else args.frames_per_chunk,
     )
     return _write_lda(args, accumulation, options, stdout)
@@ -1219,13 +1228,13 @@ def _parser() -> argparse.ArgumentParser:
     lda.add_argument(
         "--targets-length-tolerance",
         type=_count(0),
-        default=2,
+        default=None,
         help="frames by which the targets may be shorter or longer than the features (nnet3-get-egs's; default 2)",
     )
     lda.add_argument(
         "--length-tolerance",
         type=_count(0),
-        default=100,
+        default=None,
         help="frames by which the online i-vectors may fall short or run over (nnet3-get-egs's; default 100)",
     )
     lda.add_argument(

@@ -297,4 +297,6 @@ def test_symnet_lda_chain_egs_writes_the_transform_and_stats(tmp_path, capsys):
     assert read_lda_stats(stats).count == pytest.approx(expected.count)
     assert main(["lda", "--chain-egs", "--alignments", "ark:x.ark", config, cegs, str(tmp_path / "x.mat")]) == 2
     assert "--alignments: with --chain-egs the egs hold the inputs" in capsys.readouterr().err
+    assert main(["lda", "--chain-egs", "--targets-length-tolerance", "2", config, cegs, str(tmp_path / "x.mat")]) == 2
+    assert "--targets-length-tolerance: with --chain-egs" in capsys.readouterr().err
     assert not (tmp_path / "x.mat").exists()
