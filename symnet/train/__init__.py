@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from symnet._src.train.options import FitOptions
     from symnet._src.train.rules import DropoutSchedule, KaldiRules, KaldiRulesWarning, component_rules, kaldi_rules
+    from symnet._src.train.streams import SkippedDataWarning, Stream, stream_kaldi_data, stream_sequences
 
 #: Public name -> the module of this package that defines it.
 _MODULES = {
@@ -64,6 +65,10 @@ _MODULES = {
     "KaldiRulesWarning": "rules",
     "component_rules": "rules",
     "kaldi_rules": "rules",
+    "SkippedDataWarning": "streams",
+    "Stream": "streams",
+    "stream_kaldi_data": "streams",
+    "stream_sequences": "streams",
 }
 
 __all__ = [
@@ -77,7 +82,9 @@ __all__ = [
     "EpochStats",
     "FitOptions",
     "FitResult",
+    "SkippedDataWarning",
     "StepStats",
+    "Stream",
     "KaldiData",
     "KaldiDataError",
     "KaldiRules",
@@ -98,6 +105,8 @@ __all__ = [
     "objective",
     "read_kaldi_data",
     "steps_per_epoch",
+    "stream_kaldi_data",
+    "stream_sequences",
 ]
 
 

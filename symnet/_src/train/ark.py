@@ -40,6 +40,8 @@ import numpy as np
 from ..errors import KaldiDataError, SymnetError
 
 __all__ = [
+    "ark_offsets",
+    "entry_rows",
     "is_command",
     "iter_ark",
     "iter_scp",
@@ -93,6 +95,7 @@ class _Reader:
         self.fd, self.where = fd, where
         self.buffer, self.pos = b"", 0  # bytes read ahead; buffer[pos:] is not consumed yet
         self.left: int | None = None
+        self._consumed = 0  # bytes read from `fd` so far (`tell`)
         self._read_some = getattr(fd, "read1", fd.read)
         try:
             st = os.fstat(fd.fileno())
@@ -106,12 +109,17 @@ class _Reader:
         return KaldiDataError(f"{self.where}{at}: {message}")
 
     def _account(self, data: bytes) -> bytes:
+        self._consumed += len(data)
         if self.left is not None:
             self.left -= len(data)
         return data
 
     def _buffered(self) -> int:
         return len(self.buffer) - self.pos
+
+    def consumed(self) -> int:
+        """Bytes consumed since the reader was made (read ahead but not consumed: not counted)."""
+        return self._consumed - self._buffered()
 
     def _fill(self, n: int) -> int:
         """Read ahead until `n` bytes are buffered or the file ends; the number buffered."""
@@ -414,19 +422,36 @@ def iter_ark(
     """`(key, array)` for every entry of a Kaldi archive (blanks before a key are skipped, as in Kaldi); `read`
     reads one object (`_read_posterior` for posteriors)."""
     r = _Reader(fd, where)
-    while True:
-        while r.peek(1) in (b" ", b"\n", b"\r", b"\t"):
-            r.byte()
-        if not r.peek(1):
-            return
-        token, found = r.read_until(b" ", MAX_KEY_BYTES, None, "an utterance id")
-        if not found:
-            raise r.error(None, f"the file ends after the utterance id {token[:40]!r}")
-        try:
-            key = token[:-1].decode("utf-8")
-        except UnicodeDecodeError:
-            raise r.error(None, f"utterance id {token[:40]!r} is not UTF-8") from None
+    while (key := _next_key(r)) is not None:
         yield key, read(r, key)
+
+
+def ark_offsets(fd: IO[bytes], where: str) -> Iterator[tuple[str, int]]:
+    """`(key, offset)` of every entry of a Kaldi archive (its object starts `offset` bytes after where `fd` was),
+    each object's size checked and skipped, not decoded: an index for reading entries later by offset."""
+    r = _Reader(fd, where)
+    while (key := _next_key(r)) is not None:
+        offset = r.consumed()
+        if r.peek(2) == b"\0B":
+            _binary_entry(r, key)
+        else:
+            _text_entry(r, key)
+        yield key, offset
+
+
+def _next_key(r: _Reader) -> str | None:
+    """The next entry's key (blanks before it skipped, as in Kaldi), or None at the end of the archive."""
+    while r.peek(1) in (b" ", b"\n", b"\r", b"\t"):
+        r.byte()
+    if not r.peek(1):
+        return None
+    token, found = r.read_until(b" ", MAX_KEY_BYTES, None, "an utterance id")
+    if not found:
+        raise r.error(None, f"the file ends after the utterance id {token[:40]!r}")
+    try:
+        return token[:-1].decode("utf-8")
+    except UnicodeDecodeError:
+        raise r.error(None, f"utterance id {token[:40]!r} is not UTF-8") from None
 
 
 def parse_scp_line(line: str, where: str, number: int) -> tuple[str, str]:
@@ -496,6 +521,50 @@ def read_entry(entry: str, where: str, key: str, allow_pipes: bool = False, post
     """The object an scp entry names: `file:offset` (a regular file), with `[rows,cols]` ranges, or a
     command (`cmd |`, only with `allow_pipes`); a `Posterior` with `posterior` (no ranges then)."""
     read: Callable[[IO[bytes], str, str | None], Any] = read_posterior if posterior else read_object
+    value, slices, label = _entry(entry, where, key, allow_pipes, read)
+    if slices is not None:
+        if posterior:
+            raise KaldiDataError(f"{label}: a range [...] of a posterior (ranges are for matrices)")
+        if len(slices) > value.ndim:
+            raise KaldiDataError(f"{label}: a range of {len(slices)} dims for an array of shape {value.shape}")
+        value = value[slices]
+    return value
+
+
+def entry_rows(entry: str, where: str, key: str, allow_pipes: bool = False) -> int:
+    """The rows (frames) of the matrix an scp entry names, from its header where it is binary (the data is not
+    read; a header that claims more than the file holds is an error), else from the whole object."""
+    rows, slices, _ = _entry(entry, where, key, allow_pipes, _read_rows)
+    return len(range(rows)[slices[0]]) if slices else rows
+
+
+def _read_rows(fd: IO[bytes], where: str, key: str | None) -> int:
+    r = _Reader(fd, where)
+    if not r.peek(2).startswith(b"\0B"):
+        return len(_read_object(r, key))
+    r.read(2, key, "the binary marker")
+    if r.peek(1) == b"\x04":  # an int32 vector
+        return _int32(r, key, "the vector length")[1]
+    token, found = r.read_until(b" ", 4, key, "the object type")
+    name = token.rstrip(b" ").decode("latin-1")
+    if not found or name not in ("FM", "FV", "DM", "DV", "CM", "CM2", "CM3"):
+        raise r.error(key, f"unknown binary object type {name!r}")
+    if name.startswith("CM"):
+        rows, cols = struct.unpack("<ii", r.read(16, key, "the compressed matrix header")[8:16])
+        size = {"CM": 8 * cols + rows * cols, "CM2": 2 * rows * cols, "CM3": rows * cols}[name]
+    else:
+        rows = _int32(r, key, "the row count")[1]
+        cols = 1 if name[1] == "V" else _int32(r, key, "the column count")[1]
+        size = (4 if name[0] == "F" else 8) * rows * cols
+    if rows < 0 or cols < 0 or size > r.available():
+        raise r.error(key, f"a {rows} x {cols} {name} needs {size} bytes, but only {r.available()} are left")
+    return rows
+
+
+def _entry(
+    entry: str, where: str, key: str, allow_pipes: bool, read: Callable[[IO[bytes], str, str | None], Any]
+) -> tuple[Any, tuple[slice, ...] | None, str]:
+    """`(read(file at the entry's offset), the entry's ranges, the entry's name for errors)`."""
     import kaldiio
 
     name, offset, slices = _split_entry(entry)
@@ -505,7 +574,7 @@ def read_entry(entry: str, where: str, key: str, allow_pipes: bool = False, post
             raise KaldiDataError(f"{where}: utterance {key!r} is {PIPE_HINT}: {entry[:80]!r}")
         try:
             with kaldiio.open_like_kaldi(name, "rb") as fd:
-                return read(fd, label, None)
+                return read(fd, label, None), slices, label
         except SymnetError:
             raise
         except Exception as e:
@@ -522,16 +591,9 @@ def read_entry(entry: str, where: str, key: str, allow_pipes: bool = False, post
         with open(name, "rb") as fd:
             if offset is not None:
                 fd.seek(offset)
-            value = read(fd, label, None)
+            return read(fd, label, None), slices, label
     except OSError as e:
         raise KaldiDataError(f"{label}: cannot read {name}: {e.strerror or e}") from None
-    if slices is not None:
-        if posterior:
-            raise KaldiDataError(f"{label}: a range [...] of a posterior (ranges are for matrices)")
-        if len(slices) > value.ndim:
-            raise KaldiDataError(f"{label}: a range of {len(slices)} dims for an array of shape {value.shape}")
-        value = value[slices]
-    return value
 
 
 def open_spec(path: str, mode: str) -> Any:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import ShapeError
 
-__all__ = ["Chunks", "make_chunks"]
+__all__ = ["Chunks", "cut_chunk", "make_chunks", "stack_chunks"]
 
 
 @attrs.frozen(eq=False)
@@ -78,6 +78,10 @@ class Chunks:
         )
 
 
+#: One chunk cut from a sequence: features, targets, weights, where its sequence ends (`Chunks.ends`).
+Piece = tuple[np.ndarray, np.ndarray, np.ndarray, int]
+
+
 def make_chunks(
     features: Sequence[np.ndarray],
     targets: Sequence[np.ndarray],
@@ -93,7 +97,7 @@ def make_chunks(
         raise ShapeError(f"{len(features)} feature sequences but {len(targets)} target sequences")
     if chunk <= 0:
         raise ShapeError(f"chunk must be positive, got {chunk}")
-    feats_out, targets_out, weights_out, ends_out = [], [], [], []
+    pieces: list[Piece] = []
     for i, (feats, tgt) in enumerate(zip(features, targets)):
         feats = np.asarray(feats, dtype=np.float32)
         tgt = np.asarray(tgt)
@@ -113,14 +117,23 @@ def make_chunks(
         if not np.isfinite(feats).all():
             frame, dim = (int(j) for j in np.argwhere(~np.isfinite(feats))[0])
             raise ShapeError(f"sequence {i}: the features are {feats[frame, dim]} at frame {frame}, dim {dim}")
-        length = len(feats)
-        for start in range(0, length, chunk):
-            frames_in = np.clip(np.arange(start - left, start + chunk + right), 0, length - 1)
-            frames_out = np.arange(start, start + chunk)
-            valid = frames_out < length
-            feats_out.append(feats[frames_in])
-            targets_out.append(tgt[np.minimum(frames_out, length - 1)])
-            weights_out.append(valid.astype(np.float32))
-            ends_out.append(length - start + right)  # the right context past the end repeats the last frame
-    ends = np.asarray(ends_out, dtype=np.int64)
-    return Chunks(np.stack(feats_out), np.stack(targets_out), np.stack(weights_out), left, right, ends)
+        pieces += [
+            cut_chunk(feats, tgt, start, chunk=chunk, left=left, right=right) for start in range(0, len(feats), chunk)
+        ]
+    return stack_chunks(pieces, left, right)
+
+
+def cut_chunk(feats: np.ndarray, tgt: np.ndarray, start: int, *, chunk: int, left: int, right: int) -> Piece:
+    """`(features, targets, weights, end)` of the chunk of a sequence whose output frames start at `start`: input
+    frames clamped to the sequence (Kaldi's edge convention), weight 0 past its end, and where it ends."""
+    length = len(feats)
+    frames_in = np.clip(np.arange(start - left, start + chunk + right), 0, length - 1)
+    frames_out = np.arange(start, start + chunk)
+    weights = (frames_out < length).astype(np.float32)
+    return feats[frames_in], tgt[np.minimum(frames_out, length - 1)], weights, length - start + right
+
+
+def stack_chunks(pieces: Sequence[Piece], left: int, right: int) -> Chunks:
+    """`Chunks` of pieces cut by `cut_chunk` (one width, one context)."""
+    features, targets, weights, ends = zip(*pieces, strict=True)
+    return Chunks(np.stack(features), np.stack(targets), np.stack(weights), left, right, np.asarray(ends, np.int64))

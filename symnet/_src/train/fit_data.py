@@ -17,22 +17,30 @@ from ..engine.request import ComputationRequest
 from ..errors import ShapeError, TrainingError
 from .examples import Chunks, make_chunks
 from .objectives import Objective, check_labels, get_objective
+from .streams import Stream
 
 __all__ = ["as_chunks", "check_context", "check_data", "output_dim", "used_widths"]
 
 
 def as_chunks(data: Any, network: Any, chunk: int, output: str | Sequence[str]) -> Chunks:
     """Chunks from a `Chunks`, a `symnet.datasets.Dataset`, or a `(features, targets)` pair of lists, with the
-    input context `output` needs (of several outputs, the widest on each side)."""
+    input context `output` needs (of several outputs, the widest on each side); of a `Stream`, the chunks of its
+    first sequence (the stream itself is read as training goes: `symnet._src.train.minibatches`)."""
     if isinstance(data, Chunks):
         return data
+    if isinstance(data, Stream):  # its first readable sequence: what the checks before training look at
+        features, targets = data.sample()
+        data = ([features], [targets])
     if hasattr(data, "features") and hasattr(data, "labels"):
         features, targets = data.features, data.labels
     elif isinstance(data, tuple) and len(data) == 2:
         features, targets = data
     else:
         hint = " (read Kaldi archives with symnet.train.read_kaldi_data)" if isinstance(data, str) else ""
-        raise ShapeError(f"cannot train on {type(data).__name__}: give a Dataset, Chunks or (features, targets)" + hint)
+        raise ShapeError(
+            f"cannot train on {type(data).__name__}: give a Dataset, Chunks, (features, targets) or a Stream "
+            "(symnet.train.stream_sequences, stream_kaldi_data)" + hint
+        )
     names = (output,) if isinstance(output, str) else output
     # An output the network does not have is check_data's error to report, by name.
     contexts = [network.context(name) for name in names if name == names[0] or name in network.structure.outputs]

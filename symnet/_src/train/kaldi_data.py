@@ -23,14 +23,24 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 import numpy as np
 
 from .ark import KaldiDataError, Posterior, _read_object, _read_posterior, iter_ark, iter_scp, open_spec, read_entry
 
-__all__ = ["KaldiData", "KaldiDataError", "Posterior", "iter_table", "read_kaldi_data", "read_posteriors", "read_table"]
+__all__ = [
+    "KaldiData",
+    "KaldiDataError",
+    "Posterior",
+    "Utterance",
+    "checked_utterance",
+    "iter_table",
+    "read_kaldi_data",
+    "read_posteriors",
+    "read_table",
+]
 
 _SHOW = 5  # ids shown in an error message
 
@@ -121,6 +131,72 @@ class KaldiData:
 def _ids(ids: list[str]) -> str:
     shown = ", ".join(repr(i) for i in ids[:_SHOW])
     return shown + (f" and {len(ids) - _SHOW} more" if len(ids) > _SHOW else "")
+
+
+class Utterance(NamedTuple):
+    """The first utterance of a table, that every other must agree with: its key, feature dim, target shape."""
+
+    key: str
+    dim: int
+    target_shape: tuple[int, ...]
+
+
+def checked_utterance(
+    key: str,
+    f: np.ndarray,
+    t: np.ndarray,
+    features: str,
+    targets: str,
+    first: Utterance | None,
+    frame_subsampling_factor: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One utterance's `(features float32 [T, D], targets int32 [T] or float32 [T, K])`, checked against itself
+    and the `first` (None: this is the first); a KaldiDataError naming the tables and the utterance says what is
+    wrong. A subsampled alignment (`ceil(T / k)` labels for `frame_subsampling_factor=k`) is held for its k
+    frames."""
+    if f.ndim != 2:
+        raise KaldiDataError(
+            f"features {features!r}: utterance {key!r} has shape {f.shape}, not a matrix [frames, dim]"
+        )
+    if len(f) == 0:
+        raise KaldiDataError(f"features {features!r}: utterance {key!r} has no frames")
+    if first is not None and f.shape[1] != first.dim:
+        raise KaldiDataError(
+            f"features {features!r}: utterance {key!r} has dim {f.shape[1]}, but {first.key!r} has dim {first.dim}"
+        )
+    if not np.isfinite(f).all():
+        row, col = (int(i) for i in np.argwhere(~np.isfinite(f))[0])
+        raise KaldiDataError(f"features {features!r}: utterance {key!r} has {f[row, col]} at frame {row}, dim {col}")
+    if t.ndim not in (1, 2):
+        raise KaldiDataError(
+            f"targets {targets!r}: utterance {key!r} has shape {t.shape}; "
+            "expected one label per frame [T] or a matrix [T, K]"
+        )
+    if first is not None and t.shape[1:] != first.target_shape:
+        raise KaldiDataError(
+            f"targets {targets!r}: utterance {key!r} has shape {t.shape}, but utterance "
+            f"{first.key!r} has shape (frames,) + {first.target_shape}"
+        )
+    k = frame_subsampling_factor
+    if k > 1 and t.ndim == 1 and len(t) == -(-len(f) // k):
+        # a subsampled alignment (label of frame k*i at i): each label held for its k frames, so that fit's
+        # frame_subsampling_factor=k, which trains frames 0, k, 2k, ..., reads the alignment's labels back
+        t = np.repeat(t, k)[: len(f)]
+    if len(t) != len(f):
+        raise KaldiDataError(
+            f"utterance {key!r}: {len(f)} frames of features but {len(t)} targets in {targets!r} "
+            "(an alignment has one label per frame, or ceil(frames / k) with frame_subsampling_factor=k; was it "
+            "made with frame subsampling, or for other features?)"
+        )
+    if t.ndim == 1 and not np.issubdtype(t.dtype, np.integer):
+        raise KaldiDataError(
+            f"targets {targets!r}: utterance {key!r} is a {t.dtype} vector, not integer labels (an alignment)"
+        )
+    if t.ndim == 1 and len(t) and t.min() < 0:
+        raise KaldiDataError(
+            f"targets {targets!r}: utterance {key!r} has label {int(t.min())}; labels are pdf-ids >= 0"
+        )
+    return np.asarray(f, dtype=np.float32), (t.astype(np.int32) if t.ndim == 1 else np.asarray(t, dtype=np.float32))
 
 
 def _parse(spec: Any, what: str) -> tuple[str, str]:
@@ -284,61 +360,13 @@ def read_kaldi_data(
     ids: list[str] = []
     feature_list: list[np.ndarray] = []
     target_list: list[np.ndarray] = []
-    dim: int | None = None
-    target_shape: tuple[str, tuple[int, ...]] | None = None
+    first: Utterance | None = None
     for key in feats:
         if key not in tgts:
             continue
-        f = feats[key]
-        if f.ndim != 2:
-            raise KaldiDataError(
-                f"features {features!r}: utterance {key!r} has shape {f.shape}, not a matrix [frames, dim]"
-            )
-        if len(f) == 0:
-            raise KaldiDataError(f"features {features!r}: utterance {key!r} has no frames")
-        if dim is None:
-            dim = f.shape[1]
-        elif f.shape[1] != dim:
-            raise KaldiDataError(
-                f"features {features!r}: utterance {key!r} has dim {f.shape[1]}, but {ids[0]!r} has dim {dim}"
-            )
-        if not np.isfinite(f).all():
-            row, col = (int(i) for i in np.argwhere(~np.isfinite(f))[0])
-            raise KaldiDataError(
-                f"features {features!r}: utterance {key!r} has {f[row, col]} at frame {row}, dim {col}"
-            )
-        t = tgts[key]
-        if t.ndim not in (1, 2):
-            raise KaldiDataError(
-                f"targets {targets!r}: utterance {key!r} has shape {t.shape}; "
-                "expected one label per frame [T] or a matrix [T, K]"
-            )
-        if target_shape is None:
-            target_shape = (ids[0] if ids else key, t.shape[1:])
-        elif t.shape[1:] != target_shape[1]:
-            raise KaldiDataError(
-                f"targets {targets!r}: utterance {key!r} has shape {t.shape}, but utterance "
-                f"{target_shape[0]!r} has shape (frames,) + {target_shape[1]}"
-            )
-        if frame_subsampling_factor > 1 and t.ndim == 1 and len(t) == -(-len(f) // frame_subsampling_factor):
-            # a subsampled alignment (label of frame k*i at i): each label held for its k frames, so that fit's
-            # frame_subsampling_factor=k, which trains frames 0, k, 2k, ..., reads the alignment's labels back
-            t = np.repeat(t, frame_subsampling_factor)[: len(f)]
-        if len(t) != len(f):
-            raise KaldiDataError(
-                f"utterance {key!r}: {len(f)} frames of features but {len(t)} targets in {targets!r} "
-                "(an alignment has one label per frame, or ceil(frames / k) with frame_subsampling_factor=k; was it "
-                "made with frame subsampling, or for other features?)"
-            )
-        if t.ndim == 1 and not np.issubdtype(t.dtype, np.integer):
-            raise KaldiDataError(
-                f"targets {targets!r}: utterance {key!r} is a {t.dtype} vector, not integer labels (an alignment)"
-            )
-        if t.ndim == 1 and len(t) and t.min() < 0:
-            raise KaldiDataError(
-                f"targets {targets!r}: utterance {key!r} has label {int(t.min())}; labels are pdf-ids >= 0"
-            )
+        f, t = checked_utterance(key, feats[key], tgts[key], features, targets, first, frame_subsampling_factor)
+        first = first or Utterance(key, f.shape[1], t.shape[1:])
         ids.append(key)
-        feature_list.append(np.asarray(f, dtype=np.float32))
-        target_list.append(t.astype(np.int32) if t.ndim == 1 else np.asarray(t, dtype=np.float32))
+        feature_list.append(f)
+        target_list.append(t)
     return KaldiData(ids, feature_list, target_list, skipped=missing)

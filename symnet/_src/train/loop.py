@@ -36,10 +36,12 @@ from . import checkpoint as ckpt
 from . import loss_scale, resume
 from .examples import Chunks
 from .fit_data import as_chunks, check_data, output_dim, used_widths
+from .minibatches import MemoryBatches, StreamBatches
 from .objectives import Chain, Objective, get_objective
 from .options import FitOptions, chunk_widths, is_integer
 from .parallel import DataParallel
 from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
+from .streams import Stream
 from .trainer import Trainer
 
 __all__ = ["EpochStats", "fit", "FitResult", "steps_per_epoch", "StepStats", "with_dropout", "zero_batchnorm_stats"]
@@ -140,6 +142,11 @@ def fit(
         check_data(network, valid_chunks, resolved, o.input, o.output, "validation data", like=train_chunks)
     k = o.frame_subsampling_factor
     if isinstance(resolved, Chain):  # its denominator graph for the output (from a den.fst or the alignments)
+        if isinstance(train, Stream) and resolved.den is None:
+            raise TrainingError(
+                "the 'chain' objective on a stream needs its denominator graph given (Chain(den=...): a den.fst "
+                "or a ChainGraph): symnet makes one from the alignments only when they are all in memory"
+            )
         dim = output_dim(network, train_chunks, o.input, o.output)
         resolved = resolved.for_output(train_chunks.targets, train_chunks.weights, dim, k)
     used = used_widths(train_chunks, widths)  # the chunks' own width, and those below it of `chunk`
@@ -150,6 +157,14 @@ def fit(
         )
     with ckpt.lock(o.checkpoint) if o.checkpoint else contextlib.nullcontext():
         return _fit(network, optimizer, chosen, train_chunks, valid_chunks, (train, valid), o, resolved, parallel)
+
+
+def _batches(trainer: Trainer, data: Any, chunks: Chunks | None, seed: int, shuffle: bool = True) -> Any:
+    """The minibatch source of `data` (its `chunks` when it is held in memory; see `symnet._src.train.minibatches`)."""
+    if isinstance(data, Stream):
+        return StreamBatches(trainer, data, seed, shuffle=shuffle)
+    assert chunks is not None
+    return MemoryBatches(trainer, chunks, seed, shuffle=shuffle)
 
 
 def _with_rules(network: Network, optimizer: Any, rules: KaldiRules | bool | None) -> tuple[Any, KaldiRules | None]:
@@ -190,16 +205,38 @@ def with_dropout(network: Any, proportions: Mapping[str, float]) -> Any:
 
 
 def steps_per_epoch(
-    network: Any, data: Any, *, batch_size: int = 64, chunk: int | Sequence[int] | None = None, output: str = "output"
+    network: Any,
+    data: Any,
+    *,
+    batch_size: int = 64,
+    chunk: int | Sequence[int] | None = None,
+    output: str = "output",
+    seed: int = 0,
 ) -> int:
     """The minibatches `fit(network, data, batch_size=..., chunk=...)` makes of `data` in an epoch (with or
-    without a mesh): the length of an epoch for a learning-rate schedule."""
+    without a mesh; of a `Stream`, every epoch's, planned with `seed`): the length of an epoch for a
+    learning-rate schedule."""
     if not is_integer(batch_size, 1):
         raise TrainingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
     widths = FitOptions(chunk=None if chunk is None else chunk_widths(chunk)).for_data(data).widths
     chunks = as_chunks(data, network, widths[-1], output)
-    counts = np.unique(chunks.widths(used_widths(chunks, widths)), return_counts=True)[1]
+    used = used_widths(chunks, widths)
+    if isinstance(data, Stream):
+        plan = _Plan(batch_size, chunks.chunk, chunks.left, chunks.right, used)
+        return StreamBatches(plan, data, seed).count()
+    counts = np.unique(chunks.widths(used), return_counts=True)[1]
     return int(sum(-(-int(n) // batch_size) for n in counts))
+
+
+@attrs.frozen
+class _Plan:
+    """What `StreamBatches` reads of a Trainer, for counting minibatches without one."""
+
+    batch_size: int
+    chunk: int
+    left: int
+    right: int
+    widths: tuple[int, ...]
 
 
 def _fit(
@@ -258,7 +295,9 @@ def _fit(
         record["frame_subsampling_factor"] = o.frame_subsampling_factor
     if policy is not None:
         record["precision"] = str(policy)
-    batches = len(trainer.batches(train_chunks, np.arange(len(train_chunks))))
+    train_batches = _batches(trainer, data[0], train_chunks, o.seed)
+    valid_batches = _batches(trainer, data[1], valid_chunks, o.seed, shuffle=False) if data[1] is not None else None
+    batches = train_batches.count()
     sums = None
     checkpoint = o.checkpoint
     if checkpoint and os.path.exists(checkpoint):
@@ -277,7 +316,9 @@ def _fit(
         network, opt_state = parallel.replicate(network), parallel.replicate(opt_state)
     bar = _progress(o.progress, o.epochs, batches)
     try:
-        return _train(trainer, network, opt_state, position, history, train_chunks, valid_chunks, bar, o, sums, record)
+        return _train(
+            trainer, network, opt_state, position, history, train_batches, valid_batches, bar, o, sums, record
+        )
     finally:
         bar.close()
 
@@ -288,8 +329,8 @@ def _train(
     opt_state: Any,
     position: ckpt.Position,
     history: list[EpochStats],
-    train_chunks: Chunks,
-    valid_chunks: Chunks | None,
+    train_batches: Any,
+    valid_batches: Any,
     bar: _progress,
     options: FitOptions,
     sums: Any,
@@ -305,7 +346,7 @@ def _train(
     step = position.step
     base_key = jax.random.PRNGKey(seed)
     # A dropout schedule follows the fraction of the run's minibatches done before each step.
-    total_steps = max(epochs * len(trainer.batches(train_chunks, np.arange(len(train_chunks)))), 1)
+    total_steps = max(epochs * train_batches.count(), 1)
 
     def done(network: Any, steps: int) -> FitResult:
         # With a dropout schedule, the network keeps the proportions its last step trained with (test-mode
@@ -319,8 +360,6 @@ def _train(
             network = zero_batchnorm_stats(network)  # as Kaldi's ZeroComponentStats at each training job
             if trainer.parallel is not None:
                 network = trainer.parallel.replicate(network)
-        order = np.random.default_rng([seed, epoch]).permutation(len(train_chunks))
-        batches = trainer.batches(train_chunks, order)
         start_batch = position.batch if epoch == position.epoch else 0
         loss_sum = correct_sum = frames_sum = 0.0
         count_sum: float | None = None if trainer.sequence is None else 0.0  # a sequence objective's count
@@ -329,64 +368,66 @@ def _train(
             if count_sum is not None:
                 count_sum = float(sums[3]) if len(sums) > 3 else frames_sum
         started = last = time.perf_counter()
-        for b in range(start_batch, len(batches)):
-            if max_steps is not None and step >= max_steps:
-                return done(network, step)
-            x, targets, weights = trainer.arrays(train_chunks, batches[b])
-            key = jax.random.fold_in(base_key, step)  # this step's randomness (dropout masks)
-            if trainer.parallel is not None:
-                key = trainer.parallel.replicate(key)
-            ends = trainer.ends(train_chunks, batches[b])
-            rules_args = trainer.rules_args(batches[b], step / total_steps)
-            extra = (rules_args,) if rules_args is not None else ()
-            new_network, opt_state, loss, correct, finite, grad_norm = trainer.step(
-                network, opt_state, x, targets, weights, key, ends, *extra
-            )
-            loss_value = float(loss)
-            if not np.isfinite(loss_value):
-                culprit = trainer.first_non_finite(network, train_chunks, batches[b], key)
-                raise TrainingError(
-                    f"the loss is {loss_value} at step {step + 1} (epoch {epoch}, minibatch {b}); "
-                    f"first non-finite value: {culprit}. {_kept(checkpoint)}"
+        with train_batches.epoch(epoch, start_batch) as minibatches:
+            for b, chunks, idx in minibatches:
+                if max_steps is not None and step >= max_steps:
+                    return done(network, step)
+                x, targets, weights = trainer.arrays(chunks, idx)
+                key = jax.random.fold_in(base_key, step)  # this step's randomness (dropout masks)
+                if trainer.parallel is not None:
+                    key = trainer.parallel.replicate(key)
+                ends = trainer.ends(chunks, idx)
+                rules_args = trainer.rules_args(idx, step / total_steps)
+                extra = (rules_args,) if rules_args is not None else ()
+                new_network, opt_state, loss, correct, finite, grad_norm = trainer.step(
+                    network, opt_state, x, targets, weights, key, ends, *extra
                 )
-            overflowed = [name for name, ok in finite.items() if not bool(ok)]
-            if overflowed:
-                raise TrainingError(
-                    f"the update at step {step + 1} (epoch {epoch}, minibatch {b}) made parameter(s) "
-                    f"{overflowed} NaN or Inf (the loss before it was {loss_value}): the learning rate is too "
-                    f"large or the gradients explode. {_kept(checkpoint)}"
-                )
-            network = new_network
-            step += 1
-            frames = trainer.frames(train_chunks, batches[b])
-            right, count = trainer.counts(correct, frames)
-            loss_sum += loss_value * frames
-            correct_sum += right
-            frames_sum += frames
-            if count_sum is not None:
-                count_sum += count
-            now = time.perf_counter()
-            if on_step is not None:
-                accuracy = right / max(count, 1e-9)
-                on_step(StepStats(epoch, step, loss_value, accuracy, float(grad_norm), frames, now - last))
-            last = now
-            rate = frames_sum / max(now - started, 1e-9)
-            bar.update(loss_sum / frames_sum, correct_sum / max(count_sum or frames_sum, 1e-9), rate)
-            if checkpoint and checkpoint_every and step % checkpoint_every == 0:
-                ckpt.save(
-                    checkpoint,
-                    network,
-                    opt_state,
-                    ckpt.Position(step, epoch, b + 1),
-                    {
-                        "history": [attrs.asdict(h) for h in history],
-                        "sums": [loss_sum, correct_sum, frames_sum] + ([count_sum] if count_sum is not None else []),
-                    },
-                    run=run,
-                )
+                loss_value = float(loss)
+                if not np.isfinite(loss_value):
+                    culprit = trainer.first_non_finite(network, chunks, idx, key)
+                    raise TrainingError(
+                        f"the loss is {loss_value} at step {step + 1} (epoch {epoch}, minibatch {b}); "
+                        f"first non-finite value: {culprit}. {_kept(checkpoint)}"
+                    )
+                overflowed = [name for name, ok in finite.items() if not bool(ok)]
+                if overflowed:
+                    raise TrainingError(
+                        f"the update at step {step + 1} (epoch {epoch}, minibatch {b}) made parameter(s) "
+                        f"{overflowed} NaN or Inf (the loss before it was {loss_value}): the learning rate is too "
+                        f"large or the gradients explode. {_kept(checkpoint)}"
+                    )
+                network = new_network
+                step += 1
+                frames = trainer.frames(chunks, idx)
+                right, count = trainer.counts(correct, frames)
+                loss_sum += loss_value * frames
+                correct_sum += right
+                frames_sum += frames
+                if count_sum is not None:
+                    count_sum += count
+                now = time.perf_counter()
+                if on_step is not None:
+                    accuracy = right / max(count, 1e-9)
+                    on_step(StepStats(epoch, step, loss_value, accuracy, float(grad_norm), frames, now - last))
+                last = now
+                rate = frames_sum / max(now - started, 1e-9)
+                bar.update(loss_sum / frames_sum, correct_sum / max(count_sum or frames_sum, 1e-9), rate)
+                if checkpoint and checkpoint_every and step % checkpoint_every == 0:
+                    ckpt.save(
+                        checkpoint,
+                        network,
+                        opt_state,
+                        ckpt.Position(step, epoch, b + 1),
+                        {
+                            "history": [attrs.asdict(h) for h in history],
+                            "sums": [loss_sum, correct_sum, frames_sum]
+                            + ([count_sum] if count_sum is not None else []),
+                        },
+                        run=run,
+                    )
         valid_loss = valid_acc = None
-        if valid_chunks is not None:
-            valid_loss, valid_acc = trainer.score(network, valid_chunks, max(step - 1, 0) / total_steps)
+        if valid_batches is not None:
+            valid_loss, valid_acc = trainer.score(network, valid_batches, max(step - 1, 0) / total_steps)
         stats = EpochStats(
             epoch,
             step,

@@ -24,6 +24,7 @@ import numpy as np
 
 from .checkpoint import CheckpointError, Position
 from .examples import Chunks
+from .streams import Stream
 
 __all__ = ["check", "check_extra", "digest", "EPOCH_FIELDS", "HISTORY_FIELDS", "record"]
 
@@ -33,9 +34,11 @@ EPOCH_FIELDS = ("batch_size", "chunk", "seed", "data")
 
 def digest(data: Any) -> str | None:
     """A digest of training data: the sequences of a Dataset, KaldiData or `(features, targets)` pair (so it
-    does not depend on the chunk size), or the examples of `Chunks`."""
+    does not depend on the chunk size), the examples of `Chunks`, or a `Stream`'s own (`Stream.digest`)."""
     if data is None:
         return None
+    if isinstance(data, Stream):
+        return data.digest()
     h = hashlib.blake2b(digest_size=16)
     if isinstance(data, Chunks):
         h.update(repr((data.left, data.right)).encode())

@@ -33,6 +33,7 @@ from ..network import Network
 from . import loss_scale
 from .examples import Chunks
 from .fit_data import used_widths
+from .minibatches import MemoryBatches
 from .objectives import Objective, get_objective, objective
 from .parallel import DataParallel, Reduction
 from .rules import KaldiRules
@@ -298,6 +299,8 @@ class Trainer:
         if cached is None or cached[0] is not chunks:
             made = self.sequence.supervision(chunks.targets, chunks.weights, self.subsampling)
             cached = (chunks, {name: np.asarray(a) for name, a in made.items()})
+            if len(self._supervision) >= 2:  # the training and validation chunks; a stream's minibatches come and go
+                self._supervision.pop(next(iter(self._supervision)))
             self._supervision[id(chunks)] = cached
         return cached[1]
 
@@ -366,21 +369,25 @@ class Trainer:
         array = jnp.asarray(value, jnp.float32)
         return self.parallel.replicate(array) if self.parallel is not None else array
 
-    def score(self, network: Any, chunks: Chunks, fraction: float = 1.0) -> tuple[float, float]:
-        """(loss, frame accuracy) over all of `chunks` (with a dropout schedule: its proportions after
-        `fraction` of the run, which test-mode dropout scales by)."""
+    def score(self, network: Any, batches: Any, fraction: float = 1.0) -> tuple[float, float]:
+        """(loss, frame accuracy) over all the minibatches of `batches` (`Chunks`, or a source of
+        `symnet._src.train.minibatches`; with a dropout schedule: its proportions after `fraction` of the run,
+        which test-mode dropout scales by)."""
+        if isinstance(batches, Chunks):
+            batches = MemoryBatches(self, batches, 0, shuffle=False)
         total_loss, total_correct, total, total_count = 0.0, 0.0, 0.0, 0.0
         dropout = self.dropout(fraction)
-        for idx in self.batches(chunks, np.arange(len(chunks))):
-            x, targets, weights = self.arrays(chunks, idx)
-            extra = (dropout,) if self.rules is not None else ()
-            loss, correct = self.evaluate(network, x, targets, weights, self.ends(chunks, idx, test=True), *extra)
-            frames = self.frames(chunks, idx)
-            right, count = self.counts(correct, frames)
-            total_loss += float(loss) * frames
-            total_correct += right
-            total += frames
-            total_count += count
+        with batches.epoch(0) as minibatches:
+            for _, chunks, idx in minibatches:
+                x, targets, weights = self.arrays(chunks, idx)
+                extra = (dropout,) if self.rules is not None else ()
+                loss, correct = self.evaluate(network, x, targets, weights, self.ends(chunks, idx, test=True), *extra)
+                frames = self.frames(chunks, idx)
+                right, count = self.counts(correct, frames)
+                total_loss += float(loss) * frames
+                total_correct += right
+                total += frames
+                total_count += count
         return total_loss / max(total, 1.0), total_correct / max(total_count, 1.0)
 
     def first_non_finite(self, network: Any, chunks: Chunks, idx: np.ndarray, key: jax.Array | None = None) -> str:

@@ -1,0 +1,232 @@
+"""The minibatches of each epoch of `fit`: from chunks in memory, or planned from a `Stream`'s index and read ahead.
+
+Both give `(b, chunks, indexes)`: minibatch `b` of the epoch is `chunks[indexes]`, all of one width
+(`Trainer.batches`). In memory (`MemoryBatches`) an epoch is a permutation drawn from `(seed, epoch)`.
+
+A stream (`StreamBatches`) is planned from its index alone, so that a resume at minibatch `b` makes exactly the
+minibatches an uninterrupted run would have made next:
+
+- its sequences are cut into blocks of consecutive ones (about `window_frames / 64` frames: reads stay mostly
+  sequential) and the blocks dealt into windows of about `window_frames` frames by a draw from `seed` (a
+  stream read in order: consecutive blocks), the same windows every epoch, so every epoch has the same number
+  of minibatches (a learning-rate schedule can count on it), as Kaldi's egs archives are the same every epoch;
+- each epoch visits the windows in an order drawn from `(seed, epoch)` (a stream read in order: in order)
+  and shuffles each window's chunks with a draw of its own (window 0: the draw chunks in memory take, so that a
+  stream whose one window holds all its sequences makes the minibatches of the same data in memory), then cuts
+  them into minibatches of one width as in memory; a window's last minibatch of each width may be short (filled
+  with weight-0 repeats, as in memory).
+
+Two threads work ahead of the training step: one reads the next window's sequences, one cuts minibatches from
+the window read before; at most three windows are held at once. `StreamBatches.waited` is the time the step
+spent waiting for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .examples import Chunks, cut_chunk, stack_chunks
+from .streams import Stream
+
+__all__ = ["MemoryBatches", "StreamBatches", "window_plan"]
+
+#: Blocks of consecutive sequences per window (a window's reads jump this many times).
+BLOCKS_PER_WINDOW = 64
+
+Minibatch = tuple[int, Chunks, np.ndarray]
+
+
+class MemoryBatches:
+    """The minibatches of chunks held in memory (`shuffle=False`: in order, for validation)."""
+
+    def __init__(self, trainer: Any, chunks: Chunks, seed: int, shuffle: bool = True):
+        self.trainer, self.chunks, self.seed, self.shuffle = trainer, chunks, seed, shuffle
+        self.waited = 0.0
+
+    def count(self) -> int:
+        return len(self.trainer.batches(self.chunks, np.arange(len(self.chunks))))
+
+    @contextlib.contextmanager
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[Iterator[Minibatch]]:
+        n = len(self.chunks)
+        order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
+        batches = self.trainer.batches(self.chunks, order)
+        yield ((b, self.chunks, batches[b]) for b in range(start, len(batches)))
+
+
+def window_plan(lengths: np.ndarray, window_frames: int, seed: int, random_access: bool) -> list[np.ndarray]:
+    """The positions of each window's sequences, in reading order (ascending)."""
+    block_frames = max(1, window_frames // BLOCKS_PER_WINDOW)
+    ends = np.cumsum(lengths)
+    # block i holds the sequences whose frames start in [i * block_frames, (i + 1) * block_frames)
+    block_of = (ends - lengths) // block_frames
+    cuts = np.flatnonzero(np.diff(block_of)) + 1
+    blocks = np.split(np.arange(len(lengths)), cuts)
+    order = np.random.default_rng([seed, 1 << 20]).permutation(len(blocks)) if random_access else range(len(blocks))
+    windows: list[np.ndarray] = []
+    members: list[np.ndarray] = []
+    frames = 0
+    for i in order:
+        members.append(blocks[i])
+        frames += int(lengths[blocks[i]].sum())
+        if frames >= window_frames:
+            windows.append(np.sort(np.concatenate(members)))
+            members, frames = [], 0
+    if members:
+        windows.append(np.sort(np.concatenate(members)))
+    return windows
+
+
+class StreamBatches:
+    """The minibatches of a `Stream`, planned per epoch and made ahead on two threads (see the module doc)."""
+
+    def __init__(
+        self,
+        trainer: Any,
+        stream: Stream,
+        seed: int,
+        shuffle: bool = True,
+        prefetch: int = 4,
+    ):
+        self.trainer, self.stream, self.seed, self.shuffle, self.prefetch = trainer, stream, seed, shuffle, prefetch
+        self.chunk, self.left, self.right = trainer.chunk, trainer.left, trainer.right
+        self.windows = window_plan(stream.lengths, stream.window_frames, seed, stream.random_access and shuffle)
+        # per window: its chunks as (position, start) rows, and the width each is computed at
+        self.chunks: list[np.ndarray] = []
+        self.widths: list[np.ndarray] = []
+        sizes = np.asarray(trainer.widths, dtype=np.int64)
+        for positions in self.windows:
+            lengths = stream.lengths[positions]
+            per = -(-lengths // self.chunk)
+            rows = np.repeat(positions, per)
+            starts = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
+            starts *= self.chunk
+            frames = np.clip(stream.lengths[rows] - starts, 1, self.chunk)
+            self.chunks.append(np.stack([rows, starts], axis=1))
+            self.widths.append(sizes[np.minimum(np.searchsorted(sizes, frames), len(sizes) - 1)])
+        self.counts = [
+            sum(-(-int(n) // trainer.batch_size) for n in np.unique(w, return_counts=True)[1]) for w in self.widths
+        ]
+        self.waited = 0.0  # seconds the training step waited for a minibatch
+
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def window_order(self, epoch: int) -> np.ndarray:
+        if self.stream.random_access and self.shuffle:
+            return np.random.default_rng([self.seed, epoch]).permutation(len(self.windows))
+        return np.arange(len(self.windows))
+
+    def batches(self, epoch: int, window: int) -> list[np.ndarray]:
+        """The minibatches of `window` in `epoch`: rows of its chunk table, each of one width."""
+        n = len(self.chunks[window])
+        # window 0 draws as chunks in memory do: a stream whose one window holds it all trains as it would in memory
+        key = [self.seed, epoch] + ([window] if window else [])
+        order = np.random.default_rng(key).permutation(n) if self.shuffle else np.arange(n)
+        widths = self.widths[window]
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n)
+        out = []
+        for width in np.unique(widths):
+            members = order[widths[order] == width]
+            size = self.trainer.batch_size
+            out += [members[i : i + size] for i in range(0, len(members), size)]
+        return sorted(out, key=lambda rows: int(rank[rows[0]]))
+
+    @contextlib.contextmanager
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[Iterator[Minibatch]]:
+        """The minibatches of `epoch` from `start`, made ahead on two threads that stop when the block ends."""
+        stop = threading.Event()
+        read: queue.Queue = queue.Queue(maxsize=1)
+        ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        plan = []  # (window, first minibatch number, minibatches) from the window holding `start`
+        first = 0
+        for w in self.window_order(epoch):
+            if first + self.counts[w] > start:
+                plan.append((int(w), first))
+            first += self.counts[w]
+
+        def put(q: queue.Queue, item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    q.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def reader() -> None:
+            try:
+                for w, _ in plan:
+                    data = {p: (f, t) for p, f, t in self.stream.read(self.windows[w].tolist()) if f is not None}
+                    if not put(read, (w, data)):
+                        return
+                put(read, None)
+            except BaseException as e:
+                put(read, e)
+
+        def cutter() -> None:
+            try:
+                for w, number in plan:
+                    item = _get(read, stop)
+                    if item is None:
+                        return
+                    if isinstance(item, BaseException):
+                        raise item
+                    _, data = item
+                    table = self.chunks[w]
+                    for i, rows in enumerate(self.batches(epoch, w)):
+                        if number + i < start:
+                            continue
+                        pieces = [
+                            cut_chunk(data[p][0], data[p][1], s, chunk=self.chunk, left=self.left, right=self.right)
+                            for p, s in table[rows]
+                            if p in data
+                        ]
+                        chunks = stack_chunks(pieces, self.left, self.right) if pieces else None
+                        if not put(ready, (number + i, chunks)):
+                            return
+                put(ready, None)
+            except BaseException as e:
+                put(ready, e)
+
+        threads = [threading.Thread(target=f, daemon=True, name=f"symnet-{f.__name__}") for f in (reader, cutter)]
+        for thread in threads:
+            thread.start()
+
+        def minibatches() -> Iterator[Minibatch]:
+            while True:
+                waiting = time.perf_counter()
+                item = _get(ready, stop)
+                self.waited += time.perf_counter() - waiting
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                b, chunks = item
+                if chunks is not None:  # every sequence of a minibatch left out for bad data: no step
+                    yield b, chunks, np.arange(len(chunks))
+
+        try:
+            yield minibatches()
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+
+
+def _get(q: queue.Queue, stop: threading.Event) -> Any:
+    """The next item of `q`, or None once `stop` is set."""
+    while not stop.is_set():
+        try:
+            return q.get(timeout=0.1)
+        except queue.Empty:
+            continue
+    return None
