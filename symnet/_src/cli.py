@@ -211,9 +211,29 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
     if not (args.feats and args.targets):
         raise _UsageError("give --data builtin:hmm, or --feats and --targets")
     from .train.kaldi_data import read_kaldi_data
+    from .train.streams import stream_kaldi_data
 
     factor = getattr(args, "frame_subsampling_factor", 1)
-    data = read_kaldi_data(args.feats, args.targets, allow_pipes=args.allow_pipes, frame_subsampling_factor=factor)
+    on_bad_data = getattr(args, "on_bad_data", "stop")
+    window = getattr(args, "window_frames", None)
+
+    def read(feats: str, targets: str) -> Any:
+        if feats.startswith("scp:") or feats.startswith("scp,"):  # read as training goes: memory bounded by a window
+            extra = {"window_frames": window} if window else {}
+            return stream_kaldi_data(
+                feats,
+                targets,
+                allow_pipes=args.allow_pipes,
+                frame_subsampling_factor=factor,
+                on_error=on_bad_data,
+                **extra,
+            )
+        if window or on_bad_data != "stop":
+            given = "--window-frames" if window else "--on-bad-data"
+            raise _UsageError(f"{given}: for features read as training goes, from an scp (--feats scp:feats.scp)")
+        return read_kaldi_data(feats, targets, allow_pipes=args.allow_pipes, frame_subsampling_factor=factor)
+
+    data = read(args.feats, args.targets)
     valid_feats, valid_targets = getattr(args, "valid_feats", None), getattr(args, "valid_targets", None)
     fraction = getattr(args, "valid_fraction", None)
     if bool(valid_feats) != bool(valid_targets):
@@ -221,10 +241,7 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
     if valid_feats and fraction:
         raise _UsageError("give --valid-feats/--valid-targets or --valid-fraction, not both")
     if valid_feats and valid_targets:
-        held_out = read_kaldi_data(
-            valid_feats, valid_targets, allow_pipes=args.allow_pipes, frame_subsampling_factor=factor
-        )
-        return data, held_out
+        return data, read(valid_feats, valid_targets)
     if fraction:
         return data.split(fraction)
     return data, None
@@ -322,7 +339,10 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
         args.optimizer, args.lr, args.schedule, args.final_lr, args.warmup, args.clip, args.weight_decay
     )
     total = max(
-        args.epochs * steps_per_epoch(source, train, batch_size=args.batch_size, chunk=args.chunk, output=args.output),
+        args.epochs
+        * steps_per_epoch(
+            source, train, batch_size=args.batch_size, chunk=args.chunk, output=args.output, seed=args.seed
+        ),
         1,
     )
     optimizer, learning_rate = make_optimizer(settings, total)
@@ -1010,6 +1030,19 @@ def _parser() -> argparse.ArgumentParser:
         "most this, with Kaldi's training rules (applied when the network's components carry Kaldi options)",
     )
     train.add_argument("--output", default="output", help="the output node to train (default output)")
+    train.add_argument(
+        "--window-frames",
+        type=_count(1),
+        help="features from an scp are read as training goes, these many frames (default 262144) read and "
+        "shuffled together (docs/training.md, 'Corpora larger than memory'); other rspecifiers are read first",
+    )
+    train.add_argument(
+        "--on-bad-data",
+        choices=("stop", "skip"),
+        default="stop",
+        help="an utterance of an scp corpus that cannot be read or does not match its targets: stop with an error "
+        "naming it (default), or skip it with a warning",
+    )
     train.add_argument("--valid-feats", help="validation features rspecifier (with --valid-targets)")
     train.add_argument("--valid-targets", help="validation targets rspecifier (alignments)")
     train.add_argument(

@@ -183,3 +183,36 @@ def test_precision_and_lowering_reach_fit(tmp_path: Path, monkeypatch: pytest.Mo
     with pytest.raises(SystemExit) as exit_info:
         run("train", config, *args, "--precision", "int8", "--out", str(out))
     assert exit_info.value.code == 2
+
+
+def test_features_from_an_scp_are_streamed_and_train_as_the_archive_does(tmp_path: Path) -> None:
+    """`--feats scp:` reads as training goes (a Stream); with one window its run equals the archive's, read into
+    memory first; `--window-frames` and `--on-bad-data` are refused where nothing streams."""
+    rng = np.random.default_rng(0)
+    feats = {f"u{i:02d}": rng.standard_normal((int(n), 16)).astype(np.float32) for i, n in enumerate(range(20, 60, 4))}
+    ali = {key: rng.integers(0, 30, size=len(f)).astype(np.int32) for key, f in feats.items()}
+    with kaldiio.WriteHelper(f"ark,scp:{tmp_path / 'feats.ark'},{tmp_path / 'feats.scp'}") as writer:
+        for key, value in feats.items():
+            writer(key, value)
+    kaldiio.save_ark(str(tmp_path / "ali.ark"), ali)
+    config = str(EXAMPLES / "hmm-tdnn.config")
+    common = ["--targets", f"ark:{tmp_path / 'ali.ark'}", "--epochs", "2", "--batch-size", "4", "--chunk", "20"]
+    common += ["--quiet", "--valid-fraction", "0.2"]
+    outs = {}
+    for name, spec, extra in (
+        ("streamed", f"scp:{tmp_path / 'feats.scp'}", ["--window-frames", "100000"]),
+        ("archive", f"ark:{tmp_path / 'feats.ark'}", []),
+    ):
+        outs[name] = tmp_path / f"{name}.npz"
+        status, stdout, err = run("train", config, "--feats", spec, *common, *extra, "--out", str(outs[name]))
+        assert status == 0, err
+        assert "valid loss" in stdout
+    streamed, archive = np.load(outs["streamed"]), np.load(outs["archive"])
+    assert sorted(streamed.files) == sorted(archive.files)
+    for key in archive.files:
+        np.testing.assert_array_equal(streamed[key], archive[key], err_msg=key)
+    status, _, err = run(
+        "train", config, "--feats", f"ark:{tmp_path / 'feats.ark'}", *common, "--on-bad-data", "skip",
+        "--out", str(tmp_path / "x.npz"),
+    )  # fmt: skip
+    assert status != 0 and "--on-bad-data: for features read as training goes" in err

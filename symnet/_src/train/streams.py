@@ -23,6 +23,7 @@ A missing alignment is found when the stream is made, as `read_kaldi_data` finds
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import threading
@@ -200,6 +201,25 @@ class KaldiStream(Stream):
 
     def describe(self) -> str:
         return f"features {self.features!r} with targets {self.targets!r}"
+
+    def split(self, fraction: float) -> tuple[KaldiStream, KaldiStream]:
+        """`(train, held_out)` as `KaldiData.split` makes them: the last `fraction` of the utterances by id held out
+        (at least one), the rest kept, each a stream of its own."""
+        if not 0 < fraction < 1:
+            raise KaldiDataError(f"the held-out fraction must be between 0 and 1, got {fraction!r}")
+        if len(self) < 2:
+            raise KaldiDataError(f"cannot hold out a fraction of {len(self)} utterance(s)")
+        order = sorted(range(len(self)), key=lambda i: self.keys[i])
+        held = max(1, round(fraction * len(self)))
+        return self._subset(sorted(order[: len(self) - held])), self._subset(sorted(order[len(self) - held :]))
+
+    def _subset(self, positions: Sequence[int]) -> KaldiStream:
+        part = copy.copy(self)
+        part.keys = tuple(self.keys[i] for i in positions)
+        part.lengths = self.lengths[list(positions)]
+        part.lengths.setflags(write=False)
+        part.skipped, part._first, part._lock = [], None, threading.RLock()
+        return part
 
     def identity(self) -> Iterable[bytes]:
         yield repr((self.features, self.targets, self.frame_subsampling_factor)).encode()
