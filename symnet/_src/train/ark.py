@@ -67,6 +67,7 @@ MAX_LINE_BYTES = 1 << 20
 
 _CHUNK = 1 << 20
 _READAHEAD = 1 << 16
+_ENTRY_READAHEAD = 1 << 12  # reading one object by offset: enough for a header
 _NOT_KALDI = {
     b"PKL": "a pickle",
     b"NPY": "a NumPy array",
@@ -91,8 +92,8 @@ class _Reader:
     archive for its delimiters costs a `bytes.find` per block, not a Python call per byte.
     """
 
-    def __init__(self, fd: IO[bytes], where: str):
-        self.fd, self.where = fd, where
+    def __init__(self, fd: IO[bytes], where: str, readahead: int = _READAHEAD):
+        self.fd, self.where, self.readahead = fd, where, readahead
         self.buffer, self.pos = b"", 0  # bytes read ahead; buffer[pos:] is not consumed yet
         self.left: int | None = None
         self._consumed = 0  # bytes read from `fd` so far (`tell`)
@@ -124,7 +125,7 @@ class _Reader:
     def _fill(self, n: int) -> int:
         """Read ahead until `n` bytes are buffered or the file ends; the number buffered."""
         while self._buffered() < n:
-            part = self._account(self._read_some(max(n - self._buffered(), _READAHEAD)))
+            part = self._account(self._read_some(max(n - self._buffered(), self.readahead)))
             if not part:
                 break
             self.buffer, self.pos = self.buffer[self.pos :] + part, 0
@@ -141,13 +142,7 @@ class _Reader:
 
     def read(self, n: int, key: str | None, what: str) -> bytes:
         """Exactly `n` bytes, read in chunks (memory grows with the data there, not with what a header says)."""
-        if n > self.available():
-            left = (
-                f"only {self.available()} bytes are left in the file"
-                if self.left is not None
-                else f"more than {MAX_ENTRY_BYTES} bytes for one entry"
-            )
-            raise self.error(key, f"{what} needs {n} bytes, but {left} (a damaged or crafted header)")
+        self.check_size(n, key, what)
         take = min(n, self._buffered())
         parts, got = [self.buffer[self.pos : self.pos + take]], take
         self.pos += take
@@ -158,6 +153,36 @@ class _Reader:
             parts.append(part)
             got += len(part)
         return b"".join(parts)
+
+    def check_size(self, n: int, key: str | None, what: str) -> None:
+        """An error unless `n` more bytes can come (a header's sizes, checked before anything is allocated)."""
+        if n > self.available():
+            left = (
+                f"only {self.available()} bytes are left in the file"
+                if self.left is not None
+                else f"more than {MAX_ENTRY_BYTES} bytes for one entry"
+            )
+            raise self.error(key, f"{what} needs {n} bytes, but {left} (a damaged or crafted header)")
+
+    def read_into(self, out: memoryview, key: str | None, what: str) -> None:
+        """Fill `out` (whose size the caller checked against `available`) with the next bytes, without copies."""
+        n = len(out)
+        take = min(n, self._buffered())
+        out[:take] = self.buffer[self.pos : self.pos + take]
+        self.pos += take
+        got = take
+        while got < n:
+            read = self.fd.readinto(out[got:]) if hasattr(self.fd, "readinto") else None
+            if read is None:  # a file object without readinto
+                part = self.fd.read(min(_CHUNK, n - got))
+                out[got : got + len(part)] = part
+                read = len(part)
+            if not read:
+                raise self.error(key, f"{what}: the file ends after {got} of {n} bytes")
+            self._consumed += read
+            if self.left is not None:
+                self.left -= read
+            got += read
 
     def byte(self) -> bytes:
         """The next byte (b"" at the end)."""
@@ -247,8 +272,9 @@ def _text_entry(r: _Reader, key: str | None) -> bytes:
 
 
 def read_object(fd: IO[bytes], where: str, key: str | None) -> np.ndarray:
-    """One Kaldi object (matrix or vector) from `fd`, sizes checked before reading (`key`: for messages)."""
-    return _read_object(_Reader(fd, where), key)
+    """One Kaldi object (matrix or vector) from `fd`, sizes checked before reading (`key`: for messages); a
+    binary one is read with little look-ahead (its data goes straight into its array)."""
+    return _read_object(_Reader(fd, where, _ENTRY_READAHEAD), key)
 
 
 def _read_object(r: _Reader, key: str | None) -> np.ndarray:
@@ -260,6 +286,8 @@ def _read_object(r: _Reader, key: str | None) -> np.ndarray:
             raise r.error(key, f"the entry is {kind}, not a Kaldi matrix or vector (symnet never reads those)")
     if not head.startswith(b"\0B"):
         return _parse_text(_text_entry(r, key), r, key)
+    if head[2:] in (b"FM ", b"DM ", b"FV ", b"DV "):
+        return _read_dense(r, key)
     data = _binary_entry(r, key)
     try:
         value = kaldiio.matio.read_kaldi(io.BytesIO(data))
@@ -267,6 +295,34 @@ def _read_object(r: _Reader, key: str | None) -> np.ndarray:
         raise r.error(key, f"not a valid Kaldi matrix or vector ({_reason(e)})") from None
     if not isinstance(value, np.ndarray):
         raise r.error(key, f"a {type(value).__name__}, not a matrix or vector")
+    return value
+
+
+def _read_dense(r: _Reader, key: str | None) -> np.ndarray:
+    """A binary float or double matrix or vector, its size checked against the file, read straight into its array
+    (kaldiio's values: little-endian float32 or float64)."""
+    head = r.peek(15)
+    name = head[2:4].decode("latin-1")
+    if name[1] == "M" and len(head) == 15 and head[5:6] == head[10:11] == b"\x04":  # the usual case, unpacked at once
+        rows, columns = struct.unpack_from("<i", head, 6)[0], struct.unpack_from("<i", head, 11)[0]
+        if rows >= 0 and columns >= 0:
+            r.pos += 15
+            return _dense_data(r, key, name, rows, columns)
+    r.read(5, key, "the object type")
+    rows = _int32(r, key, "the row count")[1]
+    cols = _int32(r, key, "the column count")[1] if name[1] == "M" else None
+    return _dense_data(r, key, name, rows, cols)
+
+
+def _dense_data(r: _Reader, key: str | None, name: str, rows: int, cols: int | None) -> np.ndarray:
+    """The data of a dense object of type `name` (`cols` None: a vector) after its header."""
+    dtype = np.dtype("<f4" if name[0] == "F" else "<f8")
+    shape = (rows,) if cols is None else (rows, cols)
+    size = dtype.itemsize * rows * (1 if cols is None else cols)
+    what = f"a vector of {rows}" if cols is None else f"a {rows} x {cols} matrix"
+    r.check_size(size, key, what)
+    value = np.empty(shape, dtype)
+    r.read_into(_bytes_of(value), key, what)
     return value
 
 
@@ -579,21 +635,72 @@ def _entry(
             raise
         except Exception as e:
             raise KaldiDataError(f"{label}: the command failed ({_reason(e)})") from None
-    try:
-        st = os.stat(name)
+    try:  # opened once, then checked (a FIFO does not block the open; nothing is read by name after the check)
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
         raise KaldiDataError(f"{label}: cannot open {name}: {e.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise KaldiDataError(f"{label}: {name} is not a regular file (symnet reads no devices or FIFOs here)")
-    if offset is not None and offset > st.st_size:
-        raise KaldiDataError(f"{label}: offset {offset} is past the end of {name} ({st.st_size} bytes)")
     try:
-        with open(name, "rb") as fd:
-            if offset is not None:
-                fd.seek(offset)
-            return read(fd, label, None), slices, label
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise KaldiDataError(f"{label}: {name} is not a regular file (symnet reads no devices or FIFOs here)")
+        if offset is not None and offset > st.st_size:
+            raise KaldiDataError(f"{label}: offset {offset} is past the end of {name} ({st.st_size} bytes)")
+        if read is read_object and (value := _matrix_at(fd, offset or 0, st.st_size)) is not None:
+            return value, slices, label
+        with os.fdopen(os.dup(fd), "rb", buffering=0) as f:  # one object: its data is read straight into its array
+            f.seek(offset or 0)
+            return read(f, label, None), slices, label
     except OSError as e:
         raise KaldiDataError(f"{label}: cannot read {name}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+def _matrix_at(fd: int, offset: int, size: int) -> np.ndarray | None:
+    """The binary matrix (float, double or compressed) at `offset` of the open regular file `fd` of `size` bytes,
+    read with `pread`s, or None where something else is there (or its header does not fit the file: the general
+    reader then says what is wrong)."""
+    head = os.pread(fd, 21, offset)
+    kind = head[2 : head.find(b" ", 2) + 1] if head[:2] == b"\0B" else b""
+    if kind in (b"CM ", b"CM2 ", b"CM3 "):  # a global header (min, range, rows, cols), then the data
+        start = 2 + len(kind)
+        if len(head) < start + 16:
+            return None
+        rows, cols = struct.unpack_from("<ii", head, start + 8)
+        length = start + 16 + {b"CM ": 8 * cols + rows * cols, b"CM2 ": 2 * rows * cols, b"CM3 ": rows * cols}[kind]
+        if rows < 0 or cols < 0 or offset + length > size:
+            return None
+        data = _pread_into(fd, bytearray(length), offset)
+        if data is None:
+            return None
+        import kaldiio.matio
+
+        value = kaldiio.matio.read_kaldi(io.BytesIO(data))
+        return value if isinstance(value, np.ndarray) else None
+    if kind not in (b"FM ", b"DM ") or len(head) < 15 or head[5] != 4 or head[10] != 4:
+        return None
+    rows, cols = struct.unpack_from("<i", head, 6)[0], struct.unpack_from("<i", head, 11)[0]
+    dtype = np.dtype("<f4" if kind == b"FM " else "<f8")
+    if rows < 0 or cols < 0 or offset + 15 + rows * cols * dtype.itemsize > size:
+        return None
+    value = np.empty((rows, cols), dtype)
+    return value if _pread_into(fd, _bytes_of(value), offset + 15) is not None else None
+
+
+def _bytes_of(array: np.ndarray) -> memoryview:
+    """The bytes of a C-contiguous array, writable in place."""
+    return memoryview(array).cast("B")  # type: ignore[arg-type]
+
+
+def _pread_into(fd: int, buffer: Any, offset: int) -> Any:
+    """`buffer` filled from `offset` of `fd`, or None if the file ends first (it shrank since its size was read)."""
+    data, got = memoryview(buffer), 0
+    while got < len(data):
+        read = os.preadv(fd, [data[got:]], offset + got)
+        if not read:
+            return None
+        got += read
+    return buffer
 
 
 def open_spec(path: str, mode: str) -> Any:

@@ -62,7 +62,8 @@ class EpochStats:
 class StepStats:
     """One training step, for `fit(on_step=...)`: its loss and accuracy on its minibatch, the global norm
     of its gradient (of the mean loss, before the optimiser and Kaldi's rules), the output frames it trained
-    on, and the seconds since the previous step ended (compilation included)."""
+    on, the seconds since the previous step ended (compilation included), and of those the seconds it waited for
+    its minibatch (a `Stream`'s reading threads; 0 for data in memory)."""
 
     epoch: int
     step: int
@@ -71,6 +72,7 @@ class StepStats:
     grad_norm: float
     frames: float
     seconds: float
+    waited: float = 0.0
 
 
 @attrs.frozen
@@ -368,6 +370,7 @@ def _train(
             if count_sum is not None:
                 count_sum = float(sums[3]) if len(sums) > 3 else frames_sum
         started = last = time.perf_counter()
+        waited_before = train_batches.waited
         with train_batches.epoch(epoch, start_batch) as minibatches:
             for b, chunks, idx in minibatches:
                 if max_steps is not None and step >= max_steps:
@@ -408,7 +411,8 @@ def _train(
                 now = time.perf_counter()
                 if on_step is not None:
                     accuracy = right / max(count, 1e-9)
-                    on_step(StepStats(epoch, step, loss_value, accuracy, float(grad_norm), frames, now - last))
+                    waited, waited_before = train_batches.waited - waited_before, train_batches.waited
+                    on_step(StepStats(epoch, step, loss_value, accuracy, float(grad_norm), frames, now - last, waited))
                 last = now
                 rate = frames_sum / max(now - started, 1e-9)
                 bar.update(loss_sum / frames_sum, correct_sum / max(count_sum or frames_sum, 1e-9), rate)
