@@ -24,7 +24,8 @@ __all__ = ["PUBLIC", "RENAMED", "install"]
 PUBLIC = frozenset(
     f"symnet.{name}"
     for name in (
-        "chain", "components", "datasets", "demo", "display", "engine", "errors", "extend", "kaldi", "kaldi.xconfig",
+        "chain", "components", "datasets", "demo", "display", "engine", "errors", "extend", "features", "kaldi",
+        "kaldi.xconfig",
         "kaldi.xconfig.layers", "layers", "train",
     )
 )  # fmt: skip

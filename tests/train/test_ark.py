@@ -235,3 +235,20 @@ def test_text_vectors_are_integers_only_when_every_value_is_one(tmp_path):
     np.testing.assert_array_equal(ours["a"], np.array([0, 0.5, -1e-5], np.float32))
     assert ours["a"].dtype == np.float32 and ours["b"].dtype == ours["c"].dtype == np.int32
     assert ours["d"].dtype == ours["e"].dtype == np.float32 and ours["e"].shape == (2, 2)
+
+
+def test_an_empty_matrix_reads_by_offset_and_in_an_archive(tmp_path):
+    """Kaldi writes a 0 x 0 matrix for an utterance shorter than a frame; the reader that fills arrays in place
+    took it for a damaged entry."""
+    import kaldiio
+
+    from symnet._src.train.ark import read_entry
+    from symnet._src.train.kaldi_data import read_table
+
+    with kaldiio.WriteHelper(f"ark,scp:{tmp_path / 'e.ark'},{tmp_path / 'e.scp'}") as writer:
+        writer("short", np.zeros((0, 0), np.float32))
+        writer("long", np.ones((3, 2), np.float32))
+    key, entry = open(tmp_path / "e.scp").readline().split()
+    assert read_entry(entry, "e.scp", key).shape == (0, 0)
+    table = read_table(f"ark:{tmp_path / 'e.ark'}")
+    assert table["short"].shape == (0, 0) and table["long"].shape == (3, 2)

@@ -670,8 +670,8 @@ def _matrix_at(fd: int, offset: int, size: int) -> np.ndarray | None:
         length = start + 16 + {b"CM ": 8 * cols + rows * cols, b"CM2 ": 2 * rows * cols, b"CM3 ": rows * cols}[kind]
         if rows < 0 or cols < 0 or offset + length > size:
             return None
-        data = _pread_into(fd, bytearray(length), offset)
-        if data is None:
+        data = os.pread(fd, length, offset)  # bytes: BytesIO reads them without a copy
+        if len(data) < length:
             return None
         import kaldiio.matio
 
@@ -688,7 +688,9 @@ def _matrix_at(fd: int, offset: int, size: int) -> np.ndarray | None:
 
 
 def _bytes_of(array: np.ndarray) -> memoryview:
-    """The bytes of a C-contiguous array, writable in place."""
+    """The bytes of a C-contiguous array, writable in place (of an empty array: none)."""
+    if not array.size:
+        return memoryview(bytearray())
     return memoryview(array).cast("B")  # type: ignore[arg-type]
 
 

@@ -1,0 +1,1 @@
+"""Acoustic features computed as Kaldi computes them (`symnet.features`)."""
