@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     )
     from symnet._src.train.options import FitOptions
     from symnet._src.train.rules import DropoutSchedule, KaldiRules, KaldiRulesWarning, component_rules, kaldi_rules
-    from symnet._src.train.streams import SkippedDataWarning, Stream, stream_kaldi_data, stream_sequences
+    from symnet._src.train.streams import Corpus, SkippedDataWarning, stream_kaldi_data, stream_sequences
 
 #: Public name -> the module of this package that defines it.
 _MODULES = {
@@ -66,7 +66,7 @@ _MODULES = {
     "component_rules": "rules",
     "kaldi_rules": "rules",
     "SkippedDataWarning": "streams",
-    "Stream": "streams",
+    "Corpus": "streams",
     "stream_kaldi_data": "streams",
     "stream_sequences": "streams",
 }
@@ -78,13 +78,11 @@ __all__ = [
     "ChainEgsData",
     "CheckpointError",
     "Chunks",
+    "Corpus",
     "DropoutSchedule",
     "EpochStats",
     "FitOptions",
     "FitResult",
-    "SkippedDataWarning",
-    "StepStats",
-    "Stream",
     "KaldiData",
     "KaldiDataError",
     "KaldiRules",
@@ -94,6 +92,8 @@ __all__ = [
     "OBJECTIVE_NAMES",
     "Objective",
     "Position",
+    "SkippedDataWarning",
+    "StepStats",
     "TrainingError",
     "chain_egs",
     "component_rules",

@@ -17,18 +17,18 @@ from ..engine.request import ComputationRequest
 from ..errors import ShapeError, TrainingError
 from .examples import Chunks, make_chunks
 from .objectives import Objective, check_labels, get_objective
-from .streams import Stream
+from .streams import Corpus
 
 __all__ = ["as_chunks", "check_context", "check_data", "output_dim", "used_widths"]
 
 
 def as_chunks(data: Any, network: Any, chunk: int, output: str | Sequence[str]) -> Chunks:
     """Chunks from a `Chunks`, a `symnet.datasets.Dataset`, or a `(features, targets)` pair of lists, with the
-    input context `output` needs (of several outputs, the widest on each side); of a `Stream`, the chunks of its
+    input context `output` needs (of several outputs, the widest on each side); of a `Corpus`, the chunks of its
     first sequence (the stream itself is read as training goes: `symnet._src.train.minibatches`)."""
     if isinstance(data, Chunks):
         return data
-    if isinstance(data, Stream):  # its first readable sequence: what the checks before training look at
+    if isinstance(data, Corpus):  # its first readable sequence: what the checks before training look at
         features, targets = data.sample()
         data = ([features], [targets])
     if hasattr(data, "features") and hasattr(data, "labels"):
@@ -38,7 +38,7 @@ def as_chunks(data: Any, network: Any, chunk: int, output: str | Sequence[str]) 
     else:
         hint = " (read Kaldi archives with symnet.train.read_kaldi_data)" if isinstance(data, str) else ""
         raise ShapeError(
-            f"cannot train on {type(data).__name__}: give a Dataset, Chunks, (features, targets) or a Stream "
+            f"cannot train on {type(data).__name__}: give a Dataset, Chunks, (features, targets) or a Corpus "
             "(symnet.train.stream_sequences, stream_kaldi_data)" + hint
         )
     names = (output,) if isinstance(output, str) else output

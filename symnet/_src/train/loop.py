@@ -41,7 +41,7 @@ from .objectives import Chain, Objective, get_objective
 from .options import FitOptions, chunk_widths, is_integer
 from .parallel import DataParallel
 from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
-from .streams import Stream
+from .streams import Corpus
 from .trainer import Trainer
 
 __all__ = ["EpochStats", "fit", "FitResult", "steps_per_epoch", "StepStats", "with_dropout", "zero_batchnorm_stats"]
@@ -63,7 +63,7 @@ class StepStats:
     """One training step, for `fit(on_step=...)`: its loss and accuracy on its minibatch, the global norm
     of its gradient (of the mean loss, before the optimiser and Kaldi's rules), the output frames it trained
     on, the seconds since the previous step ended (compilation included), and of those the seconds it waited for
-    its minibatch (a `Stream`'s reading threads; 0 for data in memory)."""
+    its minibatch (a `Corpus`'s reading threads; 0 for data in memory)."""
 
     epoch: int
     step: int
@@ -144,7 +144,7 @@ def fit(
         check_data(network, valid_chunks, resolved, o.input, o.output, "validation data", like=train_chunks)
     k = o.frame_subsampling_factor
     if isinstance(resolved, Chain):  # its denominator graph for the output (from a den.fst or the alignments)
-        if isinstance(train, Stream) and resolved.den is None:
+        if isinstance(train, Corpus) and resolved.den is None:
             raise TrainingError(
                 "the 'chain' objective on a stream needs its denominator graph given (Chain(den=...): a den.fst "
                 "or a ChainGraph): symnet makes one from the alignments only when they are all in memory"
@@ -163,7 +163,7 @@ def fit(
 
 def _batches(trainer: Trainer, data: Any, chunks: Chunks | None, seed: int, shuffle: bool = True) -> Any:
     """The minibatch source of `data` (its `chunks` when it is held in memory; see `symnet._src.train.minibatches`)."""
-    if isinstance(data, Stream):
+    if isinstance(data, Corpus):
         return StreamBatches(trainer, data, seed, shuffle=shuffle)
     assert chunks is not None
     return MemoryBatches(trainer, chunks, seed, shuffle=shuffle)
@@ -216,14 +216,14 @@ def steps_per_epoch(
     seed: int = 0,
 ) -> int:
     """The minibatches `fit(network, data, batch_size=..., chunk=...)` makes of `data` in an epoch (with or
-    without a mesh; of a `Stream`, every epoch's, planned with `seed`): the length of an epoch for a
+    without a mesh; of a `Corpus`, every epoch's, planned with `seed`): the length of an epoch for a
     learning-rate schedule."""
     if not is_integer(batch_size, 1):
         raise TrainingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
     widths = FitOptions(chunk=None if chunk is None else chunk_widths(chunk)).for_data(data).widths
     chunks = as_chunks(data, network, widths[-1], output)
     used = used_widths(chunks, widths)
-    if isinstance(data, Stream):
+    if isinstance(data, Corpus):
         plan = _Plan(batch_size, chunks.chunk, chunks.left, chunks.right, used)
         return StreamBatches(plan, data, seed).count()
     counts = np.unique(chunks.widths(used), return_counts=True)[1]

@@ -1,4 +1,4 @@
-"""The minibatches of each epoch of `fit`: from chunks in memory, or planned from a `Stream`'s index and read ahead.
+"""The minibatches of each epoch of `fit`: from chunks in memory, or planned from a `Corpus`'s index and read ahead.
 
 Both give `(b, chunks, indexes)`: minibatch `b` of the epoch is `chunks[indexes]`, all of one width
 (`Trainer.batches`). In memory (`MemoryBatches`) an epoch is a permutation drawn from `(seed, epoch)`.
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .examples import Chunks, cut_chunk, stack_chunks
-from .streams import Stream
+from .streams import Corpus
 
 __all__ = ["MemoryBatches", "StreamBatches", "window_plan"]
 
@@ -85,12 +85,12 @@ def window_plan(lengths: np.ndarray, window_frames: int, seed: int, random_acces
 
 
 class StreamBatches:
-    """The minibatches of a `Stream`, planned per epoch and made ahead on two threads (see the module doc)."""
+    """The minibatches of a `Corpus`, planned per epoch and made ahead on two threads (see the module doc)."""
 
     def __init__(
         self,
         trainer: Any,
-        stream: Stream,
+        stream: Corpus,
         seed: int,
         shuffle: bool = True,
         prefetch: int = 4,

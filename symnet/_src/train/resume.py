@@ -24,7 +24,7 @@ import numpy as np
 
 from .checkpoint import CheckpointError, Position
 from .examples import Chunks
-from .streams import Stream
+from .streams import Corpus
 
 __all__ = ["check", "check_extra", "digest", "EPOCH_FIELDS", "HISTORY_FIELDS", "record"]
 
@@ -34,10 +34,10 @@ EPOCH_FIELDS = ("batch_size", "chunk", "seed", "data")
 
 def digest(data: Any) -> str | None:
     """A digest of training data: the sequences of a Dataset, KaldiData or `(features, targets)` pair (so it
-    does not depend on the chunk size), the examples of `Chunks`, or a `Stream`'s own (`Stream.digest`)."""
+    does not depend on the chunk size), the examples of `Chunks`, or a `Corpus`'s own (`Corpus.digest`)."""
     if data is None:
         return None
-    if isinstance(data, Stream):
+    if isinstance(data, Corpus):
         return data.digest()
     h = hashlib.blake2b(digest_size=16)
     if isinstance(data, Chunks):

@@ -1,6 +1,6 @@
 """Corpora larger than memory: sequences that `fit` reads from disk as it trains on them.
 
-A `Stream` is an index of a corpus (each sequence's key and number of frames) and a way to read sequences by
+A `Corpus` is an index of a corpus (each sequence's key and number of frames) and a way to read sequences by
 their position in it. `fit` plans every epoch from the index alone (`symnet._src.train.batch_plan`) and reads
 what the coming minibatches need on a background thread, so its memory is bounded by the shuffle window
 (`window_frames`), not by the corpus:
@@ -17,7 +17,7 @@ what the coming minibatches need on a background thread, so its memory is bounde
 
 Bad data found while training (a damaged entry, a length mismatch, values that are not finite) is a
 `KaldiDataError` naming the table, the utterance and the entry (file and offset), or, with `on_error="skip"`,
-the sequence is left out of its minibatches, listed in `Stream.skipped` and warned about: never a silent change.
+the sequence is left out of its minibatches, listed in `Corpus.skipped` and warned about: never a silent change.
 A missing alignment is found when the stream is made, as `read_kaldi_data` finds it (`skip_missing`).
 """
 
@@ -37,7 +37,7 @@ from ..errors import KaldiDataError, ShapeError, SymnetError
 from .ark import ark_offsets, entry_rows, is_command, read_entry
 from .kaldi_data import Utterance, _ids, _parse, _reading, _scp_entries, _Table, checked_utterance
 
-__all__ = ["DEFAULT_WINDOW_FRAMES", "SkippedDataWarning", "Stream", "stream_kaldi_data", "stream_sequences"]
+__all__ = ["DEFAULT_WINDOW_FRAMES", "SkippedDataWarning", "Corpus", "stream_kaldi_data", "stream_sequences"]
 
 #: Frames read and shuffled together (a window; `fit` reads the next while training on one): 2^18 frames of
 #: 80-dim float32 features are 84 MB.
@@ -50,7 +50,7 @@ class SkippedDataWarning(UserWarning):
     """A sequence left out of training for bad data (`on_error="skip"`)."""
 
 
-class Stream:
+class Corpus:
     """A corpus `fit` reads as it trains: `keys`, `lengths` (frames) and `read`, which gives sequences by position.
 
     `random_access`: sequences can be read in any order (windows are then visited in a new order each epoch),
@@ -148,7 +148,7 @@ class Stream:
         warnings.warn(f"left out utterance {key!r} for bad data: {reason}", SkippedDataWarning, stacklevel=2)
 
 
-class KaldiStream(Stream):
+class KaldiCorpus(Corpus):
     """Features from a Kaldi scp (each matrix read when needed) and targets from an scp or an archive."""
 
     def __init__(
@@ -202,7 +202,7 @@ class KaldiStream(Stream):
     def describe(self) -> str:
         return f"features {self.features!r} with targets {self.targets!r}"
 
-    def split(self, fraction: float) -> tuple[KaldiStream, KaldiStream]:
+    def split(self, fraction: float) -> tuple[KaldiCorpus, KaldiCorpus]:
         """`(train, held_out)` as `KaldiData.split` makes them: the last `fraction` of the utterances by id held out
         (at least one), the rest kept, each a stream of its own."""
         if not 0 < fraction < 1:
@@ -213,7 +213,7 @@ class KaldiStream(Stream):
         held = max(1, round(fraction * len(self)))
         return self._subset(sorted(order[: len(self) - held])), self._subset(sorted(order[len(self) - held :]))
 
-    def _subset(self, positions: Sequence[int]) -> KaldiStream:
+    def _subset(self, positions: Sequence[int]) -> KaldiCorpus:
         part = copy.copy(self)
         part.keys = tuple(self.keys[i] for i in positions)
         part.lengths = self.lengths[list(positions)]
@@ -284,7 +284,7 @@ def _file_of(entry: str) -> str | None:
     return name if name and tail.split("[", 1)[0].isdigit() else entry
 
 
-class SequenceStream(Stream):
+class SequenceCorpus(Corpus):
     """Sequences from a function that makes a fresh iterator of them (read in order, indexed by one pass)."""
 
     random_access = False
@@ -354,7 +354,7 @@ def stream_kaldi_data(
     frame_subsampling_factor: int = 1,
     window_frames: int = DEFAULT_WINDOW_FRAMES,
     on_error: str = "stop",
-) -> Stream:
+) -> Corpus:
     """A Kaldi corpus that `fit` reads as it trains: `read_kaldi_data`'s arguments and checks, in memory bounded
     by `window_frames` (see the module doc). `features` is an `scp:`; `on_error`: "stop" (a KaldiDataError) or
     "skip" (the utterance is left out, listed in `.skipped` and warned about)."""
@@ -364,7 +364,7 @@ def stream_kaldi_data(
         or frame_subsampling_factor < 1
     ):
         raise KaldiDataError(f"frame_subsampling_factor must be an integer >= 1, got {frame_subsampling_factor!r}")
-    return KaldiStream(
+    return KaldiCorpus(
         features,
         targets,
         skip_missing=skip_missing,
@@ -380,7 +380,7 @@ def stream_sequences(
     *,
     window_frames: int = DEFAULT_WINDOW_FRAMES,
     on_error: str = "stop",
-) -> Stream:
+) -> Corpus:
     """A stream of `(features [T, D], targets)` or `(key, features, targets)` items from `source`: a function
     returning a fresh iterator of them (a generator function), or a re-iterable. One iterator (a generator
     object) can be read only once, and `fit` reads the stream once to index it and once per epoch: it is refused.
@@ -392,4 +392,4 @@ def stream_sequences(
             "stream once to index it and once per epoch"
         )
     make = source if callable(source) else (lambda: source)
-    return SequenceStream(make, window_frames=window_frames, on_error=on_error)
+    return SequenceCorpus(make, window_frames=window_frames, on_error=on_error)
