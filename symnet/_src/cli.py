@@ -216,6 +216,7 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
     factor = getattr(args, "frame_subsampling_factor", 1)
     on_bad_data = getattr(args, "on_bad_data", "stop")
     window = getattr(args, "window_frames", None)
+    num_frames, overlap = getattr(args, "num_frames", None), getattr(args, "num_frames_overlap", 0)
 
     def read(feats: str, targets: str) -> Any:
         if feats.startswith("scp:") or feats.startswith("scp,"):  # read as training goes: memory bounded by a window
@@ -226,11 +227,19 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
                 allow_pipes=args.allow_pipes,
                 frame_subsampling_factor=factor,
                 on_error=on_bad_data,
+                num_frames=num_frames,
+                num_frames_overlap=overlap,
                 **extra,
             )
-        if window or on_bad_data != "stop":
-            given = "--window-frames" if window else "--on-bad-data"
-            raise _UsageError(f"{given}: for features read as training goes, from an scp (--feats scp:feats.scp)")
+        streaming = (
+            ("--window-frames", window),
+            ("--on-bad-data", on_bad_data != "stop"),
+            ("--num-frames", num_frames),
+            ("--num-frames-overlap", overlap),
+        )
+        given = [flag for flag, on in streaming if on]
+        if given:
+            raise _UsageError(f"{given[0]}: for features read as training goes, from an scp (--feats scp:feats.scp)")
         return read_kaldi_data(feats, targets, allow_pipes=args.allow_pipes, frame_subsampling_factor=factor)
 
     data = read(args.feats, args.targets)
@@ -341,7 +350,13 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     total = max(
         args.epochs
         * steps_per_epoch(
-            source, train, batch_size=args.batch_size, chunk=args.chunk, output=args.output, seed=args.seed
+            source,
+            train,
+            batch_size=args.batch_size,
+            chunk=args.chunk,
+            output=args.output,
+            seed=args.seed,
+            frame_subsampling_factor=args.frame_subsampling_factor,
         ),
         1,
     )
@@ -941,9 +956,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--chunk",
         type=_widths,
-        default=20,
-        help="output frames per example; several (300,200,100): a sequence's last chunk is cut to the smallest "
-        "that holds it",
+        help="output frames per example (default 20; Kaldi's egs: their frames per eg; with --num-frames: those "
+        "sizes); several (300,200,100): a sequence's last chunk is cut to the smallest that holds it",
     )
     train.add_argument(
         "--objective",
@@ -1035,6 +1049,17 @@ def _parser() -> argparse.ArgumentParser:
         type=_count(1),
         help="features from an scp are read as training goes, these many frames (default 262144) read and "
         "shuffled together (docs/training.md, 'Corpora larger than memory'); other rspecifiers are read first",
+    )
+    train.add_argument(
+        "--num-frames",
+        help="Kaldi's nnet3-get-egs --num-frames (e.g. 150,110,100, the principal size first): cut the utterances of "
+        "an scp corpus into chunks as nnet3-get-egs does, on the fly (then --chunk is these sizes)",
+    )
+    train.add_argument(
+        "--num-frames-overlap",
+        type=_count(0),
+        default=0,
+        help="Kaldi's --num-frames-overlap, with --num-frames",
     )
     train.add_argument(
         "--on-bad-data",

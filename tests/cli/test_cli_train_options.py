@@ -216,3 +216,31 @@ def test_features_from_an_scp_are_streamed_and_train_as_the_archive_does(tmp_pat
         "--out", str(tmp_path / "x.npz"),
     )  # fmt: skip
     assert status != 0 and "--on-bad-data: for features read as training goes" in err
+
+
+def test_num_frames_cuts_an_scp_corpus_as_nnet3_get_egs(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    feats = {f"u{i:02d}": rng.standard_normal((int(n), 16)).astype(np.float32) for i, n in enumerate(range(20, 80, 5))}
+    with kaldiio.WriteHelper(f"ark,scp:{tmp_path / 'feats.ark'},{tmp_path / 'feats.scp'}") as writer:
+        for key, value in feats.items():
+            writer(key, value)
+    kaldiio.save_ark(
+        str(tmp_path / "ali.ark"), {k: rng.integers(0, 30, size=len(f)).astype(np.int32) for k, f in feats.items()}
+    )
+    config = str(EXAMPLES / "hmm-tdnn.config")
+    common = ["--targets", f"ark:{tmp_path / 'ali.ark'}", "--epochs", "1", "--batch-size", "4", "--quiet"]
+    status, stdout, err = run(
+        "train", config, "--feats", f"scp:{tmp_path / 'feats.scp'}", *common, "--num-frames", "21,15",
+        "--num-frames-overlap", "2", "--checkpoint", str(tmp_path / "run.ckpt"), "--out", str(tmp_path / "a.npz"),
+    )  # fmt: skip
+    assert status == 0, err
+    status, _, err = run(
+        "train", config, "--feats", f"scp:{tmp_path / 'feats.scp'}", *common, "--num-frames", "21,18",
+        "--checkpoint", str(tmp_path / "run.ckpt"), "--out", str(tmp_path / "a.npz"), "--epochs", "2",
+    )  # fmt: skip
+    assert status != 0 and "chunk" in err  # other chunks than the checkpoint's run: refused, naming them
+    status, _, err = run(
+        "train", config, "--feats", f"ark:{tmp_path / 'feats.ark'}", *common, "--num-frames", "21",
+        "--out", str(tmp_path / "b.npz"),
+    )  # fmt: skip
+    assert status != 0 and "--num-frames: for features read as training goes" in err

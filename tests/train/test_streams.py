@@ -241,3 +241,55 @@ def test_a_source_that_changes_between_passes_is_an_error():
     stream = stream_sequences(source)
     with warnings.catch_warnings(), pytest.raises(KaldiDataError, match="same sequences each time"):
         list(stream.read(range(4)))
+
+
+def test_kaldi_chunks_on_the_fly_are_the_splitters_each_once_an_epoch():
+    """With num_frames, every minibatch holds chunks cut as nnet3-get-egs cuts them (tests/train/test_egs_split.py
+    compares those with Kaldi's egs), each chunk of each utterance once an epoch, batched by size."""
+    from symnet._src.train.egs_split import KaldiSplitter, cut_kaldi_chunk
+
+    data = corpus(40)
+    pairs = list(data.values())
+    stream = stream_sequences(pairs, window_frames=300, num_frames="8,6,5", num_frames_overlap=1)
+
+    class Plan:
+        batch_size, chunk, left, right, widths, subsampling = 4, 8, 2, 1, (5, 6, 8), 1
+
+    batches = StreamBatches(Plan(), stream, seed=5)
+    splitter = KaldiSplitter("8,6,5", 1)
+    expected = {}
+    for p, (f, t) in enumerate(pairs):
+        for c in splitter.chunks(len(f), np.random.default_rng([5, p, 1 << 21])):
+            expected[(p, c.first_frame)] = cut_kaldi_chunk(f, t, c, left=2, right=1)
+    seen = []
+    with batches.epoch(0) as minibatches:
+        for _, chunks, idx in minibatches:
+            assert chunks.ends is None and chunks.chunk in (5, 6, 8) and len(idx) <= 4
+            seen.append(chunks)
+    found = 0
+    for chunks in seen:
+        for i in range(len(chunks)):
+            matches = [
+                key for key, (x, y, w, _) in expected.items()
+                if len(w) == chunks.chunk and np.array_equal(x, chunks.features[i]) and np.array_equal(w, chunks.weights[i])
+            ]  # fmt: skip
+            assert len(matches) == 1
+            found += 1
+    assert found == len(expected) == sum(batches.widths[w].size for w in range(len(batches.windows)))
+
+
+def test_fit_on_kaldi_chunks_trains_at_their_sizes_and_resumes_bit_for_bit(tmp_path):
+    pairs = list(corpus(40).values())
+
+    def stream():
+        return stream_sequences(pairs, window_frames=400, num_frames="10,8")
+
+    settings = {"epochs": 2, "batch_size": 4, "progress": False, "seed": 1, "checkpoint_every": 3}
+    whole = fit(net(), stream(), optax.adam(1e-2), **settings, checkpoint=str(tmp_path / "a.ckpt"))
+    assert whole.options.widths == (8, 10)
+    assert np.isfinite(whole.history[-1].train_loss) and whole.history[-1].train_loss < whole.history[0].train_loss
+    part = tmp_path / "b.ckpt"
+    fit(net(), stream(), optax.adam(1e-2), **settings, checkpoint=str(part), max_steps=whole.history[-1].step // 2)
+    assert_same(fit(net(), stream(), optax.adam(1e-2), **settings, checkpoint=str(part)), whole)
+    with pytest.raises(TrainingError, match="Kaldi's chunks of \\[10, 8\\]"):
+        fit(net(), stream(), optax.adam(1e-2), chunk=20, progress=False)

@@ -53,13 +53,14 @@ class Chunks:
 
     def widths(self, allowed: Sequence[int], indexes: np.ndarray | None = None) -> np.ndarray:
         """Per chunk (of `indexes`, else all), the smallest of the `allowed` widths (output frames) that holds
-        all its frames up to its sequence's end; the largest allowed where the ends are unknown."""
+        all its frames up to its sequence's end, or where the ends are unknown all its `chunk` frames."""
         sizes = np.sort(np.asarray(allowed, dtype=np.int64))
         count = len(self) if indexes is None else len(indexes)
-        if self.ends is None or len(sizes) == 1:
-            return np.full(count, sizes[-1])
-        ends = self.ends if indexes is None else self.ends[indexes]
-        frames = np.clip(ends - self.right, 1, self.chunk)  # output frames before the sequence ends
+        if self.ends is None:  # all `chunk` frames count (an eg of Kaldi's is all there is)
+            frames = np.full(count, self.chunk)
+        else:
+            ends = self.ends if indexes is None else self.ends[indexes]
+            frames = np.clip(ends - self.right, 1, self.chunk)  # output frames before the sequence ends
         return sizes[np.minimum(np.searchsorted(sizes, frames), len(sizes) - 1)]
 
     def minibatch(self, indexes: np.ndarray, width: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -79,7 +80,7 @@ class Chunks:
 
 
 #: One chunk cut from a sequence: features, targets, weights, where its sequence ends (`Chunks.ends`).
-Piece = tuple[np.ndarray, np.ndarray, np.ndarray, int]
+Piece = tuple[np.ndarray, np.ndarray, np.ndarray, int | None]
 
 
 def make_chunks(
@@ -134,6 +135,7 @@ def cut_chunk(feats: np.ndarray, tgt: np.ndarray, start: int, *, chunk: int, lef
 
 
 def stack_chunks(pieces: Sequence[Piece], left: int, right: int) -> Chunks:
-    """`Chunks` of pieces cut by `cut_chunk` (one width, one context)."""
+    """`Chunks` of pieces cut by `cut_chunk` (one width, one context; ends None where the pieces have none)."""
     features, targets, weights, ends = zip(*pieces, strict=True)
-    return Chunks(np.stack(features), np.stack(targets), np.stack(weights), left, right, np.asarray(ends, np.int64))
+    known = None if any(e is None for e in ends) else np.asarray(ends, np.int64)
+    return Chunks(np.stack(features), np.stack(targets), np.stack(weights), left, right, known)

@@ -15,7 +15,8 @@ from ..engine.computation import compile
 from ..engine.graph import Graph
 from ..engine.request import ComputationRequest
 from ..errors import ShapeError, TrainingError
-from .examples import Chunks, make_chunks
+from .egs_split import KaldiChunk, cut_kaldi_chunk
+from .examples import Chunks, make_chunks, stack_chunks
 from .objectives import Objective, check_labels, get_objective
 from .streams import Corpus
 
@@ -25,12 +26,19 @@ __all__ = ["as_chunks", "check_context", "check_data", "output_dim", "used_width
 def as_chunks(data: Any, network: Any, chunk: int, output: str | Sequence[str]) -> Chunks:
     """Chunks from a `Chunks`, a `symnet.datasets.Dataset`, or a `(features, targets)` pair of lists, with the
     input context `output` needs (of several outputs, the widest on each side); of a `Corpus`, the chunks of its
-    first sequence (the stream itself is read as training goes: `symnet._src.train.minibatches`)."""
+    first sequence (the corpus itself is read as training goes: `symnet._src.train.minibatches`)."""
     if isinstance(data, Chunks):
         return data
+    names = (output,) if isinstance(output, str) else output
+    # An output the network does not have is check_data's error to report, by name.
+    contexts = [network.context(name) for name in names if name == names[0] or name in network.structure.outputs]
+    left, right = max(c[0] for c in contexts), max(c[1] for c in contexts)
     if isinstance(data, Corpus):  # its first readable sequence: what the checks before training look at
         features, targets = data.sample()
-        data = ([features], [targets])
+        if data.kaldi_sizes is not None:  # a chunk as nnet3-get-egs cuts them: no sequence end
+            whole = KaldiChunk(0, chunk, np.ones(chunk, np.float32))
+            return stack_chunks([cut_kaldi_chunk(features, targets, whole, left=left, right=right)], left, right)
+        return make_chunks([features], [targets], chunk=chunk, left=left, right=right)
     if hasattr(data, "features") and hasattr(data, "labels"):
         features, targets = data.features, data.labels
     elif isinstance(data, tuple) and len(data) == 2:
@@ -41,10 +49,6 @@ def as_chunks(data: Any, network: Any, chunk: int, output: str | Sequence[str]) 
             f"cannot train on {type(data).__name__}: give a Dataset, Chunks, (features, targets) or a Corpus "
             "(symnet.train.stream_sequences, stream_kaldi_data)" + hint
         )
-    names = (output,) if isinstance(output, str) else output
-    # An output the network does not have is check_data's error to report, by name.
-    contexts = [network.context(name) for name in names if name == names[0] or name in network.structure.outputs]
-    left, right = max(c[0] for c in contexts), max(c[1] for c in contexts)
     return make_chunks(features, targets, chunk=chunk, left=left, right=right)
 
 

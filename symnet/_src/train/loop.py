@@ -214,17 +214,18 @@ def steps_per_epoch(
     chunk: int | Sequence[int] | None = None,
     output: str = "output",
     seed: int = 0,
+    frame_subsampling_factor: int = 1,
 ) -> int:
     """The minibatches `fit(network, data, batch_size=..., chunk=...)` makes of `data` in an epoch (with or
-    without a mesh; of a `Corpus`, every epoch's, planned with `seed`): the length of an epoch for a
-    learning-rate schedule."""
+    without a mesh; of a `Corpus`, every epoch's, planned with `seed`, and for Kaldi's chunks cut at
+    `frame_subsampling_factor`): the length of an epoch for a learning-rate schedule."""
     if not is_integer(batch_size, 1):
         raise TrainingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
     widths = FitOptions(chunk=None if chunk is None else chunk_widths(chunk)).for_data(data).widths
     chunks = as_chunks(data, network, widths[-1], output)
     used = used_widths(chunks, widths)
     if isinstance(data, Corpus):
-        plan = _Plan(batch_size, chunks.chunk, chunks.left, chunks.right, used)
+        plan = _Plan(batch_size, chunks.chunk, chunks.left, chunks.right, used, frame_subsampling_factor)
         return StreamBatches(plan, data, seed).count()
     counts = np.unique(chunks.widths(used), return_counts=True)[1]
     return int(sum(-(-int(n) // batch_size) for n in counts))
@@ -239,6 +240,7 @@ class _Plan:
     left: int
     right: int
     widths: tuple[int, ...]
+    subsampling: int
 
 
 def _fit(

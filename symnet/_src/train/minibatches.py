@@ -16,6 +16,10 @@ minibatches an uninterrupted run would have made next:
   them into minibatches of one width as in memory; a window's last minibatch of each width may be short (filled
   with weight-0 repeats, as in memory).
 
+With `num_frames` (Kaldi's `--num-frames`) a stream's utterances are cut as `nnet3-get-egs` cuts them
+(`symnet._src.train.egs_split`), each chunk at its own size and with its output weights, drawn from the seed and
+the utterance; a window's chunks are then shuffled and batched by size in the same way.
+
 Two threads work ahead of the training step: one reads the next window's sequences, one cuts minibatches from
 the window read before; at most three windows are held at once. `StreamBatches.waited` is the time the step
 spent waiting for them.
@@ -32,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .egs_split import KaldiChunk, KaldiSplitter, cut_kaldi_chunk
 from .examples import Chunks, cut_chunk, stack_chunks
 from .streams import Corpus
 
@@ -98,11 +103,23 @@ class StreamBatches:
         self.trainer, self.stream, self.seed, self.shuffle, self.prefetch = trainer, stream, seed, shuffle, prefetch
         self.chunk, self.left, self.right = trainer.chunk, trainer.left, trainer.right
         self.windows = window_plan(stream.lengths, stream.window_frames, seed, stream.random_access and shuffle)
+        # Kaldi's chunks (nnet3-get-egs), drawn from (seed, utterance): the same in every epoch and every run
+        self.splitter = (
+            KaldiSplitter(stream.kaldi_sizes, stream.kaldi_overlap, trainer.subsampling)
+            if stream.kaldi_sizes is not None
+            else None
+        )
         # per window: its chunks as (position, start) rows, and the width each is computed at
         self.chunks: list[np.ndarray] = []
         self.widths: list[np.ndarray] = []
         sizes = np.asarray(trainer.widths, dtype=np.int64)
         for positions in self.windows:
+            if self.splitter is not None:
+                placed = [(p, c.first_frame, c.num_frames) for p in positions.tolist() for c in self.kaldi_chunks(p)]
+                table = np.asarray(placed, dtype=np.int64).reshape(-1, 3)
+                self.chunks.append(table[:, :2])
+                self.widths.append(table[:, 2])
+                continue
             lengths = stream.lengths[positions]
             per = -(-lengths // self.chunk)
             rows = np.repeat(positions, per)
@@ -118,6 +135,28 @@ class StreamBatches:
 
     def count(self) -> int:
         return sum(self.counts)
+
+    def kaldi_chunks(self, position: int) -> list[KaldiChunk]:
+        """Kaldi's chunks of the utterance at `position` (with `num_frames`), drawn from (seed, position)."""
+        assert self.splitter is not None
+        length = int(self.stream.lengths[position])
+        return self.splitter.chunks(length, np.random.default_rng([self.seed, position, 1 << 21]))
+
+    def cut(self, data: dict[int, tuple[np.ndarray, np.ndarray]], rows: np.ndarray) -> Chunks | None:
+        """The chunks at `rows` of a window's chunk table (those of utterances left out for bad data dropped)."""
+        pieces = []
+        kaldi: dict[int, dict[int, KaldiChunk]] = {}
+        for p, start in rows.tolist():
+            if p not in data:
+                continue
+            features, targets = data[p]
+            if self.splitter is None:
+                pieces.append(cut_chunk(features, targets, start, chunk=self.chunk, left=self.left, right=self.right))
+                continue
+            if p not in kaldi:
+                kaldi[p] = {c.first_frame: c for c in self.kaldi_chunks(p)}
+            pieces.append(cut_kaldi_chunk(features, targets, kaldi[p][start], left=self.left, right=self.right))
+        return stack_chunks(pieces, self.left, self.right) if pieces else None
 
     def window_order(self, epoch: int) -> np.ndarray:
         if self.stream.random_access and self.shuffle:
@@ -185,12 +224,7 @@ class StreamBatches:
                     for i, rows in enumerate(self.batches(epoch, w)):
                         if number + i < start:
                             continue
-                        pieces = [
-                            cut_chunk(data[p][0], data[p][1], s, chunk=self.chunk, left=self.left, right=self.right)
-                            for p, s in table[rows]
-                            if p in data
-                        ]
-                        chunks = stack_chunks(pieces, self.left, self.right) if pieces else None
+                        chunks = self.cut(data, table[rows])
                         if not put(ready, (number + i, chunks)):
                             return
                 put(ready, None)

@@ -20,6 +20,7 @@ from ..core.precision import Precision, get_precision
 from ..errors import PlanError, ShapeError, TrainingError
 from .examples import Chunks
 from .objectives import OBJECTIVE_NAMES, Objective, get_objective
+from .streams import Corpus
 
 if TYPE_CHECKING:
     import jax
@@ -195,9 +196,18 @@ class FitOptions:
 
     def for_data(self, data: Any) -> FitOptions:
         """These options with `chunk` decided for training on `data`: as given, else the width `Chunks` were
-        cut with (so Kaldi's egs train at their frames per eg), else `DEFAULT_CHUNK`."""
+        cut with (so Kaldi's egs train at their frames per eg), the sizes of a corpus cut into Kaldi's chunks
+        (`num_frames`), else `DEFAULT_CHUNK`."""
+        sizes = data.kaldi_sizes if isinstance(data, Corpus) else None
         if self.chunk is not None:
+            if sizes is not None and set(chunk_widths(self.chunk)) != set(sizes):
+                raise TrainingError(
+                    f"chunk={self.chunk!r}, but the corpus is cut into Kaldi's chunks of {list(sizes)} frames "
+                    "(its num_frames): leave chunk out, or give those"
+                )
             return self
+        if sizes is not None:
+            return attrs.evolve(self, chunk=tuple(sorted(set(sizes))))
         return attrs.evolve(self, chunk=data.chunk if isinstance(data, Chunks) else DEFAULT_CHUNK)
 
     @classmethod

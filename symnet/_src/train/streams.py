@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import KaldiDataError, ShapeError, SymnetError
 from .ark import ark_offsets, entry_rows, is_command, read_entry
+from .egs_split import parse_num_frames
 from .kaldi_data import Utterance, _ids, _parse, _reading, _scp_entries, _Table, checked_utterance
 
 __all__ = ["DEFAULT_WINDOW_FRAMES", "SkippedDataWarning", "Corpus", "stream_kaldi_data", "stream_sequences"]
@@ -71,6 +72,10 @@ class Corpus:
         self.lengths.setflags(write=False)
         self.window_frames = window_frames
         self.on_error = on_error
+        #: Kaldi's `--num-frames` (principal size first) and `--num-frames-overlap` where the corpus is cut into
+        #: chunks as `nnet3-get-egs` cuts them (`symnet._src.train.egs_split`); None: fit's own chunks.
+        self.kaldi_sizes: tuple[int, ...] | None = None
+        self.kaldi_overlap = 0
         #: `(key, reason)` of every sequence left out for bad data (`on_error="skip"`), in the order found.
         self.skipped: list[tuple[str, str]] = []
         self._first: Utterance | None = None
@@ -94,12 +99,29 @@ class Corpus:
     def digest(self) -> str:
         """A digest of what defines the stream for a resume: its keys, lengths, window and sources."""
         h = hashlib.blake2b(digest_size=16)
-        h.update(repr((type(self).__name__, self.window_frames)).encode())
+        h.update(repr((type(self).__name__, self.window_frames, self.kaldi_sizes, self.kaldi_overlap)).encode())
         h.update("\n".join(self.keys).encode())
         h.update(self.lengths.tobytes())
         for part in self.identity():
             h.update(part)
         return h.hexdigest()
+
+    def cut_as_kaldi(self, num_frames: str | int | Sequence[int] | None, num_frames_overlap: int = 0) -> Corpus:
+        """This corpus cut into chunks as Kaldi's `nnet3-get-egs --num-frames=... --num-frames-overlap=...` cuts
+        utterances (None: as `fit` cuts them, chunks of its `chunk` frames)."""
+        if num_frames is None:
+            if num_frames_overlap:
+                raise KaldiDataError("num_frames_overlap without num_frames: it is an option of Kaldi's chunks")
+            return self
+        sizes = parse_num_frames(num_frames)
+        if isinstance(num_frames_overlap, bool) or not isinstance(num_frames_overlap, int):
+            raise KaldiDataError(f"num_frames_overlap must be an integer, got {num_frames_overlap!r}")
+        if not 0 <= num_frames_overlap < sizes[0]:
+            raise KaldiDataError(
+                f"num_frames_overlap {num_frames_overlap} must be >= 0 and below the principal size {sizes[0]}"
+            )
+        self.kaldi_sizes, self.kaldi_overlap = sizes, num_frames_overlap
+        return self
 
     def read(self, positions: Sequence[int]) -> Iterator[tuple[int, np.ndarray, np.ndarray] | tuple[int, None, None]]:
         """`(position, features float32 [T, D], targets)` of each position in the order given; `(position, None,
@@ -354,10 +376,14 @@ def stream_kaldi_data(
     frame_subsampling_factor: int = 1,
     window_frames: int = DEFAULT_WINDOW_FRAMES,
     on_error: str = "stop",
+    num_frames: str | int | Sequence[int] | None = None,
+    num_frames_overlap: int = 0,
 ) -> Corpus:
     """A Kaldi corpus that `fit` reads as it trains: `read_kaldi_data`'s arguments and checks, in memory bounded
     by `window_frames` (see the module doc). `features` is an `scp:`; `on_error`: "stop" (a KaldiDataError) or
-    "skip" (the utterance is left out, listed in `.skipped` and warned about)."""
+    "skip" (the utterance is left out, listed in `.skipped` and warned about). With `num_frames` (Kaldi's
+    `--num-frames`, e.g. "150,110,100") and `num_frames_overlap`, utterances are cut into chunks as
+    `nnet3-get-egs` cuts them, on the fly."""
     if (
         isinstance(frame_subsampling_factor, bool)
         or not isinstance(frame_subsampling_factor, int)
@@ -372,7 +398,7 @@ def stream_kaldi_data(
         frame_subsampling_factor=frame_subsampling_factor,
         window_frames=window_frames,
         on_error=on_error,
-    )
+    ).cut_as_kaldi(num_frames, num_frames_overlap)
 
 
 def stream_sequences(
@@ -380,10 +406,13 @@ def stream_sequences(
     *,
     window_frames: int = DEFAULT_WINDOW_FRAMES,
     on_error: str = "stop",
+    num_frames: str | int | Sequence[int] | None = None,
+    num_frames_overlap: int = 0,
 ) -> Corpus:
     """A stream of `(features [T, D], targets)` or `(key, features, targets)` items from `source`: a function
     returning a fresh iterator of them (a generator function), or a re-iterable. One iterator (a generator
     object) can be read only once, and `fit` reads the stream once to index it and once per epoch: it is refused.
+    `num_frames` and `num_frames_overlap`: Kaldi's chunks, as in `stream_kaldi_data`.
     """
     if isinstance(source, Iterator):
         raise ShapeError(
@@ -392,4 +421,5 @@ def stream_sequences(
             "stream once to index it and once per epoch"
         )
     make = source if callable(source) else (lambda: source)
-    return SequenceCorpus(make, window_frames=window_frames, on_error=on_error)
+    corpus = SequenceCorpus(make, window_frames=window_frames, on_error=on_error)
+    return corpus.cut_as_kaldi(num_frames, num_frames_overlap)
