@@ -269,9 +269,10 @@ def test_kaldi_chunks_on_the_fly_are_the_splitters_each_once_an_epoch():
     found = 0
     for chunks in seen:
         for i in range(len(chunks)):
+            x, w = chunks.features[i], chunks.weights[i]
             matches = [
-                key for key, (x, y, w, _) in expected.items()
-                if len(w) == chunks.chunk and np.array_equal(x, chunks.features[i]) and np.array_equal(w, chunks.weights[i])
+                key for key, (x2, _, w2, _) in expected.items()
+                if len(w2) == chunks.chunk and np.array_equal(x, x2) and np.array_equal(w, w2)
             ]  # fmt: skip
             assert len(matches) == 1
             found += 1

@@ -3,9 +3,10 @@
     python tests/data/kaldi-egs-split/make.py --kaldi-bin /path/to/kaldi-bin/bin
 
 Writes features (`feats.ark`, 4-dim, utterances of 2 to 60 frames) and pdf alignments (`ali.ark`, 10 pdfs),
-then for each case of `CASES` runs `nnet3-get-egs --compress=false --verbose=3` three times
-and keeps the egs (`NAME.RUN.egs`: Kaldi spreads gaps with `std::random_device`, so runs differ) and the utterance-length-to-splits map it logs (`NAME.splits`). The tests
-read these files only; Kaldi is needed only to remake them.
+then for each case of `CASES` runs `nnet3-get-egs --compress=false --verbose=3` three times and keeps the egs
+(`NAME.RUN.egs`: Kaldi spreads gaps with `std::random_device`, so runs differ) and the
+utterance-length-to-splits map it logs (`NAME.splits`). The tests read these files only; Kaldi is needed only
+to remake them.
 """
 
 from __future__ import annotations
