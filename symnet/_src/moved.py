@@ -24,9 +24,8 @@ __all__ = ["PUBLIC", "RENAMED", "install"]
 PUBLIC = frozenset(
     f"symnet.{name}"
     for name in (
-        "chain", "components", "datasets", "demo", "display", "engine", "errors", "extend", "features", "kaldi",
-        "kaldi.xconfig",
-        "kaldi.xconfig.layers", "layers", "train",
+        "chain", "components", "datasets", "decode", "demo", "display", "engine", "errors", "extend", "features",
+        "kaldi", "kaldi.xconfig", "kaldi.xconfig.layers", "layers", "train",
     )
 )  # fmt: skip
 
