@@ -47,7 +47,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.train": (5, "train"),
     "symnet._src.datasets": (5, "datasets"),
     "symnet._src.features": (5, "features"),
-    "symnet._src.decode": (5, "decode"),
+    "symnet._src.decode": (6, "decode"),
     "symnet._src.display": (6, "display"),
     "symnet._src.saving": (6, "saving"),
     "symnet._src.exporting": (6, "exporting"),

@@ -117,6 +117,19 @@ class TransitionModel(ByValue):
     def num_pdfs(self) -> int:
         return 1 + max((max(r[2], r[3]) for r in self.tuples), default=-1)
 
+    def transition_pdfs(self) -> np.ndarray:
+        """Kaldi's TransitionIdToPdf as an array indexed by transition-id (index 0, epsilon: -1): each
+        transition-state's transitions numbered in order from 1, a self-loop mapped to the state's self-loop
+        pdf, any other transition to its forward pdf."""
+        topology = {p: entry.states for entry in self.topology for p in entry.phones}
+        pdfs = [-1]
+        for phone, hmm_state, forward_pdf, self_loop_pdf in self.tuples:
+            if phone not in topology or not 0 <= hmm_state < len(topology[phone]):
+                raise ModelFormatError(f"TransitionModel: tuple ({phone}, {hmm_state}, ...) has no topology state")
+            for dst, _ in topology[phone][hmm_state].transitions:
+                pdfs.append(self_loop_pdf if dst == hmm_state else forward_pdf)
+        return np.asarray(pdfs, dtype=np.int64)
+
 
 def read_transition_model(r: BinaryReader | TextReader) -> TransitionModel:
     """Read ``<TransitionModel> ... </TransitionModel>`` (text or binary), keeping its raw bytes."""
