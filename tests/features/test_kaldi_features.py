@@ -4,13 +4,13 @@ each option set; symnet's features of the same waveforms with the same options e
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import attrs
 import numpy as np
 import pytest
 
+from helpers import fixture_script
 from symnet._src.train.kaldi_data import read_table
 from symnet.features import (
     FbankOptions,
@@ -25,11 +25,7 @@ from symnet.features import (
 )
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "kaldi-features"
-_spec = importlib.util.spec_from_file_location("kaldi_features_make", DATA / "make.py")
-assert _spec is not None and _spec.loader is not None
-_make = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_make)
-OPTIONS = _make.OPTIONS
+OPTIONS = fixture_script(DATA).OPTIONS
 
 #: Kaldi's option names that symnet spells otherwise.
 RENAMED = {"frame-shift": "frame_shift_ms", "frame-length": "frame_length_ms"}

@@ -4,7 +4,6 @@ rules, and at those chunks the same input rows, targets and output weights as Ka
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -12,16 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import fixture_script
 from symnet._src.kaldi.egs import read_egs
 from symnet._src.train.egs_split import KaldiSplitter, _uniform, cut_kaldi_chunk, placed_chunks
 from symnet._src.train.kaldi_data import read_table
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "kaldi-egs-split"
-_spec = importlib.util.spec_from_file_location("kaldi_egs_split_make", DATA / "make.py")
-assert _spec is not None and _spec.loader is not None
-_make = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_make)
-CASES = _make.CASES
+CASES = fixture_script(DATA).CASES
 
 
 def options(name: str) -> dict[str, str]:

@@ -35,6 +35,7 @@ __all__ = [
     "KaldiDataError",
     "Posterior",
     "Utterance",
+    "check_subsampling",
     "checked_utterance",
     "iter_table",
     "read_kaldi_data",
@@ -139,6 +140,13 @@ class Utterance(NamedTuple):
     key: str
     dim: int
     target_shape: tuple[int, ...]
+
+
+def check_subsampling(frame_subsampling_factor: object) -> None:
+    """A KaldiDataError unless `frame_subsampling_factor` is an integer >= 1."""
+    factor = frame_subsampling_factor
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+        raise KaldiDataError(f"frame_subsampling_factor must be an integer >= 1, got {factor!r}")
 
 
 def checked_utterance(
@@ -337,12 +345,7 @@ def read_kaldi_data(
     chain model's) is also taken: each label is repeated for its k frames, so that `fit(...,
     frame_subsampling_factor=k)` trains output frame `k * i` on label `i`. Full-length alignments are taken too.
     """
-    if (
-        isinstance(frame_subsampling_factor, bool)
-        or not isinstance(frame_subsampling_factor, int)
-        or (frame_subsampling_factor < 1)
-    ):
-        raise KaldiDataError(f"frame_subsampling_factor must be an integer >= 1, got {frame_subsampling_factor!r}")
+    check_subsampling(frame_subsampling_factor)
     feats = _Table(features, "features", allow_pipes)
     if not len(feats):
         raise KaldiDataError(f"features {features!r}: no utterances in it")

@@ -36,7 +36,7 @@ import numpy as np
 from ..errors import KaldiDataError, ShapeError, SymnetError
 from .ark import ark_offsets, entry_rows, is_command, read_entry
 from .egs_split import parse_num_frames
-from .kaldi_data import Utterance, _ids, _parse, _reading, _scp_entries, _Table, checked_utterance
+from .kaldi_data import Utterance, _ids, _parse, _reading, _scp_entries, _Table, check_subsampling, checked_utterance
 
 __all__ = ["DEFAULT_WINDOW_FRAMES", "SkippedDataWarning", "Corpus", "stream_kaldi_data", "stream_sequences"]
 
@@ -384,12 +384,7 @@ def stream_kaldi_data(
     "skip" (the utterance is left out, listed in `.skipped` and warned about). With `num_frames` (Kaldi's
     `--num-frames`, e.g. "150,110,100") and `num_frames_overlap`, utterances are cut into chunks as
     `nnet3-get-egs` cuts them, on the fly."""
-    if (
-        isinstance(frame_subsampling_factor, bool)
-        or not isinstance(frame_subsampling_factor, int)
-        or frame_subsampling_factor < 1
-    ):
-        raise KaldiDataError(f"frame_subsampling_factor must be an integer >= 1, got {frame_subsampling_factor!r}")
+    check_subsampling(frame_subsampling_factor)
     return KaldiCorpus(
         features,
         targets,

@@ -1,0 +1,242 @@
+"""A connected-digits recognizer on synthetic speech, end to end with symnet: audio, features, alignments, a
+TDNN trained with `fit`, a decoding graph, the decoder and the word error rate on a voice never heard in
+training.
+
+    apt-get install flite          # the synthesiser (Debian's; its statistical voices are of real speakers)
+    python benchmarks/digits_recipe.py --folder /tmp/digits [--train 900] [--epochs 6]
+
+1. Corpus: random digit strings ("oh", "zero" to "nine", 1 to 7 digits) spoken by flite's voices, each with
+   its speed and pitch varied and noise added at 10-30 dB SNR, 16 kHz. Training voices: kal16, awb, slt; test:
+   new strings by those voices ("seen") and by rms ("unseen": no utterance of rms is in training). Phone
+   alignments come from the synthesiser's own segment timings (`flite -psdur`), each phone split into three
+   equal HMM states; the lexicon is flite's (the phones it says for each word alone), and an utterance whose
+   phones are not its words' is left out (said).
+2. Features: 40 Kaldi filterbanks (`symnet.features.fbank`, dither 0) with per-utterance mean normalisation.
+3. Training: a 5-layer TDNN (context 13 left, 9 right) on the frames' phone states, cross-entropy, `fit`.
+4. Decoding: a word-loop graph built here (each word's phones as 3-state left-to-right HMMs with self-loops,
+   optional silence between words, a uniform grammar), the network's log posteriors minus log priors, and
+   `symnet.decode.decode`; scored with `symnet.decode.compute_wer`.
+
+Prints each stage's time and the table of word and sentence error rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+WORDS = ["oh", "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+TRAIN_VOICES, TEST_VOICE = ("kal16", "awb", "slt"), "rms"
+STATES = 3  # HMM states per phone (pdfs)
+FRAME_SHIFT = 0.01
+
+
+def cpu_model() -> str:
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def say(text: str, voice: str, path: Path, stretch: float, pitch: float) -> list[tuple[str, float]]:
+    """Synthesise `text` with flite to `path`; its (phone, end time) segments."""
+    out = subprocess.run(
+        ["flite", "-voice", voice, "-t", text, "-o", str(path), "-psdur",
+         "--setf", f"duration_stretch={stretch:.3f}", "--setf", f"int_f0_target_mean={pitch:.1f}"],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    return [(p, float(t)) for p, t in (item.rsplit(":", 1) for item in out.split())]
+
+
+def lexicon() -> dict[str, list[str]]:
+    """flite's phones for each word said alone (the same for every voice used here)."""
+    out = {}
+    for word in WORDS:
+        segments = say(word, "slt", Path(os.devnull), 1.0, 170.0)
+        out[word] = [p for p, _ in segments if p != "pau"]
+    return out
+
+
+def make_corpus(folder: Path, count: int, voices: tuple[str, ...], seed: int, lex: dict[str, list[str]]) -> list[dict]:
+    """Utterances (wav, words, phone segments), cached in `folder`."""
+    from symnet.features import read_wav, write_wav
+
+    index = folder / "utterances.json"
+    if index.exists():
+        return json.loads(index.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    utterances, left_out = [], 0
+    for i in range(count):
+        voice = voices[i % len(voices)]
+        words = [WORDS[k] for k in rng.integers(0, len(WORDS), size=int(rng.integers(1, 8)))]
+        stretch, pitch, snr = rng.uniform(0.8, 1.25), rng.uniform(90, 210), rng.uniform(10, 30)
+        path = folder / f"{voice}-{i:05d}.wav"
+        segments = say(" ".join(words), voice, path, stretch, pitch)
+        if [p for p, _ in segments if p != "pau"] != [p for w in words for p in lex[w]]:
+            left_out += 1
+            path.unlink()
+            continue
+        wave, rate = read_wav(path)
+        noise = rng.standard_normal(len(wave)) * np.sqrt(np.mean(wave**2) / 10 ** (snr / 10))
+        write_wav(path, wave + noise, rate)
+        utterances.append({"wav": path.name, "voice": voice, "words": words, "segments": segments})
+    print(f"  {folder.name}: {len(utterances)} utterances ({left_out} left out: phones not their words')")
+    index.write_text(json.dumps(utterances))
+    return utterances
+
+
+def features(folder: Path, utterances: list[dict]) -> list[np.ndarray]:
+    from symnet.features import FbankOptions, fbank, read_wav
+
+    options = FbankOptions(num_mel_bins=40, dither=0.0)
+    out = []
+    for u in utterances:
+        wave, _ = read_wav(folder / u["wav"])
+        f = fbank(wave, options)
+        out.append(f - f.mean(axis=0))
+    return out
+
+
+def state_labels(u: dict, frames: int, phones: list[str]) -> np.ndarray:
+    """Each frame's pdf: its phone (by the frame's centre time) and which third of the phone it is in."""
+    labels = np.zeros(frames, dtype=np.int32)
+    start = 0.0
+    for phone, end in u["segments"]:
+        a, b = int(round(start / FRAME_SHIFT)), min(int(round(end / FRAME_SHIFT)), frames)
+        if b > a:
+            part = np.minimum((np.arange(b - a) * STATES) // (b - a), STATES - 1)
+            labels[a:b] = phones.index(phone) * STATES + part
+        start = end
+    labels[int(round(start / FRAME_SHIFT)) :] = phones.index("pau") * STATES + STATES - 1
+    return labels
+
+
+def network(dim: int, pdfs: int) -> object:
+    from symnet.kaldi.xconfig import parse_xconfig_network
+
+    lines = [
+        f"input dim={dim} name=input",
+        "relu-batchnorm-layer name=tdnn1 input=Append(-2,-1,0,1,2) dim=384",
+        "relu-batchnorm-layer name=tdnn2 input=Append(-1,0,1) dim=384",
+        "relu-batchnorm-layer name=tdnn3 input=Append(-3,0,3) dim=384",
+        "relu-batchnorm-layer name=tdnn4 input=Append(-3,0,3) dim=384",
+        "relu-batchnorm-layer name=tdnn5 input=Append(-3,0) dim=384",
+        f"output-layer name=output dim={pdfs}",
+    ]
+    return parse_xconfig_network("\n".join(lines), seed=0)
+
+
+def word_loop(lex: dict[str, list[str]], phones: list[str]) -> tuple[object, np.ndarray]:
+    """The decoding graph: from state 0 each word (cost ln 11) or a silence, as 3-state HMMs per phone with
+    self-loops (entering and looping each cost ln 2), back to state 0 (final). Transition-ids 2p+1 (enter pdf p)
+    and 2p+2 (loop on pdf p)."""
+    from symnet.chain import Fst
+
+    arcs: list[tuple[int, int, int, int, float]] = []
+    count = 1
+
+    def hmm(start: int, phone_list: list[str], word: int, cost: float) -> None:
+        nonlocal count
+        here, label = start, word
+        for phone in phone_list:
+            for k in range(STATES):
+                pdf = phones.index(phone) * STATES + k
+                state, count = count, count + 1
+                arcs.append((here, state, 2 * pdf + 1, label, cost + math.log(2)))
+                arcs.append((state, state, 2 * pdf + 2, 0, math.log(2)))
+                here, label, cost = state, 0, 0.0
+        arcs.append((here, 0, 0, 0, 0.0))
+
+    for w, word in enumerate(WORDS, 1):
+        hmm(0, lex[word], w, math.log(len(WORDS)))
+    hmm(0, ["pau"], 0, math.log(2))
+    a = np.array(arcs, dtype=np.float64)
+    final = np.full(count, np.inf, np.float32)
+    final[0] = 0.0
+    fst = Fst(
+        start=0, final=final, src=a[:, 0].astype(np.int32), dst=a[:, 1].astype(np.int32),
+        ilabel=a[:, 2].astype(np.int32), olabel=a[:, 3].astype(np.int32), weight=a[:, 4].astype(np.float32),
+    )  # fmt: skip
+    pdfs = len(phones) * STATES
+    return fst, np.concatenate([[-1], np.repeat(np.arange(pdfs), 2)])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--folder", required=True)
+    p.add_argument("--train", type=int, default=900, help="training utterances (three voices)")
+    p.add_argument("--test", type=int, default=150, help="test utterances per test set")
+    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--acoustic-scale", type=float, default=0.3)
+    args = p.parse_args()
+    import optax
+
+    from symnet import tune_host_memory
+    from symnet.components import set_test_mode
+    from symnet.decode import DecodingGraph, compute_wer, decode
+    from symnet.train import fit
+
+    tune_host_memory()
+    folder = Path(args.folder)
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores")
+    started = time.perf_counter()
+    lex = lexicon()
+    phones = sorted({p for pron in lex.values() for p in pron} | {"pau"})
+    sets = {
+        "train": make_corpus(folder / "train", args.train, TRAIN_VOICES, 1, lex),
+        "seen": make_corpus(folder / "seen", args.test, TRAIN_VOICES, 2, lex),
+        "unseen": make_corpus(folder / "unseen", args.test, (TEST_VOICE,), 3, lex),
+    }
+    print(f"corpus: {time.perf_counter() - started:.0f} s")
+    started = time.perf_counter()
+    feats = {name: features(folder / name, utts) for name, utts in sets.items()}
+    print(f"features: {time.perf_counter() - started:.0f} s")
+    labels = [state_labels(u, len(f), phones) for u, f in zip(sets["train"], feats["train"])]
+    pdfs = len(phones) * STATES
+    started = time.perf_counter()
+    result = fit(
+        network(40, pdfs), (feats["train"], labels), optax.adam(1e-3), epochs=args.epochs, batch_size=64,
+        chunk=50, progress=False, seed=0,
+    )  # fmt: skip
+    train_seconds = time.perf_counter() - started
+    for h in result.history:
+        print(f"  epoch {h.epoch}: train loss {h.train_loss:.3f}, frame accuracy {h.train_accuracy:.3f}")
+    print(f"training: {train_seconds:.0f} s")
+    counts = np.bincount(np.concatenate(labels), minlength=pdfs) + 1.0
+    log_priors = np.log(counts / counts.sum())
+    fst, tid_pdfs = word_loop(lex, phones)
+    graph = DecodingGraph.of(fst, tid_pdfs)
+    net = set_test_mode(result.network)  # batch-norm with its trained statistics
+    rows = []
+    for name in ("seen", "unseen"):
+        started = time.perf_counter()
+        outputs = net.compute(feats[name])
+        refs, hyps = {}, {}
+        for i, (u, out) in enumerate(zip(sets[name], outputs)):
+            best = decode(graph, np.asarray(out) - log_priors, acoustic_scale=args.acoustic_scale, beam=15.0)
+            refs[str(i)], hyps[str(i)] = u["words"], [WORDS[w - 1] for w in best.words]
+        seconds = time.perf_counter() - started
+        audio = sum(len(f) for f in feats[name]) * FRAME_SHIFT
+        rate = compute_wer(refs, hyps)
+        rows.append((name, rate, seconds / audio))
+        wer, ser = str(rate).splitlines()[:2]
+        print(f"{name}: {wer}; {ser}; real-time factor {seconds / audio:.3f}")
+    print("\n| test set | voices | utterances | %WER | %SER | decoding real-time factor |")
+    print("|---|---|---|---|---|---|")
+    for name, rate, rtf in rows:
+        voices = ", ".join(TRAIN_VOICES) if name == "seen" else TEST_VOICE
+        print(f"| {name} | {voices} | {rate.sentences} | {rate.wer:.2f} | {rate.ser:.2f} | {rtf:.3f} |")
+    print(f"\ntraining: {len(sets['train'])} utterances, {args.epochs} epochs, {train_seconds:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
