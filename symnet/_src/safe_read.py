@@ -28,6 +28,12 @@ import numpy as np
 from .errors import ModelFormatError, SymnetError
 
 __all__ = [
+    "EXTENDED_DTYPES",
+    "as_read",
+    "as_stored",
+    "extended_dtype",
+    "is_extended",
+    "stored_dtype",
     "ArraySpec",
     "DEFLATE_MAX_RATIO",
     "MAX_ARRAY_BYTES",
@@ -47,6 +53,44 @@ MAX_TEXT_BYTES = 1 << 26
 MAX_HEADER_BYTES = 10000
 
 _NUMBER_KINDS = "biufc"
+
+
+#: The number types of `ml_dtypes` (JAX's bfloat16, float8, int4, ...): files hold them by name, their data as
+#: the raw bits in unsigned integers of the same size (NumPy's `.npy` has no name for them).
+EXTENDED_DTYPES = (
+    "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
+    "float8_e3m4", "float8_e4m3", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
+    "int4", "uint4", "int2", "uint2",
+)  # fmt: skip
+
+
+def extended_dtype(name: str) -> np.dtype | None:
+    """The `ml_dtypes` type of that name (None for any other name, or where this ml_dtypes has none)."""
+    import ml_dtypes
+
+    kind = getattr(ml_dtypes, name, None) if name in EXTENDED_DTYPES else None
+    return np.dtype(kind) if kind is not None else None
+
+
+def is_extended(dtype: np.dtype) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind == "V" and dtype.fields is None and extended_dtype(dtype.name) == dtype
+
+
+def stored_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a file stores `dtype`'s values as: an extended type's bits as unsigned integers of its size."""
+    dtype = np.dtype(dtype)
+    return np.dtype(f"<u{dtype.itemsize}") if is_extended(dtype) else dtype
+
+
+def as_stored(array: np.ndarray) -> np.ndarray:
+    """`array` as a file stores it (`stored_dtype`; a view, no copy)."""
+    return array.view(stored_dtype(array.dtype)) if is_extended(array.dtype) else array
+
+
+def as_read(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """An array read as `stored_dtype(dtype)`, as `dtype` again."""
+    return array.view(dtype) if is_extended(dtype) else array
 
 
 def regular_file(path: str, error: type[SymnetError], what: str = "file") -> os.stat_result:

@@ -94,3 +94,16 @@ def test_a_resume_under_another_policy_is_refused(data, tmp_path):
 def test_a_bad_policy_is_a_training_error():
     with pytest.raises(TrainingError, match="precision"):
         fit(tdnn(), ([], []), optax.sgd(0.1), precision="half")
+
+
+def test_a_run_with_bfloat16_parameters_resumes_from_its_checkpoint(data, tmp_path):
+    """Before: the first checkpoint held '<V2' arrays that its own resume refused ("numbers only")."""
+    policy = Precision(params="bfloat16", compute="bfloat16")
+    settings = {"precision": policy, "checkpoint_every": 2, "epochs": 2}
+    whole = run(data, **settings, checkpoint=str(tmp_path / "a.ckpt"))
+    assert {str(v.dtype) for v in whole.network.params.values()} == {"bfloat16"}
+    part = str(tmp_path / "b.ckpt")
+    run(data, **settings, checkpoint=part, max_steps=3)
+    resumed = run(data, **settings, checkpoint=part)
+    for name, value in whole.network.params.items():
+        np.testing.assert_array_equal(np.asarray(resumed.network.params[name]), np.asarray(value), err_msg=name)

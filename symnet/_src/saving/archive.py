@@ -2,7 +2,9 @@
 
 Members: `header.npy`, the header as UTF-8 JSON in a `uint8` vector, and
 `arrays/K.npy` for K = 0, 1, ... as the header's `arrays` table lists them
-(`{"shape": [...], "dtype": "<f4"}` each). Members are stored uncompressed,
+(`{"shape": [...], "dtype": "<f4"}` each; the number types JAX adds to NumPy's, such as bfloat16 and the
+float8 types, by name, `"dtype": "bfloat16"`, their members holding the raw bits as unsigned integers of
+the same size). Members are stored uncompressed,
 with fixed timestamps, so equal networks give equal bytes and the file's size
 bounds everything a reader allocates.
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from ..atomic import atomic_open
 from ..errors import ModelFormatError
-from ..safe_read import NpzArchive
+from ..safe_read import NpzArchive, as_read, as_stored, extended_dtype, is_extended, stored_dtype
 from ..version import __version__
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "VERSION",
     "array_member",
+    "dtype_name",
     "read_archive",
     "write_archive",
 ]
@@ -51,6 +54,12 @@ HEADER_MEMBER = "header.npy"
 MAX_HEADER_BYTES = 1 << 26
 MAX_JSON_DEPTH = 64
 _DATE = (1980, 1, 1, 0, 0, 0)
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """How the arrays table names a dtype: NumPy's `str` (`<f4`), or an extended type's name (`bfloat16`)."""
+    dtype = np.dtype(dtype)
+    return dtype.name if is_extended(dtype) else dtype.str
 
 
 def array_member(k: int) -> str:
@@ -73,7 +82,7 @@ def write_archive(path: str | os.PathLike[str], header: dict[str, Any], arrays: 
             np.lib.format.write_array(m, np.frombuffer(text, dtype=np.uint8), allow_pickle=False)
         for k, array in enumerate(arrays):
             with z.open(_member_info(array_member(k)), "w", force_zip64=array.nbytes > (1 << 30)) as m:
-                np.lib.format.write_array(m, np.asarray(array, order="C"), allow_pickle=False)
+                np.lib.format.write_array(m, as_stored(np.asarray(array, order="C")), allow_pickle=False)
 
 
 def read_archive(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[np.ndarray]]:
@@ -103,7 +112,7 @@ def read_archive(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[np.
             missing, extra = sorted(wanted - present), sorted(present - wanted)
             raise fail(f"the members do not match the header (missing {missing}, not listed {extra})")
         arrays = [
-            archive.read(array_member(k)[: -len(".npy")], shape=shape, dtype=dtype)
+            as_read(archive.read(array_member(k)[: -len(".npy")], shape=shape, dtype=stored_dtype(dtype)), dtype)
             for k, (shape, dtype) in enumerate(table)
         ]
     return header, arrays
@@ -135,11 +144,12 @@ def _array_table(
             and isinstance(dtype, str)
         ):
             raise fail(f"the header's array #{k} is not {{'shape': [sizes], 'dtype': name}}: {item!r}")
+        extended = extended_dtype(dtype)
         try:
-            parsed = np.dtype(dtype)
+            parsed = extended if extended is not None else np.dtype(dtype)
         except (TypeError, ValueError):
             raise fail(f"the header's array #{k} has dtype {dtype!r}, which is not a NumPy dtype") from None
-        if parsed.kind not in "biufc" or parsed.fields is not None:
+        if extended is None and (parsed.kind not in "biufc" or parsed.fields is not None):
             raise fail(f"the header's array #{k} has dtype {dtype!r}: symnet files hold numbers only")
         out.append((tuple(shape), parsed))
     return out

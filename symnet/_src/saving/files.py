@@ -12,7 +12,7 @@ from ..errors import ModelFormatError, SaveError
 from ..network import Network
 from ..paths import as_path
 from ..version import __version__
-from .archive import FORMAT, MAX_JSON_DEPTH, VERSION, read_archive, write_archive
+from .archive import FORMAT, MAX_JSON_DEPTH, VERSION, dtype_name, read_archive, write_archive
 from .networks import decode_network, encode_network
 from .structure import network_entries
 from .tree import NO_TEMPLATE, check_like, decode_tree, encode_tree
@@ -59,7 +59,7 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
         "format": FORMAT,
         "version": VERSION,
         "symnet_version": __version__,
-        "arrays": [{"shape": list(a.shape), "dtype": a.dtype.str} for a in arrays],
+        "arrays": [{"shape": list(a.shape), "dtype": dtype_name(a.dtype)} for a in arrays],
         "networks": networks,
         "tree": encoded,
     }

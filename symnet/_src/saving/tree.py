@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import ModelFormatError, SaveError
 from ..network import Network
+from ..safe_read import is_extended
 
 __all__ = ["NO_TEMPLATE", "OPTAX_MODULES", "check_like", "decode_tree", "encode_tree", "optax_states"]
 
@@ -85,7 +86,7 @@ class _Encoder:
 
     def node(self, value: Any, where: str) -> Any:
         if isinstance(value, np.generic):  # before the Python types: np.float64 is a float, np.str_ a str
-            if value.dtype.kind not in "biufc":
+            if value.dtype.kind not in "biufc" and not is_extended(value.dtype):
                 raise SaveError(f"{where} is a NumPy {value.dtype} scalar: symnet files hold numbers only")
             return self.array(value, "scalar")
         if value is None or isinstance(value, (bool, str, int)):
@@ -94,6 +95,9 @@ class _Encoder:
             return value if math.isfinite(value) else {"float": repr(value)}
         if isinstance(value, Network):
             return {"network": self.network(value)}
+        if isinstance(value, jax.Array) and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+            # a typed PRNG key: its data (uint32) and its implementation's name, as jax.random.wrap_key_data takes
+            return {**self.array(jax.random.key_data(value), "key"), "impl": str(jax.random.key_impl(value))}
         if isinstance(value, jax.Array):
             return self.array(value, "jax")
         if isinstance(value, np.ndarray):
@@ -153,6 +157,14 @@ class _Decoder:
                     raise self.fail(f"{where}: a NumPy scalar of shape {list(array.shape)}")
                 return array[()]
             return array
+        if isinstance(node, dict) and set(node) == {"array", "kind", "impl"} and node["kind"] == "key":
+            k, impl = node["array"], node["impl"]
+            if not _is_index(k, len(self.arrays)) or not isinstance(impl, str):
+                raise self.fail(f"{where}: {_short(node)} is not a PRNG key of the file")
+            try:
+                return jax.random.wrap_key_data(jnp.asarray(self.arrays[k]), impl=impl)
+            except (TypeError, ValueError) as e:
+                raise self.fail(f"{where}: a PRNG key of implementation {impl!r} that JAX cannot make ({e})") from None
         if isinstance(node, dict) and set(node) == {"network"}:
             if not _is_index(node["network"], len(self.networks)):
                 raise self.fail(f"{where}: {_short(node)} names no network of the file")
@@ -234,10 +246,11 @@ def check_like(tree: Any, like: Any, fail: Callable[[str], ModelFormatError]) ->
         )
     for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(tree), jax.tree_util.tree_leaves(like), strict=True):
         if hasattr(b, "shape") and hasattr(b, "dtype"):
-            if np.shape(a) != tuple(b.shape) or np.asarray(a).dtype != np.dtype(b.dtype):
+            saved = a.dtype if hasattr(a, "dtype") else np.asarray(a).dtype  # a typed PRNG key has no NumPy one
+            if tuple(np.shape(a)) != tuple(b.shape) or saved != b.dtype:
                 raise fail(
-                    f"tree{jax.tree_util.keystr(path)}: saved {np.asarray(a).dtype}{list(np.shape(a))}, the template "
-                    f"has {np.dtype(b.dtype)}{list(b.shape)}"
+                    f"tree{jax.tree_util.keystr(path)}: saved {saved}{list(np.shape(a))}, the template "
+                    f"has {b.dtype}{list(b.shape)}"
                 )
 
 

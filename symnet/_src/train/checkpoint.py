@@ -32,7 +32,7 @@ import numpy as np
 
 from ..atomic import atomic_write
 from ..errors import CheckpointError
-from ..safe_read import NpzArchive
+from ..safe_read import NpzArchive, as_read, as_stored, stored_dtype
 
 __all__ = ["FORMAT", "load", "load_run", "lock", "lock_path", "Position", "READABLE", "save", "VERSION"]
 
@@ -63,10 +63,10 @@ def save(
     arrays: dict[str, np.ndarray] = {}
     values = network.values  # parameters and state
     for name in network.structure.names:
-        arrays[f"param/{name}"] = np.asarray(values[name])
+        arrays[f"param/{name}"] = as_stored(np.asarray(values[name]))  # bfloat16 and the like as their bits
     leaves = jax.tree_util.tree_leaves(opt_state)
     for i, leaf in enumerate(leaves):
-        arrays[f"opt/{i}"] = np.asarray(leaf)
+        arrays[f"opt/{i}"] = as_stored(np.asarray(leaf))
     header = {
         "format": FORMAT,
         "version": VERSION,
@@ -128,13 +128,15 @@ def load_run(path: str, network: Any, opt_state_template: Any) -> tuple[Any, Any
         values = network.values  # parameters and state
         for name in network.structure.names:
             own = values[name]
-            value = archive.read(f"param/{name}", shape=tuple(np.shape(own)), dtype=np.asarray(own).dtype)
+            dtype = np.asarray(own).dtype
+            value = as_read(archive.read(f"param/{name}", shape=tuple(np.shape(own)), dtype=stored_dtype(dtype)), dtype)
             # Device arrays, like the ones a fresh run starts from (so the jitted step sees the same kind of input).
             params[name] = jax.numpy.asarray(value)
         state = []
         for i, leaf in enumerate(leaves):
             try:
-                value = archive.read(f"opt/{i}", shape=tuple(np.shape(leaf)), dtype=np.asarray(leaf).dtype)
+                dtype = np.asarray(leaf).dtype
+                value = as_read(archive.read(f"opt/{i}", shape=tuple(np.shape(leaf)), dtype=stored_dtype(dtype)), dtype)
             except CheckpointError as e:
                 raise CheckpointError(f"{e}: the optimiser state does not match this optimiser") from None
             state.append(jax.numpy.asarray(value))
