@@ -21,7 +21,7 @@
                                          chain egs, the supervision's posteriors as the classes
     symnet export --frames T|t [--chunk N] [--batch b|N] [--mode same|valid] [--output NAME] MODEL OUT
                                          the network's output as a jax.export program (OUT and OUT.json) that
-                                         runs with jax alone (symnet.export)
+                                         runs without symnet: jax, jaxlib, flatbuffers
 
 MODEL_OR_CONFIG is a Kaldi nnet3 model file (text or binary, raw nnet or
 acoustic model, see `symnet._src.kaldi.model_reader`), a symnet network file
@@ -1174,7 +1174,8 @@ def _parser() -> argparse.ArgumentParser:
     compute.set_defaults(run=_compute)
     exported = commands.add_parser(
         "export",
-        help="write the network's output as a jax.export program that runs with jax alone",
+        help="write the network's output as a jax.export program that runs without symnet (jax, jaxlib and the "
+        "flatbuffers package, which jax.export.deserialize needs)",
         description="Write MODEL's output for [batch, T, dim] float32 input as a jax.export program: OUT holds "
         "the serialized program (the parameters inside), OUT.json its inputs, output, shapes and versions (both "
         "written atomically). A service loads it with jax.export.deserialize, without symnet (see "

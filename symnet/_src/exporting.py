@@ -4,8 +4,9 @@
 program (`jax.export.Exported.serialize()`: StableHLO with the parameters in
 it as constants), and `path.json`, what a caller needs to know (the inputs'
 and the output's names and shapes, the mode, the context, the versions). A
-service loads it with jax alone (`jax.export.deserialize`, then `.call`; the
-snippet is in docs/api.md). Nothing is pickled.
+service loads it without symnet (`jax.export.deserialize`, then `.call`; the
+snippet is in docs/api.md): with jax, jaxlib and the `flatbuffers` package, which
+`jax.export.deserialize` imports (jax does not install it). Nothing is pickled.
 
 The batch size is symbolic (`batch='b'`, any number of sequences at run
 time): each sequence is computed on its own under `jax.vmap`, which gives the
