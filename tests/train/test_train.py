@@ -503,3 +503,25 @@ def test_training_mode_batchnorm_stores_its_statistics_for_test_mode():
     assert float(untrained) == 0.0  # a fresh model has no statistics; test mode now uses the stored ones
     out = np.asarray(set_test_mode(trained).compute(np.stack(feats)))
     assert np.isfinite(out).all()
+
+
+def test_progress_in_a_log_file_is_plain_lines(monkeypatch):
+    """Before: a log (no terminal) got tqdm's carriage-return frames; now a line per epoch (and every 30 s)."""
+    import io
+
+    from symnet._src.train import loop
+
+    log = io.StringIO()
+    monkeypatch.setattr(loop.sys, "stderr", log)
+    monkeypatch.setattr(loop._progress, "PLAIN_SECONDS", 0.0)  # a line at every step, to see them
+    rng = np.random.default_rng(0)
+    feats = [rng.standard_normal((30, 4)).astype(np.float32) for _ in range(6)]
+    labels = [rng.integers(0, 3, 30) for _ in range(6)]
+    net = Network(LogSoftmax(Input("input", 4) @ Weight(Normal((4, 3), 0.1))))
+    fit(net, (feats, labels), optax.adam(1e-2), epochs=2, batch_size=3, chunk=10, progress=True)
+    text = log.getvalue()
+    assert "\r" not in text
+    lines = text.splitlines()
+    assert sum(line.startswith("epoch ") for line in lines) == 2
+    assert sum(line.startswith("step ") for line in lines) == 12  # 6 steps an epoch, a line each here
+    assert lines[-1].startswith("epoch 1: train loss") and "frames/s" in lines[-1]

@@ -485,27 +485,56 @@ def zero_batchnorm_stats(network: Any) -> Any:
 
 
 class _progress:
-    """A tqdm bar with loss, accuracy and frames/second (silent when disabled)."""
+    """Progress: on a terminal a tqdm bar with loss, accuracy and frames/second; elsewhere (a log file, a pipe)
+    a plain line every `PLAIN_SECONDS` and at each epoch's end, since a bar's carriage-return frames make a log
+    unreadable; nothing when disabled."""
 
-    def __init__(self, enabled: bool, epochs: int, per_epoch: int):
+    PLAIN_SECONDS = 30.0
+
+    def __init__(self, enabled: bool, epochs: int, per_epoch: int, stream: Any = None):
         self.bar = None
-        if enabled:
+        self.stream = stream if stream is not None else sys.stderr
+        self.plain = enabled and not _is_terminal(self.stream)
+        self.total, self.per_epoch, self.done, self.last = epochs * per_epoch, per_epoch, 0, time.perf_counter()
+        self.latest = ""
+        if enabled and not self.plain:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=epochs * per_epoch, unit="step", file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(total=self.total, unit="step", file=self.stream, dynamic_ncols=True)
 
     def update(self, loss: float, accuracy: float, rate: float) -> None:
+        self.done += 1
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{loss:.3f}", acc=f"{accuracy:.3f}", fps=f"{rate:,.0f}", refresh=False)
             self.bar.update(1)
+        elif self.plain:
+            self.latest = f"step {self.done}/{self.total}: loss {loss:.3f} acc {accuracy:.3f}, {rate:,.0f} frames/s"
+            if time.perf_counter() - self.last >= self.PLAIN_SECONDS:
+                self._line(self.latest)
 
     def epoch_done(self, stats: EpochStats) -> None:
+        text = f"epoch {stats.epoch}: train loss {stats.train_loss:.3f} acc {stats.train_accuracy:.3f}"
+        if stats.valid_accuracy is not None:
+            text += f", valid loss {stats.valid_loss:.3f} acc {stats.valid_accuracy:.3f}"
         if self.bar is not None and stats.valid_accuracy is not None:
-            self.bar.write(
-                f"epoch {stats.epoch}: train loss {stats.train_loss:.3f} acc {stats.train_accuracy:.3f}, "
-                f"valid loss {stats.valid_loss:.3f} acc {stats.valid_accuracy:.3f}"
-            )
+            self.bar.write(text)
+        elif self.plain:
+            self._line(f"{text} (step {self.done}/{self.total}, {stats.frames_per_second:,.0f} frames/s)")
+
+    def _line(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+        self.last = time.perf_counter()
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def _is_terminal(stream: Any) -> bool:
+    """Whether `stream` shows a bar as a bar: a terminal, or a notebook's output (tqdm draws a widget there)."""
+    try:
+        if stream.isatty():
+            return True
+    except (AttributeError, ValueError):
+        return False
+    return "ipykernel" in sys.modules and type(stream).__module__.startswith("ipykernel")

@@ -255,7 +255,7 @@ def _unhonoured(network: Any, natural: set[str]) -> dict[str, list[str]]:
         seen.add(c.name)
         scale = c.option("self-repair-scale", 0.0)
         if isinstance(scale, (int, float)) and scale > 0.0:
-            out.setdefault("self-repair-scale (Kaldi's self-repair of saturated units)", []).append(c.name)
+            out.setdefault("self-repair-scale", []).append(c.name)
         # Kaldi's LinearComponent preconditions its gradient whatever its use-natural-gradient says.
         kaldi_ng = (
             c.kaldi_type.startswith("NaturalGradient")
@@ -269,10 +269,7 @@ def _unhonoured(network: Any, natural: set[str]) -> dict[str, list[str]]:
     return out
 
 
-NATURAL_GRADIENT = (
-    "natural gradient (kaldi_rules(..., natural_gradient=True) gives it to NaturalGradientAffineComponent and "
-    "NaturalGradientRepeatedAffineComponent only)"
-)
+NATURAL_GRADIENT = "natural gradient"
 
 
 def _warn_unhonoured(network: Any, natural: set[str]) -> None:
@@ -281,10 +278,11 @@ def _warn_unhonoured(network: Any, natural: set[str]) -> None:
         return
     lines = []
     for option, names in found.items():
-        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        lines.append(f"{option}: {shown}")
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        lines.append(f"{option} ({shown})")
     warnings.warn(
-        "Kaldi's training rules: symnet does not apply these component options: " + "; ".join(lines),
+        f"Kaldi's training rules: not applied here: {'; '.join(lines)}. Why, and what to use instead: "
+        'docs/training.md, "Kaldi\'s training rules"',
         KaldiRulesWarning,
         stacklevel=3,
     )
