@@ -175,6 +175,31 @@ def test_a_misspelled_keyword_is_also_a_type_error_listing_the_options() -> None
         Offset(Input("input", 3), t_ofset=1)
 
 
+def test_the_layer_functions_name_a_misspelled_option_and_the_users_line() -> None:
+    """Before: `LSTM("l", x, cel=256)` was Python's bare TypeError; the typed-layer docs promise this."""
+    from symnet.layers import GRU, LSTM, Bidirectional, MultiHeadAttention
+
+    x = Input("input", 10)
+    line = f"test_layers_api.py:{_line() + 2}"
+    with pytest.raises(UnknownOptionError, match=f"LSTM takes no option 'cel': did you mean 'cell'.*{line}"):
+        LSTM("l", x, cel=256)
+    with pytest.raises(UnknownOptionError, match="did you mean 'cell'"):
+        Bidirectional(LSTM, "b", x, cel=3)  # the layer it wraps says so
+    with pytest.raises(UnknownOptionError, match="MultiHeadAttention takes no option 'head': did you mean 'heads'"):
+        MultiHeadAttention("a", x, head=2, key_dim=4)
+    with pytest.raises(LayerOptionError, match="GRU: missing a required argument: 'cell'"):
+        GRU("g", x)
+    assert isinstance(UnknownOptionError("x"), TypeError)  # still a TypeError, as Python's own
+
+
+def _line() -> int:
+    import inspect
+
+    frame = inspect.currentframe()
+    assert frame is not None and frame.f_back is not None
+    return frame.f_back.f_lineno
+
+
 def test_shape_errors_name_the_layer() -> None:
     with pytest.raises(ShapeError, match="Conv2d.*image shape"):
         Conv2d(Input("input", 36), 2)

@@ -38,7 +38,7 @@ from ..core.descriptor import Append, Const, IfDefined, Node, Offset
 from ..core.layer import Layer, child, layer_class
 from ..core.source import user_line
 from ..errors import LayerOptionError, ShapeError, at
-from .base import KaldiPart, Typed, static_input_dim
+from .base import KaldiPart, Typed, checked_call, static_input_dim
 from .dense import Affine
 
 __all__ = ["MultiHeadAttention"]
@@ -107,6 +107,7 @@ def _count(option: str, value: Any, minimum: int) -> int:
     return value
 
 
+@checked_call
 def MultiHeadAttention(
     name: str,
     x: Layer,

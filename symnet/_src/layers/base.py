@@ -18,6 +18,9 @@ plain component; a Network writes as a Kaldi config through it
 
 from __future__ import annotations
 
+import difflib
+import functools
+import inspect
 import math
 import numbers
 from collections.abc import Callable
@@ -32,7 +35,15 @@ from ..core.layer import BinaryLayer, Layer, Negate, Power, as_layer
 from ..core.source import user_line
 from ..engine.dims import node_shapes, static_dim
 from ..engine.graph import Graph
-from ..errors import ConfigWriteError, LayerOptionError, ShapeError, SymnetError, UnknownShapeError, at
+from ..errors import (
+    ConfigWriteError,
+    LayerOptionError,
+    ShapeError,
+    SymnetError,
+    UnknownOptionError,
+    UnknownShapeError,
+    at,
+)
 
 __all__ = [
     "KaldiPart",
@@ -50,6 +61,35 @@ Image = tuple[int, int, int]
 
 
 # ----- fields ----------------------------------------------------------------------------------
+
+
+def checked_call(build: Callable[..., Any]) -> Callable[..., Any]:
+    """A layer-building function (`LSTM`, `GRU`, ...) whose misspelled keyword is an UnknownOptionError naming the
+    nearest option it takes and the user's line, and whose missing or extra arguments are a LayerOptionError
+    there too, not Python's bare TypeError."""
+    signature = inspect.signature(build)
+    named = [p.name for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    options = [p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    open_ended = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+
+    @functools.wraps(build)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not open_ended:
+            for keyword in kwargs:
+                if keyword not in named:
+                    near = difflib.get_close_matches(keyword, options or named, n=1, cutoff=0.6)
+                    hint = f"did you mean {near[0]!r}? " if near else ""
+                    raise UnknownOptionError(
+                        f"{build.__name__} takes no option {keyword!r}: {hint}its options are "
+                        f"{', '.join(options or named)}{at(user_line())}"
+                    )
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise LayerOptionError(f"{build.__name__}: {e}{at(user_line())}") from None
+        return build(*args, **kwargs)
+
+    return call
 
 
 def option(

@@ -73,7 +73,7 @@ from ..core.initializers import Normal, Zeros
 from ..core.layer import FixedWeight, Layer, Weight, layer_class
 from ..core.source import user_line
 from ..errors import LayerOptionError, ShapeError, at
-from .base import KaldiPart, static_input_dim
+from .base import KaldiPart, checked_call, static_input_dim
 from .dense import Affine
 
 __all__ = ["GRU", "LSTM", "Bidirectional"]
@@ -192,6 +192,7 @@ class _Bptt:
         )
 
 
+@checked_call
 def LSTM(
     name: str,
     x: Layer,
@@ -265,6 +266,7 @@ def LSTM(
     return Node(f"{name}.rp", _affine(f"{name}.W_rp", m, c, rec + non_recurrent_projection))
 
 
+@checked_call
 def GRU(
     name: str,
     x: Layer,
@@ -323,6 +325,7 @@ def GRU(
     return Node(f"{name}.y_t", _affine(f"{name}.W_y.c", c_t, c, rec + non_recurrent_projection))
 
 
+@checked_call
 def Bidirectional(layer: Callable[..., Layer], name: str, x: Layer, **options: Any) -> Layer:
     """`Append(layer(name.forward, x, delay=-1, ...), layer(name.backward, x, delay=+1, ...))`: a recurrent layer
     run forward and backward in time, outputs appended (a BLSTM with `layer=LSTM`)."""
