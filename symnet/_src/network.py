@@ -37,14 +37,28 @@ from .core.precision import Precision
 from .core.tape import Tape
 from .core.walk import rewrite, walk
 from .engine import dense
+from .engine.dims import node_shapes
+from .engine.graph import Graph
 from .engine.summary import Summary, infer_dims, summarize
-from .errors import GraphError, ParameterError
+from .errors import GraphError, ParameterError, ShapeError
 
 __all__ = ["DEFAULT_OUTPUT", "Network", "OBJECTIVE_KINDS"]
 
 DEFAULT_OUTPUT = "output"
 #: The objectives an output may carry (Kaldi's output-node `objective=`).
 OBJECTIVE_KINDS = ("linear", "quadratic")
+
+
+def _check_dims(outputs: Mapping[str, Layer]) -> None:
+    """A ShapeError, naming the layer and the line that built it, where operands' known dims do not fit: said
+    when the network is built rather than at its first compute. What the build cannot tell (a graph that does not
+    resolve yet, a layer without a shape rule) is left to the computation, which checks it again."""
+    try:
+        node_shapes(Graph(dict(outputs)))
+    except ShapeError:
+        raise
+    except (GraphError, NotImplementedError, TypeError, ValueError):
+        return
 
 
 class Network:
@@ -89,6 +103,7 @@ class Network:
             raise GraphError("a Network needs at least one output")
         outputs = {str(k): as_layer(v) for k, v in outputs.items()}
         structure = Structure.of(outputs)
+        _check_dims(outputs)
         weights = dict(zip(structure.names, structure.weights, strict=True))
         trainable = {n: w for n, w in weights.items() if w.trainable}
         fixed = {n: w for n, w in weights.items() if not w.trainable}

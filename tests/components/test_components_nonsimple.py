@@ -214,7 +214,7 @@ def test_statistics_computability_at_the_edges():
             build(
                 "StatisticsPoolingComponent",
                 {"input-dim": 3, "input-period": 3, "left-context": 3, "right-context": 6},
-                x,
+                Input("input", 3),  # a network of mismatched dims is refused where it is built
             ),
         )
     )

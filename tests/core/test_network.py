@@ -18,6 +18,7 @@ from symnet import (
     Glorot,
     GraphError,
     Identity,
+    Input,
     LogSoftmax,
     Network,
     Node,
@@ -384,6 +385,16 @@ def test_shape_error_from_forward_names_shapes_and_line():
     with pytest.raises(ShapeError) as info:
         net(np.ones((4, 5)))
     assert "(4, 5)" in str(info.value) and "(3, 2)" in str(info.value) and line in str(info.value)
+
+
+def test_dims_that_do_not_fit_are_an_error_where_the_network_is_built():
+    """Before: found at the first compute, quoting the minibatch's rows ("(128, 16)")."""
+    features = Input("input", 16)
+    line = next_line()
+    hidden = ReLU(features @ Weight(Normal((20, 128), 0.1)))
+    with pytest.raises(ShapeError, match=r"Dot: shapes \(1, 16\) @ \(20, 128\).*dim 16.*20 rows") as info:
+        Network(hidden @ Weight(Normal((128, 5), 0.1)))
+    assert line in str(info.value)
 
 
 # ----- training ----------------------------------------------------------------------------------------

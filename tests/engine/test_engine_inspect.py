@@ -30,6 +30,7 @@ from symnet import (
     Ref,
     ReplaceIndex,
     Round,
+    ShapeError,
     Tanh,
     Weight,
     compile,
@@ -268,13 +269,14 @@ def test_node_dims_through_a_recurrence_and_without_a_run():
 
 
 def test_node_dims_unknown_where_shapes_do_not_fit():
+    """The views of an expression that does not fit (a Network refuses to be built of it, naming the layer)."""
     x = Input("input", 3)
     product = x @ Weight(Normal((4, 2), 0.1), name="w")  # 3 columns times 4 rows
-    net = Network(Tanh(product))
-    g = graph_of(net)
+    g = Graph({"output": Tanh(product)})
     assert node_dims(g)[nid_of(g, product)] is None
-    net = Network(Tanh(x @ Weight(Normal((3, 2), 0.1), name="w")) + Offset(x, 1))
-    g = graph_of(net)
+    with pytest.raises(ShapeError, match="dim 3, the matrix has 4 rows"):
+        Network(Tanh(product))
+    g = Graph({"output": Tanh(x @ Weight(Normal((3, 2), 0.1), name="w")) + Offset(x, 1)})
     dims = node_dims(g)
     assert dims[nid_of(g, Offset(x, 1))] == 3
     assert dims[g.operands[g.outputs["output"]][0]] == 2

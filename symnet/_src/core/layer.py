@@ -597,7 +597,8 @@ class Dot(BinaryLayer):
         inner_b = b[-2] if len(b) >= 2 else b[0]
         if a[-1] != inner_b:
             raise ShapeError(
-                f"Dot: shapes {a} and {b} do not fit (inner dimensions {a[-1]} and {inner_b}){at(self.where)}"
+                f"Dot: shapes {a} @ {b} do not fit: the left operand's rows have dim {a[-1]}, the matrix has "
+                f"{inner_b} rows; they must be equal{at(self.where)}"
             )
         if len(a) > 2 and len(b) > 2:
             try:
