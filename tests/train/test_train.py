@@ -511,17 +511,18 @@ def test_progress_in_a_log_file_is_plain_lines(monkeypatch):
 
     from symnet._src.train import loop
 
-    log = io.StringIO()
+    log, report = io.StringIO(), io.StringIO()
     monkeypatch.setattr(loop.sys, "stderr", log)
+    monkeypatch.setattr(loop.sys, "stdout", report)
     monkeypatch.setattr(loop._progress, "PLAIN_SECONDS", 0.0)  # a line at every step, to see them
     rng = np.random.default_rng(0)
     feats = [rng.standard_normal((30, 4)).astype(np.float32) for _ in range(6)]
     labels = [rng.integers(0, 3, 30) for _ in range(6)]
     net = Network(LogSoftmax(Input("input", 4) @ Weight(Normal((4, 3), 0.1))))
     fit(net, (feats, labels), optax.adam(1e-2), epochs=2, batch_size=3, chunk=10, progress=True)
-    text = log.getvalue()
+    text = log.getvalue() + report.getvalue()
     assert "\r" not in text
-    lines = text.splitlines()
-    assert sum(line.startswith("epoch ") for line in lines) == 2
-    assert sum(line.startswith("step ") for line in lines) == 12  # 6 steps an epoch, a line each here
-    assert lines[-1].startswith("epoch 1: train loss") and "frames/s" in lines[-1]
+    steps, epochs = log.getvalue().splitlines(), report.getvalue().splitlines()
+    assert len(steps) == 12 and all(line.startswith("step ") for line in steps)  # 6 steps an epoch, a line each
+    assert steps[-1].startswith("step 12/12:")
+    assert len(epochs) == 2 and epochs[-1].startswith("epoch 1: train loss") and "frames/s" in epochs[-1]

@@ -485,9 +485,10 @@ def zero_batchnorm_stats(network: Any) -> Any:
 
 
 class _progress:
-    """Progress: on a terminal a tqdm bar with loss, accuracy and frames/second; elsewhere (a log file, a pipe)
-    a plain line every `PLAIN_SECONDS` and at each epoch's end, since a bar's carriage-return frames make a log
-    unreadable; nothing when disabled."""
+    """Progress: on a terminal a tqdm bar with loss, accuracy and frames/second (and each epoch's report with
+    validation on standard output); elsewhere (a log file, a pipe) a plain line every `PLAIN_SECONDS` on standard
+    error and each epoch's report on standard output, since a bar's carriage-return frames make a log unreadable;
+    nothing when disabled."""
 
     PLAIN_SECONDS = 30.0
 
@@ -495,8 +496,8 @@ class _progress:
         self.bar = None
         self.stream = stream if stream is not None else sys.stderr
         self.plain = enabled and not _is_terminal(self.stream)
-        self.total, self.per_epoch, self.done, self.last = epochs * per_epoch, per_epoch, 0, time.perf_counter()
-        self.latest = ""
+        self.total, self.done, self.last = epochs * per_epoch, 0, time.perf_counter()
+        self.latest = self.shown = ""  # the newest step line, and the last one printed
         if enabled and not self.plain:
             from tqdm.auto import tqdm
 
@@ -518,16 +519,20 @@ class _progress:
             text += f", valid loss {stats.valid_loss:.3f} acc {stats.valid_accuracy:.3f}"
         if self.bar is not None and stats.valid_accuracy is not None:
             self.bar.write(text)
-        elif self.plain:
-            self._line(f"{text} (step {self.done}/{self.total}, {stats.frames_per_second:,.0f} frames/s)")
+        elif self.plain:  # on standard output, where the bar's `write` puts its epoch report
+            self._line(f"{text} (step {self.done}/{self.total}, {stats.frames_per_second:,.0f} frames/s)", sys.stdout)
 
-    def _line(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+    def _line(self, text: str, stream: Any = None) -> None:
+        print(text, file=stream or self.stream, flush=True)
         self.last = time.perf_counter()
+        if stream is None:
+            self.shown = text
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+        elif self.plain and self.latest and self.latest != self.shown:  # where the run ended
+            self._line(self.latest)
 
 
 def _is_terminal(stream: Any) -> bool:
