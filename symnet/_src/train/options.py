@@ -139,7 +139,8 @@ class FitOptions:
         checkpoint: a file the run saves to at the end of every epoch (and every `checkpoint_every` steps)
             and resumes from when it exists; locked while the run lasts.
         checkpoint_every: also save every this many steps (0: at epoch ends only).
-        progress: show a progress bar.
+        progress: show progress: a bar on a terminal or in a notebook; in a log file or a pipe, a plain line
+            every 30 s on standard error and each epoch's report on standard output.
         max_steps: stop after this many steps (a simulated interruption, for tests and time limits).
         input: the network input the features feed.
         output: the network output the objective trains.
