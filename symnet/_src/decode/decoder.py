@@ -124,7 +124,10 @@ def decode(
     frames: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     states, costs = np.array([fst.start]), np.array([0.0])
     back, arcs_taken, same_frame = np.array([-1]), np.array([-1]), np.array([False])
-    states, costs, back, arcs_taken, same_frame = _epsilon_closure(graph, states, costs, back, arcs_taken, same_frame)
+    where = np.full(fst.num_states, -1, dtype=np.int64)  # state -> its token in the frame being closed
+    states, costs, back, arcs_taken, same_frame = _epsilon_closure(
+        graph, states, costs, back, arcs_taken, same_frame, where
+    )
     frames.append((states, costs, back, arcs_taken, same_frame))
     for t in range(len(loglikes)):
         live = np.flatnonzero(costs <= costs.min() + beam)  # Kaldi's cutoff: the beam, then max_active
@@ -139,7 +142,7 @@ def decode(
         states, costs = fst.dst[arcs][keep], new_costs[keep]
         back, arcs_taken, same_frame = live[owner[keep]], arcs[keep], np.zeros(len(keep), dtype=bool)
         states, costs, back, arcs_taken, same_frame = _epsilon_closure(
-            graph, states, costs, back, arcs_taken, same_frame
+            graph, states, costs, back, arcs_taken, same_frame, where
         )
         frames.append((states, costs, back, arcs_taken, same_frame))
     final_costs = costs + fst.final[states]
@@ -175,43 +178,40 @@ def _epsilon_closure(
     back: np.ndarray,
     arcs_taken: np.ndarray,
     same_frame: np.ndarray,
+    where: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The frame's tokens with epsilon arcs followed until no token improves (Bellman-Ford over the frame)."""
+    """The frame's tokens with epsilon arcs followed until no token improves (Bellman-Ford over the frame, each
+    round vectorised). `where` maps a state to its token (-1: none): all -1 on entry, and again on return."""
     fst = graph.fst
-    s_, c_, b_, a_, f_ = list(states), list(costs), list(back), list(arcs_taken), list(same_frame)
-    where = {int(s): i for i, s in enumerate(s_)}
-    frontier = np.arange(len(s_))
+    where[states] = np.arange(len(states))
+    frontier = np.arange(len(states))
     for _ in range(fst.num_states + 1):
-        if not len(frontier):
-            break
-        owner, arcs = _arcs_from(np.asarray(s_, dtype=np.int64)[frontier], graph.epsilon)
+        owner, arcs = _arcs_from(states[frontier], graph.epsilon)
         if not len(arcs):
             break
-        candidate = np.asarray(c_)[frontier][owner] + fst.weight[arcs]
-        improved = []
-        for k in _best_per_state(fst.dst[arcs], candidate):
-            dst, cost = int(fst.dst[arcs[k]]), float(candidate[k])
-            i = where.get(dst)
-            if i is None:
-                where[dst] = i = len(s_)
-                s_.append(dst)
-                c_.append(np.inf)
-                b_.append(-1)
-                a_.append(-1)
-                f_.append(True)
-            if cost < c_[i]:
-                c_[i], b_[i], a_[i], f_[i] = cost, int(frontier[owner[k]]), int(arcs[k]), True
-                improved.append(i)
-        frontier = np.asarray(improved, dtype=np.int64)
+        candidate = costs[frontier][owner] + fst.weight[arcs]
+        best = _best_per_state(fst.dst[arcs], candidate)
+        dst, candidate, source, arcs = fst.dst[arcs][best], candidate[best], frontier[owner[best]], arcs[best]
+        fresh = dst[where[dst] < 0]
+        if len(fresh):  # states reached for the first time in this frame: tokens of infinite cost, to improve
+            where[fresh] = len(states) + np.arange(len(fresh))
+            states = np.concatenate([states, fresh])
+            costs = np.concatenate([costs, np.full(len(fresh), np.inf)])
+            back = np.concatenate([back, np.full(len(fresh), -1)])
+            arcs_taken = np.concatenate([arcs_taken, np.full(len(fresh), -1)])
+            same_frame = np.concatenate([same_frame, np.ones(len(fresh), dtype=bool)])
+        tokens = where[dst]
+        better = candidate < costs[tokens]
+        frontier = tokens[better]
+        costs[frontier], back[frontier], arcs_taken[frontier] = candidate[better], source[better], arcs[better]
+        same_frame[frontier] = True
+        if not len(frontier):
+            break
     else:
+        where[states] = -1
         raise DecodeError("the graph has an epsilon cycle of negative weight: no best path within a frame")
-    return (
-        np.asarray(s_, dtype=np.int64),
-        np.asarray(c_, dtype=np.float64),
-        np.asarray(b_, dtype=np.int64),
-        np.asarray(a_, dtype=np.int64),
-        np.asarray(f_, dtype=bool),
-    )
+    where[states] = -1
+    return states, costs, back, arcs_taken, same_frame
 
 
 #: A transition model of a large recipe is a few MB.

@@ -303,15 +303,22 @@ def _read_dense(r: _Reader, key: str | None) -> np.ndarray:
     (kaldiio's values: little-endian float32 or float64)."""
     head = r.peek(15)
     name = head[2:4].decode("latin-1")
-    if name[1] == "M" and len(head) == 15 and head[5:6] == head[10:11] == b"\x04":  # the usual case, unpacked at once
-        rows, columns = struct.unpack_from("<i", head, 6)[0], struct.unpack_from("<i", head, 11)[0]
-        if rows >= 0 and columns >= 0:
-            r.pos += 15
-            return _dense_data(r, key, name, rows, columns)
+    if (shape := _matrix_header(head)) is not None:  # the usual case, unpacked at once
+        r.pos += 15
+        return _dense_data(r, key, name, *shape)
     r.read(5, key, "the object type")
     rows = _int32(r, key, "the row count")[1]
     cols = _int32(r, key, "the column count")[1] if name[1] == "M" else None
     return _dense_data(r, key, name, rows, cols)
+
+
+def _matrix_header(head: bytes) -> tuple[int, int] | None:
+    """`(rows, cols)` of the 15-byte header of a binary float or double matrix (`\\0BFM `, then two int32s with
+    their size bytes), or None where the bytes are something else."""
+    if len(head) < 15 or head[:2] != b"\0B" or head[2:5] not in (b"FM ", b"DM ") or head[5] != 4 or head[10] != 4:
+        return None
+    rows, cols = struct.unpack_from("<i", head, 6)[0], struct.unpack_from("<i", head, 11)[0]
+    return (rows, cols) if rows >= 0 and cols >= 0 else None
 
 
 def _dense_data(r: _Reader, key: str | None, name: str, rows: int, cols: int | None) -> np.ndarray:
@@ -677,11 +684,11 @@ def _matrix_at(fd: int, offset: int, size: int) -> np.ndarray | None:
 
         value = kaldiio.matio.read_kaldi(io.BytesIO(data))
         return value if isinstance(value, np.ndarray) else None
-    if kind not in (b"FM ", b"DM ") or len(head) < 15 or head[5] != 4 or head[10] != 4:
+    if (shape := _matrix_header(head)) is None:
         return None
-    rows, cols = struct.unpack_from("<i", head, 6)[0], struct.unpack_from("<i", head, 11)[0]
+    rows, cols = shape
     dtype = np.dtype("<f4" if kind == b"FM " else "<f8")
-    if rows < 0 or cols < 0 or offset + 15 + rows * cols * dtype.itemsize > size:
+    if offset + 15 + rows * cols * dtype.itemsize > size:
         return None
     value = np.empty((rows, cols), dtype)
     return value if _pread_into(fd, _bytes_of(value), offset + 15) is not None else None

@@ -142,10 +142,12 @@ class StreamBatches:
         length = int(self.stream.lengths[position])
         return self.splitter.chunks(length, np.random.default_rng([self.seed, position, 1 << 21]))
 
-    def cut(self, data: dict[int, tuple[np.ndarray, np.ndarray]], rows: np.ndarray) -> Chunks | None:
-        """The chunks at `rows` of a window's chunk table (those of utterances left out for bad data dropped)."""
+    def cut(
+        self, data: dict[int, tuple[np.ndarray, np.ndarray]], rows: np.ndarray, kaldi: dict[int, dict[int, KaldiChunk]]
+    ) -> Chunks | None:
+        """The chunks at `rows` of a window's chunk table (those of utterances left out for bad data dropped);
+        `kaldi` keeps the window's utterances' Kaldi chunks by first frame, drawn once."""
         pieces = []
-        kaldi: dict[int, dict[int, KaldiChunk]] = {}
         for p, start in rows.tolist():
             if p not in data:
                 continue
@@ -221,10 +223,11 @@ class StreamBatches:
                         raise item
                     _, data = item
                     table = self.chunks[w]
+                    kaldi: dict[int, dict[int, KaldiChunk]] = {}  # the window's Kaldi chunks, drawn once
                     for i, rows in enumerate(self.batches(epoch, w)):
                         if number + i < start:
                             continue
-                        chunks = self.cut(data, table[rows])
+                        chunks = self.cut(data, table[rows], kaldi)
                         if not put(ready, (number + i, chunks)):
                             return
                 put(ready, None)
