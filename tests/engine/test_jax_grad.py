@@ -170,11 +170,13 @@ def test_compute_and_vjp_and_the_forward_mode_choice() -> None:
     _, pull_jax = jax.vjp(lambda x: autodiff(net, {"input": x})["output"], x)
     d = jnp.ones((4, 5), jnp.float32)
     close(pull(d), pull_jax(d), "jax.vjp")
-    # Forward mode needs JAX's own autodiff: gradient="jax".
+    # Forward mode runs JAX's own autodiff of the plain lowering, under either gradient; the walk's Computation
+    # sees the tangent at its call, but not inside a jit of the caller's own (the custom_vjp is refused there).
     tangent = jax.jvp(lambda x: autodiff(net, {"input": x})["output"], (x,), (jnp.ones_like(x),))[1]
-    assert tangent.shape == (4, 5)
+    close(jax.jvp(lambda x: walk(net, {"input": x})["output"], (x,), (jnp.ones_like(x),))[1], tangent, "jvp")
+    close(jnp.sum(jax.jacrev(lambda x: walk(net, {"input": x})["output"])(x), axis=(2, 3)), tangent, "J 1")
     with pytest.raises(TypeError, match="custom_vjp"):
-        jax.jvp(lambda x: walk(net, {"input": x})["output"], (x,), (jnp.ones_like(x),))
+        jax.jvp(jax.jit(lambda x: walk(net, {"input": x})["output"]), (x,), (jnp.ones_like(x),))
     with pytest.raises(PlanError, match="gradient='fast': use one of 'tape', 'jax'"):
         compile(net, req, gradient="fast")
 

@@ -42,7 +42,7 @@ from ..errors import PlanError, ShapeError, at
 from . import splice
 from .dims import node_shapes, static_dim
 from .ends import EndMasks, SequenceEnds
-from .gradient import GRADIENTS, tape_differentiated
+from .gradient import GRADIENTS, needs_autodiff, tape_differentiated
 from .graph import Graph, strongly_connected
 from .groups import SequenceGroups, group_count, part_request
 from .layout import as_flat_rows, as_frames, as_layout, moved
@@ -157,16 +157,18 @@ class Computation:
             )
             for name, keys in planner.wanted.items()
         }
+
+        def computation(*args: Any) -> dict[str, jax.Array]:  # one name for the program either way
+            return self._run(*args)
+
+        self._autodiff = jax.jit(computation)  # JAX's autodiff of the program (`gradient="jax"`)
+        self._jitted = self._autodiff
+        self._planner = planner  # for the autodiff twin, made on first use (`_autodiff_twin`)
+        self._twin: Computation | None = None
         if gradient == "tape":
             # A differentiated call's forward runs in groups of sequences where it has them (engine/groups.py).
             differentiated = self._tapes if groups is None else functools.partial(groups.tapes, self._tapes)
-            computation = tape_differentiated(self._tapes, _contexts, differentiated)
-        else:
-
-            def computation(*args: Any) -> dict[str, jax.Array]:  # one name for the program either way
-                return self._run(*args)
-
-        self._jitted = jax.jit(computation)
+            self._jitted = jax.jit(tape_differentiated(self._tapes, _contexts, differentiated))
 
     # ----- planning the steps -------------------------------------------------------
 
@@ -294,10 +296,23 @@ class Computation:
         reads = self._read_masks(ends)
         inputs = self._check_inputs(inputs)
         proportions = {name: jnp.asarray(p, jnp.float32) for name, p in rng.active_proportions().items()}
-        outputs: dict[str, jax.Array] = self._jitted(
-            network.params, network.state, inputs, rng.active_key(), reads, proportions
-        )
+        args = (network.params, network.state, inputs, rng.active_key(), reads, proportions)
+        run = self._autodiff_twin() if needs_autodiff(args[:3]) else self._jitted
+        outputs: dict[str, jax.Array] = run(*args)
         return outputs
+
+    def _autodiff_twin(self) -> Callable[..., dict[str, jax.Array]]:
+        """The program a forward-mode or second-order transform (`jax.jvp`, `jax.jacfwd`, `jax.hessian`,
+        `jax.jacrev(jax.grad(f))`) runs: JAX's autodiff of the plain lowering, made on first use. Neither the Tape's
+        backward walk (engine/gradient.py) nor a fused scan's backward pass (engine/fused_scan.py), both
+        `jax.custom_vjp`s, has a forward mode or is itself differentiated."""
+        if self.gradient == "jax" and self.lowering == "plain":
+            return self._autodiff
+        if self._twin is None:
+            self._twin = Computation(
+                self.structure, self.graph, self.request, self._planner, "plain", "jax", self.precision
+            )
+        return self._twin._autodiff
 
     def _run(
         self,

@@ -16,8 +16,12 @@ The walk gives the cotangents of the trainable parameters, of the network's
 state (non-trainable Weights) and of the inputs. A PRNG key and the sequence-end
 masks have none (float0); dropout proportions get zeros: the walk does not
 differentiate with respect to them. Forward-mode differentiation (`jax.jvp`,
-`jax.jacfwd`) of a custom_vjp function is not defined in JAX: compile with
-`gradient="jax"` for it (JAX's own autodiff of the lowered program).
+`jax.jacfwd`, `jax.hessian`) of a custom_vjp function is not defined in JAX:
+a call whose arguments carry a forward-mode tangent, or are differentiated
+twice in reverse mode (`needs_autodiff`), runs the plain lowering under JAX's
+own autodiff instead (engine/computation.py's `_autodiff_twin`). That can be
+seen only outside a `jax.jit`: inside a jit of your own, such transforms need
+`compile(..., lowering="plain", gradient="jax")`.
 """
 
 from __future__ import annotations
@@ -28,12 +32,21 @@ from typing import Any, Protocol
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.interpreters import ad as _ad  # JVPTracer: no public name tells forward mode from reverse
 
 from ..core.layer import Weight
 from ..core.tape import Tape, backward_deltas
 from .values_only import values_only
 
-__all__ = ["Arrays", "Forward", "GRADIENTS", "input_cotangents", "tape_differentiated", "weight_cotangents"]
+__all__ = [
+    "Arrays",
+    "Forward",
+    "GRADIENTS",
+    "needs_autodiff",
+    "input_cotangents",
+    "tape_differentiated",
+    "weight_cotangents",
+]
 
 #: How a Computation's call is differentiated: by the Tape's walk, or by JAX's autodiff of the lowered program.
 GRADIENTS = ("tape", "jax")
@@ -156,6 +169,27 @@ def input_cotangents(
             jnp.zeros_like(value) if delta is None or transpose is None else transpose(delta).astype(value.dtype)
         )
     return out
+
+
+def needs_autodiff(tree: Any) -> bool:
+    """Whether a leaf of `tree` is differentiated in a way the Tape's backward walk cannot serve: in forward mode
+    (`jax.jvp`, `jax.jacfwd`, `jax.hessian`'s outer pass), or twice in reverse mode (`jax.jacrev(jax.grad(f))`),
+    seen through any batching tracers around it."""
+    return any(_needs_autodiff(leaf) for leaf in jax.tree.leaves(tree))
+
+
+def _needs_autodiff(value: Any) -> bool:
+    reverse = 0
+    while isinstance(value, jax.core.Tracer):
+        if isinstance(value, _ad.JVPTracer):
+            return True
+        if isinstance(value, _ad.LinearizeTracer):
+            reverse += 1
+            if reverse > 1:
+                return True
+        # A differentiation tracer holds its primal; a batching tracer its batched value.
+        value = getattr(value, "primal", getattr(value, "val", None))
+    return False
 
 
 def _zero_cotangents(tree: Any) -> Any:
