@@ -83,8 +83,9 @@ def export(
     that need no padding. The program takes the network's inputs in the order
     the JSON lists them. `input_dims` gives the dims of inputs that declare
     none; `platforms` are jax's (default: this process's backend), e.g.
-    `('cpu', 'cuda')` for a program that runs on either. Returns the
-    `jax.export.Exported`.
+    `('cpu', 'cuda')` for a program that runs on either. The program computes
+    in test mode, as `net.compute` does by default (batch-norm with its stored
+    statistics, dropout off). Returns the `jax.export.Exported`.
     """
     if not isinstance(network, Network):
         raise ArgumentTypeError(f"export takes a symnet.Network, not {type(network).__name__}")

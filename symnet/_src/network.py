@@ -11,6 +11,7 @@ or model file and `symnet.save`, but is no part of the computation.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import types
 import warnings
@@ -22,7 +23,6 @@ import jax
 import numpy as np
 
 from .core import html
-from .core.formatting import Formatter
 from .core.frozen import FrozenArray
 from .core.layer import (
     Layer,
@@ -39,8 +39,9 @@ from .core.walk import rewrite, walk
 from .engine import dense
 from .engine.dims import node_shapes
 from .engine.graph import Graph
+from .engine.listing import listing
 from .engine.summary import Summary, infer_dims, summarize
-from .errors import GraphError, ParameterError, ShapeError
+from .errors import ArgumentTypeError, GraphError, ParameterError, ShapeError
 
 __all__ = ["DEFAULT_OUTPUT", "Network", "OBJECTIVE_KINDS"]
 
@@ -337,6 +338,7 @@ class Network:
         extra_right_context: int = 0,
         lowering: str = "auto",
         precision: str | Precision | None = None,
+        test_mode: bool = True,
     ) -> Any:
         """Outputs for every frame of `[N, T, D]` input or a list of `[T_i, D]` sequences.
 
@@ -354,9 +356,15 @@ class Network:
         Computations a call used and what each recurrence got. `precision` is a
         mixed-precision policy (`symnet.Precision` or `"float32"`, `"bfloat16"`,
         `"float16"`; docs/precision.md).
+        `test_mode=True` computes as Kaldi's nnet3-compute does: batch-norm with its stored statistics (a
+        warning names one that has none yet) and dropout off, row by row, so any lengths bucket together;
+        `test_mode=False` computes the network as built (training-mode batch-norm normalises over the call's
+        frames: one minibatch of one length; dropout draws inside `symnet.rng.randomness`).
         """
+        if not isinstance(test_mode, bool):
+            raise ArgumentTypeError(f"test_mode is True or False, got {test_mode!r}")
         return dense.compute(
-            self,
+            self._in_test_mode() if test_mode else self,
             x,
             mode=mode,
             output=output,
@@ -368,15 +376,35 @@ class Network:
             precision=precision,
         )
 
+    def _in_test_mode(self) -> Network:
+        """This network as inference computes it (`compute`'s `test_mode`): the same arrays, every layer
+        `in_test_mode`; warns of a batch-norm without statistics."""
+        structure = _test_mode_structure(self.structure)
+        values = {**self.params, **self.state}
+        for layer in walk(layer for _, layer in structure.outputs):
+            if layer.missing_statistics(values):
+                warnings.warn(
+                    f"{layer.own_name or type(layer).__name__!r} has no batch-norm statistics yet (its count is 0: "
+                    "fit gathers them): in test mode it normalises with mean 0 and variance 0. "
+                    "compute(..., test_mode=False) normalises over the call's own frames instead",
+                    stacklevel=3,
+                )
+        if structure is self.structure:
+            return self
+        return Network.from_structure(structure, self.params, self.state, self.objectives)
+
     def __repr__(self) -> str:
-        texts = Formatter().outputs(self.structure.outputs)
-        outs = ", ".join(f"{name!r}: {text}" for (name, _), text in zip(self.structure.outputs, texts, strict=True))
-        shapes = ", ".join(f"{n}{tuple(np.shape(v))}" for n, v in self.params.items())
-        state = ", ".join(f"{n}{tuple(np.shape(v))}" for n, v in self.state.items())
-        tail = (f", state=[{state}]" if state else "") + (
-            f", objectives={dict(self.objectives)}" if self.objectives else ""
+        """One line per named node, operands by name, repeated blocks elided (symnet._src.engine.listing), then
+        the counts of parameters and state; `repr(net.structure)` is the whole expression."""
+        lines = listing(dict(self.structure.outputs), {**self.params, **self.state})
+        count = sum(int(np.size(v)) for v in self.params.values())
+        state = sum(int(np.size(v)) for v in self.state.values())
+        tail = f"params: {count:,} in {len(self.params)} arrays" + (
+            f", state: {state:,} in {len(self.state)} arrays" if self.state else ""
         )
-        return f"Network({{{outs}}}, params=[{shapes}]{tail})"
+        if self.objectives:
+            tail += f", objectives: {dict(self.objectives)}"
+        return "Network(\n" + "".join(f"  {line}\n" for line in [*lines, tail]) + ")"
 
     def _repr_html_(self) -> str:
         """Nodes, dims, parameters, context and a picture, for notebooks (see `symnet.display`)."""
@@ -414,6 +442,16 @@ jax.tree_util.register_pytree_with_keys(
     Network._tree_unflatten,
     Network._tree_flatten,
 )
+
+
+@functools.lru_cache(maxsize=32)
+def _test_mode_structure(structure: Structure) -> Structure:
+    """`structure` with every layer `in_test_mode` (itself where none changes): made once per structure."""
+    names = [name for name, _ in structure.outputs]
+    outputs = rewrite([layer for _, layer in structure.outputs], lambda layer: layer.in_test_mode())
+    if all(new is old for new, (_, old) in zip(outputs, structure.outputs, strict=True)):
+        return structure
+    return Structure.of(dict(zip(names, outputs, strict=True)))
 
 
 def _with_initial(weights: Mapping[str, Weight], values: Mapping[str, Any], seed: int) -> dict[str, Any]:

@@ -873,8 +873,9 @@ def test_spec_augment_time_mask_is_identity_in_test_mode():
     net = Network(Node("sa", sa))
     X = np.random.default_rng(17).normal(size=(2, 5, 4))
     with pytest.raises(ComponentModeError):
-        net.compute(X)
+        net.compute(X, test_mode=False)
     np.testing.assert_allclose(np.asarray(set_test_mode(net).compute(X)), X, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(net.compute(X)), X, rtol=1e-6)  # compute's default: test mode
     off = Network(Node("sa", build("SpecAugmentTimeMaskComponent", {"dim": 4, "zeroed-proportion": 0}, x)))
     np.testing.assert_allclose(np.asarray(off.compute(X)), X, rtol=1e-6)
     for options, option in [

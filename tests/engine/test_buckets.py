@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import jax
@@ -246,19 +247,20 @@ def test_a_minibatch_normalisation_gets_exactly_the_rows_of_the_sequences_given(
     )
     block = xs[:, np.clip(np.arange(-left, 15 + right), 0, 14)].transpose(1, 0, 2)  # [T, N, D]
     want = np.asarray(compile(net, request)(net, {"input": block.reshape(-1, D)})["output"]).reshape(15, 3, H)
-    np.testing.assert_allclose(np.asarray(net.compute(xs)), want.transpose(1, 0, 2), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(jax.jit(net.compute)(xs)), want.transpose(1, 0, 2), rtol=1e-5, atol=1e-5)
+    train = functools.partial(net.compute, test_mode=False)
+    np.testing.assert_allclose(np.asarray(train(xs)), want.transpose(1, 0, 2), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(jax.jit(train)(xs)), want.transpose(1, 0, 2), rtol=1e-5, atol=1e-5)
 
 
 def test_a_minibatch_normalisation_refuses_what_would_change_its_minibatch() -> None:
     net = batchnorm_net()
     ragged = sequences([5, 9])
-    with pytest.raises(PlanError, match=r"BatchNorm.*minibatch.*2 lengths.*set_test_mode"):
-        net.compute(ragged)
+    with pytest.raises(PlanError, match=r"BatchNorm.*minibatch.*2 lengths.*test mode \(the default"):
+        net.compute(ragged, test_mode=False)
     with pytest.raises(PlanError, match=r"BatchNorm.*minibatch.*2 lengths"):
-        jax.jit(lambda a, b: net.compute([a, b]))(*ragged)
+        jax.jit(lambda a, b: net.compute([a, b], test_mode=False))(*ragged)
     with pytest.raises(PlanError, match=r"BatchNorm.*each chunk would be a minibatch"):
-        net.compute(sequences([9]), frames_per_chunk=4, carry_state=False)
+        net.compute(sequences([9]), frames_per_chunk=4, carry_state=False, test_mode=False)
     tested = set_test_mode(net)  # stored statistics: rows are independent, sequences padded as usual
     assert padding_side(Graph(dict(tested.structure.outputs)), with_ends=True) == "end"
     for seq, out in zip(ragged, tested.compute(ragged), strict=True):

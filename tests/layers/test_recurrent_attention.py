@@ -164,14 +164,15 @@ def test_lstm_dropout_scales_the_gates_by_one_minus_p_in_test_mode_and_draws_mas
     tested = set_test_mode(net).compute(x)
     want = lstm_reference(net.params, "l", jnp.asarray(x), 4, 3, scale=0.75)
     np.testing.assert_allclose(tested, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(net.compute(x), tested)  # compute's default is test mode, as nnet3-compute's
     with pytest.raises(SymnetError, match="needs random numbers in training mode"):
-        net.compute(x)
+        net.compute(x, test_mode=False)
     with randomness(jax.random.key(0)):
-        first = np.asarray(net.compute(x))
+        first = np.asarray(net.compute(x, test_mode=False))
     with randomness(jax.random.key(0)):
-        again = np.asarray(net.compute(x))
+        again = np.asarray(net.compute(x, test_mode=False))
     with randomness(jax.random.key(1)):
-        other = np.asarray(net.compute(x))
+        other = np.asarray(net.compute(x, test_mode=False))
     np.testing.assert_array_equal(first, again)
     assert np.all(np.isfinite(first)) and not np.allclose(first, other) and not np.allclose(first, tested)
 

@@ -214,6 +214,23 @@ class Layer:
     #: (so it keeps the engine's row labels). Descriptors override this.
     rowwise: ClassVar[bool] = True
 
+    def in_test_mode(self) -> Layer:
+        """The layer as inference computes it: Kaldi's test mode (batch-norm with its stored statistics, dropout
+        off) for a layer with a `test_mode` field, else itself. Operands are the caller's to rewrite."""
+        if getattr(self, "test_mode", True) is False:
+            return evolve(self, test_mode=True)
+        return self
+
+    def missing_statistics(self, values: Mapping[str, Any]) -> bool:
+        """Whether the layer would compute with statistics that were never gathered (a batch-norm whose count
+        in `values`, the network's arrays by name, is 0); False for layers that keep none."""
+        return False
+
+    @property
+    def kind(self) -> str:
+        """The class the layer shows as in tables (`summary()`): its own, or the public one it stands for."""
+        return type(self).__name__
+
     @property
     def output_dim(self) -> int | None:
         """The number of columns of the value when the layer knows it without running (else None)."""

@@ -159,8 +159,8 @@ def _check_one_minibatch(graph: Graph, lengths: list[int], frames_per_chunk: int
     )
     raise PlanError(
         f"{graph.describe(node)} normalises over its minibatch (batch-norm in training mode), and {why}: give "
-        "sequences of one length without frames_per_chunk (one minibatch), or compute in test mode "
-        "(symnet.components.set_test_mode(network)), as nnet3-compute does"
+        "sequences of one length without frames_per_chunk (one minibatch), or compute in test mode (the default "
+        "of Network.compute, test_mode=True; symnet.components.set_test_mode(network)), as nnet3-compute does"
     )
 
 

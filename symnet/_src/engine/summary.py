@@ -200,7 +200,7 @@ def summarize(outputs: Mapping[str, Layer], input_dims: Mapping[str, int] | None
         shape = shapes[nid] if nid is not None else None
         dim: int | Shape | None = None if shape is None else (int(shape[-1]) if indexed and len(shape) else shape)
         context = contexts.get(nid) if indexed and nid is not None else None
-        rows.append(SummaryRow(label, type(layer).__name__, dim, params, state, context, indexed))
+        rows.append(SummaryRow(label, layer.kind, dim, params, state, context, indexed))
     return Summary(tuple(rows))
 
 

@@ -284,6 +284,10 @@ class KaldiPart(Typed):
     def kaldi_form(self, name: str) -> Layer:
         return as_component(self, self.component)
 
+    @property
+    def kind(self) -> str:
+        return self.component.__name__
+
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         return self.kaldi_form("")._format(fmt)
 

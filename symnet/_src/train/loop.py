@@ -41,6 +41,7 @@ from .objectives import Chain, Objective, get_objective
 from .options import FitOptions, chunk_widths, is_integer
 from .parallel import DataParallel
 from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
+from .setups import trainer_for
 from .streams import Corpus
 from .trainer import Trainer
 
@@ -256,20 +257,29 @@ def _fit(
 ) -> FitResult:
     """The run itself, on checked data (`objective`: the options' one, resolved for the data)."""
     o = options
-    trainer = Trainer(
-        network,
-        optimizer,
-        batch_size=o.batch_size,
-        chunks=train_chunks,
-        kind=objective,
-        input=o.input,
-        output=o.output,
-        parallel=parallel,
-        widths=o.widths,
-        rules=rules,
-        frame_subsampling_factor=o.frame_subsampling_factor,
-        lowering=o.lowering,
-        precision=o.precision,
+    c = train_chunks
+    # The setup's Trainer (its compiled step and evaluation) is kept for the next fit of the same setup.
+    setup: tuple[Any, ...] = (network.structure, o.batch_size, c.chunk, c.left, c.right, c.ends is not None)
+    setup += (o.input, o.output, tuple(o.widths), o.frame_subsampling_factor, o.lowering, o.precision, o.mesh)
+    setup += (o.data_axis,)
+    trainer = trainer_for(
+        setup,
+        (optimizer, rules, objective),
+        lambda: Trainer(
+            network,
+            optimizer,
+            batch_size=o.batch_size,
+            chunks=train_chunks,
+            kind=objective,
+            input=o.input,
+            output=o.output,
+            parallel=parallel,
+            widths=o.widths,
+            rules=rules,
+            frame_subsampling_factor=o.frame_subsampling_factor,
+            lowering=o.lowering,
+            precision=o.precision,
+        ),
     )
     if rules is not None and rules.settings["params"] != frozenset(network.params):
         raise TrainingError("kaldi_rules(...) was made for a network with other parameters than this one")
