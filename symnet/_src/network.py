@@ -379,9 +379,9 @@ class Network:
     def _in_test_mode(self) -> Network:
         """This network as inference computes it (`compute`'s `test_mode`): the same arrays, every layer
         `in_test_mode`; warns of a batch-norm without statistics."""
-        structure = _test_mode_structure(self.structure)
+        structure, keeping = _test_mode_structure(self.structure)
         values = {**self.params, **self.state}
-        for layer in walk(layer for _, layer in structure.outputs):
+        for layer in keeping:
             if layer.missing_statistics(values):
                 warnings.warn(
                     f"{layer.own_name or type(layer).__name__!r} has no batch-norm statistics yet (its count is 0: "
@@ -445,13 +445,19 @@ jax.tree_util.register_pytree_with_keys(
 
 
 @functools.lru_cache(maxsize=32)
-def _test_mode_structure(structure: Structure) -> Structure:
-    """`structure` with every layer `in_test_mode` (itself where none changes): made once per structure."""
+def _test_mode_structure(structure: Structure) -> tuple[Structure, tuple[Layer, ...]]:
+    """`structure` with every layer `in_test_mode` (itself where none changes), and its layers that keep
+    statistics (`missing_statistics`): made once per structure."""
     names = [name for name, _ in structure.outputs]
     outputs = rewrite([layer for _, layer in structure.outputs], lambda layer: layer.in_test_mode())
-    if all(new is old for new, (_, old) in zip(outputs, structure.outputs, strict=True)):
-        return structure
-    return Structure.of(dict(zip(names, outputs, strict=True)))
+    if not all(new is old for new, (_, old) in zip(outputs, structure.outputs, strict=True)):
+        structure = Structure.of(dict(zip(names, outputs, strict=True)))
+    keeping = tuple(
+        layer
+        for layer in walk(layer for _, layer in structure.outputs)
+        if type(layer).missing_statistics is not Layer.missing_statistics
+    )
+    return structure, keeping
 
 
 def _with_initial(weights: Mapping[str, Weight], values: Mapping[str, Any], seed: int) -> dict[str, Any]:

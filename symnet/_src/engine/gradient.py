@@ -196,7 +196,7 @@ def _zero_cotangents(tree: Any) -> Any:
     """Zero cotangents shaped like `tree`: float0 for integer, boolean and key leaves."""
 
     def zero(leaf: Any) -> Any:
-        dtype = jnp.result_type(leaf) if not jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key) else None
+        dtype = jnp.result_type(leaf) if not jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key) else None
         if dtype is None or not jnp.issubdtype(dtype, jnp.inexact):
             return np.zeros(np.shape(leaf), jax.dtypes.float0)
         return jnp.zeros_like(leaf)
