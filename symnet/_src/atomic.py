@@ -28,6 +28,7 @@ import contextlib
 import errno
 import io
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -36,7 +37,16 @@ from typing import IO, Any
 
 from .errors import OutputError, SymnetError
 
-__all__ = ["atomic_open", "atomic_write", "atomic_write_all", "AtomicFile", "check_writable", "resolve_output"]
+__all__ = [
+    "atomic_open",
+    "atomic_write",
+    "atomic_write_all",
+    "AtomicFile",
+    "check_writable",
+    "remove_stale_temporaries",
+    "resolve_output",
+    "temporary_pattern",
+]
 
 _REPLACE, _IN_PLACE, _THROUGH = "replace", "in place", "through"
 
@@ -115,9 +125,7 @@ class AtomicFile:
         directory = os.path.dirname(self.target)
         try:
             os.makedirs(directory, exist_ok=True)
-            fd, self._tmp = tempfile.mkstemp(
-                prefix="." + os.path.basename(self.target) + ".", suffix=".tmp", dir=directory
-            )
+            fd, self._tmp = tempfile.mkstemp(prefix=_prefix(self.target), suffix=".tmp", dir=directory)
         except PermissionError:
             if self._stat is None or not os.access(self.target, os.W_OK):
                 raise
@@ -218,6 +226,36 @@ class AtomicFile:
             self._tmp = None
 
 
+def _prefix(target: str) -> str:
+    return "." + os.path.basename(target) + "."
+
+
+def temporary_pattern(target: str) -> re.Pattern[str]:
+    """The names of the temporary files written beside `target` (`.NAME.XXXXXXXX.tmp`, `tempfile`'s 8 letters)."""
+    return re.compile(re.escape(_prefix(target)) + r"[a-z0-9_]{8}\.tmp\Z")
+
+
+def remove_stale_temporaries(path: str | os.PathLike[str]) -> list[str]:
+    """Remove the temporary files a killed writer of `path` left beside it (the names `temporary_pattern` gives;
+    regular files of this user only, never a link); the ones removed. Call it only while holding what keeps
+    other writers of `path` out (a checkpoint's lock): a live writer's temporary file has the same name."""
+    target = os.path.realpath(os.fspath(path))
+    folder, pattern = os.path.dirname(target), temporary_pattern(target)
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(folder) if pattern.match(n)]
+    except OSError:
+        return removed
+    for name in names:
+        full = os.path.join(folder, name)
+        with contextlib.suppress(OSError):
+            st = os.lstat(full)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+                os.unlink(full)
+                removed.append(full)
+    return removed
+
+
 def _text(raw: IO[Any]) -> IO[Any]:
     return io.TextIOWrapper(raw, encoding="utf-8")
 
@@ -288,7 +326,7 @@ def check_writable(path: str | os.PathLike[str]) -> None:
     if how == _IN_PLACE:
         return
     try:
-        fd, probe = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=folder)
+        fd, probe = tempfile.mkstemp(prefix=_prefix(target), suffix=".tmp", dir=folder)
     except OSError as e:
         if st is not None and os.access(target, os.W_OK):
             return  # written in place

@@ -3,7 +3,10 @@
 `export(net, path, frames=T)` writes two files: `path`, the serialized
 program (`jax.export.Exported.serialize()`: StableHLO with the parameters in
 it as constants), and `path.json`, what a caller needs to know (the inputs'
-and the output's names and shapes, the mode, the context, the versions). A
+and the output's names and shapes, the mode, the context, the versions) and
+`program_sha256`, the SHA-256 of the program's bytes, which binds the
+description to its program: a loader checks it (docs/api.md's snippet does),
+so a `.json` of another export beside the program is refused. A
 service loads it without symnet (`jax.export.deserialize`, then `.call`; the
 snippet is in docs/api.md): with jax, jaxlib and the `flatbuffers` package, which
 `jax.export.deserialize` imports (jax does not install it). Nothing is pickled.
@@ -29,6 +32,7 @@ so padding changes the output's last frames only).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -51,8 +55,8 @@ __all__ = ["FORMAT", "MIN_CHUNK", "VERSION", "export"]
 
 #: The `format` field of an export's JSON description.
 FORMAT = "symnet-export"
-#: The version of that description this symnet writes.
-VERSION = 1
+#: The version of that description this symnet writes (2: with `program_sha256`).
+VERSION = 2
 #: The fewest frames a chunk of a symbolic frame count covers by default. Each chunk computes its context
 #: again and the last one is padded, so the default is 4 times the context (at most a quarter more frames
 #: computed than output), at least this, rounded up to the network's time modulus.
@@ -132,9 +136,11 @@ def export(
     specs = [jax.ShapeDtypeStruct((size, length, dims[k]), jnp.float32) for k in inputs]
     program = jax.vmap(one) if isinstance(frames, int) else chunked
     exported = jax_export.export(jax.jit(program), platforms=platforms)(*specs)
+    program_bytes = bytes(exported.serialize())
     described: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
+        "program_sha256": hashlib.sha256(program_bytes).hexdigest(),
         "symnet_version": __version__,
         "jax_version": jax.__version__,
         "platforms": list(exported.platforms),
@@ -146,9 +152,7 @@ def export(
     if isinstance(frames, str):
         described["chunk"] = size_of_chunk
     target = as_path(path, "export")
-    atomic_write_all(
-        {target: bytes(exported.serialize()), target + ".json": (json.dumps(described, indent=2) + "\n").encode()}
-    )
+    atomic_write_all({target: program_bytes, target + ".json": (json.dumps(described, indent=2) + "\n").encode()})
     return exported
 
 

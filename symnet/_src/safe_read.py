@@ -8,7 +8,10 @@ what the caller expects (`shape=`, `dtype=`) and a size limit, all before the
 data is decompressed or allocated. So a small file cannot make symnet allocate
 much more than the caller agreed to, and a member that nobody asks for is never
 read at all. `read_file` reads a whole regular file of bounded size (a
-`matrix=` file named by a config, say).
+`matrix=` file named by a config, say). Each file is opened once
+(`open_regular`: never blocking on a FIFO) and what was opened is checked, so
+a file swapped for a FIFO or a link to `/dev/zero` after a look by name is
+refused, never read.
 
 Every problem is an error of the class the caller names (a SymnetError such as
 ModelFormatError or a checkpoint's CheckpointError) whose message names the
@@ -41,6 +44,8 @@ __all__ = [
     "MAX_MEMBERS",
     "MAX_TEXT_BYTES",
     "NpzArchive",
+    "open_regular",
+    "read_bounded",
     "read_file",
     "regular_file",
 ]
@@ -94,26 +99,69 @@ def as_read(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 
 def regular_file(path: str, error: type[SymnetError], what: str = "file") -> os.stat_result:
-    """`path`'s stat if it is a regular file; else `error` (a device, FIFO or folder could be read forever)."""
+    """`path`'s stat if it is a regular file; else `error` (a device, FIFO or folder could be read forever).
+
+    A look by name only: a reader then opens the file with `open_regular`, which checks what it opened."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
         raise
     except OSError as e:
         raise error(f"{path}: cannot open the {what}: {e.strerror or e}") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, FIFO or socket"
-        raise error(f"{path}: the {what} is {kind}, not a regular file")
+    _check_regular(path, st, error, what)
     return st
 
 
+def _check_regular(path: str, st: os.stat_result, error: type[SymnetError], what: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a device, FIFO or socket"
+        raise error(f"{path}: the {what} is {kind}, not a regular file")
+
+
+def open_regular(
+    path: str, error: type[SymnetError] = ModelFormatError, what: str = "file"
+) -> tuple[IO[bytes], os.stat_result]:
+    """`path` opened once for reading, and the stat of what was opened, which must be a regular file (else
+    `error`; FileNotFoundError where it is missing). The open never blocks on a FIFO (O_NONBLOCK), and nothing
+    is looked up by name after it, so a file swapped for a FIFO or a link to a device meanwhile is refused,
+    not read. A link is followed (Kaldi's data folders link archives and matrices): what it leads to is checked."""
+    regular_file(path, error, what)  # a device is not even opened (opening some has effects)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise error(f"{path}: cannot open the {what}: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        _check_regular(path, st, error, what)
+        return os.fdopen(fd, "rb"), st
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bounded(f: IO[bytes], size: int, max_bytes: int) -> bytes:
+    """The rest of the open regular file `f` of `size` bytes (its fstat), at most `max_bytes + 1` bytes (more
+    than `max_bytes`: the file grew past the limit while it was read)."""
+    parts = [f.read(min(size, max_bytes) + 1)]
+    got = len(parts[0])
+    while got > size and got <= max_bytes:  # it grew meanwhile: read on, a bounded block at a time
+        part = f.read(min(1 << 20, max_bytes + 1 - got))
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts) if len(parts) > 1 else parts[0]
+
+
 def read_file(path: str, max_bytes: int, *, error: type[SymnetError] = ModelFormatError, what: str = "file") -> bytes:
-    """The bytes of a regular file of at most `max_bytes` (`error` otherwise, naming `path`)."""
-    st = regular_file(path, error, what)
-    if st.st_size > max_bytes:
-        raise error(f"{path}: the {what} has {st.st_size} bytes, more than the {max_bytes} allowed")
-    with open(path, "rb") as f:
-        data = f.read(max_bytes + 1)
+    """The bytes of a regular file of at most `max_bytes` (`error` otherwise, naming `path`), opened once."""
+    f, st = open_regular(path, error, what)
+    with f:
+        if st.st_size > max_bytes:
+            raise error(f"{path}: the {what} has {st.st_size} bytes, more than the {max_bytes} allowed")
+        data = read_bounded(f, st.st_size, max_bytes)
     if len(data) > max_bytes:  # it grew while we read it
         raise error(f"{path}: the {what} has more than the {max_bytes} bytes allowed")
     return data
@@ -175,25 +223,27 @@ class NpzArchive:
     ):
         self.path = os.fspath(path)
         self.error, self.what = error, what
-        size = regular_file(self.path, error, what).st_size
+        self._file, st = open_regular(self.path, error, what)  # read from this open file only
+        size = st.st_size
         try:
-            self._zip = zipfile.ZipFile(self.path)
+            self._zip = zipfile.ZipFile(self._file)
             infos = self._zip.infolist()
         except Exception as e:  # zipfile raises BadZipFile, OSError, ValueError, NotImplementedError, ...
+            self._file.close()
             raise self._fail(f"not a readable {what} (not a .npz archive: {_reason(e)})") from None
         if len(infos) > MAX_MEMBERS:
-            self._zip.close()
+            self.close()
             raise self._fail(f"{len(infos)} members, more than the {MAX_MEMBERS} allowed")
         self._members: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
             name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
             if name in self._members:
-                self._zip.close()
+                self.close()
                 raise self._fail(f"member {name!r} appears twice")
             self._members[name] = info
             problem = _member_size_problem(info, size)
             if problem is not None:
-                self._zip.close()
+                self.close()
                 raise self._fail(f"member {info.filename!r}: {problem}")
 
     def _fail(self, message: str) -> SymnetError:
@@ -207,6 +257,7 @@ class NpzArchive:
 
     def close(self) -> None:
         self._zip.close()
+        self._file.close()
 
     @property
     def names(self) -> list[str]:

@@ -139,3 +139,92 @@ def test_a_fifo_named_as_a_file_does_not_block(tmp_path):
     thread.start()
     thread.join(5)
     assert done, "reading a FIFO blocked"
+
+
+# ----- a file swapped between a look by name and the open ------------------------------------------------
+
+
+def _readers(tmp_path):
+    """`(name, the path it reads, a call reading it)` for every reader of a file named by the user or by another
+    file: each must open the file once and check what it opened."""
+    from symnet._src.kaldi.build import parse_network
+    from symnet._src.kaldi.egs import read_egs
+    from symnet._src.kaldi.model_reader import read_model
+    from symnet._src.train.ark import read_entry
+    from symnet.kaldi import read_kaldi_array
+
+    fixed = (
+        "input-node name=input dim=3\ncomponent name=f type=FixedAffineComponent matrix={path}\n"
+        "component-node name=f component=f input=input\noutput-node name=output input=f\n"
+    )
+    target = tmp_path / "victim"
+    scp = tmp_path / "egs.scp"
+    scp.write_text(f"k1 {target}:0\n")
+    return target, {
+        "matrix= file": lambda: parse_network(fixed.format(path=target)),
+        "matrix= .npy file": lambda: parse_network(fixed.format(path=f"{target}.npy")),
+        "read_kaldi_array": lambda: read_kaldi_array(target),
+        "egs archive": lambda: list(read_egs(target)),
+        "egs archive of an scp": lambda: list(read_egs(f"scp:{scp}")),
+        "scp entry": lambda: read_entry(f"{target}:0", "x.scp", "u0"),
+        "read_file": lambda: read_file(str(target), 100),
+        "npz": lambda: NpzArchive(target),
+        "model": lambda: read_model(target),
+    }
+
+
+def _swap_after_stat(monkeypatch, path, replace):
+    """The neighbour: the first time `path` is looked up by name (os.stat), it is replaced right after."""
+    real, done = os.stat, []
+
+    def stat(p, *args, **kwargs):
+        st = real(p, *args, **kwargs)
+        if not done and os.fspath(p) == str(path) and not args and not kwargs.get("dir_fd"):
+            done.append(True)
+            os.unlink(path)
+            replace(path)
+        return st
+
+    monkeypatch.setattr(os, "stat", stat)
+
+
+def _finishes(call, seconds=10):
+    """`call()`'s exception (None if it returned), or "blocked" if it is still running after `seconds`."""
+    outcome = []
+
+    def run():
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as e:  # the outcome is what the test looks at
+            outcome.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return outcome[0] if outcome else "blocked"
+
+
+@pytest.mark.parametrize("reader", ["matrix= file", "matrix= .npy file", "read_kaldi_array", "egs archive",
+                                    "egs archive of an scp", "scp entry", "read_file", "npz", "model"])  # fmt: skip
+@pytest.mark.parametrize("swap", ["fifo", "link to /dev/zero"])
+def test_a_file_swapped_after_a_look_by_name_is_refused_not_read(tmp_path, monkeypatch, reader, swap):
+    """Before: the readers looked at the file by name (regular, small) and then opened it by name again, so a
+    FIFO put in its place blocked the open forever, and a link to /dev/zero was read until memory ran out."""
+    target, readers = _readers(tmp_path)
+    path = target.with_name(target.name + ".npy") if reader == "matrix= .npy file" else target
+    path.write_bytes(b"\0B" + b"x" * 40)
+
+    def replace(p):
+        if swap == "fifo":
+            os.mkfifo(p)
+        else:
+            os.symlink("/dev/zero", p)
+
+    _swap_after_stat(monkeypatch, path, replace)
+    error = _finishes(readers[reader])
+    if error == "blocked" and swap == "fifo":
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # let the blocked reader go
+    assert error != "blocked", f"{reader}: the open of a FIFO blocked"
+    assert isinstance(error, SymnetError), f"{reader}: {error!r}"
+    assert "not a regular file" in str(error) and str(path) in str(error)

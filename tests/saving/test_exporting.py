@@ -6,6 +6,7 @@ Each exported program is run at two batch sizes (the batch is symbolic) in one f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -41,17 +42,22 @@ from symnet._src.cli import main
 from symnet._src.kaldi.build import read_network
 from symnet.errors import ArgumentTypeError
 
-#: Runs each (program, inputs .npz, outputs .npz) of argv with jax alone; fails if symnet was imported.
+#: Runs each (program, inputs .npz, outputs .npz) of argv with jax alone, after checking that the program's .json
+#: describes it; fails if symnet was imported.
 LOADER = """
-import json, sys
+import hashlib, json, sys
 import numpy as np
 from jax import export
 
 for program, given, written in zip(*[iter(sys.argv[1:])] * 3):
     with open(program, "rb") as f:
-        exported = export.deserialize(bytearray(f.read()))
+        data = f.read()
     with open(program + ".json") as f:
-        names = [i["name"] for i in json.load(f)["inputs"]]
+        described = json.load(f)
+    if hashlib.sha256(data).hexdigest() != described["program_sha256"]:
+        sys.exit(f"{program}.json describes another program")
+    exported = export.deserialize(bytearray(data))
+    names = [i["name"] for i in described["inputs"]]
     inputs = np.load(given)
     np.savez(written, *[np.asarray(exported.call(*[inputs[n][:b] for n in names])) for b in (3, 1)])
 assert "symnet" not in sys.modules, "the loader imported symnet"
@@ -204,6 +210,23 @@ def test_bad_arguments_name_the_value(tmp_path: Path) -> None:
     with pytest.raises(ArgumentTypeError, match="export takes a symnet.Network, not str"):
         export("net.zip", tmp_path / "p", frames=5)  # type: ignore[arg-type]
     assert not list(tmp_path.iterdir())
+
+
+def test_the_description_is_bound_to_its_program(tmp_path: Path) -> None:
+    """Before: the .json said nothing of the program, so the description of another export beside a program went
+    unnoticed (the loader called it with that export's input names and shapes)."""
+    one, two = _tdnn_with_ivector(), read_network(EXAMPLES / "kaldi-doc-example.config")
+    export(one, tmp_path / "one", frames=7)
+    export(two, tmp_path / "two", frames=5)
+    for name in ("one", "two"):
+        described = json.loads((tmp_path / f"{name}.json").read_text())
+        assert described["version"] == 2
+        assert described["program_sha256"] == hashlib.sha256((tmp_path / name).read_bytes()).hexdigest()
+    (tmp_path / "one.json").write_bytes((tmp_path / "two.json").read_bytes())
+    np.savez(tmp_path / "in.npz", input=np.zeros((3, 7, 4), np.float32), ivector=np.zeros((3, 7, 2), np.float32))
+    argv = [str(tmp_path / "one"), str(tmp_path / "in.npz"), str(tmp_path / "out.npz")]
+    done = subprocess.run([sys.executable, "-c", LOADER, *argv], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "one.json describes another program" in done.stderr
 
 
 def test_the_service_needs_flatbuffers_as_the_docs_say(tmp_path: Path) -> None:

@@ -141,6 +141,40 @@ def test_a_lock_file_replaced_during_the_run_is_not_removed(tmp_path):
     assert pathlib.Path(ckpt.lock_path(path)).read_text() == "someone else's"
 
 
+def test_a_lock_file_that_was_there_is_locked_but_left_alone(data, tmp_path):
+    """Before: a regular `.NAME.lock` already there (a hard link to another file, say) was truncated, given the
+    run's PID and removed. Now it is locked as it is: a second run is still refused, the file is never written."""
+    train, _ = data
+    path = str(tmp_path / "c.npz")
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    os.link(victim, ckpt.lock_path(path))
+    with ckpt.lock(path):
+        with pytest.raises(CheckpointError, match="is in use by another training run"):
+            run(train, checkpoint=path)
+        assert victim.read_text() == "precious\n"
+    run(train, checkpoint=path, max_steps=2)
+    assert victim.read_text() == "precious\n" and os.path.samefile(victim, ckpt.lock_path(path))
+
+
+def test_temporary_files_a_killed_run_left_are_removed_on_the_next_run(data, tmp_path):
+    """Before: a kill -9 while a checkpoint was being written left `.NAME.XXXXXXXX.tmp` beside it for good. Only
+    names of that exact pattern, regular files of this user, are removed."""
+    train, _ = data
+    path = str(tmp_path / "c.npz")
+    stale = [tmp_path / ".c.npz.k1_9zq0a.tmp", tmp_path / ".c.npz.abcdefgh.tmp"]
+    kept = [tmp_path / ".c.npz.abc.tmp", tmp_path / ".c.npz.ABCDEFGH.tmp", tmp_path / ".d.npz.abcdefgh.tmp"]
+    kept += [tmp_path / "c.npz.abcdefgh.tmp", tmp_path / ".c.npz.abcdefgh.tmp.keep"]
+    for p in stale + kept:
+        p.write_bytes(b"half a checkpoint")
+    (tmp_path / "victim").write_text("precious")
+    link = tmp_path / ".c.npz.linkxxxx.tmp"
+    link.symlink_to(tmp_path / "victim")
+    run(train, checkpoint=path, max_steps=2)
+    assert not any(p.exists() for p in stale)
+    assert all(p.exists() for p in kept) and link.is_symlink() and (tmp_path / "victim").read_text() == "precious"
+
+
 def test_the_checkpoint_path_is_checked_before_training(data, tmp_path, monkeypatch):
     """Before: a typo in the path showed after the whole run."""
     train, _ = data

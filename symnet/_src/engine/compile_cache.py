@@ -18,7 +18,15 @@ compiling as it would without the cache.
 What the cache trusts. Its entries are native code that runs when loaded, so
 whoever can write the folder chooses what runs. symnet uses a folder only if
 it belongs to this user and no one else may write to it (not group or world
-writable; it is made 0700); else it warns and compiles without the cache.
+writable; it is made 0700), and only if no one else can put another folder in
+its place: every folder above it belongs to root or this user and is not
+writable by others (unless sticky, as `/tmp`), and every symbolic link on
+the way belongs to root or this user (`symnet._src.engine.cache_folder`);
+else it warns and compiles without the cache. The folder is then held open:
+JAX is given `/proc/self/fd/N` (Linux), so every entry is read from the
+folder that was checked, and a path renamed or replaced later is a warning
+(where there is no `/proc`, the folder is checked again before each use and
+the cache turned off, with a warning, once it changed).
 JAX names each entry by a key of the program, the XLA flags, the device and
 the jax/jaxlib versions; symnet stores that key, symnet's version and a
 SHA-256 digest inside each entry and uses an entry only if all three match,
@@ -34,8 +42,7 @@ import contextlib
 import hashlib
 import json
 import os
-import stat
-import tempfile
+import secrets
 import warnings
 from pathlib import Path
 from typing import Any
@@ -43,6 +50,7 @@ from typing import Any
 import jax
 
 from ..version import __version__
+from .cache_folder import Folder, open_folder
 
 __all__ = [
     "cache_dir",
@@ -77,27 +85,25 @@ def cache_dir(path: str | os.PathLike[str] | None = None) -> Path | None:
     return Path(text).expanduser()
 
 
-def _writable(folder: Path) -> str | None:
-    """None if `folder` exists (made if need be) and a file can be written in it; else why not."""
-    if folder.exists() and not folder.is_dir():
-        return "it is a file, not a folder"
+#: The folders `enable_compile_cache` checked, by the path JAX was given for each.
+_FOLDERS: dict[str, Folder] = {}
+
+
+def _open_checked(folder: Path) -> tuple[Folder, str] | str:
+    """`(the checked folder, the path to give JAX)` for `folder`, or why it is not usable."""
+    opened = open_folder(str(folder))
+    if isinstance(opened, str):
+        return opened
+    probe = f".probe-{os.getpid()}-{secrets.token_hex(4)}"
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
-            pass
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=opened.fd))
+        os.unlink(probe, dir_fd=opened.fd)
     except OSError as e:
+        os.close(opened.fd)
         return e.strerror or str(e)
-    return None
-
-
-def _trusted(folder: Path) -> str | None:
-    """None if `folder` belongs to this user and no one else may write it; else why it is not trusted."""
-    st = folder.stat()
-    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
-        return f"it belongs to user id {st.st_uid}, not to this user ({os.geteuid()})"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"others may write to it (mode {stat.S_IMODE(st.st_mode):o}; chmod go-w {folder} to use it)"
-    return None
+    path = opened.proc_path or opened.path
+    _FOLDERS[path] = opened
+    return opened, path
 
 
 #: The first bytes of an entry symnet wrote: then a JSON line (key, symnet version, digest), then JAX's bytes.
@@ -107,8 +113,25 @@ _MAGIC = b"symnet-xla-cache 1\n"
 class CheckedCache:
     """JAX's file cache with each entry bound to its key, symnet's version and a digest (see the module doc)."""
 
-    def __init__(self, base: Any):
+    def __init__(self, base: Any, folder: Folder | None = None):
         self._base = base
+        self._folder = folder
+        self._off = False
+
+    def _usable(self) -> bool:
+        """Whether the folder is still the one checked (see the module doc); warns once when it is not."""
+        if self._folder is None or self._off:
+            return not self._off
+        change = self._folder.changed()
+        if change is None:
+            return True
+        if self._folder.proc_path is not None:  # JAX reads the opened folder: go on with it
+            warnings.warn(f"compile cache: {change}; symnet goes on with the folder it checked", stacklevel=3)
+            self._folder = None
+            return True
+        warnings.warn(f"compile cache: {change}; compiling without it from now on", stacklevel=3)
+        self._off = True
+        return False
 
     @property
     def _path(self) -> Any:
@@ -119,6 +142,8 @@ class CheckedCache:
         self._base._path = value
 
     def get(self, key: str) -> bytes | None:
+        if not self._usable():
+            return None
         stored = self._base.get(key)
         if stored is None:
             return None
@@ -144,7 +169,8 @@ class CheckedCache:
                 (Path(str(folder)) / f"{key}{suffix}").unlink()
 
     def put(self, key: str, value: bytes) -> None:
-        self._base.put(key, wrap_entry(key, value))
+        if self._usable():
+            self._base.put(key, wrap_entry(key, value))
 
     def __getattr__(self, name: str) -> Any:  # anything else JAX asks of its cache
         return getattr(self._base, name)
@@ -189,7 +215,7 @@ def _check_entries() -> str | None:
 
     def get_file_cache(path: str) -> Any:
         made = make(path)
-        return None if made is None else (CheckedCache(made[0]), made[1])
+        return None if made is None else (CheckedCache(made[0], _FOLDERS.get(path)), made[1])
 
     get_file_cache.symnet_checked = True  # type: ignore[attr-defined]
     compilation_cache.get_file_cache = get_file_cache
@@ -203,11 +229,11 @@ def enable_compile_cache(path: str | os.PathLike[str] | None = None) -> Path | N
     folder = cache_dir(path)
     if folder is None:
         return None
-    problem = _writable(folder) or _trusted(folder) or _check_entries()
-    if problem is not None:
-        warnings.warn(f"compile cache {folder} is not usable ({problem}); compiling without it", stacklevel=2)
+    opened = _check_entries() or _open_checked(folder)
+    if isinstance(opened, str):
+        warnings.warn(f"compile cache {folder} is not usable ({opened}); compiling without it", stacklevel=2)
         return None
-    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_compilation_cache_dir", opened[1])
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     return folder

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelFormatError, ModelWriteError
+from ..safe_read import MAX_ARRAY_BYTES, read_file
 
 __all__ = [
     "INT32_MAX",
@@ -52,6 +53,7 @@ __all__ = [
     "format_real",
     "make_reader",
     "model_error",
+    "parse_kaldi_array",
     "parse_real",
     "read_kaldi_array",
     "unpack_symmetric",
@@ -727,10 +729,14 @@ def unpack_symmetric(lower: np.ndarray, size: int) -> np.ndarray:
 
 def read_kaldi_array(path: str | os.PathLike[str]) -> np.ndarray:
     """A Kaldi matrix or vector file (``copy-matrix``/``copy-vector`` output, text or binary) as a
-    read-only array: float32 or float64 as stored; a text ``[ ... ]`` on one line is a vector."""
+    read-only array: float32 or float64 as stored; a text ``[ ... ]`` on one line is a vector. Only a
+    regular file is read (opened once: a device or FIFO is a ModelFormatError)."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        data = f.read()
+    return parse_kaldi_array(read_file(path, MAX_ARRAY_BYTES, error=ModelFormatError, what="matrix file"), path)
+
+
+def parse_kaldi_array(data: bytes, path: str = "<bytes>") -> np.ndarray:
+    """`read_kaldi_array` of a file's bytes (`path`: for errors)."""
     r = make_reader(data, path)
     if isinstance(r, BinaryReader):
         token = r.peek_array_token()

@@ -15,7 +15,9 @@ and chain/chain-supervision.cc write it, binary and text (`ark,t`):
 
 Every count and size is checked against the bytes left before anything is
 allocated, and every unknown token, format or flag is refused: errors are
-`KaldiDataError`s naming the archive, the example key and the field.
+`KaldiDataError`s naming the archive, the example key and the field (for an
+example an scp line names: the file, the offset and what was expected, never
+what the file holds there). A supervision weight must be finite and >= 0.
 Refused: FSTs with symbol tables or aligned (`--fst_align`) data, FST types
 other than `compact_acceptor` over `standard` arcs, the pre-2016 `<DW>` deriv
 weights, non-regular files (stdin, pipes).
@@ -35,10 +37,12 @@ sequence (Kaldi's concatenation); an end-to-end one has one FST per sequence.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import mmap
 import os
-import stat
 import struct
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -47,6 +51,7 @@ import numpy as np
 
 from ..chain.fst import Fst, parse_fst_text
 from ..errors import ChainError, KaldiDataError, ModelFormatError
+from ..safe_read import open_regular, read_file
 from .binary import BinaryReader, TextReader
 
 __all__ = [
@@ -207,11 +212,16 @@ def decode_compressed(kind: str, min_value: float, range_: float, rows: int, col
 class _Parse:
     """Reads one archive's examples with `binary.BinaryReader` / `TextReader`; `field` names what is read."""
 
-    def __init__(self, data: Any, where: str):
+    def __init__(self, data: Any, where: str, quote: bool = True):
         self.data, self.where = data, where
+        self.quote = quote  # False: never name what the file holds (an scp chose the file and the offset)
         self.key = ""
         self.field = ""
         self.text: str | None = None
+
+    def named(self, field: str, name: str) -> str:
+        """`field`, with the name the file gives it where the file's contents may be shown."""
+        return f"{field} ({name!r})" if self.quote else field
 
     def fail(self, message: str) -> KaldiDataError:
         at = f", example {self.key!r}" if self.key else ""
@@ -276,7 +286,7 @@ class _Parse:
         self.field = f"NnetIo {i}"
         r.expect_token("<NnetIo>")
         name = r.read_token("the NnetIo name")
-        self.field = f"NnetIo {i} ({name!r})"
+        self.field = self.named(f"NnetIo {i}", name)
         indexes = self.indexes(r)
         matrix, storage, sparse = self.general_matrix(r)
         if len(matrix) != len(indexes):
@@ -444,15 +454,15 @@ class _Parse:
         self.field = f"chain output {i}"
         r.expect_token("<NnetChainSup>")
         name = r.read_token("the output name")
-        self.field = f"chain output {i} ({name!r})"
+        self.field = self.named(f"chain output {i}", name)
         indexes = self.indexes(r)
-        supervision = self.supervision(r, f"chain output {i} ({name!r})")
+        supervision = self.supervision(r, self.field)
         token = r.read_token("<DW2> or </NnetChainSup>")
         deriv: np.ndarray | None = None
         if token == "<DW>":
             raise self.fail("<DW> deriv weights (Kaldi's format before 2016, stored as chars) are not read")
         if token == "<DW2>":
-            self.field = f"chain output {i} ({name!r}) deriv weights"
+            self.field = f"{self.named(f'chain output {i}', name)} deriv weights"
             deriv = _frozen(np.asarray(r.read_vector("the deriv weights"), np.float32))
             r.expect_token("</NnetChainSup>")
         elif token != "</NnetChainSup>":
@@ -474,6 +484,8 @@ class _Parse:
         r.expect_token("<Supervision>")
         r.expect_token("<Weight>")
         weight = float(r.read_real("the supervision weight"))
+        if not math.isfinite(weight) or weight < 0:
+            raise self.fail(f"the supervision weight is {weight}, not a finite number >= 0")
         r.expect_token("<NumSequences>")
         num = self.count(r, "the number of sequences", 1, MAX_IOS)
         r.expect_token("<FramesPerSeq>")
@@ -604,17 +616,50 @@ class _Parse:
 
 
 def _open(path: str) -> Any:
-    """The bytes of a regular file, memory-mapped (empty bytes for an empty file)."""
+    """The bytes of a regular file, memory-mapped (empty bytes for an empty file); opened once, and what was
+    opened checked (a file swapped for a FIFO or a link to a device is refused, never read)."""
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise KaldiDataError(f"{path}: not a regular file (symnet reads egs from files only)")
-        with open(path, "rb") as fd:
-            st = os.fstat(fd.fileno())
+        f, st = open_regular(path, KaldiDataError, "egs archive")
+        with f:
             if st.st_size == 0:
                 return b""
-            return mmap.mmap(fd.fileno(), 0, access=mmap.ACCESS_READ)
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
         raise KaldiDataError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+#: The most archives an egs scp keeps open at once: the least recently used is closed (and opened again if
+#: a later line names it), so an scp may name more archives than `ulimit -n`.
+MAX_OPEN_ARCHIVES = 8
+#: The largest egs scp read (lines `key file:offset`: far more than any real one).
+MAX_SCP_BYTES = 1 << 30
+
+
+class _Archives:
+    """The archives an egs scp names, mapped on demand, at most MAX_OPEN_ARCHIVES at once."""
+
+    def __init__(self) -> None:
+        self._open: OrderedDict[str, Any] = OrderedDict()
+
+    def __getitem__(self, name: str) -> Any:
+        data = self._open.pop(name, None)
+        if data is None:
+            data = _open(name)
+            while len(self._open) >= MAX_OPEN_ARCHIVES:
+                _close(self._open.popitem(last=False)[1])
+        self._open[name] = data
+        return data
+
+    def close(self) -> None:
+        while self._open:
+            _close(self._open.popitem()[1])
+
+
+def _close(data: Any) -> None:
+    """Unmap an archive (one whose arrays are still in use is unmapped when they go)."""
+    if isinstance(data, mmap.mmap):
+        with contextlib.suppress(BufferError):
+            data.close()
 
 
 def _specifier(spec: str | os.PathLike[str]) -> tuple[str, str]:
@@ -649,34 +694,46 @@ def _read(spec: str | os.PathLike[str], chain: bool) -> Iterator[Any]:
     if kind == "ark":
         yield from _Parse(_open(path), path).entries(chain)
         return
-    opened: dict[str, Any] = {}
     try:
-        with open(path, encoding="utf-8", errors="replace") as fd:
-            lines = fd.read(1 << 30)
-    except OSError as e:
+        lines = read_file(path, MAX_SCP_BYTES, error=KaldiDataError, what="egs scp").decode("utf-8", "replace")
+    except FileNotFoundError as e:
         raise KaldiDataError(f"cannot read {path}: {e.strerror or e}") from None
-    for number, line in enumerate(lines.splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split(None, 1)
-        if len(parts) != 2:
-            raise KaldiDataError(f"{path}:{number}: an scp line is 'key file:offset', got {line[:80]!r}")
-        key, entry = parts
-        name, _, offset = entry.strip().rpartition(":")
-        if "|" in entry or not name or not offset.isdigit():
-            raise KaldiDataError(f"{path}:{number}: example {key!r}: expected file:offset, got {entry[:80]!r}")
-        if name not in opened:
-            opened[name] = _open(name)
-        data = opened[name]
-        if int(offset) > len(data):
-            raise KaldiDataError(f"{path}:{number}: example {key!r}: offset {offset} is past the end of {name}")
-        parse = _Parse(data, name)
-        parse.key = key
-        r = parse.reader(int(offset))
-        try:
-            yield parse.chain_example(r) if chain else parse.example(r)
-        except ModelFormatError as e:
-            raise parse.fail(str(e).removeprefix(f"{name}: ")) from None
+    archives = _Archives()
+    try:
+        for number, line in enumerate(lines.splitlines(), 1):
+            if line.strip():
+                yield _scp_example(line, f"{path}:{number}", archives, chain)
+    finally:
+        archives.close()
+
+
+def _scp_example(line: str, where: str, archives: _Archives, chain: bool) -> Any:
+    """The example an scp line (`where`: its file and line) names. The line chose the file and the offset, so
+    an error names them, the field and what was expected, but never what the file holds there."""
+    parts = line.split(None, 1)
+    if len(parts) != 2:
+        raise KaldiDataError(f"{where}: an scp line is 'key file:offset', got {line[:80]!r}")
+    key, entry = parts
+    name, _, offset = entry.strip().rpartition(":")
+    if "|" in entry or not name or not offset.isdigit():
+        raise KaldiDataError(f"{where}: example {key!r}: expected file:offset, got {entry[:80]!r}")
+    data = archives[name]
+    if int(offset) > len(data):
+        raise KaldiDataError(f"{where}: example {key!r}: offset {offset} is past the end of {name}")
+    parse = _Parse(data, name, quote=False)
+    parse.key = key
+    r = parse.reader(int(offset))
+    try:
+        return parse.chain_example(r) if chain else parse.example(r)
+    except (ModelFormatError, KaldiDataError) as e:
+        expected = getattr(e, "expected", None)  # the readers' words for what they expected, not the file's
+        field = f", {parse.field}" if parse.field else ""
+        kind = "chain example" if chain else "nnet3 example"
+        raise KaldiDataError(
+            f"{name}: byte {offset}: example {key!r} ({where}){field}: not a readable {kind}"
+            f"{f'; expected {expected}' if expected else ''} (what the file holds there is not shown: the scp "
+            "chose the file and the offset)"
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------- training data

@@ -37,7 +37,7 @@ from ..components.base import Component
 from ..core.layer import Weight
 from ..errors import ArgumentTypeError, ConfigError, DescriptorError, ModelFormatError, ParameterError, SymnetError
 from ..paths import as_path
-from ..safe_read import regular_file
+from ..safe_read import MAX_ARRAY_BYTES, read_file
 from .build import build_network, config_structure
 from .components import PLACEHOLDER_INPUT, READABLE_TYPES, ModelFields, build_component, lookup
 from .components.fields import describe_value
@@ -247,9 +247,7 @@ def read_model(path: str | os.PathLike[str]) -> KaldiModel:
 
 
 def _read_bytes(path: str) -> bytes:
-    regular_file(path, ModelFormatError, "model file")
-    with open(path, "rb") as f:
-        return f.read()
+    return read_file(path, MAX_ARRAY_BYTES, error=ModelFormatError, what="model file")  # opened once
 
 
 def is_kaldi_model(path: str | os.PathLike[str]) -> bool:

@@ -20,7 +20,8 @@ exactly kaldiio's; text entries are parsed here, with a whole block per
 to kaldiio's values and types, except that a vector is int32 only if every
 value is an integer (kaldiio looks at the first, and fails on Kaldi's
 `[ 0 0.5 ]`), and a value that is not a number is named with its place.
-Errors are `KaldiDataError`s naming the file, the entry and the field.
+Errors are `KaldiDataError`s naming the file, the entry and the field; for a
+file and offset an scp line chose, they show no byte or token read there.
 The rspecifier the user types (`ark:cmd |`, `scp:-`) is opened as kaldiio
 opens it: that command is the user's own.
 """
@@ -38,6 +39,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 
 from ..errors import KaldiDataError, SymnetError
+from ..safe_read import open_regular
 
 __all__ = [
     "ark_offsets",
@@ -77,6 +79,9 @@ _NOT_KALDI = {
 }
 
 
+#: What an error says instead of the bytes of a file an scp line chose (the file and the offset).
+_HIDDEN = "what the file holds there is not shown: the scp line chose the file and the offset"
+
 PIPE_HINT = "an entry that runs a command; pass allow_pipes=True (symnet's --allow-pipes) to run it"
 
 
@@ -92,8 +97,9 @@ class _Reader:
     archive for its delimiters costs a `bytes.find` per block, not a Python call per byte.
     """
 
-    def __init__(self, fd: IO[bytes], where: str, readahead: int = _READAHEAD):
+    def __init__(self, fd: IO[bytes], where: str, readahead: int = _READAHEAD, quote: bool = True):
         self.fd, self.where, self.readahead = fd, where, readahead
+        self.quote = quote  # False: an scp chose the file and the offset, so no error shows what is there
         self.buffer, self.pos = b"", 0  # bytes read ahead; buffer[pos:] is not consumed yet
         self.left: int | None = None
         self._consumed = 0  # bytes read from `fd` so far (`tell`)
@@ -107,7 +113,12 @@ class _Reader:
 
     def error(self, key: str | None, message: str) -> KaldiDataError:
         at = f", utterance {key!r}" if key is not None else ""
-        return KaldiDataError(f"{self.where}{at}: {message}")
+        note = "" if self.quote else f" ({_HIDDEN})"
+        return KaldiDataError(f"{self.where}{at}: {message}{note}")
+
+    def shown(self, text: str | bytes) -> str:
+        """`text` read from the file, quoted for an error where the file's contents may be shown."""
+        return repr(text) if self.quote else "(not shown)"
 
     def _account(self, data: bytes) -> bytes:
         self._consumed += len(data)
@@ -217,7 +228,7 @@ class _Reader:
 def _int32(r: _Reader, key: str | None, what: str) -> tuple[bytes, int]:
     data = r.read(5, key, what)
     if data[:1] != b"\x04":
-        raise r.error(key, f"{what}: expected the size byte 4, found {data[:1]!r}")
+        raise r.error(key, f"{what}: expected the size byte 4, found {r.shown(data[:1])}")
     (value,) = struct.unpack("<i", data[1:5])
     if value < 0:
         raise r.error(key, f"{what} is {value}")
@@ -234,7 +245,8 @@ def _binary_entry(r: _Reader, key: str | None) -> bytes:
     name = token.rstrip(b" ").decode("latin-1")
     if not found or name not in ("FM", "FV", "DM", "DV", "CM", "CM2", "CM3"):
         raise r.error(
-            key, f"unknown binary object type {name!r} (Kaldi's are FM, FV, DM, DV, CM, CM2, CM3 and int32 vectors)"
+            key,
+            f"unknown binary object type {r.shown(name)} (Kaldi's are FM, FV, DM, DV, CM, CM2, CM3 and int32 vectors)",
         )
     out += token
     if name.startswith("CM"):
@@ -271,10 +283,11 @@ def _text_entry(r: _Reader, key: str | None) -> bytes:
     return bytes(out + r.read_until(b"\n", cap, key, "a text vector")[0])
 
 
-def read_object(fd: IO[bytes], where: str, key: str | None) -> np.ndarray:
+def read_object(fd: IO[bytes], where: str, key: str | None, quote: bool = True) -> np.ndarray:
     """One Kaldi object (matrix or vector) from `fd`, sizes checked before reading (`key`: for messages); a
-    binary one is read with little look-ahead (its data goes straight into its array)."""
-    return _read_object(_Reader(fd, where, _ENTRY_READAHEAD), key)
+    binary one is read with little look-ahead (its data goes straight into its array). With `quote=False`
+    (a file and offset an scp line chose) an error shows no byte or token read there."""
+    return _read_object(_Reader(fd, where, _ENTRY_READAHEAD, quote), key)
 
 
 def _read_object(r: _Reader, key: str | None) -> np.ndarray:
@@ -292,7 +305,8 @@ def _read_object(r: _Reader, key: str | None) -> np.ndarray:
     try:
         value = kaldiio.matio.read_kaldi(io.BytesIO(data))
     except Exception as e:  # kaldiio's asserts and ValueErrors on malformed data
-        raise r.error(key, f"not a valid Kaldi matrix or vector ({_reason(e)})") from None
+        reason = f" ({_reason(e)})" if r.quote else ""
+        raise r.error(key, f"not a valid Kaldi matrix or vector{reason}") from None
     if not isinstance(value, np.ndarray):
         raise r.error(key, f"a {type(value).__name__}, not a matrix or vector")
     return value
@@ -378,7 +392,7 @@ def _numbers(words: list[bytes], dtype: type, r: _Reader, key: str | None, what:
         if bad is None:
             raise r.error(key, f"{what}: a value is not {kind}") from None
         raise r.error(
-            key, f"{what}: value {bad + 1} of {len(words)}, {words[bad][:40].decode('latin-1')!r}, is not {kind}"
+            key, f"{what}: value {bad + 1} of {len(words)}, {r.shown(words[bad][:40].decode('latin-1'))}, is not {kind}"
         ) from None
 
 
@@ -413,10 +427,10 @@ _INT_WORD = re.compile(r"[+-]?[0-9]+\Z")
 _REAL_WORD = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
 
 
-def read_posterior(fd: IO[bytes], where: str, key: str | None) -> Posterior:
+def read_posterior(fd: IO[bytes], where: str, key: str | None, quote: bool = True) -> Posterior:
     """One Kaldi Posterior from `fd` (binary, or text `[ pdf weight ... ] [ ... ]` on one line), sizes
     checked before reading (`key`: for messages)."""
-    return _read_posterior(_Reader(fd, where), key)
+    return _read_posterior(_Reader(fd, where, quote=quote), key)
 
 
 def _read_posterior(r: _Reader, key: str | None) -> Posterior:
@@ -446,9 +460,9 @@ def _read_posterior(r: _Reader, key: str | None) -> Posterior:
     i = 0
     while i < len(words):
         if words[i] != "[":
-            hint = " (alignments rather than posteriors?)" if _INT_WORD.match(words[i]) else ""
+            hint = " (alignments rather than posteriors?)" if _INT_WORD.match(words[i]) and r.quote else ""
             raise r.error(
-                key, f"a text posterior: expected [ to start frame {len(counts_list)}, got {words[i]!r}{hint}"
+                key, f"a text posterior: expected [ to start frame {len(counts_list)}, got {r.shown(words[i])}{hint}"
             )
         i += 1
         start = len(pdfs)
@@ -456,7 +470,8 @@ def _read_posterior(r: _Reader, key: str | None) -> Posterior:
             if i + 1 >= len(words) or not _INT_WORD.match(words[i]) or not _REAL_WORD.match(words[i + 1]):
                 shown = " ".join(words[i : i + 2])
                 raise r.error(
-                    key, f"a text posterior: expected a pdf and a weight in frame {len(counts_list)}, got {shown!r}"
+                    key,
+                    f"a text posterior: expected a pdf and a weight in frame {len(counts_list)}, got {r.shown(shown)}",
                 )
             pdfs.append(int(words[i]))
             weights.append(float(words[i + 1]))
@@ -583,7 +598,7 @@ def _slices(spec: str) -> tuple[slice, ...]:
 def read_entry(entry: str, where: str, key: str, allow_pipes: bool = False, posterior: bool = False) -> Any:
     """The object an scp entry names: `file:offset` (a regular file), with `[rows,cols]` ranges, or a
     command (`cmd |`, only with `allow_pipes`); a `Posterior` with `posterior` (no ranges then)."""
-    read: Callable[[IO[bytes], str, str | None], Any] = read_posterior if posterior else read_object
+    read: Callable[[IO[bytes], str, str | None, bool], Any] = read_posterior if posterior else read_object
     value, slices, label = _entry(entry, where, key, allow_pipes, read)
     if slices is not None:
         if posterior:
@@ -601,8 +616,8 @@ def entry_rows(entry: str, where: str, key: str, allow_pipes: bool = False) -> i
     return len(range(rows)[slices[0]]) if slices else rows
 
 
-def _read_rows(fd: IO[bytes], where: str, key: str | None) -> int:
-    r = _Reader(fd, where)
+def _read_rows(fd: IO[bytes], where: str, key: str | None, quote: bool = True) -> int:
+    r = _Reader(fd, where, quote=quote)
     if not r.peek(2).startswith(b"\0B"):
         return len(_read_object(r, key))
     r.read(2, key, "the binary marker")
@@ -611,7 +626,7 @@ def _read_rows(fd: IO[bytes], where: str, key: str | None) -> int:
     token, found = r.read_until(b" ", 4, key, "the object type")
     name = token.rstrip(b" ").decode("latin-1")
     if not found or name not in ("FM", "FV", "DM", "DV", "CM", "CM2", "CM3"):
-        raise r.error(key, f"unknown binary object type {name!r}")
+        raise r.error(key, f"unknown binary object type {r.shown(name)}")
     if name.startswith("CM"):
         rows, cols = struct.unpack("<ii", r.read(16, key, "the compressed matrix header")[8:16])
         size = {"CM": 8 * cols + rows * cols, "CM2": 2 * rows * cols, "CM3": rows * cols}[name]
@@ -625,7 +640,7 @@ def _read_rows(fd: IO[bytes], where: str, key: str | None) -> int:
 
 
 def _entry(
-    entry: str, where: str, key: str, allow_pipes: bool, read: Callable[[IO[bytes], str, str | None], Any]
+    entry: str, where: str, key: str, allow_pipes: bool, read: Callable[[IO[bytes], str, str | None, bool], Any]
 ) -> tuple[Any, tuple[slice, ...] | None, str]:
     """`(read(file at the entry's offset), the entry's ranges, the entry's name for errors)`."""
     import kaldiio
@@ -637,30 +652,30 @@ def _entry(
             raise KaldiDataError(f"{where}: utterance {key!r} is {PIPE_HINT}: {entry[:80]!r}")
         try:
             with kaldiio.open_like_kaldi(name, "rb") as fd:
-                return read(fd, label, None), slices, label
+                return read(fd, label, None, True), slices, label
         except SymnetError:
             raise
         except Exception as e:
             raise KaldiDataError(f"{label}: the command failed ({_reason(e)})") from None
     try:  # opened once, then checked (a FIFO does not block the open; nothing is read by name after the check)
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as e:
+        opened, st = open_regular(name, KaldiDataError, "file")
+    except FileNotFoundError as e:
         raise KaldiDataError(f"{label}: cannot open {name}: {e.strerror}") from None
+    except KaldiDataError as e:
+        raise KaldiDataError(f"{label}: {e}") from None
+    fd = opened.fileno()
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise KaldiDataError(f"{label}: {name} is not a regular file (symnet reads no devices or FIFOs here)")
         if offset is not None and offset > st.st_size:
             raise KaldiDataError(f"{label}: offset {offset} is past the end of {name} ({st.st_size} bytes)")
         if read is read_object and (value := _matrix_at(fd, offset or 0, st.st_size)) is not None:
             return value, slices, label
         with os.fdopen(os.dup(fd), "rb", buffering=0) as f:  # one object: its data is read straight into its array
             f.seek(offset or 0)
-            return read(f, label, None), slices, label
+            return read(f, f"{label}: {name}: byte {offset or 0}", None, False), slices, label
     except OSError as e:
         raise KaldiDataError(f"{label}: cannot read {name}: {e.strerror or e}") from None
     finally:
-        os.close(fd)
+        opened.close()
 
 
 def _matrix_at(fd: int, offset: int, size: int) -> np.ndarray | None:

@@ -30,7 +30,7 @@ import attrs
 import jax
 import numpy as np
 
-from ..atomic import atomic_write
+from ..atomic import atomic_write, remove_stale_temporaries
 from ..errors import CheckpointError
 from ..safe_read import NpzArchive, as_read, as_stored, stored_dtype
 
@@ -196,42 +196,62 @@ def lock(path: str) -> Iterator[None]:
     """Hold checkpoint `path` for one training run: a second run on it is a CheckpointError.
 
     An advisory `flock` on a lock file beside it, released by the system if the
-    process dies (so a run killed with -9 never blocks the next); the file is
-    removed on the way out.
+    process dies (so a run killed with -9 never blocks the next). The lock file
+    is created exclusively (never through a link), given this process's id and
+    removed on the way out; one that was there before (left by a run killed
+    with -9, or made by anyone else) is locked as it is: never truncated,
+    written or removed (delete it by hand once no run uses it). Once the lock is
+    held, temporary files of this checkpoint's name that a killed run left
+    (`symnet._src.atomic.remove_stale_temporaries`) are removed.
     """
     name = lock_path(path)
     os.makedirs(os.path.dirname(name), exist_ok=True)
     while True:
-        fd = _open_lock(name, path)
+        opened = _open_lock(name, path)
+        if opened is None:  # removed as we looked: look again
+            continue
+        fd, made = opened
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
+            holder = _holder(fd, name)
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise
             raise CheckpointError(
-                f"{path} is in use by another training run ({_holder(name)}); two runs on one "
+                f"{path} is in use by another training run ({holder}); two runs on one "
                 "checkpoint would overwrite each other's progress"
             ) from None
         if _same_file(fd, name):
             break
         os.close(fd)  # the holder removed it as we opened it: take the new one
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        if made:
+            os.write(fd, f"{os.getpid()}\n".encode())
+        remove_stale_temporaries(path)
         yield
     finally:
-        if _same_file(fd, name):  # only the file this run locked: never one planted since
+        if made and _same_file(fd, name):  # only the file this run made: never one planted since
             with contextlib.suppress(OSError):
                 os.unlink(name)
         os.close(fd)
 
 
-def _open_lock(name: str, path: str) -> int:
-    """The lock file, opened without following a link and without blocking on a FIFO; a CheckpointError where
+_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_lock(name: str, path: str) -> tuple[int, bool] | None:
+    """`(fd, made)`: the lock file created exclusively (`made`), or the one already there, opened read-only
+    without following a link or blocking on a FIFO; None if it went as we looked. A CheckpointError where
     something other than a regular file (a link someone planted, a device, a FIFO) has its name."""
     try:
-        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+        return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | _FLAGS, 0o600), True
+    except FileExistsError:
+        pass
+    try:
+        fd = os.open(name, os.O_RDONLY | _FLAGS)  # never written: it is not ours
+    except FileNotFoundError:
+        return None
     except OSError as e:
         if e.errno != errno.ELOOP:
             raise
@@ -242,7 +262,7 @@ def _open_lock(name: str, path: str) -> int:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise CheckpointError(f"{path}: its lock file {name} is not a regular file; remove it if it is yours")
-    return fd
+    return fd, False
 
 
 def _same_file(fd: int, name: str) -> bool:
@@ -255,10 +275,10 @@ def _same_file(fd: int, name: str) -> bool:
     return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
-def _holder(name: str) -> str:
+def _holder(fd: int, name: str) -> str:
+    """Who holds lock file `name` (open as `fd`), as far as the file says."""
     try:
-        with open(name) as f:
-            pid = f.read(20).strip()
+        pid = os.pread(fd, 20, 0).decode("ascii", "replace").strip()
     except OSError:
         pid = ""
     return f"process {pid} holds {name}" if pid.isdigit() else f"{name} is locked"

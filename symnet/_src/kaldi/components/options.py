@@ -21,7 +21,7 @@ import math
 import numbers
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -29,8 +29,8 @@ from ...components.base import Component
 from ...core.initializers import Full, Initializer, Normal, Zeros
 from ...core.layer import Layer
 from ...errors import ComponentConfigError, ModelFormatError, SymnetError
-from ...safe_read import regular_file
-from ..binary import read_kaldi_array
+from ...safe_read import open_regular, read_bounded
+from ..binary import parse_kaldi_array
 
 __all__ = [
     "LEARNING",
@@ -215,46 +215,51 @@ def read_matrix_file(path: str) -> np.ndarray:
     """The matrix or vector in a file a config option names, as Kaldi reads it: a Kaldi matrix or
     vector, text (`[ 1 2\\n 3 4 ]`) or binary (what Kaldi's own scripts write), or a `.npy` file.
 
-    The file is named inside another file, so it is treated as untrusted: only a regular file of at most
-    MAX_MATRIX_FILE_BYTES is read (a device or FIFO could be read forever), a `.npy` header's shape must
-    match the file's real size before anything is allocated, and an error names the file and what was
-    expected but never quotes what the file holds (`matrix=/proc/self/environ` must not print it)."""
-    st = regular_file(path, ModelFormatError, "matrix file")
-    if st.st_size > MAX_MATRIX_FILE_BYTES:
-        raise ModelFormatError(
-            f"{path}: the matrix file has {st.st_size} bytes, more than the {MAX_MATRIX_FILE_BYTES} allowed"
-        )
-    if str(path).endswith(".npy"):
-        return _read_npy(path, st.st_size)
+    The file is named inside another file, so it is treated as untrusted: it is opened once and only a
+    regular file of at most MAX_MATRIX_FILE_BYTES is read (a device or FIFO could be read forever), a `.npy`
+    header's shape must match the file's real size before anything is allocated, and an error names the file
+    and what was expected but never quotes what the file holds (`matrix=/proc/self/environ` must not print it)."""
+    f, st = open_regular(path, ModelFormatError, "matrix file")
+    with f:
+        if st.st_size > MAX_MATRIX_FILE_BYTES:
+            raise ModelFormatError(
+                f"{path}: the matrix file has {st.st_size} bytes, more than the {MAX_MATRIX_FILE_BYTES} allowed"
+            )
+        if str(path).endswith(".npy"):
+            return _read_npy(f, path, st.st_size)
+        data = read_bounded(f, st.st_size, MAX_MATRIX_FILE_BYTES)
     try:
-        return read_kaldi_array(path)
+        if len(data) > MAX_MATRIX_FILE_BYTES:
+            raise ModelFormatError(f"{path}: the matrix file grew past {MAX_MATRIX_FILE_BYTES} bytes as it was read")
+        return parse_kaldi_array(data, path)
     except ModelFormatError:
         raise ModelFormatError(
             f"{path}: not a Kaldi matrix or vector (text `[ ... ]` or binary, as Kaldi's scripts write) or a .npy file"
         ) from None
 
 
-def _read_npy(path: str, size: int) -> np.ndarray:
-    """A .npy file's array, its header checked against the file's size before the data is read."""
+def _read_npy(f: IO[bytes], path: str, size: int) -> np.ndarray:
+    """The array of the open .npy file `f`, its header checked against the file's size before the data is read."""
     what = f"{path}: not a readable .npy matrix file"
-    with open(path, "rb") as f:
-        try:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-            else:
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-        except ValueError:
-            raise ModelFormatError(f"{what} (its header is not a .npy header)") from None
-        if dtype.hasobject:
-            raise ModelFormatError(f"{what} (it holds Python objects, which would need a pickle)")
-        expected = math.prod(shape) * dtype.itemsize
-        if expected != size - f.tell():
-            raise ModelFormatError(
-                f"{what}: its header's shape {shape} of {dtype} is {expected} bytes, but the file has "
-                f"{size - f.tell()} after the header"
-            )
-        array = np.fromfile(f, dtype=dtype, count=math.prod(shape))
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    except ValueError:
+        raise ModelFormatError(f"{what} (its header is not a .npy header)") from None
+    if dtype.hasobject:
+        raise ModelFormatError(f"{what} (it holds Python objects, which would need a pickle)")
+    expected = math.prod(shape) * dtype.itemsize
+    if expected != size - f.tell():
+        raise ModelFormatError(
+            f"{what}: its header's shape {shape} of {dtype} is {expected} bytes, but the file has "
+            f"{size - f.tell()} after the header"
+        )
+    array = np.fromfile(f, dtype=dtype, count=math.prod(shape))
+    if array.size != math.prod(shape):
+        raise ModelFormatError(f"{what}: the file was cut short as it was read")
     return array.reshape(shape, order="F" if fortran else "C")
 
 
