@@ -56,6 +56,7 @@ import numpy as np
 from .core.index import INDEX_LIMIT
 from .errors import SymnetError
 from .host_memory import tune_host_memory
+from .text import is_digits
 
 __all__ = ["main", "PROG", "warn_non_finite", "XCONFIG_BYTES"]
 
@@ -192,7 +193,7 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
     """(train, valid) from `--data builtin:hmm[:SEQUENCES]` or Kaldi archives."""
     if args.data:
         parts = args.data.split(":")
-        if parts[:2] != ["builtin", "hmm"] or len(parts) > 3 or (len(parts) == 3 and not parts[2].isdigit()):
+        if parts[:2] != ["builtin", "hmm"] or len(parts) > 3 or (len(parts) == 3 and not is_digits(parts[2])):
             raise SymnetError(f"unknown --data {args.data!r}; the built-in task is builtin:hmm[:SEQUENCES]")
         from .datasets import HmmTask
 
@@ -450,7 +451,7 @@ def _input_files(spec: str) -> list[str]:
             for line in itertools.islice(f, 1_000_000):
                 fields = line.split(maxsplit=1)
                 entry = fields[1].strip() if len(fields) == 2 else ""
-                files.append(entry.rsplit(":", 1)[0] if entry[-1:].isdigit() and ":" in entry else entry)
+                files.append(entry.rsplit(":", 1)[0] if is_digits(entry[-1:]) and ":" in entry else entry)
         return files
     return [ark] if isinstance(ark, str) and ark else []
 
@@ -684,8 +685,8 @@ XCONFIG_BYTES = 1 << 24
 def _export(args: argparse.Namespace, stdout: TextIO) -> int:
     from .exporting import export
 
-    batch = int(args.batch) if args.batch.isdigit() else args.batch
-    frames = int(args.frames) if args.frames.isdigit() else args.frames
+    batch = int(args.batch) if is_digits(args.batch) else args.batch  # '²' is a name export refuses, not int('²')
+    frames = int(args.frames) if is_digits(args.frames) else args.frames
     chunk = {} if args.chunk is None else {"chunk": args.chunk}
     network = _load(args.model)
     export(network, args.out, frames=frames, batch=batch, mode=args.mode, output=args.output, **chunk)

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 import attrs
 
 from ...errors import ConfigError
+from ...text import clip
 from .descriptor import DimMismatch, XDescriptor, parse_xdescriptor
 from .syntax import XconfigLine
 
@@ -239,7 +240,7 @@ class XLayer:
             try:
                 self.config[key] = _convert(key, self.config[key], text)
             except ValueError as e:
-                raise source.error(f"{self.what}: {key}={text}: {e}", source.value_column(key)) from None
+                raise source.error(f"{self.what}: {key}={clip(text)}: {e}", source.value_column(key)) from None
         self.inputs: dict[str, Resolved] = {key: self._resolve(key) for key in self.descriptor_keys}
         self.derive()
         self.check()
@@ -279,7 +280,7 @@ class XLayer:
 
     @property
     def what(self) -> str:
-        return f"{self.layer_type} {self.name}"
+        return f"{self.layer_type} {clip(self.name, 80)}"
 
     def error(self, message: str, key: str | None = None) -> ConfigError:
         """A ConfigError at this layer's line, pointing at option `key` when it was written there."""
@@ -313,7 +314,7 @@ class XLayer:
 
         def fail(message: str, position: int) -> ConfigError:
             where = column + position if column else None
-            return self.source.error(f"{self.what}: {key}={text}: {message}", where or self.source.type_column)
+            return self.source.error(f"{self.what}: {key}={clip(text)}: {message}", where or self.source.type_column)
 
         # [-1], [-2] and bare offsets count the xconfig's layers only, not the existing network's nodes (Kaldi's rule)
         layers = [layer.name for layer in self.previous if layer.layer_type != "existing"]

@@ -29,6 +29,7 @@ import numpy as np
 from ...atomic import atomic_write, atomic_write_all
 from ...core.layer import Structure
 from ...errors import ConfigError, SymnetError
+from ...text import clip
 from . import attention, basic, composite, convolution, gru, lstm, stats, trivial  # noqa: F401  (register the layers)
 from .backend import ConfigLine, OutputNode, Source, build_network, parse_line, read_matrix_file, sized_structure
 from .base import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES, XInput, XLayer, closest
@@ -98,7 +99,7 @@ class Xconfig:
             try:
                 parsed = parse_line(text, file=self.file, line=layer.source.line, repeated=_repeated(layer.source))
             except ConfigError as e:
-                raise layer.error(f"the generated config line is not valid ({e.message}): {text}") from None
+                raise layer.error(f"the generated config line is not valid ({e.message}): {clip(text)}") from None
             if parsed is not None:
                 lines.append(attrs.evolve(parsed, source=_source(layer.source, parsed.source)))
         if which != "init" and not any(isinstance(line, OutputNode) for line in lines):
