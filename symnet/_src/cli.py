@@ -13,6 +13,7 @@
                                          compiled programs are kept for the next run (--compile-cache)
     symnet xconfig [-o FINAL_CONFIG | --config-dir DIR] [--existing-model MODEL] XCONFIG
                                          steps/nnet3/xconfig_to_configs.py: an xconfig expanded to final.config
+                                         (and the matrices its layers write, inside the output folder only)
     symnet lda [options] (--posteriors RSPEC | --alignments RSPEC) NETWORK FEATS_RSPECIFIER LDA_MAT
                                          nnet3-acc-lda-stats + nnet-get-feature-transform: the LDA-like input
                                          transform of a recipe's fixed-affine-layer (lda.mat)
@@ -697,7 +698,6 @@ def _export(args: argparse.Namespace, stdout: TextIO) -> int:
 def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
     from .atomic import atomic_write_all
     from .kaldi.xconfig import read_xconfig
-    from .kaldi.xconfig.expand import kaldi_matrix_text
     from .kaldi.xconfig.layers import node_dims
     from .safe_read import read_file
 
@@ -709,22 +709,25 @@ def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
     xconfig = read_xconfig(io.StringIO(text), file=args.xconfig, existing=existing)
     # The checks xconfig_to_configs.py makes with nnet3-init of ref.config (random matrices where final.config reads
     # files a later recipe step writes, such as lda.mat) and init.config: errors name the xconfig line.
-    # write_config_dir makes them (ref.config's network gives `vars`) before it writes anything.
+    # config_dir_files makes them (ref.config's network gives `vars`) before anything is written.
     if args.config_dir:
-        for path in xconfig.write_config_dir(args.config_dir, text, base):
-            print(f"wrote {path}", file=stdout)
-        return 0
-    xconfig.check_contexts(base)
-    final = xconfig.config_text("final")
-    assert final is not None  # only init.config can be missing
-    if not args.output:
-        stdout.write(final)
-        return 0
-    files = {args.output: final.encode("utf-8")}  # with the matrices it names that the layers write (the IDCT's)
-    files.update({name: kaldi_matrix_text(matrix).encode("utf-8") for name, matrix in xconfig.matrices.items()})
-    atomic_write_all(files)
-    for path in files:
-        print(f"wrote {path}", file=stdout)
+        folder = args.config_dir
+        contents = xconfig.config_dir_files(folder, text, base)  # with the files the layers write
+        named = xconfig.layer_files(folder)
+    else:
+        xconfig.check_contexts(base)
+        final = xconfig.config_text("final")
+        assert final is not None  # only init.config can be missing
+        if not args.output:
+            stdout.write(final)
+            return 0
+        # the files the layers write (an idct-layer's matrix), at the paths their options give inside the folder
+        folder = os.path.dirname(args.output) or "."
+        named = xconfig.layer_files(folder, taken=[args.output])
+        contents = {args.output: final.encode("utf-8")} | {path: file.data for path, file in named.items()}
+    atomic_write_all(contents, inside={path: folder for path in named})
+    for path in contents:
+        print(f"wrote {path}" + (f" ({named[path].what})" if path in named else ""), file=stdout)
     return 0
 
 
@@ -1212,11 +1215,20 @@ def _parser() -> argparse.ArgumentParser:
         "xconfig",
         help="expand a Kaldi xconfig to an nnet3 config (xconfig_to_configs.py)",
         description="Expand the layers of a Kaldi xconfig as steps/nnet3/xconfig_to_configs.py does and check the "
-        "network builds. Prints final.config, or writes it (atomically) to -o; --config-dir writes "
+        "network builds. Prints final.config, or writes it to -o; --config-dir writes "
         "init.config (if any), ref.config, final.config, xconfig.expanded.1 and .2 and the matrices "
-        "the layers write (idct-layer).",
+        "the layers write (idct-layer). A file a layer writes (an idct-layer's affine-transform-file, a path "
+        "from the working folder as final.config reads it) is written with them only if it lies inside the "
+        "output folder (DIR, or the folder of -o's file), with no '..' and no symbolic link on the way, else the "
+        "xconfig is refused naming the option and its line; every file written is listed. The files are "
+        "written as a set: all old or all new, or the error says which changed.",
     )
-    xconfig.add_argument("-o", "--output", metavar="FINAL_CONFIG", help="write final.config here")
+    xconfig.add_argument(
+        "-o",
+        "--output",
+        metavar="FINAL_CONFIG",
+        help="write final.config here, and beside it the matrices the layers write (each listed as written)",
+    )
     xconfig.add_argument("--config-dir", metavar="DIR", help="write every config file into DIR")
     xconfig.add_argument(
         "--existing-model",

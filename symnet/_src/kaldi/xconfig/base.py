@@ -202,6 +202,9 @@ class XLayer:
     unsupported: ClassVar[dict[str, str]] = {}
     #: False for output layers: their output-node cannot be an input of another layer (their auxiliary outputs can).
     referable: ClassVar[bool] = True
+    #: Options naming files the layer writes (`matrices()`, by the paths these give), as the idct-layer's
+    #: affine-transform-file: written only inside the output folder (`symnet._src.kaldi.xconfig.files`).
+    writes: ClassVar[tuple[str, ...]] = ()
 
     #: The layer's name (its `name=` option).
     name: str
@@ -273,7 +276,8 @@ class XLayer:
         raise NotImplementedError
 
     def matrices(self) -> dict[str, Any]:
-        """Files the layer writes (name -> numpy array), as the idct-layer writes its matrix."""
+        """Files the layer writes (the path an option in `writes` gives -> numpy array), as the idct-layer writes
+        its matrix."""
         return {}
 
     # ----- helpers ------------------------------------------------------------------------------
