@@ -53,6 +53,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.saving": (6, "saving"),
     "symnet._src.exporting": (6, "exporting"),
     "symnet._src.cli": (7, "app"),
+    "symnet._src.cli_files": (7, "app"),
     "symnet._src.demo": (7, "app"),
     "symnet.__main__": (7, "app"),
     "symnet": (7, "app"),
