@@ -3,7 +3,7 @@
 Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
-    errors, atomic, safe_read, host_memory, paths, moved  ->  core  ->  engine  ->  network
+    errors, atomic, safe_read, host_memory, paths, moved, text  ->  core  ->  engine  ->  network
         ->  components, layers | chain  ->  kaldi | train | datasets  ->  display | saving | exporting
         ->  cli, demo, the public modules (the package itself, symnet.kaldi, symnet.train, ...)
 
@@ -37,6 +37,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.paths": (0, "base"),
     "symnet._src.version": (0, "base"),
     "symnet._src.moved": (0, "base"),
+    "symnet._src.text": (0, "base"),
     "symnet._src.core": (1, "core"),
     "symnet._src.engine": (2, "engine"),
     "symnet._src.network": (3, "network"),
@@ -52,6 +53,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.saving": (6, "saving"),
     "symnet._src.exporting": (6, "exporting"),
     "symnet._src.cli": (7, "app"),
+    "symnet._src.cli_files": (7, "app"),
     "symnet._src.demo": (7, "app"),
     "symnet.__main__": (7, "app"),
     "symnet": (7, "app"),

@@ -18,6 +18,12 @@ How `atomic_open(path)` (and `AtomicFile`, `atomic_write`) writes, by what `path
   pipe): written through, as Kaldi does. Nothing there is replaced.
 - a folder: an error.
 
+A path a file named (an xconfig's `affine-transform-file`; `AtomicFile(path,
+inside=folder)`) gets none of these: it must lie inside the user's folder, is
+reached without following a link, and is always replaced by a rename; a link,
+a device or a FIFO there is an error. `atomic_write_all` writes a set of files
+all old or all new, or says which of them changed.
+
 Every failure is an `OutputError` (a SymnetError and an OSError) that names the
 user's path, never the temporary file, and no temporary file is left behind.
 """
@@ -29,6 +35,7 @@ import errno
 import io
 import os
 import re
+import secrets
 import shutil
 import stat
 import tempfile
@@ -43,6 +50,7 @@ __all__ = [
     "atomic_write_all",
     "AtomicFile",
     "check_writable",
+    "open_inside",
     "remove_stale_temporaries",
     "resolve_output",
     "temporary_pattern",
@@ -100,28 +108,41 @@ class AtomicFile:
 
     See the module doc for what each kind of path gets. `abort` after `commit`
     does nothing, so `try: ...; f.commit() finally: f.abort()` is the pattern.
+    With `inside` (a folder), `path` is a name a file gave (an xconfig's
+    `affine-transform-file`): see `open_inside`.
     """
 
-    def __init__(self, path: str | os.PathLike[str], mode: str = "wb"):
+    def __init__(self, path: str | os.PathLike[str], mode: str = "wb", *, inside: str | None = None):
         if mode not in ("wb", "w"):
             raise ValueError(f"mode must be 'wb' or 'w', got {mode!r}")
         self.path = os.fspath(path)
-        self.target, self.how, self._stat = resolve_output(self.path)
         self._tmp: str | None = None
+        self._dir: int | None = None  # with `inside`: the folder, opened; names are then relative to it
         self._done = False
+        self._reserved: int | None = None  # the size an in-place target had before `reserve` grew it
+        self._prepared = False
         try:
+            if inside is None:
+                self.target, self.how, self._stat = resolve_output(self.path)
+            else:
+                self._dir, self.target, self._stat = open_inside(self.path, inside)
+                self.how = _REPLACE
             if self.how == _THROUGH:
                 raw: IO[Any] = open(self.target, "wb")
             else:
                 raw = self._temporary()
             self.file: IO[Any] = raw if mode == "wb" else _text(raw)
         except BaseException as e:
-            self._cleanup()
+            self.abort()
             if isinstance(e, Exception):
                 raise _error(self.path, e) from None
             raise
 
     def _temporary(self) -> IO[Any]:
+        if self._dir is not None:  # a name no one can have planted (O_EXCL), in the folder opened
+            self._tmp = f".{self.target}.{secrets.token_hex(6)}.tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            return os.fdopen(os.open(self._tmp, flags, 0o600, dir_fd=self._dir), "wb")
         directory = os.path.dirname(self.target)
         try:
             os.makedirs(directory, exist_ok=True)
@@ -134,12 +155,44 @@ class AtomicFile:
         return os.fdopen(fd, "wb")
 
     def prepare(self) -> None:
-        """Flush the written data to disk beside `path` (where a full disk shows), leaving `path` untouched until
-        `commit` (OutputError naming `path` if that fails)."""
+        """Flush the written data to disk beside `path` (where a full disk shows) and give it `path`'s mode and
+        owner, leaving `path` untouched until `commit` (OutputError naming `path` if that fails)."""
         try:
             self.file.flush()
             if self.how != _THROUGH:
                 os.fsync(self.file.fileno())
+            if self.how == _REPLACE:
+                self._take_mode()
+            self._prepared = True
+        except BaseException as e:
+            self.abort()
+            if isinstance(e, Exception):
+                raise _error(self.path, e) from None
+            raise
+
+    def _take_mode(self) -> None:
+        """The temporary file gets the replaced file's mode and owner (a new file: what `open()` gives)."""
+        fd, st = self.file.fileno(), self._stat
+        if st is None:
+            os.fchmod(fd, 0o666 & ~_umask())
+            return
+        if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()) and _can_keep_owner(st):
+            os.fchown(fd, st.st_uid, st.st_gid)
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+
+    def reserve(self) -> None:
+        """For a file written in place: make room for the new contents now, where the file system can (a full
+        disk fails here, the file as it was), so that `commit` does not run out part way."""
+        if self.how != _IN_PLACE or self._reserved is not None or self._done:
+            return
+        assert self._tmp is not None
+        try:
+            size = os.stat(self._tmp).st_size
+            with open(self.target, "r+b") as dst:
+                old = os.fstat(dst.fileno()).st_size
+                if size > old:
+                    self._reserved = old
+                    os.posix_fallocate(dst.fileno(), 0, size)
         except BaseException as e:
             self.abort()
             if isinstance(e, Exception):
@@ -151,11 +204,12 @@ class AtomicFile:
         if self._done:
             return
         try:
-            self.file.flush()
+            if not self._prepared:
+                self.prepare()
+            self.reserve()
             if self.how == _THROUGH:
                 self.file.close()
             else:
-                os.fsync(self.file.fileno())
                 self.file.close()
                 if self.how == _REPLACE:
                     self._replace()
@@ -166,40 +220,26 @@ class AtomicFile:
             if isinstance(e, Exception):
                 raise _error(self.path, e) from None
             raise
+        self._reserved = None
         self._done = True
         self._cleanup()
 
     def _replace(self) -> None:
         assert self._tmp is not None
-        st = self._stat
-        if st is None:
-            os.chmod(self._tmp, 0o666 & ~_umask())
-        else:
-            if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
-                os.chown(self._tmp, st.st_uid, st.st_gid)
-            os.chmod(self._tmp, stat.S_IMODE(st.st_mode))
-        os.replace(self._tmp, self.target)
+        os.replace(self._tmp, self.target, src_dir_fd=self._dir, dst_dir_fd=self._dir)
         self._tmp = None
         with contextlib.suppress(OSError):  # the rename itself made durable (where folders can be opened)
-            fd = os.open(os.path.dirname(self.target), os.O_RDONLY)
+            fd = os.open(os.path.dirname(self.target) or ".", os.O_RDONLY) if self._dir is None else self._dir
             try:
                 os.fsync(fd)
             finally:
-                os.close(fd)
+                if fd != self._dir:
+                    os.close(fd)
 
     def _copy_in_place(self) -> None:
         assert self._tmp is not None
         with open(self._tmp, "rb") as src, open(self.target, "r+b") as dst:
             size = os.fstat(src.fileno()).st_size
-            old = os.fstat(dst.fileno()).st_size
-            if size > old:  # reserve the space first where the file system can: a full disk fails here
-                try:
-                    os.posix_fallocate(dst.fileno(), 0, size)
-                except OSError as e:
-                    if e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-                        with contextlib.suppress(OSError):
-                            os.truncate(dst.fileno(), old)
-                        raise
             shutil.copyfileobj(src, dst, 1 << 20)
             dst.truncate(size)
             dst.flush()
@@ -210,6 +250,10 @@ class AtomicFile:
         if self._done:
             return
         self._done = True
+        if self._reserved is not None:  # room made for contents that never came: the old size again
+            with contextlib.suppress(OSError):
+                os.truncate(self.target, self._reserved)
+            self._reserved = None
         self._cleanup()
 
     def _cleanup(self) -> None:
@@ -222,8 +266,47 @@ class AtomicFile:
                 os.close(file.fileno())
         if self._tmp is not None:
             with contextlib.suppress(OSError):
-                os.unlink(self._tmp)
+                os.unlink(self._tmp, dir_fd=self._dir)
             self._tmp = None
+        if self._dir is not None and self._done:
+            os.close(self._dir)
+            self._dir = None
+
+
+def open_inside(path: str, folder: str) -> tuple[int, str, os.stat_result | None]:
+    """`(folder fd, name, stat)` for writing `path`, a name a file gave, inside `folder` (the user's): every folder
+    below `folder` is opened without following a link (created if missing), and the file itself must be absent
+    or a regular file, not a link. Such a file is always replaced (never written in place through a hard link,
+    never through a link or a device). OutputError naming `path` otherwise."""
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(folder))
+    parts = rel.split(os.sep)
+    if rel in (".", "") or parts[0] == os.pardir or os.path.isabs(rel):
+        raise OutputError(errno.EPERM, f"it is not inside {folder}", path)
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, dir_fd=fd)
+            try:
+                below = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise OutputError(e.errno, f"{part} is a link or not a folder", path) from None
+                raise
+            os.close(fd)
+            fd = below
+        try:
+            st: os.stat_result | None = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+            raise OutputError(errno.EPERM, f"it is {kind}", path)
+        return fd, parts[-1], st
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _prefix(target: str) -> str:
@@ -282,14 +365,18 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
         f.write(data)
 
 
-def atomic_write_all(files: Mapping[str, bytes]) -> None:
-    """Write a set of files as a whole: each is written and flushed to disk beside its path first, and only when
-    every one is do they replace their paths, so a failure (a full disk) leaves every path as it was, with an
-    OutputError naming the path that failed. (The renames themselves do not fail on a full disk.)"""
+def atomic_write_all(files: Mapping[str, bytes], *, inside: Mapping[str, str] | None = None) -> None:
+    """Write a set of files as a whole, all old or all new: each is written and flushed to disk beside its path
+    first, room is made for those written in place (hard links), and only then are they copied in and the
+    others renamed over their paths (renames do not fail on a full disk). A failure before that leaves every
+    path as it was; the OutputError names the path that failed and says which files of the set, if any,
+    changed. `inside` maps paths that a file named (not the user) to the folder they must stay in
+    (`open_inside`)."""
     outs: list[AtomicFile] = []
+    folders = inside or {}
     try:
         for path, data in files.items():
-            out = AtomicFile(path, "wb")
+            out = AtomicFile(path, "wb", inside=folders.get(path))
             outs.append(out)
             try:
                 out.file.write(data)
@@ -297,10 +384,39 @@ def atomic_write_all(files: Mapping[str, bytes]) -> None:
                 raise _error(out.path, e) from None
             out.prepare()
         for out in outs:
-            out.commit()
+            out.reserve()
+        changed = [out.path for out in outs if out.how == _THROUGH]  # devices and FIFOs took the data already
+        for out in sorted(outs, key=lambda o: o.how != _IN_PLACE):  # in place first: only they can fail part way
+            try:
+                out.commit()
+            except OutputError as e:
+                if len(files) < 2:
+                    raise
+                raise _set_error(e, changed, out, list(files)) from None
+            if out.how != _THROUGH:
+                changed.append(out.path)
+    except OutputError as e:
+        if len(files) < 2 or "of this set" in (e.strerror or ""):
+            raise
+        written = [o.path for o in outs if o.how == _THROUGH and o.path != e.filename]
+        raise _set_error(e, written, None, list(files)) from None
     finally:
         for out in outs:
             out.abort()
+
+
+def _set_error(error: OutputError, changed: list[str], failed: AtomicFile | None, paths: list[str]) -> OutputError:
+    """`error`, saying which files of the set it stopped changed and which are as they were."""
+    partial = failed is not None and failed.how == _IN_PLACE
+    kept = [p for p in paths if p not in changed and not (partial and failed is not None and p == failed.path)]
+    parts = []
+    if changed:
+        parts.append(f"{', '.join(changed)} changed")
+    if partial and failed is not None:
+        parts.append(f"{failed.path} is partly written")
+    parts.append(f"{', '.join(kept)} as they were" if changed or partial else "every file as it was")
+    text = f"{error.strerror or error}; of this set, {'; '.join(parts)}"
+    return OutputError(error.errno, text, error.filename)
 
 
 def check_writable(path: str | os.PathLike[str]) -> None:

@@ -13,6 +13,7 @@
                                          compiled programs are kept for the next run (--compile-cache)
     symnet xconfig [-o FINAL_CONFIG | --config-dir DIR] [--existing-model MODEL] XCONFIG
                                          steps/nnet3/xconfig_to_configs.py: an xconfig expanded to final.config
+                                         (and the matrices its layers write, inside the output folder only)
     symnet lda [options] (--posteriors RSPEC | --alignments RSPEC) NETWORK FEATS_RSPECIFIER LDA_MAT
                                          nnet3-acc-lda-stats + nnet-get-feature-transform: the LDA-like input
                                          transform of a recipe's fixed-affine-layer (lda.mat)
@@ -29,7 +30,8 @@ acoustic model, see `symnet._src.kaldi.model_reader`), a symnet network file
 config file or a Kaldi xconfig file (told apart by its first line, see
 `symnet._src.kaldi.xconfig`); so is CONFIG. OUT is written atomically: on any error it is left as it was
 (or absent). Kaldi's boolean options take `--name=true|false`; a bare
-`--name` means true.
+`--name` means true. A command refuses an output that is one of its input files (the same
+file through any link), unless --force, and two outputs that are one file.
 
 Errors in the user's input print one line, the symnet error text, to stderr
 and exit with status 1; usage errors exit with status 2 (argparse's rule).
@@ -40,9 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import itertools
 import os
-import stat
 import struct
 import sys
 import warnings
@@ -56,6 +56,7 @@ import numpy as np
 from .core.index import INDEX_LIMIT
 from .errors import SymnetError
 from .host_memory import tune_host_memory
+from .text import is_digits
 
 __all__ = ["main", "PROG", "warn_non_finite", "XCONFIG_BYTES"]
 
@@ -137,19 +138,30 @@ def _info(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def _init(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .cli_files import Files
     from .saving.files import save
 
     paths = args.paths
     if len(paths) not in (2, 3):
         raise _UsageError("init takes [EXISTING] CONFIG OUT")
-    base = _load(paths[0]) if len(paths) == 3 else None
     config, out = paths[-2], paths[-1]
+    files = Files().read("EXISTING", paths[:-2]).read("CONFIG", [config])
+    files.write("OUT", [out]).check(args.force)
+    base = _load(paths[0]) if len(paths) == 3 else None
     network = _read_config(config, seed=args.seed, base=base)
     save(out, network)
     values = network.values
     count = sum(int(np.prod(np.shape(v))) for v in values.values())
     print(f"wrote {out}: {len(values)} parameter arrays, {count} values", file=stdout)
     return 0
+
+
+def _network_files(spec: str) -> list[str]:
+    """The file `_network_source` reads for `spec`: the model or config, or the `file.py` of `file.py:attr`."""
+    if ":" not in spec or os.path.exists(spec):
+        return [spec]
+    module = spec.rsplit(":", 1)[0]
+    return [module] if module.endswith(".py") else []
 
 
 def _network_source(spec: str, seed: int) -> Any:
@@ -192,7 +204,7 @@ def _training_data(args: argparse.Namespace) -> tuple[Any, Any]:
     """(train, valid) from `--data builtin:hmm[:SEQUENCES]` or Kaldi archives."""
     if args.data:
         parts = args.data.split(":")
-        if parts[:2] != ["builtin", "hmm"] or len(parts) > 3 or (len(parts) == 3 and not parts[2].isdigit()):
+        if parts[:2] != ["builtin", "hmm"] or len(parts) > 3 or (len(parts) == 3 and not is_digits(parts[2])):
             raise SymnetError(f"unknown --data {args.data!r}; the built-in task is builtin:hmm[:SEQUENCES]")
         from .datasets import HmmTask
 
@@ -294,6 +306,7 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     from symnet.train import fit, kaldi_rules, steps_per_epoch
 
     from .atomic import check_writable
+    from .cli_files import Files, rspecifier_files
     from .saving.files import save
     from .train.optimizers import OptimizerSettings, make_optimizer
 
@@ -310,6 +323,12 @@ def _train(args: argparse.Namespace, stdout: TextIO) -> int:
     ]
     if chain_only and args.objective != "chain":
         raise _UsageError(f"{', '.join(chain_only)}: options of the chain objective; they need --objective chain")
+    files = Files().read("the network", _network_files(args.network))
+    for option in ("feats", "targets", "valid_feats", "valid_targets"):
+        files.read("--" + option.replace("_", "-"), rspecifier_files(getattr(args, option)))
+    files.read("--den-fst", [args.den_fst]).read("--topology", [args.topology])
+    files.write("--out", [args.out]).write("--checkpoint", [args.checkpoint]).write("--metrics", [args.metrics])
+    files.check(args.force)
     check_writable(args.out)  # a typo in --out or --checkpoint found now, not after the run
     if args.checkpoint:
         check_writable(args.checkpoint)
@@ -421,8 +440,10 @@ def _kaldi_flags(argv: Sequence[str]) -> list[str]:
 
 
 def _copy(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .cli_files import Files
     from .kaldi.model import format_model, write_model
 
+    Files().read("IN", [args.input]).write("OUT", [args.output]).check(args.force)
     model = _load_model(args.input)
     raw = args.raw or not model.is_am
     if args.output == "-":
@@ -433,50 +454,6 @@ def _copy(args: argparse.Namespace, stdout: TextIO) -> int:
     kind = "raw nnet3" if raw else "acoustic model"
     print(f"wrote {args.output} ({kind}, {'binary' if args.binary else 'text'})", file=stdout)
     return 0
-
-
-def _input_files(spec: str) -> list[str]:
-    """The files an rspecifier (or a plain path) reads: the archive, or the scp and the archives it names."""
-    from kaldiio.utils import parse_specifier
-
-    try:
-        parsed: dict[str, Any] = parse_specifier(spec) if ":" in spec else {"ark": spec, "scp": None}
-    except ValueError:
-        return [spec]
-    scp, ark = parsed.get("scp"), parsed.get("ark")
-    if isinstance(scp, str):
-        files = [scp]
-        with contextlib.suppress(OSError, UnicodeDecodeError), open(scp, encoding="utf-8") as f:
-            for line in itertools.islice(f, 1_000_000):
-                fields = line.split(maxsplit=1)
-                entry = fields[1].strip() if len(fields) == 2 else ""
-                files.append(entry.rsplit(":", 1)[0] if entry[-1:].isdigit() and ":" in entry else entry)
-        return files
-    return [ark] if isinstance(ark, str) and ark else []
-
-
-def _refuse_overwriting_inputs(wspecifier: str, inputs: dict[str, str | None]) -> None:
-    """A SymnetError where a file of `wspecifier` is one of the input files (the outputs would replace the
-    inputs: `symnet compute model ark:feats.ark ark:feats.ark`)."""
-    from kaldiio.utils import parse_specifier
-
-    try:
-        parsed = parse_specifier(wspecifier)
-    except ValueError:
-        return  # _ArchiveWriter says what is wrong with it
-    outputs = [path for path in (parsed["ark"], parsed["scp"]) if path and path != "-"]
-    for what, spec in inputs.items():
-        for path in _input_files(spec) if spec else []:
-            for out in outputs:
-                with contextlib.suppress(OSError):
-                    st = os.stat(path)
-                    if not stat.S_ISREG(st.st_mode) or not os.path.exists(out):
-                        continue
-                    if os.path.samefile(path, out):
-                        raise SymnetError(
-                            f"the output {out} is also an input ({what}: {path}): writing it would replace the "
-                            "input; give another output (or --force)"
-                        )
 
 
 class _ArchiveWriter:
@@ -567,6 +544,7 @@ def warn_non_finite(utt: str, what: str, matrix: Any) -> None:
 
 
 def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .cli_files import Files, rspecifier_files, wspecifier_files
     from .engine.compile_cache import enable_compile_cache
     from .kaldi.model import output_dims
     from .kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
@@ -614,16 +592,10 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
         if args.online_ivectors
         else None
     )
-    if not args.force:
-        _refuse_overwriting_inputs(
-            args.matrix_wspecifier,
-            {
-                "the model": args.model,
-                "the features": args.feats_rspecifier,
-                "--ivectors": args.ivectors,
-                "--online-ivectors": args.online_ivectors,
-            },
-        )
+    files = Files().read("the model", [args.model]).read("the features", rspecifier_files(args.feats_rspecifier))
+    files.read("--ivectors", rspecifier_files(args.ivectors))
+    files.read("--online-ivectors", rspecifier_files(args.online_ivectors))
+    files.write("MATRIX_WSPECIFIER", wspecifier_files(args.matrix_wspecifier)).check(args.force)
     writer = _ArchiveWriter(args.matrix_wspecifier)
     job = computer.job(args.online_ivector_period)
     done = failed = 0
@@ -682,11 +654,14 @@ XCONFIG_BYTES = 1 << 24
 
 
 def _export(args: argparse.Namespace, stdout: TextIO) -> int:
+    from .cli_files import Files
     from .exporting import export
 
-    batch = int(args.batch) if args.batch.isdigit() else args.batch
-    frames = int(args.frames) if args.frames.isdigit() else args.frames
+    batch = int(args.batch) if is_digits(args.batch) else args.batch  # '²' is a name export refuses, not int('²')
+    frames = int(args.frames) if is_digits(args.frames) else args.frames
     chunk = {} if args.chunk is None else {"chunk": args.chunk}
+    files = Files().read("MODEL", [args.model]).write("OUT", [args.out])
+    files.write("OUT.json", [args.out + ".json"]).check(args.force)
     network = _load(args.model)
     export(network, args.out, frames=frames, batch=batch, mode=args.mode, output=args.output, **chunk)
     print(f"wrote {args.out} and {args.out}.json", file=stdout)
@@ -695,35 +670,42 @@ def _export(args: argparse.Namespace, stdout: TextIO) -> int:
 
 def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
     from .atomic import atomic_write_all
+    from .cli_files import Files
     from .kaldi.xconfig import read_xconfig
-    from .kaldi.xconfig.expand import kaldi_matrix_text
     from .kaldi.xconfig.layers import node_dims
     from .safe_read import read_file
 
     if args.output and args.config_dir:
         raise _UsageError("give -o or --config-dir, not both")
+    files = Files().read("XCONFIG", [args.xconfig]).read("--existing-model", [args.existing_model])
     base = _load(args.existing_model) if args.existing_model else None
     existing = node_dims(base) if base is not None else {}
     text = read_file(args.xconfig, XCONFIG_BYTES, error=SymnetError, what="xconfig").decode("utf-8", errors="replace")
     xconfig = read_xconfig(io.StringIO(text), file=args.xconfig, existing=existing)
     # The checks xconfig_to_configs.py makes with nnet3-init of ref.config (random matrices where final.config reads
     # files a later recipe step writes, such as lda.mat) and init.config: errors name the xconfig line.
-    # write_config_dir makes them (ref.config's network gives `vars`) before it writes anything.
+    # config_dir_files makes them (ref.config's network gives `vars`) before anything is written.
     if args.config_dir:
-        for path in xconfig.write_config_dir(args.config_dir, text, base):
-            print(f"wrote {path}", file=stdout)
-        return 0
-    xconfig.check_contexts(base)
-    final = xconfig.config_text("final")
-    assert final is not None  # only init.config can be missing
-    if not args.output:
-        stdout.write(final)
-        return 0
-    files = {args.output: final.encode("utf-8")}  # with the matrices it names that the layers write (the IDCT's)
-    files.update({name: kaldi_matrix_text(matrix).encode("utf-8") for name, matrix in xconfig.matrices.items()})
-    atomic_write_all(files)
-    for path in files:
-        print(f"wrote {path}", file=stdout)
+        folder = args.config_dir
+        contents = xconfig.config_dir_files(folder, text, base)  # with the files the layers write
+        named = xconfig.layer_files(folder)
+    else:
+        xconfig.check_contexts(base)
+        final = xconfig.config_text("final")
+        assert final is not None  # only init.config can be missing
+        if not args.output:
+            stdout.write(final)
+            return 0
+        # the files the layers write (an idct-layer's matrix), at the paths their options give inside the folder
+        folder = os.path.dirname(args.output) or "."
+        named = xconfig.layer_files(folder, taken=[args.output])
+        contents = {args.output: final.encode("utf-8")} | {path: file.data for path, file in named.items()}
+    for path in contents:
+        files.write(named[path].what if path in named else ("--config-dir" if args.config_dir else "-o"), [path])
+    files.check(args.force)
+    atomic_write_all(contents, inside={path: folder for path in named})
+    for path in contents:
+        print(f"wrote {path}" + (f" ({named[path].what})" if path in named else ""), file=stdout)
     return 0
 
 
@@ -768,6 +750,7 @@ def _lda_network(path: str) -> Any:
 
 def _lda(args: argparse.Namespace, stdout: TextIO) -> int:
     from .atomic import check_writable
+    from .cli_files import Files, rspecifier_files
     from .kaldi.lda import LdaOptions, accumulate_lda_stats
     from .train.kaldi_data import iter_table, read_posteriors, read_table
 
@@ -793,6 +776,10 @@ def _lda(args: argparse.Namespace, stdout: TextIO) -> int:
         max_singular_value=args.max_singular_value,
         remove_offset=args.remove_offset,
     )
+    files = Files().read("NETWORK", [args.network]).read("FEATS_RSPECIFIER", rspecifier_files(args.feats_rspecifier))
+    for option in ("posteriors", "alignments", "ivectors", "online_ivectors"):
+        files.read("--" + option.replace("_", "-"), rspecifier_files(getattr(args, option)))
+    files.write("LDA_MAT", [args.lda_mat]).write("--write-stats", [args.write_stats]).check(args.force)
     check_writable(args.lda_mat)  # a typo in an output path found now, not after the pass over the data
     if args.write_stats:
         check_writable(args.write_stats)
@@ -913,6 +900,12 @@ _ALLOW_PIPES_HELP = (
 )
 
 
+_FORCE_HELP = (
+    "write an output even where it is one of the input files (refused by default: it would replace the input; "
+    "two outputs that are one file are always refused)"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description="symnet: symbolic networks with Kaldi nnet3's engine")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -933,6 +926,7 @@ def _parser() -> argparse.ArgumentParser:
         "EXISTING (a model or config), the config adds to or overrides it.",
     )
     init.add_argument("--seed", type=int, default=0, help="random seed of the initialisation (default 0)")
+    init.add_argument("--force", action="store_true", help=_FORCE_HELP)
     init.add_argument("paths", nargs="+", metavar="[EXISTING] CONFIG OUT")
     init.set_defaults(run=_init)
     train = commands.add_parser(
@@ -1096,6 +1090,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
+    train.add_argument("--force", action="store_true", help=_FORCE_HELP)
     train.set_defaults(run=_train)
     copy = commands.add_parser(
         "copy",
@@ -1116,6 +1111,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="true|false",
         help="write only the nnet of an acoustic model (default false)",
     )
+    copy.add_argument("--force", action="store_true", help=_FORCE_HELP)
     copy.add_argument("input", metavar="IN")
     copy.add_argument("output", metavar="OUT")
     copy.set_defaults(run=_copy)
@@ -1155,12 +1151,7 @@ def _parser() -> argparse.ArgumentParser:
         help="accepted for Kaldi compatibility and ignored (JAX picks the device)",
     )
     compute.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
-    compute.add_argument(
-        "--force",
-        action="store_true",
-        help="write the output even where it is one of the input files (by default that is refused: the "
-        "outputs would replace the inputs)",
-    )
+    compute.add_argument("--force", action="store_true", help=_FORCE_HELP)
     compute.add_argument(
         "--compile-cache",
         metavar="DIR|off",
@@ -1204,6 +1195,7 @@ def _parser() -> argparse.ArgumentParser:
         "need no padding",
     )
     exported.add_argument("--output", metavar="NAME", help="the output node (default: output, or the only one)")
+    exported.add_argument("--force", action="store_true", help=_FORCE_HELP)
     exported.add_argument("model", metavar="MODEL")
     exported.add_argument("out", metavar="OUT")
     exported.set_defaults(run=_export)
@@ -1211,11 +1203,20 @@ def _parser() -> argparse.ArgumentParser:
         "xconfig",
         help="expand a Kaldi xconfig to an nnet3 config (xconfig_to_configs.py)",
         description="Expand the layers of a Kaldi xconfig as steps/nnet3/xconfig_to_configs.py does and check the "
-        "network builds. Prints final.config, or writes it (atomically) to -o; --config-dir writes "
+        "network builds. Prints final.config, or writes it to -o; --config-dir writes "
         "init.config (if any), ref.config, final.config, xconfig.expanded.1 and .2 and the matrices "
-        "the layers write (idct-layer).",
+        "the layers write (idct-layer). A file a layer writes (an idct-layer's affine-transform-file, a path "
+        "from the working folder as final.config reads it) is written with them only if it lies inside the "
+        "output folder (DIR, or the folder of -o's file), with no '..' and no symbolic link on the way, else the "
+        "xconfig is refused naming the option and its line; every file written is listed. The files are "
+        "written as a set: all old or all new, or the error says which changed.",
     )
-    xconfig.add_argument("-o", "--output", metavar="FINAL_CONFIG", help="write final.config here")
+    xconfig.add_argument(
+        "-o",
+        "--output",
+        metavar="FINAL_CONFIG",
+        help="write final.config here, and beside it the matrices the layers write (each listed as written)",
+    )
     xconfig.add_argument("--config-dir", metavar="DIR", help="write every config file into DIR")
     xconfig.add_argument(
         "--existing-model",
@@ -1223,6 +1224,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a model (or config) whose nodes the xconfig's layers may take as input, as in Kaldi's transfer "
         "recipes; the configs then hold the new layers only (join them with symnet init MODEL final.config OUT)",
     )
+    xconfig.add_argument("--force", action="store_true", help=_FORCE_HELP)
     xconfig.add_argument("xconfig", metavar="XCONFIG")
     xconfig.set_defaults(run=_xconfig)
     lda = commands.add_parser(
@@ -1303,6 +1305,7 @@ def _parser() -> argparse.ArgumentParser:
         help="frames computed together, as in `symnet compute` (default 50); online i-vectors are taken per chunk",
     )
     lda.add_argument("--allow-pipes", action="store_true", help=_ALLOW_PIPES_HELP)
+    lda.add_argument("--force", action="store_true", help=_FORCE_HELP)
     for option in _LDA_UNSUPPORTED:
         lda.add_argument(option, help=argparse.SUPPRESS)
     lda.add_argument("network", metavar="NETWORK")

@@ -3,6 +3,8 @@ says what they are)."""
 
 from __future__ import annotations
 
+from .text import QUOTE_LIMIT
+
 __all__ = [
     "ArgumentTypeError",
     "at",
@@ -76,6 +78,15 @@ class PlanError(SymnetError, ValueError):
     """A computation request that cannot be planned (uncomputable outputs, bad inputs)."""
 
 
+def _window(text: str, at: int) -> tuple[str, int]:
+    """`text` cut to about QUOTE_LIMIT characters around position `at`, and `at` in the cut text."""
+    if len(text) <= QUOTE_LIMIT:
+        return text, at
+    start = min(max(at - QUOTE_LIMIT // 2, 0), len(text) - QUOTE_LIMIT)
+    head, tail = ("…" if start else ""), ("…" if start + QUOTE_LIMIT < len(text) else "")
+    return head + text[start : start + QUOTE_LIMIT] + tail, at - start + len(head)
+
+
 def at(where: str | None) -> str:
     """Format a source location for an error message."""
     return f" (built at {where})" if where else ""
@@ -89,12 +100,15 @@ class ConfigError(SymnetError, ValueError):
     """
 
     def __init__(self, message: str, *, file: str = "<config>", line: int = 0, column: int = 0, text: str = ""):
+        if len(message) > 4 * QUOTE_LIMIT:  # a descriptor or name of a 400 KB line quoted in it: its start and end
+            message = f"{message[: 2 * QUOTE_LIMIT]}… ({len(message)} characters) …{message[-QUOTE_LIMIT:]}"
         self.message = message
         self.file = file
         self.line = line
         self.column = column
         self.text = text
-        caret = f"\n    {text}\n    {' ' * max(column - 1, 0)}^" if text else ""
+        shown, at = _window(text, max(column - 1, 0))
+        caret = f"\n    {shown}\n    {' ' * at}^" if text else ""
         # a line built in Python (line 0) has no place in a file to show
         where = f"{file}:{line}:{column}: " if line else (f"{file}: " if file != "<config>" else "")
         super().__init__(f"{where}{message}{caret}")

@@ -43,12 +43,14 @@ import jax.numpy as jnp
 from jax import export as jax_export
 
 from .atomic import atomic_write_all
+from .core.index import INDEX_LIMIT
 from .engine.context import context, modulus, output_name
 from .engine.graph import Graph
 from .engine.locality import chunking_dependence
 from .errors import ArgumentTypeError, PlanError, ShapeError
 from .network import Network
 from .paths import as_path
+from .text import clip
 from .version import __version__
 
 __all__ = ["FORMAT", "MIN_CHUNK", "VERSION", "export"]
@@ -97,8 +99,12 @@ def export(
         if not _symbolic(value) and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise PlanError(
                 f"{what} must be a positive size or a symbolic dimension's name (such as "
-                f"{'t' if what == 'frames' else 'b'!r}), got {value!r}"
+                f"{'t' if what == 'frames' else 'b'!r}), got {clip(repr(value), 80)}"
             )
+    # an Index names at most INDEX_LIMIT - 1 frames; a larger batch would overflow XLA's dimension types
+    for what, value, most in (("frames", frames, INDEX_LIMIT - 1), ("batch", batch, 2**31 - 1)):
+        if isinstance(value, int) and value > most:
+            raise PlanError(f"{what}={clip(str(value), 40)} is more than the {most} symnet can export")
     if mode not in ("same", "valid"):
         raise PlanError(f"mode must be 'same' or 'valid', got {mode!r}")
     if frames == batch:

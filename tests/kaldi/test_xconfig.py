@@ -400,8 +400,8 @@ def test_fixed_affine_layer_configs_for_lda(tmp_path):
 
 def test_write_config_dir_writes_what_xconfig_to_configs_writes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    x = parse_xconfig(
-        "input name=input dim=13\nidct-layer name=idct dim=13 affine-transform-file=idct.mat\n"
+    x = parse_xconfig(  # the matrix path as final.config reads it, from the working folder: inside configs
+        "input name=input dim=13\nidct-layer name=idct dim=13 affine-transform-file=configs/idct.mat\n"
         "relu-layer name=t dim=5 input=Append(-1,0,1)\noutput-layer name=output dim=2\n"
     )
     written = x.write_config_dir("configs")
@@ -417,7 +417,7 @@ def test_write_config_dir_writes_what_xconfig_to_configs_writes(tmp_path, monkey
     assert parse_config(open("configs/final.config").read()) == x.config_lines()
     from symnet.kaldi import read_kaldi_array
 
-    np.testing.assert_allclose(read_kaldi_array("idct.mat"), x.matrices["idct.mat"], rtol=1e-6)
+    np.testing.assert_allclose(read_kaldi_array("configs/idct.mat"), x.matrices["configs/idct.mat"], rtol=1e-6)
     assert "relu-layer name=t " in open("configs/xconfig.expanded.2").read()
     assert "input=Append(Offset(idct, -1), idct, Offset(idct, 1))" in open("configs/xconfig.expanded.2").read()
 

@@ -89,3 +89,5 @@ def test_fingerprints_read_closures_by_value_and_other_objects_by_identity() -> 
     assert fingerprint(one) == fingerprint(one) != fingerprint(two)
     assert fingerprint(np.zeros(10_000)) != fingerprint(np.zeros(10_000))  # large arrays: by identity
     assert fingerprint(np.arange(3)) == fingerprint(np.arange(3)) != fingerprint(np.arange(4))
+    assert fingerprint(jax.numpy.ones(2)) == fingerprint(np.ones(2, np.float32))
+    assert fingerprint(np.ndarray) == fingerprint(np.ndarray) != fingerprint(jax.Array)  # classes: by identity

@@ -17,7 +17,7 @@ import pytest
 from helpers import EXAMPLES
 from symnet import Append, Input, Log, LogSoftmax, Network, Normal, Offset, ReLU, ShapeError, SymnetError, Weight, Zeros
 from symnet._src.train import checkpoint as ckpt
-from symnet._src.train import fit_data
+from symnet._src.train import fit_data, setups
 from symnet._src.train import trainer as training
 from symnet.datasets import Dataset, HmmTask
 from symnet.train import CheckpointError, Chunks, KaldiRulesWarning, TrainingError, fit, make_chunks
@@ -155,14 +155,11 @@ def test_one_compiled_step_for_all_minibatches(data, monkeypatch):
 def test_resumed_run_does_not_recompile(data, tmp_path, monkeypatch):
     train, _ = data
     path = str(tmp_path / "c.npz")
+    setups._kept.clear()
     run(tdnn(), train, checkpoint=path, checkpoint_every=2, max_steps=5)
-    trainers = []
-    init = training.Trainer.__init__
-    monkeypatch.setattr(
-        training.Trainer, "__init__", lambda self, *a, **k: (init(self, *a, **k), trainers.append(self))[0]
-    )
     run(tdnn(), train, checkpoint=path, checkpoint_every=2)
-    assert trainers[0].step._cache_size() == 1  # the loaded parameters are the same kind of array as fresh ones
+    (trainer,) = setups._kept.values()  # the first run's, kept for the resumed one (the same setup)
+    assert trainer.step._cache_size() == 1  # the loaded parameters are the same kind of array as fresh ones
 
 
 # ----- fit: objectives, validation, determinism ---------------------------------------------------------
@@ -331,7 +328,7 @@ def test_a_failed_checkpoint_write_during_fit_keeps_the_last_one(data, tmp_path,
     path = str(tmp_path / "c.npz")
     result = run(tdnn(), train, epochs=1, checkpoint=path)
     before = read(path)
-    monkeypatch.setattr(ckpt.os, "replace", lambda *a: (_ for _ in ()).throw(OSError("disk full (simulated)")))
+    monkeypatch.setattr(ckpt.os, "replace", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full (simulated)")))
     with pytest.raises(OSError, match="simulated"):
         run(result.network, train, epochs=2, checkpoint=path)
     assert read(path) == before and os.listdir(tmp_path) == ["c.npz"]

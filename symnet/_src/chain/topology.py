@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import ChainError
+from ..text import ascii_int, clip
 
 __all__ = ["HmmState", "Topology"]
 
@@ -73,12 +74,12 @@ class Topology:
             found = re.search(r"<ForPhones>(.*?)</ForPhones>", entry)
             if not found or not found.group(1).split():
                 raise ChainError(f"{where}: no <ForPhones> list")
-            try:
-                ids = [int(p) for p in found.group(1).split()]
-            except ValueError:
-                raise ChainError(f"{where}: <ForPhones> must list integers, got {found.group(1).strip()!r}") from None
+            ids = [ascii_int(p) for p in found.group(1).split()]
+            if None in ids:
+                raise ChainError(f"{where}: <ForPhones> must list integers, got {clip(found.group(1).strip())!r}")
             states = _parse_states(re.findall(r"<State>(.*?)</State>", entry), where)
             for p in ids:
+                assert p is not None
                 if p < 1 or p in phones:
                     raise ChainError(f"{where}: phone {p} is {'listed twice' if p in phones else 'not >= 1'}")
                 phones[p] = states
@@ -110,13 +111,13 @@ def _parse_states(states: Sequence[str], where: str) -> tuple[HmmState, ...]:
             try:
                 if key == "Transition":
                     dest, prob = value.split()
-                    transitions.append((int(dest), float(prob)))
+                    transitions.append((_int(dest), float(prob)))
                 elif key in ("PdfClass", "ForwardPdfClass", "SelfLoopPdfClass"):
-                    values[key] = int(value)
+                    values[key] = _int(value)
                 else:
-                    raise ChainError(f"{where}, state {i}: unknown field <{key}>")
+                    raise ChainError(f"{where}, state {i}: unknown field <{clip(key, 40)}>")
             except ValueError:
-                raise ChainError(f"{where}, state {i}: bad <{key}> value {value.strip()!r}") from None
+                raise ChainError(f"{where}, state {i}: bad <{key}> value {clip(value.strip(), 40)!r}") from None
         last = i == len(states) - 1
         if last:
             if values or transitions:
@@ -134,4 +135,16 @@ def _parse_states(states: Sequence[str], where: str) -> tuple[HmmState, ...]:
             if not 0 <= dest < len(states) or not 0.0 < prob <= 1.0:
                 raise ChainError(f"{where}, state {i}: transition to {dest} with probability {prob} is out of range")
         out.append(HmmState(forward, loop, tuple(transitions)))
+    classes = sorted({c for s in out for c in (s.forward_pdf_class, s.self_loop_pdf_class)})
+    if classes != list(range(len(classes))):  # Kaldi's HmmTopology::Check; a huge class would size the pdf table
+        shown = ", ".join(map(str, classes[:8])) + (", ..." if len(classes) > 8 else "")
+        raise ChainError(f"{where}: the pdf-classes ({shown}) must be 0, 1, ... without a gap, as Kaldi requires")
     return tuple(out)
+
+
+def _int(text: str) -> int:
+    """An ASCII integer (`int()` would take '٣' or '1_0'); ValueError otherwise."""
+    value = ascii_int(text)
+    if value is None:
+        raise ValueError(text)
+    return value

@@ -52,6 +52,7 @@ import numpy as np
 from ..chain.fst import Fst, parse_fst_text
 from ..errors import ChainError, KaldiDataError, ModelFormatError
 from ..safe_read import open_regular, read_file
+from ..text import is_digits
 from .binary import BinaryReader, TextReader
 
 __all__ = [
@@ -306,8 +307,12 @@ class _Parse:
         size = self.count(r, "the number of indexes", 0, 2**31 - 1, per=1)  # at least a byte each
         head = _buffer(r.data, np.int8, size, r.pos)
         if size and np.abs(head.astype(np.int32)).max() < 125:  # the common case: deltas of t only
+            steps = np.cumsum(head, dtype=np.int64)
+            low, high = int(steps.min()), int(steps.max())
+            if low < -(2**31) or high >= 2**31:  # 17 million steps of 124 reach it: Kaldi's int32 would wrap
+                raise self.fail(f"the indexes' t leaves int32 (reaches {high if high >= 2**31 else low})")
             out = np.zeros((size, 3), np.int32)
-            out[:, 1] = np.cumsum(head, dtype=np.int64).astype(np.int32)
+            out[:, 1] = steps
             r.pos += size
             return _frozen(out)
         rows = []
@@ -322,6 +327,8 @@ class _Parse:
                     n, t, x = 0, c, 0
                 else:
                     t += c
+                    if not -(2**31) <= t < 2**31:  # Kaldi's int32 would wrap; numpy's would raise OverflowError
+                        raise self.fail(f"index {k}: t steps to {t}, beyond int32")
             elif c == 127:
                 n, t, x = r.read_int("index n"), r.read_int("index t"), r.read_int("index x")
             else:
@@ -405,7 +412,7 @@ class _Parse:
 
     def sparse_text(self, r: TextReader) -> SparseRows:
         word, _ = r.read_word("rows=N")
-        if not word.startswith("rows=") or not word[5:].isdigit():
+        if not word.startswith("rows=") or not is_digits(word[5:]):
             raise self.fail(f"expected rows=N to start a sparse matrix, got {word[:20]!r}")
         rows = int(word[5:])
         if rows > (len(r.text) - r.pos) // 8:  # 'dim=1 [ ] ' at least
@@ -414,7 +421,7 @@ class _Parse:
         pair = np.dtype([("col", "<i4"), ("value", "<f4")])
         for row in range(rows):
             word, _ = r.read_word(f"dim=N of sparse row {row}")
-            if not word.startswith("dim=") or not word[4:].isdigit() or int(word[4:]) >= 2**31:
+            if not word.startswith("dim=") or not is_digits(word[4:]) or int(word[4:]) >= 2**31:
                 raise self.fail(f"sparse row {row}: expected dim=N, got {word[:20]!r}")
             content, _, _ = r.bracket(f"sparse row {row}")
             words = content.split()
@@ -715,7 +722,9 @@ def _scp_example(line: str, where: str, archives: _Archives, chain: bool) -> Any
         raise KaldiDataError(f"{where}: an scp line is 'key file:offset', got {line[:80]!r}")
     key, entry = parts
     name, _, offset = entry.strip().rpartition(":")
-    if "|" in entry or not name or not offset.isdigit():
+    if "\0" in entry:
+        raise KaldiDataError(f"{where}: example {key!r}: the file name has a NUL byte")
+    if "|" in entry or not name or not is_digits(offset):
         raise KaldiDataError(f"{where}: example {key!r}: expected file:offset, got {entry[:80]!r}")
     data = archives[name]
     if int(offset) > len(data):

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..errors import KaldiDataError, SymnetError
 from ..safe_read import open_regular
+from ..text import ascii_int, is_digits
 
 __all__ = [
     "ark_offsets",
@@ -537,6 +538,8 @@ def parse_scp_line(line: str, where: str, number: int) -> tuple[str, str]:
     parts = line.strip().split(None, 1)
     if len(parts) != 2:
         raise KaldiDataError(f"{where}:{number}: an scp line is 'utterance-id entry', got {line.strip()[:80]!r}")
+    if "\0" in parts[1]:  # no file or command has one: open() would raise a ValueError
+        raise KaldiDataError(f"{where}:{number}: utterance {parts[0]!r}: the entry has a NUL byte")
     return parts[0], parts[1]
 
 
@@ -569,7 +572,7 @@ def _split_entry(entry: str) -> tuple[str, int | None, tuple[slice, ...] | None]
     offset = None
     if ":" in entry:
         name, _, tail = entry.rpartition(":")
-        if tail.isdigit():
+        if is_digits(tail):
             entry, offset = name, int(tail)
     return entry, offset, slices
 
@@ -581,10 +584,10 @@ def _slices(spec: str) -> tuple[slice, ...]:
         if part in ("", ":"):
             out.append(slice(None))
             continue
-        try:
-            numbers = [int(p) for p in part.split(":")]
-        except ValueError:
-            raise KaldiDataError(f"bad range [{spec}]: expected first:last[,first:last]") from None
+        parsed = [ascii_int(p) for p in part.split(":")]
+        numbers = [n for n in parsed if n is not None]
+        if len(numbers) != len(parsed):
+            raise KaldiDataError(f"bad range [{spec}]: expected first:last[,first:last]")
         if len(numbers) == 1:
             numbers *= 2
         if len(numbers) != 2 or numbers[0] < 0 or numbers[1] < numbers[0]:
@@ -645,6 +648,8 @@ def _entry(
     """`(read(file at the entry's offset), the entry's ranges, the entry's name for errors)`."""
     import kaldiio
 
+    if "\0" in entry:
+        raise KaldiDataError(f"{where}, utterance {key!r}: the entry has a NUL byte")
     name, offset, slices = _split_entry(entry)
     label = f"{where}, utterance {key!r} (entry {entry[:80]!r})"
     if is_command(name):

@@ -33,6 +33,7 @@ import numpy as np
 from ..atomic import atomic_write, remove_stale_temporaries
 from ..errors import CheckpointError
 from ..safe_read import NpzArchive, as_read, as_stored, stored_dtype
+from ..text import is_digits
 
 __all__ = ["FORMAT", "load", "load_run", "lock", "lock_path", "Position", "READABLE", "save", "VERSION"]
 
@@ -281,4 +282,4 @@ def _holder(fd: int, name: str) -> str:
         pid = os.pread(fd, 20, 0).decode("ascii", "replace").strip()
     except OSError:
         pid = ""
-    return f"process {pid} holds {name}" if pid.isdigit() else f"{name} is locked"
+    return f"process {pid} holds {name}" if is_digits(pid) else f"{name} is locked"

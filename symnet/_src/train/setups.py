@@ -22,6 +22,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import attrs
+import jax
 import numpy as np
 
 from ..core.layer import Layer, Structure
@@ -78,13 +79,24 @@ def _fingerprint(value: Any, seen: set[int]) -> Hashable:
     if attrs.has(type(value)):
         fields = tuple(_fingerprint(getattr(value, f.name), seen) for f in attrs.fields(type(value)))
         return ("attrs", type(value).__qualname__, fields)
-    if hasattr(value, "shape") and hasattr(value, "dtype") and np.size(value) <= _SMALL_ARRAY:
+    if isinstance(value, (np.ndarray, np.generic, jax.Array)) and np.size(value) <= _SMALL_ARRAY:
         try:
             array = np.asarray(value)
         except Exception:  # a tracer or an array that cannot be read: by identity
             return ("id", id(value))
         return ("array", str(array.dtype), array.shape, array.tobytes())
     return ("id", id(value))
+
+
+def _safe_fingerprint(value: Any) -> Hashable:
+    """`fingerprint(value)`, or its identity where reading it fails (an object of a kind not foreseen): a setup
+    then not reused, never a wrong one."""
+    try:
+        found = fingerprint(value)
+        hash(found)
+        return found
+    except Exception:
+        return ("id", id(value))
 
 
 def _cell(cell: Any, seen: set[int]) -> Hashable:
@@ -99,7 +111,7 @@ def trainer_for(values: tuple[Hashable, ...], objects: tuple[Any, ...], make: Ca
     `objects` (fingerprinted: the optimiser, the objective, the rules, the mesh), or a new one from `make()`,
     kept in its place (the least recently used of `KEPT` dropped). The Trainer holds `objects`, which keeps
     alive whatever the key holds by identity."""
-    key = (values, tuple(fingerprint(o) for o in objects))
+    key = (values, tuple(_safe_fingerprint(o) for o in objects))
     trainer = _kept.pop(key, None)
     if trainer is None:
         trainer = make()

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import KaldiDataError, ShapeError, SymnetError
+from ..text import is_digits
 from .ark import ark_offsets, entry_rows, is_command, read_entry
 from .egs_split import parse_num_frames
 from .kaldi_data import Utterance, _ids, _parse, _reading, _scp_entries, _Table, check_subsampling, checked_utterance
@@ -303,7 +304,7 @@ def _file_of(entry: str) -> str | None:
     if is_command(entry):
         return None
     name, _, tail = entry.rpartition(":")
-    return name if name and tail.split("[", 1)[0].isdigit() else entry
+    return name if name and is_digits(tail.split("[", 1)[0]) else entry
 
 
 class SequenceCorpus(Corpus):

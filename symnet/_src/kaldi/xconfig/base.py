@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 import attrs
 
 from ...errors import ConfigError
+from ...text import clip
 from .descriptor import DimMismatch, XDescriptor, parse_xdescriptor
 from .syntax import XconfigLine
 
@@ -201,6 +202,9 @@ class XLayer:
     unsupported: ClassVar[dict[str, str]] = {}
     #: False for output layers: their output-node cannot be an input of another layer (their auxiliary outputs can).
     referable: ClassVar[bool] = True
+    #: Options naming files the layer writes (`matrices()`, by the paths these give), as the idct-layer's
+    #: affine-transform-file: written only inside the output folder (`symnet._src.kaldi.xconfig.files`).
+    writes: ClassVar[tuple[str, ...]] = ()
 
     #: The layer's name (its `name=` option).
     name: str
@@ -239,7 +243,7 @@ class XLayer:
             try:
                 self.config[key] = _convert(key, self.config[key], text)
             except ValueError as e:
-                raise source.error(f"{self.what}: {key}={text}: {e}", source.value_column(key)) from None
+                raise source.error(f"{self.what}: {key}={clip(text)}: {e}", source.value_column(key)) from None
         self.inputs: dict[str, Resolved] = {key: self._resolve(key) for key in self.descriptor_keys}
         self.derive()
         self.check()
@@ -272,14 +276,15 @@ class XLayer:
         raise NotImplementedError
 
     def matrices(self) -> dict[str, Any]:
-        """Files the layer writes (name -> numpy array), as the idct-layer writes its matrix."""
+        """Files the layer writes (the path an option in `writes` gives -> numpy array), as the idct-layer writes
+        its matrix."""
         return {}
 
     # ----- helpers ------------------------------------------------------------------------------
 
     @property
     def what(self) -> str:
-        return f"{self.layer_type} {self.name}"
+        return f"{self.layer_type} {clip(self.name, 80)}"
 
     def error(self, message: str, key: str | None = None) -> ConfigError:
         """A ConfigError at this layer's line, pointing at option `key` when it was written there."""
@@ -313,7 +318,7 @@ class XLayer:
 
         def fail(message: str, position: int) -> ConfigError:
             where = column + position if column else None
-            return self.source.error(f"{self.what}: {key}={text}: {message}", where or self.source.type_column)
+            return self.source.error(f"{self.what}: {key}={clip(text)}: {message}", where or self.source.type_column)
 
         # [-1], [-2] and bare offsets count the xconfig's layers only, not the existing network's nodes (Kaldi's rule)
         layers = [layer.name for layer in self.previous if layer.layer_type != "existing"]

@@ -395,6 +395,8 @@ def idct_matrix(input_dim: int, output_dim: int, cepstral_lifter: float) -> np.n
 class XIdct(XLayer):
     """`idct-layer name=idct dim=40 cepstral-lifter=22 affine-transform-file=idct.mat`: MFCCs to filterbanks."""
 
+    writes = ("affine-transform-file",)
+
     @classmethod
     def defaults(cls) -> dict[str, Any]:
         return {

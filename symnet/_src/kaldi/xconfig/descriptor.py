@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from ...errors import ConfigError
+from ...text import clip
 
 __all__ = ["DimMismatch", "XDescriptor", "parse_xdescriptor"]
 
@@ -88,7 +89,7 @@ class XDescriptor:
         if self.operator in _SAME_DIM:
             dims = [part.dim(dim_of) for part in parts]
             if len(set(dims)) > 1:
-                raise DimMismatch(f"the parts of {self} have different dims: {', '.join(map(str, dims))}")
+                raise DimMismatch(f"the parts of {clip(str(self))} have different dims: {', '.join(map(str, dims))}")
             return dims[0]
         return parts[0].dim(dim_of)
 

@@ -12,7 +12,9 @@ sees the layers before it); an `Xconfig` holds them and gives
   while building the network names the xconfig line and the layer;
 - `expanded(normalized)`: `xconfig.expanded.1` / `.2` (every layer with all
   its options, before and after the descriptors are normalized);
-- `matrices`: the files the layers write (the idct-layer's matrix);
+- `matrices`: the files the layers write (the idct-layer's matrix), and
+  `layer_files(folder)` their contents, each path checked to lie inside the
+  output folder (`symnet._src.kaldi.xconfig.files`);
 - `network()`: the Network of `final.config`.
 """
 
@@ -29,9 +31,11 @@ import numpy as np
 from ...atomic import atomic_write, atomic_write_all
 from ...core.layer import Structure
 from ...errors import ConfigError, SymnetError
+from ...text import clip
 from . import attention, basic, composite, convolution, gru, lstm, stats, trivial  # noqa: F401  (register the layers)
 from .backend import ConfigLine, OutputNode, Source, build_network, parse_line, read_matrix_file, sized_structure
 from .base import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES, XInput, XLayer, closest
+from .files import LayerFile, kaldi_matrix_text, layer_files
 from .syntax import XconfigLine, xconfig_lines
 
 if TYPE_CHECKING:
@@ -98,7 +102,7 @@ class Xconfig:
             try:
                 parsed = parse_line(text, file=self.file, line=layer.source.line, repeated=_repeated(layer.source))
             except ConfigError as e:
-                raise layer.error(f"the generated config line is not valid ({e.message}): {text}") from None
+                raise layer.error(f"the generated config line is not valid ({e.message}): {clip(text)}") from None
             if parsed is not None:
                 lines.append(attrs.evolve(parsed, source=_source(layer.source, parsed.source)))
         if which != "init" and not any(isinstance(line, OutputNode) for line in lines):
@@ -109,6 +113,12 @@ class Xconfig:
     def matrices(self) -> dict[str, np.ndarray]:
         """The matrices the layers write, by file name."""
         return {name: matrix for layer in self.layers for name, matrix in layer.matrices().items()}
+
+    def layer_files(self, folder: str | os.PathLike[str], taken: Iterable[str] = ()) -> dict[str, LayerFile]:
+        """The files the layers write (Kaldi text matrices), by the paths their options give; a ConfigError naming
+        the option and the line for one that is not inside `folder` (an absolute path, `..`, a link) or that is
+        one of `taken` (the files symnet writes there itself)."""
+        return layer_files(self.layers, folder, taken)
 
     def expanded(self, normalized: bool = False) -> str:
         """xconfig.expanded.1 (`normalized=False`) or xconfig.expanded.2: each layer with all its options."""
@@ -188,8 +198,9 @@ class Xconfig:
         """What xconfig_to_configs.py writes to its --config-dir, by path: a copy of the xconfig (`xconfig`, when
         `xconfig_text` is given), `xconfig.expanded.1`/`.2`, `init.config` (when the xconfig has an LDA-like
         input), `ref.config`, `final.config`, `vars` (the context of ref.config's output, as recipes read it) and
-        the matrices the layers write (at the paths their options name). `base`: the existing model the xconfig
-        adds to (`--existing-model`). Checked as `check_contexts` checks."""
+        the matrices the layers write (at the paths their options name, which must lie inside `directory`:
+        `layer_files`). `base`: the existing model the xconfig adds to (`--existing-model`). Checked as
+        `check_contexts` checks."""
         files: dict[str, str] = {}
         if xconfig_text is not None:
             lines = (line.strip() for line in xconfig_text.splitlines())
@@ -209,9 +220,8 @@ class Xconfig:
             left, right = reference.context("output")
             files["vars"] = f"model_left_context={left}\nmodel_right_context={right}\n"
         out = {os.path.join(directory, name): text.encode("utf-8") for name, text in files.items()}
-        for name, matrix in self.matrices.items():
-            out[name] = kaldi_matrix_text(matrix).encode("utf-8")
-        return out
+        named = self.layer_files(directory, taken=out)
+        return out | {path: file.data for path, file in named.items()}
 
     def write_config_dir(
         self, directory: str | os.PathLike[str], xconfig_text: str | None = None, base: Any = None
@@ -220,7 +230,8 @@ class Xconfig:
         leaves every file as it was. Returns the paths written. Reads no matrix file (ref.config has random
         stand-ins for them), so it runs before a recipe has estimated its lda.mat."""
         files = self.config_dir_files(directory, xconfig_text, base)
-        atomic_write_all(files)
+        folder = os.fspath(directory)
+        atomic_write_all(files, inside={path: folder for path in self.layer_files(folder)})
         return list(files)
 
 
@@ -251,12 +262,6 @@ def _source(xline: XconfigLine, generated: Source | None) -> Source:
         end_column=len(xline.text) + 1,
         options=options,
     )
-
-
-def kaldi_matrix_text(matrix: np.ndarray) -> str:
-    """A matrix in Kaldi's text format (`[ a b\\n c d ]`), as Kaldi's scripts write it."""
-    rows = [" ".join(repr(float(v)) for v in row) for row in np.asarray(matrix, dtype=np.float64)]
-    return "[ " + "\n".join(rows) + " ]"
 
 
 def write_kaldi_matrix(path: str | os.PathLike[str], matrix: np.ndarray) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ...text import clip
 from .base import Lines, XLayer, both, layer_types
 
 __all__ = ["XStats"]
@@ -35,7 +36,7 @@ class XStats(XLayer):
         match = _CONFIG.search(text)
         if match is None:
             raise self.error(
-                f"config={text!r} is not a statistics configuration like mean+stddev(-99:3:9:99)", "config"
+                f"config={clip(text)!r} is not a statistics configuration like mean+stddev(-99:3:9:99)", "config"
             )
         kind = match.group(1)
         self.stddev = "stddev" in kind
