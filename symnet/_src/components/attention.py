@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from ..core.attention_spec import AttentionSpec
 from ..core.descriptor import Append, IfDefined, Offset
 from ..core.layer import Layer, child, layer_class
 from ..core.precision import in_float32
@@ -74,6 +75,19 @@ class _AttentionCore(Component):
     @property
     def output_dim(self) -> int:
         return self.num_heads * (self.value_dim + (self.context_dim if self.output_context else 0))
+
+    def attention_spec(self) -> AttentionSpec:
+        """Its arithmetic, for the engine's banded lowering of the whole window (symnet._src.engine.attention)."""
+        return AttentionSpec(
+            self.num_heads,
+            self.key_dim,
+            self.value_dim,
+            self.num_left_inputs,
+            self.num_right_inputs,
+            self.key_scale,
+            self.output_context,
+            self.masked,
+        )
 
     @in_float32
     def apply(self, x: jax.Array) -> jax.Array:

@@ -40,6 +40,7 @@ from ..core.precision import Precision, get_precision
 from ..core.tape import Tape
 from ..errors import PlanError, ShapeError, at
 from . import splice
+from .attention import FusedAttention, attention_tape, find_attentions
 from .dims import node_shapes, static_dim
 from .ends import EndMasks, SequenceEnds
 from .gradient import GRADIENTS, needs_autodiff, tape_differentiated
@@ -140,13 +141,20 @@ class Computation:
         self.given_state = {
             nid: keys for nid, keys in planner.given.items() if not graph.is_input[nid] and nid in self.rows
         }
+        self.absorbed: frozenset[int] = frozenset()
+        self.steps = self._steps(planner)
+        # Sequence ends mask the optional reads of the nodes a step computes (and those a fused attention reads).
+        picked = {nid for a in self.attentions.values() for nid, _, _ in a.picks}
         self.sequence_ends = (
-            SequenceEnds(graph, request, {nid: r.keys for nid, r in self.rows.items()}, self.batch)
+            SequenceEnds(
+                graph,
+                request,
+                {nid: r.keys for nid, r in self.rows.items() if nid not in self.absorbed or nid in picked},
+                self.batch,
+            )
             if request.sequence_ends
             else None
         )
-        self.absorbed: frozenset[int] = frozenset()
-        self.steps = self._steps(planner)
         # The order to run the steps in, independent scans over the same frames merged (engine/scan_merge.py).
         self.schedule = run_schedule(self.steps, graph)
         self.input_maps = self._input_maps(planner)
@@ -212,7 +220,24 @@ class Computation:
                 )
             )
         self.splices = self._splices(units, maps, users, outputs)
+        self.attentions = self._attentions(units, maps, users, outputs)
         return units
+
+    def _attentions(
+        self,
+        units: Sequence[_Step | RecurrentBlock],
+        maps: Mapping[int, tuple[RowMap | None, ...]],
+        users: Mapping[int, set[int]],
+        outputs: set[int],
+    ) -> dict[int, FusedAttention]:
+        """The attention nodes computed from their source's rows (engine/attention.py), by node id: in regular
+        requests, under every lowering but `plain`."""
+        if not self.regular or self.lowering == "plain":
+            return {}
+        single = {u.nid: maps[u.nid] for u in units if isinstance(u, _Step)}
+        found = find_attentions(self.graph.layers, self.graph.operands, single, users, outputs)
+        self.absorbed = self.absorbed | frozenset(n for a in found.values() for n in a.absorbed)
+        return found
 
     def _splices(
         self,
@@ -512,6 +537,11 @@ class Computation:
             return Tape(layer, cast(params[layer.name]), parameter=layer.name, parameters=params)  # type: ignore[index]
         if isinstance(layer, Literal):
             return Tape(layer, layer.array, parameters=params)
+        fused = self.attentions.get(step.nid)
+        if fused is not None:  # attention from its source's rows (engine/attention.py)
+            masks = [reads.get((nid, 0)) for nid, _, _ in fused.picks]
+            at = self.rows[step.nid]
+            return attention_tape(fused, layer, tapes[fused.source], masks, at, params, batch, batched)
         conv = self.splices.get(step.nid)
         if conv is not None:  # a convolution of the source's rows (engine/splice.py)
             return self._splice_tape(conv, layer, tapes, params, batched)
@@ -628,6 +658,8 @@ class Computation:
         for step in self.schedule:
             if not isinstance(step, (MergedScans, RecurrentBlock)) and step.nid in self.splices:
                 lines.append(self.splices[step.nid].explain(self.graph))
+            if not isinstance(step, (MergedScans, RecurrentBlock)) and step.nid in self.attentions:
+                lines.append(self.attentions[step.nid].explain(self.graph))
             if isinstance(step, MergedScans):
                 lines.append(f"one loop of {len(step.blocks)} recurrences:")
                 lines.extend("  " + block.explain() for block in step.blocks)

@@ -12,8 +12,12 @@ with a learned position bias `p_h` per context position (as Kaldi's
 RestrictedAttentionComponent: the query holds it). `window=None` attends to
 every frame of the sequence: the window is then `max_frames - 1` frames both
 ways, so `max_frames` (the longest sequence) is needed (in a longer sequence
-a frame attends to the frames at most `max_frames - 1` away), and the memory
-grows as `max_frames` squared.
+a frame attends to the frames at most `max_frames - 1` away). A regular request
+(`net.compute`, `fit`) computes the attention from the `qkv` rows of the
+sequence's frames (symnet._src.engine.attention): memory linear in frames for a
+window, one score per pair of frames for full attention; planning the window
+still costs time quadratic in `max_frames` (seconds at 1,000 frames, once per
+request shape).
 
 `padding` says what a context position outside the sequence (before its
 first frame, after its end, at padding past a sequence's end) does:
