@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from symnet import Input, Network, Node, ReLU
-from symnet.layers import LSTM, Affine, BatchNorm, Bidirectional, TimeConv
+from symnet.layers import LSTM, Affine, BatchNorm, Bidirectional, MultiHeadAttention, TimeConv
 
 
 def blstm() -> Network:
@@ -62,4 +62,7 @@ def test_repr_is_short_where_the_whole_expression_is_long() -> None:
 def test_summary_names_the_public_classes_a_typed_layer_is_made_of() -> None:
     kinds = {row.kind for row in blstm().summary().rows}
     assert "LstmNonlinearityComponent" in kinds
-    assert not any(kind.startswith("_") for kind in kinds), kinds
+    attention = Network(MultiHeadAttention("att", Input("input", 8), heads=2, key_dim=2, window=(2, 2)), seed=0)
+    kinds |= {row.kind for row in attention.summary().rows}
+    assert "MultiHeadAttention" in kinds and not any(kind.startswith("_") for kind in kinds), kinds
+    assert all(not line.endswith("#") for line in repr(attention).splitlines())  # no empty shape comment

@@ -3,7 +3,7 @@
 `jax.grad` of `net.compute` runs the Tape's hand-written backward walk (and a
 recurrence's fused backward scan), both `jax.custom_vjp`s, which JAX cannot
 differentiate in forward mode; a call under `jax.jvp`, `jax.jacfwd` or
-`jax.hessian` runs JAX's autodiff of the plain lowering instead
+`jax.hessian` runs JAX's autodiff of the same lowering with plain recurrences instead
 (engine/computation.py's `_autodiff_twin`). Each forward-mode result is checked
 against the other path: the tangent `J v` against `jax.jacrev`'s `J` (the
 hand-written walk) times `v`, the Hessian against the Jacobian of `jax.grad`

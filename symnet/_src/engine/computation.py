@@ -124,6 +124,7 @@ class Computation:
         gradient: str = "tape",
         precision: Precision | None = None,
         groups: SequenceGroups | None = None,
+        plain_recurrences: bool = False,
     ):
         #: The network structure it was compiled for: what it may be called with.
         self.structure = structure
@@ -131,6 +132,8 @@ class Computation:
         self.graph = graph
         self.request = request
         self.lowering = lowering  # what was asked for; each RecurrentBlock holds what it got
+        # Every recurrence a plain scan, whatever `lowering` (the autodiff twin: JAX differentiates it in any mode).
+        self.plain_recurrences = plain_recurrences
         self.gradient = gradient  # how jax.grad of a call differentiates it (symnet._src.engine.gradient)
         self.precision = precision  # the dtypes of parameters, compute and outputs (symnet._src.core.precision)
         self.groups = groups  # a call's sequences in groups run side by side (engine/groups.py), or None
@@ -216,7 +219,14 @@ class Computation:
             given = {m: self.given_state[m] for m in group if m in self.given_state}
             units.append(
                 RecurrentBlock(
-                    graph, group, self.rows, maps, exported, given, self.request.sequence_ends, self.lowering
+                    graph,
+                    group,
+                    self.rows,
+                    maps,
+                    exported,
+                    given,
+                    self.request.sequence_ends,
+                    "plain" if self.plain_recurrences else self.lowering,
                 )
             )
         self.splices = self._splices(units, maps, users, outputs)
@@ -328,14 +338,21 @@ class Computation:
 
     def _autodiff_twin(self) -> Callable[..., dict[str, jax.Array]]:
         """The program a forward-mode or second-order transform (`jax.jvp`, `jax.jacfwd`, `jax.hessian`,
-        `jax.jacrev(jax.grad(f))`) runs: JAX's autodiff of the plain lowering, made on first use. Neither the Tape's
-        backward walk (engine/gradient.py) nor a fused scan's backward pass (engine/fused_scan.py), both
-        `jax.custom_vjp`s, has a forward mode or is itself differentiated."""
-        if self.gradient == "jax" and self.lowering == "plain":
+        `jax.jacrev(jax.grad(f))`) runs: JAX's autodiff of this lowering with every recurrence a plain scan, made on
+        first use. Neither the Tape's backward walk (engine/gradient.py) nor a fused scan's backward pass
+        (engine/fused_scan.py), both `jax.custom_vjp`s, has a forward mode or is itself differentiated."""
+        if self.gradient == "jax" and (self.plain_recurrences or self.lowering == "plain"):
             return self._autodiff
         if self._twin is None:
             self._twin = Computation(
-                self.structure, self.graph, self.request, self._planner, "plain", "jax", self.precision
+                self.structure,
+                self.graph,
+                self.request,
+                self._planner,
+                self.lowering,
+                "jax",
+                self.precision,
+                plain_recurrences=True,
             )
         return self._twin._autodiff
 

@@ -18,10 +18,10 @@ masks have none (float0); dropout proportions get zeros: the walk does not
 differentiate with respect to them. Forward-mode differentiation (`jax.jvp`,
 `jax.jacfwd`, `jax.hessian`) of a custom_vjp function is not defined in JAX:
 a call whose arguments carry a forward-mode tangent, or are differentiated
-twice in reverse mode (`needs_autodiff`), runs the plain lowering under JAX's
-own autodiff instead (engine/computation.py's `_autodiff_twin`). That can be
-seen only outside a `jax.jit`: inside a jit of your own, such transforms need
-`compile(..., lowering="plain", gradient="jax")`.
+twice in reverse mode (`needs_autodiff`), runs JAX's own autodiff of the same
+lowering with its recurrences as plain scans instead (engine/computation.py's
+`_autodiff_twin`). That can be seen only outside a `jax.jit`: inside a jit of
+your own, such transforms need `compile(..., lowering="plain", gradient="jax")`.
 """
 
 from __future__ import annotations

@@ -85,7 +85,8 @@ def _unwrapped(text: str) -> str:
 def _shapes(name: str, arrays: Mapping[str, Any]) -> str:
     """`  # bias_params f32[128], linear_params f32[128,72]`: the arrays named `name.field`, if any."""
     own = [(key[len(name) + 1 :], value) for key, value in arrays.items() if key.startswith(name + ".")]
-    return "  # " + ", ".join(f"{field} {array_text(v)}" for field, v in own if "." not in field) if own else ""
+    shown = [f"{field} {array_text(value)}" for field, value in own if "." not in field]
+    return "  # " + ", ".join(shown) if shown else ""
 
 
 def array_text(value: Any) -> str:

@@ -71,6 +71,10 @@ class _MaskedAttention(Typed, Component):
     _format = Layer._format  # every field, as the call that builds it
 
     @property
+    def kind(self) -> str:
+        return "MultiHeadAttention"  # the typed layer it is the core of (no Kaldi component has its masking)
+
+    @property
     def input_dim(self) -> int:
         return self.num_heads * (2 * self.key_dim + self.value_dim + self.num_left_inputs + 1 + self.num_right_inputs)
 
