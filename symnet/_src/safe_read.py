@@ -113,7 +113,9 @@ def read_file(path: str, max_bytes: int, *, error: type[SymnetError] = ModelForm
     if st.st_size > max_bytes:
         raise error(f"{path}: the {what} has {st.st_size} bytes, more than the {max_bytes} allowed")
     with open(path, "rb") as f:
-        data = f.read(max_bytes + 1)
+        data = f.read(st.st_size + 1)  # what it holds (asking for max_bytes would reserve that much)
+        if len(data) > st.st_size:  # it grew since
+            data += f.read(max_bytes + 1 - len(data))
     if len(data) > max_bytes:  # it grew while we read it
         raise error(f"{path}: the {what} has more than the {max_bytes} bytes allowed")
     return data
