@@ -62,6 +62,16 @@ def test_topology_text_is_read_in_linear_time(size: int) -> None:
     assert time.process_time() - start < 1.0
 
 
+def test_a_topology_of_the_clis_1_mib_limit_parses_in_well_under_a_second() -> None:
+    entry = "<TopologyEntry>\n<ForPhones> {} </ForPhones>\n<State> 0 <PdfClass> 0 <Transition> 0 0.5 "
+    entry += "<Transition> 1 0.5 </State>\n<State> 1 </State>\n</TopologyEntry>\n"
+    text = "<Topology>\n" + "".join(entry.format(p) for p in range(1, 7000)) + "</Topology>\n"
+    assert len(text) > 1 << 20
+    start = time.process_time()
+    assert len(Topology.parse(text).monophone_pdfs()) == 6999
+    assert time.process_time() - start < 1.0
+
+
 def test_a_pdf_class_beyond_what_the_states_can_have_is_refused() -> None:
     """Before: `<PdfClass> 300000000` (184 bytes) parsed, and gmm-init-mono's numbering took 3.9 GB."""
     with pytest.raises(ChainError, match=r"topo:4: TopologyEntry 0: pdf-class 300000000: .* none skipped"):
