@@ -3,7 +3,7 @@
 Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
-    errors, atomic, safe_read, host_memory, paths, moved, text  ->  core  ->  engine  ->  network
+    errors, atomic, safe_read, bounded, host_memory, paths, moved, text  ->  core  ->  engine  ->  network
         ->  components, layers | chain  ->  kaldi | train | datasets  ->  display | saving | exporting
         ->  cli, demo, the public modules (the package itself, symnet.kaldi, symnet.train, ...)
 
@@ -33,6 +33,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.errors": (0, "base"),
     "symnet._src.atomic": (0, "base"),
     "symnet._src.safe_read": (0, "base"),
+    "symnet._src.bounded": (0, "base"),
     "symnet._src.host_memory": (0, "base"),
     "symnet._src.paths": (0, "base"),
     "symnet._src.version": (0, "base"),

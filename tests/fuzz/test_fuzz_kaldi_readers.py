@@ -1,9 +1,12 @@
-"""The Kaldi readers (`symnet.kaldi`: model files, configs, xconfigs, symnet model files) and the command
-line under mutated and crafted files, in a child process with an address-space limit.
+"""The Kaldi readers (`symnet.kaldi`: model files, configs, xconfigs, symnet model files, egs, chain egs,
+den.fst files, topologies) and the command line under mutated and crafted files, in a child process with an
+address-space limit.
 
 The mutation campaigns on Kaldi text and binary models and configs, and `symnet info` / `symnet copy` on
-them, must give only symnet errors. A crafted input the Kaldi readers do not refuse cleanly yet goes in
-`OPEN` (empty now): each entry must still fail, so that a fix shows up here as a failure asking to remove it.
+them, must give only symnet errors; those on egs, FSTs and topologies, and issue 48's small files of large
+costs (`helpers.costly`), must do so under 1.5 GiB of address space and within bounded time per input.
+A crafted input the Kaldi readers do not refuse cleanly yet goes in `OPEN` (empty now): each entry must
+still fail, so that a fix shows up here as a failure asking to remove it.
 """
 
 from __future__ import annotations
@@ -109,3 +112,43 @@ def test_a_zip_bomb_parameter_is_refused_before_it_is_inflated(tmp_path: Path) -
     summary = run_campaign(job)
     assert summary["inputs"] == 1 and not summary["others"]
     assert summary["max_rss_mb"] < 700, summary
+
+
+#: The address space of the children that read egs, FSTs and topologies: their readers import JAX but never
+#: start it, which takes about 450 MB of it.
+COSTLY_LIMIT = 3 << 29
+#: CPU seconds one input may take there (the largest of issue 48's files takes about 1.5 s).
+MAX_INPUT_SECONDS = 10
+
+
+@pytest.mark.parametrize("target", ["egs", "ark", "fst", "topology"])
+def test_small_files_of_large_costs(target: str, tmp_path: Path) -> None:
+    """Issue 48's files at its sizes (a 256 KB topology took 18 s, a 60 MB den.fst 1.08 GB and 67 s, ...):
+    each is read or refused with a symnet error, in bounded time and memory."""
+    from helpers import costly
+
+    summary = run_campaign(
+        {"target": target, "crafted": f"costly_{target}", "folder": str(tmp_path)}, limit=COSTLY_LIMIT
+    )
+    assert not summary["others"], failures(summary)
+    expected = [k for k, (reader, _) in costly.CASES.items() if reader == target or target == reader[:3] == "egs"]
+    assert summary["inputs"] == len(expected) and summary["inputs"] > 0
+    assert summary["slowest"][0] < MAX_INPUT_SECONDS, summary["slowest"]
+
+
+READER_CAMPAIGNS = {  # name: (target, seed kind, text mutators)
+    "egs": ("egs", "egs", False),
+    "egs in text": ("egs", "egs_text", True),
+    "chain egs": ("cegs", "cegs", False),
+    "den.fst": ("fst", "fst", False),
+    "topologies": ("topology", "topology", True),
+}
+
+
+@pytest.mark.parametrize("name", READER_CAMPAIGNS)
+def test_reader_mutants_in_bounded_memory_and_time(name: str, seeds: dict[str, list[str]], tmp_path: Path) -> None:
+    job = _job(name, *READER_CAMPAIGNS[name], CASES, seeds, tmp_path)
+    summary = run_campaign(job, limit=COSTLY_LIMIT, timeout=3000)
+    assert not summary["others"], failures(summary)
+    assert summary["inputs"] == CASES
+    assert summary["slowest"][0] < MAX_INPUT_SECONDS, summary["slowest"]

@@ -416,6 +416,19 @@ def symnet_models(job: dict[str, Any]) -> Inputs:
     yield "the tree is nested 400 deep", with_header(tree=json.loads('{"list":[' * 400 + "null" + "]}" * 400))
 
 
+def _costly(reader: str) -> Callable[[dict[str, Any]], Inputs]:
+    """Issue 48's small files of large costs that `reader` reads (`helpers.costly.CASES`, at the issue's sizes)."""
+
+    def inputs(job: dict[str, Any]) -> Inputs:
+        from helpers import costly
+
+        for label, (kind, make) in costly.CASES.items():
+            if kind == reader or (reader == "egs" and kind == "egs_chunks"):
+                yield label, make()
+
+    return inputs
+
+
 CRAFTED: dict[str, Callable[[dict[str, Any]], Inputs]] = {
     "npz": npz_archives,
     "checkpoint": checkpoints,
@@ -424,4 +437,5 @@ CRAFTED: dict[str, Callable[[dict[str, Any]], Inputs]] = {
     "config": configs,
     "kaldi_model": kaldi_models,
     "symnet_model": symnet_models,
+    **{f"costly_{reader}": _costly(reader) for reader in ("egs", "ark", "fst", "topology")},
 }

@@ -3,7 +3,8 @@
     python -m helpers.fuzz_runner JOB.json      (run with tests/ on PYTHONPATH; `run_campaign` does this)
 
 A job names a target (a reader: `kaldi_model`, `kaldi_config`, `xconfig`,
-`symnet_model`, `npz`, `checkpoint`, `ark`, `scp`, `cli_info`, `cli_copy`), the
+`symnet_model`, `npz`, `checkpoint`, `ark`, `scp`, `cli_info`, `cli_copy`, `egs`,
+`cegs`, `fst`, `topology`), the
 seed files to mutate (or `crafted`: the target's hand-made hostile inputs),
 how many mutants and a random seed. Each input is written to a file and given
 to the target; the outcome is `ok`, a symnet error (by class), or anything
@@ -11,7 +12,7 @@ else: another exception, a MemoryError under the limit, a time-out. Inputs of
 the last kind are kept in the job's folder as reproducers. The child prints
 one JSON summary; `run_campaign` (for tests) starts it under `RLIMIT_AS` and
 returns the summary, with any crash (a signal, the limit) reported with the
-input that caused it.
+input that caused it. The summary's `slowest` is the CPU seconds of the slowest input and its label.
 """
 
 from __future__ import annotations
@@ -148,6 +149,33 @@ def _cli_copy(path: str, work: str) -> None:
     _cli(["copy", "--binary=" + binary, path, os.path.join(work, "copy.out")])
 
 
+def _egs(path: str, work: str) -> None:
+    from symnet._src.kaldi.egs import egs_chunks, read_egs
+
+    examples = list(read_egs(path))
+    if examples:  # the training chunks: targets from sparse outputs
+        egs_chunks(examples, soft="max")
+
+
+def _cegs(path: str, work: str) -> None:
+    from symnet._src.kaldi.egs import read_cegs
+
+    for _ in read_cegs(path):
+        pass
+
+
+def _fst(path: str, work: str) -> None:
+    from symnet.chain import read_fst
+
+    read_fst(path)
+
+
+def _topology(path: str, work: str) -> None:
+    from helpers import costly
+
+    costly.read("topology", path)
+
+
 TARGETS: dict[str, Callable[[str, str], None]] = {
     "kaldi_model": _kaldi_model,
     "kaldi_config": _kaldi_config,
@@ -159,6 +187,10 @@ TARGETS: dict[str, Callable[[str, str], None]] = {
     "scp": _scp,
     "cli_info": _cli_info,
     "cli_copy": _cli_copy,
+    "egs": _egs,
+    "cegs": _cegs,
+    "fst": _fst,
+    "topology": _topology,
 }
 
 
@@ -213,6 +245,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
     outcomes: Counter[str] = Counter()
     others: list[dict[str, str]] = []
     accepted: list[str] = []  # crafted inputs read without an error
+    slowest: list[Any] = [0.0, ""]  # CPU seconds, label
     suffix = job.get("suffix", "")
     signal.signal(signal.SIGALRM, _alarm)
     started = time.time()
@@ -227,6 +260,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
             "accepted": accepted,
             "max_rss_mb": peak_rss_mb(),
             "seconds": round(time.time() - started, 1),
+            "slowest": slowest,
         }
 
     for index, (label, data) in enumerate(job_inputs(job)):
@@ -237,6 +271,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         (folder / "current.bin").write_bytes(data)
         progress.write_text(json.dumps({"index": index, "label": label, "summary": json.dumps(summary())}))
         signal.alarm(INPUT_TIMEOUT)
+        cpu = time.process_time()
         try:
             target(str(path), str(work))
             outcome = "ok"
@@ -249,6 +284,8 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
                 error += "\n" + "".join(traceback.format_exception(e)[-3:])[-1500:]
         finally:
             signal.alarm(0)
+        if time.process_time() - cpu > slowest[0]:
+            slowest[:] = [round(time.process_time() - cpu, 2), label]
         outcomes[outcome] += 1
         if outcome == "ok" and job.get("crafted"):
             accepted.append(label)
@@ -280,6 +317,7 @@ def run_campaign(job: dict[str, Any], *, limit: int = MEMORY_LIMIT, timeout: flo
         "accepted": [],
         "max_rss_mb": 0,
         "seconds": 0.0,
+        "slowest": [0.0, ""],
     }
     deadline = time.time() + timeout
     start = 0
@@ -319,6 +357,7 @@ def run_campaign(job: dict[str, Any], *, limit: int = MEMORY_LIMIT, timeout: flo
         total["accepted"] += part.get("accepted", [])
         total["max_rss_mb"] = max(total["max_rss_mb"], part.get("max_rss_mb") or 0)
         total["seconds"] += part.get("seconds") or 0
+        total["slowest"] = max(total["slowest"], part.get("slowest") or [0.0, ""])
         if proc.returncode == 0:
             break
         start = where["index"] + 1

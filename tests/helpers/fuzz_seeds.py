@@ -3,8 +3,8 @@
 Kaldi text and binary models (the hand-written ones of `helpers.kaldi_models`
 and real Kaldi models of the corpus, `helpers.kaldi_oracle`),
 Kaldi configs and an xconfig (the repository's examples and corpus configs),
-a symnet model file, a checkpoint (of `helpers.fuzz_runner.checkpoint_network`), and Kaldi archives and
-scp files.
+a symnet model file, a checkpoint (of `helpers.fuzz_runner.checkpoint_network`), Kaldi archives and
+scp files, and Kaldi's egs, chain egs, den.fst files and topologies (tests/data).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers import EXAMPLES, kaldi_models
+from helpers import EXAMPLES, REPO, kaldi_models
 
 #: Corpus cases whose models and configs seed the Kaldi campaigns (one of each family, small).
 CORPUS_CASES = ("a_docs_example", "c01_tdnn_relu_bn", "b06_ifdefined_offsets", "b21_two_outputs")
@@ -45,6 +45,11 @@ def write_seeds(folder: Path) -> dict[str, list[str]]:
             "ark_text",
             "scp",
             "checkpoint",
+            "egs",
+            "egs_text",
+            "cegs",
+            "fst",
+            "topology",
         )
     }
 
@@ -89,4 +94,11 @@ def write_seeds(folder: Path) -> dict[str, list[str]]:
         str(folder / "checkpoint.npz"), net, state, checkpoint.Position(3, 1, 2), {"history": []}, run={"lr": 0.01}
     )
     out["checkpoint"].append(str(folder / "checkpoint.npz"))
+    data = REPO / "tests" / "data"
+    out["egs"] += [str(p) for p in sorted((data / "egs").glob("egs_*.ark"))]
+    out["egs_text"] += [str(p) for p in sorted((data / "egs").glob("egs_*.txt"))]
+    out["cegs"] += [str(p) for p in sorted((data / "egs").glob("cegs_*"))]
+    out["fst"] += [str(data / "chain" / "den.fst"), str(data / "chain-recipe" / "chain-topo" / "den.fst")]
+    topologies = [data / "chain" / "phone_lm" / name for name in ("topo2", "topochain")]
+    out["topology"] += [str(p) for p in topologies + sorted((data / "chain-recipe").glob("*/topo"))]
     return out

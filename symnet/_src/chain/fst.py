@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..bounded import gather, record_offsets
 from ..errors import ChainError
 from ..safe_read import read_file
 
@@ -116,27 +117,35 @@ def parse_fst_binary(data: bytes, *, name: str = "<fst>") -> Fst:
     remaining = len(data) - r.pos
     if not 0 <= num_states <= remaining // 12:
         raise ChainError(f"{name}: {num_states} states cannot fit in the {remaining} bytes left")
-    if num_states and not 0 <= start < num_states:
-        raise ChainError(f"{name}: start state {start} is not one of the {num_states} states")
-    final = np.empty(num_states, np.float32)
-    counts = np.empty(num_states, np.int64)
-    chunks = []
-    arc = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")])
-    for s in range(num_states):
-        w, n = r.unpack("fq", f"state {s}")
-        if not 0 <= n <= (len(data) - r.pos) // 16:
-            raise ChainError(f"{name}: state {s} claims {n} arcs, more than the {len(data) - r.pos} bytes left hold")
-        final[s], counts[s] = w, n
-        chunks.append(np.frombuffer(r.take(16 * n, f"arcs of state {s}"), arc))
-    if r.pos != len(data):
-        raise ChainError(f"{name}: {len(data) - r.pos} bytes after the last state")
-    arcs = np.concatenate(chunks) if chunks else np.zeros(0, arc)
-    if num_arcs not in (0, len(arcs)):  # OpenFst writes 0 here when it did not count
-        raise ChainError(f"{name}: header says {num_arcs} arcs, the states hold {len(arcs)}")
     if num_states == 0:
         raise ChainError(f"{name}: the FST has no states")
+    if not 0 <= start < num_states:
+        raise ChainError(f"{name}: start state {start} is not one of the {num_states} states")
+    return _states(data, r.pos, int(start), num_states, num_arcs, name)
+
+
+#: An arc as OpenFst's VectorFst writes it.
+_ARC = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")])
+
+
+def _states(data: bytes, pos: int, start: int, num_states: int, num_arcs: int, name: str) -> Fst:
+    """The states after the header (each a float32 final weight, an int64 arc count, its arcs), walked in one
+    pass (`symnet._src.bounded.record_offsets`) and read into arrays in one copy."""
+
+    def fail(state: int, message: str) -> ChainError:
+        return ChainError(f"{name}: state {state} {message}")
+
+    offsets = record_offsets(data, pos, num_states, head=12, field="q", at=4, item=16, items="arcs", fail=fail)
+    if offsets[-1] != len(data):
+        raise ChainError(f"{name}: {len(data) - int(offsets[-1])} bytes after the last state")
+    starts = offsets[:-1]
+    counts = (np.diff(offsets) - 12) // 16
+    final = gather(data, starts, 4).view("<f4").astype(np.float32)
+    arcs = gather(data, starts + 12, 16 * counts).view(_ARC)
+    if num_arcs not in (0, len(arcs)):  # OpenFst writes 0 here when it did not count
+        raise ChainError(f"{name}: header says {num_arcs} arcs, the states hold {len(arcs)}")
     return Fst(
-        start=int(start),
+        start=start,
         final=final,
         src=np.repeat(np.arange(num_states, dtype=np.int32), counts),
         dst=arcs["nextstate"].astype(np.int32),

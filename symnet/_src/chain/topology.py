@@ -10,12 +10,11 @@ chain graphs put the leaving transition's frame first (`reorder=true`), so with 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..errors import ChainError
-from ..text import ascii_int, clip
+from .topology_text import parse_topology
 
 __all__ = ["HmmState", "Topology"]
 
@@ -61,28 +60,11 @@ class Topology:
 
     @staticmethod
     def parse(text: str, name: str = "<topology>") -> Topology:
-        """A Kaldi `<Topology>` in text form (ChainError naming `name` and the entry at fault)."""
-        body = re.sub(r"\s+", " ", text).strip()
-        if not body.startswith("<Topology>") or not body.endswith("</Topology>"):
-            raise ChainError(f"{name}: a topology is '<Topology> ... </Topology>' in text form")
-        entries = re.findall(r"<TopologyEntry>(.*?)</TopologyEntry>", body)
-        if not entries:
-            raise ChainError(f"{name}: no <TopologyEntry>")
+        """A Kaldi `<Topology>` in text form (ChainError naming `name`, the line and the entry at fault; see
+        `symnet._src.chain.topology_text` for what is refused)."""
         phones: dict[int, tuple[HmmState, ...]] = {}
-        for e, entry in enumerate(entries):
-            where = f"{name}: TopologyEntry {e}"
-            found = re.search(r"<ForPhones>(.*?)</ForPhones>", entry)
-            if not found or not found.group(1).split():
-                raise ChainError(f"{where}: no <ForPhones> list")
-            ids = [ascii_int(p) for p in found.group(1).split()]
-            if None in ids:
-                raise ChainError(f"{where}: <ForPhones> must list integers, got {clip(found.group(1).strip())!r}")
-            states = _parse_states(re.findall(r"<State>(.*?)</State>", entry), where)
-            for p in ids:
-                assert p is not None
-                if p < 1 or p in phones:
-                    raise ChainError(f"{where}: phone {p} is {'listed twice' if p in phones else 'not >= 1'}")
-                phones[p] = states
+        for ids, states in parse_topology(text, name):
+            phones.update(dict.fromkeys(ids, tuple(HmmState(*state) for state in states)))
         return Topology(phones)
 
     def monophone_pdfs(self) -> dict[int, tuple[int, ...]]:
@@ -94,57 +76,3 @@ class Topology:
             pdfs[p] = tuple(range(next_pdf, next_pdf + classes))
             next_pdf += classes
         return pdfs
-
-
-def _parse_states(states: Sequence[str], where: str) -> tuple[HmmState, ...]:
-    if len(states) < 2:
-        raise ChainError(f"{where}: a phone needs at least one emitting state and the final state")
-    out = []
-    for i, state in enumerate(states):
-        tokens = state.split()
-        if not tokens or tokens[0] != str(i):
-            raise ChainError(f"{where}: states must be numbered 0, 1, ... in order; state {i} is {state.strip()!r}")
-        fields = re.findall(r"<(\w+)> ([^<]*)", state)
-        values: dict[str, int] = {}
-        transitions: list[tuple[int, float]] = []
-        for key, value in fields:
-            try:
-                if key == "Transition":
-                    dest, prob = value.split()
-                    transitions.append((_int(dest), float(prob)))
-                elif key in ("PdfClass", "ForwardPdfClass", "SelfLoopPdfClass"):
-                    values[key] = _int(value)
-                else:
-                    raise ChainError(f"{where}, state {i}: unknown field <{clip(key, 40)}>")
-            except ValueError:
-                raise ChainError(f"{where}, state {i}: bad <{key}> value {clip(value.strip(), 40)!r}") from None
-        last = i == len(states) - 1
-        if last:
-            if values or transitions:
-                raise ChainError(f"{where}: the last state {i} must be the non-emitting final state (no fields)")
-            continue
-        if "PdfClass" in values:
-            forward = loop = values["PdfClass"]
-        elif "ForwardPdfClass" in values and "SelfLoopPdfClass" in values:
-            forward, loop = values["ForwardPdfClass"], values["SelfLoopPdfClass"]
-        else:
-            raise ChainError(f"{where}, state {i}: an emitting state needs <PdfClass> (or forward and self-loop ones)")
-        if not transitions:
-            raise ChainError(f"{where}, state {i}: an emitting state needs transitions")
-        for dest, prob in transitions:
-            if not 0 <= dest < len(states) or not 0.0 < prob <= 1.0:
-                raise ChainError(f"{where}, state {i}: transition to {dest} with probability {prob} is out of range")
-        out.append(HmmState(forward, loop, tuple(transitions)))
-    classes = sorted({c for s in out for c in (s.forward_pdf_class, s.self_loop_pdf_class)})
-    if classes != list(range(len(classes))):  # Kaldi's HmmTopology::Check; a huge class would size the pdf table
-        shown = ", ".join(map(str, classes[:8])) + (", ..." if len(classes) > 8 else "")
-        raise ChainError(f"{where}: the pdf-classes ({shown}) must be 0, 1, ... without a gap, as Kaldi requires")
-    return tuple(out)
-
-
-def _int(text: str) -> int:
-    """An ASCII integer (`int()` would take '٣' or '1_0'); ValueError otherwise."""
-    value = ascii_int(text)
-    if value is None:
-        raise ValueError(text)
-    return value

@@ -14,10 +14,13 @@ and chain/chain-supervision.cc write it, binary and text (`ark,t`):
   end-to-end FSTs, one per sequence; alignment pdfs) and the derivative weights.
 
 Every count and size is checked against the bytes left before anything is
-allocated, and every unknown token, format or flag is refused: errors are
-`KaldiDataError`s naming the archive, the example key and the field (for an
-example an scp line names: the file, the offset and what was expected, never
-what the file holds there). A supervision weight must be finite and >= 0.
+allocated, and what is built is bounded by the bytes too: Index vectors are
+decoded vectorised (`egs_index`), compressed matrices in blocks, sparse
+matrices kept as their pairs (`egs_sparse`). Every unknown token, format or
+flag is refused: errors are `KaldiDataError`s naming the archive, the example
+key and the field (for an example an scp line names: the file, the offset and
+what was expected, never what the file holds there). A supervision weight must
+be finite and >= 0.
 Refused: FSTs with symbol tables or aligned (`--fst_align`) data, FST types
 other than `compact_acceptor` over `standard` arcs, the pre-2016 `<DW>` deriv
 weights, non-regular files (stdin, pipes).
@@ -49,11 +52,14 @@ from typing import Any, NamedTuple
 import attrs
 import numpy as np
 
+from ..bounded import compressed_bytes, tiles
 from ..chain.fst import Fst, parse_fst_text
 from ..errors import ChainError, KaldiDataError, ModelFormatError
 from ..safe_read import open_regular, read_file
 from ..text import is_digits
 from .binary import BinaryReader, TextReader
+from .egs_index import read_index_vector
+from .egs_sparse import MAX_DENSE_VALUES, PairRows, SparseRows, read_sparse_binary
 
 __all__ = [
     "ChainExample",
@@ -69,8 +75,6 @@ __all__ = [
     "read_egs",
 ]
 
-#: The most values a matrix of an example may have once dense (features, or sparse targets made dense).
-MAX_DENSE_VALUES = 1 << 28
 #: The longest example key.
 MAX_KEY_BYTES = 1 << 16
 #: Kaldi's own limit on the inputs/outputs of one example.
@@ -92,38 +96,31 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 
 
 @attrs.frozen(eq=False)
-class SparseRows:
-    """A Kaldi SparseMatrix as read: row r's (column, value) pairs are `cols[offsets[r]:offsets[r + 1]]` and
-    `values[...]`; `dim` columns."""
-
-    dim: int
-    offsets: np.ndarray  # int64 [rows + 1]
-    cols: np.ndarray  # int32
-    values: np.ndarray  # float32
-
-    @property
-    def num_rows(self) -> int:
-        return len(self.offsets) - 1
-
-    def toarray(self) -> np.ndarray:
-        """The dense [rows, dim] float32 matrix (a pair repeated in a row: the last one, as Kaldi's CopyToMat)."""
-        out = np.zeros((self.num_rows, self.dim), np.float32)
-        rows = np.repeat(np.arange(self.num_rows), np.diff(self.offsets))
-        out[rows, self.cols] = self.values
-        return out
-
-
-@attrs.frozen(eq=False)
 class NnetIo:
     """One input or output of an example: `name`, `indexes` int32 [rows, 3] (columns n, t, x), `matrix`
     float32 [rows, cols] (read-only), `storage` how the file held it (FM, DM, CM, CM2, CM3, SM; `text` or
-    `text-sparse` in text archives) and, for a sparse matrix, `sparse` as read."""
+    `text-sparse` in text archives) and, for a sparse matrix, `sparse` as read: its `matrix` is made dense
+    where it is first asked for (KaldiDataError beyond `MAX_DENSE_VALUES` values), never by reading."""
 
     name: str
     indexes: np.ndarray
-    matrix: np.ndarray
+    _matrix: np.ndarray | None
     storage: str
     sparse: SparseRows | None = None
+    _where: str = attrs.field(default="", repr=False)  # the file and example, for errors
+
+    @property
+    def matrix(self) -> np.ndarray:
+        dense = self._matrix
+        if dense is None:
+            if self.sparse is None:
+                raise KaldiDataError(f"{self._where}: NnetIo {self.name!r} has no matrix")
+            try:
+                dense = _frozen(self.sparse.toarray())
+            except KaldiDataError as e:
+                raise KaldiDataError(f"{self._where}, NnetIo {self.name!r}: {e}") from None
+            object.__setattr__(self, "_matrix", dense)
+        return dense
 
 
 @attrs.frozen(eq=False)
@@ -184,30 +181,39 @@ class ChainExample:
 # ---------------------------------------------------------------------------------------------- decoding
 
 
-def decode_compressed(kind: str, min_value: float, range_: float, rows: int, cols: int, data: Any) -> np.ndarray:
-    """A Kaldi CompressedMatrix (`kind` CM, CM2 or CM3; `data`: the bytes after the 16-byte header, exactly
-    as long as the format says) as float32 [rows, cols], with the float arithmetic of Kaldi's CopyToMat."""
+def decode_compressed(
+    kind: str, min_value: float, range_: float, rows: int, cols: int, data: Any, offset: int = 0
+) -> np.ndarray:
+    """A Kaldi CompressedMatrix (`kind` CM, CM2 or CM3; its data: the bytes of `data` from `offset`, after the
+    16-byte header, as many as the format says) as float32 [rows, cols], with the float arithmetic of Kaldi's
+    CopyToMat; decoded in blocks (`symnet._src.bounded.tiles`), so its scratch is a few MiB whatever the size."""
     lo, rng = np.float32(min_value), np.float32(range_)
-    if kind == "CM2":
-        inc = np.float32(np.float64(rng) * (1.0 / 65535.0))
-        q = _buffer(data, "<u2", rows * cols).reshape(rows, cols)
-        return lo + q.astype(np.float32) * inc
-    if kind == "CM3":
-        inc = np.float32(np.float64(rng) * (1.0 / 255.0))
-        q = _buffer(data, "u1", rows * cols).reshape(rows, cols)
-        return lo + q.astype(np.float32) * inc
+    out = np.empty((rows, cols), np.float32)
+    if kind in ("CM2", "CM3"):
+        dtype, scale = ("<u2", 65535.0) if kind == "CM2" else ("u1", 255.0)
+        inc = np.float32(np.float64(rng) * (1.0 / scale))
+        q = _buffer(data, dtype, rows * cols, offset).reshape(rows, cols)
+        for r, c in tiles(rows, cols):
+            out[r, c] = lo + q[r, c].astype(np.float32) * inc
+        return out
     if kind != "CM":
         raise ValueError(f"unknown compressed matrix kind {kind!r}")
-    heads = _buffer(data, "<u2", 4 * cols).reshape(cols, 4).astype(np.float32)
+    heads = _buffer(data, "<u2", 4 * cols, offset).reshape(cols, 4).astype(np.float32)
     step = rng * np.float32(1.52590218966964e-05)
-    p0, p25, p75, p100 = (lo + step * heads[:, i] for i in range(4))  # [cols] each
-    q = _buffer(data, "u1", rows * cols, 8 * cols).reshape(cols, rows).T  # stored column by column
+    p0, p25, p75, p100 = (lo + step * heads[:, i : i + 1] for i in range(4))  # [cols, 1] each
+    q = _buffer(data, "u1", rows * cols, offset + 8 * cols).reshape(cols, rows)  # stored column by column
+    for c, r in tiles(cols, rows):
+        out[r, c] = _percentiles(q[c, r], p0[c], p25[c], p75[c], p100[c]).T
+    return out
+
+
+def _percentiles(q: np.ndarray, p0: Any, p25: Any, p75: Any, p100: Any) -> np.ndarray:
+    """Kaldi's CharToFloat of bytes `q` [cols, rows] between their columns' percentiles (each [cols, 1])."""
     v = q.astype(np.float32)
     low = ((p25 - p0) * v).astype(np.float64) * (1 / 64.0) + p0
     mid = ((p75 - p25) * (v - 64)).astype(np.float64) * (1 / 128.0) + p25
     high = ((p100 - p75) * (v - 192)).astype(np.float64) * (1 / 63.0) + p75
-    out = np.where(q <= 64, low, np.where(q <= 192, mid, high))
-    return out.astype(np.float32)
+    return np.where(q <= 64, low, np.where(q <= 192, mid, high)).astype(np.float32)
 
 
 class _Parse:
@@ -225,9 +231,12 @@ class _Parse:
         return f"{field} ({name!r})" if self.quote else field
 
     def fail(self, message: str) -> KaldiDataError:
-        at = f", example {self.key!r}" if self.key else ""
         field = f", {self.field}" if self.field else ""
-        return KaldiDataError(f"{self.where}{at}{field}: {message}")
+        return KaldiDataError(f"{self.place()}{field}: {message}")
+
+    def place(self) -> str:
+        """The archive and the example being read."""
+        return f"{self.where}, example {self.key!r}" if self.key else self.where
 
     # one object
 
@@ -290,10 +299,11 @@ class _Parse:
         self.field = self.named(f"NnetIo {i}", name)
         indexes = self.indexes(r)
         matrix, storage, sparse = self.general_matrix(r)
-        if len(matrix) != len(indexes):
-            raise self.fail(f"{len(indexes)} indexes but a matrix of {len(matrix)} rows")
+        rows = sparse.num_rows if sparse is not None else len(matrix) if matrix is not None else 0
+        if rows != len(indexes):
+            raise self.fail(f"{len(indexes)} indexes but a matrix of {rows} rows")
         r.expect_token("</NnetIo>")
-        return NnetIo(name, indexes, matrix, storage, sparse)
+        return NnetIo(name, indexes, matrix, storage, sparse, where=self.place())
 
     def indexes(self, r: BinaryReader | TextReader) -> np.ndarray:
         r.expect_token("<I1V>")
@@ -305,47 +315,19 @@ class _Parse:
                 out[k] = (r.read_int("index n"), r.read_int("index t"), r.read_int("index x"))
             return _frozen(out)
         size = self.count(r, "the number of indexes", 0, 2**31 - 1, per=1)  # at least a byte each
-        head = _buffer(r.data, np.int8, size, r.pos)
-        if size and np.abs(head.astype(np.int32)).max() < 125:  # the common case: deltas of t only
-            steps = np.cumsum(head, dtype=np.int64)
-            low, high = int(steps.min()), int(steps.max())
-            if low < -(2**31) or high >= 2**31:  # 17 million steps of 124 reach it: Kaldi's int32 would wrap
-                raise self.fail(f"the indexes' t leaves int32 (reaches {high if high >= 2**31 else low})")
-            out = np.zeros((size, 3), np.int32)
-            out[:, 1] = steps
-            r.pos += size
-            return _frozen(out)
-        rows = []
-        n = t = x = 0
-        for k in range(size):
-            if r.pos >= len(r.data):
-                raise self.fail(f"the file ends in index {k} of {size}")
-            c = struct.unpack_from("b", r.data, r.pos)[0]
-            r.pos += 1
-            if abs(c) < 125:
-                if k == 0:
-                    n, t, x = 0, c, 0
-                else:
-                    t += c
-                    if not -(2**31) <= t < 2**31:  # Kaldi's int32 would wrap; numpy's would raise OverflowError
-                        raise self.fail(f"index {k}: t steps to {t}, beyond int32")
-            elif c == 127:
-                n, t, x = r.read_int("index n"), r.read_int("index t"), r.read_int("index x")
-            else:
-                raise self.fail(f"index {k}: unexpected byte {c} (Kaldi's Index vectors use -124..124 and 127)")
-            rows.append((n, t, x))
-        return _frozen(np.array(rows, np.int32).reshape(size, 3))
+        indexes, r.pos = read_index_vector(r.data, r.pos, size, self.fail)
+        return _frozen(indexes)
 
     def dense_cap(self, rows: int, cols: int) -> None:
         if rows * cols > MAX_DENSE_VALUES:
             raise self.fail(f"a {rows} x {cols} matrix is more than {MAX_DENSE_VALUES} values")
 
-    def general_matrix(self, r: BinaryReader | TextReader) -> tuple[np.ndarray, str, SparseRows | None]:
+    def general_matrix(self, r: BinaryReader | TextReader) -> tuple[np.ndarray | None, str, SparseRows | None]:
+        """The matrix, its storage, and for a sparse one its pairs (and no matrix: it is made dense on use)."""
         start = r.skip_ws()
         if isinstance(r, TextReader):
             if r.peek() == "r":
-                sparse = self.sparse_text(r)
-                return _frozen(sparse.toarray()), "text-sparse", sparse
+                return None, "text-sparse", self.sparse_text(r)
             return _frozen(np.asarray(r.read_matrix("the matrix"), np.float32)), "text", None
         token = r.peek_array_token()
         if token in ("CM", "CM2", "CM3"):
@@ -358,57 +340,24 @@ class _Parse:
                 return _frozen(np.zeros((0, 0), np.float32)), token, None
             if rows < 0 or cols < 0:
                 raise self.fail(f"a compressed matrix of {rows} x {cols}")
-            size = {"CM": 8 * cols + rows * cols, "CM2": 2 * rows * cols, "CM3": rows * cols}[token]
+            size = compressed_bytes(token, rows, cols)
             if size > len(r.data) - r.pos:
                 raise self.fail(f"a {token} {rows} x {cols} matrix needs {size} bytes, {len(r.data) - r.pos} left")
             self.dense_cap(rows, cols)
-            out = decode_compressed(token, lo, rng, rows, cols, r.data[r.pos : r.pos + size])
+            out = decode_compressed(token, lo, rng, rows, cols, r.data, r.pos)
             r.pos += size
             return _frozen(out), token, None
         if r.peek() == ord("S"):
-            sparse = self.sparse_binary(r)
-            return _frozen(sparse.toarray()), "SM", sparse
+            r.expect_token("SM")
+            rows = self.count(r, "the rows of a sparse matrix", 0, 9_999_999, per=13)
+            sparse, r.pos = read_sparse_binary(r.data, r.pos, rows, self.fail)
+            return None, "SM", sparse
         if token not in ("FM", "DM"):
             got = r.peek_token()[:20] if r.peek() >= 0 else "the end of the file"
             raise self.fail(f"byte {start}: expected a matrix (FM, DM, CM, CM2, CM3 or SM), got {got!r}")
         matrix = r.read_matrix("the matrix")
         self.dense_cap(*matrix.shape)
         return _frozen(np.asarray(matrix, np.float32)), token, None
-
-    def sparse_binary(self, r: BinaryReader) -> SparseRows:
-        r.expect_token("SM")
-        rows = self.count(r, "the rows of a sparse matrix", 0, 9_999_999, per=13)
-        dims, counts, parts = [], [], []
-        pair = np.dtype([("s1", "u1"), ("col", "<i4"), ("s2", "u1"), ("value", "<f4")])
-        for row in range(rows):
-            r.expect_token("SV", f" (row {row} of the sparse matrix)")
-            dim = self.count(r, f"the dim of sparse row {row}", 0, 2**31 - 1)
-            num = self.count(r, f"the elements of sparse row {row}", 0, dim)
-            if 10 * num > len(r.data) - r.pos:
-                raise self.fail(f"sparse row {row}: {num} elements need {10 * num} bytes, {len(r.data) - r.pos} left")
-            pairs = _buffer(r.data, pair, num, r.pos)
-            r.pos += 10 * num
-            if num and not ((pairs["s1"] == 4).all() and (pairs["s2"] == 4).all()):
-                raise self.fail(f"sparse row {row}: an element without its size bytes 4")
-            dims.append(dim)
-            counts.append(num)
-            parts.append(pairs)
-        return self.sparse(dims, counts, parts)
-
-    def sparse(self, dims: list[int], counts: list[int], parts: list[np.ndarray]) -> SparseRows:
-        if len(set(dims)) > 1:
-            raise self.fail(f"sparse rows of different dims {sorted(set(dims))[:4]}")
-        dim = dims[0] if dims else 0
-        self.dense_cap(len(dims), dim)
-        cols = np.concatenate([p["col"] for p in parts]).astype(np.int32) if parts else np.zeros(0, np.int32)
-        values = np.concatenate([p["value"] for p in parts]).astype(np.float32) if parts else np.zeros(0, np.float32)
-        if len(cols) and (cols.min() < 0 or cols.max() >= dim):
-            raise self.fail(
-                f"a sparse element in column {int(cols.max() if cols.max() >= dim else cols.min())} "
-                f"of a matrix of {dim} columns"
-            )
-        offsets = np.concatenate([[0], np.cumsum(np.array(counts, np.int64))]).astype(np.int64)
-        return SparseRows(dim, _frozen(offsets), _frozen(cols), _frozen(values))
 
     def sparse_text(self, r: TextReader) -> SparseRows:
         word, _ = r.read_word("rows=N")
@@ -417,29 +366,27 @@ class _Parse:
         rows = int(word[5:])
         if rows > (len(r.text) - r.pos) // 8:  # 'dim=1 [ ] ' at least
             raise self.fail(f"a sparse matrix of {rows} rows in {len(r.text) - r.pos} characters")
-        dims, counts, parts = [], [], []
-        pair = np.dtype([("col", "<i4"), ("value", "<f4")])
+        dim, pairs = 0, PairRows(rows)
         for row in range(rows):
             word, _ = r.read_word(f"dim=N of sparse row {row}")
             if not word.startswith("dim=") or not is_digits(word[4:]) or int(word[4:]) >= 2**31:
                 raise self.fail(f"sparse row {row}: expected dim=N, got {word[:20]!r}")
+            if row and int(word[4:]) != dim:
+                raise self.fail(f"sparse row {row} has dim {int(word[4:])}, row 0 dim {dim}")
+            dim = int(word[4:])
             content, _, _ = r.bracket(f"sparse row {row}")
             words = content.split()
             if len(words) % 2:
                 raise self.fail(f"sparse row {row}: an odd number of words in [ {content[:40]} ]")
             try:
-                cols = [int(w) for w in words[::2]]
-                values = [float(w) for w in words[1::2]]
+                row_cols = [int(w) for w in words[::2]]
+                row_values = [float(w) for w in words[1::2]]
             except ValueError:
                 raise self.fail(f"sparse row {row}: expected column value pairs, got [ {content[:40]} ]") from None
-            p = np.zeros(len(cols), pair)
-            if any(not 0 <= c < 2**31 for c in cols):
+            if any(not 0 <= c < 2**31 for c in row_cols):
                 raise self.fail(f"sparse row {row}: a column beyond int32")
-            p["col"], p["value"] = cols, values
-            dims.append(int(word[4:]))
-            counts.append(len(cols))
-            parts.append(p)
-        return self.sparse(dims, counts, parts)
+            pairs.add(row, row_cols, row_values)
+        return pairs.sparse(dim, self.fail)
 
     # chain
 
@@ -763,8 +710,8 @@ def egs_chunks(examples: Sequence[NnetExample], *, soft: str = "error", output: 
     """Examples of nnet3-get-egs (one `input`, one sparse `output` of posteriors, at the input's frame rate)
     as training chunks. A frame's target is its pdf and its weight the posterior's total; a frame with
     several pdfs is an error, or with `soft="max"` its largest one (weight: the total). Frames with no
-    pdf get weight 0. Refused, naming the example: other inputs (ivectors), subsampled outputs, merged
-    examples (n > 0), examples of different sizes."""
+    pdf get weight 0. Refused, naming the example: other inputs (ivectors), a sparse input, subsampled
+    outputs, merged examples (n > 0), examples of different sizes."""
     if soft not in ("error", "max"):
         raise KaldiDataError(f"soft must be 'error' or 'max', got {soft!r}")
     if not examples:
@@ -780,6 +727,8 @@ def egs_chunks(examples: Sequence[NnetExample], *, soft: str = "error", output: 
                 f"{output!r} (other inputs such as ivectors are not used by fit)"
             )
         x, y = eg["input"], eg[output]
+        if x.sparse is not None:  # its dense form could be far larger than the file: features never are sparse
+            raise KaldiDataError(f"example {eg.key!r}: the input is a sparse matrix, not features")
         if (x.indexes[:, [0, 2]] != 0).any() or (y.indexes[:, [0, 2]] != 0).any():
             raise KaldiDataError(f"example {eg.key!r}: merged examples (n or x not 0) are not chunks")
         t_in, t_out = x.indexes[:, 1], y.indexes[:, 1]
@@ -805,9 +754,9 @@ def egs_chunks(examples: Sequence[NnetExample], *, soft: str = "error", output: 
                 f"example {eg.key!r}: output frame {row} has {counts[row]} pdfs (soft targets); "
                 f"pass soft='max' to train on the largest"
             )
-        dense = y.matrix
-        targets.append(np.argmax(dense, axis=1).astype(np.int32))
-        weights.append(dense.sum(axis=1).astype(np.float32))
+        target, weight = sp.argmax_and_sum()  # as np.argmax and sum of the dense rows, never made dense
+        targets.append(target)
+        weights.append(weight)
         feats.append(x.matrix)
     assert shape is not None
     return EgsChunks(np.stack(feats), np.stack(targets), np.stack(weights), shape[0], shape[2])
