@@ -138,7 +138,7 @@ def _info(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def _init(args: argparse.Namespace, stdout: TextIO) -> int:
-    from .cli_files import Files
+    from .cli_files import Files, config_files
     from .saving.files import save
 
     paths = args.paths
@@ -146,6 +146,7 @@ def _init(args: argparse.Namespace, stdout: TextIO) -> int:
         raise _UsageError("init takes [EXISTING] CONFIG OUT")
     config, out = paths[-2], paths[-1]
     files = Files().read("EXISTING", paths[:-2]).read("CONFIG", [config])
+    files.read("a file CONFIG names", config_files(config))
     files.write("OUT", [out]).check(args.force)
     base = _load(paths[0]) if len(paths) == 3 else None
     network = _read_config(config, seed=args.seed, base=base)
@@ -157,9 +158,12 @@ def _init(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def _network_files(spec: str) -> list[str]:
-    """The file `_network_source` reads for `spec`: the model or config, or the `file.py` of `file.py:attr`."""
+    """The files `_network_source` reads for `spec`: the model, or the config and the files it names, or the
+    `file.py` of `file.py:attr`."""
+    from .cli_files import config_files
+
     if ":" not in spec or os.path.exists(spec):
-        return [spec]
+        return [spec, *config_files(spec)]
     module = spec.rsplit(":", 1)[0]
     return [module] if module.endswith(".py") else []
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from .errors import SymnetError
 from .text import is_digits
 
-__all__ = ["Files", "rspecifier_files", "wspecifier_files"]
+__all__ = ["config_files", "Files", "rspecifier_files", "wspecifier_files"]
 
 #: Lines of an scp file whose archives are compared (a corpus's scp has one per utterance, a few archives).
 MAX_SCP_LINES = 1_000_000
@@ -36,6 +36,21 @@ def _specifier(spec: str) -> dict[str, str | None] | None:
     except ValueError:
         return None
     return {"ark": parsed.get("ark"), "scp": parsed.get("scp")}
+
+
+_NAMED_FILE = re.compile(r"(?:^|\s)(?:matrix|vector)=(\S+)")
+_MAX_CONFIG_BYTES = 1 << 20  # the CLI's limit on a config
+
+
+def config_files(path: str) -> list[str]:
+    """The files a Kaldi config's lines name (`matrix=lda.mat`, `vector=...`), which a command reading the
+    config reads too; none for a file that is not a config (a model: its text holds no such option)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read(_MAX_CONFIG_BYTES)
+    except OSError:
+        return []  # the reader says what is wrong with it
+    return list(dict.fromkeys(m.group(1) for m in _NAMED_FILE.finditer(text)))
 
 
 def _scp_files(scp: str) -> list[str]:

@@ -146,3 +146,20 @@ def test_compute_with_a_nul_byte_in_a_features_scp_is_one_line(tmp_path: Path) -
     )
     assert status == 1 and "NUL byte" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o.ark").exists()
+
+
+def test_a_matrix_a_config_names_is_an_input(folder: Path) -> None:
+    """`matrix=` files are read with the config: `symnet init` and `symnet train` must not write over them."""
+    (folder / "lda.mat").write_text(" [ 1 0\n 0 1 ]\n")
+    (folder / "lda.config").write_text(
+        "input-node name=input dim=2\n"
+        "component name=lda type=FixedAffineComponent matrix=lda.mat\n"
+        "component-node name=lda component=lda input=input\n"
+        "output-node name=output input=lda objective=quadratic\n"
+    )
+    before = _snapshot(folder)
+    status, _, err = run("init", "lda.config", "lda.mat")
+    assert status != 0 and "lda.mat" in err and "a file CONFIG names" in err
+    status, _, err = run("train", "lda.config", "--data", "builtin:hmm:6", "--out", "lda.mat")
+    assert status != 0 and "also an input" in err
+    assert _snapshot(folder) == before
