@@ -11,9 +11,10 @@
 """
 
 from symnet._src.engine.compile_cache import enable_compile_cache
-from symnet._src.engine.computation import Computation, Rows, compile
+from symnet._src.engine.computation import Computation, compile
 from symnet._src.engine.request import ComputationRequest
 from symnet._src.engine.runner import record
+from symnet._src.engine.step_values import Rows
 from symnet._src.engine.streaming import Stream, recurrent_states
 
 __all__ = [

@@ -10,7 +10,6 @@ masks its optional reads per sequence with them.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -21,24 +20,16 @@ import numpy as np
 
 from ..core import html, rng
 from ..core.descriptor import Combine, Descriptor, IndexedLayer
-from ..core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
-from ..core.index import IndexSet, decode, encode
 from ..core.layer import (
-    Divide,
-    Dot,
     Layer,
     Literal,
-    Minus,
-    Negate,
     NetworkLike,
-    Plus,
     Structure,
-    Times,
     Weight,
 )
 from ..core.precision import Precision, get_precision
 from ..core.tape import Tape
-from ..errors import PlanError, ShapeError, at
+from ..errors import PlanError, ShapeError
 from . import splice
 from .attention import FusedAttention, attention_tape, find_attentions
 from .dims import node_shapes, static_dim
@@ -55,47 +46,23 @@ from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
 from .semantics import combine
 from .splice import Splice, find_splices, splice_value, spliced_rows
+from .step_values import (
+    IndexedRows,
+    Rows,
+    call_contexts,
+    cast_tape,
+    chained_pullback,
+    compute_dtype,
+    descriptor_fn,
+    first_cotangent,
+    leading_axes_safe,
+    reshaped_tape,
+    same,
+    selection_tape,
+)
 from .values_only import linearized
 
-__all__ = ["compile", "Computation", "IndexedRows", "leading_axes_safe", "Rows"]
-
-
-class Rows:
-    """The row labels of an indexed value: `keys` (one sequence's rows) times `batch` sequences.
-
-    In a regular plan a value is `[len(keys) * batch, dim]`, row `r * batch + n`
-    being Index `(n, t_r, x_r)`; in an irregular plan `batch` is 1 and the keys
-    carry n.
-    """
-
-    __slots__ = ("keys", "batch", "regular")
-
-    def __init__(self, keys: np.ndarray, batch: int, regular: bool):
-        self.keys, self.batch, self.regular = keys, batch, regular
-
-    def __len__(self) -> int:
-        return len(self.keys) * self.batch
-
-    def index_set(self) -> IndexSet:
-        """The Indexes of the value's rows, in row order."""
-        if not self.regular:
-            return IndexSet(self.keys)
-        _, t, x = decode(self.keys)
-        n = np.tile(np.arange(self.batch), len(t))
-        return IndexSet(encode(n, np.repeat(t, self.batch), np.repeat(x, self.batch)))
-
-    def __repr__(self) -> str:
-        return repr(self.index_set())
-
-
-class IndexedRows(RowMap):
-    """The input rows an IndexedLayer reads (a gather), and the output row each belongs to."""
-
-    __slots__ = ("owner", "num_rows")
-
-    def __init__(self, src: np.ndarray, num_src: int, owner: np.ndarray, num_rows: int):
-        super().__init__(src, num_src)
-        self.owner, self.num_rows = owner, num_rows
+__all__ = ["compile", "Computation"]
 
 
 class _Step:
@@ -179,7 +146,7 @@ class Computation:
         if gradient == "tape":
             # A differentiated call's forward runs in groups of sequences where it has them (engine/groups.py).
             differentiated = self._tapes if groups is None else functools.partial(groups.tapes, self._tapes)
-            self._jitted = jax.jit(tape_differentiated(self._tapes, _contexts, differentiated))
+            self._jitted = jax.jit(tape_differentiated(self._tapes, call_contexts, differentiated))
 
     # ----- planning the steps -------------------------------------------------------
 
@@ -366,7 +333,7 @@ class Computation:
         proportions: Mapping[str, jax.Array] | None = None,
     ) -> dict[str, jax.Array]:
         """The call's program as JAX differentiates it itself (`gradient="jax"`)."""
-        with _contexts(key, proportions):
+        with call_contexts(key, proportions):
             return {name: tape.value for name, tape in self._tapes(params, state, inputs, reads).items()}
 
     def forward(self, network: NetworkLike, inputs: Mapping[str, Any], ends: Any = None) -> dict[str, Tape]:
@@ -476,7 +443,7 @@ class Computation:
             inputs = self.precision.cast_inputs(inputs)
             dtype = self.precision.compute
         else:
-            dtype = _compute_dtype(params, state, inputs)
+            dtype = compute_dtype(params, state, inputs)
         by_read = dict(zip(self.sequence_ends.reads, reads, strict=True)) if self.sequence_ends else {}
         tapes: dict[int, Tape] = {}
         given: dict[int, Tape] = {}
@@ -501,7 +468,7 @@ class Computation:
             else:
                 tape = tapes[nid] = Tape(graph.layers[nid], value, rows=self.rows[nid], parameters=params)
             if record is not None:
-                record[name] = (tape, _first(move_vjp))
+                record[name] = (tape, first_cotangent(move_vjp))
         for step in self.schedule:
             if isinstance(step, (RecurrentBlock, MergedScans)):
                 for block in step.blocks if isinstance(step, MergedScans) else (step,):
@@ -513,7 +480,7 @@ class Computation:
                     for block in step.blocks if isinstance(step, MergedScans) else (step,):
                         for edge in block.externals:
                             if view[edge.op].value.ndim == 3:
-                                view[edge.op] = _reshaped_tape(view[edge.op], as_flat_rows(view[edge.op].value))
+                                view[edge.op] = reshaped_tape(view[edge.op], as_flat_rows(view[edge.op].value))
                     step.tapes(view, self.rows, params, given, by_read)
                     tapes.update({nid: tape for nid, tape in view.items() if nid not in tapes})
                 else:
@@ -526,11 +493,11 @@ class Computation:
             if rowmap.is_identity:
                 tape.rows = self.request.outputs[name]  # the same Indexes, as the request's IndexSet
             else:
-                tape = _selection_tape(tape, rowmap, batch, self.request.outputs[name], batched)
+                tape = selection_tape(tape, rowmap, batch, self.request.outputs[name], batched)
             if batched and tape.value.ndim == 2:
-                tape = _reshaped_tape(tape, as_frames(tape.value, batch))
+                tape = reshaped_tape(tape, as_frames(tape.value, batch))
             if self.precision is not None and tape.value.dtype != self.precision.output:
-                tape = _cast_tape(tape, self.precision.output)
+                tape = cast_tape(tape, self.precision.output)
             out[name] = tape
         return out
 
@@ -548,7 +515,7 @@ class Computation:
         `dtype`: the one of the constants it makes."""
         layer, batch = step.layer, self.batch
         if isinstance(layer, Weight):
-            cast = self.precision.cast if self.precision is not None else _same
+            cast = self.precision.cast if self.precision is not None else same
             if not layer.trainable:
                 return Tape(layer, cast(state[layer.name]), parameters=params)  # type: ignore[index]
             return Tape(layer, cast(params[layer.name]), parameter=layer.name, parameters=params)  # type: ignore[index]
@@ -596,7 +563,12 @@ class Computation:
             if leading:  # the layer's own vjp may assume matrices (Dot's would batch its weight delta by frame)
                 value, apply_vjp = linearized(layer.apply, *selected)
                 return Tape(
-                    layer, value, upstream, rows=rows, pullback=_chain(apply_vjp, transposes), parameters=params
+                    layer,
+                    value,
+                    upstream,
+                    rows=rows,
+                    pullback=chained_pullback(apply_vjp, transposes),
+                    parameters=params,
                 )
             value = layer.apply(*selected)
 
@@ -622,7 +594,7 @@ class Computation:
             value, vjp = linearized(fn, *(u.value for u in upstream))
             return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
         uses = tuple(reads.get((step.nid, pos)) for pos in range(len(step.operands)))
-        value, vjp = linearized(_descriptor_fn(layer, step.maps, batch, batched, uses), *(u.value for u in upstream))
+        value, vjp = linearized(descriptor_fn(layer, step.maps, batch, batched, uses), *(u.value for u in upstream))
         return Tape(layer, value, upstream, rows=rows, pullback=vjp, parameters=params)
 
     def _splice_tape(
@@ -694,126 +666,7 @@ class Computation:
         return html.render(self)
 
 
-_ELEMENTWISE: frozenset[type] = frozenset({Plus, Minus, Times, Divide, Negate, Exp, Log, Tanh, Sigmoid, ReLU})
-_LAST_AXIS: frozenset[type] = frozenset({Softmax, LogSoftmax})
-
-
-def leading_axes_safe(layer: Layer, values: Sequence[jax.Array], maps: Sequence[RowMap | None]) -> bool:
-    """Whether the row-wise `layer` gives the same rows on `[T, N, D]` operands as on `[T * N, D]` ones.
-
-    True for the core arithmetic and nonlinearities (exact types: a subclass may
-    assume matrices) whose unindexed operands broadcast over rows (at most 1-D),
-    and for `indexed @ matrix`. Other layers get flat rows.
-    """
-    kind = type(layer)
-    if kind is Dot:
-        return maps[0] is not None and maps[1] is None and values[1].ndim == 2
-    if kind in _ELEMENTWISE or kind in _LAST_AXIS:
-        return all(m is not None or jnp.ndim(v) <= 1 for v, m in zip(values, maps))
-    return False
-
-
-def _chain(
-    apply_vjp: Callable[..., tuple[jax.Array, ...]], transposes: Sequence[Callable[..., Any] | None]
-) -> Callable[[jax.Array], tuple[jax.Array | None, ...]]:
-    """The pullback of a layer applied to moved rows: its vjp, then each row movement's transpose."""
-
-    def pullback(d: jax.Array) -> tuple[jax.Array | None, ...]:
-        return tuple(dd if t is None else t(dd)[0] for dd, t in zip(apply_vjp(d), transposes))
-
-    return pullback
-
-
-def _descriptor_fn(
-    layer: Layer,
-    maps: tuple[RowMap | None, ...],
-    batch: int,
-    batched: bool,
-    uses: tuple[jax.Array | None, ...] = (),
-) -> Callable[..., jax.Array]:
-    """The value of a descriptor node from its operands' values (linear in them).
-
-    `uses[i]` (`[rows, batch]` booleans, or None) masks operand i per row and sequence (sequence ends).
-    """
-
-    def take(i: int, v: jax.Array) -> jax.Array:
-        rowmap = maps[i]
-        assert rowmap is not None  # parts no row reads are left out before this
-        out = rowmap(as_frames(v, batch))  # [rows, batch, dim]
-        use = uses[i] if i < len(uses) else None
-        if use is not None:
-            out = jnp.where(use[:, :, None], out, jnp.zeros_like(out))
-        return as_layout(out, batch, batched)
-
-    how = combine(layer)
-    if how is Combine.APPEND:
-        return lambda *vs: jnp.concatenate([take(i, v) for i, v in enumerate(vs)], axis=-1)
-    if how is Combine.SUM:
-
-        def total(*vs: jax.Array) -> jax.Array:
-            terms = [take(i, v) for i, v in enumerate(vs) if maps[i] is not None]
-            out = terms[0]
-            for t in terms[1:]:
-                if t.shape != out.shape:
-                    raise ShapeError(
-                        f"{type(layer).__name__}: parts of dims {out.shape[-1]} and {t.shape[-1]}{at(layer.where)}"
-                    )
-                out = out + t
-            return out
-
-        return total
-    if how is Combine.FORWARD:
-        return lambda v: take(0, v)
-    raise PlanError(f"cannot lower {type(layer).__name__}{at(layer.where)}")
-
-
-def _selection_tape(tape: Tape, rowmap: RowMap, batch: int, rows: IndexSet, batched: bool) -> Tape:
-    """A tape node picking the requested rows, in the request's order, from an output node."""
-    value, vjp = linearized(lambda v: moved(rowmap, v, batch, batched), tape.value)
-    return Tape(tape.layer, value, (tape,), rows=rows, pullback=vjp, parameters=tape.parameters)
-
-
-def _cast_tape(tape: Tape, dtype: Any) -> Tape:
-    """A tape node showing `tape`'s value cast to `dtype` (a policy's output); its delta is cast back."""
-    back = tape.value.dtype
-    pullback = lambda d: (d.astype(back),)  # noqa: E731
-    value = tape.value.astype(dtype)
-    return Tape(tape.layer, value, (tape,), rows=tape.rows, pullback=pullback, parameters=tape.parameters)
-
-
-def _same(value: jax.Array) -> jax.Array:
-    return value
-
-
-def _compute_dtype(*trees: Mapping[str, jax.Array]) -> Any:
-    """The dtype of the constants a call makes: JAX's promotion of its floating arrays (float without any)."""
-    floats = [v.dtype for tree in trees for v in tree.values() if jnp.issubdtype(v.dtype, jnp.floating)]
-    return jnp.result_type(*floats) if floats else jnp.result_type(float)
-
-
-def _reshaped_tape(tape: Tape, value: jax.Array) -> Tape:
-    """A tape node showing `tape`'s value reshaped (flat rows as `[T, N, D]` or back); its delta is reshaped back."""
-    shape = tape.value.shape
-    pullback = lambda d: (d.reshape(shape),)  # noqa: E731
-    return Tape(tape.layer, value, (tape,), rows=tape.rows, pullback=pullback, parameters=tape.parameters)
-
-
 _CACHE: Cache[Computation] = Cache(64)
-
-
-def _first(vjp: Callable[[jax.Array], tuple[jax.Array, ...]]) -> Callable[[jax.Array], jax.Array]:
-    """The one cotangent of a one-argument `jax.vjp` pullback."""
-    return lambda d: vjp(d)[0]
-
-
-def _contexts(key: jax.Array | None, proportions: Mapping[str, jax.Array] | None) -> contextlib.ExitStack:
-    """The context a call's program runs in: its dropout key and proportions (`symnet.rng`)."""
-    stack = contextlib.ExitStack()
-    if key is not None:
-        stack.enter_context(rng.randomness(key))
-    if proportions:
-        stack.enter_context(rng.dropout_proportions(proportions))
-    return stack
 
 
 def compile(

@@ -15,9 +15,10 @@ import numpy as np
 
 from ..core.layer import Layer
 from ..errors import PlanError
-from .computation import Computation, IndexedRows
+from .computation import Computation
 from .dims import node_shapes
 from .graph import Graph, shifts_time, strongly_connected
+from .step_values import IndexedRows
 
 __all__ = [
     "Dim",
