@@ -26,13 +26,14 @@ test: $(STAMP)  ## the suite a newcomer runs: everything but the campaigns marke
 test-all: $(STAMP)
 	XLA_FLAGS= SYMNET_PROPERTY_EXAMPLES=20 $(PY) -m pytest -n 2
 
-# Lint, format, types and the import contract; every check runs, and the target fails if any failed.
+# Lint, format, types, the import contract and module sizes; every check runs, and the target fails if any failed.
 check: $(STAMP)
 	@status=0; \
 	echo "== ruff check"; $(PY) -m ruff check . || status=1; \
 	echo "== ruff format --check"; $(PY) -m ruff format --check . || status=1; \
 	echo "== mypy"; $(PY) -m mypy || status=1; \
 	echo "== import contract"; $(PY) tools/check_imports.py || status=1; \
+	echo "== module sizes"; $(PY) tools/check_sizes.py || status=1; \
 	exit $$status
 
 bench: $(STAMP)
