@@ -103,8 +103,7 @@ def _load(path: str, seed: int = 0) -> Any:
 
 
 def _structure(path: str) -> tuple[Any, Mapping[str, str]]:
-    """The structure and objectives of what `_load` reads, without a Network (no parameter drawn, no jax
-    imported)."""
+    """The structure and objectives of what `_load` reads, without a Network (no parameter drawn, no jax)."""
     from .kaldi.build import read_structure
     from .kaldi.model_reader import is_kaldi_model, read_model_structure
     from .kaldi.xconfig import is_xconfig, read_xconfig
@@ -699,6 +698,8 @@ def _xconfig(args: argparse.Namespace, stdout: TextIO) -> int:
         assert final is not None  # only init.config can be missing
         if not args.output:
             stdout.write(final)
+            for unwritten in xconfig.files_named():  # final.config names them; standard output holds one file
+                warnings.warn(f"the config names {unwritten}, written only with -o or --config-dir", stacklevel=1)
             return 0
         # the files the layers write (an idct-layer's matrix), at the paths their options give inside the folder
         folder = os.path.dirname(args.output) or "."
@@ -1325,8 +1326,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None, std
     It first keeps freed host memory (`symnet.tune_host_memory`), as a process of its own may.
     """
     tune_host_memory()
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     parser = _parser()
     args = parser.parse_args(_kaldi_flags(sys.argv[1:] if argv is None else argv))
     try:

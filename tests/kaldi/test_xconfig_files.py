@@ -177,3 +177,14 @@ def test_a_set_that_fails_part_way_says_which_files_changed(here: Path, monkeypa
     now = {p.name: p.read_text() for p in (here / "configs").iterdir()}
     assert sorted(name for name in now if now[name] != old[name]) == sorted(changed)
     assert sorted(p.name for p in (here / "configs").iterdir()) == sorted(old)  # no temporary file left
+
+
+def test_a_config_on_standard_output_says_the_matrix_it_names_is_not_written(here: Path) -> None:
+    (here / "x.xconfig").write_text(idct("configs/idct.mat"))
+    status, out, err = run("xconfig", "x.xconfig")
+    assert status == 0 and "matrix=configs/idct.mat" in out
+    assert (
+        "warning: the config names configs/idct.mat (affine-transform-file of idct-layer idct, x.xconfig:2), written only"
+        in err
+    )
+    assert os.listdir(here / "configs") == []

@@ -120,6 +120,14 @@ class Xconfig:
         one of `taken` (the files symnet writes there itself)."""
         return layer_files(self.layers, folder, taken)
 
+    def files_named(self) -> list[str]:
+        """Each file a layer writes, as `path (option of layer, file:line)`: what final.config names besides itself."""
+        return [
+            f"{layer.config[key]} ({key} of {layer.what}, {layer.source.where})"
+            for layer in self.layers
+            for key in layer.writes
+        ]
+
     def expanded(self, normalized: bool = False) -> str:
         """xconfig.expanded.1 (`normalized=False`) or xconfig.expanded.2: each layer with all its options."""
         return "".join(layer.describe(normalized) + "\n" for layer in self.layers)
