@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from kaldi_job import environment, find_kaldi, openblas_core
+from machine import cpu_model
 
 PHONES, FEAT_DIM, FACTOR, FRAMES_PER_EG = 40, 40, 3, 150
 TOPO = """<State> 0 <ForwardPdfClass> 0 <SelfLoopPdfClass> 1 <Transition> 0 0.5 <Transition> 1 0.5 </State>
@@ -264,13 +265,6 @@ def symnet_seconds(folder: Path, kind: str, minibatch: int, minibatches: int, pd
     if out.returncode:
         raise SystemExit(out.stderr[-3000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def main() -> None:

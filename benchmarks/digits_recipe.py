@@ -26,24 +26,18 @@ import argparse
 import json
 import math
 import os
-import platform
 import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 
+from machine import cpu_model
+
 WORDS = ["oh", "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 TRAIN_VOICES, TEST_VOICE = ("kal16", "awb", "slt"), "rms"
 STATES = 3  # HMM states per phone (pdfs)
 FRAME_SHIFT = 0.01
-
-
-def cpu_model() -> str:
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def say(text: str, voice: str, path: Path, stretch: float, pitch: float) -> list[tuple[str, float]]:

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from machine import header
 from symnet import IndexSet
 from symnet.engine import ComputationRequest, compile
 from workloads import lstm_network, w2_network
@@ -105,7 +106,8 @@ def main() -> None:
     base = float(np.median(times["float32"]))
     sizes = f"{CELLS} cells" if args.workload == "w3" else "512 wide"
     device = jax.devices()[0].device_kind
-    print(f"{args.workload.upper()} ({n} sequences x {t} frames, {sizes}) on {device}; {jax.__version__=}")
+    print(header())
+    print(f"{args.workload.upper()} ({n} sequences x {t} frames, {sizes}) on {device}")
     print(f"{'policy':16} {'step ms':>9} {'vs float32':>11} {'max |out - float32-highest|':>28}")
     for p in POLICIES:
         median = float(np.median(times[p]))

@@ -1,7 +1,7 @@
 """Where one benchmark step's time goes: per-kernel times from `jax.profiler`, for a row of run_all.py.
 
     python benchmarks/profile_step.py w2                  # symnet's Tape step of W2
-    python benchmarks/profile_step.py w3 --reference      # the hand-written reference's step
+    python benchmarks/profile_step.py w3 --reference in-body   # a hand-written reference variant's step
     python benchmarks/profile_step.py w2 --timeline 1     # also every kernel of one step over 1 ms, in order
 
 The step runs `--steps` times (after three warm-up steps) under `jax.profiler.trace`; the table gives, per
@@ -26,6 +26,7 @@ import jax
 from jax.profiler import ProfileData
 
 import symnet
+from machine import header
 from run_all import ROWS
 
 
@@ -37,7 +38,9 @@ def result_shapes(hlo: str) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("row", choices=sorted(ROWS), help="a row of run_all.py")
-    parser.add_argument("--reference", action="store_true", help="profile the hand-written reference's step")
+    parser.add_argument(
+        "--reference", metavar="NAME", help="profile this hand-written reference variant's step (workloads.py)"
+    )
     parser.add_argument("--quick", action="store_true", help="run_all.py's smaller sizes")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--top", type=int, default=25, help="how many kernels to list")
@@ -45,8 +48,10 @@ def main() -> None:
     args = parser.parse_args()
     symnet.tune_host_memory()  # as run_all.py does
     workload = ROWS[args.row](args.quick)
-    step = workload.reference_step if args.reference else workload.symnet_step
-    shapes = {} if args.reference else result_shapes(workload.symnet_hlo_compile().as_text())
+    if args.reference is not None and args.reference not in workload.references:
+        parser.error(f"{workload.name} has the reference variants {list(workload.references)}, not {args.reference!r}")
+    step = workload.symnet_step if args.reference is None else workload.references[args.reference]
+    shapes = {} if args.reference is not None else result_shapes(workload.symnet_hlo_compile().as_text())
     for _ in range(3):
         step()
     with tempfile.TemporaryDirectory() as folder:
@@ -70,7 +75,8 @@ def main() -> None:
                 total[event.name] += event.duration_ns
                 count[event.name] += 1
                 events.append((event.start_ns, event.duration_ns, event.name))
-    who = "reference" if args.reference else "symnet"
+    who = "symnet" if args.reference is None else f"the reference variant {args.reference}"
+    print(header())
     print(
         f"{workload.name}, {who}'s step: {wall * 1e3:.1f} ms a step (under the profiler), kernels seen "
         f"{sum(total.values()) / args.steps / 1e6:.1f} ms a step summed over threads"

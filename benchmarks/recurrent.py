@@ -2,8 +2,10 @@
 
 Each has W3's sizes (input dim 40, 256 cells, 32 sequences x 200 frames,
 affine to 100 outputs, log-softmax, cross-entropy, `optax.adam(1e-3)`), is
-written with `IfDefined(Offset(Ref(...), -1))` as a user would, and has a
-hand-written `lax.scan` reference with every input projection hoisted.
+written with `IfDefined(Offset(Ref(...), -1))` as a user would, and has
+hand-written `lax.scan` references in each of workloads.py's
+`RECURRENT_VARIANTS` (input projections hoisted out of the scan or inside its
+body, the scan unrolled or not).
 """
 
 from __future__ import annotations
@@ -33,7 +35,15 @@ from symnet import (
 )
 from symnet.components import LstmNonlinearityComponent
 from symnet.engine import ComputationRequest, compile
-from workloads import Workload, _cross_entropy_delta, _make_steps, affine, lstm_reference
+from workloads import (
+    RECURRENT_VARIANTS,
+    Workload,
+    _cross_entropy_delta,
+    _make_steps,
+    affine,
+    lstm_reference,
+    recurrence,
+)
 
 DIM, CELLS, OUTPUTS = 40, 256, 100
 
@@ -73,9 +83,9 @@ def gru_network(cells: int = CELLS, seed: int = 0) -> Network:
     return Network(LogSoftmax(affine(h, cells, OUTPUTS, "output")), seed=seed)
 
 
-def gru_reference(p: dict, x3: jax.Array, cells: int) -> jax.Array:
-    xzr = x3 @ p["gru.wzr"] + p["gru.bzr"]
-    xn = x3 @ p["gru.wn"] + p["gru.bn"]
+def gru_reference(p: dict, x3: jax.Array, cells: int, variant: str) -> jax.Array:
+    def project(x):
+        return x @ p["gru.wzr"] + p["gru.bzr"], x @ p["gru.wn"] + p["gru.bn"]
 
     def step(h, xs):
         xzr_t, xn_t = xs
@@ -85,7 +95,7 @@ def gru_reference(p: dict, x3: jax.Array, cells: int) -> jax.Array:
         h = (1.0 - z) * n + z * h
         return h, h
 
-    return jax.lax.scan(step, jnp.zeros((x3.shape[1], cells), x3.dtype), (xzr, xn))[1]
+    return recurrence(project, step, jnp.zeros((x3.shape[1], cells), x3.dtype), x3, variant)
 
 
 def blstm_network(cells: int = CELLS, seed: int = 0) -> Network:
@@ -99,9 +109,9 @@ def _named_lstm(p: dict, name: str) -> dict:
     return {"lstm.wx": p[f"{name}.wx"], "lstm.wh": p[f"{name}.wh"], "lstm.b": p[f"{name}.b"]}
 
 
-def blstm_reference(p: dict, x3: jax.Array, cells: int) -> jax.Array:
-    fw = lstm_reference(_named_lstm(p, "fw"), x3, cells)
-    bw = lstm_reference(_named_lstm(p, "bw"), x3[::-1], cells)[::-1]
+def blstm_reference(p: dict, x3: jax.Array, cells: int, variant: str) -> jax.Array:
+    fw = lstm_reference(_named_lstm(p, "fw"), x3, cells, variant)
+    bw = lstm_reference(_named_lstm(p, "bw"), x3[::-1], cells, variant)[::-1]
     return jnp.concatenate([fw, bw], axis=-1)
 
 
@@ -117,8 +127,7 @@ def kaldi_lstm_network(cells: int = CELLS, seed: int = 0) -> Network:
     return Network(LogSoftmax(affine(DimRange(both, 0, cells), cells, OUTPUTS, "output")), seed=seed)
 
 
-def kaldi_lstm_reference(p: dict, x3: jax.Array, cells: int) -> jax.Array:
-    xs = x3 @ p["lstm.wx"] + p["lstm.b"]
+def kaldi_lstm_reference(p: dict, x3: jax.Array, cells: int, variant: str) -> jax.Array:
     w_ic, w_fc, w_oc = p["lstm.params"]
 
     def step(carry, x_t):
@@ -133,7 +142,7 @@ def kaldi_lstm_reference(p: dict, x3: jax.Array, cells: int) -> jax.Array:
         return (m, c), m
 
     zeros = jnp.zeros((x3.shape[1], cells), x3.dtype)
-    return jax.lax.scan(step, (zeros, zeros), xs)[1]
+    return recurrence(lambda x: x @ p["lstm.wx"] + p["lstm.b"], step, (zeros, zeros), x3, variant)
 
 
 def _recurrent(
@@ -148,13 +157,17 @@ def _recurrent(
     feats = jnp.asarray(rng.standard_normal((frames * num_sequences, DIM)), jnp.float32)
     labels = jnp.asarray(rng.integers(0, OUTPUTS, frames * num_sequences), jnp.int32)
 
-    def reference_loss(p, inputs, labels):
-        h = reference(p, inputs["input"].reshape(frames, num_sequences, DIM), cells)
-        logp = jax.nn.log_softmax(h[..., :width] @ p["output.w"] + p["output.b"]).reshape(-1, OUTPUTS)
-        return _cross_entropy_delta(logp, labels)[0]
+    def reference_loss(variant: str):
+        def loss(p, inputs, labels):
+            h = reference(p, inputs["input"].reshape(frames, num_sequences, DIM), cells, variant)
+            logp = jax.nn.log_softmax(h[..., :width] @ p["output.w"] + p["output.b"]).reshape(-1, OUTPUTS)
+            return _cross_entropy_delta(logp, labels)[0]
 
-    s, r, hlo, xla = _make_steps(net, computation, optax.adam(1e-3), {"input": feats}, labels, reference_loss)
-    return Workload(name, s, r, hlo, xla, computation)
+        return loss
+
+    losses = {v: reference_loss(v) for v in RECURRENT_VARIANTS}
+    steps = _make_steps(net, computation, optax.adam(1e-3), {"input": feats}, labels, losses)
+    return Workload(name, *steps, computation)
 
 
 def gru(num_sequences: int = 32, frames: int = 200, cells: int = CELLS, seed: int = 0) -> Workload:

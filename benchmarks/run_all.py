@@ -4,11 +4,17 @@
     python benchmarks/run_all.py --only w3,gru         # some rows (the keys of ROWS, and compiler)
     python benchmarks/run_all.py --quick               # smaller sizes, for a smoke test
 
-Every timing is a ratio against a reference measured in the same run: per
-round, the median of `--steps` interleaved steps (symnet, reference, symnet,
-...) after warm-up, blocking on results. Rounds go over all selected
-workloads in turn, so a burst of load on the shared machine hits every row;
-the table gives the median ratio over `--rounds` rounds and its range. It
+Every timing is a ratio against the fastest hand-written reference measured
+in the same round: each workload has several reference variants
+(workloads.py: how a splice or a recurrence is written); per round, each
+step kind (symnet's and every variant's) takes `--steps` steps interleaved
+with the others' after warm-up, blocking on results, and symnet's median step
+is divided by the fastest variant's median step, in wall-clock time and in
+process CPU time (which other jobs on a shared machine move less). Rounds go
+over all selected workloads in turn, so a burst of load hits every row; the
+tables give the median ratio over `--rounds` rounds, its range, and which
+variant was fastest in each round. Before timing, every variant's loss and
+gradients are checked against the first variant's at the `--quick` sizes. It
 keeps freed host memory first (`symnet.tune_host_memory()`, as `fit` does;
 `import symnet` did so itself when the figures of docs/performance.md dated
 from 2026-12-01 17:09 UTC on were measured).
@@ -18,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import time
 
 import jax
@@ -26,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import symnet
+from machine import header
 from recurrent import blstm, gru, kaldi_lstm
 from symnet import IndexSet
 from symnet._src.engine import computation as computation_module
@@ -47,27 +53,49 @@ ROWS = {
 }
 
 
-def step_times(workload, steps: int) -> tuple[float, float]:
-    """(symnet median, reference median) over `steps` interleaved steps after warm-up, seconds."""
-    return step_and_cpu_times(workload, steps)[:2]
+#: The largest relative difference in loss or gradients allowed between reference variants (float32).
+AGREEMENT = 1e-5
 
 
-def step_and_cpu_times(workload, steps: int) -> tuple[float, float, float, float]:
-    """`step_times`, then the same steps' median process CPU times (all threads), seconds: on a shared machine
-    a step's CPU time moves less with other jobs' load than its wall-clock time."""
+def step_times(workload, steps: int) -> tuple[float, float, str]:
+    """Symnet's median step and the fastest reference variant's, over `steps` interleaved steps after warm-up,
+    seconds, and that variant's name."""
+    times = step_and_cpu_times(workload, steps)
+    fastest = min(workload.references, key=lambda name: times[name][0])
+    return times["symnet"][0], times[fastest][0], fastest
+
+
+def step_and_cpu_times(workload, steps: int) -> dict[str, tuple[float, float]]:
+    """Per step kind ("symnet" and each reference variant), the median wall-clock time and process CPU time (all
+    threads) of `steps` steps after warm-up, seconds; the kinds take a step each in turn, the order reversed every
+    other step. On a shared machine a step's CPU time moves less with other jobs' load than its wall-clock time."""
+    runs = {"symnet": workload.symnet_step, **workload.references}
     for _ in range(3):
-        workload.symnet_step()
-        workload.reference_step()
-    a, b, ca, cb = [], [], [], []
-    for i in range(steps):
-        for run, out, cpu in ((workload.symnet_step, a, ca), (workload.reference_step, b, cb))[
-            :: 1 if i % 2 == 0 else -1
-        ]:
-            t, c = time.perf_counter(), time.process_time()
+        for run in runs.values():
             run()
-            out.append(time.perf_counter() - t)
-            cpu.append(time.process_time() - c)
-    return float(np.median(a)), float(np.median(b)), float(np.median(ca)), float(np.median(cb))
+    wall: dict[str, list[float]] = {kind: [] for kind in runs}
+    cpu: dict[str, list[float]] = {kind: [] for kind in runs}
+    for i in range(steps):
+        for kind in list(runs)[:: 1 if i % 2 == 0 else -1]:
+            t, c = time.perf_counter(), time.process_time()
+            runs[kind]()
+            wall[kind].append(time.perf_counter() - t)
+            cpu[kind].append(time.process_time() - c)
+    return {kind: (float(np.median(wall[kind])), float(np.median(cpu[kind]))) for kind in runs}
+
+
+def check_references(names: list[str]) -> None:
+    """Each row's reference variants compute the same loss and gradients as its first variant (at the `--quick`
+    sizes, from the initial parameters), to `AGREEMENT` relative to each array's largest magnitude."""
+    for name in names:
+        workload = ROWS[name](True)
+        differences = workload.reference_differences()
+        first = next(iter(workload.references))
+        print(
+            f"{workload.name}: variants against {first}: " + ", ".join(f"{k} {v:.1e}" for k, v in differences.items())
+        )
+        if max(differences.values()) > AGREEMENT:
+            raise SystemExit(f"{workload.name}: a reference variant differs from {first} by more than {AGREEMENT}")
 
 
 def gathers(hlo: str) -> tuple[int, int]:
@@ -142,45 +170,59 @@ def lstm_compile_time(frames: int, sequences: int = 32) -> float:
 
 
 def workload_table(names: list[str], quick: bool, steps: int, rounds: int) -> None:
+    """Time the rows `names` in `rounds` interleaved rounds; print each round's step times, then the ratio table
+    (symnet against the fastest reference variant of each round), the variants' table and W2's matmul rates."""
     workloads = {name: ROWS[name](quick) for name in names}
-    ratios: dict[str, list[float]] = {name: [] for name in names}
-    cpu_ratios: dict[str, list[float]] = {name: [] for name in names}
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    # per row, per round: {step kind: (wall-clock median, CPU-time median)}
+    measured: dict[str, list[dict[str, tuple[float, float]]]] = {name: [] for name in names}
     for r in range(rounds):
         for name, wl in workloads.items():
-            s, ref, cpu, cpu_ref = step_and_cpu_times(wl, steps)
-            ratios[name].append(s / ref)
-            cpu_ratios[name].append(cpu / cpu_ref)
-            times[name].append((s, ref))
+            times = step_and_cpu_times(wl, steps)
+            measured[name].append(times)
+            fastest = min(wl.references, key=lambda k: times[k][0])
+            leanest = min(wl.references, key=lambda k: times[k][1])
+            variants = ", ".join(f"{k} {times[k][0] * 1e3:.1f}" for k in wl.references)
             print(
-                f"round {r + 1}: {wl.name}: {s * 1e3:.1f} ms / {ref * 1e3:.1f} ms = {s / ref:.3f} "
-                f"(CPU time {cpu / cpu_ref:.3f})",
+                f"round {r + 1} (load average {os.getloadavg()[0]:.1f}): {wl.name}: "
+                f"symnet {times['symnet'][0] * 1e3:.1f} ms; references (ms) {variants}; "
+                f"/ fastest ({fastest}) {times['symnet'][0] / times[fastest][0]:.3f}; CPU time / least "
+                f"({leanest}) {times['symnet'][1] / times[leanest][1]:.3f}",
                 flush=True,
             )
     print(
-        f"\n| workload | symnet step (ms) | reference step (ms) | ratio symnet/reference, median of {rounds} rounds "
-        "| range over rounds | CPU-time ratio, median (range) | gathers | scatters |"
+        f"\n| workload | symnet step (ms) | fastest reference step (ms) | symnet / fastest reference, median of "
+        f"{rounds} rounds (range) | CPU-time ratio, median (range) | fastest reference, per round | gathers "
+        "| scatters |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for name, wl in workloads.items():
-        s = float(np.median([t[0] for t in times[name]]))
-        ref = float(np.median([t[1] for t in times[name]]))
+        wall = [(t["symnet"][0], min(t[k][0] for k in wl.references)) for t in measured[name]]
+        ratios = [s / ref for s, ref in wall]
+        cpu_ratios = [t["symnet"][1] / min(t[k][1] for k in wl.references) for t in measured[name]]
+        winners = ", ".join(min(wl.references, key=lambda k: t[k][0]) for t in measured[name])
         g, sc = gathers(wl.symnet_hlo())
-        lo, hi = min(ratios[name]), max(ratios[name])
         print(
-            f"| {wl.name} | {s * 1e3:.2f} | {ref * 1e3:.2f} | {np.median(ratios[name]):.3f} | {lo:.3f}-{hi:.3f} "
-            f"| {np.median(cpu_ratios[name]):.3f} ({min(cpu_ratios[name]):.3f}-{max(cpu_ratios[name]):.3f}) "
-            f"| {g} | {sc} |"
+            f"| {wl.name} | {np.median([s for s, _ in wall]) * 1e3:.2f} | {np.median([r for _, r in wall]) * 1e3:.2f} "
+            f"| {np.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) "
+            f"| {np.median(cpu_ratios):.3f} ({min(cpu_ratios):.3f}-{max(cpu_ratios):.3f}) | {winners} | {g} | {sc} |"
         )
+    print("\n| workload | step | median step (ms) | / fastest reference, per round | CPU time / least, per round |")
+    print("|---|---|---|---|---|")
+    for name, wl in workloads.items():
+        for kind in ("symnet", *wl.references):
+            ms = np.median([t[kind][0] for t in measured[name]]) * 1e3
+            walls = ", ".join(f"{t[kind][0] / min(t[k][0] for k in wl.references):.3f}" for t in measured[name])
+            cpus = ", ".join(f"{t[kind][1] / min(t[k][1] for k in wl.references):.3f}" for t in measured[name])
+            print(f"| {wl.name} | {kind} | {ms:.2f} | {walls} | {cpus} |")
     if "w2" in workloads:
         rate = matmul_rate()
         flops = step_flops(workloads["w2"])
-        s = float(np.median([t[0] for t in times["w2"]]))
-        ref = float(np.median([t[1] for t in times["w2"]]))
+        s = float(np.median([t["symnet"][0] for t in measured["w2"]]))
+        ref = float(np.median([min(t[k][0] for k in workloads["w2"].references) for t in measured["w2"]]))
         print(
             f"\nW2: {flops / 1e9:.1f} GFLOP per step (XLA's count); this machine's matmul rate "
             f"{rate / 1e9:.1f} GFLOP/s (best 2048x2048 product); symnet reaches {flops / s / rate:.2f} of it, "
-            f"the reference {flops / ref / rate:.2f}"
+            f"the fastest reference {flops / ref / rate:.2f}"
         )
 
 
@@ -210,12 +252,10 @@ def main() -> None:
     unknown = sorted(set(selected) - set(ROWS) - {"compiler"})
     if unknown:
         parser.error(f"unknown rows {unknown}; choose from {[*ROWS, 'compiler']}")
-    print(
-        f"symnet {symnet.__version__}, jax {jax.__version__}, {jax.devices()[0].platform}, "
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cpus"
-    )
+    print(header())
     names = [s for s in selected if s in ROWS]
     if names:
+        check_references(names)
         workload_table(names, args.quick, args.steps, args.rounds)
     if "compiler" in selected:
         compiler_table()

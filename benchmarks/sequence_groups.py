@@ -29,6 +29,7 @@ import numpy as np
 import optax
 
 import jax_grad
+from machine import header
 from symnet import IndexSet, Network
 from symnet.engine import ComputationRequest, compile
 from workloads import W2_SPLICES, _cross_entropy_delta, _kaldi_normalize, lstm_network, lstm_reference, w2_network
@@ -134,7 +135,7 @@ def main() -> None:
     parser.add_argument("--workloads", nargs="+", default=["w2", "w3", "blstm2"], choices=["w2", "w3", "blstm2"])
     parser.add_argument("--forward", action="store_true", help="time the losses alone, without gradients")
     args = parser.parse_args()
-    print(f"jax {jax.__version__}, {jax.devices()[0].platform}, {jax.local_device_count()} device(s)")
+    print(f"{header()}; {jax.local_device_count()} device(s)")
     for name in args.workloads:
         case = w2_case() if name == "w2" else recurrent_case(name)
         thunks = (forwards if args.forward else steps)(case, args.groups)

@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from machine import header
 from symnet._src.engine.materialize import materialized
 from workloads import W2_SPLICES, _kaldi_normalize
 
@@ -170,7 +171,7 @@ def main() -> None:
         flops[name] = float(cost.get("flops", float("nan")))
         print(f"{name}: loss {float(value):.6f}, largest gradient difference from concat {difference:.1e}")
     rate = matmul_rate()
-    print(f"jax {jax.__version__}; the machine's 2048x2048 matmul: {rate / 1e9:.0f} GFLOP/s")
+    print(f"{header()}; the machine's 2048x2048 matmul: {rate / 1e9:.0f} GFLOP/s")
     seconds: dict[str, list[float]] = {name: [] for name in steps}
     cpu: dict[str, list[float]] = {name: [] for name in steps}
     names = list(steps)

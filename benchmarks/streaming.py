@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -25,18 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
+from machine import cpu_model
+
 DIM, PDFS = 80, 2000
 ARCHIVE_BYTES = 1 << 30
-
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def write_corpus(folder: Path, gigabytes: float, seed: int = 0) -> None:
