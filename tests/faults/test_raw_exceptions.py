@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from helpers import EXAMPLES
+from helpers.egs_bytes import binary_eg
 from symnet._src.chain import Topology
 from symnet._src.cli import main
 from symnet._src.kaldi.egs import read_egs
@@ -68,27 +69,13 @@ def test_a_superscript_offset_or_a_nul_byte_in_a_features_scp_is_named(read, tmp
     assert "ValueError" not in str(info.value)
 
 
-def _binary_eg(indexes: bytes, count: int) -> bytes:
-    """One input of `count` x 1 FM whose Index vector is `indexes` (Kaldi's WriteIndexVector bytes)."""
-    matrix = b"FM \x04" + struct.pack("<i", count) + b"\x04" + struct.pack("<i", 1) + bytes(4 * count)
-    return (
-        b"k1 \0B<Nnet3Eg> <NumIo> \x04"
-        + struct.pack("<i", 1)
-        + b"<NnetIo> input <I1V> \x04"
-        + struct.pack("<i", count)
-        + indexes
-        + matrix
-        + b"</NnetIo> </Nnet3Eg> "
-    )
-
-
 def test_an_index_t_stepping_beyond_int32_is_a_kaldi_data_error(tmp_path: Path) -> None:
     full = b"\x7f" + b"".join(b"\x04" + struct.pack("<i", v) for v in (0, 2**31 - 1, 0))  # n, t, x in full
     path = tmp_path / "egs.ark"
-    path.write_bytes(_binary_eg(full + b"\x01", 2))  # then t + 1: 2^31
+    path.write_bytes(binary_eg(full + b"\x01", 2))  # then t + 1: 2^31
     with pytest.raises(KaldiDataError, match=r"example .k1., NnetIo 0 \(.input.\): index 1: t leaves the int32 range"):
         list(read_egs(path))
-    path.write_bytes(_binary_eg(full + b"\x00", 2))  # the control: t stays in int32
+    path.write_bytes(binary_eg(full + b"\x00", 2))  # the control: t stays in int32
     assert next(iter(read_egs(path)))["input"].indexes.tolist() == [[0, 2**31 - 1, 0]] * 2
 
 

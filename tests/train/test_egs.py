@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers.egs_bytes import binary_eg
 from symnet._src.kaldi.binary import format_real
 from symnet._src.kaldi.egs import (
     MAX_DENSE_VALUES,
@@ -145,28 +146,13 @@ def test_compressed_decoding_matches_kaldis_formulas_independently() -> None:
         np.testing.assert_allclose(got[:, c], want, rtol=0, atol=2e-6)
 
 
-def _binary_eg(indexes: bytes, count: int, rows: int) -> bytes:
-    """A hand-made binary example: one input of `rows` x 1 FM, its Index vector given as bytes."""
-    matrix = b"FM " + b"\x04" + struct.pack("<i", rows) + b"\x04" + struct.pack("<i", 1)
-    matrix += np.arange(rows, dtype="<f4").tobytes()
-    return (
-        b"k1 \0B<Nnet3Eg> <NumIo> \x04"
-        + struct.pack("<i", 1)
-        + b"<NnetIo> input <I1V> \x04"
-        + struct.pack("<i", count)
-        + indexes
-        + matrix
-        + b"</NnetIo> </Nnet3Eg> "
-    )
-
-
 def test_index_vector_general_form(tmp_path: Path) -> None:
     """Kaldi's WriteIndexVector: a byte -124..124 is t's step (n and x kept), 127 is followed by n, t, x (merged
     examples, where n changes)."""
     full = lambda n, t, x: b"\x7f" + b"".join(b"\x04" + struct.pack("<i", v) for v in (n, t, x))  # noqa: E731
     data = struct.pack("b", -3) + b"\x01" + full(1, -3, 0) + b"\x01" + full(2, 500, 7) + struct.pack("b", -100)
     path = tmp_path / "egs.ark"
-    path.write_bytes(_binary_eg(data, 6, 6))
+    path.write_bytes(binary_eg(data, 6, 6))
     (eg,) = read_egs(path)
     assert eg["input"].indexes.tolist() == [[0, -3, 0], [0, -2, 0], [1, -3, 0], [1, -2, 0], [2, 500, 7], [2, 400, 7]]
 
@@ -273,7 +259,7 @@ def test_crafted_sizes_are_refused_before_allocating(tmp_path: Path) -> None:
     side = int(np.sqrt(MAX_DENSE_VALUES)) + 1
     header = b"CM3 " + struct.pack("<ffii", 0.0, 1.0, side, side)
     path = tmp_path / "big.ark"
-    path.write_bytes(_binary_eg(b"\x00", 1, 1).replace(b"FM \x04", header + b"\x00" * 0 + b"FM \x04"))
+    path.write_bytes(binary_eg(b"\x00", 1, 1).replace(b"FM \x04", header + b"\x00" * 0 + b"FM \x04"))
     with pytest.raises(KaldiDataError):
         list(read_egs(path))
 
