@@ -125,7 +125,8 @@ def test_windowed_attention_in_chunks_equals_one_pass():
     [
         (3, 2, 0, 0, 1, True, 90),  # in blocks, with the weights per context position
         (2, 2, 1, 1, 2, True, 90),
-        (40, 40, 0, 0, 1, True, 60),  # every frame against every frame, Kaldi's absent positions as extra columns
+        pytest.param(40, 40, 0, 0, 1, True, 60, marks=pytest.mark.slow),  # every frame against every frame, Kaldi's
+        # absent positions as extra columns: 11 s, in make test-all
         (1, 0, 1, 0, 3, False, 90),
     ],
 )
@@ -184,6 +185,7 @@ def test_windowed_attention_memory_is_linear_in_frames():
     assert large < 4.5 * small, (small, large)  # quadratic would be 16 times
 
 
+@pytest.mark.slow  # 9 s of planning: in make test-all
 def test_full_attention_at_1000_frames_needs_about_what_its_scores_need():
     net = Network(MultiHeadAttention("att", Input("input", D), heads=2, key_dim=4, window=None, max_frames=1000))
     scores = 2 * 1000 * 1000 * 4  # one float32 score per head and pair of frames: 8 MB

@@ -66,7 +66,12 @@ def test_jvp_and_jacfwd_equal_the_reverse_mode_jacobian(case: str) -> None:
     np.testing.assert_allclose(jax.jacfwd(lambda a: net.compute(a))(x), jacobian, rtol=2e-4, atol=2e-5)
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+#: The Hessian of every layer runs in make test-all; make test keeps the recurrent ones (whose fused scans and
+#: Tape walk are custom_vjps: the cases issue 47 found).
+HESSIAN_CASES = [c if "LSTM" in c else pytest.param(c, marks=pytest.mark.slow) for c in sorted(CASES)]
+
+
+@pytest.mark.parametrize("case", HESSIAN_CASES)
 def test_hessian_is_the_jacobian_of_the_gradient_and_symmetric(case: str) -> None:
     net = network(case)
     x = RNG.standard_normal((1, 4, D)).astype(np.float32)
