@@ -14,6 +14,13 @@ that pass their own `@settings(...)` keep those values and inherit the rest.
 (`symnet._src.engine.compile_cache`); the suite turns that off (`SYMNET_COMPILE_CACHE=off`,
 also for the commands it starts) so it writes nothing outside its temporary folders.
 
+`fit` and the command line have glibc keep freed memory (`symnet.tune_host_memory`): a
+training process's heap stays at its peak, which is what a long training run wants. A test
+worker runs thousands of unrelated tests, and kept its peak of each (4 GB a worker a quarter
+of the way through `make test-all`), so the suite leaves malloc as it is
+(`SYMNET_HOST_MEMORY=system`, inherited by the commands it starts);
+tests/core/test_host_memory.py checks the tuning in fresh processes of its own.
+
 Most of the suite's time is XLA compiling small programs once each, so `make test`
 runs with XLA's quick code generation (`QUICK_XLA_FLAGS`, set before JAX starts,
 inherited by child processes, and left off with a warning where this jaxlib does
@@ -34,6 +41,7 @@ from hypothesis import settings
 
 PROFILE_VARIABLE = "SYMNET_HYPOTHESIS_PROFILE"
 os.environ.setdefault("SYMNET_COMPILE_CACHE", "off")
+os.environ.setdefault("SYMNET_HOST_MEMORY", "system")
 QUICK_XLA_FLAGS = " ".join(
     [
         "--xla_backend_optimization_level=0",  # LLVM's -O0
