@@ -29,7 +29,9 @@ if TYPE_CHECKING:
         objective,
     )
     from symnet._src.train.options import FitOptions
-    from symnet._src.train.rules import DropoutSchedule, KaldiRules, KaldiRulesWarning, component_rules, kaldi_rules
+    from symnet._src.train.component_rules import KaldiRulesWarning, component_rules
+    from symnet._src.train.dropout_schedule import DropoutSchedule
+    from symnet._src.train.rules import KaldiRules, kaldi_rules
     from symnet._src.train.streams import Corpus, SkippedDataWarning, stream_kaldi_data, stream_sequences
 
 #: Public name -> the module of this package that defines it.
@@ -60,10 +62,10 @@ _MODULES = {
     "edit_distance": "objectives",
     "greedy_decode": "objectives",
     "objective": "objectives",
-    "DropoutSchedule": "rules",
+    "DropoutSchedule": "dropout_schedule",
     "KaldiRules": "rules",
-    "KaldiRulesWarning": "rules",
-    "component_rules": "rules",
+    "KaldiRulesWarning": "component_rules",
+    "component_rules": "component_rules",
     "kaldi_rules": "rules",
     "SkippedDataWarning": "streams",
     "Corpus": "streams",

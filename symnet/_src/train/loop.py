@@ -40,7 +40,9 @@ from .minibatches import MemoryBatches, StreamBatches
 from .objectives import Chain, Objective, get_objective
 from .options import FitOptions, chunk_widths, is_integer
 from .parallel import DataParallel
-from .rules import DROPOUT_TYPES, KaldiRules, carries_kaldi_rules, kaldi_rules
+from .component_rules import carries_kaldi_rules
+from .dropout_schedule import DROPOUT_TYPES
+from .rules import KaldiRules, kaldi_rules
 from .setups import trainer_for
 from .streams import Corpus
 from .trainer import Trainer

@@ -36,256 +36,38 @@ that behaviour, written from Kaldi's source:
 
 Steps 1-4 are an optax `GradientTransformationExtraArgs` (`KaldiRules`);
 steps 5 and 6 are `KaldiRules.after_update`, to call after
-`optax.apply_updates`. `DropoutSchedule` is Kaldi's `--trainer.dropout-schedule`
-(steps/libs/nnet3/train/dropout_schedule.py). `fit` applies all of it
-(see docs/training.md).
+`optax.apply_updates`. Each component's options are read by
+`symnet._src.train.component_rules`; Kaldi's `--trainer.dropout-schedule` is
+`symnet._src.train.dropout_schedule`. `fit` applies all of it (see docs/training.md).
 """
 
 from __future__ import annotations
 
 import math
-import re
 import warnings
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-import attrs
 import jax
 import jax.numpy as jnp
 import optax
 
 from ..components import BatchNormComponent
 from ..components import natural_gradient as ng_lib
-from ..components.base import Component
-from ..components.misc import DropoutComponent, DropoutMaskComponent, GeneralDropoutComponent
-from ..components.structure import CompositeComponent
-from ..core.layer import Layer, Weight
+from ..core.layer import Weight
 from ..core.walk import walk
 from ..errors import TrainingError
+from .component_rules import ComponentRule, KaldiRulesWarning, component_rules, network_roots, warn_unhonoured
+from .dropout_schedule import DROPOUT_TYPES, DropoutSchedule
 
-__all__ = [
-    "ComponentRule",
-    "DropoutSchedule",
-    "KaldiRules",
-    "KaldiRulesState",
-    "KaldiRulesWarning",
-    "carries_kaldi_rules",
-    "component_rules",
-    "constrain_orthonormal",
-    "kaldi_rules",
-]
+__all__ = ["KaldiRules", "KaldiRulesState", "constrain_orthonormal", "kaldi_rules"]
 
 #: nnet3-train's defaults (NnetTrainerOptions, nnet-training.h).
 MAX_PARAM_CHANGE = 2.0
 BATCHNORM_STATS_SCALE = 0.8
 #: ConstrainOrthonormal's chance that a component is constrained after a minibatch (`RandInt(0, 3) == 0`).
 ORTHONORMAL_PROBABILITY = 0.25
-#: The Kaldi types ConstrainOrthonormal constrains, and the parameter it constrains.
-ORTHONORMAL_PARAM = {
-    "LinearComponent": "params",
-    "AffineComponent": "linear_params",
-    "NaturalGradientAffineComponent": "linear_params",
-    "TdnnComponent": "linear_params",
-}
-#: The components a dropout schedule sets (SetDropoutProportion, nnet-utils.cc).
-DROPOUT_TYPES = (DropoutComponent, DropoutMaskComponent, GeneralDropoutComponent)
-
-
-class KaldiRulesWarning(UserWarning):
-    """A Kaldi training option of a component that symnet's rules do not apply (named in the message)."""
-
-
-# ----- the rules of each component ------------------------------------------------------------------
-
-
-@attrs.frozen
-class ComponentRule:
-    """What Kaldi's trainer does with one updatable component (or one parameter outside any component).
-
-    `params` are its parameter names; `rates` each one's learning rate as the component stores it (Kaldi's
-    `LearningRate()`, None where there is none) and `factors` each one's learning-rate factor (inside a
-    CompositeComponent, the composite's times the part's, as SetUnderlyingLearningRate multiplies them);
-    `rate` and `factor` are the component's own (they scale its l2 term).
-    """
-
-    name: str
-    kaldi_type: str
-    params: tuple[str, ...]
-    rates: tuple[float | None, ...]
-    factors: tuple[float, ...]
-    rate: float | None = None
-    factor: float = 1.0
-    max_change: float = 0.0
-    l2_regularize: float = 0.0
-    orthonormal_constraint: float = 0.0
-    orthonormal_param: str | None = None
-
-    @property
-    def shapes_the_update(self) -> bool:
-        """Whether any of its options changes training (max-change, l2, a factor, a constraint)."""
-        return bool(
-            self.max_change > 0.0
-            or self.l2_regularize > 0.0
-            or self.orthonormal_constraint != 0.0
-            or any(f != 1.0 for f in self.factors)
-        )
-
-
-def _option(c: Component, key: str, default: Any) -> Any:
-    value = c.option(key, default)
-    return default if value is None else value
-
-
-def _number(c: Component, key: str, default: float) -> float:
-    value = _option(c, key, default)
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise TrainingError(f"component {c.name!r} ({c.kaldi_type}): option {key}={value!r} is not a number") from None
-    if not math.isfinite(number) or (key != "orthonormal-constraint" and number < 0.0):
-        raise TrainingError(f"component {c.name!r} ({c.kaldi_type}): option {key}={value!r} must be >= 0")
-    return number
-
-
-def _own_weights(c: Component, params: Mapping[str, Any]) -> list[str]:
-    return [w.name for w in c.parameters.values() if isinstance(w, Weight) and w.name is not None and w.name in params]
-
-
-def _roots(network: Any) -> list[Layer]:
-    structure = getattr(network, "structure", None)
-    if structure is None:
-        raise TrainingError(f"Kaldi's rules are read from a Network, not a {type(network).__name__}")
-    return [layer for _, layer in structure.outputs]
-
-
-def component_rules(network: Any) -> tuple[ComponentRule, ...]:
-    """The rules of every updatable component of `network` (a Network), in the order the
-    network's walk meets them, then one for each parameter outside any component (Kaldi's defaults: no
-    max-change, no l2, factor 1). A component used by several nodes is one rule.
-
-    TrainingError for an orthonormal-constraint where Kaldi does not apply one (a type other than
-    LinearComponent, AffineComponent, NaturalGradientAffineComponent, TdnnComponent) or on a parameter that
-    is not trained.
-    """
-    params = network.params
-    layers = walk(_roots(network))
-    parts = {id(p) for layer in layers if isinstance(layer, CompositeComponent) for p in layer.parts}
-    rules: dict[str, ComponentRule] = {}
-    owner: dict[str, str] = {}
-    for c in layers:
-        if not isinstance(c, Component) or id(c) in parts or c.name in rules:
-            continue
-        rate = _option(c, "learning-rate", None)
-        rate = None if rate is None else _number(c, "learning-rate", 0.001)
-        factor = _number(c, "learning-rate-factor", 1.0)
-        names, rates, factors = [], [], []
-        members: Iterable[Any] = c.parts if isinstance(c, CompositeComponent) else ()
-        for part in members:
-            if not isinstance(part, Component):
-                continue
-            part_rate = _option(part, "learning-rate", None)
-            for name in _own_weights(part, params):
-                names.append(name)
-                rates.append(None if part_rate is None else _number(part, "learning-rate", 0.001))
-                factors.append(factor * _number(part, "learning-rate-factor", 1.0))
-        for name in _own_weights(c, params):
-            names.append(name)
-            rates.append(rate)
-            factors.append(factor)
-        if not names:
-            continue
-        constraint = _number(c, "orthonormal-constraint", 0.0)
-        field = ORTHONORMAL_PARAM.get(c.kaldi_type)
-        constrained = None
-        if constraint != 0.0:
-            if field is None:
-                raise TrainingError(
-                    f"component {c.name!r} ({c.kaldi_type}): orthonormal-constraint={constraint} cannot be applied: "
-                    f"Kaldi's ConstrainOrthonormal constrains only {', '.join(ORTHONORMAL_PARAM)}"
-                )
-            weight = getattr(c, field)
-            if not isinstance(weight, Weight) or weight.name not in params:
-                raise TrainingError(
-                    f"component {c.name!r} ({c.kaldi_type}): orthonormal-constraint={constraint} needs its "
-                    f"{field} to be a trained parameter"
-                )
-            constrained = weight.name
-        for name in names:
-            if name in owner:
-                raise TrainingError(
-                    f"parameter {name!r} belongs to components {owner[name]!r} and {c.name!r}: Kaldi's rules "
-                    "need each parameter in one component"
-                )
-            owner[name] = c.name
-        rules[c.name] = ComponentRule(
-            c.name,
-            c.kaldi_type,
-            tuple(names),
-            tuple(rates),
-            tuple(factors),
-            rate=rate,
-            factor=factor,
-            max_change=_number(c, "max-change", 0.0),
-            l2_regularize=_number(c, "l2-regularize", 0.0),
-            orthonormal_constraint=constraint,
-            orthonormal_param=constrained,
-        )
-    out = list(rules.values())
-    for name in params:
-        if name not in owner:
-            out.append(ComponentRule(name, "", (name,), (None,), (1.0,)))
-    return tuple(out)
-
-
-def carries_kaldi_rules(network: Any) -> bool:
-    """Whether some component of `network` has an option that changes how Kaldi trains it (max-change,
-    l2-regularize, a learning-rate-factor other than 1, orthonormal-constraint): `fit` then applies
-    Kaldi's rules unless told not to."""
-    return any(rule.shapes_the_update for rule in component_rules(network))
-
-
-def _unhonoured(network: Any, natural: set[str]) -> dict[str, list[str]]:
-    """Kaldi training options of `network`'s components that the rules do not apply: option -> components."""
-    out: dict[str, list[str]] = {}
-    seen: set[str] = set()
-    for c in walk(_roots(network)):
-        if not isinstance(c, Component) or c.name in seen:
-            continue
-        seen.add(c.name)
-        scale = c.option("self-repair-scale", 0.0)
-        if isinstance(scale, (int, float)) and scale > 0.0:
-            out.setdefault("self-repair-scale", []).append(c.name)
-        # Kaldi's LinearComponent preconditions its gradient whatever its use-natural-gradient says.
-        kaldi_ng = (
-            c.kaldi_type.startswith("NaturalGradient")
-            or c.kaldi_type == "LinearComponent"
-            or c.option("use-natural-gradient", False) is True
-        )
-        if kaldi_ng and c.name not in natural and _own_weights(c, network.params):
-            out.setdefault(NATURAL_GRADIENT, []).append(c.name)
-        if c.option("is-gradient", False) is True:
-            out.setdefault("is-gradient=true", []).append(c.name)
-    return out
-
-
-NATURAL_GRADIENT = "natural gradient"
-
-
-def _warn_unhonoured(network: Any, natural: set[str]) -> None:
-    found = _unhonoured(network, natural)
-    if not found:
-        return
-    lines = []
-    for option, names in found.items():
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        lines.append(f"{option} ({shown})")
-    warnings.warn(
-        f"Kaldi's training rules: not applied here: {'; '.join(lines)}. Why, and what to use instead: "
-        'docs/training.md, "Kaldi\'s training rules"',
-        KaldiRulesWarning,
-        stacklevel=3,
-    )
 
 
 # ----- ConstrainOrthonormal ---------------------------------------------------------------------------
@@ -486,7 +268,7 @@ def kaldi_rules(
     schedule = DropoutSchedule.parse(dropout_schedule) if isinstance(dropout_schedule, str) else dropout_schedule
     if schedule is not None and not isinstance(schedule, DropoutSchedule):
         raise TrainingError(f"dropout_schedule must be a string or a DropoutSchedule, got {dropout_schedule!r:.60}")
-    layers = walk(_roots(network))
+    layers = walk(network_roots(network))
     dropout_components = sorted({c.name for c in layers if isinstance(c, DROPOUT_TYPES)})
     if schedule is not None:
         schedule.check(dropout_components)
@@ -505,7 +287,7 @@ def kaldi_rules(
     probe = jax.eval_shape(inner.init, network.params)
     if isinstance(probe, ng_lib.NaturalGradientState):
         natural = set(ng_lib.components(network))
-    _warn_unhonoured(network, natural)
+    warn_unhonoured(network, natural)
     transformation = _transformation(
         rules,
         optax.with_extra_args_support(inner),
@@ -670,105 +452,3 @@ def _max_change(
             d = delta[name]
             updates[name] = jnp.where(applied, (global_scale * s).astype(d.dtype) * d, jnp.zeros_like(d))
     return updates, applied
-
-
-# ----- the dropout schedule -------------------------------------------------------------------------
-
-
-@attrs.frozen
-class DropoutSchedule:
-    """Kaldi's `--trainer.dropout-schedule`: `'0,0@0.20,0.5@0.50,0'` is a piecewise linear function of the
-    fraction of the training data processed (0 at the start, 1 at the end): its first value at 0, its last
-    at 1, `p@f` at f and a bare `p` between them at 0.5; `'pattern=function ...'` gives each pattern of
-    component names (`*` matches any run of characters) its own function, later patterns overriding
-    earlier ones. It sets DropoutComponent, DropoutMaskComponent and GeneralDropoutComponent.
-    """
-
-    text: str
-    parts: tuple[tuple[str, tuple[tuple[float, float], ...]], ...]
-
-    @classmethod
-    def parse(cls, text: str) -> DropoutSchedule:
-        """The schedule of a `--trainer.dropout-schedule` string (TrainingError naming what is wrong)."""
-        if not isinstance(text, str) or not text.strip():
-            raise TrainingError(f"dropout schedule: expected a string like '0,0.5@0.5,0', got {text!r}")
-        parts = []
-        for item in text.split():
-            pattern, eq, function = item.rpartition("=")
-            if eq and not pattern:
-                raise TrainingError(f"dropout schedule {text!r}: {item!r} has no component-name pattern before '='")
-            parts.append((pattern if eq else "*", _parse_function(text, function)))
-        return cls(text, tuple(parts))
-
-    def proportions(self, fraction: float) -> list[tuple[str, float]]:
-        """(pattern, proportion) after `fraction` of the data (above 1 counts as 1)."""
-        fraction = min(float(fraction), 1.0)
-        return [(pattern, _interpolate(points, fraction)) for pattern, points in self.parts]
-
-    def for_components(self, names: Iterable[str], fraction: float) -> dict[str, float]:
-        """Component name -> proportion for the dropout components `names`, the later patterns winning."""
-        out: dict[str, float] = {}
-        for pattern, value in self.proportions(fraction):
-            for name in names:
-                if _matches(name, pattern):
-                    out[name] = value
-        return out
-
-    def check(self, names: Iterable[str]) -> None:
-        """TrainingError for a pattern that names no dropout component of the network."""
-        names = list(names)
-        for pattern, _ in self.parts:
-            if not any(_matches(n, pattern) for n in names):
-                have = ", ".join(names) if names else "none"
-                raise TrainingError(
-                    f"dropout schedule {self.text!r}: pattern {pattern!r} matches no dropout component "
-                    f"(DropoutComponent, DropoutMaskComponent, GeneralDropoutComponent) of the network; it has {have}"
-                )
-
-
-def _parse_function(text: str, function: str) -> tuple[tuple[float, float], ...]:
-    items = function.split(",")
-    if len(items) < 2:
-        raise TrainingError(f"dropout schedule {text!r}: {function!r} needs at least a start and an end value")
-
-    def number(value: str, what: str) -> float:
-        try:
-            out = float(value)
-        except ValueError:
-            raise TrainingError(f"dropout schedule {text!r}: {what} {value!r} is not a number") from None
-        if not 0.0 <= out <= 1.0:
-            raise TrainingError(f"dropout schedule {text!r}: {what} {value!r} is not in [0, 1]")
-        return out
-
-    points = [(0.0, number(items[0], "proportion"))]
-    for item in items[1:-1]:
-        value, at, where = item.partition("@")
-        fraction = number(where, "data fraction") if at else 0.5
-        if fraction < points[-1][0]:
-            raise TrainingError(
-                f"dropout schedule {text!r}: data fraction {fraction} of {item!r} comes before {points[-1][0]}: "
-                "the fractions must not decrease"
-            )
-        points.append((fraction, number(value, "proportion")))
-    points.append((1.0, number(items[-1], "proportion")))
-    return tuple(points)
-
-
-def _interpolate(points: tuple[tuple[float, float], ...], fraction: float) -> float:
-    """The schedule's value at `fraction`, as `_get_component_dropout` picks and interpolates."""
-    if fraction == 0.0:
-        return points[0][1]
-    # The last breakpoint at or before `fraction`, and the one after it.
-    index = max(i for i, (f, _) in enumerate(points) if f <= fraction)
-    if index == len(points) - 1:
-        return points[-1][1]
-    (f0, p0), (f1, p1) = points[index], points[index + 1]
-    if f1 == f0:
-        return p0
-    return (fraction - f0) * (p1 - p0) / (f1 - f0) + p0
-
-
-def _matches(name: str, pattern: str) -> bool:
-    """Kaldi's NameMatchesPattern: `*` matches any run of characters, everything else itself."""
-    regex = ".*".join(re.escape(piece) for piece in pattern.split("*"))
-    return re.fullmatch(regex, name, flags=re.DOTALL) is not None
