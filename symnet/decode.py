@@ -7,17 +7,26 @@ sentence error rates as Kaldi's `compute-wer` reports them.
 """
 
 from symnet._src.decode.decoder import DecodeError, DecodingGraph, Hypothesis, decode, read_decoding_graph
+from symnet._src.decode.graphs.arpa import ArpaLm, estimate_arpa, parse_arpa
+from symnet._src.decode.graphs.grammar import arpa_to_fst, word_loop
+from symnet._src.decode.graphs.wfst import GraphBuildError
 from symnet._src.decode.wer import ErrorRate, ScoringError, compute_wer, edit_counts, read_text
 
 __all__ = [
+    "ArpaLm",
     "DecodeError",
     "DecodingGraph",
     "ErrorRate",
+    "GraphBuildError",
     "Hypothesis",
+    "arpa_to_fst",
     "ScoringError",
     "compute_wer",
     "decode",
     "edit_counts",
+    "estimate_arpa",
+    "parse_arpa",
     "read_decoding_graph",
     "read_text",
+    "word_loop",
 ]
