@@ -9,6 +9,8 @@ sentence error rates as Kaldi's `compute-wer` reports them.
 from symnet._src.decode.decoder import DecodeError, DecodingGraph, Hypothesis, decode, read_decoding_graph
 from symnet._src.decode.graphs.arpa import ArpaLm, estimate_arpa, parse_arpa
 from symnet._src.decode.graphs.grammar import arpa_to_fst, word_loop
+from symnet._src.decode.graphs.hclg import make_hclg
+from symnet._src.decode.graphs.lexicon import Lang, make_lang, parse_lexicon
 from symnet._src.decode.graphs.wfst import GraphBuildError
 from symnet._src.decode.wer import ErrorRate, ScoringError, compute_wer, edit_counts, read_text
 
@@ -19,13 +21,17 @@ __all__ = [
     "ErrorRate",
     "GraphBuildError",
     "Hypothesis",
+    "Lang",
     "arpa_to_fst",
     "ScoringError",
     "compute_wer",
     "decode",
     "edit_counts",
     "estimate_arpa",
+    "make_hclg",
+    "make_lang",
     "parse_arpa",
+    "parse_lexicon",
     "read_decoding_graph",
     "read_text",
     "word_loop",
