@@ -8,6 +8,7 @@ sentence error rates as Kaldi's `compute-wer` reports them.
 
 from symnet._src.decode.decoder import DecodeError, DecodingGraph, Hypothesis, decode, read_decoding_graph
 from symnet._src.decode.graphs.arpa import ArpaLm, estimate_arpa, parse_arpa
+from symnet._src.decode.graphs.ctc import ctc_token_graph, ctc_transition_pdfs, make_tlg
 from symnet._src.decode.graphs.grammar import arpa_to_fst, word_loop
 from symnet._src.decode.graphs.hclg import make_hclg
 from symnet._src.decode.graphs.lexicon import Lang, make_lang, parse_lexicon
@@ -25,11 +26,14 @@ __all__ = [
     "arpa_to_fst",
     "ScoringError",
     "compute_wer",
+    "ctc_token_graph",
+    "ctc_transition_pdfs",
     "decode",
     "edit_counts",
     "estimate_arpa",
     "make_hclg",
     "make_lang",
+    "make_tlg",
     "parse_arpa",
     "parse_lexicon",
     "read_decoding_graph",
