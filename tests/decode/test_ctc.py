@@ -10,7 +10,14 @@ import numpy as np
 
 from symnet._src.decode.graphs.wfst import Wfst
 from symnet.decode import (
-    DecodingGraph, ctc_token_graph, ctc_transition_pdfs, decode, make_lang, make_tlg, parse_lexicon, word_loop,
+    DecodingGraph,
+    ctc_token_graph,
+    ctc_transition_pdfs,
+    decode,
+    make_lang,
+    make_tlg,
+    parse_lexicon,
+    word_loop,
 )  # fmt: skip
 
 from .fst_brute import relation

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from symnet._src.decode.graphs.wfst import Wfst
 from symnet.chain import Fst, parse_fst_text
 from symnet.decode import ArpaLm, GraphBuildError, arpa_to_fst, estimate_arpa, parse_arpa, word_loop
-from symnet._src.decode.graphs.wfst import Wfst
 
 from .fst_brute import relation, same_relation
 

@@ -109,16 +109,16 @@ def parse_arpa(text: str, name: str = "<arpa>") -> ArpaLm:
             section = "end"
             break
         elif line.startswith("\\") and line.endswith("-grams:"):
-            n = line[1:-7]
-            if not n.isdigit() or int(n) != len(tables) + 1 or int(n) > len(sizes):
+            which = line[1:-7]
+            if not which.isdigit() or int(which) != len(tables) + 1 or int(which) > len(sizes):
                 raise GraphBuildError(f"{where}: unexpected section {line!r}")
             tables.append({})
             section = "grams"
         elif section == "data" and line.startswith("ngram "):
-            n, _, size = line[6:].partition("=")
-            if not (n.strip().isdigit() and size.strip().isdigit() and int(n) == len(sizes) + 1):
+            which, _, count = line[6:].partition("=")
+            if not (which.strip().isdigit() and count.strip().isdigit() and int(which) == len(sizes) + 1):
                 raise GraphBuildError(f"{where}: bad count line {line!r}")
-            sizes.append(int(size))
+            sizes.append(int(count))
         elif section == "grams":
             n = len(tables)
             fields = line.split()
@@ -135,7 +135,7 @@ def parse_arpa(text: str, name: str = "<arpa>") -> ArpaLm:
         raise GraphBuildError(f"{name}: no \\end\\ line: truncated ARPA file?")
     if len(tables) != len(sizes) or not tables:
         raise GraphBuildError(f"{name}: the header counts {len(sizes)} orders, the file has {len(tables)}")
-    for n, (size, table) in enumerate(zip(sizes, tables), 1):
+    for order, (size, table) in enumerate(zip(sizes, tables), 1):
         if size != len(table):
-            raise GraphBuildError(f"{name}: the header says {size} {n}-grams, the file has {len(table)}")
+            raise GraphBuildError(f"{name}: the header says {size} {order}-grams, the file has {len(table)}")
     return ArpaLm(tuple(tables))

@@ -16,12 +16,13 @@ the decision tree (not read here), and is refused.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import attrs
 import numpy as np
 
 from ...chain.fst import Fst
-from ...kaldi.transition_model import TransitionModel
+from ...kaldi.transition_model import HmmState, TopologyEntry, TransitionModel
 from .compose import compose
 from .determinize import determinize
 from .lexicon import Lang
@@ -29,7 +30,7 @@ from .minimize import minimize
 from .rmeps import remove_epsilons
 from .wfst import GraphBuildError, Wfst
 
-__all__ = ["make_hclg"]
+__all__ = ["left_to_right_model", "make_hclg"]
 
 
 @attrs.frozen
@@ -49,6 +50,21 @@ class _TransitionState:
         """log(1 - self-loop probability), Kaldi's GetNonSelfLoopLogProb."""
         loop = self.self_loop
         return math.log1p(-math.exp(loop[1])) if loop else 0.0
+
+
+def left_to_right_model(phones: Sequence[int], num_states: int = 3, self_loop: float = 0.5) -> TransitionModel:
+    """A monophone transition model as `gmm-init-mono` makes one (pdfs numbered by phone, in increasing order,
+    then by state) for `num_states` left-to-right states per phone, each staying with probability `self_loop`:
+    for graphs of networks trained on alignments made outside Kaldi."""
+    if not 0.0 < self_loop < 1.0 or num_states < 1 or not phones:
+        raise GraphBuildError(
+            f"no left-to-right model of {num_states} states, self-loop {self_loop}, {len(phones)} phones"
+        )
+    states = [HmmState(j, j, ((j, self_loop), (j + 1, 1.0 - self_loop))) for j in range(num_states)]
+    ordered = sorted(phones)
+    tuples = [(p, j, n * num_states + j, n * num_states + j) for n, p in enumerate(ordered) for j in range(num_states)]
+    log_probs = [0.0] + [math.log(p) for _ in tuples for p in (self_loop, 1.0 - self_loop)]
+    return TransitionModel([TopologyEntry(ordered, [*states, HmmState(-1, -1)])], tuples, np.array(log_probs))
 
 
 def _transition_states(tm: TransitionModel) -> list[_TransitionState]:
@@ -122,7 +138,7 @@ def _add_self_loops(fst: Wfst, tm: TransitionModel, scale: float) -> Wfst:
         entering[d].add(int(tstate[i]) if 0 < i < len(tstate) else 0)
     kind = [next(iter(k)) if len(k) == 1 else 0 for k in entering]
     split: dict[tuple[int, int], int] = {}
-    for s, arcs in enumerate(out.arcs[: fst.num_states]):
+    for arcs in out.arcs[: fst.num_states]:
         for n, (i, o, w, d) in enumerate(arcs):
             k = int(tstate[i]) if 0 < i < len(tstate) else 0
             if k and kind[d] != k:
@@ -163,4 +179,3 @@ def make_hclg(
     hclg = determinize(compose(h, lg), "log").map_labels(ilabels=dict.fromkeys(disambig, 0))
     hclg = minimize(remove_epsilons(hclg, "log"))
     return _add_self_loops(hclg, transitions, self_loop_scale).to_fst()
-

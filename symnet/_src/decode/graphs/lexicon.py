@@ -97,7 +97,8 @@ def make_lang(
     words: Mapping[str, int] | None = None,
 ) -> Lang:
     """L_disambig for `lexicon` (`parse_lexicon`'s entries), with `optional_silence` (a phone) allowed at the
-    start and after each word with probability `silence_prob` (none if None)."""
+    start and after each word with probability `silence_prob` (none if None). `phones` may leave out the
+    disambiguation symbols: they are numbered after its highest id."""
     if optional_silence is not None and not 0.0 < silence_prob < 1.0:
         raise GraphBuildError(f"silence_prob must be strictly between 0 and 1, got {silence_prob}")
     entries, highest = _disambiguated(lexicon)
@@ -105,8 +106,9 @@ def make_lang(
     disambig = [f"#{k}" for k in range(highest + 1 + (optional_silence is not None))]
     if phones is None:
         used = {p for _, pron, _ in lexicon for p in pron} | ({optional_silence} if optional_silence else set())
-        ordered = ["<eps>", *silence_phones, *sorted(used - set(silence_phones)), *disambig]
-        phones = {p: n for n, p in enumerate(ordered)}
+        phones = {p: n for n, p in enumerate(["<eps>", *silence_phones, *sorted(used - set(silence_phones))])}
+    missing = [d for d in disambig if d not in phones]  # numbered after the given phones
+    phones = {**phones, **{d: max(phones.values()) + 1 + n for n, d in enumerate(missing)}}
     if words is None:
         ordered = ["<eps>", *sorted({w for w, _, _ in lexicon}), "#0", "<s>", "</s>"]
         words = {w: n for n, w in enumerate(ordered)}

@@ -24,8 +24,9 @@ def minimize(fst: Wfst) -> Wfst:
     def quantized(w: float) -> float:
         return round(w / DELTA) if w != float("inf") else w
 
-    classes = [quantized(w) for w in fst.final]
-    count = len(set(classes))
+    finals: dict[float, int] = {}
+    classes = [finals.setdefault(quantized(w), len(finals)) for w in fst.final]
+    count = len(finals)
     while True:
         signatures = [
             (classes[s], frozenset((i, o, quantized(w), classes[d]) for i, o, w, d in arcs))

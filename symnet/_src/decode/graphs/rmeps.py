@@ -53,7 +53,7 @@ def remove_epsilons(fst: Wfst, semiring: Semiring = "log") -> Wfst:
                     own[q] = plus(own.get(q, math.inf), w + v, semiring)
     out = Wfst()
     out.start = fst.start
-    for s, closure in enumerate(closures):
+    for closure in closures:
         final = math.inf
         for q, v in closure.items():
             final = plus(final, v + fst.final[q], semiring)
