@@ -13,8 +13,8 @@ training.
    phones are not its words' is left out (said).
 2. Features: 40 Kaldi filterbanks (`symnet.features.fbank`, dither 0) with per-utterance mean normalisation.
 3. Training: a 5-layer TDNN (context 13 left, 9 right) on the frames' phone states, cross-entropy, `fit`.
-4. Decoding: a word-loop graph built here (each word's phones as 3-state left-to-right HMMs with self-loops,
-   optional silence between words, a uniform grammar), the network's log posteriors minus log priors, and
+4. Decoding: HCLG built by `symnet.decode.make_hclg` (a uniform word loop, each word's phones as 3-state
+   left-to-right HMMs with self-loops, optional silence), the network's log posteriors minus log priors, and
    `symnet.decode.decode`; scored with `symnet.decode.compute_wer`.
 
 Prints each stage's time and the table of word and sentence error rates.
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import time
@@ -129,39 +128,18 @@ def network(dim: int, pdfs: int) -> object:
     return parse_xconfig_network("\n".join(lines), seed=0)
 
 
-def word_loop(lex: dict[str, list[str]], phones: list[str]) -> tuple[object, np.ndarray]:
-    """The decoding graph: from state 0 each word (cost ln 11) or a silence, as 3-state HMMs per phone with
-    self-loops (entering and looping each cost ln 2), back to state 0 (final). Transition-ids 2p+1 (enter pdf p)
-    and 2p+2 (loop on pdf p)."""
-    from symnet.chain import Fst
+def decoding_graph(lex: dict[str, list[str]], phones: list[str]) -> tuple[object, np.ndarray, dict[int, str]]:
+    """HCLG from `symnet.decode`'s graph builder: a loop over the words (each costing ln 11), each phone a 3-state
+    left-to-right HMM (self-loops 0.5, pdf of state k of the i-th phone 3i + k, as the training labels), optional
+    silence ("pau", probability 0.5) at the start and after each word; the graph, its transition-id -> pdf map
+    and the word names by id."""
+    from symnet.decode import left_to_right_model, make_hclg, make_lang, word_loop
 
-    arcs: list[tuple[int, int, int, int, float]] = []
-    count = 1
-
-    def hmm(start: int, phone_list: list[str], word: int, cost: float) -> None:
-        nonlocal count
-        here, label = start, word
-        for phone in phone_list:
-            for k in range(STATES):
-                pdf = phones.index(phone) * STATES + k
-                state, count = count, count + 1
-                arcs.append((here, state, 2 * pdf + 1, label, cost + math.log(2)))
-                arcs.append((state, state, 2 * pdf + 2, 0, math.log(2)))
-                here, label, cost = state, 0, 0.0
-        arcs.append((here, 0, 0, 0, 0.0))
-
-    for w, word in enumerate(WORDS, 1):
-        hmm(0, lex[word], w, math.log(len(WORDS)))
-    hmm(0, ["pau"], 0, math.log(2))
-    a = np.array(arcs, dtype=np.float64)
-    final = np.full(count, np.inf, np.float32)
-    final[0] = 0.0
-    fst = Fst(
-        start=0, final=final, src=a[:, 0].astype(np.int32), dst=a[:, 1].astype(np.int32),
-        ilabel=a[:, 2].astype(np.int32), olabel=a[:, 3].astype(np.int32), weight=a[:, 4].astype(np.float32),
-    )  # fmt: skip
-    pdfs = len(phones) * STATES
-    return fst, np.concatenate([[-1], np.repeat(np.arange(pdfs), 2)])
+    ids = {p: n + 1 for n, p in enumerate(phones)}  # sorted, so the model's pdfs follow the phones' order
+    lang = make_lang([(w, tuple(lex[w]), 1.0) for w in WORDS], optional_silence="pau", phones={"<eps>": 0, **ids})
+    model = left_to_right_model(list(ids.values()), STATES, 0.5)
+    hclg = make_hclg(lang, word_loop(lang.words, WORDS), model, self_loop_scale=1.0)
+    return hclg, model.transition_pdfs(), {i: w for w, i in lang.words.items()}
 
 
 def main() -> None:
@@ -207,7 +185,7 @@ def main() -> None:
     print(f"training: {train_seconds:.0f} s")
     counts = np.bincount(np.concatenate(labels), minlength=pdfs) + 1.0
     log_priors = np.log(counts / counts.sum())
-    fst, tid_pdfs = word_loop(lex, phones)
+    fst, tid_pdfs, names = decoding_graph(lex, phones)
     graph = DecodingGraph.of(fst, tid_pdfs)
     net = set_test_mode(result.network)  # batch-norm with its trained statistics
     rows = []
@@ -217,7 +195,7 @@ def main() -> None:
         refs, hyps = {}, {}
         for i, (u, out) in enumerate(zip(sets[name], outputs)):
             best = decode(graph, np.asarray(out) - log_priors, acoustic_scale=args.acoustic_scale, beam=15.0)
-            refs[str(i)], hyps[str(i)] = u["words"], [WORDS[w - 1] for w in best.words]
+            refs[str(i)], hyps[str(i)] = u["words"], [names[w] for w in best.words]
         seconds = time.perf_counter() - started
         audio = sum(len(f) for f in feats[name]) * FRAME_SHIFT
         rate = compute_wer(refs, hyps)

@@ -1,0 +1,64 @@
+"""HCLG built by symnet against Kaldi's (tests/data/kaldi-decode/: the same lexicon, digit loop and monophone
+model through Kaldi's graph tools): decoded with the shipped log-likelihoods, the same words and alignment per
+utterance as Kaldi's decoder on Kaldi's graph, and the same cost where the best path ends in a final state.
+Costs agree to about 1e-3, not exactly: Kaldi's determinization and encoded minimization treat weights within
+1/1024 of each other as equal, so its graph's weights are off by up to that here and there. (A one-frame
+utterance ends in no final state; its partial cost depends on where pushing put the weights, so only its
+words are compared.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from symnet._src.kaldi.binary import make_reader
+from symnet._src.kaldi.transition_model import read_transition_model
+from symnet._src.train.kaldi_data import read_table
+from symnet.decode import DecodingGraph, GraphBuildError, decode, make_hclg, make_lang, parse_lexicon, word_loop
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "kaldi-decode"
+LEXICON = re.search(r'LEXICON = """(.*?)"""', (DATA / "make.py").read_text(), re.S).group(1)  # type: ignore[union-attr]
+
+
+def table(name: str) -> dict[str, list[str]]:
+    return {line.split()[0]: line.split()[1:] for line in (DATA / name).read_text().splitlines()}
+
+
+def digit_graph() -> tuple[DecodingGraph, dict[str, int]]:
+    lang = make_lang(parse_lexicon(LEXICON), silence_phones=["sil"], optional_silence="sil", silence_prob=0.5)
+    words = {w: int(i) for w, i in (line.split() for line in (DATA / "words.txt").read_text().splitlines())}
+    assert dict(lang.words) == words  # numbered as prepare_lang.sh numbers them
+    digits = [w for w in words if w not in ("<eps>", "#0", "<s>", "</s>", "!SIL")]
+    tm = read_transition_model(make_reader((DATA / "trans.mdl").read_bytes(), "trans.mdl"))
+    hclg = make_hclg(lang, word_loop(lang.words, digits), tm, self_loop_scale=0.1)
+    # Kaldi's HCLG.fst: 101 states, 222 arcs
+    assert (hclg.num_states, hclg.num_arcs) == (102, 234)
+    return DecodingGraph.of(hclg, tm.transition_pdfs()), words
+
+
+@pytest.mark.parametrize("scale", ["0.1", "1.0"])
+def test_symnets_hclg_decodes_as_kaldis(scale: str) -> None:
+    graph, _ = digit_graph()
+    loglikes = read_table(f"ark:{DATA / 'loglikes.ark'}")
+    words, alignments, likes = table(f"words-{scale}.txt"), table(f"ali-{scale}.txt"), table(f"loglike-{scale}.txt")
+    for key, scores in loglikes.items():
+        best = decode(graph, scores, acoustic_scale=float(scale), beam=40.0)
+        assert list(best.words) == [int(w) for w in words[key]], key
+        if best.final:
+            assert list(best.alignment) == [int(t) for t in alignments[key]], key
+            assert best.log_like_per_frame() == pytest.approx(float(likes[key][0]), abs=1e-4), key
+    assert sum(decode(graph, s, acoustic_scale=1.0, beam=40.0).final for s in loglikes.values()) == 4
+
+
+def test_bad_input_is_named() -> None:
+    words = {"<eps>": 0, "a": 1, "b": 2, "c": 3, "#0": 4}
+    lang = make_lang(parse_lexicon("a x y\nb x\n"), words=words)
+    tm = read_transition_model(make_reader((DATA / "trans.mdl").read_bytes(), "trans.mdl"))
+    with pytest.raises(GraphBuildError, match="word 'c' \\(3\\), which the lexicon does not pronounce"):
+        make_hclg(lang, word_loop(words, ["a", "c"]), tm)
+    with pytest.raises(GraphBuildError, match="phone 'x' is not in the phone symbol table"):
+        make_lang(parse_lexicon("a x\n"), phones={"<eps>": 0, "y": 1, "#0": 2})
+    with pytest.raises(GraphBuildError, match="lex:2: the pronunciation probability"):
+        parse_lexicon("a 1.0 x\nb 2 y\n", "lex", probabilities=True)
