@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from symnet._src.train.chain_egs import ChainEgs, ChainEgsData, chain_egs
     from symnet._src.train.checkpoint import CheckpointError, Position
+    from symnet._src.train.component_rules import KaldiRulesWarning, component_rules
+    from symnet._src.train.dropout_schedule import DropoutSchedule
     from symnet._src.train.examples import Chunks, make_chunks
     from symnet._src.train.kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
     from symnet._src.train.loop import EpochStats, FitResult, StepStats, TrainingError, fit, steps_per_epoch
@@ -29,8 +31,6 @@ if TYPE_CHECKING:
         objective,
     )
     from symnet._src.train.options import FitOptions
-    from symnet._src.train.component_rules import KaldiRulesWarning, component_rules
-    from symnet._src.train.dropout_schedule import DropoutSchedule
     from symnet._src.train.rules import KaldiRules, kaldi_rules
     from symnet._src.train.streams import Corpus, SkippedDataWarning, stream_kaldi_data, stream_sequences
 

@@ -34,14 +34,14 @@ from ..host_memory import tune_host_memory
 from ..network import Network
 from . import checkpoint as ckpt
 from . import loss_scale, resume
+from .component_rules import carries_kaldi_rules
+from .dropout_schedule import DROPOUT_TYPES
 from .examples import Chunks
 from .fit_data import as_chunks, check_data, output_dim, used_widths
 from .minibatches import MemoryBatches, StreamBatches
 from .objectives import Chain, Objective, get_objective
 from .options import FitOptions, chunk_widths, is_integer
 from .parallel import DataParallel
-from .component_rules import carries_kaldi_rules
-from .dropout_schedule import DROPOUT_TYPES
 from .rules import KaldiRules, kaldi_rules
 from .setups import trainer_for
 from .streams import Corpus
