@@ -224,8 +224,8 @@ def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) 
     import jax.monitoring
 
     jax_done = time.perf_counter()
-    from symnet._src.cli import _load_model
     from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
+    from symnet._src.loading import load_network
     from symnet._src.train.kaldi_data import iter_table
     from symnet.engine import enable_compile_cache
 
@@ -238,7 +238,7 @@ def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) 
             compiles.append(duration_secs)
 
     jax.monitoring.register_event_duration_secs_listener(listener)
-    network = _load_model(str(model)).network
+    network = load_network(str(model))
     read_done = time.perf_counter()
     read_compiles = len(compiles)
     computer = Nnet3Computer(network, ComputeOptions(frames_per_chunk=frames_per_chunk))

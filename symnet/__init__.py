@@ -6,7 +6,8 @@ descriptors move rows labelled by Indexes (`Offset`, `Append`, ...), a
 plans a `ComputationRequest` into one jitted program. Kaldi configs and
 models are in `symnet.kaldi`, components in `symnet.components`, training in
 `symnet.train`, notebook views in `symnet.display`; `save` and `load` keep any
-network, or a whole training state, in one file.
+network, or a whole training state, in one file, and `load_network` reads any network
+file (symnet's, a Kaldi model, config or xconfig).
 
 `export` writes a network's inference function as a `jax.export` program
 that runs without symnet.
@@ -92,6 +93,7 @@ if TYPE_CHECKING:  # what the names are, for mypy and editors; at run time `__ge
     from ._src.engine.memo import clear_caches
     from ._src.exporting import export
     from ._src.host_memory import tune_host_memory
+    from ._src.loading import load_network
     from ._src.network import Network
     from ._src.saving.files import load, save
     from .engine import Computation, ComputationRequest, Stream, compile
@@ -169,6 +171,7 @@ __all__ = [
     "format_indexes",
     "layer_class",
     "load",
+    "load_network",
     "natural_gradient",
     "rewrite",
     "rng",
@@ -206,6 +209,7 @@ _MODULES: dict[str, tuple[str | None, ...]] = {
     ".display": (None,),
     "._src.components.natural_gradient": (None,),
     "._src.saving.files": ("load", "save"),
+    "._src.loading": ("load_network",),
 }  # fmt: skip
 
 #: Public name -> (module, attribute; None for the module itself).

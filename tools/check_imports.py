@@ -4,7 +4,8 @@ Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
     errors, atomic, safe_read, bounded, host_memory, paths, moved, text  ->  core  ->  engine  ->  network
-        ->  components, layers | chain  ->  kaldi | train | datasets  ->  display | saving | exporting
+        ->  components, layers | chain  ->  kaldi | train | datasets | features
+        ->  decode | display | saving | exporting | compute_table  ->  loading
         ->  cli, demo, the public modules (the package itself, symnet.kaldi, symnet.train, ...)
 
 (each a module or package of `symnet._src`, the implementation; the public
@@ -12,8 +13,10 @@ modules re-export its names and nothing in `symnet._src` imports them).
 
 A module may import modules of its own layer or lower ones, never higher;
 `kaldi`, `train` and `datasets` share a layer but do not import each other,
-nor do `display`, `saving` and `exporting`, nor `components` and `chain` (the LF-MMI objective,
-which `train` and `kaldi` may use).
+nor do `display`, `saving`, `exporting` and `compute_table` (nnet3-compute over Kaldi tables, which
+joins `kaldi` and `train`'s table readers), nor `components` and `chain` (the LF-MMI objective,
+which `train` and `kaldi` may use). `loading` (any network file: Kaldi's and symnet's) joins `kaldi`
+and `saving`.
 There is no cycle at all, counting every import (modules of one layer
 included). Run `python tools/check_imports.py`; it prints each violation
 and exits 1 if there is one.
@@ -53,11 +56,12 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.display": (6, "display"),
     "symnet._src.saving": (6, "saving"),
     "symnet._src.exporting": (6, "exporting"),
-    "symnet._src.cli": (7, "app"),
-    "symnet._src.cli_files": (7, "app"),
-    "symnet._src.demo": (7, "app"),
-    "symnet.__main__": (7, "app"),
-    "symnet": (7, "app"),
+    "symnet._src.compute_table": (6, "compute_table"),
+    "symnet._src.loading": (7, "loading"),
+    "symnet._src.cli": (8, "app"),
+    "symnet._src.demo": (8, "app"),
+    "symnet.__main__": (8, "app"),
+    "symnet": (8, "app"),
 }
 
 

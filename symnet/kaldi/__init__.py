@@ -10,15 +10,16 @@ Components: one record per Kaldi type in `symnet.kaldi.components`
 (`build_component`, `component_options`, `COMPONENTS`). Kaldi's own model
 files: `read_nnet` / `write_nnet` hold them at the token level (`NnetFile`),
 `read_model` / `write_model` as networks (`KaldiModel`, whose `network` is the Network). symnet's own files,
-which keep any network, are `symnet.save` / `symnet.load`.
+which keep any network, are `symnet.save` / `symnet.load`; `symnet.load_network` reads any of these files.
 
 Modules: `config` (config lines), `descriptor_text` (the descriptor grammar),
 `build` (networks from configs), `network` (networks as configs; `KaldiNetwork`,
 a deprecated alias), `components` (the component records), `nnet_file`, `binary`,
 `token_kinds`, `token_values`, `transition_model` (model files at the token level), `model` and
-`model_reader` (model files as networks), `compute`
-(nnet3-compute), `exact` (every computable output frame, as the corpus's
-nnet3-eval-exact), `scales` (Kaldi's compile-time rule on descriptor scales),
+`model_reader` (model files as networks), `nnet3_compute`
+(nnet3-compute; `compute_table` runs it over Kaldi tables, as `symnet compute` does),
+`exact` (every computable output frame, as the corpus's nnet3-eval-exact), `scales` (Kaldi's
+compile-time rule on descriptor scales),
 `lda` (the LDA-like input transform of recipes: nnet3-acc-lda-stats and
 nnet-get-feature-transform);
 the subpackage `xconfig` reads Kaldi's xconfig files.
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from symnet._src.errors import ComponentConfigError, ConfigWriteError, ModelWriteError
 
 if TYPE_CHECKING:
+    from symnet._src.compute_table import ComputeSummary, compute_table
     from symnet._src.kaldi.build import build_network, parse_network, read_network
     from symnet._src.kaldi.components import (
         COMPONENTS,
@@ -93,6 +95,7 @@ __all__ = [
     "ComponentNode",
     "ComputeJob",
     "ComputeOptions",
+    "ComputeSummary",
     "ConfigLine",
     "ConfigWriteError",
     "DimRangeNode",
@@ -118,6 +121,7 @@ __all__ = [
     "check_config",
     "component_line",
     "component_options",
+    "compute_table",
     "egs_chunks",
     "exact_outputs",
     "format_model",
@@ -176,9 +180,10 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ".exact": ("exact_outputs",),
     ".lda": ("LdaOptions", "accumulate_lda_stats"),
     ".nnet3_compute": ("ComputeJob", "ComputeOptions", "Nnet3Computer"),
+    "..compute_table": ("ComputeSummary", "compute_table"),
 }  # fmt: skip
 
-#: Public name -> its module.
+#: Public name -> its module, relative to symnet._src.kaldi.
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
 
@@ -186,7 +191,7 @@ def __getattr__(name: str) -> Any:
     """A public name's object, imported from its module on first use (PEP 562)."""
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("symnet._src.kaldi" + _LAZY[name]), name)
+    value = getattr(importlib.import_module(_LAZY[name], "symnet._src.kaldi"), name)
     globals()[name] = value
     return value
 

@@ -16,7 +16,8 @@ import pytest
 from helpers import EXAMPLES
 from helpers.kaldi_models import NNET_TEXT
 from symnet import train as train_package
-from symnet._src.cli import main, warn_non_finite
+from symnet._src.cli import main
+from symnet._src.compute_table import warn_non_finite
 
 TRAIN = [
     "train",

@@ -79,6 +79,7 @@ from .scales import check_descriptor_scales
 __all__ = [
     "BATCH_FRAMES",
     "BATCH_UTTERANCES",
+    "check_ivector_options",
     "ComputeJob",
     "ComputeOptions",
     "LARGE_PIECE",
@@ -180,7 +181,7 @@ class Nnet3Computer:
         """The `output` of each utterance (`features[i]` `[T_i, D]`, with `ivectors[i]` or
         `online_ivectors[i]` where given), as nnet3-compute writes it; all chunks computed together, or the
         utterances whole where chunks change nothing (`chunking` is None)."""
-        _check_ivector_options(ivectors is not None, online_ivectors is not None, online_ivector_period)
+        check_ivector_options(ivectors is not None, online_ivectors is not None, online_ivector_period)
         for i, given in enumerate((ivectors, online_ivectors)):
             if given is not None and len(given) != len(features):
                 what = ("ivectors", "online_ivectors")[i]
@@ -335,7 +336,7 @@ class ComputeJob:
         """Add the utterance `key` (`features` `[T, D]`, with its `ivector` or `online_ivectors` where the
         network reads them); the `(key, output)` of every utterance done, in the order they were added."""
         try:
-            _check_ivector_options(ivector is not None, online_ivectors is not None, self.online_ivector_period)
+            check_ivector_options(ivector is not None, online_ivectors is not None, self.online_ivector_period)
             feats = self.computer.checked(features, ivector, online_ivectors)
         except SymnetError as e:
             raise type(e)(f"utterance {key}: {e}") from None
@@ -509,7 +510,8 @@ def _rows(pieces: Mapping[int, np.ndarray], start: int, count: int) -> np.ndarra
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _check_ivector_options(ivectors: bool, online: bool, period: int) -> None:
+def check_ivector_options(ivectors: bool, online: bool, period: int) -> None:
+    """A SymnetError for i-vectors given both ways, or online i-vectors without their period."""
     if ivectors and online:
         raise SymnetError("give --ivectors or --online-ivectors, not both")
     if online and period <= 0:

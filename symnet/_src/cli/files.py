@@ -16,8 +16,8 @@ import re
 import stat
 from collections.abc import Iterable
 
-from .errors import SymnetError
-from .text import is_digits
+from ..errors import SymnetError
+from ..text import is_digits
 
 __all__ = ["config_files", "Files", "rspecifier_files", "wspecifier_files"]
 
