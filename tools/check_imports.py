@@ -4,7 +4,8 @@ Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
     errors, atomic, safe_read, bounded, host_memory, paths, moved, text  ->  core  ->  engine  ->  network
-        ->  components, layers | chain  ->  kaldi | train | datasets  ->  display | saving | exporting
+        ->  components, layers | chain  ->  kaldi | train | datasets | features
+        ->  decode | corpora | display | saving | exporting
         ->  cli, demo, the public modules (the package itself, symnet.kaldi, symnet.train, ...)
 
 (each a module or package of `symnet._src`, the implementation; the public
@@ -12,7 +13,7 @@ modules re-export its names and nothing in `symnet._src` imports them).
 
 A module may import modules of its own layer or lower ones, never higher;
 `kaldi`, `train` and `datasets` share a layer but do not import each other,
-nor do `display`, `saving` and `exporting`, nor `components` and `chain` (the LF-MMI objective,
+nor do `decode`, `corpora`, `display`, `saving` and `exporting`, nor `components` and `chain` (the LF-MMI objective,
 which `train` and `kaldi` may use).
 There is no cycle at all, counting every import (modules of one layer
 included). Run `python tools/check_imports.py`; it prints each violation
@@ -50,6 +51,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.datasets": (5, "datasets"),
     "symnet._src.features": (5, "features"),
     "symnet._src.decode": (6, "decode"),
+    "symnet._src.corpora": (6, "corpora"),
     "symnet._src.display": (6, "display"),
     "symnet._src.saving": (6, "saving"),
     "symnet._src.exporting": (6, "exporting"),
