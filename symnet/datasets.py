@@ -1,4 +1,7 @@
-"""A seeded synthetic "acoustic" task whose best possible frame accuracy is known exactly.
+"""Data to train on: synthetic speech corpora (`synthesise_corpus`, `load_corpus`: digit strings and house
+commands said by flite's and espeak-ng's voices, as Kaldi data directories with a lexicon and phone
+alignments; see docs/corpus.md), and a seeded synthetic "acoustic" task whose best possible frame accuracy is
+known exactly (`HmmTask`), described here.
 
 Hidden states follow an HMM shaped like speech: each "phone" is a
 left-to-right chain of `states_per_phone` states with self-loops, and when a
@@ -39,5 +42,15 @@ of the Bayes errors pick another state of the right phone, 94% lie within two
 frames of a state change).
 """
 
+import sys
+
+from symnet._src.corpora import *  # noqa: F403  (the public names)
+from symnet._src.corpora import __all__ as _corpora
+from symnet._src.corpora.command import main as _main
 from symnet._src.datasets import *  # noqa: F403  (the public names)
-from symnet._src.datasets import __all__ as __all__
+from symnet._src.datasets import __all__ as _tasks
+
+__all__ = [*_tasks, *_corpora]
+
+if __name__ == "__main__":
+    sys.exit(_main())

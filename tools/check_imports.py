@@ -5,7 +5,7 @@ Every `import` in the package counts, inside functions too; only imports under
 
     errors, atomic, safe_read, bounded, host_memory, paths, moved, text  ->  core  ->  engine  ->  network
         ->  components, layers | chain  ->  kaldi | train | datasets | features
-        ->  decode | display | saving | exporting | compute_table  ->  loading
+        ->  decode | corpora | display | saving | exporting | compute_table  ->  loading
         ->  cli, demo, the public modules (the package itself, symnet.kaldi, symnet.train, ...)
 
 (each a module or package of `symnet._src`, the implementation; the public
@@ -13,8 +13,8 @@ modules re-export its names and nothing in `symnet._src` imports them).
 
 A module may import modules of its own layer or lower ones, never higher;
 `kaldi`, `train` and `datasets` share a layer but do not import each other,
-nor do `display`, `saving`, `exporting` and `compute_table` (nnet3-compute over Kaldi tables, which
-joins `kaldi` and `train`'s table readers), nor `components` and `chain` (the LF-MMI objective,
+nor do `decode`, `corpora`, `display`, `saving`, `exporting` and `compute_table` (nnet3-compute over Kaldi
+tables, which joins `kaldi` and `train`'s table readers), nor `components` and `chain` (the LF-MMI objective,
 which `train` and `kaldi` may use). `loading` (any network file: Kaldi's and symnet's) joins `kaldi`
 and `saving`.
 There is no cycle at all, counting every import (modules of one layer
@@ -53,6 +53,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.datasets": (5, "datasets"),
     "symnet._src.features": (5, "features"),
     "symnet._src.decode": (6, "decode"),
+    "symnet._src.corpora": (6, "corpora"),
     "symnet._src.display": (6, "display"),
     "symnet._src.saving": (6, "saving"),
     "symnet._src.exporting": (6, "exporting"),
