@@ -32,5 +32,6 @@ The views draw what the engine has planned, through `symnet.engine.inspect`.
 imported); their `repr` stays the plain-text form.
 """
 
-from symnet._src.display import *  # noqa: F403  (the public names; they are defined in the modules of symnet._src.display)
-from symnet._src.display import __all__ as __all__
+from symnet._src import exports as _exports
+
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

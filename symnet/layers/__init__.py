@@ -23,5 +23,6 @@ after its Node (`symnet.core.naming`), and its parameters after it and their
 field (`conv1.filter_params`).
 """
 
-from symnet._src.layers import *  # noqa: F403  (the public names; they are defined in the modules of symnet._src.layers)
-from symnet._src.layers import __all__ as __all__
+from symnet._src import exports as _exports
+
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)
