@@ -10,7 +10,7 @@ whose hyper-parameters are fields, and whose unused Kaldi metadata is in
 Building a component from Kaldi config options (with Kaldi's defaults, checks
 and initialisation) and reading or writing it in a model file is
 `symnet.kaldi`'s job: `symnet.kaldi.build_component(kaldi_type, name, options,
-input)`, one record per Kaldi type in `symnet.kaldi.components`.
+input)`, one record per Kaldi type in `symnet.kaldi.COMPONENTS`.
 
 Modes: DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent,
 SpecAugmentTimeMaskComponent and BatchNormComponent have a `test_mode` field;

@@ -6,8 +6,8 @@ does; `merge_config` adds a further config by Kaldi's rules; `check_config`
 runs Kaldi's name and reference checks. `read_network` / `parse_network` /
 `build_network` build a `Network` (its `objectives` the output-nodes')
 from a config; `write_network` writes a Network back as a config.
-Components: one record per Kaldi type in `symnet.kaldi.components`
-(`build_component`, `component_options`, `COMPONENTS`). Kaldi's own model
+Components: one record per Kaldi type in `COMPONENTS`
+(`build_component`, `component_options`, `lookup`). Kaldi's own model
 files: `read_nnet` / `write_nnet` hold them at the token level (`NnetFile`),
 `read_model` / `write_model` as networks (`KaldiModel`, whose `network` is the Network). symnet's own files,
 which keep any network, are `symnet.save` / `symnet.load`.
