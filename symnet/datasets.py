@@ -42,15 +42,13 @@ of the Bayes errors pick another state of the right phone, 94% lie within two
 frames of a state change).
 """
 
-import sys
+from symnet._src import exports as _exports
 
-from symnet._src.corpora import *  # noqa: F403  (the public names)
-from symnet._src.corpora import __all__ as _corpora
-from symnet._src.corpora.command import main as _main
-from symnet._src.datasets import *  # noqa: F403  (the public names)
-from symnet._src.datasets import __all__ as _tasks
-
-__all__ = [*_tasks, *_corpora]
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)
 
 if __name__ == "__main__":
+    import sys
+
+    from symnet._src.corpora.command import main as _main
+
     sys.exit(_main())

@@ -10,38 +10,6 @@ and word and sentence error rates as Kaldi's `compute-wer` reports them.
     hclg = make_hclg(lang, arpa_to_fst(parse_arpa(arpa_text), lang.words), transition_model)
 """
 
-from symnet._src.decode.decoder import DecodeError, DecodingGraph, Hypothesis, decode, read_decoding_graph
-from symnet._src.decode.graphs.arpa import ArpaLm, estimate_arpa, parse_arpa
-from symnet._src.decode.graphs.ctc import ctc_token_graph, ctc_transition_pdfs, make_tlg
-from symnet._src.decode.graphs.grammar import arpa_to_fst, word_loop
-from symnet._src.decode.graphs.hclg import left_to_right_model, make_hclg
-from symnet._src.decode.graphs.lexicon import Lang, make_lang, parse_lexicon
-from symnet._src.decode.graphs.wfst import GraphBuildError
-from symnet._src.decode.wer import ErrorRate, ScoringError, compute_wer, edit_counts, read_text
+from symnet._src import exports as _exports
 
-__all__ = [
-    "ArpaLm",
-    "DecodeError",
-    "DecodingGraph",
-    "ErrorRate",
-    "GraphBuildError",
-    "Hypothesis",
-    "Lang",
-    "arpa_to_fst",
-    "ScoringError",
-    "compute_wer",
-    "ctc_token_graph",
-    "ctc_transition_pdfs",
-    "decode",
-    "edit_counts",
-    "estimate_arpa",
-    "left_to_right_model",
-    "make_hclg",
-    "make_lang",
-    "make_tlg",
-    "parse_arpa",
-    "parse_lexicon",
-    "read_decoding_graph",
-    "read_text",
-    "word_loop",
-]
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

@@ -3,9 +3,11 @@
 The demo itself is `symnet._src.demo`; see its docstring for what it shows.
 """
 
-from symnet._src.demo import main
+from symnet._src import exports as _exports
 
-__all__ = ["main"]
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)
 
 if __name__ == "__main__":
-    main()
+    from symnet._src.demo import main as _main
+
+    _main()

@@ -4,5 +4,6 @@ Each names what is at fault (a node and the line that built it, a value, a
 shape) so that a traceback from deep inside JAX never reaches the user.
 """
 
-from symnet._src.errors import *  # noqa: F403  (the public names)
-from symnet._src.errors import __all__ as __all__
+from symnet._src import exports as _exports
+
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

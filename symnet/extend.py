@@ -11,11 +11,6 @@
 docs/extending.md shows each in use.
 """
 
-from symnet._src.core.descriptor import Combine, Rule
-from symnet._src.core.formatting import Formatter
-from symnet._src.core.html import register as register_html
-from symnet._src.core.html import render as render_html
-from symnet._src.core.index import decode, encode
-from symnet._src.core.layer import Product
+from symnet._src import exports as _exports
 
-__all__ = ["Combine", "Formatter", "Product", "Rule", "decode", "encode", "register_html", "render_html"]
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

@@ -6,25 +6,6 @@
     feats = fbank(wave, FbankOptions(num_mel_bins=80, dither=0.0))
 """
 
-from symnet._src.features.kaldi import (
-    FbankOptions,
-    FeatureError,
-    MfccOptions,
-    apply_cmvn,
-    cmvn_stats,
-    fbank,
-    mfcc,
-)
-from symnet._src.features.wav import read_wav, write_wav
+from symnet._src import exports as _exports
 
-__all__ = [
-    "FbankOptions",
-    "FeatureError",
-    "MfccOptions",
-    "apply_cmvn",
-    "cmvn_stats",
-    "fbank",
-    "mfcc",
-    "read_wav",
-    "write_wav",
-]
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

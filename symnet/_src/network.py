@@ -408,7 +408,7 @@ class Network:
 
     def _repr_html_(self) -> str:
         """Nodes, dims, parameters, context and a picture, for notebooks (see `symnet.display`)."""
-        return html.render(self)
+        return html.render_html(self)
 
     # ----- pytree ------------------------------------------------------------------
     # Two children, the parameters and the state (dicts in name order): `jax.grad` of

@@ -12,5 +12,6 @@ symnet's own constructions (not Kaldi's): `alignment_numerator` (from a pdf alig
 `denominator_from_alignments` (a pdf bigram); `symnet.train.Chain` trains with any of them in `fit`.
 """
 
-from symnet._src.chain import *  # noqa: F403  (the public names; they are defined in the modules of symnet._src.chain)
-from symnet._src.chain import __all__ as __all__
+from symnet._src import exports as _exports
+
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

@@ -10,7 +10,7 @@ whose hyper-parameters are fields, and whose unused Kaldi metadata is in
 Building a component from Kaldi config options (with Kaldi's defaults, checks
 and initialisation) and reading or writing it in a model file is
 `symnet.kaldi`'s job: `symnet.kaldi.build_component(kaldi_type, name, options,
-input)`, one record per Kaldi type in `symnet.kaldi.components`.
+input)`, one record per Kaldi type in `symnet.kaldi.COMPONENTS`.
 
 Modes: DropoutComponent, GeneralDropoutComponent, DropoutMaskComponent,
 SpecAugmentTimeMaskComponent and BatchNormComponent have a `test_mode` field;
@@ -18,22 +18,16 @@ SpecAugmentTimeMaskComponent and BatchNormComponent have a `test_mode` field;
 such component switched, as Kaldi's nnet3-compute does.
 """
 
-from symnet._src.components import *  # noqa: F403  (the public names; they are defined in the modules of symnet._src.components)
-from symnet._src.components import __all__ as __all__
+from symnet._src import exports as _exports
 
+#: `Constant`, the initialiser now named `symnet.Full`: found for one release, with a DeprecationWarning.
+_DEPRECATED = {
+    "Constant": (
+        "symnet._src.core.initializers",
+        "Full",
+        "symnet.components.Constant is deprecated: it is the initialiser symnet.Full (jnp.full's name), and "
+        "Constant named too many things (Const, ConstantComponent)",
+    ),
+}
 
-def __getattr__(name: str) -> object:
-    """`Constant`, the initialiser now named `symnet.Full`: found for one release, with a DeprecationWarning."""
-    if name == "Constant":
-        import warnings
-
-        from symnet._src.core.initializers import Full
-
-        warnings.warn(
-            "symnet.components.Constant is deprecated: it is the initialiser symnet.Full (jnp.full's name), and "
-            "Constant named too many things (Const, ConstantComponent)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return Full
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True, deprecated=_DEPRECATED)

@@ -26,11 +26,12 @@ a notebook cell shows it and a test can parse it. One module per view:
 - `html` (the `Html` and `Svg` types, tables, folds) and `labels` (`label`,
   a layer's one-line name) are what the views are made of.
 
-The views draw what the engine has planned, through `symnet.engine.inspect`.
+The views draw what the engine has planned (its plan, read back, not recomputed).
 `Layer`, `Network`, `Tape` and `Computation` show themselves through these
-(`_repr_html_`, registered with `symnet.core.html` when this package is
-imported); their `repr` stays the plain-text form.
+(`_repr_html_`, registered as `symnet.extend.register_html` does when this package
+is imported); their `repr` stays the plain-text form.
 """
 
-from symnet._src.display import *  # noqa: F403  (the public names; they are defined in the modules of symnet._src.display)
-from symnet._src.display import __all__ as __all__
+from symnet._src import exports as _exports
+
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

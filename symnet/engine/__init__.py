@@ -10,20 +10,6 @@
 - `enable_compile_cache(dir)`: keep compiled programs on disk, so a later process reads them back.
 """
 
-from symnet._src.engine.compile_cache import enable_compile_cache
-from symnet._src.engine.computation import Computation, compile
-from symnet._src.engine.request import ComputationRequest
-from symnet._src.engine.runner import record
-from symnet._src.engine.step_values import Rows
-from symnet._src.engine.streaming import Stream, recurrent_states
+from symnet._src import exports as _exports
 
-__all__ = [
-    "Computation",
-    "ComputationRequest",
-    "Rows",
-    "Stream",
-    "compile",
-    "enable_compile_cache",
-    "record",
-    "recurrent_states",
-]
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

@@ -16,12 +16,12 @@
   Kaldi: RestrictedAttentionComponent (with `padding='zeros'`).
 
 Dims come from the input where the engine knows them statically, image
-shapes from the nearest image layer below (see `symnet.layers.base`,
-`symnet.layers.image`). A layer with parameters, or with a name Kaldi needs
-(dropout's random stream), takes `name=`; without one a Network names it
-after its Node (`symnet.core.naming`), and its parameters after it and their
-field (`conv1.filter_params`).
+shapes from the nearest image layer below (`Reshape`, `Conv2d`, a pool). A
+layer with parameters, or with a name Kaldi needs (dropout's random stream),
+takes `name=`; without one a Network names it after its Node, and its
+parameters after it and their field (`conv1.filter_params`).
 """
 
-from symnet._src.layers import *  # noqa: F403  (the public names; they are defined in the modules of symnet._src.layers)
-from symnet._src.layers import __all__ as __all__
+from symnet._src import exports as _exports
+
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

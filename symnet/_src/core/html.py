@@ -3,8 +3,8 @@
 Core and engine classes (layers, tapes, networks, computations) have
 `_repr_html_` methods, but their renderers live in `symnet.display`, which sits
 above everything it draws. `symnet.display` registers a renderer per class when
-it is imported (`import symnet` has `render` import it the first time it is
-called: `on_first_render`); `render` picks the one registered for the nearest
+it is imported (`import symnet` has `render_html` import it the first time it is
+called: `on_first_render`); `render_html` picks the one registered for the nearest
 class in the object's MRO.
 """
 
@@ -14,13 +14,13 @@ import html
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["on_first_render", "register", "render"]
+__all__ = ["on_first_render", "register_html", "render_html"]
 
 _RENDERERS: dict[type, Callable[[Any], str]] = {}
 _LOADERS: list[Callable[[], None]] = []
 
 
-def register(cls: type, renderer: Callable[[Any], str]) -> None:
+def register_html(cls: type, renderer: Callable[[Any], str]) -> None:
     """Make `renderer(obj) -> html` the notebook view of instances of `cls` (and its subclasses)."""
     _RENDERERS[cls] = renderer
 
@@ -30,7 +30,7 @@ def on_first_render(load: Callable[[], None]) -> None:
     _LOADERS.append(load)
 
 
-def render(obj: Any) -> str:
+def render_html(obj: Any) -> str:
     """The HTML of `obj` from its class's renderer; escaped `repr` if none is registered."""
     while _LOADERS:
         _LOADERS.pop(0)()

@@ -364,7 +364,7 @@ class Layer:
 
     def _repr_html_(self) -> str:
         """The expression tree, foldable, for notebooks (see `symnet.display`)."""
-        return html.render(self)
+        return html.render_html(self)
 
     def _format(self, fmt: Formatter) -> tuple[str, int]:
         """The expression text and its precedence; the default is a call `Name(args)`."""

@@ -70,7 +70,7 @@ class Tape:
 
     def _repr_html_(self) -> str:
         """Every node with its value summary, for notebooks (see `symnet.display`)."""
-        return html.render(self)
+        return html.render_html(self)
 
     def nodes(self) -> list[Tape]:
         """Every tape node reachable from this one, operands before their users."""

@@ -33,8 +33,8 @@ __all__ = [
     "tape_html",
 ]
 
-hooks.register(Layer, layer_html)
-hooks.register(Tape, tape_html)
-hooks.register(Network, network_html)
-hooks.register(Computation, computation_html)
-hooks.register(Summary, summary_html)
+hooks.register_html(Layer, layer_html)
+hooks.register_html(Tape, tape_html)
+hooks.register_html(Network, network_html)
+hooks.register_html(Computation, computation_html)
+hooks.register_html(Summary, summary_html)

@@ -663,7 +663,7 @@ class Computation:
 
     def _repr_html_(self) -> str:
         """The request and each node's Indexes, for notebooks (see `symnet.display`)."""
-        return html.render(self)
+        return html.render_html(self)
 
 
 _CACHE: Cache[Computation] = Cache(64)

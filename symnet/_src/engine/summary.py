@@ -97,7 +97,7 @@ class Summary:
 
     def _repr_html_(self) -> str:
         """The table, for notebooks (see `symnet.display`)."""
-        return html.render(self)
+        return html.render_html(self)
 
 
 def dim_text(dim: int | Shape | None) -> str:

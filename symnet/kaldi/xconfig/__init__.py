@@ -16,5 +16,6 @@ is empty); `symnet.kaldi.xconfig.layers` has the same layers as Python
 functions.
 """
 
-from symnet._src.kaldi.xconfig import *  # noqa: F403  (the public names)
-from symnet._src.kaldi.xconfig import __all__ as __all__
+from symnet._src import exports as _exports
+
+__getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

@@ -1,0 +1,1 @@
+from symnet._src.demo import main as main

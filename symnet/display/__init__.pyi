@@ -1,0 +1,12 @@
+from symnet._src.display.computation import computation_html as computation_html
+from symnet._src.display.computation import index_map_html as index_map_html
+from symnet._src.display.graph import graph_svg as graph_svg
+from symnet._src.display.html import Html as Html
+from symnet._src.display.html import Svg as Svg
+from symnet._src.display.labels import label as label
+from symnet._src.display.network import network_html as network_html
+from symnet._src.display.receptive import ReceptiveField as ReceptiveField
+from symnet._src.display.receptive import receptive_field as receptive_field
+from symnet._src.display.summary import summary_html as summary_html
+from symnet._src.display.tape import tape_html as tape_html
+from symnet._src.display.tree import layer_html as layer_html

@@ -1,0 +1,9 @@
+from symnet._src.features.kaldi import FbankOptions as FbankOptions
+from symnet._src.features.kaldi import FeatureError as FeatureError
+from symnet._src.features.kaldi import MfccOptions as MfccOptions
+from symnet._src.features.kaldi import apply_cmvn as apply_cmvn
+from symnet._src.features.kaldi import cmvn_stats as cmvn_stats
+from symnet._src.features.kaldi import fbank as fbank
+from symnet._src.features.kaldi import mfcc as mfcc
+from symnet._src.features.wav import read_wav as read_wav
+from symnet._src.features.wav import write_wav as write_wav

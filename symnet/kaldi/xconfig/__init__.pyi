@@ -1,0 +1,11 @@
+from symnet._src.kaldi.xconfig import is_xconfig as is_xconfig
+from symnet._src.kaldi.xconfig import parse_xconfig_network as parse_xconfig_network
+from symnet._src.kaldi.xconfig import read_xconfig_network as read_xconfig_network
+from symnet._src.kaldi.xconfig.base import KALDI_LAYER_TYPES as KALDI_LAYER_TYPES
+from symnet._src.kaldi.xconfig.base import LAYER_TYPES as LAYER_TYPES
+from symnet._src.kaldi.xconfig.base import UNSUPPORTED_LAYER_TYPES as UNSUPPORTED_LAYER_TYPES
+from symnet._src.kaldi.xconfig.expand import CONFIG_NAMES as CONFIG_NAMES
+from symnet._src.kaldi.xconfig.expand import Xconfig as Xconfig
+from symnet._src.kaldi.xconfig.expand import parse_xconfig as parse_xconfig
+from symnet._src.kaldi.xconfig.expand import read_xconfig as read_xconfig
+from symnet._src.kaldi.xconfig.expand import write_kaldi_matrix as write_kaldi_matrix

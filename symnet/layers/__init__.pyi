@@ -1,0 +1,15 @@
+from symnet._src.layers.attention import MultiHeadAttention as MultiHeadAttention
+from symnet._src.layers.base import Typed as Typed
+from symnet._src.layers.conv import Conv2d as Conv2d
+from symnet._src.layers.dense import Affine as Affine
+from symnet._src.layers.dense import TimeConv as TimeConv
+from symnet._src.layers.dropout import Dropout as Dropout
+from symnet._src.layers.image import Flatten as Flatten
+from symnet._src.layers.image import Reshape as Reshape
+from symnet._src.layers.normalization import BatchNorm as BatchNorm
+from symnet._src.layers.normalization import LayerNorm as LayerNorm
+from symnet._src.layers.pool import AvgPool2d as AvgPool2d
+from symnet._src.layers.pool import MaxPool2d as MaxPool2d
+from symnet._src.layers.recurrent import GRU as GRU
+from symnet._src.layers.recurrent import LSTM as LSTM
+from symnet._src.layers.recurrent import Bidirectional as Bidirectional
