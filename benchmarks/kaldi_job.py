@@ -226,7 +226,7 @@ def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) 
     jax_done = time.perf_counter()
     from symnet._src.cli import _load_model
     from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
-    from symnet._src.train.kaldi_data import iter_table
+    from symnet._src.kaldi_io.tables import iter_table
     from symnet.engine import enable_compile_cache
 
     symnet_done = time.perf_counter()

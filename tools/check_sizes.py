@@ -18,9 +18,8 @@ OVERSIZE = {
     "symnet/_src/cli.py": 1354,
     "symnet/_src/core/layer.py": 849,
     "symnet/_src/train/rules.py": 774,
-    "symnet/_src/train/ark.py": 764,
-    "symnet/_src/kaldi/egs.py": 762,
-    "symnet/_src/kaldi/binary.py": 752,
+    "symnet/_src/kaldi_io/ark.py": 764,
+    "symnet/_src/kaldi_io/binary.py": 752,
     "symnet/_src/engine/computation.py": 739,
     "symnet/_src/kaldi/config.py": 702,
 }

@@ -551,7 +551,7 @@ def _compute(args: argparse.Namespace, stdout: TextIO) -> int:
     from .engine.compile_cache import enable_compile_cache
     from .kaldi.model import output_dims
     from .kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
-    from .train.kaldi_data import iter_table, read_table
+    from .kaldi_io.tables import iter_table, read_table
 
     enable_compile_cache(args.compile_cache)  # before the first compilation (the model's initialisers)
     if args.use_gpu != "no":
@@ -757,7 +757,7 @@ def _lda(args: argparse.Namespace, stdout: TextIO) -> int:
     from .atomic import check_writable
     from .cli_files import Files, rspecifier_files
     from .kaldi.lda import LdaOptions, accumulate_lda_stats
-    from .train.kaldi_data import iter_table, read_posteriors, read_table
+    from .kaldi_io.tables import iter_table, read_posteriors, read_table
 
     for option in _LDA_UNSUPPORTED:
         if getattr(args, option[2:].replace("-", "_")) is not None:
@@ -792,7 +792,7 @@ def _lda(args: argparse.Namespace, stdout: TextIO) -> int:
     pipes = args.allow_pipes
     if args.chain_egs:
         from .kaldi.chain_lda import accumulate_chain_lda_stats
-        from .kaldi.egs import read_cegs
+        from .kaldi_io.egs import read_cegs
 
         accumulation = accumulate_chain_lda_stats(network, read_cegs(args.feats_rspecifier), rand_prune=args.rand_prune)
         return _write_lda(args, accumulation, options, stdout)
@@ -821,7 +821,7 @@ def _lda(args: argparse.Namespace, stdout: TextIO) -> int:
 def _write_lda(args: argparse.Namespace, accumulation: Any, options: Any, stdout: TextIO) -> int:
     """`symnet lda`'s outputs: the transform (and --write-stats), written as one set, and what was done."""
     from .atomic import atomic_write_all
-    from .kaldi.binary import Writer
+    from .kaldi_io.binary import Writer
 
     stats = accumulation.stats
     result = stats.rounded().transform(options)  # Kaldi estimates from its stats file: the same float round trip

@@ -12,16 +12,14 @@ files: `read_nnet` / `write_nnet` hold them at the token level (`NnetFile`),
 `read_model` / `write_model` as networks (`KaldiModel`, whose `network` is the Network). symnet's own files,
 which keep any network, are `symnet.save` / `symnet.load`.
 
-Modules: `config` (config lines), `descriptor_text` (the descriptor grammar),
-`build` (networks from configs), `network` (networks as configs; `KaldiNetwork`,
-a deprecated alias), `components` (the component records), `nnet_file`, `binary`,
-`token_kinds`, `token_values`, `transition_model` (model files at the token level), `model` and
-`model_reader` (model files as networks), `compute`
-(nnet3-compute), `exact` (every computable output frame, as the corpus's
-nnet3-eval-exact), `scales` (Kaldi's compile-time rule on descriptor scales),
-`lda` (the LDA-like input transform of recipes: nnet3-acc-lda-stats and
-nnet-get-feature-transform);
-the subpackage `xconfig` reads Kaldi's xconfig files.
+Modules: `config` (config lines), `descriptor_text` (the descriptor grammar), `build` (networks from configs),
+`network` (networks as configs; `KaldiNetwork`, a deprecated alias), `components` (the component records),
+`nnet_file`, `token_kinds`, `token_values`, `transition_model` (model files at the token level), `model` and
+`model_reader` (model files as networks), `compute` (nnet3-compute), `exact` (every computable output frame,
+as the corpus's nnet3-eval-exact), `scales` (Kaldi's compile-time rule on descriptor scales), `lda` (the
+LDA-like input transform of recipes: nnet3-acc-lda-stats and nnet-get-feature-transform); the subpackage `xconfig`
+reads Kaldi's xconfig files. Kaldi's file formats themselves (binary and text tokens, archives, egs, FSTs) are
+read by `symnet._src.kaldi_io`.
 """
 
 from __future__ import annotations
@@ -60,7 +58,6 @@ if TYPE_CHECKING:
         write_config,
     )
     from symnet._src.kaldi.descriptor_text import normalize_descriptor, parse_descriptor, write_descriptor
-    from symnet._src.kaldi.egs import egs_chunks, read_cegs, read_egs
     from symnet._src.kaldi.exact import exact_outputs
     from symnet._src.kaldi.lda import LdaOptions, accumulate_lda_stats
     from symnet._src.kaldi.model import (
@@ -84,6 +81,7 @@ if TYPE_CHECKING:
         write_nnet,
     )
     from symnet._src.kaldi.transition_model import TransitionModel
+    from symnet._src.kaldi_io.egs import egs_chunks, read_cegs, read_egs
 
 
 __all__ = [
@@ -152,30 +150,30 @@ __all__ = [
 ]
 
 
-#: Module -> the public names it defines; every name in `__all__` but the errors is imported from its module on
-#: first use (`__getattr__`), so reading a config for `symnet info` imports no jax.
+#: Module (under `symnet._src`) -> the public names it defines; every name in `__all__` but the errors is imported
+#: from its module on first use (`__getattr__`), so reading a config for `symnet info` imports no jax.
 _MODULES: dict[str, tuple[str, ...]] = {
-    ".build": ("build_network", "parse_network", "read_network"),
-    ".components": (
+    "kaldi.build": ("build_network", "parse_network", "read_network"),
+    "kaldi.components": (
         "COMPONENTS", "READABLE_TYPES", "TOKEN_KINDS", "WRITABLE_TYPES", "KaldiComponentType", "build_component",
         "component_options", "lookup",
     ),
-    ".config": (
+    "kaldi.config": (
         "ComponentLine", "ComponentNode", "ConfigLine", "DimRangeNode", "InputNode", "OptionReader", "OutputNode",
         "Source", "check_config", "merge_config", "parse_config", "parse_line", "read_config", "write_config",
     ),
-    ".descriptor_text": ("normalize_descriptor", "parse_descriptor", "write_descriptor"),
-    ".model": ("KaldiModel", "format_model", "model_to_nnet", "nnet_component", "output_dims", "write_model"),
-    ".model_reader": ("component_line", "is_kaldi_model", "model_from_nnet", "parse_model", "read_model"),
-    ".network": ("KaldiNetwork", "network_config_lines", "write_network"),
-    ".nnet_file": (
+    "kaldi.descriptor_text": ("normalize_descriptor", "parse_descriptor", "write_descriptor"),
+    "kaldi.model": ("KaldiModel", "format_model", "model_to_nnet", "nnet_component", "output_dims", "write_model"),
+    "kaldi.model_reader": ("component_line", "is_kaldi_model", "model_from_nnet", "parse_model", "read_model"),
+    "kaldi.network": ("KaldiNetwork", "network_config_lines", "write_network"),
+    "kaldi.nnet_file": (
         "NnetComponent", "NnetFile", "format_nnet", "parse_nnet", "read_kaldi_array", "read_nnet", "write_nnet",
     ),
-    ".transition_model": ("TransitionModel",),
-    ".egs": ("egs_chunks", "read_cegs", "read_egs"),
-    ".exact": ("exact_outputs",),
-    ".lda": ("LdaOptions", "accumulate_lda_stats"),
-    ".nnet3_compute": ("ComputeJob", "ComputeOptions", "Nnet3Computer"),
+    "kaldi.transition_model": ("TransitionModel",),
+    "kaldi_io.egs": ("egs_chunks", "read_cegs", "read_egs"),
+    "kaldi.exact": ("exact_outputs",),
+    "kaldi.lda": ("LdaOptions", "accumulate_lda_stats"),
+    "kaldi.nnet3_compute": ("ComputeJob", "ComputeOptions", "Nnet3Computer"),
 }  # fmt: skip
 
 #: Public name -> its module.
@@ -186,7 +184,7 @@ def __getattr__(name: str) -> Any:
     """A public name's object, imported from its module on first use (PEP 562)."""
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("symnet._src.kaldi" + _LAZY[name]), name)
+    value = getattr(importlib.import_module("symnet._src." + _LAZY[name]), name)
     globals()[name] = value
     return value
 

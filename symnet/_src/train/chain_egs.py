@@ -20,10 +20,10 @@ import attrs
 import jax
 import numpy as np
 
-from ..chain.fst import Fst
 from ..chain.graph import ChainGraph, numerator_graph
 from ..chain.objective import ChainOptions
 from ..errors import ShapeError, TrainingError
+from ..kaldi_io.fst import Fst
 from .examples import Chunks
 from .objectives import Chain, pack_numerators
 

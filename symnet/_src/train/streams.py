@@ -34,10 +34,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import KaldiDataError, ShapeError, SymnetError
+from ..kaldi_io.ark import ark_offsets, entry_rows, is_command, read_entry
+from ..kaldi_io.tables import Table, parse_spec, reading, scp_entries
 from ..text import is_digits
-from .ark import ark_offsets, entry_rows, is_command, read_entry
 from .egs_split import parse_num_frames
-from .kaldi_data import Utterance, _ids, _parse, _reading, _scp_entries, _Table, check_subsampling, checked_utterance
+from .kaldi_data import Utterance, _ids, check_subsampling, checked_utterance
 
 __all__ = ["DEFAULT_WINDOW_FRAMES", "SkippedDataWarning", "Corpus", "stream_kaldi_data", "stream_sequences"]
 
@@ -187,14 +188,14 @@ class KaldiCorpus(Corpus):
     ):
         self.features, self.targets, self.allow_pipes = features, targets, allow_pipes
         self.frame_subsampling_factor = frame_subsampling_factor
-        kind, self.features_path = _parse(features, "features")
+        kind, self.features_path = parse_spec(features, "features")
         if kind != "scp":
             raise KaldiDataError(
                 f"features {features!r}: a stream reads each utterance by its offset, from an scp (a data "
                 "directory's feats.scp); make one with Kaldi's copy-feats ark:in.ark ark,scp:out.ark,out.scp, "
                 "or read the archive into memory with read_kaldi_data"
             )
-        self._feature_entries = _scp_entries(self.features_path, features, "features", allow_pipes)
+        self._feature_entries = scp_entries(self.features_path, features, "features", allow_pipes)
         self._targets = _TargetTable(targets, allow_pipes)
         missing = [key for key in self._feature_entries if key not in self._targets]
         if missing and (not skip_missing or len(missing) == len(self._feature_entries)):
@@ -211,7 +212,7 @@ class KaldiCorpus(Corpus):
             if key not in self._targets:
                 continue
             try:
-                with _reading(features, "features"):
+                with reading(features, "features"):
                     lengths.append(entry_rows(self._feature_entries[key], self.features_path, key, allow_pipes))
                 keys.append(key)
             except KaldiDataError as e:
@@ -258,7 +259,7 @@ class KaldiCorpus(Corpus):
 
     def _load(self, position: int) -> tuple[np.ndarray, np.ndarray]:
         key = self.keys[position]
-        with _reading(self.features, "features"):
+        with reading(self.features, "features"):
             features = read_entry(self._feature_entries[key], self.features_path, key, self.allow_pipes)
         return features, self._targets[key]
 
@@ -274,15 +275,15 @@ class _TargetTable:
 
     def __init__(self, spec: str, allow_pipes: bool):
         self.spec, self.allow_pipes = spec, allow_pipes
-        kind, self.path = _parse(spec, "targets")
+        kind, self.path = parse_spec(spec, "targets")
         self.entries: dict[str, str] = {}
         self.values: dict[str, np.ndarray] = {}
         if kind == "scp":
-            self.entries = _scp_entries(self.path, spec, "targets", allow_pipes)
+            self.entries = scp_entries(self.path, spec, "targets", allow_pipes)
         elif is_command(self.path) or self.path == "-" or not os.path.isfile(self.path):
-            self.values = dict(_Table(spec, "targets", allow_pipes))
+            self.values = dict(Table(spec, "targets", allow_pipes))
         else:
-            with _reading(spec, "targets"), open(self.path, "rb") as f:
+            with reading(spec, "targets"), open(self.path, "rb") as f:
                 for key, offset in ark_offsets(f, self.path):
                     if key in self.entries:
                         raise KaldiDataError(f"targets {spec!r}: utterance {key!r} appears twice")
@@ -294,7 +295,7 @@ class _TargetTable:
     def __getitem__(self, key: str) -> np.ndarray:
         if key in self.values:
             return self.values[key]
-        with _reading(self.spec, "targets"):
+        with reading(self.spec, "targets"):
             value: np.ndarray = read_entry(self.entries[key], self.path, key, self.allow_pipes)
         return value
 
