@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from symnet._src.train.chain_egs import ChainEgs, ChainEgsData, chain_egs
     from symnet._src.train.checkpoint import CheckpointError, Position
+    from symnet._src.train.egs_streams import ChainEgsStream, stream_cegs, stream_egs
     from symnet._src.train.examples import Chunks, make_chunks
     from symnet._src.train.kaldi_data import KaldiData, KaldiDataError, read_kaldi_data
     from symnet._src.train.loop import EpochStats, FitResult, StepStats, TrainingError, fit, steps_per_epoch
@@ -39,6 +40,9 @@ _MODULES = {
     "chain_egs": "chain_egs",
     "CheckpointError": "checkpoint",
     "Position": "checkpoint",
+    "ChainEgsStream": "egs_streams",
+    "stream_cegs": "egs_streams",
+    "stream_egs": "egs_streams",
     "Chunks": "examples",
     "LossScaled": "loss_scale",
     "make_chunks": "examples",
@@ -76,6 +80,7 @@ __all__ = [
     "Chain",
     "ChainEgs",
     "ChainEgsData",
+    "ChainEgsStream",
     "CheckpointError",
     "Chunks",
     "Corpus",
@@ -105,6 +110,8 @@ __all__ = [
     "objective",
     "read_kaldi_data",
     "steps_per_epoch",
+    "stream_cegs",
+    "stream_egs",
     "stream_kaldi_data",
     "stream_sequences",
 ]

@@ -38,6 +38,7 @@ from ..kaldi_io.ark import ark_offsets, entry_rows, is_command, read_entry
 from ..kaldi_io.tables import Table, parse_spec, reading, scp_entries
 from ..text import is_digits
 from .egs_split import parse_num_frames
+from .examples import Chunks
 from .kaldi_data import Utterance, _ids, check_subsampling, checked_utterance
 
 __all__ = ["DEFAULT_WINDOW_FRAMES", "SkippedDataWarning", "Corpus", "stream_kaldi_data", "stream_sequences"]
@@ -58,9 +59,12 @@ class Corpus:
 
     `random_access`: sequences can be read in any order (windows are then visited in a new order each epoch),
     else only in the stream's order. `window_frames`: the frames of the sequences shuffled together.
+    `precut`: each item is one chunk already, at its own width and context (Kaldi's egs: `symnet._src.train.
+    egs_streams`), which `stack` makes minibatches of; else items are sequences that `fit` cuts into chunks.
     """
 
     random_access = True
+    precut = False
 
     def __init__(self, keys: Sequence[str], lengths: Sequence[int], *, window_frames: int, on_error: str):
         if on_error not in ON_ERROR:
@@ -125,27 +129,38 @@ class Corpus:
         self.kaldi_sizes, self.kaldi_overlap = sizes, num_frames_overlap
         return self
 
-    def read(self, positions: Sequence[int]) -> Iterator[tuple[int, np.ndarray, np.ndarray] | tuple[int, None, None]]:
-        """`(position, features float32 [T, D], targets)` of each position in the order given; `(position, None,
-        None)` for a sequence left out for bad data (`on_error="skip"`)."""
+    def window_sizes(self) -> np.ndarray:
+        """What each sequence counts against `window_frames`: its frames."""
+        return self.lengths
+
+    def read(self, positions: Sequence[int]) -> Iterator[tuple[int, Any]]:
+        """`(position, item)` of each position in the order given: a sequence's `(features float32 [T, D],
+        targets)` (a precut corpus: what `stack` takes); `(position, None)` for one left out for bad data
+        (`on_error="skip"`)."""
         for position in positions:
             try:
-                features, targets = self._load(int(position))
-                features, targets = self._checked(int(position), features, targets)
+                item = self._item(int(position))
             except SymnetError as e:
                 if self.on_error == "stop":
                     raise
                 self._skip(self.keys[position], str(e))
-                yield int(position), None, None
+                yield int(position), None
                 continue
-            yield int(position), features, targets
+            yield int(position), item
 
-    def sample(self) -> tuple[np.ndarray, np.ndarray]:
-        """The first sequence that reads without error (for the checks `fit` makes before it trains)."""
-        for _, features, targets in self.read(range(len(self))):
-            if features is not None and targets is not None:
-                return features, targets
+    def sample(self) -> Any:
+        """The first item that reads without error (for the checks `fit` makes before it trains)."""
+        for _, item in self.read(range(len(self))):
+            if item is not None:
+                return item
         raise KaldiDataError(f"{self.describe()}: every sequence was left out for bad data")
+
+    def stack(self, items: Sequence[Any]) -> Chunks:
+        """A minibatch of a precut corpus's items, all of one width."""
+        raise NotImplementedError
+
+    def _item(self, position: int) -> Any:
+        return self._checked(position, *self._load(position))
 
     def _load(self, position: int) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -349,7 +364,7 @@ class SequenceCorpus(Corpus):
             except (ValueError, TypeError) as e:
                 raise ShapeError(f"sequence {key!r}: its features and targets must be arrays ({e})") from None
 
-    def read(self, positions: Sequence[int]) -> Iterator[tuple[int, np.ndarray, np.ndarray] | tuple[int, None, None]]:
+    def read(self, positions: Sequence[int]) -> Iterator[tuple[int, Any]]:
         with self._lock:  # one reader at a time: the iterator is shared
             yield from super().read(positions)
 
