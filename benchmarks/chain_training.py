@@ -201,7 +201,7 @@ def measure_symnet(folder: Path, kind: str, minibatch: int, steps: int, pdfs: in
     import jax
     import jax.numpy as jnp
 
-    from symnet._src.kaldi.egs import read_cegs
+    from symnet._src.kaldi_io.egs import read_cegs
     from symnet.chain import (
         ChainOptions,
         chain_objective,

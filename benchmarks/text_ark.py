@@ -20,7 +20,7 @@ from pathlib import Path
 import kaldiio
 import numpy as np
 
-from symnet._src.train.kaldi_data import iter_table
+from symnet._src.kaldi_io.tables import iter_table
 
 
 def write_archive(path: Path, utterances: int) -> None:

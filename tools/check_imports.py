@@ -3,12 +3,13 @@
 Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
-    errors, atomic, safe_read, bounded, host_memory, paths, moved, text, exports  ->  core  ->  engine  ->  network
-        ->  components, layers | chain  ->  kaldi | train | datasets | features
+    errors, atomic, safe_read, bounded, host_memory, paths, moved, text, exports  ->  kaldi_io  ->  core
+        ->  engine  ->  network  ->  components, layers | chain  ->  kaldi | train | datasets | features
         ->  decode | corpora | display | saving | exporting | compute_table  ->  loading
         ->  cli, demo, the public modules (the package itself, symnet.kaldi, symnet.train, ...)
 
-(each a module or package of `symnet._src`, the implementation; the public
+(each a module or package of `symnet._src`, the implementation; `kaldi_io` is Kaldi's and OpenFst's file
+formats, bytes to arrays, which every layer above may read; the public
 modules re-export its names and nothing in `symnet._src` imports them).
 
 A module may import modules of its own layer or lower ones, never higher;
@@ -43,27 +44,28 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.moved": (0, "base"),
     "symnet._src.text": (0, "base"),
     "symnet._src.exports": (0, "base"),
-    "symnet._src.core": (1, "core"),
-    "symnet._src.engine": (2, "engine"),
-    "symnet._src.network": (3, "network"),
-    "symnet._src.components": (4, "components"),
-    "symnet._src.layers": (4, "components"),
-    "symnet._src.chain": (4, "chain"),
-    "symnet._src.kaldi": (5, "kaldi"),
-    "symnet._src.train": (5, "train"),
-    "symnet._src.datasets": (5, "datasets"),
-    "symnet._src.features": (5, "features"),
-    "symnet._src.decode": (6, "decode"),
-    "symnet._src.corpora": (6, "corpora"),
-    "symnet._src.display": (6, "display"),
-    "symnet._src.saving": (6, "saving"),
-    "symnet._src.exporting": (6, "exporting"),
-    "symnet._src.compute_table": (6, "compute_table"),
-    "symnet._src.loading": (7, "loading"),
-    "symnet._src.cli": (8, "app"),
-    "symnet._src.demo": (8, "app"),
-    "symnet.__main__": (8, "app"),
-    "symnet": (8, "app"),
+    "symnet._src.kaldi_io": (1, "kaldi_io"),
+    "symnet._src.core": (2, "core"),
+    "symnet._src.engine": (3, "engine"),
+    "symnet._src.network": (4, "network"),
+    "symnet._src.components": (5, "components"),
+    "symnet._src.layers": (5, "components"),
+    "symnet._src.chain": (5, "chain"),
+    "symnet._src.kaldi": (6, "kaldi"),
+    "symnet._src.train": (6, "train"),
+    "symnet._src.datasets": (6, "datasets"),
+    "symnet._src.features": (6, "features"),
+    "symnet._src.decode": (7, "decode"),
+    "symnet._src.corpora": (7, "corpora"),
+    "symnet._src.display": (7, "display"),
+    "symnet._src.saving": (7, "saving"),
+    "symnet._src.exporting": (7, "exporting"),
+    "symnet._src.compute_table": (7, "compute_table"),
+    "symnet._src.loading": (8, "loading"),
+    "symnet._src.cli": (9, "app"),
+    "symnet._src.demo": (9, "app"),
+    "symnet.__main__": (9, "app"),
+    "symnet": (9, "app"),
 }
 
 

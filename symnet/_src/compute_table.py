@@ -16,7 +16,7 @@ import numpy as np
 from .errors import SymnetError
 from .kaldi.ark_writer import ArchiveWriter
 from .kaldi.nnet3_compute import ComputeOptions, Nnet3Computer, check_ivector_options
-from .train.kaldi_data import iter_table, read_table
+from .kaldi_io.tables import iter_table, read_table
 
 if TYPE_CHECKING:
     from .network import Network

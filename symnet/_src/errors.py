@@ -124,7 +124,8 @@ class OutputError(SymnetError, OSError):
 class ModelFormatError(SymnetError, ValueError):
     """A model file that is truncated, corrupted or inconsistent; names the token or byte offset."""
 
-    # set by the Kaldi model readers (symnet._src.kaldi.binary.model_error): where in which file, and what was expected
+    # set by the Kaldi model readers (symnet._src.kaldi_io.binary.model_error): where in which file, and what was
+    # expected
     file: str
     offset: int | None
     line: int | None

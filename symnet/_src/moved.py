@@ -36,6 +36,13 @@ RENAMED = {
     "symnet.kaldi.compute": "symnet._src.kaldi.nnet3_compute",
     "symnet.components.scale": "symnet._src.components.scaling",
     "symnet.kaldi.components.scale": "symnet._src.kaldi.components.scaling",
+    # Kaldi's file formats, gathered in symnet._src.kaldi_io
+    "symnet.kaldi.binary": "symnet._src.kaldi_io.binary",
+    "symnet.kaldi.egs": "symnet._src.kaldi_io.egs",
+    "symnet.kaldi.egs_index": "symnet._src.kaldi_io.egs_index",
+    "symnet.kaldi.egs_sparse": "symnet._src.kaldi_io.egs_sparse",
+    "symnet.train.ark": "symnet._src.kaldi_io.ark",
+    "symnet.chain.fst": "symnet._src.kaldi_io.fst",
 }
 
 

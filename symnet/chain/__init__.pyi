@@ -3,10 +3,10 @@ from symnet._src.chain.forward_backward import GraphArrays as GraphArrays
 from symnet._src.chain.forward_backward import forward_backward as forward_backward
 from symnet._src.chain.forward_backward import graph_arrays as graph_arrays
 from symnet._src.chain.forward_backward import stack_graphs as stack_graphs
-from symnet._src.chain.fst import Fst as Fst
-from symnet._src.chain.fst import parse_fst_binary as parse_fst_binary
-from symnet._src.chain.fst import parse_fst_text as parse_fst_text
-from symnet._src.chain.fst import read_fst as read_fst
+from symnet._src.kaldi_io.fst import Fst as Fst
+from symnet._src.kaldi_io.fst import parse_fst_binary as parse_fst_binary
+from symnet._src.kaldi_io.fst import parse_fst_text as parse_fst_text
+from symnet._src.kaldi_io.fst import read_fst as read_fst
 from symnet._src.chain.graph import ChainGraph as ChainGraph
 from symnet._src.chain.graph import denominator_graph as denominator_graph
 from symnet._src.chain.graph import fst_from_arcs as fst_from_arcs

@@ -14,7 +14,7 @@ which keep any network, are `symnet.save` / `symnet.load`; `symnet.load_network`
 
 Modules: `config` (config lines), `descriptor_text` (the descriptor grammar),
 `build` (networks from configs), `network` (networks as configs; `KaldiNetwork`,
-a deprecated alias), `components` (the component records), `nnet_file`, `binary`,
+a deprecated alias), `components` (the component records), `nnet_file`,
 `token_kinds`, `token_values`, `transition_model` (model files at the token level), `model` and
 `model_reader` (model files as networks), `nnet3_compute`
 (nnet3-compute; `compute_table` runs it over Kaldi tables, as `symnet compute` does),
@@ -22,7 +22,8 @@ a deprecated alias), `components` (the component records), `nnet_file`, `binary`
 compile-time rule on descriptor scales),
 `lda` (the LDA-like input transform of recipes: nnet3-acc-lda-stats and
 nnet-get-feature-transform);
-the subpackage `xconfig` reads Kaldi's xconfig files.
+the subpackage `xconfig` reads Kaldi's xconfig files. Kaldi's file formats themselves (binary and text
+tokens, archives, egs, FSTs) are read by `symnet._src.kaldi_io`.
 """
 
 from symnet._src import exports as _exports

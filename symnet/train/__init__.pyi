@@ -33,3 +33,6 @@ from symnet._src.train.streams import Corpus as Corpus
 from symnet._src.train.streams import SkippedDataWarning as SkippedDataWarning
 from symnet._src.train.streams import stream_kaldi_data as stream_kaldi_data
 from symnet._src.train.streams import stream_sequences as stream_sequences
+from symnet._src.train.egs_streams import ChainEgsStream as ChainEgsStream
+from symnet._src.train.egs_streams import stream_cegs as stream_cegs
+from symnet._src.train.egs_streams import stream_egs as stream_egs

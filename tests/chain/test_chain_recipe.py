@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from symnet._src.kaldi.egs import read_cegs
+from symnet._src.kaldi_io.egs import read_cegs
 from symnet.chain import (
     ChainOptions,
     Topology,

@@ -69,7 +69,7 @@ def test_den_fst_reads_as_kaldi_reports_it():
 def test_cegs_read_by_symnet_give_kaldis_objective(factor):
     """The same egs through symnet's own reader (symnet.kaldi.read_cegs) and numerator graphs made from its
     FSTs: Kaldi's objective again, so the egs reader and the objective agree on the FST layout."""
-    from symnet._src.kaldi.egs import read_cegs
+    from symnet._src.kaldi_io.egs import read_cegs
     from symnet.chain import numerator_graph
 
     outputs = read_text_matrices(DATA / f"outputs{factor}.ark")

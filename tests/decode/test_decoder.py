@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from symnet._src.chain.fst import Fst
-from symnet._src.train.kaldi_data import read_table
+from symnet._src.kaldi_io.fst import Fst
+from symnet._src.kaldi_io.tables import read_table
 from symnet.decode import DecodeError, DecodingGraph, decode, read_decoding_graph
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "kaldi-decode"

@@ -18,9 +18,9 @@ from helpers import EXAMPLES
 from helpers.egs_bytes import binary_eg
 from symnet._src.chain import Topology
 from symnet._src.cli import main
-from symnet._src.kaldi.egs import read_egs
 from symnet._src.kaldi.xconfig import parse_xconfig
-from symnet._src.train.kaldi_data import iter_table, read_table
+from symnet._src.kaldi_io.egs import read_egs
+from symnet._src.kaldi_io.tables import iter_table, read_table
 from symnet.errors import ChainError, ConfigError, KaldiDataError
 
 EGS = Path(__file__).resolve().parent.parent / "data" / "egs"

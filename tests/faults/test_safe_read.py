@@ -148,9 +148,9 @@ def _readers(tmp_path):
     """`(name, the path it reads, a call reading it)` for every reader of a file named by the user or by another
     file: each must open the file once and check what it opened."""
     from symnet._src.kaldi.build import parse_network
-    from symnet._src.kaldi.egs import read_egs
     from symnet._src.kaldi.model_reader import read_model
-    from symnet._src.train.ark import read_entry
+    from symnet._src.kaldi_io.ark import read_entry
+    from symnet._src.kaldi_io.egs import read_egs
     from symnet.kaldi import read_kaldi_array
 
     fixed = (

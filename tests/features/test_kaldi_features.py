@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from helpers import fixture_script
-from symnet._src.train.kaldi_data import read_table
+from symnet._src.kaldi_io.tables import read_table
 from symnet.features import (
     FbankOptions,
     FeatureError,

@@ -2,7 +2,7 @@
 every input is read or refused with a symnet error, memory stays bounded, nothing a file says runs.
 
 The readers: `symnet._src.safe_read.NpzArchive` (the container of symnet model files and checkpoints),
-checkpoints, Kaldi archives and scp files (`symnet._src.train.ark`, `symnet._src.train.kaldi_data`). The crafted
+checkpoints, Kaldi archives and scp files (`symnet._src.kaldi_io.ark`, `symnet._src.kaldi_io.tables`). The crafted
 campaigns and 300 mutants per reader run in `make test-all` (SYMNET_FUZZ_CASES sets how many).
 """
 

@@ -110,18 +110,18 @@ def read(reader: str, path: str) -> None:
 
         Topology.parse(open(path, encoding="utf-8", errors="replace").read(), name=path).monophone_pdfs()
     elif reader in ("egs", "egs_chunks"):
-        from symnet._src.kaldi.egs import egs_chunks, read_egs
+        from symnet._src.kaldi_io.egs import egs_chunks, read_egs
 
         examples = list(read_egs(path))
         if reader == "egs_chunks":
             egs_chunks(examples, soft="max")
     elif reader == "ark":
-        from symnet._src.train.kaldi_data import iter_table
+        from symnet._src.kaldi_io.tables import iter_table
 
         for _ in iter_table("ark:" + path, "archive"):
             pass
     elif reader == "fst":
-        from symnet._src.chain.fst import read_fst
+        from symnet._src.kaldi_io.fst import read_fst
 
         read_fst(path)
     else:
@@ -131,7 +131,7 @@ def read(reader: str, path: str) -> None:
 _CHILD = """
 import gc, json, resource, sys, time
 from helpers import costly
-import symnet._src.kaldi.egs, symnet._src.chain.topology, symnet._src.chain.fst, symnet._src.train.kaldi_data
+import symnet._src.kaldi_io.egs, symnet._src.chain.topology, symnet._src.kaldi_io.fst, symnet._src.kaldi_io.tables
 from symnet.errors import SymnetError
 out = []
 for reader, path, budget in json.loads(sys.argv[1]):

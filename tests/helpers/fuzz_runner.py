@@ -116,14 +116,14 @@ def _checkpoint(path: str, work: str) -> None:
 
 
 def _ark(path: str, work: str) -> None:
-    from symnet._src.train.kaldi_data import iter_table
+    from symnet._src.kaldi_io.tables import iter_table
 
     for _ in iter_table("ark:" + path, "archive"):
         pass
 
 
 def _scp(path: str, work: str) -> None:
-    from symnet._src.train.kaldi_data import read_table
+    from symnet._src.kaldi_io.tables import read_table
 
     table = read_table("scp:" + path, "scp")
     for key in table:
@@ -150,7 +150,7 @@ def _cli_copy(path: str, work: str) -> None:
 
 
 def _egs(path: str, work: str) -> None:
-    from symnet._src.kaldi.egs import egs_chunks, read_egs
+    from symnet._src.kaldi_io.egs import egs_chunks, read_egs
 
     examples = list(read_egs(path))
     if examples:  # the training chunks: targets from sparse outputs
@@ -158,7 +158,7 @@ def _egs(path: str, work: str) -> None:
 
 
 def _cegs(path: str, work: str) -> None:
-    from symnet._src.kaldi.egs import read_cegs
+    from symnet._src.kaldi_io.egs import read_cegs
 
     for _ in read_cegs(path):
         pass

@@ -29,7 +29,7 @@ def _corpus_files(name: str) -> list[Path]:
 def write_seeds(folder: Path) -> dict[str, list[str]]:
     """Write the seed files under `folder`; `{file type: [paths]}`."""
     import symnet
-    from symnet._src.train.kaldi_data import iter_table  # noqa: F401  (the readers must import)
+    from symnet._src.kaldi_io.tables import iter_table  # noqa: F401  (the readers must import)
     from symnet.kaldi import format_model, parse_model, read_network
 
     folder.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from symnet._src.kaldi.binary import TextReader
+from symnet._src.kaldi_io.binary import TextReader
 from symnet.errors import ModelFormatError
 
 rng = np.random.default_rng(7)

@@ -32,7 +32,7 @@ from symnet._src.kaldi.lda import (
     read_lda_stats,
 )
 from symnet._src.kaldi.xconfig import read_xconfig
-from symnet._src.train.kaldi_data import iter_table, read_posteriors, read_table
+from symnet._src.kaldi_io.tables import iter_table, read_posteriors, read_table
 from symnet.errors import SymnetError
 from symnet.kaldi import read_kaldi_array
 

@@ -18,10 +18,10 @@ from helpers import costly
 from symnet._src import bounded
 from symnet._src.chain.topology import Topology
 from symnet._src.chain.topology_text import MAX_HMM_STATES
-from symnet._src.kaldi import egs, egs_index
-from symnet._src.kaldi.egs import decode_compressed, read_egs
-from symnet._src.kaldi.egs_sparse import MAX_DENSE_VALUES, make_sparse
-from symnet._src.train import ark
+from symnet._src.kaldi_io import ark, egs_index, egs_parse
+from symnet._src.kaldi_io.egs import read_egs
+from symnet._src.kaldi_io.egs_parse import decode_compressed
+from symnet._src.kaldi_io.egs_sparse import MAX_DENSE_VALUES, make_sparse
 from symnet.errors import ChainError, KaldiDataError
 
 MiB = 1 << 20
@@ -209,7 +209,7 @@ def test_blockwise_decoding_gives_the_values_of_one_block(kind: str, monkeypatch
         kaldiio_values = kaldiio.matio.read_kaldi(io.BytesIO(entry))
         for budget in (1, 3, 8):
             blocks = lambda outer, inner, b=budget: bounded.tiles(outer, inner, b)  # noqa: E731
-            for module in (ark, egs):
+            for module in (ark, egs_parse):
                 monkeypatch.setattr(module, "tiles", blocks)
             np.testing.assert_array_equal(
                 decode_compressed(kind, lo, span, rows, cols, entry, 3 + len(kind) + 16), whole

@@ -1,4 +1,4 @@
-"""Kaldi archives and scp files read safely (`symnet._src.train.ark`): values exactly as kaldiio reads them, sizes
+"""Kaldi archives and scp files read safely (`symnet._src.kaldi_io.ark`): values exactly as kaldiio reads them, sizes
 checked before reading, no pickle, and an scp entry that is a command runs only with allow_pipes."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from helpers import fuzz
-from symnet._src.train.ark import MAX_ENTRY_BYTES, iter_ark, read_entry
-from symnet._src.train.kaldi_data import iter_table, read_posteriors, read_table
+from symnet._src.kaldi_io.ark import MAX_ENTRY_BYTES, iter_ark, read_entry
+from symnet._src.kaldi_io.tables import iter_table, read_posteriors, read_table
 from symnet.train import KaldiDataError, read_kaldi_data
 
 rng = np.random.default_rng(3)
@@ -242,8 +242,8 @@ def test_an_empty_matrix_reads_by_offset_and_in_an_archive(tmp_path):
     took it for a damaged entry."""
     import kaldiio
 
-    from symnet._src.train.ark import read_entry
-    from symnet._src.train.kaldi_data import read_table
+    from symnet._src.kaldi_io.ark import read_entry
+    from symnet._src.kaldi_io.tables import read_table
 
     with kaldiio.WriteHelper(f"ark,scp:{tmp_path / 'e.ark'},{tmp_path / 'e.scp'}") as writer:
         writer("short", np.zeros((0, 0), np.float32))

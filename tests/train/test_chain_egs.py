@@ -9,7 +9,7 @@ import pytest
 
 from helpers.chain_fixtures import DATA, kaldi_options, kaldi_prob, read_text_matrices
 from symnet import Append, Input, LogSoftmax, Network, Offset, Weight
-from symnet._src.kaldi.egs import read_cegs
+from symnet._src.kaldi_io.egs import read_cegs
 from symnet.chain import read_fst
 from symnet.train import TrainingError, chain_egs, fit
 

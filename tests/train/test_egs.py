@@ -1,4 +1,4 @@
-"""Kaldi egs and chain egs (symnet._src.kaldi.egs) against Kaldi's own text rendering of the same archives.
+"""Kaldi egs and chain egs (symnet._src.kaldi_io.egs) against Kaldi's own text rendering of the same archives.
 
 tests/data/egs/make_fixtures.sh made every archive with Kaldi's programs (nnet3-get-egs, nnet3-chain-get-egs)
 and Kaldi's text form of it (`ark,t`: what Kaldi prints of the same examples, compressed matrices decoded by
@@ -14,16 +14,9 @@ import numpy as np
 import pytest
 
 from helpers.egs_bytes import binary_eg
-from symnet._src.kaldi.binary import format_real
-from symnet._src.kaldi.egs import (
-    MAX_DENSE_VALUES,
-    ChainExample,
-    NnetExample,
-    decode_compressed,
-    egs_chunks,
-    read_cegs,
-    read_egs,
-)
+from symnet._src.kaldi_io.binary import format_real
+from symnet._src.kaldi_io.egs import ChainExample, NnetExample, decode_compressed, egs_chunks, read_cegs, read_egs
+from symnet._src.kaldi_io.egs_sparse import MAX_DENSE_VALUES
 from symnet.errors import KaldiDataError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "egs"

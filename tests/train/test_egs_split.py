@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from helpers import fixture_script
-from symnet._src.kaldi.egs import read_egs
+from symnet._src.kaldi_io.egs import read_egs
+from symnet._src.kaldi_io.tables import read_table
 from symnet._src.train.egs_split import KaldiSplitter, _uniform, cut_kaldi_chunk, placed_chunks
-from symnet._src.train.kaldi_data import read_table
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "kaldi-egs-split"
 CASES = fixture_script(DATA).CASES

@@ -12,7 +12,7 @@ import pytest
 
 from helpers import nets
 from symnet import Input, Network, Normal, SymnetError, Weight, Zeros
-from symnet._src.train.kaldi_data import read_table
+from symnet._src.kaldi_io.tables import read_table
 from symnet.train import KaldiData, KaldiDataError, fit, read_kaldi_data
 
 DIM, CLASSES = 3, 4

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from symnet._src.kaldi import egs
-from symnet._src.kaldi.egs import read_cegs, read_egs
-from symnet._src.train.ark import entry_rows, read_entry
-from symnet._src.train.kaldi_data import iter_table, read_posteriors
+from symnet._src.kaldi_io import egs
+from symnet._src.kaldi_io.ark import entry_rows, read_entry
+from symnet._src.kaldi_io.egs import read_cegs, read_egs
+from symnet._src.kaldi_io.tables import iter_table, read_posteriors
 from symnet.errors import KaldiDataError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "egs"

@@ -138,7 +138,7 @@ def test_a_kaldi_stream_reads_what_read_kaldi_data_reads(kaldi_dir):
     data = read_kaldi_data("scp:feats.scp", "ark:ali.ark")
     assert stream.keys == data.utt_ids
     assert stream.lengths.tolist() == data.lengths.tolist()
-    for position, features, targets in stream.read([5, 0, 29]):
+    for position, (features, targets) in stream.read([5, 0, 29]):
         np.testing.assert_array_equal(features, data.features[position])
         np.testing.assert_array_equal(targets, data.targets[position])
     assert_same(fit(net(), stream, optax.adam(1e-2), **SETTINGS), fit(net(), data, optax.adam(1e-2), **SETTINGS))
@@ -156,7 +156,7 @@ def test_compressed_features_and_text_alignments_stream(tmp_path, monkeypatch):
         stream = stream_kaldi_data(feats, "ark,t:ali.txt")
         expected = read_kaldi_data(feats, "ark,t:ali.txt")
         assert stream.lengths.tolist() == expected.lengths.tolist()
-        for position, features, targets in stream.read(range(len(stream))):
+        for position, (features, targets) in stream.read(range(len(stream))):
             np.testing.assert_array_equal(features, expected.features[position])
             np.testing.assert_array_equal(targets, expected.targets[position])
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..kaldi_io.fst import Fst, parse_fst_binary, parse_fst_text, read_fst
 from .den_minimize import push_special
 from .forward_backward import GraphArrays, forward_backward, graph_arrays, stack_graphs
-from .fst import Fst, parse_fst_binary, parse_fst_text, read_fst
 from .graph import (
     ChainGraph,
     denominator_graph,

@@ -32,7 +32,7 @@ import warnings
 
 import numpy as np
 
-from .fst import Fst
+from ..kaldi_io.fst import Fst
 
 __all__ = ["K_DELTA", "minimize_den_fst", "PUSH_MAX_ITERATIONS", "push_special", "QUANTIZE_DELTA"]
 

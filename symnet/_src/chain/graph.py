@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ChainError
-from .fst import Fst, parse_fst_text, read_fst
+from ..kaldi_io.fst import Fst, parse_fst_text, read_fst
 
 __all__ = [
     "ChainGraph",

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..errors import ChainError
-from .fst import Fst
+from ..kaldi_io.fst import Fst
 
 __all__ = ["estimate_phone_lm"]
 

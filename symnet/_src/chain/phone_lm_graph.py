@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import ChainError
+from ..kaldi_io.fst import Fst
 from .den_minimize import minimize_den_fst
-from .fst import Fst
 from .graph import ChainGraph, denominator_graph
 from .topology import HmmState, Topology
 

@@ -147,7 +147,7 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
     """Accumulate the LDA statistics over the features (or chain egs) and write the transform."""
     from ..atomic import check_writable
     from ..kaldi.lda import LdaOptions, accumulate_lda_stats
-    from ..train.kaldi_data import iter_table, read_posteriors, read_table
+    from ..kaldi_io.tables import iter_table, read_posteriors, read_table
     from .files import Files, rspecifier_files
 
     for option in LDA_UNSUPPORTED:
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
     pipes = args.allow_pipes
     if args.chain_egs:
         from ..kaldi.chain_lda import accumulate_chain_lda_stats
-        from ..kaldi.egs import read_cegs
+        from ..kaldi_io.egs import read_cegs
 
         accumulation = accumulate_chain_lda_stats(network, read_cegs(args.feats_rspecifier), rand_prune=args.rand_prune)
         return _write_lda(args, accumulation, options, stdout)
@@ -212,7 +212,7 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
 def _write_lda(args: argparse.Namespace, accumulation: Any, options: Any, stdout: TextIO) -> int:
     """`symnet lda`'s outputs: the transform (and --write-stats), written as one set, and what was done."""
     from ..atomic import atomic_write_all
-    from ..kaldi.binary import Writer
+    from ..kaldi_io.binary import Writer
 
     stats = accumulation.stats
     result = stats.rounded().transform(options)  # Kaldi estimates from its stats file: the same float round trip

@@ -19,10 +19,10 @@ import os
 import attrs
 import numpy as np
 
-from ..chain.fst import Fst, read_fst
 from ..errors import ModelFormatError, SymnetError
-from ..kaldi.binary import make_reader
 from ..kaldi.transition_model import read_transition_model
+from ..kaldi_io.binary import make_reader
+from ..kaldi_io.fst import Fst, read_fst
 from ..safe_read import read_file
 
 __all__ = ["DecodeError", "DecodingGraph", "Hypothesis", "decode", "read_decoding_graph"]

@@ -62,7 +62,7 @@ import attrs
 import numpy as np
 
 from ..errors import SymnetError
-from .binary import Writer, make_reader
+from ..kaldi_io.binary import Writer, make_reader
 
 __all__ = [
     "GlibcRand",
@@ -186,7 +186,7 @@ class Posteriors:
 
     `Posteriors.of(targets)` takes an alignment (int [T], weight 1 each), a dense matrix [T, K] (the nonzero
     entries of each row), a list of per-frame lists of (pdf, weight) pairs, or anything with `offsets`, `pdfs`
-    and `weights` (`symnet._src.train.kaldi_data.read_posteriors` gives such).
+    and `weights` (`symnet._src.kaldi_io.tables.read_posteriors` gives such).
     """
 
     offsets: np.ndarray = attrs.field(converter=_int64s)

@@ -74,7 +74,7 @@ import numpy as np
 
 from ..atomic import atomic_write
 from ..errors import ArgumentTypeError, ModelFormatError, ModelKeyError
-from .binary import (
+from ..kaldi_io.binary import (
     INT32_MAX,
     INT32_MIN,
     NUMBER_RE,

@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 
 from ..errors import ModelFormatError
-from .binary import INT32_MAX, BinaryReader, TextReader, Writer
+from ..kaldi_io.binary import INT32_MAX, BinaryReader, TextReader, Writer
 from .token_kinds import VECTOR
 from .token_values import ByValue, array_value, frozen_array, value_key
 

@@ -13,21 +13,34 @@ examples can be given in the same call (`valid=`), each set as its own Chunks.
 
 from __future__ import annotations
 
+import itertools
+import threading
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import attrs
 import jax
 import numpy as np
 
-from ..chain.fst import Fst
 from ..chain.graph import ChainGraph, numerator_graph
 from ..chain.objective import ChainOptions
 from ..errors import ShapeError, TrainingError
+from ..kaldi_io.fst import Fst
 from .examples import Chunks
 from .objectives import Chain, pack_numerators
 
-__all__ = ["chain_egs", "ChainEgs", "ChainEgsData"]
+__all__ = [
+    "ChainArrays",
+    "ChainEgs",
+    "ChainEgsData",
+    "Held",
+    "HeldChunks",
+    "HeldSupervision",
+    "StreamedChainEgs",
+    "chain_arrays",
+    "chain_egs",
+]
 
 
 @attrs.frozen(eq=False)
@@ -84,6 +97,89 @@ class ChainEgs(Chain):
 
 
 @attrs.frozen(eq=False)
+class Held:
+    """One streamed chain eg's numerator graph and derivative weights, and the largest numerator of its corpus
+    (`arcs`, `states`: every minibatch of the corpus is padded to it, as chunks in memory are padded to theirs)."""
+
+    graph: ChainGraph
+    deriv_weights: np.ndarray
+    arcs: int
+    states: int
+
+
+class HeldSupervision:
+    """The supervision of the chain egs in the minibatches that live: `add` numbers one (`Held`), which is found by
+    its number (`[number]`) for as long as something holds it (a `HeldChunks`), and then dropped."""
+
+    def __init__(self) -> None:
+        self._held: weakref.WeakValueDictionary[int, Held] = weakref.WeakValueDictionary()
+        self._numbers = itertools.count()
+        self._lock = threading.Lock()  # added by fit's reading thread, found by the training step's
+
+    def add(self, held: Held) -> int:
+        with self._lock:
+            number = next(self._numbers)
+            self._held[number] = held
+        return number
+
+    def __getitem__(self, number: int) -> Held:
+        with self._lock:
+            held = self._held.get(number)
+        if held is None:
+            raise TrainingError(f"chain eg number {number} is not one of the streamed egs' (their minibatch is gone)")
+        return held
+
+
+@attrs.frozen(eq=False)
+class HeldChunks(Chunks):
+    """Chunks of streamed chain egs, which hold their egs' supervision (`held`) while they live."""
+
+    held: tuple[Held, ...] = ()
+
+
+@attrs.frozen(eq=False)
+class StreamedChainEgs(ChainEgs):
+    """The chain objective of chain egs read as training goes (`symnet.train.stream_cegs`): each chunk's numerator
+    and derivative weights are found by the number its targets hold (`supervision`), and padded to the largest
+    numerator of its corpus, so that a minibatch trains as it would in memory (`ChainEgs`)."""
+
+    supervisions: HeldSupervision = attrs.field(factory=HeldSupervision)
+
+    def check(self, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
+        if targets.ndim != 2 or not np.issubdtype(targets.dtype, np.integer):
+            raise ShapeError(f"{what}: chain egs chunks hold their example's number per frame, got {targets.dtype}")
+        pdfs = {self.supervisions[int(t[0])].graph.num_pdfs for t in targets}
+        if pdfs != {out_dim}:
+            raise ShapeError(f"{what}: the egs' supervision has {sorted(pdfs)} pdfs, output {output!r} dim {out_dim}")
+        if self.den is None:
+            raise TrainingError("chain egs need the den.fst they were made with: stream_cegs(..., den=read_fst(path))")
+
+    def supervision(self, targets: np.ndarray, weights: np.ndarray, subsampling: int = 1) -> Mapping[str, np.ndarray]:
+        held = [self.supervisions[int(t[0])] for t in targets]
+        frames = -(-targets.shape[1] // subsampling)
+        graphs = [h.graph if w.any() else None for h, w in zip(held, weights)]
+        out = pack_numerators(graphs, np.full((len(targets), frames), -1, np.int32))
+        arcs = max(max(h.arcs for h in held), 1)
+        states = max(max(h.states for h in held), frames + 1)
+        for name, fill in (("src", 0), ("dst", 0), ("pdf", 0), ("log_prob", -np.inf)):
+            out[name] = _padded(out[name], arcs, fill)
+        for name in ("log_initial", "log_final"):
+            out[name] = _padded(out[name], states, -np.inf)
+        out["deriv_weights"] = np.stack([h.deriv_weights[:frames] for h in held]).astype(np.float32)
+        return out
+
+    def describe(self) -> str:
+        return Chain.describe(self) + " on chain egs read as training goes"
+
+
+def _padded(a: np.ndarray, size: int, fill: float) -> np.ndarray:
+    """`a` [n, m] padded with `fill` to [n, size] (as `pack_numerators` pads to the largest graph it is given)."""
+    if a.shape[1] >= size:
+        return a
+    return np.concatenate([a, np.full((len(a), size - a.shape[1]), fill, a.dtype)], axis=1)
+
+
+@attrs.frozen(eq=False)
 class ChainEgsData:
     """What `chain_egs` returns: the examples as `chunks` (and `valid` ones, or None), the `objective` that
     knows their numerators, and the egs' `frame_subsampling_factor` (for `fit`)."""
@@ -137,38 +233,16 @@ def _chunks(
 ) -> Chunks:
     features, numbers = [], []
     for eg in examples:
-        where = f"chain eg {eg.key!r}"
-        inputs = {io.name: io for io in eg.inputs}
-        outputs = {o.name: o for o in eg.outputs}
-        if input not in inputs or output not in outputs:
+        arrays = chain_arrays(eg, input, output)
+        if shape and shape != arrays.shape:
             raise TrainingError(
-                f"{where}: needs input {input!r} and output {output!r}; it has inputs {sorted(inputs)}, outputs "
-                f"{sorted(outputs)}"
+                f"chain eg {eg.key!r}: chunk shape {arrays.shape}, the first eg's {shape}; egs of one shape only"
             )
-        extra = sorted(set(inputs) - {input})
-        if extra:
-            raise TrainingError(f"{where}: inputs {extra} (e.g. i-vectors) are not used by chain_egs; give egs without")
-        x, out = inputs[input], outputs[output]
-        sup = out.supervision
-        if sup.num_sequences != 1 or sup.e2e:
-            raise TrainingError(f"{where}: {sup.num_sequences} sequences (merged or end-to-end egs); give single egs")
-        if sup.weight != 1.0:
-            raise TrainingError(f"{where}: supervision weight {sup.weight} (chain_egs trains weight-1 egs)")
-        in_t, out_t = x.indexes[:, 1], out.indexes[:, 1]
-        if (np.diff(in_t) != 1).any() or (x.indexes[:, 0] != 0).any():
-            raise TrainingError(f"{where}: input {input!r} frames are not one contiguous sequence")
-        k = int(out_t[1] - out_t[0]) if len(out_t) > 1 else 1
-        if out_t[0] != 0 or (np.diff(out_t) != k).any() or len(out_t) != sup.frames_per_sequence:
-            raise TrainingError(f"{where}: output frames {out_t.tolist()[:6]}... are not 0, k, 2k, ...")
-        width = len(out_t) * k
-        here = {"k": k, "width": width, "left": int(-in_t[0]), "right": int(in_t[-1] - (width - 1))}
-        if shape and shape != here:
-            raise TrainingError(f"{where}: chunk shape {here}, the first eg's {shape}; egs of one shape only")
-        shape.update(here)
+        shape.update(arrays.shape)
         numbers.append(len(graphs))
-        graphs.append(numerator_graph(sup.fst, sup.label_dim))
-        derivs.append(np.ones(len(out_t), np.float32) if out.deriv_weights is None else out.deriv_weights)
-        features.append(np.asarray(x.matrix, np.float32))
+        graphs.append(numerator_graph(arrays.supervision.fst, arrays.supervision.label_dim))
+        derivs.append(arrays.deriv_weights)
+        features.append(arrays.features)
     width = shape["width"]
     targets = np.repeat(np.asarray(numbers, np.int64)[:, None], width, axis=1)
     return Chunks(
@@ -178,3 +252,45 @@ def _chunks(
         left=shape["left"],
         right=shape["right"],
     )
+
+
+class ChainArrays(NamedTuple):
+    """One chain eg as training arrays: its input `features` float32 [left + width + right, dim], its `shape`
+    (`k`: frame subsampling, `width`: input frames of its outputs, `left`, `right`: context), its supervision and
+    its derivative weights float32 [width / k] (ones where the eg has none)."""
+
+    features: np.ndarray
+    shape: dict[str, int]
+    supervision: Any
+    deriv_weights: np.ndarray
+
+
+def chain_arrays(eg: Any, input: str = "input", output: str = "output") -> ChainArrays:
+    """A chain eg as `chain_egs` trains on it, with its checks (a TrainingError naming the eg)."""
+    where = f"chain eg {eg.key!r}"
+    inputs = {io.name: io for io in eg.inputs}
+    outputs = {o.name: o for o in eg.outputs}
+    if input not in inputs or output not in outputs:
+        raise TrainingError(
+            f"{where}: needs input {input!r} and output {output!r}; it has inputs {sorted(inputs)}, outputs "
+            f"{sorted(outputs)}"
+        )
+    extra = sorted(set(inputs) - {input})
+    if extra:
+        raise TrainingError(f"{where}: inputs {extra} (e.g. i-vectors) are not used by chain_egs; give egs without")
+    x, out = inputs[input], outputs[output]
+    sup = out.supervision
+    if sup.num_sequences != 1 or sup.e2e:
+        raise TrainingError(f"{where}: {sup.num_sequences} sequences (merged or end-to-end egs); give single egs")
+    if sup.weight != 1.0:
+        raise TrainingError(f"{where}: supervision weight {sup.weight} (chain_egs trains weight-1 egs)")
+    in_t, out_t = x.indexes[:, 1], out.indexes[:, 1]
+    if (np.diff(in_t) != 1).any() or (x.indexes[:, 0] != 0).any():
+        raise TrainingError(f"{where}: input {input!r} frames are not one contiguous sequence")
+    k = int(out_t[1] - out_t[0]) if len(out_t) > 1 else 1
+    if out_t[0] != 0 or (np.diff(out_t) != k).any() or len(out_t) != sup.frames_per_sequence:
+        raise TrainingError(f"{where}: output frames {out_t.tolist()[:6]}... are not 0, k, 2k, ...")
+    width = len(out_t) * k
+    shape = {"k": k, "width": width, "left": int(-in_t[0]), "right": int(in_t[-1] - (width - 1))}
+    deriv = np.ones(len(out_t), np.float32) if out.deriv_weights is None else out.deriv_weights
+    return ChainArrays(np.asarray(x.matrix, np.float32), shape, sup, deriv)

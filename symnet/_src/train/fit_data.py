@@ -34,6 +34,8 @@ def as_chunks(data: Any, network: Any, chunk: int, output: str | Sequence[str]) 
     contexts = [network.context(name) for name in names if name == names[0] or name in network.structure.outputs]
     left, right = max(c[0] for c in contexts), max(c[1] for c in contexts)
     if isinstance(data, Corpus):  # its first readable sequence: what the checks before training look at
+        if data.precut:  # an example as it was cut, with its own context
+            return data.stack([data.sample()])
         features, targets = data.sample()
         if data.kaldi_sizes is not None:  # a chunk as nnet3-get-egs cuts them: no sequence end
             whole = KaldiChunk(0, chunk, np.ones(chunk, np.float32))

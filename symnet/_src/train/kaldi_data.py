@@ -12,7 +12,7 @@ Like Kaldi's nnet3-get-egs, `skip_missing=True` drops utterances that have no
 targets instead of failing (their ids are kept in `KaldiData.skipped`);
 targets for utterances that have no features are ignored.
 
-Reading is safe on hostile files (`symnet._src.train.ark`): sizes are checked before
+Reading is safe on hostile files (`symnet._src.kaldi_io.ark`, `symnet._src.kaldi_io.tables`): sizes are checked before
 anything is read, pickles are never loaded, and an scp entry that is a shell
 command (`utt-1 cat feats.ark |`) runs only with `allow_pipes=True` (the CLI's
 `--allow-pipes`). A command in the rspecifier itself (`ark:gunzip -c x.gz |`)
@@ -21,26 +21,22 @@ is the user's own and runs as in Kaldi.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import attrs
 import numpy as np
 
-from .ark import KaldiDataError, Posterior, _read_object, _read_posterior, iter_ark, iter_scp, open_spec, read_entry
+from ..errors import KaldiDataError
+from ..kaldi_io.tables import Table
 
 __all__ = [
     "KaldiData",
     "KaldiDataError",
-    "Posterior",
     "Utterance",
     "check_subsampling",
     "checked_utterance",
-    "iter_table",
     "read_kaldi_data",
-    "read_posteriors",
-    "read_table",
 ]
 
 _SHOW = 5  # ids shown in an error message
@@ -207,124 +203,6 @@ def checked_utterance(
     return np.asarray(f, dtype=np.float32), (t.astype(np.int32) if t.ndim == 1 else np.asarray(t, dtype=np.float32))
 
 
-def _parse(spec: Any, what: str) -> tuple[str, str]:
-    """`('ark' | 'scp', path)` of a Kaldi rspecifier, or a KaldiDataError saying what is wrong."""
-    import kaldiio
-
-    if not isinstance(spec, str):
-        raise KaldiDataError(
-            f"{what}: expected a Kaldi rspecifier such as 'scp:feats.scp' or 'ark:ali.ark', "
-            f"got {spec!r} ({type(spec).__name__})"
-        )
-    if ":" not in spec:
-        raise KaldiDataError(
-            f"{what} {spec!r} is not a Kaldi rspecifier: it has no 'scp:' or 'ark:' prefix; "
-            "write e.g. 'scp:feats.scp', 'ark:ali.ark' or 'ark,t:ali.txt'"
-        )
-    try:
-        parsed = kaldiio.parse_specifier(spec)
-    except ValueError as e:
-        raise KaldiDataError(
-            f"{what} {spec!r} is not a Kaldi rspecifier ({e}); "
-            "write e.g. 'scp:feats.scp', 'ark:ali.ark' or 'ark,t:ali.txt'"
-        ) from None
-    if parsed["ark"] is not None and parsed["scp"] is not None:
-        raise KaldiDataError(f"{what} {spec!r}: an rspecifier for reading names either an ark or an scp, not both")
-    kind = "scp" if parsed["scp"] is not None else "ark"
-    path = parsed[kind]
-    if not path:
-        raise KaldiDataError(f"{what} {spec!r}: no file name after the ':'")
-    return kind, path
-
-
-@contextlib.contextmanager
-def _reading(spec: str, what: str) -> Iterator[None]:
-    """Turn the OS's and kaldiio's errors while opening or reading `spec` into KaldiDataErrors."""
-    try:
-        yield
-    except KaldiDataError as e:
-        raise KaldiDataError(f"{what} {spec!r}: cannot read it: {e}") from None
-    except Exception as e:  # kaldiio and the OS signal bad files with many types
-        raise KaldiDataError(f"{what} {spec!r}: cannot read it: {type(e).__name__}: {e}") from None
-
-
-def _scp_entries(path: str, spec: str, what: str, allow_pipes: bool) -> dict[str, str]:
-    entries: dict[str, str] = {}
-    with _reading(spec, what), open_spec(path, "r") as f:
-        for key, entry in iter_scp(f, path, allow_pipes):
-            entries[key] = entry  # a later line wins, as in kaldiio
-    return entries
-
-
-def iter_table(spec: str, what: str = "table", *, allow_pipes: bool = False) -> Iterator[tuple[str, np.ndarray]]:
-    """`(utterance id, array)` for every entry of a Kaldi rspecifier, in order, reading one at a time."""
-    return _iter_table(spec, what, allow_pipes, False)
-
-
-def _iter_table(spec: str, what: str, allow_pipes: bool, posterior: bool) -> Iterator[tuple[str, Any]]:
-    kind, path = _parse(spec, what)
-    if kind == "scp":
-        for key, entry in _scp_entries(path, spec, what, allow_pipes).items():
-            with _reading(spec, what):
-                value = read_entry(entry, path, key, allow_pipes, posterior=posterior)
-            yield key, value
-        return
-    with _reading(spec, what), open_spec(path, "rb") as f:
-        yield from iter_ark(f, path, _read_posterior if posterior else _read_object)
-
-
-class _Table(Mapping[str, Any]):
-    """A Kaldi table as an ordered mapping id -> array (or `Posterior`); scp tables read an entry when it is
-    asked for."""
-
-    def __init__(self, spec: str, what: str, allow_pipes: bool = False, posterior: bool = False):
-        self.spec, self.what, self.allow_pipes, self.posterior = spec, what, allow_pipes, posterior
-        kind, self.path = _parse(spec, what)
-        self._values: dict[str, Any] = {}
-        self._scp: dict[str, str] | None = None
-        if kind == "scp":
-            self._scp = _scp_entries(self.path, spec, what, allow_pipes)
-            self._keys = list(self._scp)
-        else:
-            for key, value in _iter_table(spec, what, allow_pipes, posterior):
-                if key in self._values:
-                    raise KaldiDataError(f"{what} {spec!r}: utterance {key!r} appears twice")
-                self._values[key] = value
-            self._keys = list(self._values)
-
-    def __getitem__(self, key: str) -> Any:
-        if self._scp is None:
-            return self._values[key]
-        if key not in self._scp:
-            raise KeyError(key)
-        with _reading(self.spec, self.what):
-            return read_entry(self._scp[key], self.path, key, self.allow_pipes, posterior=self.posterior)
-
-    def __contains__(self, key: object) -> bool:
-        return key in (self._scp if self._scp is not None else self._values)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-
-def read_table(spec: str, what: str = "table", *, allow_pipes: bool = False) -> Mapping[str, np.ndarray]:
-    """A Kaldi table (`scp:...`, `ark:...`, `ark,t:...`, `ark:cmd |`) as an ordered mapping utterance id -> array.
-
-    scp tables are read lazily, one entry when it is asked for; an scp entry that is a
-    command runs only with `allow_pipes` (see the module doc).
-    """
-    return _Table(spec, what, allow_pipes)
-
-
-def read_posteriors(spec: str, what: str = "posteriors", *, allow_pipes: bool = False) -> Mapping[str, Posterior]:
-    """A table of Kaldi posteriors (`ali-to-post` output, binary or text `[ pdf weight ... ] ...`) as an
-    ordered mapping utterance id -> `Posterior` (scp tables read lazily, as `read_table`)."""
-    return _Table(spec, what, allow_pipes, posterior=True)
-
-
 def read_kaldi_data(
     features: str,
     targets: str,
@@ -346,10 +224,10 @@ def read_kaldi_data(
     frame_subsampling_factor=k)` trains output frame `k * i` on label `i`. Full-length alignments are taken too.
     """
     check_subsampling(frame_subsampling_factor)
-    feats = _Table(features, "features", allow_pipes)
+    feats = Table(features, "features", allow_pipes)
     if not len(feats):
         raise KaldiDataError(f"features {features!r}: no utterances in it")
-    tgts = _Table(targets, "targets", allow_pipes)
+    tgts = Table(targets, "targets", allow_pipes)
     if not len(tgts):
         raise KaldiDataError(f"targets {targets!r}: no utterances in it")
     missing = [key for key in feats if key not in tgts]

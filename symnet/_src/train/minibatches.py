@@ -18,7 +18,9 @@ minibatches an uninterrupted run would have made next:
 
 With `num_frames` (Kaldi's `--num-frames`) a stream's utterances are cut as `nnet3-get-egs` cuts them
 (`symnet._src.train.egs_split`), each chunk at its own size and with its output weights, drawn from the seed and
-the utterance; a window's chunks are then shuffled and batched by size in the same way.
+the utterance; a window's chunks are then shuffled and batched by size in the same way. A precut corpus (Kaldi's
+egs archives: `symnet._src.train.egs_streams`) is one chunk an item, at its own width, its windows counted in
+items (`Corpus.window_sizes`); its minibatches are its own `stack` of a width's items.
 
 Two threads work ahead of the training step: one reads the next window's sequences, one cuts minibatches from
 the window read before; at most three windows are held at once. `StreamBatches.waited` is the time the step
@@ -102,11 +104,11 @@ class StreamBatches:
     ):
         self.trainer, self.stream, self.seed, self.shuffle, self.prefetch = trainer, stream, seed, shuffle, prefetch
         self.chunk, self.left, self.right = trainer.chunk, trainer.left, trainer.right
-        self.windows = window_plan(stream.lengths, stream.window_frames, seed, stream.random_access and shuffle)
+        self.windows = window_plan(stream.window_sizes(), stream.window_frames, seed, stream.random_access and shuffle)
         # Kaldi's chunks (nnet3-get-egs), drawn from (seed, utterance): the same in every epoch and every run
         self.splitter = (
             KaldiSplitter(stream.kaldi_sizes, stream.kaldi_overlap, trainer.subsampling)
-            if stream.kaldi_sizes is not None
+            if stream.kaldi_sizes is not None and not stream.precut
             else None
         )
         # per window: its chunks as (position, start) rows, and the width each is computed at
@@ -114,6 +116,10 @@ class StreamBatches:
         self.widths: list[np.ndarray] = []
         sizes = np.asarray(trainer.widths, dtype=np.int64)
         for positions in self.windows:
+            if stream.precut:  # one chunk an item, at its own width
+                self.chunks.append(np.stack([positions, np.zeros_like(positions)], axis=1))
+                self.widths.append(stream.lengths[positions])
+                continue
             if self.splitter is not None:
                 placed = [(p, c.first_frame, c.num_frames) for p in positions.tolist() for c in self.kaldi_chunks(p)]
                 table = np.asarray(placed, dtype=np.int64).reshape(-1, 3)
@@ -142,11 +148,12 @@ class StreamBatches:
         length = int(self.stream.lengths[position])
         return self.splitter.chunks(length, np.random.default_rng([self.seed, position, 1 << 21]))
 
-    def cut(
-        self, data: dict[int, tuple[np.ndarray, np.ndarray]], rows: np.ndarray, kaldi: dict[int, dict[int, KaldiChunk]]
-    ) -> Chunks | None:
+    def cut(self, data: dict[int, Any], rows: np.ndarray, kaldi: dict[int, dict[int, KaldiChunk]]) -> Chunks | None:
         """The chunks at `rows` of a window's chunk table (those of utterances left out for bad data dropped);
         `kaldi` keeps the window's utterances' Kaldi chunks by first frame, drawn once."""
+        if self.stream.precut:
+            items = [data[p] for p, _ in rows.tolist() if p in data]
+            return self.stream.stack(items) if items else None
         pieces = []
         for p, start in rows.tolist():
             if p not in data:
@@ -206,7 +213,7 @@ class StreamBatches:
         def reader() -> None:
             try:
                 for w, _ in plan:
-                    data = {p: (f, t) for p, f, t in self.stream.read(self.windows[w].tolist()) if f is not None}
+                    data = {p: item for p, item in self.stream.read(self.windows[w].tolist()) if item is not None}
                     if not put(read, (w, data)):
                         return
                 put(read, None)

@@ -27,7 +27,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..chain.forward_backward import GraphArrays, graph_arrays
-from ..chain.fst import Fst
 from ..chain.graph import ChainGraph, denominator_graph
 from ..chain.objective import ChainOptions, chain_objective
 from ..chain.phone_lm import estimate_phone_lm
@@ -36,6 +35,7 @@ from ..chain.phone_numerator import normalize_numerator, phone_numerator, phone_
 from ..chain.supervision import alignment_numerator, denominator_from_alignments
 from ..chain.topology import Topology
 from ..errors import ShapeError, SymnetError, TrainingError
+from ..kaldi_io.fst import Fst
 
 __all__ = [
     "Chain",

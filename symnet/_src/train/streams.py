@@ -34,10 +34,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import KaldiDataError, ShapeError, SymnetError
+from ..kaldi_io.ark import ark_offsets, entry_rows, is_command, read_entry
+from ..kaldi_io.tables import Table, parse_spec, reading, scp_entries
 from ..text import is_digits
-from .ark import ark_offsets, entry_rows, is_command, read_entry
 from .egs_split import parse_num_frames
-from .kaldi_data import Utterance, _ids, _parse, _reading, _scp_entries, _Table, check_subsampling, checked_utterance
+from .examples import Chunks
+from .kaldi_data import Utterance, _ids, check_subsampling, checked_utterance
 
 __all__ = ["DEFAULT_WINDOW_FRAMES", "SkippedDataWarning", "Corpus", "stream_kaldi_data", "stream_sequences"]
 
@@ -57,9 +59,12 @@ class Corpus:
 
     `random_access`: sequences can be read in any order (windows are then visited in a new order each epoch),
     else only in the stream's order. `window_frames`: the frames of the sequences shuffled together.
+    `precut`: each item is one chunk already, at its own width and context (Kaldi's egs: `symnet._src.train.
+    egs_streams`), which `stack` makes minibatches of; else items are sequences that `fit` cuts into chunks.
     """
 
     random_access = True
+    precut = False
 
     def __init__(self, keys: Sequence[str], lengths: Sequence[int], *, window_frames: int, on_error: str):
         if on_error not in ON_ERROR:
@@ -124,27 +129,38 @@ class Corpus:
         self.kaldi_sizes, self.kaldi_overlap = sizes, num_frames_overlap
         return self
 
-    def read(self, positions: Sequence[int]) -> Iterator[tuple[int, np.ndarray, np.ndarray] | tuple[int, None, None]]:
-        """`(position, features float32 [T, D], targets)` of each position in the order given; `(position, None,
-        None)` for a sequence left out for bad data (`on_error="skip"`)."""
+    def window_sizes(self) -> np.ndarray:
+        """What each sequence counts against `window_frames`: its frames."""
+        return self.lengths
+
+    def read(self, positions: Sequence[int]) -> Iterator[tuple[int, Any]]:
+        """`(position, item)` of each position in the order given: a sequence's `(features float32 [T, D],
+        targets)` (a precut corpus: what `stack` takes); `(position, None)` for one left out for bad data
+        (`on_error="skip"`)."""
         for position in positions:
             try:
-                features, targets = self._load(int(position))
-                features, targets = self._checked(int(position), features, targets)
+                item = self._item(int(position))
             except SymnetError as e:
                 if self.on_error == "stop":
                     raise
                 self._skip(self.keys[position], str(e))
-                yield int(position), None, None
+                yield int(position), None
                 continue
-            yield int(position), features, targets
+            yield int(position), item
 
-    def sample(self) -> tuple[np.ndarray, np.ndarray]:
-        """The first sequence that reads without error (for the checks `fit` makes before it trains)."""
-        for _, features, targets in self.read(range(len(self))):
-            if features is not None and targets is not None:
-                return features, targets
+    def sample(self) -> Any:
+        """The first item that reads without error (for the checks `fit` makes before it trains)."""
+        for _, item in self.read(range(len(self))):
+            if item is not None:
+                return item
         raise KaldiDataError(f"{self.describe()}: every sequence was left out for bad data")
+
+    def stack(self, items: Sequence[Any]) -> Chunks:
+        """A minibatch of a precut corpus's items, all of one width."""
+        raise NotImplementedError
+
+    def _item(self, position: int) -> Any:
+        return self._checked(position, *self._load(position))
 
     def _load(self, position: int) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -187,14 +203,14 @@ class KaldiCorpus(Corpus):
     ):
         self.features, self.targets, self.allow_pipes = features, targets, allow_pipes
         self.frame_subsampling_factor = frame_subsampling_factor
-        kind, self.features_path = _parse(features, "features")
+        kind, self.features_path = parse_spec(features, "features")
         if kind != "scp":
             raise KaldiDataError(
                 f"features {features!r}: a stream reads each utterance by its offset, from an scp (a data "
                 "directory's feats.scp); make one with Kaldi's copy-feats ark:in.ark ark,scp:out.ark,out.scp, "
                 "or read the archive into memory with read_kaldi_data"
             )
-        self._feature_entries = _scp_entries(self.features_path, features, "features", allow_pipes)
+        self._feature_entries = scp_entries(self.features_path, features, "features", allow_pipes)
         self._targets = _TargetTable(targets, allow_pipes)
         missing = [key for key in self._feature_entries if key not in self._targets]
         if missing and (not skip_missing or len(missing) == len(self._feature_entries)):
@@ -211,7 +227,7 @@ class KaldiCorpus(Corpus):
             if key not in self._targets:
                 continue
             try:
-                with _reading(features, "features"):
+                with reading(features, "features"):
                     lengths.append(entry_rows(self._feature_entries[key], self.features_path, key, allow_pipes))
                 keys.append(key)
             except KaldiDataError as e:
@@ -258,7 +274,7 @@ class KaldiCorpus(Corpus):
 
     def _load(self, position: int) -> tuple[np.ndarray, np.ndarray]:
         key = self.keys[position]
-        with _reading(self.features, "features"):
+        with reading(self.features, "features"):
             features = read_entry(self._feature_entries[key], self.features_path, key, self.allow_pipes)
         return features, self._targets[key]
 
@@ -274,15 +290,15 @@ class _TargetTable:
 
     def __init__(self, spec: str, allow_pipes: bool):
         self.spec, self.allow_pipes = spec, allow_pipes
-        kind, self.path = _parse(spec, "targets")
+        kind, self.path = parse_spec(spec, "targets")
         self.entries: dict[str, str] = {}
         self.values: dict[str, np.ndarray] = {}
         if kind == "scp":
-            self.entries = _scp_entries(self.path, spec, "targets", allow_pipes)
+            self.entries = scp_entries(self.path, spec, "targets", allow_pipes)
         elif is_command(self.path) or self.path == "-" or not os.path.isfile(self.path):
-            self.values = dict(_Table(spec, "targets", allow_pipes))
+            self.values = dict(Table(spec, "targets", allow_pipes))
         else:
-            with _reading(spec, "targets"), open(self.path, "rb") as f:
+            with reading(spec, "targets"), open(self.path, "rb") as f:
                 for key, offset in ark_offsets(f, self.path):
                     if key in self.entries:
                         raise KaldiDataError(f"targets {spec!r}: utterance {key!r} appears twice")
@@ -294,7 +310,7 @@ class _TargetTable:
     def __getitem__(self, key: str) -> np.ndarray:
         if key in self.values:
             return self.values[key]
-        with _reading(self.spec, "targets"):
+        with reading(self.spec, "targets"):
             value: np.ndarray = read_entry(self.entries[key], self.path, key, self.allow_pipes)
         return value
 
@@ -348,7 +364,7 @@ class SequenceCorpus(Corpus):
             except (ValueError, TypeError) as e:
                 raise ShapeError(f"sequence {key!r}: its features and targets must be arrays ({e})") from None
 
-    def read(self, positions: Sequence[int]) -> Iterator[tuple[int, np.ndarray, np.ndarray] | tuple[int, None, None]]:
+    def read(self, positions: Sequence[int]) -> Iterator[tuple[int, Any]]:
         with self._lock:  # one reader at a time: the iterator is shared
             yield from super().read(positions)
 

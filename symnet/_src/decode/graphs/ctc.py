@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...chain.fst import Fst
+from ...kaldi_io.fst import Fst
 from .compose import compose
 from .determinize import determinize
 from .lexicon import Lang

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from ...chain.fst import Fst
+from ...kaldi_io.fst import Fst
 from .arpa import BOS, EOS, ArpaLm
 from .wfst import GraphBuildError, Wfst
 

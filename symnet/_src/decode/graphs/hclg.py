@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 
-from ...chain.fst import Fst
+from ...kaldi_io.fst import Fst
 from ...kaldi.transition_model import HmmState, TopologyEntry, TransitionModel
 from .compose import compose
 from .determinize import determinize

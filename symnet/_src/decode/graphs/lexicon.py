@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from ...chain.fst import Fst
+from ...kaldi_io.fst import Fst
 from .wfst import GraphBuildError, Wfst
 
 __all__ = ["Lang", "make_lang", "parse_lexicon"]

@@ -16,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 
-from ...chain.fst import Fst
+from ...kaldi_io.fst import Fst
 from ..decoder import DecodeError
 
 __all__ = ["Arc", "GraphBuildError", "Semiring", "Wfst", "plus"]

@@ -29,8 +29,8 @@ from ...components.base import Component
 from ...core.initializers import Full, Initializer, Normal, Zeros
 from ...core.layer import Layer
 from ...errors import ComponentConfigError, ModelFormatError, SymnetError
+from ...kaldi_io.binary import parse_kaldi_array
 from ...safe_read import open_regular, read_bounded
-from ..binary import parse_kaldi_array
 
 __all__ = [
     "LEARNING",
