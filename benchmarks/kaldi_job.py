@@ -224,9 +224,9 @@ def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) 
     import jax.monitoring
 
     jax_done = time.perf_counter()
-    from symnet._src.loading import load_network
     from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
     from symnet._src.kaldi_io.tables import iter_table
+    from symnet._src.loading import load_network
     from symnet.engine import enable_compile_cache
 
     symnet_done = time.perf_counter()

@@ -3,10 +3,6 @@ from symnet._src.chain.forward_backward import GraphArrays as GraphArrays
 from symnet._src.chain.forward_backward import forward_backward as forward_backward
 from symnet._src.chain.forward_backward import graph_arrays as graph_arrays
 from symnet._src.chain.forward_backward import stack_graphs as stack_graphs
-from symnet._src.kaldi_io.fst import Fst as Fst
-from symnet._src.kaldi_io.fst import parse_fst_binary as parse_fst_binary
-from symnet._src.kaldi_io.fst import parse_fst_text as parse_fst_text
-from symnet._src.kaldi_io.fst import read_fst as read_fst
 from symnet._src.chain.graph import ChainGraph as ChainGraph
 from symnet._src.chain.graph import denominator_graph as denominator_graph
 from symnet._src.chain.graph import fst_from_arcs as fst_from_arcs
@@ -27,3 +23,7 @@ from symnet._src.chain.supervision import allowed_pdfs as allowed_pdfs
 from symnet._src.chain.supervision import denominator_from_alignments as denominator_from_alignments
 from symnet._src.chain.topology import HmmState as HmmState
 from symnet._src.chain.topology import Topology as Topology
+from symnet._src.kaldi_io.fst import Fst as Fst
+from symnet._src.kaldi_io.fst import parse_fst_binary as parse_fst_binary
+from symnet._src.kaldi_io.fst import parse_fst_text as parse_fst_text
+from symnet._src.kaldi_io.fst import read_fst as read_fst

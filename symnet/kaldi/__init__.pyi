@@ -3,7 +3,6 @@ from symnet._src.compute_table import compute_table as compute_table
 from symnet._src.errors import ComponentConfigError as ComponentConfigError
 from symnet._src.errors import ConfigWriteError as ConfigWriteError
 from symnet._src.errors import ModelWriteError as ModelWriteError
-from symnet._src.kaldi_io.binary import read_kaldi_array as read_kaldi_array
 from symnet._src.kaldi.build import build_network as build_network
 from symnet._src.kaldi.build import parse_network as parse_network
 from symnet._src.kaldi.build import read_network as read_network
@@ -32,9 +31,6 @@ from symnet._src.kaldi.config import write_config as write_config
 from symnet._src.kaldi.descriptor_text import normalize_descriptor as normalize_descriptor
 from symnet._src.kaldi.descriptor_text import parse_descriptor as parse_descriptor
 from symnet._src.kaldi.descriptor_text import write_descriptor as write_descriptor
-from symnet._src.kaldi_io.egs import egs_chunks as egs_chunks
-from symnet._src.kaldi_io.egs import read_cegs as read_cegs
-from symnet._src.kaldi_io.egs import read_egs as read_egs
 from symnet._src.kaldi.exact import exact_outputs as exact_outputs
 from symnet._src.kaldi.lda import LdaOptions as LdaOptions
 from symnet._src.kaldi.lda import accumulate_lda_stats as accumulate_lda_stats
@@ -62,3 +58,7 @@ from symnet._src.kaldi.nnet_file import parse_nnet as parse_nnet
 from symnet._src.kaldi.nnet_file import read_nnet as read_nnet
 from symnet._src.kaldi.nnet_file import write_nnet as write_nnet
 from symnet._src.kaldi.transition_model import TransitionModel as TransitionModel
+from symnet._src.kaldi_io.binary import read_kaldi_array as read_kaldi_array
+from symnet._src.kaldi_io.egs import egs_chunks as egs_chunks
+from symnet._src.kaldi_io.egs import read_cegs as read_cegs
+from symnet._src.kaldi_io.egs import read_egs as read_egs

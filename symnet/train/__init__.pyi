@@ -8,6 +8,9 @@ from symnet._src.train.checkpoint import Position as Position
 from symnet._src.train.component_rules import KaldiRulesWarning as KaldiRulesWarning
 from symnet._src.train.component_rules import component_rules as component_rules
 from symnet._src.train.dropout_schedule import DropoutSchedule as DropoutSchedule
+from symnet._src.train.egs_streams import ChainEgsStream as ChainEgsStream
+from symnet._src.train.egs_streams import stream_cegs as stream_cegs
+from symnet._src.train.egs_streams import stream_egs as stream_egs
 from symnet._src.train.examples import Chunks as Chunks
 from symnet._src.train.examples import make_chunks as make_chunks
 from symnet._src.train.kaldi_data import KaldiData as KaldiData
@@ -33,6 +36,3 @@ from symnet._src.train.streams import Corpus as Corpus
 from symnet._src.train.streams import SkippedDataWarning as SkippedDataWarning
 from symnet._src.train.streams import stream_kaldi_data as stream_kaldi_data
 from symnet._src.train.streams import stream_sequences as stream_sequences
-from symnet._src.train.egs_streams import ChainEgsStream as ChainEgsStream
-from symnet._src.train.egs_streams import stream_cegs as stream_cegs
-from symnet._src.train.egs_streams import stream_egs as stream_egs

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 
-from ...kaldi_io.fst import Fst
 from ...kaldi.transition_model import HmmState, TopologyEntry, TransitionModel
+from ...kaldi_io.fst import Fst
 from .compose import compose
 from .determinize import determinize
 from .lexicon import Lang
