@@ -52,6 +52,7 @@ from ..core.layer import NetworkLike
 from ..core.precision import Precision
 from ..errors import PlanError
 from .computation import Computation, compile
+from .recurrence import Lowering
 from .request import ComputationRequest
 
 __all__ = [
@@ -121,7 +122,7 @@ def record() -> Iterator[Record]:
 
 
 def _compiled(
-    network: NetworkLike, request: ComputationRequest, lowering: str, precision: Precision | None = None
+    network: NetworkLike, request: ComputationRequest, lowering: Lowering, precision: Precision | None = None
 ) -> Computation:
     computation = compile(network, request, lowering, precision=precision)
     for rec in _RECORDS:
@@ -149,7 +150,7 @@ def run(
     outputs: Mapping[str, Frames],
     *,
     ends: Ends | None = None,
-    lowering: str = "auto",
+    lowering: Lowering = "auto",
     layout: Layout = "flat",
     precision: Precision | None = None,
 ) -> dict[str, Any]:
@@ -195,7 +196,7 @@ def run_each(
     inputs: Mapping[str, Sequence[tuple[np.ndarray, np.ndarray]]],
     outputs: Mapping[str, Sequence[np.ndarray]],
     *,
-    lowering: str = "auto",
+    lowering: Lowering = "auto",
 ) -> dict[str, list[np.ndarray]]:
     """Outputs of one irregular request, sequence j its own n with its own frames: `inputs[name][j]` is
     (frames `t`, rows `[len(t), dim]`), `outputs[name][j]` the frames wanted; gives `[len(t), dim]` per

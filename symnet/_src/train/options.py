@@ -25,6 +25,7 @@ from .streams import Corpus
 if TYPE_CHECKING:
     import jax
 
+    from ..engine.recurrence import Lowering
     from .loop import EpochStats, StepStats
     from .rules import KaldiRules
 
@@ -183,7 +184,7 @@ class FitOptions:
     data_axis: str = attrs.field(default=DATA_AXIS, validator=_string)
     rules: KaldiRules | bool | None = attrs.field(default=None, validator=_rules)
     frame_subsampling_factor: int = attrs.field(default=1, validator=_at_least(1))
-    lowering: str = attrs.field(default="auto", validator=_lowering)
+    lowering: Lowering = attrs.field(default="auto", validator=_lowering)
     precision: Precision | None = attrs.field(default=None, converter=_precision)
 
     def __attrs_post_init__(self) -> None:

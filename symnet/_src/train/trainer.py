@@ -27,6 +27,7 @@ from ..engine.buckets import padding_side
 from ..engine.computation import compile
 from ..engine.ends import EndMasks
 from ..engine.graph import Graph
+from ..engine.recurrence import Lowering
 from ..engine.request import ComputationRequest
 from ..errors import TrainingError
 from ..network import Network
@@ -64,7 +65,7 @@ class Trainer:
         widths: Sequence[int] = (),
         rules: KaldiRules | None = None,
         frame_subsampling_factor: int = 1,
-        lowering: str = "auto",
+        lowering: Lowering = "auto",
         precision: Precision | None = None,
     ) -> None:
         self.optimizer = optimizer
