@@ -7,7 +7,8 @@ sentence error rates as Kaldi's `compute-wer` reports them.
 """
 
 from symnet._src.decode.decoder import DecodeError, DecodingGraph, Hypothesis, decode, read_decoding_graph
-from symnet._src.decode.wer import ErrorRate, ScoringError, compute_wer, edit_counts, read_text
+from symnet._src.decode.wer import ErrorRate, ScoringError, compute_wer, read_text
+from symnet._src.levenshtein import edit_counts
 
 __all__ = [
     "DecodeError",

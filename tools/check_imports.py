@@ -3,7 +3,8 @@
 Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
-    errors, atomic, safe_read, bounded, host_memory, paths, moved, text  ->  core  ->  engine  ->  network
+    errors, atomic, safe_read, bounded, host_memory, paths, moved, text, levenshtein
+        ->  core  ->  engine  ->  network
         ->  components, layers | chain  ->  kaldi | train | datasets  ->  display | saving | exporting
         ->  cli, demo, the public modules (the package itself, symnet.kaldi, symnet.train, ...)
 
@@ -39,6 +40,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.version": (0, "base"),
     "symnet._src.moved": (0, "base"),
     "symnet._src.text": (0, "base"),
+    "symnet._src.levenshtein": (0, "base"),
     "symnet._src.core": (1, "core"),
     "symnet._src.engine": (2, "engine"),
     "symnet._src.network": (3, "network"),

@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from symnet._src.levenshtein import edit_distance
+
 if TYPE_CHECKING:
     from symnet._src.train.chain_egs import ChainEgs, ChainEgsData, chain_egs
     from symnet._src.train.checkpoint import CheckpointError, Position
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
         OBJECTIVES,
         Chain,
         Objective,
-        edit_distance,
         greedy_decode,
         objective,
     )
@@ -57,7 +58,6 @@ _MODULES = {
     "Objective": "objectives",
     "CTC": "objectives",
     "Chain": "objectives",
-    "edit_distance": "objectives",
     "greedy_decode": "objectives",
     "objective": "objectives",
     "DropoutSchedule": "rules",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import attrs
 import jax
@@ -42,7 +42,6 @@ __all__ = [
     "check_labels",
     "collapse",
     "CTC",
-    "edit_distance",
     "edit_distances",
     "get_objective",
     "greedy_decode",
@@ -52,7 +51,6 @@ __all__ = [
     "OBJECTIVE_NAMES",
     "OBJECTIVES",
     "pack_numerators",
-    "token_error_rate",
 ]
 
 #: Kaldi's per-frame objectives (output-node `objective=`).
@@ -591,25 +589,3 @@ def edit_distances(ref: jax.Array, ref_lengths: jax.Array, hyp: jax.Array, hyp_l
         return table[lr, lh]
 
     return jax.vmap(one)(ref, ref_lengths, hyp, hyp_lengths)
-
-
-def edit_distance(ref: Any, hyp: Any) -> int:
-    """Levenshtein distance between two sequences (numpy; substitutions, insertions, deletions cost 1)."""
-    ref, hyp = list(ref), list(hyp)
-    row = np.arange(len(hyp) + 1)
-    for i, r in enumerate(ref, 1):
-        new = np.empty_like(row)
-        new[0] = i
-        for j, h in enumerate(hyp, 1):
-            new[j] = min(row[j] + 1, new[j - 1] + 1, row[j - 1] + (r != h))
-        row = new
-    return int(row[-1])
-
-
-def token_error_rate(refs: Any, hyps: Any) -> float:
-    """Sum of edit distances over sum of reference lengths (the phone error rate of phone sequences)."""
-    refs, hyps = list(refs), list(hyps)
-    if len(refs) != len(hyps):
-        raise ShapeError(f"{len(refs)} references but {len(hyps)} hypotheses")
-    tokens = sum(len(r) for r in refs)
-    return sum(edit_distance(r, h) for r, h in zip(refs, hyps)) / max(tokens, 1)
