@@ -34,7 +34,9 @@ So the runner takes frames and values per name and gives values per name:
 frames and `[frames, dim]` rows). Sequence ends are one named value (`Ends`),
 given to the request only when present. Every Computation the runner calls is
 recorded by an active `record()`, so which lowering ran is visible from
-outside (`record().explain()`).
+outside (`record().explain()`); so is every Computation `fit`'s training step
+and evaluation call (`compiled`, `note`), though they call it inside their own
+jitted programs rather than through `run`.
 """
 
 from __future__ import annotations
@@ -58,10 +60,12 @@ from .request import ComputationRequest
 __all__ = [
     "Block",
     "clamped",
+    "compiled",
     "Ends",
     "Frames",
     "host",
     "Layout",
+    "note",
     "Record",
     "record",
     "request_each",
@@ -121,14 +125,20 @@ def record() -> Iterator[Record]:
         _RECORDS.remove(rec)
 
 
-def _compiled(
-    network: NetworkLike, request: ComputationRequest, lowering: Lowering, precision: Precision | None = None
-) -> Computation:
-    computation = compile(network, request, lowering, precision=precision)
+def note(computation: Computation) -> Computation:
+    """`computation`, recorded by every active `record()` (once each): what a caller that calls a Computation
+    inside its own program (`fit`'s training step) says before each call."""
     for rec in _RECORDS:
         if not any(c is computation for c in rec.computations):
             rec.computations.append(computation)
     return computation
+
+
+def compiled(
+    network: NetworkLike, request: ComputationRequest, lowering: Lowering, precision: Precision | None = None
+) -> Computation:
+    """`compile(network, request, lowering, precision=precision)`, recorded (`note`) as a Computation called."""
+    return note(compile(network, request, lowering, precision=precision))
 
 
 def _indexes(frames: Frames, n: int) -> IndexSet:
@@ -180,7 +190,7 @@ def run(
         outputs={k: _indexes(t, n) for k, t in outputs.items()},
         sequence_ends=ends is not None,
     )
-    computation = _compiled(network, request, lowering, precision)
+    computation = compiled(network, request, lowering, precision)
     if layout == "frames":
         values = {k: b.value for k, b in inputs.items()}
     else:
@@ -206,7 +216,7 @@ def run_each(
         raise PlanError("run_each: no output frames wanted")
     request = request_each({k: [t for t, _ in v] for k, v in inputs.items()}, wanted)
     matrices = {k: jax.device_put(np.concatenate([rows for _, rows in v])) for k, v in inputs.items()}
-    result = _compiled(network, request, lowering)(network, matrices)
+    result = compiled(network, request, lowering)(network, matrices)
     out = {}
     for name, ts in wanted.items():
         counts = [len(t) for t in ts]
