@@ -635,10 +635,10 @@ def _reference_error(line: ConfigLine, name: str, message: str) -> ConfigError:
 
 
 def _refs(layer: Layer) -> list[str]:
-    from ..core.descriptor import Input, Node, Ref
+    from ..core.descriptor import node_name
 
-    if isinstance(layer, (Ref, Input, Node)):
-        return [layer.name]
+    if (name := node_name(layer)) is not None:
+        return [name]
     return [name for child in layer.children for name in _refs(child)]
 
 
