@@ -22,7 +22,6 @@ OVERSIZE = {
     "symnet/_src/kaldi/egs.py": 762,
     "symnet/_src/kaldi/binary.py": 752,
     "symnet/_src/engine/computation.py": 739,
-    "symnet/_src/kaldi/config.py": 702,
 }
 
 

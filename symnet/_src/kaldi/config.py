@@ -69,7 +69,6 @@ __all__ = [
     "LINE_KINDS",
     "check_config",
     "first_word",
-    "is_config",
     "merge_config",
     "parse_config",
     "parse_line",
@@ -556,11 +555,6 @@ def first_word(path: str | os.PathLike[str]) -> str | None:
     except OSError:
         return None
     return None
-
-
-def is_config(path: str | os.PathLike[str]) -> bool:
-    """Whether the file is an nnet3 config by its first line (an xconfig's or a model file's is not one)."""
-    return first_word(path) in LINE_KINDS
 
 
 def parse_config(text: str, *, file: str = "<config>") -> list[ConfigLine]:
