@@ -42,6 +42,7 @@ import symnet
 from symnet import natural_gradient
 from symnet._src.train import fit_data
 from symnet._src.train import trainer as training
+from symnet._src.train.objectives import Linear
 from symnet.datasets import HmmTask
 from symnet.kaldi import build_component
 
@@ -71,7 +72,7 @@ def tdnn(feat: int, classes: int, width: int, seed: int) -> symnet.Network:
 
 def run(net, train_chunks, valid_chunks, opt, *, steps: int, batch_size: int, seed: int, evals: tuple[int, ...]):
     trainer = training.Trainer(
-        net, opt, batch_size=batch_size, chunks=train_chunks, kind="linear", input="input", output="output"
+        net, opt, batch_size=batch_size, chunks=train_chunks, objective=Linear(), input="input", output="output"
     )
     state = opt.init(net.params)
     order: list = []

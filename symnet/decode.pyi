@@ -20,5 +20,5 @@ from symnet._src.decode.graphs.wfst import GraphBuildError as GraphBuildError
 from symnet._src.decode.wer import ErrorRate as ErrorRate
 from symnet._src.decode.wer import ScoringError as ScoringError
 from symnet._src.decode.wer import compute_wer as compute_wer
-from symnet._src.decode.wer import edit_counts as edit_counts
 from symnet._src.decode.wer import read_text as read_text
+from symnet._src.levenshtein import edit_counts as edit_counts

@@ -3,8 +3,8 @@
 Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
-    errors, atomic, safe_read, bounded, host_memory, paths, moved, text, exports  ->  kaldi_io  ->  core
-        ->  engine  ->  network  ->  components, layers | chain  ->  kaldi | train | datasets | features
+    errors, atomic, safe_read, bounded, host_memory, paths, moved, text, exports, levenshtein  ->  kaldi_io
+        ->  core  ->  engine  ->  network  ->  components, layers | chain  ->  kaldi | train | datasets | features
         ->  decode | corpora | display | saving | exporting | compute_table  ->  loading
         ->  cli, demo, the public modules (the package itself, symnet.kaldi, symnet.train, ...)
 
@@ -44,6 +44,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.moved": (0, "base"),
     "symnet._src.text": (0, "base"),
     "symnet._src.exports": (0, "base"),
+    "symnet._src.levenshtein": (0, "base"),
     "symnet._src.kaldi_io": (1, "kaldi_io"),
     "symnet._src.core": (2, "core"),
     "symnet._src.engine": (3, "engine"),

@@ -19,7 +19,6 @@ OVERSIZE = {
     "symnet/_src/kaldi_io/ark.py": 764,
     "symnet/_src/kaldi_io/binary.py": 752,
     "symnet/_src/engine/computation.py": 739,
-    "symnet/_src/kaldi/config.py": 702,
 }
 
 

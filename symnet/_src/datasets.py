@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import ShapeError
+from .levenshtein import edit_distance
 
 __all__ = ["accuracy", "Dataset", "HmmTask", "MAX_SAMPLE_VALUES", "phone_error_rate"]
 
@@ -389,7 +390,7 @@ class HmmTask:
         errors = tokens = 0
         for features, reference in zip(dataset.features, self.transcripts(dataset)):
             hypothesis = _collapse(self.viterbi(features) // self.states_per_phone)
-            errors += _edit_distance(reference, hypothesis)
+            errors += edit_distance(reference, hypothesis)
             tokens += len(reference)
         return errors / max(tokens, 1)
 
@@ -448,21 +449,11 @@ def _collapse(labels: np.ndarray) -> np.ndarray:
     return labels[keep].astype(np.int32)
 
 
-def _edit_distance(ref: Any, hyp: Any) -> int:
-    """Levenshtein distance (substitutions, insertions and deletions cost 1)."""
-    row = np.arange(len(hyp) + 1)
-    for i, r in enumerate(ref, 1):
-        diagonal = row[:-1] + (np.asarray(hyp) != r)
-        new = np.concatenate([[i], np.minimum(row[1:] + 1, diagonal)])
-        row = np.minimum.accumulate(new - np.arange(len(new))) + np.arange(len(new))
-    return int(row[-1])
-
-
 def phone_error_rate(hypotheses: Sequence[Sequence[int]], transcripts: Sequence[Sequence[int]]) -> float:
     """Edit errors of phone sequences against `transcripts`, over all transcript phones."""
     if len(hypotheses) != len(transcripts):
         raise ShapeError(f"{len(hypotheses)} hypotheses for {len(transcripts)} transcripts")
-    errors = sum(_edit_distance(list(r), list(h)) for r, h in zip(transcripts, hypotheses))
+    errors = sum(edit_distance(r, h) for r, h in zip(transcripts, hypotheses))
     return errors / max(sum(len(r) for r in transcripts), 1)
 
 

@@ -16,7 +16,7 @@ import hashlib
 import types
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import jax
@@ -42,6 +42,9 @@ from .engine.graph import Graph
 from .engine.listing import listing
 from .engine.summary import Summary, infer_dims, summarize
 from .errors import ArgumentTypeError, GraphError, ParameterError, ShapeError
+
+if TYPE_CHECKING:
+    from .engine.recurrence import Lowering
 
 __all__ = ["DEFAULT_OUTPUT", "Network", "OBJECTIVE_KINDS"]
 
@@ -336,7 +339,7 @@ class Network:
         carry_state: bool = True,
         extra_left_context: int = 0,
         extra_right_context: int = 0,
-        lowering: str = "auto",
+        lowering: Lowering = "auto",
         precision: str | Precision | None = None,
         test_mode: bool = True,
     ) -> Any:

@@ -1,6 +1,7 @@
 from symnet._src.errors import CheckpointError as CheckpointError
 from symnet._src.errors import KaldiDataError as KaldiDataError
 from symnet._src.errors import TrainingError as TrainingError
+from symnet._src.levenshtein import edit_distance as edit_distance
 from symnet._src.train.chain_egs import ChainEgs as ChainEgs
 from symnet._src.train.chain_egs import ChainEgsData as ChainEgsData
 from symnet._src.train.chain_egs import chain_egs as chain_egs
@@ -26,7 +27,6 @@ from symnet._src.train.objectives import OBJECTIVE_NAMES as OBJECTIVE_NAMES
 from symnet._src.train.objectives import OBJECTIVES as OBJECTIVES
 from symnet._src.train.objectives import Chain as Chain
 from symnet._src.train.objectives import Objective as Objective
-from symnet._src.train.objectives import edit_distance as edit_distance
 from symnet._src.train.objectives import greedy_decode as greedy_decode
 from symnet._src.train.objectives import objective as objective
 from symnet._src.train.options import FitOptions as FitOptions

@@ -413,12 +413,15 @@ def small_task():
 def test_trains_in_a_jitted_step_with_states_carried(small_task):
     from symnet._src.train import fit_data
     from symnet._src.train import trainer as training
+    from symnet._src.train.objectives import Linear
 
     train, valid, classes = small_task
     net = tdnn(4, classes)
     opt = ng.optimizer(optax.sgd(0.1), net)
     chunks = fit_data.as_chunks(train, net, 8, "output")
-    trainer = training.Trainer(net, opt, batch_size=4, chunks=chunks, kind="linear", input="input", output="output")
+    trainer = training.Trainer(
+        net, opt, batch_size=4, chunks=chunks, objective=Linear(), input="input", output="output"
+    )
     opt_state = opt.init(net.params)
     assert isinstance(opt_state, ng.NaturalGradientState)
     assert set(opt_state.preconditioners) == {"tdnn1", "tdnn2", "output"}
@@ -435,7 +438,7 @@ def test_trains_in_a_jitted_step_with_states_carried(small_task):
     # The state went in and came out of every step: 10 updates in a row, then one in every 4 (update-period).
     expected = [min(k, 10) + max(0, k - 10) // 4 for k in range(1, len(t) + 1)]
     assert t == expected
-    assert trainer.step._cache_size() == 1  # one compiled step for all of them
+    assert trainer.jitted_step._cache_size() == 1  # one compiled step for all of them
     assert epoch_losses[-1] < epoch_losses[0] and all(np.isfinite(epoch_losses))
     valid_loss, valid_acc = trainer.score(net, fit_data.as_chunks(valid, net, 8, "output"))
     assert math.isfinite(valid_loss) and valid_acc > 1.0 / classes

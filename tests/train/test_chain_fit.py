@@ -315,7 +315,7 @@ def test_xent_regularized_step_equals_jax_grad_of_kaldis_total(task):
         optax.sgd(1.0),
         batch_size=2,
         chunks=chunks,
-        kind=objective,
+        objective=objective,
         input="input",
         output="output",
         frame_subsampling_factor=k,

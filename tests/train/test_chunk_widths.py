@@ -17,6 +17,7 @@ from helpers import nets
 from helpers.blstm import chunk_loss_reference, network, sequences
 from symnet import Input, Network
 from symnet._src.train import trainer as training
+from symnet._src.train.objectives import Linear
 from symnet.train import CheckpointError, Chunks, TrainingError, fit, make_chunks, steps_per_epoch
 
 LENGTHS = [7, 12, 3, 9, 11, 2]
@@ -29,7 +30,7 @@ def tdnn() -> Network:
 
 def trainer(net, chunks, widths, batch=2):
     return training.Trainer(
-        net, optax.sgd(0.1), batch_size=batch, chunks=chunks, kind="linear", input="input", output="output",
+        net, optax.sgd(0.1), batch_size=batch, chunks=chunks, objective=Linear(), input="input", output="output",
         widths=widths,
     )  # fmt: skip
 
@@ -105,7 +106,7 @@ def test_fit_compiles_one_step_per_width_and_resumes_bit_identically(tmp_path, m
         training.Trainer, "__init__", lambda self, *a, **k: (init(self, *a, **k), trainers.append(self))[0]
     )
     whole = fit(net, data, optax.adam(1e-2), **kw)
-    assert trainers[0].step._cache_size() == 3  # one compiled step per width
+    assert trainers[0].jitted_step._cache_size() == 3  # one compiled step per width
     per_epoch = steps_per_epoch(net, data, batch_size=2, chunk=(12, 8, 4))
     assert whole.history[0].step == per_epoch == len(trainers[0].batches(chunks_of(net, LENGTHS * 2), np.arange(12)))
     assert steps_per_epoch(net, data, batch_size=2, chunk=12) == 6

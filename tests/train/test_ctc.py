@@ -15,9 +15,9 @@ import pytest
 
 from symnet import Append, Input, LogSoftmax, Network, Normal, Offset, ReLU, ShapeError, Weight, Zeros
 from symnet._src.train import trainer as training
-from symnet._src.train.objectives import collapse, edit_distances, get_objective
+from symnet._src.train.objectives import Linear, collapse, edit_distances, get_objective
 from symnet.datasets import Dataset, HmmTask, phone_error_rate
-from symnet.train import CTC, Objective, TrainingError, edit_distance, fit, greedy_decode, make_chunks
+from symnet.train import CTC, FitOptions, Objective, TrainingError, edit_distance, fit, greedy_decode, make_chunks
 
 # -- brute force --------------------------------------------------------------------------------------------
 
@@ -181,11 +181,19 @@ def test_supervision_collapses_each_chunks_frame_labels():
 
 
 def test_objective_names():
-    assert get_objective("xent") == "linear" and get_objective("linear") == "linear"
-    assert isinstance(get_objective("ctc"), CTC)
+    """Every name is an Objective from the registry; `xent` is `linear`; an Objective passes through unchanged."""
+    assert get_objective("xent") == get_objective("linear") == Linear()
+    assert get_objective("linear").per_frame and get_objective("linear").describe() == "linear"
+    assert get_objective("quadratic").per_frame and get_objective("quadratic").describe() == "quadratic"
+    assert isinstance(get_objective("ctc"), CTC) and not get_objective("ctc").per_frame
     assert get_objective("chain").name == "chain"
-    with pytest.raises(TrainingError, match="unknown objective 'mmi'"):
+    mine = CTC(blank=2)
+    assert get_objective(mine) is mine
+    assert FitOptions(objective="xent").objective == Linear() and FitOptions(objective=mine).objective is mine
+    with pytest.raises(TrainingError, match=r"unknown objective 'mmi'; fit takes \('linear', 'xent', 'quadratic'"):
         get_objective("mmi")
+    with pytest.raises(TrainingError, match="objective must be a string"):
+        FitOptions(objective=3)
 
 
 # -- the built-in task's phones -------------------------------------------------------------------------------
@@ -323,7 +331,7 @@ def test_subsampled_linear_objective_trains_every_kth_frame_only(task):
         optax.sgd(0.1),
         batch_size=2,
         chunks=chunks,
-        kind="xent",
+        objective=Linear(),
         input="input",
         output="output",
         frame_subsampling_factor=3,
@@ -333,7 +341,7 @@ def test_subsampled_linear_objective_trains_every_kth_frame_only(task):
     # the request asks for chunk frames 0, 3, ..., 27 only: 10 rows per chunk, t-major (row t * 2 + n)
     value = trainer.computation_for(30)(net, {"input": x})["output"]
     assert value.shape == (10 * 2, 10)
-    loss, correct, deltas = trainer.objective({"output": value}, targets, weights)
+    loss, correct, deltas = trainer.loss({"output": value}, targets, weights)
     assert list(deltas) == ["output"]
     logp = np.asarray(value).reshape(10, 2, 10)
     labels = np.stack([chunks.targets[0], chunks.targets[1]], 1)[::3]

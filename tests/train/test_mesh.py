@@ -121,13 +121,14 @@ def collectives(net: Any, mesh: Any) -> dict[str, int]:
 
     from symnet._src.train import fit_data
     from symnet._src.train import trainer as training
+    from symnet._src.train.objectives import Linear
     from symnet._src.train.parallel import DataParallel
 
     parallel = DataParallel(mesh, BATCH)
     chunks = fit_data.as_chunks(data()[0], net, CHUNK, "output")
     opt = optax.adam(1e-2)
     trainer = training.Trainer(
-        net, opt, batch_size=BATCH, chunks=chunks, kind="linear", input="input", output="output", parallel=parallel
+        net, opt, batch_size=BATCH, chunks=chunks, objective=Linear(), input="input", output="output", parallel=parallel
     )
     args = (
         parallel.replicate(net),
@@ -136,7 +137,7 @@ def collectives(net: Any, mesh: Any) -> dict[str, int]:
         parallel.replicate(jax.random.PRNGKey(0)),
         trainer.ends(chunks, np.arange(BATCH)),
     )
-    hlo = trainer.step.lower(*args).compile().as_text()
+    hlo = trainer.jitted_step.lower(*args).compile().as_text()
     assert hlo is not None
     ops = ("all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter")
     lines = {op: re.findall(rf"^\s*\S+ = (.*?) {op}(?:-start)?\(", hlo, flags=re.M) for op in ops}

@@ -17,8 +17,9 @@ import pytest
 from helpers import EXAMPLES
 from symnet import Append, Input, Log, LogSoftmax, Network, Normal, Offset, ReLU, ShapeError, SymnetError, Weight, Zeros
 from symnet._src.train import checkpoint as ckpt
-from symnet._src.train import fit_data, setups
+from symnet._src.train import fit_data, objectives, setups
 from symnet._src.train import trainer as training
+from symnet._src.train.objectives import Linear
 from symnet.datasets import Dataset, HmmTask
 from symnet.train import CheckpointError, Chunks, KaldiRulesWarning, TrainingError, fit, make_chunks
 
@@ -111,7 +112,7 @@ def test_chunked_outputs_equal_whole_sequence_outputs(data):
     chunks = fit_data.as_chunks(train, net, CHUNK, "output")
     assert (chunks.left, chunks.right) == net.context()
     trainer = training.Trainer(
-        net, optax.sgd(0.1), batch_size=BATCH, chunks=chunks, kind="linear", input="input", output="output"
+        net, optax.sgd(0.1), batch_size=BATCH, chunks=chunks, objective=Linear(), input="input", output="output"
     )
     whole = net.compute([train.features[0]])
     out = np.asarray(trainer.computation(net, {"input": jnp.asarray(chunks.minibatch(np.arange(BATCH))[0])})["output"])
@@ -129,8 +130,8 @@ def test_one_compiled_step_for_all_minibatches(data, monkeypatch):
     and compiled once, and its row movements are slices, not gathers."""
     train, valid = data
     traced, trainers = [], []
-    objective = training.objective
-    monkeypatch.setattr(training, "objective", lambda *a: (traced.append(a[0]), objective(*a))[1])
+    objective = objectives.objective
+    monkeypatch.setattr(objectives, "objective", lambda *a: (traced.append(a[0]), objective(*a))[1])
     init = training.Trainer.__init__
     monkeypatch.setattr(
         training.Trainer, "__init__", lambda self, *a, **k: (init(self, *a, **k), trainers.append(self))[0]
@@ -140,7 +141,7 @@ def test_one_compiled_step_for_all_minibatches(data, monkeypatch):
     steps = result.history[-1].step
     assert steps == 3 * math.ceil(len(fit_data.as_chunks(train, tdnn(), CHUNK, "output")) / BATCH) > 20
     assert traced == ["linear", "linear"]  # one trace of the training step, one of the evaluation
-    assert trainer.step._cache_size() == 1 and trainer.evaluate._cache_size() == 1
+    assert trainer.jitted_step._cache_size() == 1 and trainer.jitted_evaluate._cache_size() == 1
     computation = trainer.computation
     assert computation.regular
     maps = [m for s in computation.steps for m in getattr(s, "maps", ()) if m is not None]
@@ -148,7 +149,7 @@ def test_one_compiled_step_for_all_minibatches(data, monkeypatch):
     assert maps and all(m.kind != "gather" for m in maps), [m.kind for m in maps]
     chunks = fit_data.as_chunks(train, tdnn(), CHUNK, "output")
     x, t, w = trainer.arrays(chunks, np.arange(BATCH))
-    jaxpr = str(jax.make_jaxpr(trainer.step)(result.network, result.opt_state, x, t, w))
+    jaxpr = str(jax.make_jaxpr(trainer.jitted_step)(result.network, result.opt_state, x, t, w))
     assert "gather" not in jaxpr and "scatter" not in jaxpr
 
 
@@ -159,7 +160,23 @@ def test_resumed_run_does_not_recompile(data, tmp_path, monkeypatch):
     run(tdnn(), train, checkpoint=path, checkpoint_every=2, max_steps=5)
     run(tdnn(), train, checkpoint=path, checkpoint_every=2)
     (trainer,) = setups._kept.values()  # the first run's, kept for the resumed one (the same setup)
-    assert trainer.step._cache_size() == 1  # the loaded parameters are the same kind of array as fresh ones
+    assert trainer.jitted_step._cache_size() == 1  # the loaded parameters are the same kind of array as fresh ones
+
+
+def test_fit_records_the_computations_its_steps_call(data):
+    """The training step and the evaluation call their Computations inside their own jitted programs, and
+    `symnet.engine.record` sees them as it sees the runner's: each fit, a kept setup's too."""
+    from symnet.engine import record
+
+    train, valid = data
+    setups._kept.clear()
+    for _ in range(2):  # the second fit reuses the first one's Trainer and its compiled programs
+        with record() as ran:
+            run(tdnn(), train, valid=valid, epochs=1, lowering="plain")
+        (trainer,) = setups._kept.values()
+        assert trainer.test_computation is trainer.computation  # no test-mode layer: validation computes the same
+        assert ran.computations == [trainer.computation]
+        assert "lowering='plain'" in ran.explain()
 
 
 # ----- fit: objectives, validation, determinism ---------------------------------------------------------

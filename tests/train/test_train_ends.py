@@ -19,6 +19,7 @@ import pytest
 from helpers.blstm import CLASSES, DIM, chunk_loss_reference, network, sequences
 from symnet import Append, Input, LogSoftmax, Network, Normal, Offset, Weight
 from symnet._src.train import trainer as training
+from symnet._src.train.objectives import Linear, objective
 from symnet.train import fit, make_chunks
 
 
@@ -26,7 +27,7 @@ def trainer_for(net, feats, labels, chunk, batch):
     left, right = net.context()
     chunks = make_chunks(feats, labels, chunk=chunk, left=left, right=right)
     return chunks, training.Trainer(
-        net, optax.sgd(0.1), batch_size=batch, chunks=chunks, kind="linear", input="input", output="output"
+        net, optax.sgd(0.1), batch_size=batch, chunks=chunks, objective=Linear(), input="input", output="output"
     )
 
 
@@ -60,7 +61,7 @@ def test_the_gradient_is_that_of_the_chunks_computed_alone():
 
     def tape_grads(params):
         tape = trainer.computation.forward(net.replace(params=params), {"input": x}, ends)["output"]
-        _, _, delta = training.objective("linear", tape.value, targets, weights)
+        _, _, delta = objective("linear", tape.value, targets, weights)
         return tape.backward(delta)
 
     def reference_loss(params):

@@ -166,6 +166,38 @@ class Component(Layer):
                 raise ShapeError(f"{label}: parameter {field} has shape {tuple(shape)}, expected {tuple(want)}{where}")
 
 
+class SameDim:
+    """Mixin of a component whose input and output dim is its `dim` field, which the component declares (after
+    its operands, so that Kaldi's readers build it positionally in its own field order)."""
+
+    __slots__ = ()
+    dim: int
+
+    @property
+    def input_dim(self) -> int:
+        return self.dim
+
+    @property
+    def output_dim(self) -> int:
+        return self.dim
+
+
+class InOutDims:
+    """Mixin of a component whose input and output dims are its `in_dim` and `out_dim` fields (declared by it)."""
+
+    __slots__ = ()
+    in_dim: int
+    out_dim: int
+
+    @property
+    def input_dim(self) -> int:
+        return self.in_dim
+
+    @property
+    def output_dim(self) -> int:
+        return self.out_dim
+
+
 def param_name(component: str, field: str) -> str:
     """The parameter name of a component's parameter: `affine1.linear_params`."""
     return f"{component}.{field}"
@@ -176,11 +208,13 @@ __all__ = [
     "ComponentConfigError",
     "ComponentModeError",
     "FixedWeight",
+    "InOutDims",
     "auto_vjp",
     "freeze_options",
     "known_shape",
     "param_name",
     "rows_matmul_t",
     "rows_sum",
+    "SameDim",
     "shape_of",
 ]

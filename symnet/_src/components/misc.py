@@ -16,7 +16,7 @@ import numpy as np
 from ..core import rng
 from ..core.descriptor import Const
 from ..core.layer import Layer, child, layer_class
-from .base import Component, ComponentModeError, auto_vjp
+from .base import Component, ComponentModeError, InOutDims, SameDim, auto_vjp
 
 if TYPE_CHECKING:
     import jax
@@ -43,17 +43,9 @@ def _int_tuple(value: Any) -> tuple[int, ...]:
 
 
 @layer_class
-class _SameDim(Component):
+class _SameDim(SameDim, Component):
     input: Layer = child()
     dim: int = 0
-
-    @property
-    def input_dim(self) -> int:
-        return self.dim
-
-    @property
-    def output_dim(self) -> int:
-        return self.dim
 
 
 @layer_class
@@ -72,7 +64,7 @@ class NoOpComponent(_SameDim):
 
 
 @layer_class
-class ElementwiseProductComponent(Component):
+class ElementwiseProductComponent(InOutDims, Component):
     """The elementwise product of the `input_dim / output_dim` consecutive blocks of `output_dim` columns."""
 
     input: Layer = child()
@@ -80,14 +72,6 @@ class ElementwiseProductComponent(Component):
     out_dim: int = 0
 
     kaldi_type = "ElementwiseProductComponent"
-
-    @property
-    def input_dim(self) -> int:
-        return self.in_dim
-
-    @property
-    def output_dim(self) -> int:
-        return self.out_dim
 
     def apply(self, x: jax.Array) -> jax.Array:
         blocks = x.reshape(x.shape[:-1] + (self.in_dim // self.out_dim, self.out_dim))
@@ -134,7 +118,7 @@ class SumGroupComponent(Component):
 
 
 @layer_class
-class SumBlockComponent(Component):
+class SumBlockComponent(InOutDims, Component):
     """`scale` times the sum of the `input_dim / output_dim` consecutive blocks of `output_dim` columns."""
 
     input: Layer = child()
@@ -143,14 +127,6 @@ class SumBlockComponent(Component):
     scale: float = 1.0
 
     kaldi_type = "SumBlockComponent"
-
-    @property
-    def input_dim(self) -> int:
-        return self.in_dim
-
-    @property
-    def output_dim(self) -> int:
-        return self.out_dim
 
     def apply(self, x: jax.Array) -> jax.Array:
         blocks = x.reshape(x.shape[:-1] + (self.in_dim // self.out_dim, self.out_dim))

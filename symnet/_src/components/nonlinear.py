@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..core.elementwise import LogSoftmax, ReLU, Sigmoid, Tanh
 from ..core.layer import Layer, child, layer_class
 from ..core.precision import in_float32
-from .base import Component
+from .base import Component, InOutDims, SameDim
 
 if TYPE_CHECKING:
     import jax
@@ -36,17 +36,9 @@ SOFTMAX_FLOOR = 1.0e-20
 
 
 @layer_class
-class _Nonlinear(Component):
+class _Nonlinear(SameDim, Component):
     input: Layer = child()
     dim: int = 0
-
-    @property
-    def input_dim(self) -> int:
-        return self.dim
-
-    @property
-    def output_dim(self) -> int:
-        return self.dim
 
 
 @layer_class
@@ -108,7 +100,7 @@ class LogSoftmaxComponent(_Nonlinear):
 
 
 @layer_class
-class PnormComponent(Component):
+class PnormComponent(InOutDims, Component):
     """The 2-norm of each group of `input_dim / output_dim` consecutive columns."""
 
     input: Layer = child()
@@ -116,14 +108,6 @@ class PnormComponent(Component):
     out_dim: int = 0
 
     kaldi_type = "PnormComponent"
-
-    @property
-    def input_dim(self) -> int:
-        return self.in_dim
-
-    @property
-    def output_dim(self) -> int:
-        return self.out_dim
 
     def _groups(self, x: jax.Array) -> jax.Array:
         return x.reshape(x.shape[:-1] + (self.out_dim, self.in_dim // self.out_dim))

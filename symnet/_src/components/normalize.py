@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.layer import Layer, child, layer_class
 from ..core.precision import in_float32, wide
-from .base import Component
+from .base import Component, SameDim
 
 if TYPE_CHECKING:
     import jax
@@ -130,7 +130,7 @@ class NormalizeComponent(Component):
 
 
 @layer_class
-class BatchNormComponent(Component):
+class BatchNormComponent(SameDim, Component):
     """Batch normalisation per block of `block_dim` columns (blocks of a row count as extra rows).
 
     Test mode: `y = (x - stats_mean) * target_rms / sqrt(max(stats_var, 0) + epsilon)`.
@@ -151,14 +151,6 @@ class BatchNormComponent(Component):
 
     kaldi_type = "BatchNormComponent"
     param_fields = ("stats_mean", "stats_var", "count")
-
-    @property
-    def input_dim(self) -> int:
-        return self.dim
-
-    @property
-    def output_dim(self) -> int:
-        return self.dim
 
     @property
     def matrixwise(self) -> bool:

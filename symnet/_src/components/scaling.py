@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ..core.descriptor import Const
 from ..core.layer import Layer, child, layer_class
-from .base import Component, known_shape, rows_sum
+from .base import Component, SameDim, known_shape, rows_sum
 
 if TYPE_CHECKING:
     import jax
@@ -45,7 +45,7 @@ def ensure_nonzero(v: jax.Array, epsilon: float) -> jax.Array:
 
 
 @layer_class
-class ScaleAndOffsetComponent(Component):
+class ScaleAndOffsetComponent(SameDim, Component):
     """`y = x * scales + offsets`, per block of `len(scales)` columns; scales kept >= 1e-4 from zero.
 
     Backward as Kaldi: the input delta uses the stored scales, and the scales'
@@ -59,14 +59,6 @@ class ScaleAndOffsetComponent(Component):
 
     kaldi_type = "ScaleAndOffsetComponent"
     param_fields = ("scales", "offsets")
-
-    @property
-    def input_dim(self) -> int:
-        return self.dim
-
-    @property
-    def output_dim(self) -> int:
-        return self.dim
 
     def param_shapes(self) -> dict[str, tuple[int, ...]]:
         block = _vector_dim(self, "scales")
@@ -85,7 +77,34 @@ class ScaleAndOffsetComponent(Component):
 
 
 @layer_class
-class PerElementScaleComponent(Component):
+class _ColumnVector(Component):
+    """A component of one parameter vector (`param_fields[0]`) with one value per column: its length is the
+    input and output dim."""
+
+    @property
+    def input_dim(self) -> int:
+        return _vector_dim(self, self.param_fields[0])
+
+    @property
+    def output_dim(self) -> int:
+        return self.input_dim
+
+
+@layer_class
+class _ColumnScale(_ColumnVector):
+    """`y = x * scales`, one scale per column; the scales get a gradient where `trained`."""
+
+    trained: ClassVar[bool] = True
+
+    def apply(self, x: jax.Array, scales: jax.Array) -> jax.Array:
+        return x * scales
+
+    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, scales: jax.Array) -> tuple[jax.Array | None, ...]:
+        return delta * scales, (rows_sum(x * delta) if self.trained else None)
+
+
+@layer_class
+class PerElementScaleComponent(_ColumnScale):
     """`y = x * params` (one scale per column; Kaldi's `<Params>`)."""
 
     input: Layer = child()
@@ -93,20 +112,6 @@ class PerElementScaleComponent(Component):
 
     kaldi_type = "PerElementScaleComponent"
     param_fields = ("params",)
-
-    @property
-    def input_dim(self) -> int:
-        return _vector_dim(self, "params")
-
-    @property
-    def output_dim(self) -> int:
-        return self.input_dim
-
-    def apply(self, x: jax.Array, scales: jax.Array) -> jax.Array:
-        return x * scales
-
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, scales: jax.Array) -> tuple[jax.Array | None, ...]:
-        return delta * scales, rows_sum(x * delta)
 
 
 @layer_class
@@ -117,7 +122,7 @@ class NaturalGradientPerElementScaleComponent(PerElementScaleComponent):
 
 
 @layer_class
-class PerElementOffsetComponent(Component):
+class PerElementOffsetComponent(SameDim, Component):
     """`y = x + offsets`, per block of `len(offsets)` columns."""
 
     input: Layer = child()
@@ -127,14 +132,6 @@ class PerElementOffsetComponent(Component):
     kaldi_type = "PerElementOffsetComponent"
     param_fields = ("offsets",)
 
-    @property
-    def input_dim(self) -> int:
-        return self.dim
-
-    @property
-    def output_dim(self) -> int:
-        return self.dim
-
     def apply(self, x: jax.Array, offsets: jax.Array) -> jax.Array:
         return (_blocks(x, offsets.shape[0]) + offsets).reshape(x.shape)
 
@@ -143,7 +140,7 @@ class PerElementOffsetComponent(Component):
 
 
 @layer_class
-class FixedScaleComponent(Component):
+class FixedScaleComponent(_ColumnScale):
     """`y = x * scales` with fixed (never trained) scales."""
 
     input: Layer = child()
@@ -151,24 +148,11 @@ class FixedScaleComponent(Component):
 
     kaldi_type = "FixedScaleComponent"
     param_fields = ("scales",)
-
-    @property
-    def input_dim(self) -> int:
-        return _vector_dim(self, "scales")
-
-    @property
-    def output_dim(self) -> int:
-        return self.input_dim
-
-    def apply(self, x: jax.Array, scales: jax.Array) -> jax.Array:
-        return x * scales
-
-    def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, scales: jax.Array) -> tuple[jax.Array | None, ...]:
-        return delta * scales, None
+    trained = False
 
 
 @layer_class
-class FixedBiasComponent(Component):
+class FixedBiasComponent(_ColumnVector):
     """`y = x + bias` with a fixed (never trained) bias."""
 
     input: Layer = child()
@@ -176,14 +160,6 @@ class FixedBiasComponent(Component):
 
     kaldi_type = "FixedBiasComponent"
     param_fields = ("bias",)
-
-    @property
-    def input_dim(self) -> int:
-        return _vector_dim(self, "bias")
-
-    @property
-    def output_dim(self) -> int:
-        return self.input_dim
 
     def apply(self, x: jax.Array, bias: jax.Array) -> jax.Array:
         return x + bias

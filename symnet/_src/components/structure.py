@@ -33,7 +33,7 @@ from ..core.descriptor import IndexedLayer, Ref
 from ..core.index import decode, encode
 from ..core.layer import Layer, child, children_field, evolve, layer_class
 from ..errors import ComponentConfigError, ShapeError, at
-from .base import Component, ComponentModeError
+from .base import Component, ComponentModeError, InOutDims, SameDim
 
 if TYPE_CHECKING:
     import jax
@@ -91,7 +91,7 @@ class _Distribute(IndexedLayer):
 
 
 @layer_class
-class DistributeComponent(Component):
+class DistributeComponent(InOutDims, Component):
     """One input row at `(n, t, x')` becomes `input_dim / output_dim` output rows at `x = x' * k + b`.
 
     A macro layer: the engine plans `expand()`, an IndexedLayer with Kaldi's rules.
@@ -103,14 +103,6 @@ class DistributeComponent(Component):
 
     kaldi_type: ClassVar[str] = "DistributeComponent"
     rowwise: ClassVar[bool] = False
-
-    @property
-    def input_dim(self) -> int:
-        return self.in_dim
-
-    @property
-    def output_dim(self) -> int:
-        return self.out_dim
 
     def expand(self) -> Layer:
         return _Distribute(self.input, self.in_dim, self.out_dim, where=self.where)
@@ -165,7 +157,7 @@ class CompositeComponent(Component):
 
 
 @layer_class
-class SpecAugmentTimeMaskComponent(Component):
+class SpecAugmentTimeMaskComponent(SameDim, Component):
     """Test mode (or zeroed-proportion 0): the identity. Training mode: not yet."""
 
     input: Layer = child()
@@ -175,14 +167,6 @@ class SpecAugmentTimeMaskComponent(Component):
     test_mode: bool = False
 
     kaldi_type: ClassVar[str] = "SpecAugmentTimeMaskComponent"
-
-    @property
-    def input_dim(self) -> int:
-        return self.dim
-
-    @property
-    def output_dim(self) -> int:
-        return self.dim
 
     def apply(self, x: jax.Array) -> jax.Array:
         if self.test_mode or self.zeroed_proportion == 0.0:

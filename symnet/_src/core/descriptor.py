@@ -89,6 +89,7 @@ __all__ = [
     "IndexedLayer",
     "Input",
     "Node",
+    "node_name",
     "Offset",
     "Ref",
     "ReplaceIndex",
@@ -339,6 +340,12 @@ class Ref(Descriptor):
 
     def label(self) -> str:
         return f"Ref {self.name!r}"
+
+
+def node_name(layer: Layer) -> str | None:
+    """The network node `layer` stands for by name (an `Input`, a `Node`, or a `Ref` to one), else None: what a
+    Kaldi descriptor refers to as a node-name leaf."""
+    return layer.name if isinstance(layer, (Input, Node, Ref)) else None
 
 
 @layer_class

@@ -1,9 +1,8 @@
 """Word and sentence error rates as Kaldi's `compute-wer` counts and prints them.
 
 Each reference is aligned with its hypothesis by Levenshtein distance, and the insertions, deletions and
-substitutions are counted along the alignment Kaldi's `LevenshteinEditDistance` picks where several are
-equally short (a substitution only when it is strictly cheaper than both others, then a deletion when strictly
-cheaper than an insertion, else an insertion), so the three counts, not only their sum, are Kaldi's.
+substitutions are counted along the alignment Kaldi's `LevenshteinEditDistance` picks
+(`symnet._src.levenshtein.edit_counts`), so the three counts, not only their sum, are Kaldi's.
 `str(ErrorRate)` is `compute-wer`'s output, to the character. Modes as Kaldi's: "strict" (a reference without
 hypothesis is an error), "present" (it is not scored), "all" (it is scored against an empty hypothesis).
 """
@@ -17,37 +16,15 @@ import attrs
 import numpy as np
 
 from ..errors import SymnetError
+from ..levenshtein import edit_counts
 
-__all__ = ["ErrorRate", "ScoringError", "compute_wer", "edit_counts", "read_text"]
+__all__ = ["ErrorRate", "ScoringError", "compute_wer", "read_text"]
 
 MODES = ("strict", "present", "all")
 
 
 class ScoringError(SymnetError, ValueError):
     """Transcripts that cannot be scored: a missing hypothesis in strict mode, an unreadable text file."""
-
-
-def edit_counts(ref: Sequence[object], hyp: Sequence[object]) -> tuple[int, int, int, int]:
-    """`(errors, insertions, deletions, substitutions)` of `hyp` against `ref`, along Kaldi's alignment."""
-    # per reference prefix: (cost, insertions, deletions, substitutions) of the best alignment with a hyp prefix
-    row = [(i, 0, i, 0) for i in range(len(ref) + 1)]
-    for h in hyp:
-        new = [(row[0][0] + 1, row[0][1] + 1, row[0][2], row[0][3])]
-        for j, r in enumerate(ref, 1):
-            insertion = row[j][0] + 1
-            deletion = new[j - 1][0] + 1
-            substitution = row[j - 1][0] + (h != r)
-            if substitution < insertion and substitution < deletion:
-                c, i, d, s = row[j - 1]
-                new.append((substitution, i, d, s + (h != r)))
-            elif deletion < insertion:
-                c, i, d, s = new[j - 1]
-                new.append((deletion, i, d + 1, s))
-            else:
-                c, i, d, s = row[j]
-                new.append((insertion, i + 1, d, s))
-        row = new
-    return row[-1]
 
 
 @attrs.frozen

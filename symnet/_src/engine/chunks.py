@@ -26,6 +26,7 @@ import numpy as np
 from ..core.layer import NetworkLike
 from ..core.precision import Precision
 from .buckets import Side, batches, bucket_length
+from .recurrence import Lowering
 from .runner import Block, Ends, clamped, run
 
 __all__ = ["Chunk", "compute_chunks", "padded_chunk"]
@@ -80,7 +81,7 @@ def compute_chunks(
     side: Side | None,
     modulus: int,
     subsampling: int = 1,
-    lowering: str = "auto",
+    lowering: Lowering = "auto",
     precision: Precision | None = None,
 ) -> list[Any]:
     """Output `name` of each chunk (`[count, dim]`, in the order given), the chunks of one shape as the sequences

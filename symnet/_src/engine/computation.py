@@ -40,7 +40,7 @@ from .groups import SequenceGroups, group_count, part_request
 from .layout import as_flat_rows, as_frames, as_layout, moved
 from .memo import Cache
 from .plan import Planner
-from .recurrence import RecurrentBlock, check_lowering
+from .recurrence import Lowering, RecurrentBlock, check_lowering
 from .request import ComputationRequest
 from .rowmap import RowMap
 from .scan_merge import MergedScans, run_schedule
@@ -87,7 +87,7 @@ class Computation:
         graph: Graph,
         request: ComputationRequest,
         planner: Planner,
-        lowering: str = "auto",
+        lowering: Lowering = "auto",
         gradient: str = "tape",
         precision: Precision | None = None,
         groups: SequenceGroups | None = None,
@@ -672,7 +672,7 @@ _CACHE: Cache[Computation] = Cache(64)
 def compile(
     network: NetworkLike,
     request: ComputationRequest,
-    lowering: str = "auto",
+    lowering: Lowering = "auto",
     gradient: str = "tape",
     precision: str | Precision | None = None,
     sequence_groups: int | None = None,

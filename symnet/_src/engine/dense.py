@@ -27,7 +27,7 @@ from .context import modulus as graph_modulus
 from .context import output_name
 from .graph import Graph
 from .inspect import matrixwise_node
-from .recurrence import check_lowering
+from .recurrence import Lowering, check_lowering
 from .runner import Block, Ends, clamped, run
 from .streaming import Source, State, chunk_runner, concatenate
 
@@ -44,7 +44,7 @@ def compute(
     carry_state: bool = True,
     extra_left_context: int = 0,
     extra_right_context: int = 0,
-    lowering: str = "auto",
+    lowering: Lowering = "auto",
     precision: str | Precision | None = None,
 ) -> Any:
     """Outputs for `[N, T, D]` input (or a list of `[T_i, D]` sequences, or a dict of such per input).
@@ -177,7 +177,7 @@ def compute_traced(
     graph: Graph,
     x: Any,
     mode: str,
-    lowering: str = "auto",
+    lowering: Lowering = "auto",
     precision: Precision | None = None,
 ) -> Any:
     """`compute` for traced input: one regular request for the whole `[N, T, D]` batch (per input), edge
@@ -262,7 +262,7 @@ def _compute_bucketed(
     mode: str,
     context: tuple[int, int],
     results: list[Any],
-    lowering: str,
+    lowering: Lowering,
     precision: Precision | None = None,
 ) -> None:
     """One pass per sequence, sequences padded to bucket lengths (symnet._src.engine.buckets) and computed a fixed
@@ -381,7 +381,7 @@ def _compute_each_chunk(
     frames_per_chunk: int,
     context: tuple[int, int],
     results: list[Any],
-    lowering: str,
+    lowering: Lowering,
     precision: Precision | None = None,
 ) -> None:
     """Every chunk of every sequence computed on its own from its frames plus `context` (left, right) frames,
@@ -420,7 +420,7 @@ def _compute_chunked(
     group: dict[str, list[np.ndarray]],
     length: int,
     frames_per_chunk: int,
-    lowering: str,
+    lowering: Lowering,
     precision: Precision | None = None,
 ) -> Any:
     """Chunks equal to one pass, recurrent state carried (symnet._src.engine.streaming.ChunkRunner); the chunk

@@ -48,6 +48,7 @@ from .request import ComputationRequest
 
 if TYPE_CHECKING:
     from .computation import Computation
+    from .recurrence import Lowering
 
 __all__ = ["MIN_WORK", "SequenceGroups", "group_count", "part_request"]
 
@@ -60,7 +61,9 @@ MIN_WORK = 2**26
 AUTOMATIC = 2
 
 
-def refusal(graph: Graph, planner: Planner, request: ComputationRequest, lowering: str, gradient: str) -> str | None:
+def refusal(
+    graph: Graph, planner: Planner, request: ComputationRequest, lowering: Lowering, gradient: str
+) -> str | None:
     """Why a call of this request cannot run in groups of sequences, or None where it can."""
     if not planner.regular:
         return "the request is irregular (groups need every sequence with the same frames)"
@@ -84,7 +87,7 @@ def refusal(graph: Graph, planner: Planner, request: ComputationRequest, lowerin
 
 
 def group_count(
-    graph: Graph, planner: Planner, request: ComputationRequest, lowering: str, gradient: str, asked: int | None
+    graph: Graph, planner: Planner, request: ComputationRequest, lowering: Lowering, gradient: str, asked: int | None
 ) -> int:
     """How many groups a call runs in: `asked` (checked: a PlanError where the request cannot run in that many),
     or with `asked=None` `AUTOMATIC` on CPU for a network without recurrences where the request can and one

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +51,7 @@ from .values_only import linearized
 __all__ = [
     "check_lowering",
     "EdgeKind",
+    "Lowering",
     "LOWERINGS",
     "Recurrence",
     "RecurrentBlock",
@@ -62,10 +63,11 @@ _ABSORBABLE = (Plus, Minus, Times, Divide, Negate)  # cheap row-wise layers an e
 #: What `compile(..., lowering=...)` takes: `auto` (fused where every member has its `vjp`, else plain),
 #: `fused` (every group fused; a PlanError where a member has no `vjp`) or `plain` (every group plain, and
 #: every spliced product slices and a concatenation: engine/splice.py's `convolutions`).
-LOWERINGS = ("auto", "fused", "plain")
+Lowering = Literal["auto", "fused", "plain"]
+LOWERINGS: tuple[Lowering, ...] = get_args(Lowering)
 
 
-def check_lowering(lowering: str) -> None:
+def check_lowering(lowering: object) -> None:
     """A PlanError unless `lowering` is one of `LOWERINGS` (checked before any work, by every caller that takes it)."""
     if lowering not in LOWERINGS:
         raise PlanError(f"lowering={lowering!r}: use one of {', '.join(map(repr, LOWERINGS))}")
@@ -132,7 +134,7 @@ class RecurrentBlock:
         exported: list[int],
         given: Mapping[int, np.ndarray] | None = None,
         sequence_ends: bool = False,
-        lowering: str = "auto",
+        lowering: Lowering = "auto",
     ):
         self.graph = graph
         self.batch = next(iter(rows.values())).batch
@@ -248,7 +250,7 @@ class RecurrentBlock:
         #: `fused` or `plain`: how this group runs (see the module doc).
         self.lowering = self._lowering(lowering)
 
-    def _lowering(self, requested: str) -> str:
+    def _lowering(self, requested: Lowering) -> Lowering:
         """The lowering for `requested` (one of `LOWERINGS`); a PlanError for `fused` where a member lacks a vjp."""
         if requested == "fused" and self.without_vjp:
             m = self.without_vjp[0]

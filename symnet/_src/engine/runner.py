@@ -34,7 +34,9 @@ So the runner takes frames and values per name and gives values per name:
 frames and `[frames, dim]` rows). Sequence ends are one named value (`Ends`),
 given to the request only when present. Every Computation the runner calls is
 recorded by an active `record()`, so which lowering ran is visible from
-outside (`record().explain()`).
+outside (`record().explain()`); so is every Computation `fit`'s training step
+and evaluation call (`compiled`, `note`), though they call it inside their own
+jitted programs rather than through `run`.
 """
 
 from __future__ import annotations
@@ -52,15 +54,18 @@ from ..core.layer import NetworkLike
 from ..core.precision import Precision
 from ..errors import PlanError
 from .computation import Computation, compile
+from .recurrence import Lowering
 from .request import ComputationRequest
 
 __all__ = [
     "Block",
     "clamped",
+    "compiled",
     "Ends",
     "Frames",
     "host",
     "Layout",
+    "note",
     "Record",
     "record",
     "request_each",
@@ -120,14 +125,20 @@ def record() -> Iterator[Record]:
         _RECORDS.remove(rec)
 
 
-def _compiled(
-    network: NetworkLike, request: ComputationRequest, lowering: str, precision: Precision | None = None
-) -> Computation:
-    computation = compile(network, request, lowering, precision=precision)
+def note(computation: Computation) -> Computation:
+    """`computation`, recorded by every active `record()` (once each): what a caller that calls a Computation
+    inside its own program (`fit`'s training step) says before each call."""
     for rec in _RECORDS:
         if not any(c is computation for c in rec.computations):
             rec.computations.append(computation)
     return computation
+
+
+def compiled(
+    network: NetworkLike, request: ComputationRequest, lowering: Lowering, precision: Precision | None = None
+) -> Computation:
+    """`compile(network, request, lowering, precision=precision)`, recorded (`note`) as a Computation called."""
+    return note(compile(network, request, lowering, precision=precision))
 
 
 def _indexes(frames: Frames, n: int) -> IndexSet:
@@ -149,7 +160,7 @@ def run(
     outputs: Mapping[str, Frames],
     *,
     ends: Ends | None = None,
-    lowering: str = "auto",
+    lowering: Lowering = "auto",
     layout: Layout = "flat",
     precision: Precision | None = None,
 ) -> dict[str, Any]:
@@ -179,7 +190,7 @@ def run(
         outputs={k: _indexes(t, n) for k, t in outputs.items()},
         sequence_ends=ends is not None,
     )
-    computation = _compiled(network, request, lowering, precision)
+    computation = compiled(network, request, lowering, precision)
     if layout == "frames":
         values = {k: b.value for k, b in inputs.items()}
     else:
@@ -195,7 +206,7 @@ def run_each(
     inputs: Mapping[str, Sequence[tuple[np.ndarray, np.ndarray]]],
     outputs: Mapping[str, Sequence[np.ndarray]],
     *,
-    lowering: str = "auto",
+    lowering: Lowering = "auto",
 ) -> dict[str, list[np.ndarray]]:
     """Outputs of one irregular request, sequence j its own n with its own frames: `inputs[name][j]` is
     (frames `t`, rows `[len(t), dim]`), `outputs[name][j]` the frames wanted; gives `[len(t), dim]` per
@@ -205,7 +216,7 @@ def run_each(
         raise PlanError("run_each: no output frames wanted")
     request = request_each({k: [t for t, _ in v] for k, v in inputs.items()}, wanted)
     matrices = {k: jax.device_put(np.concatenate([rows for _, rows in v])) for k, v in inputs.items()}
-    result = _compiled(network, request, lowering)(network, matrices)
+    result = compiled(network, request, lowering)(network, matrices)
     out = {}
     for name, ts in wanted.items():
         counts = [len(t) for t in ts]

@@ -31,7 +31,7 @@ source's ReLU and normalisation each.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -44,6 +44,9 @@ from .materialize import materialized
 from .rowmap import RowMap
 from .semantics import combine
 
+if TYPE_CHECKING:
+    from .recurrence import Lowering
+
 __all__ = ["AUTO_BACKENDS", "MIN_ROWS", "Splice", "convolutions", "find_splices", "splice_value", "spliced_rows"]
 
 #: The backends where `lowering="auto"` makes spliced products convolutions; `fused` makes them convolutions on
@@ -54,7 +57,7 @@ __all__ = ["AUTO_BACKENDS", "MIN_ROWS", "Splice", "convolutions", "find_splices"
 AUTO_BACKENDS = ("cpu",)
 
 
-def convolutions(lowering: str) -> bool:
+def convolutions(lowering: Lowering) -> bool:
     """Whether `lowering` makes spliced products convolutions on this process's default backend."""
     return lowering == "fused" or (lowering == "auto" and jax.default_backend() in AUTO_BACKENDS)
 

@@ -43,7 +43,7 @@ from .dims import node_shapes, static_dim
 from .graph import Graph, strongly_connected
 from .memo import Cache
 from .plan import Planner, time_reach
-from .recurrence import RecurrentBlock, check_lowering
+from .recurrence import Lowering, RecurrentBlock, check_lowering
 from .request import ComputationRequest
 from .runner import Block, Frames, run
 from .semantics import optional_reads
@@ -139,7 +139,7 @@ def chunk_runner(
     network: NetworkLike,
     output: str | None,
     frames_per_chunk: int,
-    lowering: str = "auto",
+    lowering: Lowering = "auto",
     precision: Precision | None = None,
 ) -> ChunkRunner:
     """The ChunkRunner for a network structure, output, chunk size, lowering and precision; cached."""
@@ -165,7 +165,7 @@ class ChunkRunner:
         network: NetworkLike,
         output: str | None,
         frames_per_chunk: int,
-        lowering: str = "auto",
+        lowering: Lowering = "auto",
         precision: Precision | None = None,
     ):
         check_lowering(lowering)
@@ -276,7 +276,7 @@ class Stream:
         frames_per_chunk: int,
         *,
         output: str | None = None,
-        lowering: str = "auto",
+        lowering: Lowering = "auto",
         precision: str | Precision | None = None,
     ):
         if not hasattr(network, "structure") or not hasattr(network, "params"):

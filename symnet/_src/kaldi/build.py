@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..components.base import Component
-from ..core.descriptor import DimRange, Input, Node, Ref
+from ..core.descriptor import DimRange, Input, Node, Ref, node_name
 from ..core.layer import Layer, Structure, Weight, evolve
 from ..core.params import check_sizes
 from ..core.walk import walk
@@ -122,8 +122,8 @@ def _leaf_names(layer: Layer) -> list[str]:
     stack = [layer]
     while stack:
         item = stack.pop()
-        if isinstance(item, (Ref, Input, Node)):
-            names.setdefault(item.name)
+        if (name := node_name(item)) is not None:
+            names.setdefault(name)
         else:
             stack.extend(reversed(item.children))
     return list(names)

@@ -69,7 +69,6 @@ __all__ = [
     "LINE_KINDS",
     "check_config",
     "first_word",
-    "is_config",
     "merge_config",
     "parse_config",
     "parse_line",
@@ -558,11 +557,6 @@ def first_word(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def is_config(path: str | os.PathLike[str]) -> bool:
-    """Whether the file is an nnet3 config by its first line (an xconfig's or a model file's is not one)."""
-    return first_word(path) in LINE_KINDS
-
-
 def parse_config(text: str, *, file: str = "<config>") -> list[ConfigLine]:
     """Every line of a config text as line objects (blank and comment lines dropped)."""
     lines = []
@@ -635,10 +629,10 @@ def _reference_error(line: ConfigLine, name: str, message: str) -> ConfigError:
 
 
 def _refs(layer: Layer) -> list[str]:
-    from ..core.descriptor import Input, Node, Ref
+    from ..core.descriptor import node_name
 
-    if isinstance(layer, (Ref, Input, Node)):
-        return [layer.name]
+    if (name := node_name(layer)) is not None:
+        return [name]
     return [name for child in layer.children for name in _refs(child)]
 
 

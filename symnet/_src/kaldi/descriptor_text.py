@@ -55,8 +55,6 @@ from ..core.descriptor import (
     Descriptor,
     Failover,
     IfDefined,
-    Input,
-    Node,
     Offset,
     Ref,
     ReplaceIndex,
@@ -64,6 +62,7 @@ from ..core.descriptor import (
     Scale,
     Sum,
     Switch,
+    node_name,
 )
 from ..core.layer import Layer
 from ..errors import ConfigError, DescriptorError, at
@@ -515,10 +514,10 @@ def _from_layer(layer: Layer, depth: int = 0) -> _D:
     def sub(child: Layer) -> _D:
         return _from_layer(child, depth + 1)
 
-    if isinstance(layer, (Ref, Input, Node)):
-        if not is_valid_name(layer.name) or layer.name in KEYWORDS:
-            raise _Fail(f"node name {layer.name!r} cannot be written in a Kaldi descriptor", None, where)
-        return _D("node", name=layer.name, where=where, leaf=layer)
+    if (node := node_name(layer)) is not None:
+        if not is_valid_name(node) or node in KEYWORDS:
+            raise _Fail(f"node name {node!r} cannot be written in a Kaldi descriptor", None, where)
+        return _D("node", name=node, where=where, leaf=layer)
     name = layer.kaldi_name if isinstance(layer, Descriptor) else None
     if name is not None:  # the descriptor's own Kaldi form: operands, then ints (a, b), a float, a name
         assert isinstance(layer, Descriptor)

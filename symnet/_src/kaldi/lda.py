@@ -73,7 +73,6 @@ __all__ = [
     "LdaTransform",
     "Posteriors",
     "accumulate_lda_stats",
-    "estimate_lda",
     "rand_prune",
     "read_lda_stats",
 ]
@@ -660,15 +659,3 @@ def accumulate_lda_stats(
     if stats is None:
         raise LdaError("no utterance was used: accumulated no statistics")
     return LdaAccumulation(stats, done, frames_done, tuple(skipped))
-
-
-def estimate_lda(
-    network: Any,
-    features: Iterable[tuple[str, np.ndarray]] | Mapping[str, np.ndarray],
-    targets: Mapping[str, Any],
-    options: LdaOptions | None = None,
-    **accumulate: Any,
-) -> LdaTransform:
-    """`accumulate_lda_stats(network, features, targets, **accumulate)`, then the transform Kaldi estimates from
-    the stats file (`rounded()`, `transform(options)`)."""
-    return accumulate_lda_stats(network, features, targets, **accumulate).stats.rounded().transform(options)

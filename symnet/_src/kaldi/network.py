@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..components.base import Component
 from ..components.structure import CompositeComponent
-from ..core.descriptor import Combine, Descriptor, Input, Node, Ref
+from ..core.descriptor import Combine, Descriptor, Input, Node, Ref, node_name
 from ..core.layer import Identity, Layer, Structure, evolve
 from ..core.walk import walk
 from ..errors import ArgumentTypeError, ConfigError, ConfigWriteError, DescriptorError
@@ -107,8 +107,8 @@ def _column(where: str | None) -> int | None:
 def descriptor_dim(layer: Layer, dims: Mapping[str, int], line: ConfigLine) -> int:
     """The dim of a descriptor (`dims`: node name -> dim), checking that the parts of Sum, Failover and
     Switch agree; errors are ConfigErrors pointing into `line`."""
-    if isinstance(layer, (Ref, Input, Node)):
-        return dims[layer.name]
+    if (name := node_name(layer)) is not None:
+        return dims[name]
     if not isinstance(layer, Descriptor):
         raise line.error(f"{type(layer).__name__} is not a Kaldi descriptor", "input")
     if layer.output_dim is not None:  # Const, DimRange
@@ -136,8 +136,8 @@ def descriptor_dim(layer: Layer, dims: Mapping[str, int], line: ConfigLine) -> i
 
 def substitute_nodes(layer: Layer, resolve: Callable[[str], Layer]) -> Layer:
     """The descriptor with every node-name leaf replaced by `resolve(name)`."""
-    if isinstance(layer, (Ref, Input, Node)):
-        return resolve(layer.name)
+    if (name := node_name(layer)) is not None:
+        return resolve(name)
     children = layer.children
     if not children:
         return layer
@@ -239,8 +239,8 @@ def by_name(descriptor: Layer) -> Layer:
 
 def strong_refs(layer: Layer, shifted: bool = False) -> Iterable[tuple[str, bool]]:
     """(name, whether read at another frame) for every node-name leaf of a descriptor."""
-    if isinstance(layer, (Node, Ref, Input)):
-        yield layer.name, shifted
+    if (name := node_name(layer)) is not None:
+        yield name, shifted
         return
     shifted = shifted or (isinstance(layer, Descriptor) and layer.shifts_time())
     for child in layer.children:
@@ -251,9 +251,10 @@ def dim_range_node(name: str, arg: Layer) -> DimRangeNode | None:
     """The dim-range-node line of node `name` if its operand is columns of a node or input (a DimRange), else None."""
     columns = arg.column_range() if isinstance(arg, Descriptor) else None
     source = arg.children[0] if columns is not None else None
-    if columns is None or not isinstance(source, (Node, Input, Ref)):
+    source_name = node_name(source) if source is not None else None
+    if columns is None or source_name is None:
         return None
-    return DimRangeNode(name=name, input_node=source.name, dim_offset=columns[0], dim=columns[1])
+    return DimRangeNode(name=name, input_node=source_name, dim_offset=columns[0], dim=columns[1])
 
 
 def write_order(nodes: Mapping[str, Node]) -> list[str]:

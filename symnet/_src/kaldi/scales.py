@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..components.base import Component
-from ..core.descriptor import Combine, Descriptor, Input, Node, Ref
+from ..core.descriptor import Combine, Descriptor, Node, node_name
 from ..core.layer import Identity, Layer
 from ..core.walk import walk
 from ..errors import SymnetError, at
@@ -36,8 +36,8 @@ def check_descriptor_scales(network: Any) -> None:
 
 
 def _source(layer: Layer) -> str | None:
-    if isinstance(layer, (Node, Input, Ref)):
-        return layer.name
+    if (name := node_name(layer)) is not None:
+        return name
     if isinstance(layer, Identity):
         return "input"
     return None

@@ -17,7 +17,7 @@ from ..engine.request import ComputationRequest
 from ..errors import ShapeError, TrainingError
 from .egs_split import KaldiChunk, cut_kaldi_chunk
 from .examples import Chunks, make_chunks, stack_chunks
-from .objectives import Objective, check_labels, get_objective
+from .objectives import Objective
 from .streams import Corpus
 
 __all__ = ["as_chunks", "check_context", "check_data", "output_dim", "used_widths"]
@@ -62,14 +62,14 @@ def used_widths(chunks: Chunks, widths: Sequence[int]) -> tuple[int, ...]:
 def check_data(
     network: Any,
     chunks: Chunks,
-    kind: str | Objective,
+    objective: Objective,
     input: str,
     output: str,
     what: str = "training data",
     like: Chunks | None = None,
 ) -> None:
-
-    kind = get_objective(kind)
+    """A TrainingError or ShapeError unless `chunks` fit the network's `input` and `output` and `objective`'s
+    targets (`what`: the data, for the message; `like`: the training chunks validation chunks must match)."""
     graph = Graph(dict(network.structure.outputs))
     if output not in graph.outputs:
         raise TrainingError(f"the network has no output {output!r}; it has {list(graph.outputs)}")
@@ -87,35 +87,19 @@ def check_data(
             f"{what}: the features have dim {chunks.features.shape[-1]}, but input {input!r} has dim {dim}"
         )
     out_dim = output_dim(network, chunks, input, output)
-    targets = chunks.targets
-    if isinstance(kind, Objective):
-        kind.check(targets, out_dim, what, output)
-        for extra in kind.extra_outputs:
-            if extra not in graph.outputs:
-                raise TrainingError(
-                    f"the {kind.name!r} objective reads output {extra!r}, which the network does not have; "
-                    f"it has {list(graph.outputs)}"
-                )
-            check_context(network, chunks, extra, what)
-            if (extra_dim := output_dim(network, chunks, input, extra)) != out_dim:
-                raise ShapeError(
-                    f"the {kind.name!r} objective reads output {extra!r} of dim {extra_dim} beside output "
-                    f"{output!r} of dim {out_dim}: they must have one dim (one value per pdf)"
-                )
-    elif kind == "linear":
-        check_labels("linear", targets, out_dim, what, output)
-    else:  # quadratic
-        if targets.ndim != 3 or targets.shape[-1] != out_dim:
-            raise ShapeError(
-                f"{what}: the 'quadratic' objective needs a target vector of dim {out_dim} "
-                f"(output {output!r}) per frame, got targets of shape {targets.shape[2:] or '()'} "
-                "per frame"
+    objective.check(chunks.targets, out_dim, what, output)
+    for extra in objective.extra_outputs:
+        if extra not in graph.outputs:
+            raise TrainingError(
+                f"the {objective.name!r} objective reads output {extra!r}, which the network does not have; "
+                f"it has {list(graph.outputs)}"
             )
-        if not np.issubdtype(targets.dtype, np.number) or np.issubdtype(targets.dtype, np.complexfloating):
-            raise ShapeError(f"{what}: the 'quadratic' objective needs real-valued targets, got {targets.dtype}")
-        finite = np.isfinite(targets)
-        if not finite.all():
-            raise ShapeError(f"{what}: the targets contain {targets[~finite][0]}")
+        check_context(network, chunks, extra, what)
+        if (extra_dim := output_dim(network, chunks, input, extra)) != out_dim:
+            raise ShapeError(
+                f"the {objective.name!r} objective reads output {extra!r} of dim {extra_dim} beside output "
+                f"{output!r} of dim {out_dim}: they must have one dim (one value per pdf)"
+            )
 
 
 def check_context(network: Any, chunks: Chunks, output: str, what: str) -> None:

@@ -39,7 +39,7 @@ from .dropout_schedule import DROPOUT_TYPES
 from .examples import Chunks
 from .fit_data import as_chunks, check_data, output_dim, used_widths
 from .minibatches import MemoryBatches, StreamBatches
-from .objectives import Chain, Objective, get_objective
+from .objectives import Chain, Objective
 from .options import FitOptions, chunk_widths, is_integer
 from .parallel import DataParallel
 from .rules import KaldiRules, kaldi_rules
@@ -138,8 +138,8 @@ def fit(
     o = options
     parallel = DataParallel(o.mesh, o.batch_size, o.data_axis) if o.mesh is not None else None
     widths = o.widths
-    resolved = get_objective(o.objective)
-    outputs = (o.output, *(resolved.extra_outputs if isinstance(resolved, Objective) else ()))
+    resolved = o.objective
+    outputs = (o.output, *resolved.extra_outputs)
     train_chunks = as_chunks(train, network, widths[-1], outputs)
     valid_chunks = as_chunks(valid, network, widths[-1], outputs) if valid is not None else None
     check_data(network, train_chunks, resolved, o.input, o.output)
@@ -254,7 +254,7 @@ def _fit(
     valid_chunks: Chunks | None,
     data: tuple[Any, Any],
     options: FitOptions,
-    objective: str | Objective,
+    objective: Objective,
     parallel: DataParallel | None,
 ) -> FitResult:
     """The run itself, on checked data (`objective`: the options' one, resolved for the data)."""
@@ -272,7 +272,7 @@ def _fit(
             optimizer,
             batch_size=o.batch_size,
             chunks=train_chunks,
-            kind=objective,
+            objective=objective,
             input=o.input,
             output=o.output,
             parallel=parallel,
@@ -300,7 +300,7 @@ def _fit(
         batch_size=o.batch_size,
         chunk=widths[0] if len(widths) == 1 else list(widths),
         seed=o.seed,
-        objective=objective if isinstance(objective, str) else objective.describe(),
+        objective=objective.describe(),
         input=o.input,
         output=o.output,
         extra=o.run,
@@ -378,7 +378,7 @@ def _train(
                 network = trainer.parallel.replicate(network)
         start_batch = position.batch if epoch == position.epoch else 0
         loss_sum = correct_sum = frames_sum = 0.0
-        count_sum: float | None = None if trainer.sequence is None else 0.0  # a sequence objective's count
+        count_sum: float | None = None if trainer.objective.per_frame else 0.0  # a sequence objective's count
         if start_batch and sums is not None:  # resumed mid-epoch: the statistics of the steps before
             loss_sum, correct_sum, frames_sum = (float(v) for v in sums[:3])
             if count_sum is not None:

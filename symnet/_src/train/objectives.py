@@ -1,6 +1,10 @@
 """Kaldi's objectives for output nodes, with their derivatives for `tape.backward`, and sequence objectives.
 
-Per-frame objectives (Kaldi's, on flattened frames):
+Every objective `fit` trains is an `Objective`; a name (`OBJECTIVE_NAMES`) is made the one it names once, by
+`get_objective`, when `FitOptions` are made.
+
+Per-frame objectives (Kaldi's, on flattened frames: `Linear` and `Quadratic`, whose `frame_loss` is
+`objective(name, ...)`):
 
 `linear`: the output is log-probabilities; the objective is the weighted mean
 cross-entropy `-sum(w * logp[label]) / sum(w)` (Kaldi's `linear` objective
@@ -18,8 +22,8 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import ClassVar
 
 import attrs
 import jax
@@ -42,24 +46,22 @@ __all__ = [
     "check_labels",
     "collapse",
     "CTC",
-    "edit_distance",
     "edit_distances",
+    "FrameObjective",
     "get_objective",
     "greedy_decode",
+    "Linear",
     "min_frames",
     "Objective",
     "objective",
     "OBJECTIVE_NAMES",
     "OBJECTIVES",
     "pack_numerators",
-    "token_error_rate",
+    "Quadratic",
 ]
 
 #: Kaldi's per-frame objectives (output-node `objective=`).
 OBJECTIVES = ("linear", "quadratic")
-#: Every name `fit(objective=...)` takes; `xent` is `linear`, `chain` is `Chain()` (its denominator from the
-#: training alignments).
-OBJECTIVE_NAMES = ("linear", "xent", "quadratic", "ctc", "chain")
 
 
 def objective(
@@ -93,7 +95,8 @@ class Objective:
     """
 
     name: ClassVar[str] = "objective"
-    #: Whether the objective is per frame (Kaldi's `linear`/`quadratic`: the loop's original path).
+    #: Whether the objective is per frame (Kaldi's `linear`/`quadratic`): the trainer then gives `frame_loss`
+    #: the output's rows and the frames' targets, and the objective has no `supervision` or `loss`.
     per_frame: ClassVar[bool] = False
 
     def check(self, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
@@ -144,9 +147,54 @@ class Objective:
         )
         return value, stats, delta, extra_deltas
 
+    def frame_loss(
+        self, output: jax.Array, targets: jax.Array, weights: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """A per-frame objective's `(loss, correct frames, d loss / d output)` of output rows `[rows, dim]`."""
+        raise NotImplementedError(f"the {self.name!r} objective is not per frame")
+
     def describe(self) -> str:
         """What a checkpoint records as the objective (a resume with another is refused)."""
         return self.name
+
+
+class FrameObjective(Objective):
+    """Kaldi's per-frame objectives on the flattened frames (`objective(name, ...)`), by their Kaldi name."""
+
+    per_frame: ClassVar[bool] = True
+
+    def frame_loss(
+        self, output: jax.Array, targets: jax.Array, weights: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        return objective(self.name, output, targets, weights)
+
+
+@attrs.frozen
+class Linear(FrameObjective):
+    """Kaldi's `linear` objective (`xent`): the cross-entropy of log-probability outputs and one label per frame."""
+
+    name: ClassVar[str] = "linear"
+
+
+@attrs.frozen
+class Quadratic(FrameObjective):
+    """Kaldi's `quadratic` objective: half the squared distance of the output to one target vector per frame."""
+
+    name: ClassVar[str] = "quadratic"
+
+    def check(self, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
+        """ShapeError unless `targets [chunks, frames, out_dim]` are finite real vectors."""
+        if targets.ndim != 3 or targets.shape[-1] != out_dim:
+            raise ShapeError(
+                f"{what}: the 'quadratic' objective needs a target vector of dim {out_dim} "
+                f"(output {output!r}) per frame, got targets of shape {targets.shape[2:] or '()'} "
+                "per frame"
+            )
+        if not np.issubdtype(targets.dtype, np.number) or np.issubdtype(targets.dtype, np.complexfloating):
+            raise ShapeError(f"{what}: the 'quadratic' objective needs real-valued targets, got {targets.dtype}")
+        finite = np.isfinite(targets)
+        if not finite.all():
+            raise ShapeError(f"{what}: the targets contain {targets[~finite][0]}")
 
 
 @attrs.frozen
@@ -520,21 +568,30 @@ def check_labels(name: str, targets: np.ndarray, out_dim: int, what: str, output
         )
 
 
-def get_objective(objective: str | Objective) -> Objective | str:
-    """The objective `fit(objective=...)` names: a per-frame kind (`"linear"`, `"quadratic"`; `"xent"` is
-    `"linear"`) as its name, `"ctc"` as `CTC()`, `"chain"` as `Chain()` (fit makes its denominator), an
-    `Objective` as it is (TrainingError for others)."""
+#: Every name `fit(objective=...)` takes, and what makes its objective: `xent` is `linear`, `chain` is
+#: `Chain()` (fit makes its denominator from the training alignments).
+_NAMED: dict[str, Callable[[], Objective]] = {
+    "linear": Linear,
+    "xent": Linear,
+    "quadratic": Quadratic,
+    "ctc": CTC,
+    "chain": Chain,
+}
+OBJECTIVE_NAMES = tuple(_NAMED)
+
+
+def get_objective(objective: str | Objective) -> Objective:
+    """The objective `fit(objective=...)` names (`OBJECTIVE_NAMES`), or an `Objective` as it is; a TrainingError
+    names anything else and lists the names."""
     if isinstance(objective, Objective):
         return objective
-    if objective == "xent":
-        return "linear"
-    if objective in OBJECTIVES:
-        return objective
-    if objective == "ctc":
-        return CTC()
-    if objective == "chain":
-        return Chain()
-    raise TrainingError(f"unknown objective {objective!r}; fit takes {OBJECTIVE_NAMES} or a symnet.train.Objective")
+    if not isinstance(objective, str):
+        raise TrainingError(
+            f"objective must be a string (one of {OBJECTIVE_NAMES}) or a symnet.train.Objective, got {objective!r:.60}"
+        )
+    if objective not in _NAMED:
+        raise TrainingError(f"unknown objective {objective!r}; fit takes {OBJECTIVE_NAMES} or a symnet.train.Objective")
+    return _NAMED[objective]()
 
 
 # -- CTC helpers ---------------------------------------------------------------------------------------------
@@ -591,25 +648,3 @@ def edit_distances(ref: jax.Array, ref_lengths: jax.Array, hyp: jax.Array, hyp_l
         return table[lr, lh]
 
     return jax.vmap(one)(ref, ref_lengths, hyp, hyp_lengths)
-
-
-def edit_distance(ref: Any, hyp: Any) -> int:
-    """Levenshtein distance between two sequences (numpy; substitutions, insertions, deletions cost 1)."""
-    ref, hyp = list(ref), list(hyp)
-    row = np.arange(len(hyp) + 1)
-    for i, r in enumerate(ref, 1):
-        new = np.empty_like(row)
-        new[0] = i
-        for j, h in enumerate(hyp, 1):
-            new[j] = min(row[j] + 1, new[j - 1] + 1, row[j - 1] + (r != h))
-        row = new
-    return int(row[-1])
-
-
-def token_error_rate(refs: Any, hyps: Any) -> float:
-    """Sum of edit distances over sum of reference lengths (the phone error rate of phone sequences)."""
-    refs, hyps = list(refs), list(hyps)
-    if len(refs) != len(hyps):
-        raise ShapeError(f"{len(refs)} references but {len(hyps)} hypotheses")
-    tokens = sum(len(r) for r in refs)
-    return sum(edit_distance(r, h) for r, h in zip(refs, hyps)) / max(tokens, 1)

@@ -19,12 +19,13 @@ import numpy as np
 from ..core.precision import Precision, get_precision
 from ..errors import PlanError, ShapeError, TrainingError
 from .examples import Chunks
-from .objectives import OBJECTIVE_NAMES, Objective, get_objective
+from .objectives import Linear, Objective, get_objective
 from .streams import Corpus
 
 if TYPE_CHECKING:
     import jax
 
+    from ..engine.recurrence import Lowering
     from .loop import EpochStats, StepStats
     from .rules import KaldiRules
 
@@ -72,14 +73,6 @@ def _checkpoint(value: Any) -> str | None:
     if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
         raise TrainingError(f"checkpoint must be a file path, got {value!r}")
     return os.fspath(value)
-
-
-def _objective(_: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if not isinstance(value, (str, Objective)):
-        raise TrainingError(
-            f"objective must be a string (one of {OBJECTIVE_NAMES}) or a symnet.train.Objective, got {value!r:.60}"
-        )
-    get_objective(value)  # an unknown name refused now
 
 
 def _max_steps(_: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -134,7 +127,8 @@ class FitOptions:
             keep the width they were cut with (Kaldi's egs: their frames per eg), sequences are cut
             into chunks of `DEFAULT_CHUNK` (20) frames.
         objective: `"linear"` (cross-entropy of log-probability outputs and frame labels; `"xent"` is the
-            same), `"quadratic"` (target vectors), `"ctc"`, `"chain"`, or a `symnet.train.Objective`.
+            same), `"quadratic"` (target vectors), `"ctc"`, `"chain"`, or a `symnet.train.Objective`; a name
+            is kept as the `Objective` it names (`get_objective`).
         seed: the seed of the chunk order and of dropout masks; runs are deterministic given it.
         checkpoint: a file the run saves to at the end of every epoch (and every `checkpoint_every` steps)
             and resumes from when it exists; locked while the run lasts.
@@ -167,7 +161,7 @@ class FitOptions:
     epochs: int = attrs.field(default=1, validator=_at_least(0))
     batch_size: int = attrs.field(default=64, validator=_at_least(1))
     chunk: int | tuple[int, ...] | None = attrs.field(default=None)
-    objective: str | Objective = attrs.field(default="linear", validator=_objective)
+    objective: Objective = attrs.field(factory=Linear, converter=get_objective)
     seed: int = attrs.field(default=0, validator=_at_least(0))
     checkpoint: str | None = attrs.field(default=None, converter=_checkpoint)
     checkpoint_every: int = attrs.field(default=0, validator=_at_least(0))
@@ -183,7 +177,7 @@ class FitOptions:
     data_axis: str = attrs.field(default=DATA_AXIS, validator=_string)
     rules: KaldiRules | bool | None = attrs.field(default=None, validator=_rules)
     frame_subsampling_factor: int = attrs.field(default=1, validator=_at_least(1))
-    lowering: str = attrs.field(default="auto", validator=_lowering)
+    lowering: Lowering = attrs.field(default="auto", validator=_lowering)
     precision: Precision | None = attrs.field(default=None, converter=_precision)
 
     def __attrs_post_init__(self) -> None:

@@ -3,13 +3,17 @@
 Every minibatch is one regular request of chunks (`symnet._src.train.examples`):
 one compiled computation per chunk width. A step runs forward, the objective,
 `tape.backward` over every output the objective reads, and the optax update
-(or Kaldi's rules) in one `jax.jit`.
+(or Kaldi's rules) in one `jax.jit` (`_step_function`; the evaluation is
+`_evaluate_function`, both jitted by `_jitted`). The step and the evaluation
+call their Computation inside their own program, not through the runner's
+`run`, so each call says which one it runs (`symnet._src.engine.runner.note`):
+`symnet.engine.record()` sees training's programs as it sees the runner's.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -24,17 +28,19 @@ from ..core.index import IndexSet
 from ..core.precision import Precision, wide
 from ..core.tape import backward
 from ..engine.buckets import padding_side
-from ..engine.computation import compile
+from ..engine.computation import Computation, compile
 from ..engine.ends import EndMasks
 from ..engine.graph import Graph
+from ..engine.recurrence import Lowering
 from ..engine.request import ComputationRequest
+from ..engine.runner import compiled, note
 from ..errors import TrainingError
 from ..network import Network
 from . import loss_scale
 from .examples import Chunks
 from .fit_data import used_widths
 from .minibatches import MemoryBatches
-from .objectives import Objective, get_objective, objective
+from .objectives import Objective
 from .parallel import DataParallel, Reduction
 from .rules import KaldiRules
 
@@ -57,49 +63,46 @@ class Trainer:
         *,
         batch_size: int,
         chunks: Chunks,
-        kind: str | Objective,
+        objective: Objective,
         input: str,
         output: str,
         parallel: DataParallel | None = None,
         widths: Sequence[int] = (),
         rules: KaldiRules | None = None,
         frame_subsampling_factor: int = 1,
-        lowering: str = "auto",
+        lowering: Lowering = "auto",
         precision: Precision | None = None,
     ) -> None:
+        if not objective.per_frame and parallel is not None:
+            raise TrainingError(
+                f"the {objective.name!r} objective does not train over a mesh yet; train it without mesh="
+            )
         self.optimizer = optimizer
         self.lowering = lowering  # how recurrences and splices run in every compiled step (`compile`'s `lowering`)
         # The mixed-precision policy every computation is compiled with; with its loss_scale the optimiser
         # state is a LossScaled (symnet._src.train.loss_scale), and a step whose gradients overflow is skipped.
         self.precision = precision
-        growth = precision.growth_interval if precision is not None else 1
-        # A per-frame objective by its name (`objective()`), or a sequence Objective (`objective.loss` on
+        # A per-frame objective (`frame_loss` of the output rows), or a sequence objective (`value_and_grad` of
         # [batch, frames, dim] outputs with per-chunk supervision, made once per Chunks in `supervision`).
-        resolved = get_objective(kind)
-        self.sequence: Objective | None = resolved if isinstance(resolved, Objective) else None
-        kind = resolved if isinstance(resolved, str) else resolved.name
+        self.objective = objective
         # Outputs at chunk frames 0, k, 2k, ...: the request asks for those output Indexes only (the planner
         # computes what they need: about half the time of all frames for a TDNN at k=3, docs/training.md).
         self.subsampling = int(frame_subsampling_factor)
-        if self.sequence is not None and parallel is not None:
-            raise TrainingError(
-                f"the {self.sequence.name!r} objective does not train over a mesh yet; train it without mesh="
-            )
         self._supervision: dict[int, tuple[Chunks, Any]] = {}
         # Kaldi's rules (`symnet._src.train.rules`): then `optimizer` is they, and every step also takes the
         # minibatch's number of sequences and the dropout schedule's proportions (`rules_args`).
         self.rules = rules
-        self.kind, self.input, self.output = kind, input, output
+        self.input, self.output = input, output
         # Every output a step computes: the trained one first, then those the objective also reads (the
         # chain objective's `output-xent`), each given its derivative in one backward walk.
-        self.outputs = (output, *(self.sequence.extra_outputs if self.sequence is not None else ()))
+        self.outputs = (output, *objective.extra_outputs)
         self.batch_size = batch_size
         self.chunk, self.left, self.right = chunks.chunk, chunks.left, chunks.right
         # The chunk widths minibatches are cut down to (`fit`'s `chunk=(300, 200, 100)`): the largest is `chunk`.
         self.widths = used_widths(chunks, widths)
         # With a mesh every device computes its own `batch_size / devices` chunks (symnet._src.train.parallel).
         self.parallel = parallel
-        reduce = Reduction(parallel.axis if parallel is not None else None)
+        self.reduce = Reduction(parallel.axis if parallel is not None else None)
         # A network whose outputs depend on where a sequence ends (a backward recurrence, an IfDefined of a
         # later frame) is trained with each chunk's own end, not on repeats of its sequence's last frame.
         # With a mesh each device gets the masks of its own chunks' ends.
@@ -107,115 +110,44 @@ class Trainer:
         self.local_batch = parallel.local_batch if parallel is not None else batch_size
         self.network = network
         self.test_network = set_test_mode(network)
-        self._computations: dict[tuple[int, bool], Any] = {}
+        self._computations: dict[tuple[int, bool], Computation] = {}
         self.computation = self.computation_for(self.chunk)
         self.test_computation = self.computation_for(self.chunk, test=True)
         self.structure = network.structure
+        self.jitted_step, self.jitted_evaluate = _jitted(self, _step_function(self), _evaluate_function(self))
 
-        def step(
-            network: Network,
-            opt_state: Any,
-            x: jax.Array,
-            targets: jax.Array,
-            weights: jax.Array,
-            key: jax.Array | None = None,
-            ends: EndMasks | None = None,
-            rules_args: Mapping[str, Any] | None = None,
-        ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array], jax.Array]:
-            # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
-            # the NaturalGradient* components' backward reads and updates them (else a no-op context).
-            # `key` feeds training-mode dropout (symnet.rng), forward and backward alike.
-            # With a mesh: the loss and derivative scaled by this device's share of the frames, then summed.
-            # Training-mode batch-norm takes the whole minibatch's statistics (over all devices).
-            randomness = rng.randomness(reduce.key(key)) if key is not None else contextlib.nullcontext()
-            computation = self.computation_for(self.width_of(x))
-            scaled = isinstance(opt_state, loss_scale.LossScaled)
-            inner = loss_scale.inner(opt_state)
-            proportions = rng.dropout_proportions(rules_args["dropout"]) if rules_args else contextlib.nullcontext()
-            with (
-                randomness,
-                proportions,
-                statistics_across(reduce.axis),
-                natural_gradient.step_context(inner) as ng,
-            ):
-                tapes = computation.forward(network, {input: x}, ends)
-                loss, correct, deltas = self.objective(
-                    {name: tapes[name].value for name in self.outputs}, targets, weights
-                )
-                share = reduce.share(weights)
-                # With loss scaling the derivative is scaled up before the walk, the gradients down after it.
-                seed = share * opt_state.scale if scaled else share
-                grads = reduce.sum(backward([(tapes[name], d * seed) for name, d in deltas.items()]))
-                if scaled:
-                    grads = {name: g / opt_state.scale for name, g in grads.items()}
-                # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
-                state = dict(network.state)
-                for name in self.outputs:
-                    state.update(batchnorm_stats_updates(tapes[name], network.state))
-            loss, correct = reduce.sum((loss * share, correct))
-            if rules is None:
-                updates, new_inner = optimizer.update(grads, ng.carry(inner), network.params)
-                params = optax.apply_updates(network.params, updates)
-            else:
-                # Kaldi's rules: the gradient is of the mean loss over the minibatch's frames; its l2 term
-                # needs the number of sequences. Then batch-norm statistics and orthonormal constraints.
-                assert rules_args is not None
-                frames = jnp.maximum(reduce.sum(weights.sum()), 1.0)
-                updates, new_inner = rules.update(
-                    grads, ng.carry(inner), network.params, frames=frames, sequences=rules_args["sequences"]
-                )
-                params = optax.apply_updates(network.params, updates)
-                params, state = rules.after_update(params, state, key)
-            if scaled:  # gradients that overflowed: the step is skipped, the scale halved
-                ok = loss_scale.all_finite(grads)
-                params = loss_scale.choose(ok, params, network.params)
-                state = loss_scale.choose(ok, state, dict(network.state))
-                opt_state = loss_scale.advanced(opt_state, new_inner, ok, growth)
-            else:
-                opt_state = new_inner
-            # Per parameter: are all its new values finite? (A huge step can overflow the
-            # parameters while the loss, computed before the update, is still finite.)
-            finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
-            new_network = Network.from_structure(network.structure, params, state, network.objectives)
-            return new_network, opt_state, loss, correct, finite, optax.tree.norm(grads)
+    def step(
+        self,
+        network: Network,
+        opt_state: Any,
+        x: jax.Array,
+        targets: Any,
+        weights: jax.Array,
+        key: jax.Array | None = None,
+        ends: EndMasks | None = None,
+        *rules_args: Mapping[str, Any],
+    ) -> tuple[Network, Any, jax.Array, Any, dict[str, jax.Array], jax.Array]:
+        """One training step on a minibatch (`arrays`): `(network, optimiser state, loss, statistics, whether
+        each parameter is finite, gradient norm)`; its computation is recorded as the runner's are
+        (`symnet.engine.record`). With Kaldi's rules the last argument is `rules_args(...)`."""
+        note(self.computation_for(self.width_of(x)))
+        return self.jitted_step(network, opt_state, x, targets, weights, key, ends, *rules_args)
 
-        # Validation runs in test mode (batch-norm's stored statistics, no dropout), as Kaldi's
-        # nnet3-compute-prob does; the test-mode network has the same parameters.
-        test_structure = self.test_network.structure
+    def evaluate(
+        self,
+        network: Network,
+        x: jax.Array,
+        targets: Any,
+        weights: jax.Array,
+        ends: EndMasks | None = None,
+        *dropout: Mapping[str, Any],
+    ) -> tuple[jax.Array, Any]:
+        """`(loss, statistics)` of a minibatch in test mode (with Kaldi's rules the last argument is the dropout
+        proportions, `dropout(...)`); its computation is recorded as the runner's are."""
+        note(self.computation_for(self.width_of(x), test=True))
+        return self.jitted_evaluate(network, x, targets, weights, ends, *dropout)
 
-        def evaluate(
-            network: Network,
-            x: jax.Array,
-            targets: jax.Array,
-            weights: jax.Array,
-            ends: EndMasks | None = None,
-            dropout: Mapping[str, Any] | None = None,
-        ) -> tuple[jax.Array, jax.Array]:
-            test_network = Network.from_structure(test_structure, network.params, network.state)
-            with rng.dropout_proportions(dropout) if dropout else contextlib.nullcontext():
-                values = self.computation_for(self.width_of(x), test=True)(test_network, {input: x}, ends)
-            loss, correct, _ = self.objective({name: values[name] for name in self.outputs}, targets, weights)
-            share = reduce.share(weights)
-            return reduce.sum((loss * share, correct))
-
-        if parallel is None:
-            self.step = jax.jit(step, donate_argnums=(1,))
-            self.evaluate = jax.jit(evaluate)
-        elif rules is None:  # a mesh's jit takes exactly its arguments: the rules' only with rules
-
-            def plain_step(*args: Any) -> Any:
-                return step(*args)
-
-            def plain_evaluate(*args: Any) -> Any:
-                return evaluate(*args)
-
-            self.step = parallel.jit(plain_step, "rrsssrs", donate=(1,))
-            self.evaluate = parallel.jit(plain_evaluate, "rssss")
-        else:
-            self.step = parallel.jit(step, "rrsssrsr", donate=(1,))
-            self.evaluate = parallel.jit(evaluate, "rssssr")
-
-    def objective(
+    def loss(
         self, values: Mapping[str, jax.Array], targets: Any, weights: jax.Array
     ) -> tuple[jax.Array, Any, dict[str, jax.Array]]:
         """(loss, statistics, d loss / d each of `outputs`) of the output rows `values` by name
@@ -225,8 +157,8 @@ class Trainer:
         Statistics: the correct frames for a per-frame objective, a sequence objective's statistics (a dict
         with `correct` and `count`) for one."""
         values = {name: v.astype(wide(v.dtype)) for name, v in values.items()}  # objectives sum in float32
-        if self.sequence is None:
-            loss, correct, delta = objective(self.kind, values[self.output], targets, weights)
+        if self.objective.per_frame:
+            loss, correct, delta = self.objective.frame_loss(values[self.output], targets, weights)
             return loss, correct, {self.output: delta}
         batch = self.local_batch
 
@@ -239,7 +171,7 @@ class Trainer:
         value = values[self.output]
         w = weights.reshape(value.shape[0] // batch, batch).T
         extra = {name: sequences(values[name]) for name in self.outputs[1:]}
-        loss, stats, delta, extra_deltas = self.sequence.value_and_grad(sequences(value), w, targets, extra)
+        loss, stats, delta, extra_deltas = self.objective.value_and_grad(sequences(value), w, targets, extra)
         return loss, stats, {self.output: rows(delta), **{name: rows(d) for name, d in extra_deltas.items()}}
 
     def request(self, batch: int, width: int | None = None) -> ComputationRequest:
@@ -251,7 +183,7 @@ class Trainer:
             sequence_ends=self.sequence_ends,
         )
 
-    def computation_for(self, width: int, test: bool = False) -> Any:
+    def computation_for(self, width: int, test: bool = False) -> Computation:
         """The compiled computation of one minibatch of chunks `width` frames wide (`test`: the test-mode network)."""
         key = (width, test)
         if key not in self._computations:
@@ -261,8 +193,9 @@ class Trainer:
         return self._computations[key]
 
     def width_of(self, x: Any) -> int:
-        """The chunk width of a minibatch's features (`[(width + left + right) * local batch, dim]`)."""
-        return int(x.shape[0]) // self.local_batch - self.left - self.right
+        """The chunk width of a minibatch's features: `[(width + left + right) * local batch, dim]` (with a mesh,
+        `arrays` gives `[devices, ...]` of those, and the step gets its device's)."""
+        return int(x.shape[-2]) // self.local_batch - self.left - self.right
 
     def batches(self, chunks: Chunks, order: np.ndarray) -> list[np.ndarray]:
         """Minibatch indexes in `order`, each of chunks of one width; `arrays` fills the last of each up to keep
@@ -294,10 +227,9 @@ class Trainer:
     def supervision(self, chunks: Chunks) -> Any:
         """The sequence objective's per-chunk supervision of `chunks`, made once (from the frames at the full
         rate; with frame subsampling, the output frames' weights are those of every k-th frame)."""
-        assert self.sequence is not None
         cached = self._supervision.get(id(chunks))
         if cached is None or cached[0] is not chunks:
-            made = self.sequence.supervision(chunks.targets, chunks.weights, self.subsampling)
+            made = self.objective.supervision(chunks.targets, chunks.weights, self.subsampling)
             cached = (chunks, {name: np.asarray(a) for name, a in made.items()})
             if len(self._supervision) >= 2:  # the training and validation chunks; a stream's minibatches come and go
                 self._supervision.pop(next(iter(self._supervision)))
@@ -314,7 +246,9 @@ class Trainer:
         ends = chunks.ends[self.filled(idx)]
         if self.parallel is None:
             return computation.end_masks(ends)
-        per_device = [computation.sequence_ends.masks(part) for part in np.split(ends, self.parallel.devices)]
+        sequence_ends = computation.sequence_ends
+        assert sequence_ends is not None  # a request with sequence ends (`request`)
+        per_device = [sequence_ends.masks(part) for part in np.split(ends, self.parallel.devices)]
         return EndMasks(self.parallel.stack(per_device))
 
     def filled(self, idx: np.ndarray) -> np.ndarray:
@@ -333,7 +267,7 @@ class Trainer:
         if k > 1:  # chunk frames 0, k, 2k, ... (rows t-major: every k-th block of `batch_size` rows)
             rows = (np.arange(width)[::k, None] * self.batch_size + np.arange(self.batch_size)).ravel()
             targets, weights = targets[rows], weights[rows]
-        if self.sequence is not None:
+        if not self.objective.per_frame:
             targets = {name: a[self.filled(idx)] for name, a in self.supervision(chunks).items()}
         return x, targets, weights
 
@@ -402,9 +336,7 @@ class Trainer:
         computation = self.computation_for(width)
         ends = self.ends(chunks, idx)
         if self.parallel is not None:
-            computation = compile(
-                network, self.request(self.batch_size, width), self.lowering, precision=self.precision
-            )
+            computation = compiled(network, self.request(self.batch_size, width), self.lowering, self.precision)
             network = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), network)
             key = None if key is None else jnp.asarray(np.asarray(key))
             if ends is not None:
@@ -419,6 +351,127 @@ class Trainer:
                 first = value[bad].flat[0]
                 return f"{describe(node.layer)} (its value has {int(bad.sum())} non-finite entries, first {first})"
         return "no node of the network (the objective itself)"
+
+
+def _step_function(trainer: Trainer) -> Callable[..., Any]:
+    """The training step of `trainer`'s setup, to be jitted: forward, objective, backward, update."""
+    input, outputs, reduce, rules, optimizer = (
+        trainer.input,
+        trainer.outputs,
+        trainer.reduce,
+        trainer.rules,
+        trainer.optimizer,
+    )
+    growth = trainer.precision.growth_interval if trainer.precision is not None else 1
+
+    def step(
+        network: Network,
+        opt_state: Any,
+        x: jax.Array,
+        targets: jax.Array,
+        weights: jax.Array,
+        key: jax.Array | None = None,
+        ends: EndMasks | None = None,
+        rules_args: Mapping[str, Any] | None = None,
+    ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array], jax.Array]:
+        # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
+        # the NaturalGradient* components' backward reads and updates them (else a no-op context).
+        # `key` feeds training-mode dropout (symnet.rng), forward and backward alike.
+        # With a mesh: the loss and derivative scaled by this device's share of the frames, then summed.
+        # Training-mode batch-norm takes the whole minibatch's statistics (over all devices).
+        randomness = rng.randomness(reduce.key(key)) if key is not None else contextlib.nullcontext()
+        computation = trainer.computation_for(trainer.width_of(x))
+        scaled = isinstance(opt_state, loss_scale.LossScaled)
+        inner = loss_scale.inner(opt_state)
+        proportions = rng.dropout_proportions(rules_args["dropout"]) if rules_args else contextlib.nullcontext()
+        with (
+            randomness,
+            proportions,
+            statistics_across(reduce.axis),
+            natural_gradient.step_context(inner) as ng,
+        ):
+            tapes = computation.forward(network, {input: x}, ends)
+            loss, correct, deltas = trainer.loss({name: tapes[name].value for name in outputs}, targets, weights)
+            share = reduce.share(weights)
+            # With loss scaling the derivative is scaled up before the walk, the gradients down after it.
+            seed = share * opt_state.scale if scaled else share
+            grads = reduce.sum(backward([(tapes[name], d * seed) for name, d in deltas.items()]))
+            if scaled:
+                grads = {name: g / opt_state.scale for name, g in grads.items()}
+            # Training-mode batch-norm accumulates its statistics: state, updated outside the gradients.
+            state = dict(network.state)
+            for name in outputs:
+                state.update(batchnorm_stats_updates(tapes[name], network.state))
+        loss, correct = reduce.sum((loss * share, correct))
+        if rules is None:
+            updates, new_inner = optimizer.update(grads, ng.carry(inner), network.params)
+            params = optax.apply_updates(network.params, updates)
+        else:
+            # Kaldi's rules: the gradient is of the mean loss over the minibatch's frames; its l2 term
+            # needs the number of sequences. Then batch-norm statistics and orthonormal constraints.
+            assert rules_args is not None
+            frames = jnp.maximum(reduce.sum(weights.sum()), 1.0)
+            updates, new_inner = rules.update(
+                grads, ng.carry(inner), network.params, frames=frames, sequences=rules_args["sequences"]
+            )
+            params = optax.apply_updates(network.params, updates)
+            params, state = rules.after_update(params, state, key)
+        if scaled:  # gradients that overflowed: the step is skipped, the scale halved
+            ok = loss_scale.all_finite(grads)
+            params = loss_scale.choose(ok, params, network.params)
+            state = loss_scale.choose(ok, state, dict(network.state))
+            opt_state = loss_scale.advanced(opt_state, new_inner, ok, growth)
+        else:
+            opt_state = new_inner
+        # Per parameter: are all its new values finite? (A huge step can overflow the
+        # parameters while the loss, computed before the update, is still finite.)
+        finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
+        new_network = Network.from_structure(network.structure, params, state, network.objectives)
+        return new_network, opt_state, loss, correct, finite, optax.tree.norm(grads)
+
+    return step
+
+
+def _evaluate_function(trainer: Trainer) -> Callable[..., Any]:
+    """The evaluation of `trainer`'s setup, to be jitted: loss and statistics in test mode (batch-norm's stored
+    statistics, no dropout), as Kaldi's nnet3-compute-prob; the test-mode network has the same parameters."""
+    input, outputs, reduce = trainer.input, trainer.outputs, trainer.reduce
+    test_structure = trainer.test_network.structure
+
+    def evaluate(
+        network: Network,
+        x: jax.Array,
+        targets: jax.Array,
+        weights: jax.Array,
+        ends: EndMasks | None = None,
+        dropout: Mapping[str, Any] | None = None,
+    ) -> tuple[jax.Array, jax.Array]:
+        test_network = Network.from_structure(test_structure, network.params, network.state)
+        with rng.dropout_proportions(dropout) if dropout else contextlib.nullcontext():
+            values = trainer.computation_for(trainer.width_of(x), test=True)(test_network, {input: x}, ends)
+        loss, correct, _ = trainer.loss({name: values[name] for name in outputs}, targets, weights)
+        share = reduce.share(weights)
+        return reduce.sum((loss * share, correct))
+
+    return evaluate
+
+
+def _jitted(trainer: Trainer, step: Callable[..., Any], evaluate: Callable[..., Any]) -> tuple[Any, Any]:
+    """`step` and `evaluate` jitted: on one device, or over `trainer.parallel`'s mesh (whose jit takes exactly
+    its arguments: the rules' only with rules)."""
+    parallel = trainer.parallel
+    if parallel is None:
+        return jax.jit(step, donate_argnums=(1,)), jax.jit(evaluate)
+    if trainer.rules is not None:
+        return parallel.jit(step, "rrsssrsr", donate=(1,)), parallel.jit(evaluate, "rssssr")
+
+    def plain_step(*args: Any) -> Any:
+        return step(*args)
+
+    def plain_evaluate(*args: Any) -> Any:
+        return evaluate(*args)
+
+    return parallel.jit(plain_step, "rrsssrs", donate=(1,)), parallel.jit(plain_evaluate, "rssss")
 
 
 def describe(layer: Any, width: int = 100) -> str:

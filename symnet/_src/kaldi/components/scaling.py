@@ -10,7 +10,7 @@ per type.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...components.base import Component, FixedWeight, param_name
@@ -100,15 +100,19 @@ def scale_and_offset_component(
     )
 
 
-def _scale_vector(
-    opts: ComponentOptionReader, read_matrix: MatrixReader | None, file_key: str, check_dim: bool
+def _vector_or(
+    opts: ComponentOptionReader, read_matrix: MatrixReader | None, key: str, default: Callable[[], Initializer]
 ) -> FrozenArray | Initializer:
-    if opts.has(file_key):
-        vec = load_array(opts, file_key, read_matrix, 1)
-        if check_dim and opts.has("dim"):
-            dim = opts.int("dim")
-            opts.require(dim == vec.shape[0], f"dim={dim} does not match {file_key} (dimension {vec.shape[0]})", "dim")
-        return FrozenArray(vec)
+    """The vector of Kaldi's `KEY=FILE and nothing else` form, else the initialiser `default()` reads from the
+    other options."""
+    if opts.has(key):
+        _only(opts, key)
+        return FrozenArray(load_array(opts, key, read_matrix, 1))
+    return default()
+
+
+def _scale_init(opts: ComponentOptionReader) -> Initializer:
+    """Scales of `dim` elements from param-mean (1.0) and param-stddev (0.0)."""
     dim = positive_dim(opts)
     param_mean = opts.float("param-mean", 1.0)
     param_stddev = opts.float("param-stddev", 0.0)
@@ -123,7 +127,15 @@ def per_element_scale_component(
     learning rates."""
     opts = ComponentOptionReader("PerElementScaleComponent", name, options)
     meta = updatable_options(opts)
-    init = _scale_vector(opts, read_matrix, "vector", check_dim=True)
+    init: FrozenArray | Initializer
+    if opts.has("vector"):
+        vec = load_array(opts, "vector", read_matrix, 1)
+        if opts.has("dim"):
+            dim = opts.int("dim")
+            opts.require(dim == vec.shape[0], f"dim={dim} does not match vector (dimension {vec.shape[0]})", "dim")
+        init = FrozenArray(vec)
+    else:
+        init = _scale_init(opts)
     opts.finish()
     return PerElementScaleComponent(name, input, Weight(init, param_name(name, "params")), options=tuple(meta))
 
@@ -141,9 +153,7 @@ def natural_gradient_per_element_scale_component(
         ("alpha", opts.float("alpha", 4.0)),
     ]
     meta = updatable_options(opts) + meta
-    if opts.has("scales"):
-        _only(opts, "scales")
-    init = _scale_vector(opts, read_matrix, "scales", check_dim=False)
+    init = _vector_or(opts, read_matrix, "scales", lambda: _scale_init(opts))
     opts.finish()
     return NaturalGradientPerElementScaleComponent(
         name, input, Weight(init, param_name(name, "params")), options=tuple(meta)
@@ -187,13 +197,13 @@ def fixed_scale_component(
 ) -> Component:
     """Options: scales=FILE (nothing else), or dim with scale (every element = scale; default random N(0, 1))."""
     opts = ComponentOptionReader("FixedScaleComponent", name, options)
-    if opts.has("scales"):
-        _only(opts, "scales")
-        init: FrozenArray | Initializer = FrozenArray(load_array(opts, "scales", read_matrix, 1))
-    else:
+
+    def default() -> Initializer:
         scale = opts.float("scale", None)
         dim = positive_dim(opts)
-        init = normal_init((dim,), 1.0) if scale is None else normal_init((dim,), 0.0, scale)
+        return normal_init((dim,), 1.0) if scale is None else normal_init((dim,), 0.0, scale)
+
+    init = _vector_or(opts, read_matrix, "scales", default)
     opts.finish()
     return FixedScaleComponent(name, input, FixedWeight(init, param_name(name, "scales")))
 
@@ -203,11 +213,7 @@ def fixed_bias_component(
 ) -> Component:
     """Options: bias=FILE (nothing else), or dim (random N(0, 1) bias, for tests)."""
     opts = ComponentOptionReader("FixedBiasComponent", name, options)
-    if opts.has("bias"):
-        _only(opts, "bias")
-        init: FrozenArray | Initializer = FrozenArray(load_array(opts, "bias", read_matrix, 1))
-    else:
-        init = normal_init((positive_dim(opts),), 1.0)
+    init = _vector_or(opts, read_matrix, "bias", lambda: normal_init((positive_dim(opts),), 1.0))
     opts.finish()
     return FixedBiasComponent(name, input, FixedWeight(init, param_name(name, "bias")))
 
@@ -369,12 +375,9 @@ def _read_constant(f: ModelFields) -> dict[str, Any]:
     return out
 
 
-def _read_fixed_scale(f: ModelFields) -> dict[str, Any]:
-    return {"dim": vector_dim(f, "Scales")}
-
-
-def _read_fixed_bias(f: ModelFields) -> dict[str, Any]:
-    return {"dim": vector_dim(f, "Bias")}
+def _read_vector_dim(token: str) -> Callable[[ModelFields], dict[str, Any]]:
+    """The reader of a fixed component's one field, its vector `token` (FixedScale's, FixedBias's): its dim."""
+    return lambda f: {"dim": vector_dim(f, token)}
 
 
 # ----- writing model-file fields ---------------------------------------------------------------
@@ -412,12 +415,9 @@ def _write_per_element_offset(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
     ]
 
 
-def _write_fixed_scale(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
-    return [("Scales", p("scales"))]
-
-
-def _write_fixed_bias(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
-    return [("Bias", p("bias"))]
+def _write_vector(token: str, param: str) -> Callable[[Any, ParamValues], list[tuple[str, Any]]]:
+    """The writer of a fixed component's one field: its parameter `param` as the vector `token`."""
+    return lambda c, p: [(token, p(param))]
 
 
 def _write_constant_function(c: Any, p: ParamValues) -> list[tuple[str, Any]]:
@@ -498,8 +498,8 @@ register(
         fixed_scale_component,
         _fixed_scale_options,
         {"Scales": VECTOR},
-        _read_fixed_scale,
-        _write_fixed_scale,
+        _read_vector_dim("Scales"),
+        _write_vector("Scales", "scales"),
     )
 )
 register(
@@ -509,8 +509,8 @@ register(
         fixed_bias_component,
         _fixed_bias_options,
         {"Bias": VECTOR},
-        _read_fixed_bias,
-        _write_fixed_bias,
+        _read_vector_dim("Bias"),
+        _write_vector("Bias", "bias"),
     )
 )
 register(
