@@ -21,6 +21,14 @@ of the way through `make test-all`), so the suite leaves malloc as it is
 (`SYMNET_HOST_MEMORY=system`, inherited by the commands it starts);
 tests/core/test_host_memory.py checks the tuning in fresh processes of its own.
 
+Each test module's compiled programs are let go when it ends (`symnet.clear_caches()` and
+`jax.clear_caches()`). XLA on CPU maps each program's code into memory (about three mappings a
+program), and Linux allows a process 65,530 (`vm.max_map_count`). Twice, near the end of
+`make test-all`, a worker died of a segmentation fault inside XLA's compiler, with nothing else
+in common; 400 tests into tests/train and tests/engine in one process, the suite held 10,943
+mappings and 3.0 GB, and growing. Letting each module's programs go, the same tests held 1,177
+mappings and 1.5 GB.
+
 Most of the suite's time is XLA compiling small programs once each, so `make test`
 runs with XLA's quick code generation (`QUICK_XLA_FLAGS`, set before JAX starts,
 inherited by child processes, and left off with a warning where this jaxlib does
@@ -32,11 +40,14 @@ optimised code as well.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import settings
 
 PROFILE_VARIABLE = "SYMNET_HYPOTHESIS_PROFILE"
@@ -72,3 +83,17 @@ if "XLA_FLAGS" not in os.environ:
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("random", derandomize=False)
 settings.load_profile(os.environ.get(PROFILE_VARIABLE, "ci"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _let_compiled_programs_go() -> Iterator[None]:
+    """After each test module, forget its compiled programs (see the module docstring: the mappings limit)."""
+    yield
+    if "jax" in sys.modules:
+        import jax
+
+        import symnet
+
+        symnet.clear_caches()
+        jax.clear_caches()
+        gc.collect()

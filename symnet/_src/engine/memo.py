@@ -1,4 +1,5 @@
-"""Bounded caches of planned work (computations, contexts), all cleared by `symnet.clear_caches()`."""
+"""Bounded caches of planned and compiled work (computations, contexts, training setups), all cleared by
+`symnet.clear_caches()`."""
 
 from __future__ import annotations
 
@@ -37,11 +38,16 @@ class Cache(Generic[V]):
     def clear(self) -> None:
         self._entries.clear()
 
+    def values(self) -> list[V]:
+        """The entries, least recently used first."""
+        return list(self._entries.values())
+
     def __len__(self) -> int:
         return len(self._entries)
 
 
 def clear_caches() -> None:
-    """Forget every planned computation and context (their compiled XLA programs go with them)."""
+    """Forget every planned computation, context and kept training setup (their compiled XLA programs go with
+    them)."""
     for cache in list(_ALL):
         cache.clear()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import types
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -26,13 +25,15 @@ import jax
 import numpy as np
 
 from ..core.layer import Layer, Structure
+from ..engine.memo import Cache
 
 __all__ = ["fingerprint", "trainer_for", "KEPT"]
 
 #: How many training setups `trainer_for` keeps (each with its compiled programs).
 KEPT = 4
 
-_kept: OrderedDict[Hashable, Any] = OrderedDict()
+#: Cleared with every other compiled program by `symnet.clear_caches()`.
+_kept: Cache[Any] = Cache(KEPT)
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 _SMALL_ARRAY = 4096  # elements: a learning-rate table is read by value, a large array by identity
@@ -112,10 +113,5 @@ def trainer_for(values: tuple[Hashable, ...], objects: tuple[Any, ...], make: Ca
     kept in its place (the least recently used of `KEPT` dropped). The Trainer holds `objects`, which keeps
     alive whatever the key holds by identity."""
     key = (values, tuple(_safe_fingerprint(o) for o in objects))
-    trainer = _kept.pop(key, None)
-    if trainer is None:
-        trainer = make()
-    _kept[key] = trainer
-    while len(_kept) > KEPT:
-        _kept.popitem(last=False)
-    return trainer
+    trainer = _kept.get(key)
+    return _kept.put(key, make()) if trainer is None else trainer
