@@ -15,6 +15,7 @@ import pytest
 
 from helpers import nets
 from helpers.egs_bytes import write_egs
+from helpers.fit_results import assert_same
 from symnet import Input, Network
 from symnet._src.kaldi_io.egs import egs_chunks, read_cegs, read_egs
 from symnet._src.train.minibatches import StreamBatches
@@ -41,17 +42,6 @@ def net(seed: int = 0) -> Network:
         seed=seed,
     )  # fmt: skip
 
-
-def params(result) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v) for k, v in result.network.params.items()}
-
-
-def assert_same(a, b) -> None:
-    pa, pb = params(a), params(b)
-    assert pa.keys() == pb.keys()
-    for k in pa:
-        np.testing.assert_array_equal(pa[k], pb[k], err_msg=k)
-    assert [h.train_loss for h in a.history] == [h.train_loss for h in b.history]
 
 
 SETTINGS = {"epochs": 2, "batch_size": 4, "progress": False, "seed": 3}

@@ -13,6 +13,7 @@ import optax
 import pytest
 
 from helpers import nets
+from helpers.fit_results import assert_same
 from symnet import Input, Network
 from symnet._src.train.minibatches import StreamBatches, window_plan
 from symnet.errors import ShapeError
@@ -64,17 +65,6 @@ def kaldi_dir(tmp_path, monkeypatch):
     write("ark:ali.ark", {k: data[k][1] for k in reversed(list(data))})
     return data
 
-
-def params(result) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v) for k, v in result.network.params.items()}
-
-
-def assert_same(a, b) -> None:
-    pa, pb = params(a), params(b)
-    assert pa.keys() == pb.keys()
-    for k in pa:
-        np.testing.assert_array_equal(pa[k], pb[k], err_msg=k)
-    assert [h.train_loss for h in a.history] == [h.train_loss for h in b.history]
 
 
 SETTINGS = {"epochs": 2, "batch_size": 4, "chunk": (10, 20), "progress": False, "seed": 3}
