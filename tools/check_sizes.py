@@ -17,7 +17,6 @@ LIMIT = 700
 OVERSIZE = {
     "symnet/_src/core/layer.py": 849,
     "symnet/_src/kaldi_io/ark.py": 764,
-    "symnet/_src/kaldi_io/binary.py": 752,
     "symnet/_src/engine/computation.py": 739,
 }
 
