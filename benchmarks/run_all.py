@@ -34,7 +34,7 @@ import symnet
 from machine import header
 from recurrent import blstm, gru, kaldi_lstm
 from symnet import IndexSet
-from symnet._src.engine import computation as computation_module
+from symnet._src.engine import compiling as compiling_module
 from symnet.engine import ComputationRequest, compile
 from workloads import w1, w2, w2_network, w3
 
@@ -133,7 +133,7 @@ def planning_times(sizes: tuple[int, ...]) -> dict[int, float]:
         )
         best = float("inf")
         for _ in range(5):
-            computation_module._CACHE.clear()
+            compiling_module._CACHE.clear()
             t = time.perf_counter()
             compile(net, request)
             best = min(best, time.perf_counter() - t)
@@ -161,7 +161,7 @@ def cached_lookup() -> float:
 
 def lstm_compile_time(frames: int, sequences: int = 32) -> float:
     """Plan + XLA compile time of W3's training step at `frames` frames, seconds."""
-    computation_module._CACHE.clear()
+    compiling_module._CACHE.clear()
     jax.clear_caches()
     t = time.perf_counter()
     workload = w3(num_sequences=sequences, frames=frames)

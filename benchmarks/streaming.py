@@ -116,7 +116,7 @@ def reading_speed(folder: Path, megabytes: int) -> dict[str, float]:
     """MB/s of symnet's reader and kaldiio's over the first `megabytes` of features, plain and compressed."""
     import kaldiio
 
-    from symnet._src.kaldi_io.ark import read_entry
+    from symnet._src.kaldi_io.scp import read_entry
 
     entries, size = [], 0
     for line in open(folder / "feats.scp"):

@@ -55,8 +55,8 @@ from symnet._src.core.precision import Precision as Precision
 from symnet._src.core.tape import Tape as Tape
 from symnet._src.core.walk import rewrite as rewrite
 from symnet._src.core.walk import walk as walk
+from symnet._src.engine.compiling import compile as compile
 from symnet._src.engine.computation import Computation as Computation
-from symnet._src.engine.computation import compile as compile
 from symnet._src.engine.memo import clear_caches as clear_caches
 from symnet._src.engine.request import ComputationRequest as ComputationRequest
 from symnet._src.engine.streaming import Stream as Stream

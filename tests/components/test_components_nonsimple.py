@@ -23,7 +23,7 @@ from symnet import Input, Network, Node
 from symnet._src.core.descriptor import Ref
 from symnet._src.core.index import IndexSet
 from symnet._src.core.initializers import Normal, Zeros
-from symnet._src.engine.computation import compile
+from symnet._src.engine.compiling import compile
 from symnet._src.engine.graph import Graph
 from symnet._src.engine.plan import Planner
 from symnet._src.engine.request import ComputationRequest

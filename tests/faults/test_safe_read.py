@@ -149,8 +149,8 @@ def _readers(tmp_path):
     file: each must open the file once and check what it opened."""
     from symnet._src.kaldi.build import parse_network
     from symnet._src.kaldi.model_reader import read_model
-    from symnet._src.kaldi_io.ark import read_entry
     from symnet._src.kaldi_io.egs import read_egs
+    from symnet._src.kaldi_io.scp import read_entry
     from symnet.kaldi import read_kaldi_array
 
     fixed = (

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from helpers import fuzz
-from symnet._src.kaldi_io.ark import MAX_ENTRY_BYTES, iter_ark, read_entry
+from symnet._src.kaldi_io.ark import iter_ark
+from symnet._src.kaldi_io.ark_stream import MAX_ENTRY_BYTES
+from symnet._src.kaldi_io.scp import read_entry
 from symnet._src.kaldi_io.tables import iter_table, read_posteriors, read_table
 from symnet.train import KaldiDataError, read_kaldi_data
 
@@ -242,7 +244,7 @@ def test_an_empty_matrix_reads_by_offset_and_in_an_archive(tmp_path):
     took it for a damaged entry."""
     import kaldiio
 
-    from symnet._src.kaldi_io.ark import read_entry
+    from symnet._src.kaldi_io.scp import read_entry
     from symnet._src.kaldi_io.tables import read_table
 
     with kaldiio.WriteHelper(f"ark,scp:{tmp_path / 'e.ark'},{tmp_path / 'e.scp'}") as writer:

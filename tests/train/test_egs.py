@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from helpers.egs_bytes import binary_eg
-from symnet._src.kaldi_io.binary import format_real
 from symnet._src.kaldi_io.egs import ChainExample, NnetExample, decode_compressed, egs_chunks, read_cegs, read_egs
 from symnet._src.kaldi_io.egs_sparse import MAX_DENSE_VALUES
+from symnet._src.kaldi_io.numbers import format_real
 from symnet.errors import KaldiDataError
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "egs"

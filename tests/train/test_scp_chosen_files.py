@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from symnet._src.kaldi_io import egs
-from symnet._src.kaldi_io.ark import entry_rows, read_entry
 from symnet._src.kaldi_io.egs import read_cegs, read_egs
+from symnet._src.kaldi_io.scp import entry_rows, read_entry
 from symnet._src.kaldi_io.tables import iter_table, read_posteriors
 from symnet.errors import KaldiDataError
 

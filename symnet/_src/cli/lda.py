@@ -212,7 +212,7 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
 def _write_lda(args: argparse.Namespace, accumulation: Any, options: Any, stdout: TextIO) -> int:
     """`symnet lda`'s outputs: the transform (and --write-stats), written as one set, and what was done."""
     from ..atomic import atomic_write_all
-    from ..kaldi_io.binary import Writer
+    from ..kaldi_io.writer import Writer
 
     stats = accumulation.stats
     result = stats.rounded().transform(options)  # Kaldi estimates from its stats file: the same float round trip

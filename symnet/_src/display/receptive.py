@@ -7,7 +7,7 @@ from typing import Any
 from ..core.descriptor import Input, Node
 from ..core.index import IndexSet, decode
 from ..core.layer import Identity
-from ..engine.computation import compile
+from ..engine.compiling import compile
 from ..engine.context import output_name
 from ..engine.inspect import input_reads
 from ..engine.request import ComputationRequest

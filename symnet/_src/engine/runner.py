@@ -53,7 +53,8 @@ from ..core.index import IndexSet, encode
 from ..core.layer import NetworkLike
 from ..core.precision import Precision
 from ..errors import PlanError
-from .computation import Computation, compile
+from .compiling import compile
+from .computation import Computation
 from .recurrence import Lowering
 from .request import ComputationRequest
 

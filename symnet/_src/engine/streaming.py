@@ -36,7 +36,7 @@ from ..core.index import IndexSet, decode
 from ..core.layer import NetworkLike
 from ..core.precision import Precision, get_precision
 from ..errors import ArgumentTypeError, PlanError, ShapeError, StreamError
-from .computation import compile
+from .compiling import compile
 from .context import context, output_name
 from .context import modulus as graph_modulus
 from .dims import node_shapes, static_dim

@@ -86,7 +86,7 @@ def accumulate_chain_lda_stats(
     seed 1, as Kaldi; Kaldi's compiler draws from the same generator for its self-checks, so with pruning the
     counts match Kaldi's in distribution, not draw for draw)."""
     from ..core.index import IndexSet
-    from ..engine.computation import compile
+    from ..engine.compiling import compile
     from ..engine.graph import Graph
     from ..engine.request import ComputationRequest
     from ..network import Network

@@ -62,7 +62,8 @@ import attrs
 import numpy as np
 
 from ..errors import SymnetError
-from ..kaldi_io.binary import Writer, make_reader
+from ..kaldi_io.binary import make_reader
+from ..kaldi_io.writer import Writer
 
 __all__ = [
     "GlibcRand",

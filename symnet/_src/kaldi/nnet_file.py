@@ -74,18 +74,9 @@ import numpy as np
 
 from ..atomic import atomic_write
 from ..errors import ArgumentTypeError, ModelFormatError, ModelKeyError
-from ..kaldi_io.binary import (
-    INT32_MAX,
-    INT32_MIN,
-    NUMBER_RE,
-    BinaryReader,
-    TextReader,
-    Writer,
-    make_reader,
-    model_error,
-    parse_real,
-    read_kaldi_array,
-)
+from ..kaldi_io.binary import BinaryReader, TextReader, make_reader, model_error, read_kaldi_array
+from ..kaldi_io.numbers import INT32_MAX, INT32_MIN, NUMBER_RE, parse_real
+from ..kaldi_io.writer import Writer
 from .components import TOKEN_KINDS
 from .token_kinds import ARRAYS, BOOL, DMATRIX, DOUBLE, DVECTOR, FLAG, FLOAT, INT, INTS, MATRIX, PAIRS, VECTOR, Kind
 from .token_values import ByValue, array_value, scalar_value, value_key

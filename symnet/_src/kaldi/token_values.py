@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelFormatError
-from ..kaldi_io.binary import INT32_MAX, INT32_MIN
+from ..kaldi_io.numbers import INT32_MAX, INT32_MIN
 from .token_kinds import BOOL, DMATRIX, DOUBLE, DVECTOR, FLAG, FLOAT, INT, INTS, MATRIX, PAIRS, VECTOR
 
 __all__ = ["ByValue", "array_value", "frozen_array", "scalar_value", "value_key"]

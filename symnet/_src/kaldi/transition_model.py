@@ -18,7 +18,9 @@ import attrs
 import numpy as np
 
 from ..errors import ModelFormatError
-from ..kaldi_io.binary import INT32_MAX, BinaryReader, TextReader, Writer
+from ..kaldi_io.binary import BinaryReader, TextReader
+from ..kaldi_io.numbers import INT32_MAX
+from ..kaldi_io.writer import Writer
 from .token_kinds import VECTOR
 from .token_values import ByValue, array_value, frozen_array, value_key
 

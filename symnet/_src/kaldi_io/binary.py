@@ -1,4 +1,4 @@
-"""Kaldi's I/O primitives, text and binary, as its own code reads and writes them.
+"""Kaldi's I/O primitives, text and binary, as its own code reads them (and, in `writer`, writes them).
 
 The rules follow kaldi-asr/kaldi src/base/io-funcs.{h,cc}, io-funcs-inl.h,
 src/matrix/kaldi-matrix.cc and kaldi-vector.cc:
@@ -21,7 +21,8 @@ src/matrix/kaldi-matrix.cc and kaldi-vector.cc:
   vectors: text ``[ 1,2 3,4 ]\\n``, binary as integer vectors with two int32s
   an element.
 
-Readers raise `ModelFormatError` for anything malformed or cut short, naming
+Its numbers (the words, the int32 range, the printing of floats) are in `numbers`. Readers raise
+`ModelFormatError` for anything malformed or cut short, naming
 what they expected and where: ``file: byte N`` for binary data, ``file:line:col``
 for text. The error carries ``file``, ``offset`` (binary), ``line`` and
 ``column`` (text) and ``expected`` attributes.
@@ -29,49 +30,39 @@ for text. The error carries ``file``, ``offset`` (binary), ``line`` and
 
 from __future__ import annotations
 
-import builtins
 import itertools
 import math
 import os
 import re
 import struct
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from ..errors import ModelFormatError, ModelWriteError
+from ..errors import ModelFormatError
 from ..safe_read import MAX_ARRAY_BYTES, read_file
+from .numbers import (
+    _INT_RE,
+    _NUMS_RE,
+    _WS,
+    _WS_STR,
+    INT32_MAX,
+    INT32_MIN,
+    NUMBER_RE,
+    _decimal_words,
+    _reals,
+    parse_real,
+)
 
 __all__ = [
-    "INT32_MAX",
-    "INT32_MIN",
-    "NUMBER_RE",
     "BinaryReader",
     "TextReader",
-    "Writer",
-    "format_real",
     "make_reader",
     "model_error",
     "parse_kaldi_array",
-    "parse_real",
     "read_kaldi_array",
     "unpack_symmetric",
 ]
-
-_WS = b" \t\n\v\f\r"
-_WS_STR = " \t\n\v\f\r"
-_INT_RE = re.compile(r"[+-]?[0-9]+\Z")
-# A number as Kaldi's readers take it (decimal, or inf/infinity/nan in any case); written so that each
-# string matches in one way only, and matched possessively, so that a bad word costs linear time.
-_NUM = (
-    r"(?:[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+|\.[0-9]++)(?:[eE][+-]?+[0-9]++)?+"
-    r"|[+-]?+(?:[iI][nN][fF](?:[iI][nN][iI][tT][yY])?+|[nN][aA][nN]))"
-)
-#: A whole word that is a number as Kaldi's readers take it.
-NUMBER_RE = re.compile(_NUM + r"\Z")
-_NUMS_RE = re.compile(r"(?:[ \t\n\v\f\r]*+" + _NUM + r"(?=[ \t\n\v\f\r]|\Z))*+[ \t\n\v\f\r]*+\Z")
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 def model_error(
@@ -93,20 +84,6 @@ def model_error(
     error = ModelFormatError(f"{where}: {message}")
     error.file, error.offset, error.line, error.column, error.expected = file, offset, line, column, expected
     return error
-
-
-def format_real(value: float | np.floating[Any]) -> str:
-    """A float or double as Kaldi's text streams print it (``os << value`` with precision 7)."""
-    value = float(value)
-    if math.isnan(value):
-        return "-nan" if math.copysign(1.0, value) < 0 else "nan"
-    return f"{value:.7g}"
-
-
-def _format_reals(values: list[float]) -> str:
-    """``"v1 v2 ... "`` as Kaldi prints them (one formatting call; per value only to sign NaNs)."""
-    text = ("%.7g " * len(values)) % tuple(values)
-    return "".join(format_real(v) + " " for v in values) if "nan" in text else text
 
 
 def _word_kind(word: str) -> str:
@@ -563,34 +540,6 @@ class TextReader(_Reader):
         return array
 
 
-def parse_real(word: str, double: bool) -> np.float32 | np.float64:
-    """A number word as float32 (or float64 with `double`); overflow gives inf, as in Kaldi's readers."""
-    with np.errstate(over="ignore"):
-        return np.float64(float(word)) if double else np.float32(float(word))
-
-
-def _reals(words: Iterable[str | bytes], double: bool, count: int = -1) -> np.ndarray:
-    """Number words (each one a number: checked before) as float32, or float64 with `double`."""
-    with np.errstate(over="ignore"):
-        values = np.fromiter(map(float, words), dtype=np.float64, count=count)
-        return values.astype(np.float64 if double else np.float32)
-
-
-#: The bytes of plain decimal numbers and the whitespace between them.
-_DECIMAL_BYTES = b"0123456789+-.eE" + _WS
-
-
-def _decimal_words(content: str) -> bytes | None:
-    """`content` as bytes where it holds only decimal digits, signs, points, exponents and whitespace,
-    else None. For the words of such text Python's `float` takes exactly the words `NUMBER_RE` takes
-    (inf and nan need other letters, and there are no underscores), so parsing checks them: the bulk
-    path for large matrices, with no regular expression run over the text."""
-    if not content.isascii():
-        return None
-    data = content.encode("ascii")
-    return None if data.translate(None, _DECIMAL_BYTES) else data
-
-
 def make_reader(data: bytes, file: str = "<bytes>") -> BinaryReader | TextReader:
     """A reader positioned after Kaldi's header: binary if `data` starts with ``\\0B``, else text (UTF-8)."""
     if data[:1] == b"\0":
@@ -613,105 +562,6 @@ def make_reader(data: bytes, file: str = "<bytes>") -> BinaryReader | TextReader
             expected="text or \\0B",
         ) from None
     return TextReader(text, 0, file)
-
-
-# ----- writer ---------------------------------------------------------------------------------
-
-
-class Writer:
-    """Writes Kaldi primitives in text or binary form into a buffer; `getvalue()` gives the bytes."""
-
-    def __init__(self, binary: bool):
-        self.binary = binary
-        self.parts: list[bytes] = []
-
-    def getvalue(self) -> bytes:
-        return b"".join(self.parts)
-
-    def raw(self, data: bytes | str) -> None:
-        self.parts.append(data.encode("utf-8") if isinstance(data, str) else data)
-
-    def newline(self) -> None:
-        """A newline in text mode only (Kaldi's ``if (!binary) os << std::endl``)."""
-        if not self.binary:
-            self.parts.append(b"\n")
-
-    def token(self, token: str) -> None:
-        if not token or any(c in _WS_STR for c in token):
-            raise ModelWriteError(f"a Kaldi token must be non-empty and without whitespace, got {token!r}")
-        self.parts.append(token.encode("utf-8") + b" ")
-
-    def int(self, value: int) -> None:
-        value = int(value)
-        if not INT32_MIN <= value <= INT32_MAX:
-            raise ModelWriteError(f"{value} does not fit in an int32")
-        self.parts.append(b"\x04" + struct.pack("<i", value) if self.binary else f"{value} ".encode())
-
-    def real(self, value: Any, double: bool) -> None:
-        if self.binary:
-            self.parts.append(
-                b"\x08" + struct.pack("<d", float(value))
-                if double
-                else b"\x04" + np.float32(value).astype("<f4").tobytes()
-            )
-        else:
-            self.parts.append((format_real(np.float64(value) if double else np.float32(value)) + " ").encode())
-
-    def bool(self, value: bool) -> None:
-        self.parts.append(b"T" if value else b"F")
-        if not self.binary:
-            self.parts.append(b" ")
-
-    def vector(self, array: np.ndarray) -> None:
-        array = np.asarray(array)
-        double = array.dtype == np.float64
-        if self.binary:
-            self.token("DV" if double else "FV")
-            self.int(array.shape[0])
-            self.parts.append(array.astype("<f8" if double else "<f4").tobytes())
-        else:
-            self.parts.append(b" [ " + _format_reals(array.tolist()).encode() + b"]\n")
-
-    def matrix(self, array: np.ndarray) -> None:
-        array = np.asarray(array)
-        double = array.dtype == np.float64
-        rows, cols = array.shape
-        if self.binary:
-            self.token("DM" if double else "FM")
-            self.int(rows)
-            self.int(cols)
-            self.parts.append(np.ascontiguousarray(array).astype("<f8" if double else "<f4").tobytes())
-        elif rows == 0 or cols == 0:
-            self.parts.append(b" [ ]\n")
-        else:
-            body = "".join("\n  " + _format_reals(row) for row in array.tolist())
-            self.parts.append(b" [" + body.encode() + b"]\n")
-
-    def packed(self, array: np.ndarray) -> None:
-        """A symmetric matrix as Kaldi's packed matrices are written: its lower triangle, row by row."""
-        array = np.asarray(array)
-        double = array.dtype == np.float64
-        size = array.shape[0]
-        lower = array[np.tril_indices(size)]
-        if self.binary:
-            self.token("DP" if double else "FP")
-            self.int(size)
-            self.parts.append(lower.astype("<f8" if double else "<f4").tobytes())
-        elif size == 0:
-            self.parts.append(b"[ ]\n")
-        else:
-            rows = (_format_reals(array[i, : i + 1].tolist()) for i in range(size))
-            self.parts.append(("[\n" + "\n".join(rows) + "]\n").encode())
-
-    def int_vector(self, array: np.ndarray, pairs: builtins.bool = False) -> None:
-        array = np.asarray(array, dtype=np.int64)
-        if self.binary:
-            count = array.shape[0]
-            self.parts.append(b"\x04" + struct.pack("<i", count) + array.astype("<i4").tobytes())
-        elif pairs:
-            self.parts.append(("[ " + "".join(f"{a},{b} " for a, b in array.tolist()) + "]\n").encode())
-        else:
-            self.parts.append(("[ " + "".join(f"{v} " for v in array.tolist()) + "]\n").encode())
 
 
 def unpack_symmetric(lower: np.ndarray, size: int) -> np.ndarray:

@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import KaldiDataError
-from .ark import Posterior, _read_object, _read_posterior, iter_ark, iter_scp, open_spec, read_entry
+from .ark import _read_object, iter_ark
+from .posterior import Posterior, _read_posterior
+from .scp import iter_scp, open_spec, read_entry
 
 __all__ = ["Table", "iter_table", "parse_spec", "read_posteriors", "read_table", "reading", "scp_entries"]
 

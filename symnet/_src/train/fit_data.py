@@ -11,7 +11,7 @@ import numpy as np
 
 from ..components import set_test_mode
 from ..core.index import IndexSet
-from ..engine.computation import compile
+from ..engine.compiling import compile
 from ..engine.graph import Graph
 from ..engine.request import ComputationRequest
 from ..errors import ShapeError, TrainingError

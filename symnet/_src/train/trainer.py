@@ -28,7 +28,8 @@ from ..core.index import IndexSet
 from ..core.precision import Precision, wide
 from ..core.tape import backward
 from ..engine.buckets import padding_side
-from ..engine.computation import Computation, compile
+from ..engine.compiling import compile
+from ..engine.computation import Computation
 from ..engine.ends import EndMasks
 from ..engine.graph import Graph
 from ..engine.recurrence import Lowering
