@@ -26,7 +26,7 @@ import time
 import numpy as np
 import optax
 
-from symnet._src.demo import blstm
+from symnet._src.app.demo import blstm
 from symnet.datasets import HmmTask, accuracy
 from symnet.train import fit, steps_per_epoch
 

@@ -93,7 +93,7 @@ def main() -> None:
             for mode in ("kept", "system"):
                 runs[mode].append(measure(what, mode))
         if runs["kept"][0]["mode"] != "kept":
-            print(f"| {what} | symnet._src.host_memory is {runs['kept'][0]['mode']!r} here: nothing to compare |")
+            print(f"| {what} | symnet._src.base.host_memory is {runs['kept'][0]['mode']!r} here: nothing to compare |")
             continue
         med = {m: {k: float(np.median([r[k] for r in rs])) for k in rs[0] if k != "mode"} for m, rs in runs.items()}
         kept, system = med["kept"], med["system"]

@@ -83,7 +83,7 @@ def config_text(corpus: Path) -> bytes:
 
 def write_model(config: Path, path: Path, seed: int = 0) -> None:
     """The network of `config` with random batch-norm statistics, as a Kaldi model file."""
-    from symnet._src.kaldi.model import write_model as write_kaldi
+    from symnet._src.kaldi.models.model import write_model as write_kaldi
     from symnet.kaldi import read_network
 
     kaldi = read_network(str(config), seed=seed)
@@ -224,7 +224,7 @@ def phases(model: Path, feats: Path, frames_per_chunk: int, cache: Path | None) 
     import jax.monitoring
 
     jax_done = time.perf_counter()
-    from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
+    from symnet._src.kaldi.compute.nnet3_compute import ComputeOptions, Nnet3Computer
     from symnet._src.kaldi_io.tables import iter_table
     from symnet._src.loading import load_network
     from symnet.engine import enable_compile_cache

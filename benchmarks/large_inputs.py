@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from symnet._src.cli import main
+from symnet._src.app.cli import main
 
 CONFIG = """input-node name=input dim=3
 component name=affine type=AffineComponent input-dim=3 output-dim=4

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-CLI = "import sys; from symnet._src.cli import main; sys.exit(main())"  # what the `symnet` script runs
+CLI = "import sys; from symnet._src.app.cli import main; sys.exit(main())"  # what the `symnet` script runs
 
 
 def rows(config: str, xconfig: str, saved: str) -> dict[str, list[str]]:

@@ -13,7 +13,7 @@ file (symnet's, a Kaldi model, config or xconfig).
 that runs without symnet.
 
 Every name is imported from its module on first use (PEP 562; the names
-are listed once, in `__init__.pyi`: `symnet._src.exports`), so `import
+are listed once, in `__init__.pyi`: `symnet._src.base.exports`), so `import
 symnet` imports neither jax nor numpy, and a program pays only for what it
 uses (`symnet --help` and `symnet info CONFIG` import no jax; `symnet
 compute` no display, saving or optax); `symnet.display` is imported before
@@ -22,8 +22,8 @@ the first notebook view is drawn.
 opts in to keeping freed host memory.
 """
 
-from ._src import exports as _exports
-from ._src import moved as _moved
+from ._src.base import exports as _exports
+from ._src.base import moved as _moved
 from ._src.core import html as _html
 
 #: Names that were public by mistake: still found, for one release, with a DeprecationWarning naming their home.

@@ -2,7 +2,7 @@
 
 import sys
 
-from symnet._src.cli import main
+from symnet._src.app.cli import main
 
 __all__: list[str] = []
 

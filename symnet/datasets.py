@@ -42,7 +42,7 @@ of the Bayes errors pick another state of the right phone, 94% lie within two
 frames of a state change).
 """
 
-from symnet._src import exports as _exports
+from symnet._src.base import exports as _exports
 
 __getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)
 

@@ -10,6 +10,6 @@ and word and sentence error rates as Kaldi's `compute-wer` reports them.
     hclg = make_hclg(lang, arpa_to_fst(parse_arpa(arpa_text), lang.words), transition_model)
 """
 
-from symnet._src import exports as _exports
+from symnet._src.base import exports as _exports
 
 __getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

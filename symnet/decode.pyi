@@ -1,3 +1,4 @@
+from symnet._src.base.levenshtein import edit_counts as edit_counts
 from symnet._src.decode.decoder import DecodeError as DecodeError
 from symnet._src.decode.decoder import DecodingGraph as DecodingGraph
 from symnet._src.decode.decoder import Hypothesis as Hypothesis
@@ -21,4 +22,3 @@ from symnet._src.decode.wer import ErrorRate as ErrorRate
 from symnet._src.decode.wer import ScoringError as ScoringError
 from symnet._src.decode.wer import compute_wer as compute_wer
 from symnet._src.decode.wer import read_text as read_text
-from symnet._src.levenshtein import edit_counts as edit_counts

@@ -1,1 +1,1 @@
-from symnet._src.demo import main as main
+from symnet._src.app.demo import main as main

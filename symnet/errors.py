@@ -4,6 +4,6 @@ Each names what is at fault (a node and the line that built it, a value, a
 shape) so that a traceback from deep inside JAX never reaches the user.
 """
 
-from symnet._src import exports as _exports
+from symnet._src.base import exports as _exports
 
 __getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

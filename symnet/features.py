@@ -6,6 +6,6 @@
     feats = fbank(wave, FbankOptions(num_mel_bins=80, dither=0.0))
 """
 
-from symnet._src import exports as _exports
+from symnet._src.base import exports as _exports
 
 __getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

@@ -3,10 +3,11 @@
 Every `import` in the package counts, inside functions too; only imports under
 `if TYPE_CHECKING:` (never executed) are left out. The layers, lowest first:
 
-    errors, atomic, safe_read, bounded, host_memory, paths, moved, text, exports, levenshtein  ->  kaldi_io
-        ->  core  ->  engine  ->  network  ->  components, layers | chain  ->  kaldi | train | datasets | features
+    base (errors, atomic, safe_read, bounded, host_memory, paths, moved, text, exports, levenshtein)
+        ->  kaldi_io  ->  core  ->  engine  ->  network
+        ->  components, layers | chain  ->  kaldi | train | datasets | features
         ->  decode | corpora | display | saving | exporting | compute_table  ->  loading
-        ->  cli, demo, the public modules (the package itself, symnet.kaldi, symnet.train, ...)
+        ->  app (cli, demo), the public modules (the package itself, symnet.kaldi, symnet.train, ...)
 
 (each a module or package of `symnet._src`, the implementation; `kaldi_io` is Kaldi's and OpenFst's file
 formats, bytes to arrays, which every layer above may read; the public
@@ -34,17 +35,7 @@ PACKAGE = ROOT / "symnet"
 
 #: Module-name prefix -> (layer rank, group). Longest prefix wins.
 LAYERS: dict[str, tuple[int, str]] = {
-    "symnet._src.errors": (0, "base"),
-    "symnet._src.atomic": (0, "base"),
-    "symnet._src.safe_read": (0, "base"),
-    "symnet._src.bounded": (0, "base"),
-    "symnet._src.host_memory": (0, "base"),
-    "symnet._src.paths": (0, "base"),
-    "symnet._src.version": (0, "base"),
-    "symnet._src.moved": (0, "base"),
-    "symnet._src.text": (0, "base"),
-    "symnet._src.exports": (0, "base"),
-    "symnet._src.levenshtein": (0, "base"),
+    "symnet._src.base": (0, "base"),
     "symnet._src.kaldi_io": (1, "kaldi_io"),
     "symnet._src.core": (2, "core"),
     "symnet._src.engine": (3, "engine"),
@@ -63,8 +54,7 @@ LAYERS: dict[str, tuple[int, str]] = {
     "symnet._src.exporting": (7, "exporting"),
     "symnet._src.compute_table": (7, "compute_table"),
     "symnet._src.loading": (8, "loading"),
-    "symnet._src.cli": (9, "app"),
-    "symnet._src.demo": (9, "app"),
+    "symnet._src.app": (9, "app"),
     "symnet.__main__": (9, "app"),
     "symnet": (9, "app"),
 }

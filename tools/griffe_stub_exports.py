@@ -1,7 +1,7 @@
 """A Griffe extension for the API pages (mkdocs.yml): a public module's names are those its stub lists.
 
 symnet's public modules give their `__all__` at run time from the stub beside them
-(`symnet._src.exports`); Griffe reads code without running it, so this tells it the same
+(`symnet._src.base.exports`); Griffe reads code without running it, so this tells it the same
 list, read by the same function.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import griffe
 
-from symnet._src.exports import stub_exports
+from symnet._src.base.exports import stub_exports
 
 
 class StubExports(griffe.Extension):

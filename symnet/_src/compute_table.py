@@ -1,7 +1,7 @@
 """nnet3-compute over Kaldi tables: the network's `output` for every utterance of a features rspecifier,
 written to a matrix wspecifier, all of it or (on an error) nothing. What `symnet compute` runs.
 
-The computation is `symnet._src.kaldi.nnet3_compute`'s (a `ComputeJob`: utterances added one at a time,
+The computation is `symnet._src.kaldi.compute.nnet3_compute`'s (a `ComputeJob`: utterances added one at a time,
 each output written as soon as it is computed); the tables are read by `symnet._src.train.kaldi_data`,
 which sits beside `kaldi`, so this module is one layer above both.
 """
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from .errors import SymnetError
-from .kaldi.ark_writer import ArchiveWriter
-from .kaldi.nnet3_compute import ComputeOptions, Nnet3Computer, check_ivector_options
+from .base.errors import SymnetError
+from .kaldi.compute.ark_writer import ArchiveWriter
+from .kaldi.compute.nnet3_compute import ComputeOptions, Nnet3Computer, check_ivector_options
 from .kaldi_io.tables import iter_table, read_table
 
 if TYPE_CHECKING:

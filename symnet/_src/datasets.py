@@ -11,8 +11,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .errors import ShapeError
-from .levenshtein import edit_distance
+from .base.errors import ShapeError
+from .base.levenshtein import edit_distance
 
 __all__ = ["accuracy", "Dataset", "HmmTask", "MAX_SAMPLE_VALUES", "phone_error_rate"]
 

@@ -42,16 +42,16 @@ import jax
 import jax.numpy as jnp
 from jax import export as jax_export
 
-from .atomic import atomic_write_all
+from .base.atomic import atomic_write_all
+from .base.errors import ArgumentTypeError, PlanError, ShapeError
+from .base.paths import as_path
+from .base.text import clip
+from .base.version import __version__
 from .core.index import INDEX_LIMIT
 from .engine.context import context, modulus, output_name
 from .engine.graph import Graph
 from .engine.locality import chunking_dependence
-from .errors import ArgumentTypeError, PlanError, ShapeError
 from .network import Network
-from .paths import as_path
-from .text import clip
-from .version import __version__
 
 __all__ = ["FORMAT", "MIN_CHUNK", "VERSION", "export"]
 

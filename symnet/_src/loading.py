@@ -12,13 +12,13 @@ import os
 import zipfile
 from typing import TYPE_CHECKING
 
-from .errors import ModelFormatError, SymnetError
-from .paths import as_path
-from .safe_read import open_regular, regular_file
+from .base.errors import ModelFormatError, SymnetError
+from .base.paths import as_path
+from .base.safe_read import open_regular, regular_file
 
 if TYPE_CHECKING:
     from .core.layer import Structure
-    from .kaldi.model import KaldiModel
+    from .kaldi.models.model import KaldiModel
     from .network import Network
 
 __all__ = ["load_model", "load_network", "load_structure", "read_config"]
@@ -44,7 +44,7 @@ def load_network(path: str | os.PathLike[str], *, seed: int = 0) -> Network:
     path = as_path(path, "symnet.load_network")
     kind = _kind(path)
     if kind == "kaldi":
-        from .kaldi.model_reader import read_model
+        from .kaldi.models.model_reader import read_model
 
         return read_model(path).network
     if kind == "symnet":
@@ -54,8 +54,8 @@ def load_network(path: str | os.PathLike[str], *, seed: int = 0) -> Network:
 
 def load_model(path: str | os.PathLike[str], *, seed: int = 0) -> KaldiModel:
     """What `load_network` reads, as a KaldiModel: an acoustic model keeps its priors and transition model."""
-    from .kaldi.model import KaldiModel
-    from .kaldi.model_reader import read_model
+    from .kaldi.models.model import KaldiModel
+    from .kaldi.models.model_reader import read_model
 
     path = as_path(path, "load_model")
     kind = _kind(path)
@@ -70,7 +70,7 @@ def load_structure(path: str | os.PathLike[str]) -> tuple[Structure, dict[str, s
     path = as_path(path, "load_structure")
     kind = _kind(path)
     if kind == "kaldi":
-        from .kaldi.model_reader import read_model_structure
+        from .kaldi.models.model_reader import read_model_structure
 
         return read_model_structure(path)
     if kind == "symnet":
@@ -78,10 +78,10 @@ def load_structure(path: str | os.PathLike[str]) -> tuple[Structure, dict[str, s
 
         return read_network_structure(path)
     if kind == "xconfig":
-        from .kaldi.xconfig import read_xconfig
+        from .kaldi.text.xconfig import read_xconfig
 
         return read_xconfig(path).structure()
-    from .kaldi.build import read_structure
+    from .kaldi.text.build import read_structure
 
     return read_structure(path)  # or the config reader's error, naming the line at fault
 
@@ -89,7 +89,7 @@ def load_structure(path: str | os.PathLike[str]) -> tuple[Structure, dict[str, s
 def read_config(path: str | os.PathLike[str], *, seed: int = 0, base: Network | None = None) -> Network:
     """The Network of a Kaldi nnet3 config or xconfig file; with `base`, the config adds to or overrides that
     network (nnet3-init's EXISTING), and an xconfig's layers may take `base`'s nodes as input."""
-    from .kaldi.xconfig import is_xconfig
+    from .kaldi.text.xconfig import is_xconfig
 
     path = as_path(path, "read_config")
     regular_file(path, SymnetError, "config")
@@ -99,8 +99,8 @@ def read_config(path: str | os.PathLike[str], *, seed: int = 0, base: Network | 
 def _kind(path: str) -> str:
     """Which reader `path` is for: 'kaldi', 'symnet', 'xconfig' or 'config'; a ModelFormatError for a file that
     can be none of them (empty, or binary but neither a Kaldi model nor a symnet file)."""
-    from .kaldi.model_reader import is_kaldi_model
-    from .kaldi.xconfig import is_xconfig
+    from .kaldi.models.model_reader import is_kaldi_model
+    from .kaldi.text.xconfig import is_xconfig
 
     regular_file(path, SymnetError, "model or config")  # a device or FIFO would be read until memory runs out
     if is_kaldi_model(path):
@@ -133,11 +133,11 @@ def _saved_network(path: str) -> Network:
 def _config_network(path: str, kind: str, seed: int, base: Network | None = None) -> Network:
     """The Network of a config (`kind` 'config') or xconfig file, `base`'s nodes known to an xconfig."""
     if kind == "xconfig":
-        from .kaldi.xconfig import read_xconfig
-        from .kaldi.xconfig.layers import node_dims
+        from .kaldi.text.xconfig import read_xconfig
+        from .kaldi.text.xconfig.layers import node_dims
 
         existing = node_dims(base) if base is not None else {}
         return read_xconfig(path, existing=existing).network(seed=seed, base=base)
-    from .kaldi.build import read_network
+    from .kaldi.text.build import read_network
 
     return read_network(path, seed=seed, base=base)

@@ -22,6 +22,7 @@ import attrs
 import jax
 import numpy as np
 
+from .base.errors import ArgumentTypeError, GraphError, ParameterError, ShapeError
 from .core import html
 from .core.frozen import FrozenArray
 from .core.layer import (
@@ -41,7 +42,6 @@ from .engine.dims import node_shapes
 from .engine.graph import Graph
 from .engine.listing import listing
 from .engine.summary import Summary, infer_dims, summarize
-from .errors import ArgumentTypeError, GraphError, ParameterError, ShapeError
 
 if TYPE_CHECKING:
     from .engine.recurrence import Lowering

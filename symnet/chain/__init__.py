@@ -12,6 +12,6 @@ symnet's own constructions (not Kaldi's): `alignment_numerator` (from a pdf alig
 `denominator_from_alignments` (a pdf bigram); `symnet.train.Chain` trains with any of them in `fit`.
 """
 
-from symnet._src import exports as _exports
+from symnet._src.base import exports as _exports
 
 __getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

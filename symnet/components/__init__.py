@@ -18,7 +18,7 @@ SpecAugmentTimeMaskComponent and BatchNormComponent have a `test_mode` field;
 such component switched, as Kaldi's nnet3-compute does.
 """
 
-from symnet._src import exports as _exports
+from symnet._src.base import exports as _exports
 
 #: `Constant`, the initialiser now named `symnet.Full`: found for one release, with a DeprecationWarning.
 _DEPRECATED = {

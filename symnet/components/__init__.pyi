@@ -1,3 +1,5 @@
+from symnet._src.base.errors import ComponentConfigError as ComponentConfigError
+from symnet._src.base.errors import ComponentModeError as ComponentModeError
 from symnet._src.components import MODE_COMPONENTS as MODE_COMPONENTS
 from symnet._src.components import set_test_mode as set_test_mode
 from symnet._src.components.affine import AffineComponent as AffineComponent
@@ -53,5 +55,3 @@ from symnet._src.components.structure import DistributeComponent as DistributeCo
 from symnet._src.components.structure import SpecAugmentTimeMaskComponent as SpecAugmentTimeMaskComponent
 from symnet._src.components.tdnn import TdnnComponent as TdnnComponent
 from symnet._src.core.layer import FixedWeight as FixedWeight
-from symnet._src.errors import ComponentConfigError as ComponentConfigError
-from symnet._src.errors import ComponentModeError as ComponentModeError

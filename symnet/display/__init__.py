@@ -32,6 +32,6 @@ The views draw what the engine has planned (its plan, read back, not recomputed)
 is imported); their `repr` stays the plain-text form.
 """
 
-from symnet._src import exports as _exports
+from symnet._src.base import exports as _exports
 
 __getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

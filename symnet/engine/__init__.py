@@ -10,6 +10,6 @@
 - `enable_compile_cache(dir)`: keep compiled programs on disk, so a later process reads them back.
 """
 
-from symnet._src import exports as _exports
+from symnet._src.base import exports as _exports
 
 __getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

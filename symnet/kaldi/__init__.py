@@ -26,6 +26,6 @@ the subpackage `xconfig` reads Kaldi's xconfig files. Kaldi's file formats thems
 tokens, archives, egs, FSTs) are read by `symnet._src.kaldi_io`.
 """
 
-from symnet._src import exports as _exports
+from symnet._src.base import exports as _exports
 
 __getattr__, __dir__, __all__ = _exports.attach(__name__, __file__)

@@ -22,6 +22,6 @@ takes `name=`; without one a Network names it after its Node, and its
 parameters after it and their field (`conv1.filter_params`).
 """
 
-from symnet._src import exports as _exports
+from symnet._src.base import exports as _exports
 
 __getattr__, __dir__, __all__ = _exports.attach(__name__, __file__, eager=True)

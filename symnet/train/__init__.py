@@ -6,6 +6,6 @@ one part (`symnet compute` reads features with `kaldi_data`) does not pay for
 the rest (the fit loop imports optax).
 """
 
-from symnet._src import exports as _exports
+from symnet._src.base import exports as _exports
 
 __getattr__, __dir__, __all__ = _exports.attach(__name__, __file__)

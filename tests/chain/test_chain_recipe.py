@@ -244,8 +244,8 @@ def test_chain_lda_stats_equal_nnet3_chain_acc_lda_stats(name):
     """The chain recipes' LDA statistics (nnet3-chain-acc-lda-stats, make_lda.sh): init.config's network at each
     eg's subsampled supervised frames, classes the posteriors of the supervision FST's own weights (normalization
     included, several pdfs a frame where the tolerances allow them), no pruning; and the transform from them."""
-    from symnet._src.kaldi.chain_lda import accumulate_chain_lda_stats
-    from symnet._src.kaldi.lda import read_lda_stats
+    from symnet._src.kaldi.compute.chain_lda import accumulate_chain_lda_stats
+    from symnet._src.kaldi.compute.lda import read_lda_stats
     from symnet.kaldi import read_network
 
     egs, *_ = scenario(name)
@@ -267,8 +267,8 @@ def test_chain_lda_stats_equal_nnet3_chain_acc_lda_stats(name):
 
 
 def test_chain_lda_refusals():
-    from symnet._src.kaldi.chain_lda import accumulate_chain_lda_stats
-    from symnet._src.kaldi.lda import LdaError
+    from symnet._src.kaldi.compute.chain_lda import accumulate_chain_lda_stats
+    from symnet._src.kaldi.compute.lda import LdaError
     from symnet.kaldi import read_network
 
     egs, *_ = scenario("chain-topo")
@@ -282,9 +282,9 @@ def test_chain_lda_refusals():
 def test_symnet_lda_chain_egs_writes_the_transform_and_stats(tmp_path, capsys):
     """`symnet lda --chain-egs`: the same statistics as the library (written as nnet3-chain-acc-lda-stats writes
     them) and their transform; options for features and targets are refused with --chain-egs."""
-    from symnet._src.cli import main
-    from symnet._src.kaldi.chain_lda import accumulate_chain_lda_stats
-    from symnet._src.kaldi.lda import read_lda_stats
+    from symnet._src.app.cli import main
+    from symnet._src.kaldi.compute.chain_lda import accumulate_chain_lda_stats
+    from symnet._src.kaldi.compute.lda import read_lda_stats
     from symnet.kaldi import read_network
 
     cegs, config = f"ark:{DATA / 'chain-topo' / 'cegs.ark'}", str(DATA / "lda-init.config")

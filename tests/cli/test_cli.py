@@ -9,7 +9,7 @@ import pytest
 
 from helpers import EXAMPLES
 from symnet import load
-from symnet._src.cli import main
+from symnet._src.app.cli import main
 from symnet.kaldi import read_network
 
 DOC = EXAMPLES / "kaldi-doc-example.config"

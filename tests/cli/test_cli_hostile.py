@@ -16,7 +16,7 @@ import pytest
 from helpers import EXAMPLES
 from helpers.kaldi_models import NNET_TEXT
 from symnet import train as train_package
-from symnet._src.cli import main
+from symnet._src.app.cli import main
 from symnet._src.compute_table import warn_non_finite
 
 TRAIN = [
@@ -206,7 +206,7 @@ def test_train_takes_several_chunk_widths_and_records_them(tmp_path: Path, monke
 DEVICE_CHILD = """
 import contextlib, io, json, resource, signal, sys
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-from symnet._src.cli import main
+from symnet._src.app.cli import main
 
 def blocked(signum, frame):
     raise TimeoutError("blocked")

@@ -10,8 +10,8 @@ import pytest
 
 from helpers.kaldi_models import AM_NNET, AM_TEXT, NNET_TEXT
 from symnet import save
-from symnet._src.cli import main
-from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
+from symnet._src.app.cli import main
+from symnet._src.kaldi.compute.nnet3_compute import ComputeOptions, Nnet3Computer
 from symnet.kaldi import (
     format_model,
     format_nnet,

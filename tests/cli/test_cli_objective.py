@@ -10,7 +10,7 @@ import numpy as np
 
 import symnet
 from helpers import EXAMPLES
-from symnet._src.cli import main
+from symnet._src.app.cli import main
 from symnet.kaldi import read_model
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from helpers import EXAMPLES
 from helpers.kaldi_models import NNET_TEXT
-from symnet._src.cli import main
+from symnet._src.app.cli import main
 
 CONFIG = (EXAMPLES / "hmm-tdnn.config").read_text()
 
@@ -125,7 +125,7 @@ def test_a_nul_byte_in_an_output_path_is_a_symnet_error(folder: Path) -> None:
 
 
 def test_the_files_of_specifiers(folder: Path) -> None:
-    from symnet._src.cli.files import Files, rspecifier_files, wspecifier_files
+    from symnet._src.app.cli.files import Files, rspecifier_files, wspecifier_files
 
     (folder / "ranges.scp").write_text("u feats.ark:5[0:2]\nv feats.ark:9\nw cat x |\nx other.ark\n")
     assert rspecifier_files("scp:ranges.scp") == ["ranges.scp", "feats.ark", "other.ark"]

@@ -20,10 +20,10 @@ import pytest
 import symnet
 import symnet.train
 from helpers import REPO
-from symnet._src.kaldi.build import parse_network
-from symnet._src.kaldi.info import info_lines
-from symnet._src.kaldi.model import write_model
-from symnet._src.kaldi.xconfig import read_xconfig
+from symnet._src.kaldi.models.model import write_model
+from symnet._src.kaldi.text.build import parse_network
+from symnet._src.kaldi.text.info import info_lines
+from symnet._src.kaldi.text.xconfig import read_xconfig
 
 CONFIG = """input-node name=input dim=3
 component name=a type=NaturalGradientAffineComponent input-dim=3 output-dim=2
@@ -55,7 +55,7 @@ def test_the_compute_path_imports_no_display_saving_or_optax(tmp_path: Path) -> 
     feats = tmp_path / "f.ark"
     kaldiio.save_ark(str(feats), {"u": np.ones((4, 3), np.float32)})
     loaded = _fresh(
-        "from symnet._src.cli import main\n"
+        "from symnet._src.app.cli import main\n"
         f"assert main(['compute', {str(model)!r}, 'ark:{feats}', 'ark:/dev/null']) == 0\n"
         f"result = [m for m in {UNUSED_BY_COMPUTE!r} if m in sys.modules]"
     )
@@ -77,7 +77,7 @@ def test_import_symnet_and_help_import_no_jax() -> None:
     loaded = _fresh(
         "import symnet\n"
         f"after_import = [m for m in {HEAVY + ['numpy']!r} if m in sys.modules]\n"
-        "from symnet._src.cli import main\n"
+        "from symnet._src.app.cli import main\n"
         "try:\n"
         "    main(['--help'])\n"
         "except SystemExit as e:\n"
@@ -128,7 +128,7 @@ def test_info_of_a_config_or_model_file_imports_no_jax(tmp_path: Path) -> None:
     write_model(paths[2], parse_network(INFO_CONFIG), raw=True)
     printed = _fresh(
         "import contextlib, io\n"
-        "from symnet._src.cli import main\n"
+        "from symnet._src.app.cli import main\n"
         "result = []\n"
         f"for path in {[str(p) for p in paths]!r}:\n"
         "    out = io.StringIO()\n"
@@ -146,7 +146,7 @@ def test_info_of_an_xconfig_imports_no_jax_and_prints_its_networks_info() -> Non
     bad = REPO / "tests" / "data" / "xconfig-kaldi" / "cases" / "error-dim-mismatch.xconfig"  # Sum(a, input): 4, 8
     printed = _fresh(
         "import contextlib, io\n"
-        "from symnet._src.cli import main\n"
+        "from symnet._src.app.cli import main\n"
         "result = []\n"
         f"for path in {[str(good), str(bad)]!r}:\n"
         "    out, err = io.StringIO(), io.StringIO()\n"
@@ -178,7 +178,7 @@ def test_info_of_a_symnet_file_imports_no_jax(tmp_path: Path) -> None:
     symnet.save(paths[2], {"net": kaldi, "step": 3})
     printed = _fresh(
         "import contextlib, io\n"
-        "from symnet._src.cli import main\n"
+        "from symnet._src.app.cli import main\n"
         "result = []\n"
         f"for path in {[str(p) for p in paths]!r}:\n"
         "    out, err = io.StringIO(), io.StringIO()\n"

@@ -17,7 +17,7 @@ import pytest
 
 from helpers import EXAMPLES
 from symnet import Network
-from symnet._src.cli import main
+from symnet._src.app.cli import main
 from symnet._src.train.fit_data import as_chunks
 from symnet._src.train.optimizers import OptimizerSettings, make_optimizer
 from symnet.errors import TrainingError

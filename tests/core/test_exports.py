@@ -1,4 +1,5 @@
-"""symnet._src.exports: a public module's names are its stub's `from M import X as X` lines, imported on first use."""
+"""symnet._src.base.exports: a public module's names are its stub's `from M import X as X` lines, imported on first
+use."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import types
 
 import pytest
 
-from symnet._src.exports import attach, stub_exports
+from symnet._src.base.exports import attach, stub_exports
 
 
 def _module(tmp_path, monkeypatch, name: str, stub: str) -> types.ModuleType:

@@ -1,5 +1,5 @@
-"""symnet._src.host_memory: `import symnet` leaves malloc alone; `tune_host_memory()` has glibc keep freed blocks, so a
-program's big outputs stop page-faulting on every call; the command line and `fit` call it."""
+"""symnet._src.base.host_memory: `import symnet` leaves malloc alone; `tune_host_memory()` has glibc keep freed
+blocks, so a program's big outputs stop page-faulting on every call; the command line and `fit` call it."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import sys
 
 import pytest
 
-from symnet._src import host_memory
+from symnet._src.base import host_memory
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
 _WHERE = """
 import ctypes, json, sys, threading
-import symnet, symnet._src.host_memory
+import symnet, symnet._src.base.host_memory
 
 if sys.argv[1:] == ["tune"]:
     symnet.tune_host_memory()
@@ -38,7 +38,7 @@ blocks = {"main": libc.malloc(64 << 20)}
 worker = threading.Thread(target=lambda: blocks.setdefault("thread", libc.malloc(64 << 20)))
 worker.start()
 worker.join()
-print(json.dumps({"mode": symnet._src.host_memory.mode, **{k: in_heap(p) for k, p in blocks.items()}}))
+print(json.dumps({"mode": symnet._src.base.host_memory.mode, **{k: in_heap(p) for k, p in blocks.items()}}))
 """
 
 
@@ -74,7 +74,7 @@ def test_after_tuning_big_blocks_of_every_thread_come_from_the_main_heap():
 
 def test_the_command_line_and_fit_tune_it_first(monkeypatch):
     """Both call `tune_host_memory()` before anything else (a usage error or bad data comes after it)."""
-    from symnet._src import cli
+    from symnet._src.app import cli
     from symnet._src.train import loop
 
     class Tuned(Exception):

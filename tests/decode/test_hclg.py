@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from symnet._src.kaldi.transition_model import read_transition_model
+from symnet._src.kaldi.models.transition_model import read_transition_model
 from symnet._src.kaldi_io.binary import make_reader
 from symnet._src.kaldi_io.tables import read_table
 from symnet.decode import DecodingGraph, GraphBuildError, decode, make_hclg, make_lang, parse_lexicon, word_loop

@@ -457,7 +457,7 @@ def test_network_html_names_nodes_as_the_summary_does():
 
 
 def test_summary_of_an_xconfig_lstm_names_every_row():
-    from symnet._src.kaldi.xconfig import parse_xconfig_network
+    from symnet._src.kaldi.text.xconfig import parse_xconfig_network
 
     text = "input dim=5 name=input\nfast-lstm-layer name=lstm1 cell-dim=4 delay=-1\noutput-layer name=output dim=3\n"
     rows = [r.node for r in parse_xconfig_network(text).summary().rows]

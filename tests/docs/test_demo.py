@@ -14,7 +14,7 @@ import pytest
 
 from helpers import REPO
 from symnet import load
-from symnet._src import demo
+from symnet._src.app import demo
 from symnet.datasets import HmmTask, accuracy
 from symnet.kaldi import parse_network, read_model
 
@@ -87,4 +87,4 @@ def test_only_the_demo_imports_matplotlib():
         for p in (REPO / "symnet").rglob("*.py")
         if re.search(r"^\s*(import|from)\s+matplotlib\b", p.read_text(), flags=re.M)
     )
-    assert importers == ["symnet/_src/demo.py"]
+    assert importers == ["symnet/_src/app/demo.py"]

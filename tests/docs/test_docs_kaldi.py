@@ -4,7 +4,7 @@ every Kaldi xconfig layer type with its support."""
 import re
 
 from helpers import REPO
-from symnet._src.kaldi.xconfig import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES
+from symnet._src.kaldi.text.xconfig import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES
 from symnet.kaldi import COMPONENTS, READABLE_TYPES, WRITABLE_TYPES
 
 DOC = REPO / "docs" / "kaldi.md"

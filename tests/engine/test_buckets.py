@@ -29,7 +29,7 @@ from symnet import (
 from symnet._src.engine.buckets import BATCH_FRAMES, BUCKETS, batch_size, batches, bucket_length, fill, padding_side
 from symnet._src.engine.context import modulus
 from symnet._src.engine.graph import Graph
-from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
+from symnet._src.kaldi.compute.nnet3_compute import ComputeOptions, Nnet3Computer
 from symnet.components import set_test_mode
 from symnet.errors import PlanError
 from symnet.kaldi import COMPONENTS

@@ -38,7 +38,7 @@ from symnet import (
 )
 from symnet._src.core.descriptor import DimRange
 from symnet._src.core.index import IndexSet
-from symnet._src.kaldi.xconfig import read_xconfig_network
+from symnet._src.kaldi.text.xconfig import read_xconfig_network
 from symnet.components import BatchNormComponent, NormalizeComponent
 from symnet.engine import ComputationRequest
 

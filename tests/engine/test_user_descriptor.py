@@ -125,7 +125,7 @@ def _check_gradients():
 
 def test_swap_is_not_kaldi_and_has_a_label():
     from symnet._src.display.labels import label
-    from symnet._src.kaldi.descriptor_text import write_descriptor
+    from symnet._src.kaldi.text.descriptor_text import write_descriptor
 
     swap = Swap(Offset(Input("input", D_IN), 1))
     with pytest.raises(symnet.DescriptorError, match="Swap is not part of Kaldi's descriptor grammar"):

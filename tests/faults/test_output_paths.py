@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.writers import WRITERS, make_inputs, make_writers
-from symnet._src.atomic import AtomicFile, atomic_open, atomic_write, check_writable
+from symnet._src.base.atomic import AtomicFile, atomic_open, atomic_write, check_writable
 from symnet.errors import OutputError, SymnetError
 
 ROOT = os.geteuid() == 0

@@ -16,9 +16,9 @@ import pytest
 
 from helpers import EXAMPLES
 from helpers.egs_bytes import binary_eg
+from symnet._src.app.cli import main
 from symnet._src.chain import Topology
-from symnet._src.cli import main
-from symnet._src.kaldi.xconfig import parse_xconfig
+from symnet._src.kaldi.text.xconfig import parse_xconfig
 from symnet._src.kaldi_io.egs import read_egs
 from symnet._src.kaldi_io.tables import iter_table, read_table
 from symnet.errors import ChainError, ConfigError, KaldiDataError

@@ -1,4 +1,4 @@
-"""`symnet._src.safe_read`: an `.npz` member is read only after its header was checked against its size, the
+"""`symnet._src.base.safe_read`: an `.npz` member is read only after its header was checked against its size, the
 caller's expectation and a limit; a file of bounded size is read only from a regular file."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from helpers import fuzz
-from symnet._src.safe_read import NpzArchive, read_file
+from symnet._src.base.safe_read import NpzArchive, read_file
 from symnet.errors import ModelFormatError, SymnetError
 
 
@@ -147,8 +147,8 @@ def test_a_fifo_named_as_a_file_does_not_block(tmp_path):
 def _readers(tmp_path):
     """`(name, the path it reads, a call reading it)` for every reader of a file named by the user or by another
     file: each must open the file once and check what it opened."""
-    from symnet._src.kaldi.build import parse_network
-    from symnet._src.kaldi.model_reader import read_model
+    from symnet._src.kaldi.models.model_reader import read_model
+    from symnet._src.kaldi.text.build import parse_network
     from symnet._src.kaldi_io.egs import read_egs
     from symnet._src.kaldi_io.scp import read_entry
     from symnet.kaldi import read_kaldi_array

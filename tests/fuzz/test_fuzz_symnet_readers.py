@@ -1,7 +1,7 @@
 """symnet's own readers under mutated and crafted files, in a child process with an address-space limit:
 every input is read or refused with a symnet error, memory stays bounded, nothing a file says runs.
 
-The readers: `symnet._src.safe_read.NpzArchive` (the container of symnet model files and checkpoints),
+The readers: `symnet._src.base.safe_read.NpzArchive` (the container of symnet model files and checkpoints),
 checkpoints, Kaldi archives and scp files (`symnet._src.kaldi_io.ark`, `symnet._src.kaldi_io.tables`). The crafted
 campaigns and 300 mutants per reader run in `make test-all` (SYMNET_FUZZ_CASES sets how many).
 """

@@ -62,7 +62,7 @@ def _kaldi_config(path: str, work: str) -> None:
 
 
 def _xconfig(path: str, work: str) -> None:
-    from symnet._src.kaldi.xconfig import read_xconfig
+    from symnet._src.kaldi.text.xconfig import read_xconfig
 
     read_xconfig(path).network()
 
@@ -74,7 +74,7 @@ def _symnet_model(path: str, work: str) -> None:
 
 
 def _npz(path: str, work: str) -> None:
-    from symnet._src.safe_read import NpzArchive
+    from symnet._src.base.safe_read import NpzArchive
     from symnet.errors import ModelFormatError
 
     with NpzArchive(path, error=ModelFormatError, what="npz file") as archive:
@@ -133,7 +133,7 @@ def _scp(path: str, work: str) -> None:
 def _cli(args: list[str]) -> None:
     import io
 
-    from symnet._src.cli import main
+    from symnet._src.app.cli import main
 
     status = main(args, stdout=io.StringIO(), stderr=io.StringIO())
     if status not in (0, 1):

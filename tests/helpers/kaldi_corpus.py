@@ -24,7 +24,7 @@ import kaldiio
 import numpy as np
 
 from helpers.kaldi_oracle import corpus_dir
-from symnet._src.kaldi.nnet3_compute import ComputeOptions
+from symnet._src.kaldi.compute.nnet3_compute import ComputeOptions
 
 #: nnet3-compute's options as symnet's ComputeOptions fields, and how to read their values.
 _COMPUTE_OPTIONS = {

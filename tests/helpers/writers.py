@@ -3,7 +3,7 @@
     writers = make_writers(make_inputs(folder))
     writers["symnet.save"]("out.npz")
 
-CLI writers run `symnet._src.cli.main` in-process and raise a SymnetError with its
+CLI writers run `symnet._src.app.cli.main` in-process and raise a SymnetError with its
 one-line message when it exits with an error.
 """
 
@@ -52,7 +52,7 @@ def make_inputs(folder: Path) -> dict[str, Path]:
 
 def cli(*args: str) -> None:
     """`symnet ARGS`, in-process; a SymnetError with the printed message if it fails."""
-    from symnet._src.cli import main
+    from symnet._src.app.cli import main
     from symnet.errors import SymnetError
 
     err = io.StringIO()
@@ -66,7 +66,7 @@ def make_writers(inputs: dict[str, Path]) -> dict[str, Callable[[str], None]]:
 
     import symnet
     from symnet import Input, Network, Normal, Weight
-    from symnet._src.atomic import atomic_write
+    from symnet._src.base.atomic import atomic_write
     from symnet._src.train import checkpoint as ckpt
     from symnet.kaldi import parse_model, read_network, write_model
 

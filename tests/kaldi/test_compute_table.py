@@ -13,7 +13,7 @@ import pytest
 
 from helpers.kaldi_models import AM_TEXT
 from symnet import SymnetError
-from symnet._src.cli import main
+from symnet._src.app.cli import main
 from symnet.kaldi import ComputeOptions, ComputeSummary, compute_table, parse_model, parse_network, write_model
 
 rng = np.random.default_rng(3)

@@ -12,9 +12,9 @@ from helpers.component_samples import NONSIMPLE_SAMPLES
 from helpers.component_samples import SAMPLES as SIMPLE_SAMPLES
 from symnet._src.components.base import Component
 from symnet._src.core.layer import Weight
-from symnet._src.kaldi import token_kinds as kinds
 from symnet._src.kaldi.components import PLACEHOLDER_INPUT, ModelFields, ParamValues, records
 from symnet._src.kaldi.components.fields import Block
+from symnet._src.kaldi.models import token_kinds as kinds
 from symnet.kaldi import (
     COMPONENTS,
     READABLE_TYPES,

@@ -22,9 +22,16 @@ from symnet import (
     Weight,
 )
 from symnet._src.engine import dense, runner
-from symnet._src.kaldi import exact as exact_module
-from symnet._src.kaldi import nnet3_compute as compute_module
-from symnet._src.kaldi.nnet3_compute import LARGE_PIECE, PIECE, ComputeOptions, Nnet3Computer, modulus, nnet3_compute
+from symnet._src.kaldi.compute import exact as exact_module
+from symnet._src.kaldi.compute import nnet3_compute as compute_module
+from symnet._src.kaldi.compute.nnet3_compute import (
+    LARGE_PIECE,
+    PIECE,
+    ComputeOptions,
+    Nnet3Computer,
+    modulus,
+    nnet3_compute,
+)
 from symnet.kaldi import read_network
 
 rng = np.random.default_rng(0)
@@ -279,7 +286,7 @@ def test_chunks_are_kept_where_they_change_the_outputs():
 
 
 def test_exact_outputs_are_the_frames_the_input_makes_computable():
-    from symnet._src.kaldi.exact import exact_outputs
+    from symnet._src.kaldi.compute.exact import exact_outputs
 
     net = doc_example()  # context (1, 2)
     feats = [rng.standard_normal((n, 12)).astype(np.float32) for n in (3, 4, 9)]
@@ -373,7 +380,7 @@ def test_a_job_of_a_network_in_chunks_computes_batches_and_names_the_utterance_a
 
 def test_kaldi_computations_multiply_at_full_float32_unless_a_precision_was_chosen(monkeypatch):
     """nnet3-compute's counterparts and exact evaluation run their programs at `jax.default_matmul_precision
-    ("highest")` (Kaldi's float32, not a GPU's TensorFloat-32: symnet._src.kaldi.float32); a precision the
+    ("highest")` (Kaldi's float32, not a GPU's TensorFloat-32: symnet._src.kaldi.compute.float32); a precision the
     user chose is kept. Seen where each path hands its request to the engine."""
     seen: list[object] = []
 

@@ -22,7 +22,7 @@ from symnet._src.core.descriptor import (
     Sum,
 )
 from symnet._src.core.elementwise import ReLU
-from symnet._src.kaldi.descriptor_text import format_real, parse_int, parse_real, to_float32
+from symnet._src.kaldi.text.descriptor_text import format_real, parse_int, parse_real, to_float32
 from symnet.errors import ConfigError, DescriptorError, SymnetError
 from symnet.kaldi import (
     ComponentLine,
@@ -383,8 +383,8 @@ def test_rejected_descriptors(text, column, fragment):
 def test_a_node_with_two_scales_reads_but_does_not_compute(text):
     """nnet3-init and nnet3-info take such a descriptor; Kaldi's compiler refuses it (GetScaleForNode: 'got two
     different scales'), and so does symnet's nnet3-compute (the corpus's rejected/b10_switch)."""
-    from symnet._src.kaldi.nnet3_compute import Nnet3Computer
-    from symnet._src.kaldi.scales import check_descriptor_scales
+    from symnet._src.kaldi.compute.nnet3_compute import Nnet3Computer
+    from symnet._src.kaldi.text.scales import check_descriptor_scales
 
     net = parse_network(
         f"input-node name=a dim=2\ninput-node name=b dim=2\noutput-node name=output input=Append(b, {text})\n",

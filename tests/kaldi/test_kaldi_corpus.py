@@ -51,11 +51,11 @@ from helpers.kaldi_corpus import (
 )
 from helpers.kaldi_oracle import SHIPPED, case_names, corpus_dir
 from symnet import Network
-from symnet._src.cli import main
+from symnet._src.app.cli import main
 from symnet._src.kaldi.components import records
-from symnet._src.kaldi.exact import exact_outputs as symnet_exact_outputs
-from symnet._src.kaldi.info import info_lines
-from symnet._src.kaldi.nnet3_compute import Nnet3Computer
+from symnet._src.kaldi.compute.exact import exact_outputs as symnet_exact_outputs
+from symnet._src.kaldi.compute.nnet3_compute import Nnet3Computer
+from symnet._src.kaldi.text.info import info_lines
 from symnet.errors import PlanError, SymnetError
 from symnet.kaldi import read_model, read_network
 

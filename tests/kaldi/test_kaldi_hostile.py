@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from symnet._src.kaldi.build import parse_network
-from symnet._src.kaldi.xconfig.descriptor import parse_xdescriptor
+from symnet._src.kaldi.text.build import parse_network
+from symnet._src.kaldi.text.xconfig.descriptor import parse_xdescriptor
 from symnet.errors import ConfigError, SymnetError
 
 AFFINE = "input-node name=input dim=3\ncomponent name=a type=AffineComponent input-dim=3 output-dim={dim}\n"

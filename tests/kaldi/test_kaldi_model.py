@@ -1,4 +1,4 @@
-"""Kaldi model files as symnet networks (symnet._src.kaldi.model): exact rewrites, networks built in symnet
+"""Kaldi model files as symnet networks (symnet._src.kaldi.models.model): exact rewrites, networks built in symnet
 written in Kaldi's layout and read back equal, outputs kept, errors naming the component and token."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from symnet._src.components.base import Component
 from symnet._src.core.descriptor import Input
 from symnet._src.core.layer import Layer, child, layer_class
 from symnet._src.core.walk import walk
-from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
+from symnet._src.kaldi.compute.nnet3_compute import ComputeOptions, Nnet3Computer
 from symnet.components import set_test_mode
 from symnet.errors import ModelFormatError
 from symnet.kaldi import (
@@ -336,7 +336,7 @@ def test_statistics_components_round_trip():
 
 
 def test_write_model_is_atomic(tmp_path, monkeypatch):
-    from symnet._src import atomic
+    from symnet._src.base import atomic
 
     path = tmp_path / "model.raw"
     path.write_bytes(b"old")

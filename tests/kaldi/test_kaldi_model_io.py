@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from helpers.kaldi_models import AM_TEXT, CONFIG, NNET_TEXT, TM_TEXT
 from symnet._src.kaldi.components import TOKEN_KINDS
-from symnet._src.kaldi.nnet_file import (
+from symnet._src.kaldi.models.nnet_file import (
     NnetComponent,
     NnetFile,
     field_to_token,
@@ -29,7 +29,7 @@ from symnet._src.kaldi.nnet_file import (
     token_to_field,
     write_nnet,
 )
-from symnet._src.kaldi.transition_model import HmmState, TopologyEntry, TransitionModel
+from symnet._src.kaldi.models.transition_model import HmmState, TopologyEntry, TransitionModel
 from symnet.errors import ModelFormatError
 
 # One component of each type in Kaldi's text layout (as its Write functions produce it), with concrete values.

@@ -21,10 +21,10 @@ from helpers.kaldi_corpus import case_folder
 from helpers.kaldi_models import AM_TEXT, NNET_TEXT
 from helpers.kaldi_oracle import case_names
 from symnet import Network, Weight
-from symnet._src.kaldi.build import build_network
-from symnet._src.kaldi.config import ComponentLine, ComponentNode, parse_config
-from symnet._src.kaldi.model_reader import component_line, model_from_nnet, parse_model
-from symnet._src.kaldi.nnet_file import NnetFile, parse_nnet, read_nnet, token_to_field
+from symnet._src.kaldi.models.model_reader import component_line, model_from_nnet, parse_model
+from symnet._src.kaldi.models.nnet_file import NnetFile, parse_nnet, read_nnet, token_to_field
+from symnet._src.kaldi.text.build import build_network
+from symnet._src.kaldi.text.config import ComponentLine, ComponentNode, parse_config
 from symnet.errors import ModelFormatError, ParameterError
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"

@@ -1,4 +1,4 @@
-"""`symnet._src.kaldi.lda` and `symnet lda`: the LDA-like transform of Kaldi's recipes, against Kaldi's own numbers.
+"""`symnet._src.kaldi.compute.lda` and `symnet lda`: the LDA-like transform of Kaldi's recipes, against Kaldi's own numbers.
 
 tests/data/lda holds small inputs and what Kaldi's nnet3-acc-lda-stats and nnet-get-feature-transform made of
 them (make_fixtures.sh records the commands; the programs are not needed here). The statistics come out equal
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from symnet._src.cli import main
-from symnet._src.kaldi.lda import (
+from symnet._src.app.cli import main
+from symnet._src.kaldi.compute.lda import (
     GlibcRand,
     LdaError,
     LdaOptions,
@@ -31,7 +31,7 @@ from symnet._src.kaldi.lda import (
     rand_prune,
     read_lda_stats,
 )
-from symnet._src.kaldi.xconfig import read_xconfig
+from symnet._src.kaldi.text.xconfig import read_xconfig
 from symnet._src.kaldi_io.tables import iter_table, read_posteriors, read_table
 from symnet.errors import SymnetError
 from symnet.kaldi import read_kaldi_array

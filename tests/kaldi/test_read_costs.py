@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from helpers import costly
-from symnet._src import bounded
+from symnet._src.base import bounded
 from symnet._src.chain.topology import Topology
 from symnet._src.chain.topology_text import MAX_HMM_STATES
 from symnet._src.kaldi_io import ark, egs_index, egs_parse

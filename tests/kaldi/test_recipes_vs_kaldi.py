@@ -54,7 +54,7 @@ def test_the_fixtures_cover_every_recipe_case():
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in QUICK else [pytest.mark.slow]) for n in CASES])
 def test_recipe_network_computes_as_kaldi(name, tmp_path):
-    from symnet._src.cli import main
+    from symnet._src.app.cli import main
 
     model, feats, ivectors = compare.prepare(FOLDER / "cases" / f"{name}.xconfig", tmp_path)
     out = tmp_path / "symnet.ark"
@@ -76,7 +76,7 @@ def test_recipe_network_computes_as_kaldi(name, tmp_path):
 def test_symnet_refuses_what_nnet3_compute_refuses(name, tmp_path, capsys):
     """An x-vector network's statistics need more frames than a 50-frame chunk has: nnet3-compute says "Not all
     outputs were computable", and `symnet compute` names the output and the Indexes it cannot compute."""
-    from symnet._src.cli import main
+    from symnet._src.app.cli import main
 
     model, _, _ = compare.prepare(FOLDER / "cases" / f"{name}.xconfig", tmp_path)
     out = tmp_path / "symnet.ark"

@@ -18,11 +18,11 @@ import pytest
 
 from helpers import EXAMPLES
 from symnet import Append, Input, Network, Node, load
-from symnet._src.cli import main
+from symnet._src.app.cli import main
 from symnet._src.core.walk import walk
-from symnet._src.kaldi.config import ComponentLine, ComponentNode, DimRangeNode, OutputNode, parse_config
-from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
-from symnet._src.kaldi.xconfig import (
+from symnet._src.kaldi.compute.nnet3_compute import ComputeOptions, Nnet3Computer
+from symnet._src.kaldi.text.config import ComponentLine, ComponentNode, DimRangeNode, OutputNode, parse_config
+from symnet._src.kaldi.text.xconfig import (
     LAYER_TYPES,
     is_xconfig,
     parse_xconfig,
@@ -30,9 +30,9 @@ from symnet._src.kaldi.xconfig import (
     read_xconfig,
     read_xconfig_network,
 )
-from symnet._src.kaldi.xconfig import layers as xl
-from symnet._src.kaldi.xconfig.basic import idct_matrix
-from symnet._src.kaldi.xconfig.syntax import parse_xconfig_line
+from symnet._src.kaldi.text.xconfig import layers as xl
+from symnet._src.kaldi.text.xconfig.basic import idct_matrix
+from symnet._src.kaldi.text.xconfig.syntax import parse_xconfig_line
 from symnet.errors import ConfigError, SymnetError
 from symnet.kaldi import parse_network, write_network
 
@@ -588,7 +588,7 @@ def test_a_recipes_config_dir_is_written_before_its_lda_mat_exists(tmp_path, cap
 
 def test_a_failed_config_dir_leaves_the_folder_as_it_was(tmp_path, monkeypatch, capsys):
     """The set is written as a whole: when one file cannot be written, none of the others changes."""
-    from symnet._src import atomic
+    from symnet._src.base import atomic
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "network.xconfig").write_text(LDA_RECIPE)

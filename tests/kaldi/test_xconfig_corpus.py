@@ -26,9 +26,9 @@ import pytest
 
 from helpers.kaldi_oracle import case_names, corpus_dir
 from symnet import Network
-from symnet._src.kaldi.config import ComponentLine, parse_config, read_config
-from symnet._src.kaldi.nnet3_compute import ComputeOptions, Nnet3Computer
-from symnet._src.kaldi.xconfig import parse_xconfig
+from symnet._src.kaldi.compute.nnet3_compute import ComputeOptions, Nnet3Computer
+from symnet._src.kaldi.text.config import ComponentLine, parse_config, read_config
+from symnet._src.kaldi.text.xconfig import parse_xconfig
 from symnet.kaldi import read_kaldi_array, read_model
 
 CASES = case_names("xconfig")

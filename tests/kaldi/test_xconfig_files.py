@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from symnet._src import atomic
-from symnet._src.atomic import atomic_write_all
-from symnet._src.cli import main
+from symnet._src.app.cli import main
+from symnet._src.base import atomic
+from symnet._src.base.atomic import atomic_write_all
 from symnet.errors import OutputError
 
 

@@ -37,8 +37,8 @@ import tarfile
 import numpy as np
 import pytest
 
-from symnet._src.kaldi.xconfig import LAYER_TYPES, parse_xconfig
-from symnet._src.kaldi.xconfig.base import KALDI_LAYER_TYPES, UNSUPPORTED_LAYER_TYPES, XLayer
+from symnet._src.kaldi.text.xconfig import LAYER_TYPES, parse_xconfig
+from symnet._src.kaldi.text.xconfig.base import KALDI_LAYER_TYPES, UNSUPPORTED_LAYER_TYPES, XLayer
 from symnet.errors import ConfigError
 
 #: Warnings the builder gives for some cases: an unused input (the descriptor cases' ivector), an option twice.
@@ -281,7 +281,7 @@ def _recipe_config_dir(name: str) -> str:
 def test_symnet_xconfig_fills_a_recipes_config_dir_before_its_lda_mat_exists(name, tmp_path, monkeypatch, capsys):
     """As the recipe runs xconfig_to_configs.py: `mkdir -p $dir/configs`, network.xconfig written there, no lda.mat
     yet. `symnet xconfig --config-dir` writes the configs Kaldi writes and the matrices the layers write."""
-    from symnet._src.cli import main
+    from symnet._src.app.cli import main
 
     monkeypatch.chdir(tmp_path)
     configs = pathlib.Path(_recipe_config_dir(name))

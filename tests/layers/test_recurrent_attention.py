@@ -10,7 +10,7 @@ import pytest
 from symnet import Input, Network
 from symnet._src.core.index import IndexSet
 from symnet._src.core.rng import randomness
-from symnet._src.kaldi.xconfig.layers import fast_gru, fast_lstm, fast_lstmp, fast_pgru
+from symnet._src.kaldi.text.xconfig.layers import fast_gru, fast_lstm, fast_lstmp, fast_pgru
 from symnet.components import set_test_mode
 from symnet.engine import ComputationRequest, compile
 from symnet.errors import ConfigWriteError, LayerOptionError, SymnetError

@@ -38,8 +38,8 @@ from symnet import (
     Zeros,
     export,
 )
-from symnet._src.cli import main
-from symnet._src.kaldi.build import read_network
+from symnet._src.app.cli import main
+from symnet._src.kaldi.text.build import read_network
 from symnet.errors import ArgumentTypeError
 
 #: Runs each (program, inputs .npz, outputs .npz) of argv with jax alone, after checking that the program's .json

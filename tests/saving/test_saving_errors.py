@@ -235,7 +235,7 @@ def test_a_missing_file_is_file_not_found(tmp_path: pathlib.Path) -> None:
 
 
 def test_a_failed_write_leaves_the_old_file(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from symnet._src import atomic
+    from symnet._src.base import atomic
 
     path = tmp_path / "model.npz"
     symnet.save(path, small_network())

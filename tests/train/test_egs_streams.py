@@ -43,7 +43,6 @@ def net(seed: int = 0) -> Network:
     )  # fmt: skip
 
 
-
 SETTINGS = {"epochs": 2, "batch_size": 4, "progress": False, "seed": 3}
 
 

@@ -93,7 +93,7 @@ def test_scp_entries_of_tables_never_quote_the_bytes_they_point_at(secrets: Path
 
 def test_compute_with_a_feats_scp_does_not_print_what_it_points_at(secrets: Path) -> None:
     from helpers.kaldi_models import NNET_TEXT
-    from symnet._src.cli import main
+    from symnet._src.app.cli import main
 
     (secrets / "nnet.raw").write_text(NNET_TEXT)
     at = SECRETS["env.txt"].index("API_KEY")

@@ -66,7 +66,6 @@ def kaldi_dir(tmp_path, monkeypatch):
     return data
 
 
-
 SETTINGS = {"epochs": 2, "batch_size": 4, "chunk": (10, 20), "progress": False, "seed": 3}
 
 

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import ChainError
+from ..base.errors import ChainError
 from .graph import ChainGraph
 
 __all__ = ["forward_backward", "graph_arrays", "GraphArrays", "stack_graphs"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ChainError
+from ..base.errors import ChainError
 from ..kaldi_io.fst import Fst, parse_fst_text, read_fst
 
 __all__ = [

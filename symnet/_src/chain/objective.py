@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import ChainError
+from ..base.errors import ChainError
 from .forward_backward import GraphArrays, forward_backward
 
 __all__ = ["chain_objective", "ChainObjective", "ChainOptions", "DEFAULT_OBJF_PER_FRAME", "OUTPUT_LIMIT", "subsample"]

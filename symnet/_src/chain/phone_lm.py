@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..errors import ChainError
+from ..base.errors import ChainError
 from ..kaldi_io.fst import Fst
 
 __all__ = ["estimate_phone_lm"]

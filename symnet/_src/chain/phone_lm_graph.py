@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ChainError
+from ..base.errors import ChainError
 from ..kaldi_io.fst import Fst
 from .den_minimize import minimize_den_fst
 from .graph import ChainGraph, denominator_graph

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ChainError
+from ..base.errors import ChainError
 from ..kaldi_io.fst import Fst
 from .graph import ChainGraph
 from .phone_lm_graph import expand_with_phones

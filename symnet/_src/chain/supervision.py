@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import ChainError
+from ..base.errors import ChainError
 from .graph import ChainGraph, denominator_graph, fst_from_arcs
 
 __all__ = ["alignment_numerator", "allowed_pdfs", "denominator_from_alignments"]

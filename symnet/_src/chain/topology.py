@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..errors import ChainError
+from ..base.errors import ChainError
 from .topology_text import parse_topology
 
 __all__ = ["HmmState", "Topology"]

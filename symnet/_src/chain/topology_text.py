@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import ChainError
+from ..base.errors import ChainError
 
 __all__ = ["MAX_HMM_STATES", "State", "parse_topology"]
 

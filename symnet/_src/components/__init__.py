@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..base.errors import ArgumentTypeError, ComponentConfigError, ComponentModeError
 from ..core.layer import Layer, evolve
-from ..errors import ArgumentTypeError, ComponentConfigError, ComponentModeError
 from .affine import (
     AffineComponent,
     BlockAffineComponent,

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 import numpy as np
 
+from ..base.errors import ComponentConfigError, ComponentModeError, ShapeError, UnknownShapeError, at
 from ..core.frozen import FrozenArray
 from ..core.layer import FixedWeight, Layer, Literal, Weight, layer_class
-from ..errors import ComponentConfigError, ComponentModeError, ShapeError, UnknownShapeError, at
 
 if TYPE_CHECKING:
     import jax

@@ -102,8 +102,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeGuard
 
 import numpy as np
 
+from ..base.errors import ArgumentTypeError, ShapeError, SymnetError
 from ..core.layer import Layer
-from ..errors import ArgumentTypeError, ShapeError, SymnetError
 
 if TYPE_CHECKING:
     import jax

@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ..base.errors import ShapeError, at
 from ..core.descriptor import IndexedLayer
 from ..core.index import decode, encode
 from ..core.layer import Layer, child, layer_class
 from ..core.precision import in_float32
-from ..errors import ShapeError, at
 from .base import Component
 
 if TYPE_CHECKING:

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ..base.errors import ComponentConfigError, ShapeError, at
 from ..core.descriptor import IndexedLayer, Ref
 from ..core.index import decode, encode
 from ..core.layer import Layer, child, children_field, evolve, layer_class
-from ..errors import ComponentConfigError, ShapeError, at
 from .base import Component, ComponentModeError, InOutDims, SameDim
 
 if TYPE_CHECKING:

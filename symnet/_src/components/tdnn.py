@@ -26,9 +26,9 @@ from typing import Any, ClassVar
 
 import attrs
 
+from ..base.errors import UnknownShapeError
 from ..core.descriptor import Append, Offset
 from ..core.layer import Layer, child, layer_class
-from ..errors import UnknownShapeError
 from .affine import AffineComponent, LinearComponent
 from .base import Component, known_shape
 

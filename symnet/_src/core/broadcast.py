@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import ShapeError, at
+from ..base.errors import ShapeError, at
 
 if TYPE_CHECKING:
     import jax

@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import attrs
 import numpy as np
 
-from ..errors import DescriptorError, ShapeError, at
+from ..base.errors import DescriptorError, ShapeError, at
 from .formatting import Formatter, number_text
 from .index import decode, encode, shift
 from .layer import Layer, child, children_field, layer_class

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import ShapeError, at
+from ..base.errors import ShapeError, at
 from .layer import Layer, child, layer_class
 from .precision import in_float32
 

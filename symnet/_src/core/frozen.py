@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import LayerTypeError, at
+from ..base.errors import LayerTypeError, at
 from .source import user_line
 
 if TYPE_CHECKING:

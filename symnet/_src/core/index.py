@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import PlanError
+from ..base.errors import PlanError
 
 __all__ = ["decode", "encode", "format_indexes", "Index", "INDEX_LIMIT", "IndexSet", "MAX_INDEXES", "shift"]
 

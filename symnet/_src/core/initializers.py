@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from ..errors import ShapeError, at
+from ..base.errors import ShapeError, at
 from .registry import INITIALIZER_CLASSES
 from .source import user_line
 

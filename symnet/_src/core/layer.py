@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypeVar, 
 import attrs
 import numpy as np
 
-from ..errors import GraphError, LayerTypeError, ParameterError, ShapeError, UnknownOptionError, at
+from ..base.errors import GraphError, LayerTypeError, ParameterError, ShapeError, UnknownOptionError, at
 from . import html
 from .broadcast import check_broadcast, unbroadcast
 from .formatting import Formatter

@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ParameterError, at
+from ..base.errors import ParameterError, at
 
 if TYPE_CHECKING:
     import jax

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import numpy as np
 
-from ..errors import ShapeError
+from ..base.errors import ShapeError
 
 if TYPE_CHECKING:
     import jax

@@ -17,7 +17,7 @@ when the second is imported.
 
 from __future__ import annotations
 
-from ..errors import LayerTypeError
+from ..base.errors import LayerTypeError
 
 __all__ = ["INITIALIZER_CLASSES", "LAYER_CLASSES", "ClassRegistry", "stable_name"]
 

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import SymnetError
+from ..base.errors import SymnetError
 
 if TYPE_CHECKING:
     import jax

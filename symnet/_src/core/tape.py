@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import LayerTypeError, ShapeError, at
+from ..base.errors import LayerTypeError, ShapeError, at
 from . import html
 from .walk import topological
 

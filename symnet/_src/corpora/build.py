@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 from scipy.signal import resample_poly
 
-from ..atomic import atomic_write
+from ..base.atomic import atomic_write
 from .corpus import Corpus, load_corpus
 from .errors import CorpusError
 from .espeak import check_espeak_voice, espeak_say, espeak_version

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import SymnetError
+from ..base.errors import SymnetError
 
 __all__ = ["CorpusError"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import atomic_write
+from ..base.atomic import atomic_write
 from ..features.kaldi import FbankOptions, num_frames
 from .errors import CorpusError
 from .flite import Segments

@@ -19,11 +19,11 @@ import os
 import attrs
 import numpy as np
 
-from ..errors import ModelFormatError, SymnetError
-from ..kaldi.transition_model import read_transition_model
+from ..base.errors import ModelFormatError, SymnetError
+from ..base.safe_read import read_file
+from ..kaldi.models.transition_model import read_transition_model
 from ..kaldi_io.binary import make_reader
 from ..kaldi_io.fst import Fst, read_fst
-from ..safe_read import read_file
 
 __all__ = ["DecodeError", "DecodingGraph", "Hypothesis", "decode", "read_decoding_graph"]
 

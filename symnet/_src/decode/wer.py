@@ -2,7 +2,7 @@
 
 Each reference is aligned with its hypothesis by Levenshtein distance, and the insertions, deletions and
 substitutions are counted along the alignment Kaldi's `LevenshteinEditDistance` picks
-(`symnet._src.levenshtein.edit_counts`), so the three counts, not only their sum, are Kaldi's.
+(`symnet._src.base.levenshtein.edit_counts`), so the three counts, not only their sum, are Kaldi's.
 `str(ErrorRate)` is `compute-wer`'s output, to the character. Modes as Kaldi's: "strict" (a reference without
 hypothesis is an error), "present" (it is not scored), "all" (it is scored against an empty hypothesis).
 """
@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 import attrs
 import numpy as np
 
-from ..errors import SymnetError
-from ..levenshtein import edit_counts
+from ..base.errors import SymnetError
+from ..base.levenshtein import edit_counts
 
 __all__ = ["ErrorRate", "ScoringError", "compute_wer", "read_text"]
 

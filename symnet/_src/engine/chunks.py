@@ -1,5 +1,5 @@
 """Chunks computed on their own, many in one call: what `compute(..., frames_per_chunk=..., carry_state=False)`
-and nnet3-compute (symnet._src.kaldi.nnet3_compute) do.
+and nnet3-compute (symnet._src.kaldi.compute.nnet3_compute) do.
 
 A chunk is `count` output frames of one sequence from its frame `start` (every `subsampling`-th frame), given
 `left` input frames before its first output frame and `right` after its last, the sequence's edge frames

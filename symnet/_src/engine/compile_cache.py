@@ -49,7 +49,7 @@ from typing import Any
 
 import jax
 
-from ..version import __version__
+from ..base.version import __version__
 from .cache_folder import Folder, open_folder
 
 __all__ = [

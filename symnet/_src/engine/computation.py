@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..base.errors import PlanError, ShapeError
 from ..core import html, rng
 from ..core.descriptor import Combine, Descriptor, IndexedLayer
 from ..core.layer import (
@@ -29,7 +30,6 @@ from ..core.layer import (
 )
 from ..core.precision import Precision
 from ..core.tape import Tape
-from ..errors import PlanError, ShapeError
 from . import splice
 from .attention import FusedAttention, attention_tape, find_attentions
 from .dims import node_shapes, static_dim

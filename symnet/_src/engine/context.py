@@ -25,10 +25,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from ..base.errors import PlanError
 from ..core.descriptor import Descriptor
 from ..core.index import IndexSet, decode, format_indexes
 from ..core.layer import NetworkLike, Structure
-from ..errors import PlanError
 from .graph import Graph
 from .memo import Cache
 from .plan import Planner, time_reach, unstarted_recurrence

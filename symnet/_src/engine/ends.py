@@ -29,9 +29,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..base.errors import PlanError
 from ..core.descriptor import Descriptor, IndexedLayer, Rule
 from ..core.index import IndexSet, decode, shift
-from ..errors import PlanError
 from .context import modulus
 from .graph import Graph, strongly_connected
 from .memo import Cache

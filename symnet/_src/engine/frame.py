@@ -34,10 +34,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..base.errors import PlanError, ShapeError, at
 from ..core.descriptor import Combine, Descriptor, Node
 from ..core.elementwise import Sigmoid, Tanh
 from ..core.layer import Dot, Layer
-from ..errors import PlanError, ShapeError, at
 from .semantics import combine
 
 __all__ = ["ActivationGroup", "FrameProgram", "Needs", "passes_through", "step_value"]

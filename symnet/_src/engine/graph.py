@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..base.errors import GraphError, PlanError, at
 from ..core.descriptor import Descriptor, IndexedLayer, Input, Node, Ref
 from ..core.layer import Identity, Layer, Literal, Weight
-from ..errors import GraphError, PlanError, at
 
 __all__ = ["DEFAULT_INPUT", "Graph", "shifts_time", "strongly_connected"]
 

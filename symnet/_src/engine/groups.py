@@ -36,11 +36,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..base.errors import PlanError
 from ..core import rng
 from ..core.index import IndexSet, decode, encode
 from ..core.layer import Weight
 from ..core.tape import Tape
-from ..errors import PlanError
 from .graph import Graph
 from .layout import as_flat_rows, as_frames
 from .plan import Planner

@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..base.errors import PlanError
 from ..core.layer import Layer
-from ..errors import PlanError
 from .computation import Computation
 from .dims import node_shapes
 from .graph import Graph, shifts_time, strongly_connected

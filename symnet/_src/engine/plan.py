@@ -27,9 +27,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..base.errors import PlanError
 from ..core.descriptor import Descriptor, IndexedLayer, Node, Rule
 from ..core.index import decode, format_indexes
-from ..errors import PlanError
 from .graph import Graph, strongly_connected
 from .request import ComputationRequest
 from .semantics import operand_keys, rule, selected

@@ -35,11 +35,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..base.errors import PlanError
 from ..core.descriptor import Node
 from ..core.index import decode
 from ..core.layer import Divide, Layer, Minus, Negate, Plus, Times, layer_class
 from ..core.tape import Tape
-from ..errors import PlanError
 from .dims import node_shapes, static_dim
 from .frame import FrameProgram, passes_through, step_value
 from .fused_scan import Lane, frame_mask, frame_reads, fused_scan, operand_reader

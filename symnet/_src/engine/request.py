@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..base.errors import PlanError
 from ..core.index import IndexSet
-from ..errors import PlanError
 
 __all__ = ["as_index_set", "ComputationRequest"]
 

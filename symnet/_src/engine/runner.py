@@ -20,11 +20,11 @@ vary, and all they vary:
   `dense.compute(frames_per_chunk=...)`): chunk-relative time, the state of
   every recurrent node given as an extra input at negative frames and asked
   for as an extra output at the chunk's last frames.
-- nnet3-compute (`symnet._src.kaldi.nnet3_compute`): chunks of utterances, each chunk its
+- nnet3-compute (`symnet._src.kaldi.compute.nnet3_compute`): chunks of utterances, each chunk its
   own sequence n; output frames every `frame_subsampling_factor`-th (a stepped
   range); an i-vector as one frame; a regular request per chunk shape, or one
   irregular request (`run_each`) for networks without recurrences.
-- exact (`symnet._src.kaldi.exact`): each utterance its own n of an irregular
+- exact (`symnet._src.kaldi.compute.exact`): each utterance its own n of an irregular
   request (`run_each`): its input frames, and the outputs at the frames they
   make computable.
 
@@ -49,10 +49,10 @@ from typing import Any, Literal
 import jax
 import numpy as np
 
+from ..base.errors import PlanError
 from ..core.index import IndexSet, encode
 from ..core.layer import NetworkLike
 from ..core.precision import Precision
-from ..errors import PlanError
 from .compiling import compile
 from .computation import Computation
 from .recurrence import Lowering

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..base.errors import PlanError, at
 from ..core.descriptor import Combine, Descriptor, IndexedLayer, Rule
 from ..core.layer import Layer
-from ..errors import PlanError, at
 
 __all__ = ["combine", "operand_keys", "optional_reads", "rule", "selected"]
 

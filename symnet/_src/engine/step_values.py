@@ -17,13 +17,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..base.errors import PlanError, ShapeError, at
 from ..core import rng
 from ..core.descriptor import Combine
 from ..core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from ..core.index import IndexSet, decode, encode
 from ..core.layer import Divide, Dot, Layer, Minus, Negate, Plus, Times
 from ..core.tape import Tape
-from ..errors import PlanError, ShapeError, at
 from .layout import as_frames, as_layout, moved
 from .rowmap import RowMap
 from .semantics import combine

@@ -31,11 +31,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..base.errors import ArgumentTypeError, PlanError, ShapeError, StreamError
 from ..core.descriptor import Node
 from ..core.index import IndexSet, decode
 from ..core.layer import NetworkLike
 from ..core.precision import Precision, get_precision
-from ..errors import ArgumentTypeError, PlanError, ShapeError, StreamError
 from .compiling import compile
 from .context import context, output_name
 from .context import modulus as graph_modulus

@@ -20,13 +20,13 @@ from collections.abc import Mapping
 import attrs
 import numpy as np
 
+from ..base.errors import GraphError, PlanError, ShapeError
 from ..core import html
 from ..core.descriptor import Input, Node, Ref
 from ..core.formatting import Formatter
 from ..core.layer import Identity, Layer, Literal, Weight
 from ..core.roles import value_names
 from ..core.walk import walk
-from ..errors import GraphError, PlanError, ShapeError
 from .context import node_contexts
 from .dims import Shape, node_shapes
 from .graph import DEFAULT_INPUT, Graph

@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..errors import SymnetError
+from ..base.errors import SymnetError
 
 __all__ = ["FeatureError", "FbankOptions", "MfccOptions", "apply_cmvn", "cmvn_stats", "fbank", "mfcc"]
 

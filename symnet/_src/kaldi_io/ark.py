@@ -40,7 +40,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..bounded import compressed_bytes, tiles
+from ..base.bounded import compressed_bytes, tiles
 from .ark_stream import MAX_KEY_BYTES, MAX_LINE_BYTES, _int32, _Reader
 
 __all__ = ["ark_offsets", "decode_compressed", "iter_ark", "read_object"]
@@ -281,7 +281,7 @@ def _next_key(r: _Reader) -> str | None:
 
 def decode_compressed(data: bytes) -> np.ndarray:
     """A binary compressed matrix (`\\0BCM `, `CM2 ` or `CM3 `, its header and all its data) as kaldiio decodes
-    it (its header classes, so the values are kaldiio's), in blocks of `symnet._src.bounded.tiles`: the scratch
+    it (its header classes, so the values are kaldiio's), in blocks of `symnet._src.base.bounded.tiles`: the scratch
     stays a few MiB, where kaldiio's own decode takes about 24 bytes a value."""
     from kaldiio.compression_header import GlobalHeader, PerColHeader
 

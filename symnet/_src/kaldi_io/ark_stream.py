@@ -13,7 +13,7 @@ import stat
 import struct
 from typing import IO
 
-from ..errors import KaldiDataError
+from ..base.errors import KaldiDataError
 
 __all__ = ["MAX_ENTRY_BYTES", "MAX_KEY_BYTES", "MAX_LINE_BYTES"]
 

@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelFormatError
-from ..safe_read import MAX_ARRAY_BYTES, read_file
+from ..base.errors import ModelFormatError
+from ..base.safe_read import MAX_ARRAY_BYTES, read_file
 from .numbers import (
     _INT_RE,
     _NUMS_RE,

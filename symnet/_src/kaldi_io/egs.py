@@ -49,9 +49,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import KaldiDataError, ModelFormatError
-from ..safe_read import open_regular, read_file
-from ..text import is_digits
+from ..base.errors import KaldiDataError, ModelFormatError
+from ..base.safe_read import open_regular, read_file
+from ..base.text import is_digits
 from .egs_parse import (
     ChainExample,
     ChainOutput,

@@ -20,8 +20,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
-from ..errors import KaldiDataError, ModelFormatError
-from ..safe_read import read_file
+from ..base.errors import KaldiDataError, ModelFormatError
+from ..base.safe_read import read_file
 from .egs import MAX_SCP_BYTES, Archives, egs_specifier, example_at, scp_place, unreadable
 from .egs_parse import Parse
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..bounded import BLOCK_VALUES, gather
+from ..base.bounded import BLOCK_VALUES, gather
 
 __all__ = ["read_index_vector"]
 

@@ -12,9 +12,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..bounded import compressed_bytes, tiles
-from ..errors import ChainError, KaldiDataError, ModelFormatError
-from ..text import is_digits
+from ..base.bounded import compressed_bytes, tiles
+from ..base.errors import ChainError, KaldiDataError, ModelFormatError
+from ..base.text import is_digits
 from .binary import BinaryReader, TextReader
 from .egs_index import read_index_vector
 from .egs_sparse import MAX_DENSE_VALUES, PairRows, SparseRows, read_sparse_binary
@@ -144,7 +144,7 @@ def decode_compressed(
 ) -> np.ndarray:
     """A Kaldi CompressedMatrix (`kind` CM, CM2 or CM3; its data: the bytes of `data` from `offset`, after the
     16-byte header, as many as the format says) as float32 [rows, cols], with the float arithmetic of Kaldi's
-    CopyToMat; decoded in blocks (`symnet._src.bounded.tiles`), so its scratch is a few MiB whatever the size."""
+    CopyToMat; decoded in blocks (`symnet._src.base.bounded.tiles`), so its scratch is a few MiB whatever the size."""
     lo, rng = np.float32(min_value), np.float32(range_)
     out = np.empty((rows, cols), np.float32)
     if kind in ("CM2", "CM3"):

@@ -15,8 +15,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..bounded import gather, record_offsets
-from ..errors import KaldiDataError
+from ..base.bounded import gather, record_offsets
+from ..base.errors import KaldiDataError
 
 __all__ = ["MAX_DENSE_VALUES", "PairRows", "SparseRows", "make_sparse", "read_sparse_binary"]
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..bounded import gather, record_offsets
-from ..errors import ChainError
-from ..safe_read import read_file
+from ..base.bounded import gather, record_offsets
+from ..base.errors import ChainError
+from ..base.safe_read import read_file
 
 __all__ = ["Fst", "FST_MAGIC", "MAX_FST_BYTES", "parse_fst_binary", "parse_fst_text", "read_fst"]
 
@@ -130,7 +130,7 @@ _ARC = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("next
 
 def _states(data: bytes, pos: int, start: int, num_states: int, num_arcs: int, name: str) -> Fst:
     """The states after the header (each a float32 final weight, an int64 arc count, its arcs), walked in one
-    pass (`symnet._src.bounded.record_offsets`) and read into arrays in one copy."""
+    pass (`symnet._src.base.bounded.record_offsets`) and read into arrays in one copy."""
 
     def fail(state: int, message: str) -> ChainError:
         return ChainError(f"{name}: state {state} {message}")

@@ -11,7 +11,7 @@ from typing import IO, NamedTuple
 
 import numpy as np
 
-from ..errors import KaldiDataError
+from ..base.errors import KaldiDataError
 from .ark import _INT_WORD
 from .ark_stream import _int32, _Reader
 

@@ -14,10 +14,10 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..bounded import compressed_bytes
-from ..errors import KaldiDataError, SymnetError
-from ..safe_read import open_regular
-from ..text import ascii_int, is_digits
+from ..base.bounded import compressed_bytes
+from ..base.errors import KaldiDataError, SymnetError
+from ..base.safe_read import open_regular
+from ..base.text import ascii_int, is_digits
 from .ark import _bytes_of, _matrix_header, _read_object, _reason, decode_compressed, read_object
 from .ark_stream import MAX_LINE_BYTES, _int32, _Reader
 from .posterior import read_posterior

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import KaldiDataError
+from ..base.errors import KaldiDataError
 from .ark import _read_object, iter_ark
 from .posterior import Posterior, _read_posterior
 from .scp import iter_scp, open_spec, read_entry

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelWriteError
+from ..base.errors import ModelWriteError
 from .numbers import _WS_STR, INT32_MAX, INT32_MIN, _format_reals, format_real
 
 __all__ = ["Writer"]

@@ -36,12 +36,12 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
+from ..base.errors import LayerOptionError, ShapeError, at
 from ..components.attention import RestrictedAttentionComponent, _AttentionCore
 from ..components.base import Component
 from ..core.descriptor import Append, Const, IfDefined, Node, Offset
 from ..core.layer import Layer, child, layer_class
 from ..core.source import user_line
-from ..errors import LayerOptionError, ShapeError, at
 from .base import KaldiPart, Typed, checked_call, static_input_dim
 from .dense import Affine
 

@@ -28,14 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from ..core.descriptor import IfDefined, Node, Offset, ReplaceIndex, Round, Scale
-from ..core.elementwise import Elementwise
-from ..core.formatting import Formatter
-from ..core.layer import BinaryLayer, Layer, Negate, Power, as_layer
-from ..core.source import user_line
-from ..engine.dims import node_shapes, static_dim
-from ..engine.graph import Graph
-from ..errors import (
+from ..base.errors import (
     ConfigWriteError,
     LayerOptionError,
     ShapeError,
@@ -44,6 +37,13 @@ from ..errors import (
     UnknownShapeError,
     at,
 )
+from ..core.descriptor import IfDefined, Node, Offset, ReplaceIndex, Round, Scale
+from ..core.elementwise import Elementwise
+from ..core.formatting import Formatter
+from ..core.layer import BinaryLayer, Layer, Negate, Power, as_layer
+from ..core.source import user_line
+from ..engine.dims import node_shapes, static_dim
+from ..engine.graph import Graph
 
 __all__ = [
     "KaldiPart",

@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..base.errors import ConfigWriteError, ShapeError, at
 from ..components.base import auto_vjp
 from ..components.convolution import ConvolutionComponent
 from ..core.initializers import Normal, Zeros
 from ..core.layer import Layer, Literal, Weight, child, layer_class
-from ..errors import ConfigWriteError, ShapeError, at
 from .base import Image, boolean, derived, option, optional_name, pair, param, positive_int
 from .image import ImageLayer, image_of, image_option, output_size, padding, resolve_padding
 

@@ -35,13 +35,13 @@ import math
 import numbers
 from typing import Any
 
+from ..base.errors import LayerOptionError, at
 from ..components.affine import AffineComponent
 from ..components.tdnn import TdnnComponent
 from ..core.descriptor import Round
 from ..core.initializers import Normal, Zeros
 from ..core.layer import Layer, Weight, child, layer_class
 from ..core.source import user_line
-from ..errors import LayerOptionError, at
 from .base import Typed, as_component, boolean, derived, input_dim, option, optional_name, param, positive_int
 
 __all__ = ["Affine", "TimeConv"]

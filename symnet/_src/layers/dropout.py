@@ -20,10 +20,10 @@ from typing import Any
 
 import attrs
 
+from ..base.errors import LayerOptionError, at
 from ..components.misc import GeneralDropoutComponent
 from ..core.layer import Layer, child, layer_class
 from ..core.source import user_line
-from ..errors import LayerOptionError, at
 from .base import Typed, as_component, boolean, derived, input_dim, option, optional_name, positive_int
 
 __all__ = ["Dropout"]

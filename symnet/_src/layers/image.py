@@ -29,10 +29,10 @@ import math
 import numbers
 from typing import TYPE_CHECKING, Any
 
+from ..base.errors import LayerOptionError, ShapeError, at
 from ..core.formatting import Formatter
 from ..core.layer import Layer, child, layer_class
 from ..core.source import user_line
-from ..errors import LayerOptionError, ShapeError, at
 from .base import Image, Typed, derived, image_shape_of, option, static_input_dim
 
 if TYPE_CHECKING:

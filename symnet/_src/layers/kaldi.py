@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import attrs
 
+from ..base.errors import ConfigWriteError, at
 from ..components.base import Component
 from ..components.nonlinear import (
     LogSoftmaxComponent,
@@ -38,7 +39,6 @@ from ..core.descriptor import Descriptor, Input, Node, Ref
 from ..core.elementwise import LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from ..core.layer import Layer
 from ..core.walk import walk
-from ..errors import ConfigWriteError, at
 from .base import Typed, static_input_dim
 from .image import Flatten, Reshape
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..base.errors import ShapeError, at
 from ..components.base import rows_sum
 from ..components.normalize import BatchNormComponent
 from ..core.broadcast import unbroadcast
 from ..core.initializers import Full, Zeros
 from ..core.layer import FixedWeight, Layer, Literal, Weight, child, layer_class
-from ..errors import ShapeError, at
 from .base import (
     Typed,
     as_component,

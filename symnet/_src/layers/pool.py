@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..base.errors import ConfigWriteError, at
 from ..components.base import auto_vjp
 from ..components.convolution import MaxpoolingComponent
 from ..core.layer import Layer, child, layer_class
-from ..errors import ConfigWriteError, at
 from .base import Image, derived, option, pair
 from .image import ImageLayer, image_of, image_option, output_size, padding, resolve_padding
 

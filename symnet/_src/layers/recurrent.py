@@ -65,6 +65,7 @@ from typing import Any
 
 import attrs
 
+from ..base.errors import LayerOptionError, ShapeError, at
 from ..components.misc import BackpropTruncationComponent, DropoutMaskComponent
 from ..components.nonlinear import SigmoidComponent
 from ..components.recurrent import GruNonlinearityComponent, LstmNonlinearityComponent
@@ -72,7 +73,6 @@ from ..core.descriptor import Append, DimRange, IfDefined, Node, Offset, Ref
 from ..core.initializers import Normal, Zeros
 from ..core.layer import FixedWeight, Layer, Weight, layer_class
 from ..core.source import user_line
-from ..errors import LayerOptionError, ShapeError, at
 from .base import KaldiPart, checked_call, static_input_dim
 from .dense import Affine
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import atomic_open
-from ..errors import ModelFormatError
-from ..safe_read import NpzArchive, as_read, as_stored, extended_dtype, is_extended, stored_dtype
-from ..version import __version__
+from ..base.atomic import atomic_open
+from ..base.errors import ModelFormatError
+from ..base.safe_read import NpzArchive, as_read, as_stored, extended_dtype, is_extended, stored_dtype
+from ..base.version import __version__
 
 __all__ = [
     "FORMAT",
@@ -88,7 +88,7 @@ def write_archive(path: str | os.PathLike[str], header: dict[str, Any], arrays: 
 def read_archive(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[np.ndarray]]:
     """The header and the arrays of a file written by `write_archive`, every size checked first.
 
-    Members are read through `symnet._src.safe_read.NpzArchive` (each `.npy` header
+    Members are read through `symnet._src.base.safe_read.NpzArchive` (each `.npy` header
     checked before its data). The parsed header's format, version and arrays
     table are checked (`_array_table`) before any array is read.
     FileNotFoundError if there is no file; ModelFormatError for anything else wrong.

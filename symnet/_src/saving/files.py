@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import check_writable
-from ..errors import ModelFormatError, SaveError
+from ..base.atomic import check_writable
+from ..base.errors import ModelFormatError, SaveError
+from ..base.paths import as_path
+from ..base.version import __version__
 from ..network import Network
-from ..paths import as_path
-from ..version import __version__
 from .archive import FORMAT, MAX_JSON_DEPTH, VERSION, dtype_name, read_archive, write_archive
 from .networks import decode_network, encode_network
 from .structure import network_entries
@@ -33,7 +33,7 @@ def save(path: str | os.PathLike[str], tree: Any) -> None:
          "tree": {"dict": [["net", {"network": 0}], ["step", 3]]}}
 
     `networks` holds each Network once (`symnet._src.saving.networks`), `tree` the
-    value (`symnet._src.saving.tree`). The write is atomic (`symnet._src.atomic`):
+    value (`symnet._src.saving.tree`). The write is atomic (`symnet._src.base.atomic`):
     `path` is either left as it was or holds the whole new file. A value the
     format cannot hold (a layer whose class is not registered, an object that
     is not one of the kinds above) is a SaveError naming where it is, and

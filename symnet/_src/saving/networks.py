@@ -18,7 +18,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import ModelFormatError, SymnetError
+from ..base.errors import ModelFormatError, SymnetError
 from ..network import Network
 from .structure import check_mapping, decode_outputs, encode_layers
 

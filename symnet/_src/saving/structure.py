@@ -36,12 +36,12 @@ import numpy as np
 
 from .. import components as _components  # noqa: F401  symnet's own layer classes, registered before a file is read
 from .. import layers as _layers  # noqa: F401
+from ..base.errors import ModelFormatError, SaveError
 from ..core.frozen import FrozenArray
 from ..core.initializers import Initializer
 from ..core.layer import Layer
 from ..core.registry import INITIALIZER_CLASSES, LAYER_CLASSES
 from ..core.walk import walk
-from ..errors import ModelFormatError, SaveError
 
 __all__ = ["check_mapping", "decode_layers", "decode_outputs", "encode_layers", "network_entries"]
 

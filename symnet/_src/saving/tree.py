@@ -31,9 +31,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import ModelFormatError, SaveError
+from ..base.errors import ModelFormatError, SaveError
+from ..base.safe_read import is_extended
 from ..network import Network
-from ..safe_read import is_extended
 
 __all__ = ["NO_TEMPLATE", "OPTAX_MODULES", "check_like", "decode_tree", "encode_tree", "optax_states"]
 

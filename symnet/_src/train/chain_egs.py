@@ -23,9 +23,9 @@ import attrs
 import jax
 import numpy as np
 
+from ..base.errors import ShapeError, TrainingError
 from ..chain.graph import ChainGraph, numerator_graph
 from ..chain.objective import ChainOptions
-from ..errors import ShapeError, TrainingError
 from ..kaldi_io.fst import Fst
 from .examples import Chunks
 from .objectives import Chain, pack_numerators

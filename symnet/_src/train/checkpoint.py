@@ -5,10 +5,10 @@ fingerprint, the position, and `run`, what defines the training run (batch
 size, chunk, seed, a digest of the data, the optimiser settings the caller
 names), so that a resume with other settings is refused instead of silently
 mixing two runs. It is written to a temporary file in the same folder and
-renamed over the old one (`symnet._src.atomic`), so a crash never leaves a
+renamed over the old one (`symnet._src.base.atomic`), so a crash never leaves a
 half-written checkpoint and never destroys the last good one.
 
-Loading reads nothing it has not checked first (`symnet._src.safe_read`): every
+Loading reads nothing it has not checked first (`symnet._src.base.safe_read`): every
 member must be one this network and optimiser have, with their shape and dtype;
 the header's fields must have the right types. `lock(path)` keeps a second
 training run from writing the same checkpoint.
@@ -30,10 +30,10 @@ import attrs
 import jax
 import numpy as np
 
-from ..atomic import atomic_write, remove_stale_temporaries
-from ..errors import CheckpointError
-from ..safe_read import NpzArchive, as_read, as_stored, stored_dtype
-from ..text import is_digits
+from ..base.atomic import atomic_write, remove_stale_temporaries
+from ..base.errors import CheckpointError
+from ..base.safe_read import NpzArchive, as_read, as_stored, stored_dtype
+from ..base.text import is_digits
 
 __all__ = ["FORMAT", "load", "load_run", "lock", "lock_path", "Position", "READABLE", "save", "VERSION"]
 
@@ -203,7 +203,7 @@ def lock(path: str) -> Iterator[None]:
     with -9, or made by anyone else) is locked as it is: never truncated,
     written or removed (delete it by hand once no run uses it). Once the lock is
     held, temporary files of this checkpoint's name that a killed run left
-    (`symnet._src.atomic.remove_stale_temporaries`) are removed.
+    (`symnet._src.base.atomic.remove_stale_temporaries`) are removed.
     """
     name = lock_path(path)
     os.makedirs(os.path.dirname(name), exist_ok=True)

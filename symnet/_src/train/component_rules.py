@@ -11,11 +11,11 @@ from typing import Any
 
 import attrs
 
+from ..base.errors import TrainingError
 from ..components.base import Component
 from ..components.structure import CompositeComponent
 from ..core.layer import Layer, Weight
 from ..core.walk import walk
-from ..errors import TrainingError
 
 __all__ = [
     "ComponentRule",

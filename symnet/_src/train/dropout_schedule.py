@@ -8,8 +8,8 @@ from collections.abc import Iterable
 
 import attrs
 
+from ..base.errors import TrainingError
 from ..components.misc import DropoutComponent, DropoutMaskComponent, GeneralDropoutComponent
-from ..errors import TrainingError
 
 __all__ = ["DROPOUT_TYPES", "DropoutSchedule"]
 

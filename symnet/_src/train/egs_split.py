@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 
-from ..errors import TrainingError
+from ..base.errors import TrainingError
 from .examples import Piece
 
 __all__ = ["KaldiChunk", "KaldiSplitter", "cut_kaldi_chunk", "parse_num_frames", "placed_chunks"]

@@ -32,9 +32,9 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ..base.errors import KaldiDataError, SymnetError
 from ..chain.graph import ChainGraph, numerator_graph
 from ..chain.objective import ChainOptions
-from ..errors import KaldiDataError, SymnetError
 from ..kaldi_io.egs import check_soft, eg_arrays
 from ..kaldi_io.egs_archives import EgsArchives, Place
 from ..kaldi_io.fst import Fst

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 
-from ..errors import ShapeError
+from ..base.errors import ShapeError
 
 __all__ = ["Chunks", "cut_chunk", "make_chunks", "stack_chunks"]
 

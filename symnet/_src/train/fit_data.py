@@ -9,12 +9,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..base.errors import ShapeError, TrainingError
 from ..components import set_test_mode
 from ..core.index import IndexSet
 from ..engine.compiling import compile
 from ..engine.graph import Graph
 from ..engine.request import ComputationRequest
-from ..errors import ShapeError, TrainingError
 from .egs_split import KaldiChunk, cut_kaldi_chunk
 from .examples import Chunks, make_chunks, stack_chunks
 from .objectives import Objective

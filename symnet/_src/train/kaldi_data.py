@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import attrs
 import numpy as np
 
-from ..errors import KaldiDataError
+from ..base.errors import KaldiDataError
 from ..kaldi_io.tables import Table
 
 __all__ = [

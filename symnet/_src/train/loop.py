@@ -26,11 +26,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..atomic import check_writable
+from ..base.atomic import check_writable
+from ..base.errors import TrainingError
+from ..base.host_memory import tune_host_memory
 from ..core.layer import evolve
 from ..core.walk import walk
-from ..errors import TrainingError
-from ..host_memory import tune_host_memory
 from ..network import Network
 from . import checkpoint as ckpt
 from . import loss_scale, resume

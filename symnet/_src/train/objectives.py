@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..base.errors import ShapeError, SymnetError, TrainingError
 from ..chain.forward_backward import GraphArrays, graph_arrays
 from ..chain.graph import ChainGraph, denominator_graph
 from ..chain.objective import ChainOptions, chain_objective
@@ -38,7 +39,6 @@ from ..chain.phone_lm_graph import phone_lm_denominator
 from ..chain.phone_numerator import normalize_numerator, phone_numerator, phone_runs
 from ..chain.supervision import alignment_numerator, denominator_from_alignments
 from ..chain.topology import Topology
-from ..errors import ShapeError, SymnetError, TrainingError
 from ..kaldi_io.fst import Fst
 
 __all__ = [

@@ -27,7 +27,7 @@ from collections.abc import Callable
 import attrs
 import optax
 
-from ..errors import TrainingError
+from ..base.errors import TrainingError
 
 __all__ = ["make_optimizer", "OPTIMIZERS", "OptimizerSettings", "SCHEDULES"]
 

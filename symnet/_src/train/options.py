@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from ..base.errors import PlanError, ShapeError, TrainingError
 from ..core.precision import Precision, get_precision
-from ..errors import PlanError, ShapeError, TrainingError
 from .examples import Chunks
 from .objectives import Linear, Objective, get_objective
 from .streams import Corpus

@@ -33,8 +33,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from ..base.errors import TrainingError
 from ..components.natural_gradient import NaturalGradientState
-from ..errors import TrainingError
 
 __all__ = ["DATA_AXIS", "DataParallel", "Reduction"]
 

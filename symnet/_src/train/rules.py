@@ -53,11 +53,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..base.errors import TrainingError
 from ..components import BatchNormComponent
 from ..components import natural_gradient as ng_lib
 from ..core.layer import Weight
 from ..core.walk import walk
-from ..errors import TrainingError
 from .component_rules import ComponentRule, KaldiRulesWarning, component_rules, network_roots, warn_unhonoured
 from .dropout_schedule import DROPOUT_TYPES, DropoutSchedule
 

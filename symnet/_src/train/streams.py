@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import KaldiDataError, ShapeError, SymnetError
+from ..base.errors import KaldiDataError, ShapeError, SymnetError
+from ..base.text import is_digits
 from ..kaldi_io.ark import ark_offsets
 from ..kaldi_io.scp import entry_rows, is_command, read_entry
 from ..kaldi_io.tables import Table, parse_spec, reading, scp_entries
-from ..text import is_digits
 from .egs_split import parse_num_frames
 from .examples import Chunks
 from .kaldi_data import Utterance, _ids, check_subsampling, checked_utterance

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..base.errors import TrainingError
 from ..components import batchnorm_stats_updates, natural_gradient, set_test_mode
 from ..components.normalize import statistics_across
 from ..core import rng
@@ -35,7 +36,6 @@ from ..engine.graph import Graph
 from ..engine.recurrence import Lowering
 from ..engine.request import ComputationRequest
 from ..engine.runner import compiled, note
-from ..errors import TrainingError
 from ..network import Network
 from . import loss_scale
 from .examples import Chunks

@@ -28,5 +28,5 @@ reader, and builds the config lines with the same network builder; the nodes
 it returns hold the input's own nodes.
 """
 
-from symnet._src.kaldi.xconfig.layers import *  # noqa: F403  (the public names)
-from symnet._src.kaldi.xconfig.layers import __all__ as __all__
+from symnet._src.kaldi.text.xconfig.layers import *  # noqa: F403  (the public names)
+from symnet._src.kaldi.text.xconfig.layers import __all__ as __all__

@@ -52,7 +52,7 @@ FIXTURES = HERE / "kaldi-outputs.npz"
 
 def randomized_model(config: Path, path: Path, seed: int = 0) -> None:
     """The network of `config` with random parameters and batch-norm statistics, as a Kaldi raw model."""
-    from symnet._src.kaldi.model import write_model
+    from symnet._src.kaldi.models.model import write_model
     from symnet.kaldi import read_network
 
     network = read_network(str(config), seed=seed)
@@ -96,8 +96,8 @@ def prepare(case: Path, folder: Path) -> tuple[Path, list[np.ndarray], list[np.n
     """In `folder`: the case's configs (`symnet xconfig --config-dir configs`, run there as a recipe runs it),
     a random matrix for each fixed-affine-layer's file, the random model `model.raw`, and `feats.ark` (and
     `ivectors.ark`); returns the model's path, the features and the i-vectors (None without that input)."""
-    from symnet._src.kaldi.xconfig import read_xconfig
-    from symnet._src.kaldi.xconfig.expand import kaldi_matrix_text
+    from symnet._src.kaldi.text.xconfig import read_xconfig
+    from symnet._src.kaldi.text.xconfig.expand import kaldi_matrix_text
 
     cwd = os.getcwd()
     os.chdir(folder)  # the configs' matrix paths are relative, as in the recipe's folder

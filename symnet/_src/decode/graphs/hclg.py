@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 
-from ...kaldi.transition_model import HmmState, TopologyEntry, TransitionModel
+from ...kaldi.models.transition_model import HmmState, TopologyEntry, TransitionModel
 from ...kaldi_io.fst import Fst
 from .compose import compose
 from .determinize import determinize

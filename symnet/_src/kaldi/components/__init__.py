@@ -59,7 +59,7 @@ READABLE_TYPES = frozenset(name for name, r in records().items() if r.read_field
 #: The Kaldi component types `write_model` can write for a component built in symnet.
 WRITABLE_TYPES = frozenset(name for name, r in records().items() if r.write_fields is not None)
 
-#: Kaldi type -> token -> kind of its value (`symnet._src.kaldi.token_kinds`): every record's, plus the
+#: Kaldi type -> token -> kind of its value (`symnet._src.kaldi.models.token_kinds`): every record's, plus the
 #: <ConvolutionModel> block nested in TimeHeightConvolutionComponent.
 TOKEN_KINDS: Mapping[str, Mapping[str, Any]] = types.MappingProxyType(
     {

@@ -28,7 +28,7 @@ from ...components.base import Component, FixedWeight, param_name
 from ...core.frozen import FrozenArray
 from ...core.initializers import Initializer
 from ...core.layer import Layer, Weight
-from ..token_kinds import BOOL, DOUBLE, FLOAT, INT, MATRIX, VECTOR
+from ..models.token_kinds import BOOL, DOUBLE, FLOAT, INT, MATRIX, VECTOR
 from .fields import (
     UPDATABLE_KINDS,
     ModelFields,

@@ -15,7 +15,7 @@ import numpy as np
 from ...components.attention import RestrictedAttentionComponent
 from ...components.base import Component
 from ...core.layer import Layer
-from ..token_kinds import BOOL, DMATRIX, DOUBLE, DVECTOR, FLOAT, INT
+from ..models.token_kinds import BOOL, DMATRIX, DOUBLE, DVECTOR, FLOAT, INT
 from .fields import ModelFields, ParamValues, f32
 from .options import ComponentOptionReader, MatrixReader, field_options
 from .registry import KaldiComponentType, register

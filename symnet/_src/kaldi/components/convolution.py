@@ -20,7 +20,7 @@ from ...components.convolution import ConvolutionComponent, MaxpoolingComponent,
 from ...core.frozen import FrozenArray
 from ...core.initializers import Normal, Zeros
 from ...core.layer import Layer, Weight
-from ..token_kinds import BOOL, FLAG, FLOAT, INT, INTS, MATRIX, PAIRS, VECTOR
+from ..models.token_kinds import BOOL, FLAG, FLOAT, INT, INTS, MATRIX, PAIRS, VECTOR
 from .fields import (
     UPDATABLE_KINDS,
     Block,

@@ -2,7 +2,7 @@
 
 Reading (a record's `read_fields`): `ModelFields` gives typed access to the
 fields of a component as a model file stores it (an `NnetComponent` of
-`symnet._src.kaldi.nnet_file`); its errors are `ModelFormatError`s naming the file,
+`symnet._src.kaldi.models.nnet_file`); its errors are `ModelFormatError`s naming the file,
 the component and the token. `dim_token`, `matrix_dims` and `vector_dim` read
 a component's dims and remember where they came from, for the errors about
 dims that disagree with the node lines. Stored float32 numbers become options
@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from ...base.errors import ModelFormatError, ModelWriteError
 from ...components.base import Component
 from ...core.layer import Weight
-from ...errors import ModelFormatError, ModelWriteError
-from ..token_kinds import BOOL, DOUBLE, FLOAT, INT, VECTOR
+from ..models.token_kinds import BOOL, DOUBLE, FLOAT, INT, VECTOR
 
 if TYPE_CHECKING:
-    from ..nnet_file import NnetComponent
+    from ..models.nnet_file import NnetComponent
 
 __all__ = [
     "Block",

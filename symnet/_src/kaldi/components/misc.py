@@ -28,7 +28,7 @@ from ...components.misc import (
     SumGroupComponent,
 )
 from ...core.layer import Layer
-from ..token_kinds import BOOL, DOUBLE, FLAG, FLOAT, INT, INTS
+from ..models.token_kinds import BOOL, DOUBLE, FLAG, FLOAT, INT, INTS
 from .fields import (
     IN_OUT_KINDS,
     NONLINEAR_KINDS,

@@ -17,7 +17,7 @@ from ...components.base import Component, FixedWeight, param_name
 from ...components.normalize import BatchNormComponent, NormalizeComponent
 from ...core.initializers import Zeros
 from ...core.layer import Layer
-from ..token_kinds import BOOL, DOUBLE, FLOAT, INT, VECTOR
+from ..models.token_kinds import BOOL, DOUBLE, FLOAT, INT, VECTOR
 from .fields import ModelFields, ParamValues, dim_token, f32
 from .options import ComponentOptionReader, MatrixReader, field_options
 from .registry import KaldiComponentType, register

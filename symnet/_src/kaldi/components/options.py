@@ -25,12 +25,12 @@ from typing import IO, Any
 
 import numpy as np
 
+from ...base.errors import ComponentConfigError, ModelFormatError, SymnetError
+from ...base.safe_read import open_regular, read_bounded
 from ...components.base import Component
 from ...core.initializers import Full, Initializer, Normal, Zeros
 from ...core.layer import Layer
-from ...errors import ComponentConfigError, ModelFormatError, SymnetError
 from ...kaldi_io.binary import parse_kaldi_array
-from ...safe_read import open_regular, read_bounded
 
 __all__ = [
     "LEARNING",
@@ -62,7 +62,7 @@ class ComponentOptionReader:
 
     Values may be strings (from a config file) or Python values. Errors are
     ComponentConfigError naming the component and the option. (The options
-    of a config file's node lines are `symnet._src.kaldi.config.OptionReader`'s.)
+    of a config file's node lines are `symnet._src.kaldi.text.config.OptionReader`'s.)
     """
 
     def __init__(self, type_name: str, name: str, options: Mapping[str, Any] | None):

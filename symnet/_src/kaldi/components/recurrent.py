@@ -18,7 +18,7 @@ import numpy as np
 from ...components.base import Component, param_name
 from ...components.recurrent import GruNonlinearityComponent, LstmNonlinearityComponent, OutputGruNonlinearityComponent
 from ...core.layer import Layer, Weight
-from ..token_kinds import BOOL, DOUBLE, FLOAT, INT, MATRIX, VECTOR
+from ..models.token_kinds import BOOL, DOUBLE, FLOAT, INT, MATRIX, VECTOR
 from .fields import (
     UPDATABLE_KINDS,
     ModelFields,

@@ -14,7 +14,7 @@ record:
 - `write_fields(component, params)`: the fields Kaldi's Write gives for it, in
   Kaldi's order (`params` a `ParamValues`);
 - `token_kinds`: the kind of each token Kaldi's Read/Write functions use
-  (`symnet._src.kaldi.token_kinds`);
+  (`symnet._src.kaldi.models.token_kinds`);
 - `limitation`: for a type symnet cannot read or write in model files, why.
 
 Each family module of this package (affine, nonlinear, ...) defines its
@@ -32,11 +32,11 @@ from typing import Any
 import attrs
 import numpy as np
 
+from ...base.errors import ComponentConfigError, ConfigWriteError, SymnetError
 from ...components.base import Component
 from ...core.descriptor import Ref
 from ...core.layer import Layer, evolve
-from ...errors import ComponentConfigError, ConfigWriteError, SymnetError
-from ..token_kinds import Kind
+from ..models.token_kinds import Kind
 
 __all__ = [
     "PLACEHOLDER_INPUT",

@@ -27,7 +27,7 @@ from ...components.scaling import (
 from ...core.frozen import FrozenArray
 from ...core.initializers import Full, Initializer, Zeros
 from ...core.layer import Layer, Weight
-from ..token_kinds import BOOL, FLOAT, INT, VECTOR
+from ..models.token_kinds import BOOL, FLOAT, INT, VECTOR
 from .fields import (
     UPDATABLE_KINDS,
     ModelFields,

@@ -14,7 +14,7 @@ from typing import Any
 from ...components.base import Component
 from ...components.statistics import StatisticsExtractionComponent, StatisticsPoolingComponent
 from ...core.layer import Layer
-from ..token_kinds import BOOL, FLOAT, INT
+from ..models.token_kinds import BOOL, FLOAT, INT
 from .fields import ModelFields, ParamValues, dim_token, f32
 from .options import ComponentOptionReader, MatrixReader, field_options
 from .registry import KaldiComponentType, register

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...base.errors import ComponentConfigError, ConfigWriteError, ModelWriteError, SymnetError
 from ...components.base import Component
 from ...components.structure import PART_INPUT, CompositeComponent, DistributeComponent, SpecAugmentTimeMaskComponent
 from ...core.layer import Layer
-from ...errors import ComponentConfigError, ConfigWriteError, ModelWriteError, SymnetError
-from ..token_kinds import FLOAT, INT
+from ..models.token_kinds import FLOAT, INT
 from .fields import (
     IN_OUT_KINDS,
     UPDATABLE_KINDS,

@@ -14,7 +14,7 @@ from ...components.base import Component, param_name
 from ...components.tdnn import TdnnComponent
 from ...core.initializers import Zeros
 from ...core.layer import Layer, Weight
-from ..token_kinds import BOOL, FLOAT, INT, INTS, MATRIX, VECTOR
+from ..models.token_kinds import BOOL, FLOAT, INT, INTS, MATRIX, VECTOR
 from .fields import (
     UPDATABLE_KINDS,
     ModelFields,
