@@ -204,7 +204,7 @@ def test_train_takes_several_chunk_widths_and_records_them(tmp_path: Path, monke
 
 
 DEVICE_CHILD = """
-import contextlib, io, json, resource, signal, sys
+import contextlib, io, json, resource, signal, sys, time
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 from symnet._src.app.cli import main
 
@@ -215,6 +215,7 @@ signal.signal(signal.SIGALRM, blocked)
 out = []
 for argv in json.loads(sys.argv[1]):
     err = io.StringIO()
+    started = time.monotonic()
     signal.alarm(60)  # a read that blocks (a FIFO with no writer) is reported, not waited for
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -222,7 +223,7 @@ for argv in json.loads(sys.argv[1]):
     except BaseException as e:
         status, err = repr(e), io.StringIO(repr(e))
     signal.alarm(0)
-    out.append([status, err.getvalue()])
+    out.append([status, err.getvalue(), time.monotonic() - started])
 print(json.dumps(out))
 """
 
@@ -259,6 +260,9 @@ def test_models_and_configs_are_read_only_from_regular_files(tmp_path: Path) -> 
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    for (kind, argv), (status, err) in zip(cases, json.loads(proc.stdout.strip().splitlines()[-1]), strict=True):
+    for (kind, argv), (status, err, seconds) in zip(
+        cases, json.loads(proc.stdout.strip().splitlines()[-1]), strict=True
+    ):
         assert status == 1, (kind, argv, status, err[-1000:])
         assert "not a regular file" in err and argv[1] in err, (kind, argv, err[-1000:])
+        assert seconds < 30, (kind, argv, seconds)  # refused, not blocked until the alarm (a FIFO's open waits)

@@ -11,12 +11,14 @@ path. Devices, FIFOs and `-` (stdout) are never compared.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import stat
 from collections.abc import Iterable
 
 from ...base.errors import SymnetError
+from ...base.safe_read import open_regular
 from ...base.text import is_digits
 
 __all__ = ["config_files", "Files", "rspecifier_files", "wspecifier_files"]
@@ -46,9 +48,10 @@ def config_files(path: str) -> list[str]:
     """The files a Kaldi config's lines name (`matrix=lda.mat`, `vector=...`), which a command reading the
     config reads too; none for a file that is not a config (a model: its text holds no such option)."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read(_MAX_CONFIG_BYTES)
-    except OSError:
+        f, _ = open_regular(path, SymnetError, "config")  # a FIFO or device is never opened blocking: not read here
+        with f:
+            text = f.read(_MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
+    except (OSError, SymnetError):
         return []  # the reader says what is wrong with it
     return list(dict.fromkeys(m.group(1) for m in _NAMED_FILE.finditer(text)))
 
@@ -57,7 +60,8 @@ def _scp_files(scp: str) -> list[str]:
     """The archives an scp file's lines name (`key file[:offset][[ranges]]`); commands are left out."""
     files: dict[str, None] = {}
     try:
-        with open(scp, encoding="utf-8", errors="replace") as f:
+        raw, _ = open_regular(scp, SymnetError, "scp")  # a FIFO or device is never opened blocking: not read here
+        with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
             for _ in range(MAX_SCP_LINES):
                 line = f.readline(_MAX_SCP_LINE)
                 if not line:
@@ -68,7 +72,7 @@ def _scp_files(scp: str) -> list[str]:
                 entry = name if name and is_digits(tail) else entry
                 if entry and "|" not in entry:
                     files[entry] = None
-    except OSError:
+    except (OSError, SymnetError):
         pass  # the reader says what is wrong with it
     return list(files)
 
