@@ -24,5 +24,5 @@ class StubExports(griffe.Extension):
         for path in mod.filepath if isinstance(mod.filepath, list) else [mod.filepath]:
             py = Path(path).with_suffix(".py")
             if py.with_suffix(".pyi").exists():
-                mod.exports = list[str | griffe.ExprName](sorted(stub_exports(mod.path, str(py))))
+                mod.exports = list[str | griffe.ExprName](sorted(stub_exports(str(py))))
                 return

@@ -51,14 +51,15 @@ def test_eager_imports_every_name_at_once_and_deprecated_names_warn(tmp_path, mo
     [
         ("from json import dumps as to_text\n", "dumps as dumps"),  # PEP 484: only `X as X` re-exports
         ("from json import dumps\n", "dumps as dumps"),
-        ("x = 1\n", "only `from M import X as X` lines"),
+        ("x = 1\n", "only `from M import X as X` lines, M absolute"),
+        ("from .json import dumps as dumps\n", "M absolute"),  # the stub says where each name lives
         ("from json import dumps as dumps\nfrom pickle import dumps as dumps\n", "exported twice"),
     ],
 )
 def test_a_stub_that_is_not_a_plain_list_is_refused_naming_its_line(tmp_path, monkeypatch, stub, message) -> None:
     m = _module(tmp_path, monkeypatch, "fake_bad", stub)
     with pytest.raises(ImportError, match=message) as e:
-        stub_exports("fake_bad", m.__file__)
+        stub_exports(m.__file__)
     assert "fake_bad.pyi:" in str(e.value)
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import importlib.util
 import sys
 import warnings
 from collections.abc import Callable, Mapping
@@ -35,32 +34,25 @@ from typing import Any
 __all__ = ["attach", "stub_exports"]
 
 
-def _stub_path(file: str) -> Path:
-    path = Path(file)
-    return path.with_suffix(".pyi")
-
-
-def stub_exports(module_name: str, file: str) -> dict[str, tuple[str, str]]:
+def stub_exports(file: str) -> dict[str, tuple[str, str]]:
     """Public name -> (absolute module, its attribute or submodule) from the stub beside `file`.
 
-    Only `from M import X as X` lines are exports (M absolute or relative to the package); a stub line of any
-    other kind is an error, so the stub stays a plain list.
+    Only `from M import X as X` lines are exports (M absolute: the stub says where each name lives); a stub
+    line of any other kind is an error, so the stub stays a plain list.
     """
-    stub = _stub_path(file)
+    stub = Path(file).with_suffix(".pyi")
     tree = ast.parse(stub.read_text(encoding="utf-8"), filename=str(stub))
-    package = module_name if Path(file).name == "__init__.py" else module_name.rpartition(".")[0]
     out: dict[str, tuple[str, str]] = {}
     for node in tree.body:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):  # a docstring
             continue
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             continue
-        if not isinstance(node, ast.ImportFrom):
-            raise ImportError(f"{stub}:{node.lineno}: a public stub holds only `from M import X as X` lines")
-        base = (
-            importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level else node.module
-        )
-        assert base is not None
+        if not isinstance(node, ast.ImportFrom) or node.level or node.module is None:
+            raise ImportError(
+                f"{stub}:{node.lineno}: a public stub holds only `from M import X as X` lines, M absolute"
+            )
+        base = node.module
         for alias in node.names:
             if alias.asname != alias.name:  # PEP 484: only `X as X` re-exports X (ruff drops any other import)
                 raise ImportError(f"{stub}:{node.lineno}: write {alias.name} as `{alias.name} as {alias.name}`")
@@ -98,7 +90,7 @@ def attach(
     `deprecated`: name -> (absolute module, attribute, the warning's message): found with a
     DeprecationWarning, and not in `__all__`.
     """
-    exports = stub_exports(module_name, file)
+    exports = stub_exports(file)
     names = sorted(exports)
     namespace = sys.modules[module_name].__dict__
     old = dict(deprecated or {})
