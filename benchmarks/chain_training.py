@@ -87,6 +87,38 @@ def network_config(kind: str, hidden: int, pdfs: int) -> tuple[str, int]:
     return "\n".join(lines) + "\n", context
 
 
+def step_flops(kind: str, hidden: int, pdfs: int, minibatch: int) -> float:
+    """The products' floating-point operations in one training step: each affine layer's forward product on the
+    frames the chunk's outputs (every FACTOR-th of FRAMES_PER_EG) need through the splices, as Kaldi's compiler
+    and symnet's both compute them, twice more backward (input and weight derivatives) except the first layer's
+    input derivative, which nothing needs."""
+    needed = set(range(0, FRAMES_PER_EG, FACTOR))
+    flops = 2 * 2.0 * len(needed) * (hidden if kind == "tdnn" else FEAT_DIM) * pdfs * 3  # output, output-xent
+    if kind == "tdnn":
+        for i, splice in reversed(list(enumerate(SPLICES))):
+            in_dim = FEAT_DIM if i == 0 else hidden
+            flops += 2.0 * len(needed) * len(splice) * in_dim * hidden * (2 if i == 0 else 3)
+            needed = {t + o for t in needed for o in splice}
+    return flops * minibatch
+
+
+def matmul_rate() -> float:
+    """This core's float32 matrix-product rate (FLOP/s), best of 20 products of 2048x1536 by 1536x512 (the
+    step's largest shapes), in the calling process (one thread in `measure_symnet`)."""
+    import jax
+    import jax.numpy as jnp
+
+    a, b = jnp.ones((2048, 1536), jnp.float32), jnp.ones((1536, 512), jnp.float32)
+    product = jax.jit(jnp.matmul)
+    jax.block_until_ready(product(a, b))
+    best = np.inf
+    for _ in range(20):
+        start = time.perf_counter()
+        jax.block_until_ready(product(a, b))
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * 2048 * 1536 * 512 / best
+
+
 def run(command: str, folder: Path, env: dict[str, str] | None = None) -> str:
     out = subprocess.run(
         ["bash", "-c", "set -o pipefail; " + command], cwd=folder, capture_output=True, text=True, env=env
@@ -232,7 +264,7 @@ def measure_symnet(folder: Path, kind: str, minibatch: int, steps: int, pdfs: in
         progress=False,
         on_step=lambda _: marks.append(time.process_time()),
     )
-    out = {"step": float(statistics.median(np.diff(marks)[2:]))}
+    out = {"step": float(statistics.median(np.diff(marks)[2:])), "matmul_rate": matmul_rate()}
     if kind != "objective":
         return out
     den = graph_arrays(read_denominator_graph(str(folder / "den.fst"), pdfs))
@@ -310,14 +342,18 @@ def main() -> None:
         raise SystemExit(f"{info['egs']} egs are fewer than {needed} minibatches: give more --utterances")
     frames = a.minibatch * FRAMES_PER_EG
     for kind in a.networks:
-        ratios = []
+        ratios, ceilings = [], []
         for r in range(a.rounds):
             k = kaldi_seconds(folder, kaldi, kind, a.minibatches, core)
             s = symnet_seconds(folder, kind, a.minibatch, a.minibatches, info["pdfs"])
             ratios.append(k / s["step"])
+            floor = step_flops(kind, a.hidden, info["pdfs"], a.minibatch) / s["matmul_rate"]
+            ceilings.append(k / floor)
             line = (
                 f"{kind} round {r + 1}: Kaldi {k * 1e3:.0f} ms ({frames / k:.0f} frames/s), symnet "
-                f"{s['step'] * 1e3:.0f} ms ({frames / s['step']:.0f} frames/s): {ratios[-1]:.2f}x Kaldi"
+                f"{s['step'] * 1e3:.0f} ms ({frames / s['step']:.0f} frames/s): {ratios[-1]:.2f}x Kaldi; "
+                f"the products alone at this core's matmul rate ({s['matmul_rate'] / 1e9:.0f} GFLOP/s) take "
+                f"{floor * 1e3:.0f} ms ({ceilings[-1]:.2f}x Kaldi with nothing else in the step)"
             )
             if "objective_batched" in s:
                 line += (
@@ -327,7 +363,7 @@ def main() -> None:
             print(line, flush=True)
         print(
             f"{kind}: median {statistics.median(ratios):.2f}x Kaldi's throughput (rounds {min(ratios):.2f}-"
-            f"{max(ratios):.2f})"
+            f"{max(ratios):.2f}); products-only ceiling {statistics.median(ceilings):.2f}x"
         )
     if a.keep is None:
         shutil.rmtree(folder, ignore_errors=True)

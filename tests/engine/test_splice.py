@@ -149,6 +149,51 @@ def test_jax_grad_equals_the_plain_lowering(splices, batched) -> None:
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=gradient)
 
 
+#: (splices, subsampling factor): the first layer reads every frame and computes every `factor`-th (each output's
+#: taps in its own group of `factor` frames: a reshape; or overlapping groups, as -2,0,2 at 3: a strided
+#: convolution; or taps short of the group, whose last group runs past the input), the later layers every
+#: `factor`-th frame of the one below (plain convolutions).
+SUBSAMPLED = [
+    (((-1, 0, 1), (-3, 0, 3)), 3),
+    (((-2, 0, 2), (-3, 0, 3)), 3),
+    (((-1, 0), (0, 3)), 3),
+    (((0, 1), (-2, 0, 2)), 2),
+    (((-1, 0, 1, 2),), 4),
+]
+
+
+@pytest.mark.parametrize(("splices", "factor"), SUBSAMPLED)
+@pytest.mark.parametrize("batched", [False, True])
+def test_subsampled_splices_equal_the_reference_and_jax_grad(splices, factor, batched) -> None:
+    """With frame subsampling (outputs every `factor`-th frame) the layer that moves to the lower rate reads
+    strided slices of its input: one product (a reshape or a strided convolution), values equal to the per-Index
+    reference evaluator, tape and JAX gradients to `jax.grad` of it."""
+    net = tdnn(splices, seed=5)
+    left, right = context(splices)
+    frames = 8 * factor  # the input no wider than the outputs need: some last groups of `factor` run past it
+    req = ComputationRequest(
+        inputs={"input": IndexSet.range(n=N, t=range(-left, frames - factor + 1 + right))},
+        outputs={"output": IndexSet.range(n=N, t=range(0, frames, factor))},
+    )
+    x = np.random.default_rng(6).standard_normal((len(req.inputs["input"]), D)).astype(np.float32)
+    delta = np.random.default_rng(7).standard_normal((len(req.outputs["output"]), 2)).astype(np.float32)
+    want = reference(net, req, x)
+    want_grads = jax.grad(lambda p: jnp.sum(reference(net, req, x, p, xp=jnp) * delta))(dict(net.params))
+    conv = compile(net, req)
+    lines = spliced_lines(conv)
+    assert sum(f"one output every {factor} rows" in line for line in lines) == 1, lines
+    xs, ds = jnp.asarray(x), jnp.asarray(delta)
+    if batched:
+        xs, ds = xs.reshape(-1, N, D), ds.reshape(-1, N, 2)
+    out = conv(net, {"input": xs})["output"]
+    np.testing.assert_allclose(np.asarray(out).reshape(-1, 2), want, rtol=1e-4, atol=1e-5)
+    tape_grads = conv.forward(net, {"input": xs})["output"].backward(ds)
+    jax_grads = jax.grad(lambda n: jnp.sum(compile(net, req, gradient="jax")(n, {"input": xs})["output"] * ds))(net)
+    for name in want_grads:
+        np.testing.assert_allclose(tape_grads[name], want_grads[name], rtol=1e-4, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(jax_grads.params[name], want_grads[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
 def test_the_lowering_knob() -> None:
     net, req = tdnn(PATTERNS[0]), request(PATTERNS[0])
     assert len(spliced_lines(compile(net, req, "fused"))) == 2

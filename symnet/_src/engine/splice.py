@@ -10,6 +10,14 @@ taps dilated by `step` (`[k, D, out]`, W's rows in the Append's order): no
 computed once (sliced, XLA would recompute an elementwise h, such as a
 batch-norm of a ReLU, once per slice).
 
+With frame subsampling the layer where a network moves to every `s`-th
+frame reads strided slices (rows `start + j * step + s * i`): a convolution
+with window stride `s`, or, where one output's taps fit in `s` rows
+(`(k - 1) * step < s`, as `-1,0,1` at `s = 3`), h's frames reshaped to
+`[rows, s, N, D]` and the taps taken from each group of `s` (one transpose,
+then one product; its backward is the same moves reversed). Either replaces
+the `k` gathers, the concatenation and the scatters of their gradient.
+
 A product is any layer whose `product()` says which operands are its input,
 its matrix (`[in, out]`, or `[out, in]` as Kaldi stores it) and its bias:
 `Dot`, and Kaldi's AffineComponent, NaturalGradientAffineComponent,
@@ -83,10 +91,12 @@ class Splice(NamedTuple):
     step: int
     k: int
     absorbed: frozenset[int]
+    stride: int = 1
 
     def explain(self, graph: Any) -> str:
         """One line: the product, and its convolution's taps."""
-        return f"spliced product {graph.describe(self.nid)}: one convolution, {self.k} taps {self.step} row(s) apart"
+        line = f"spliced product {graph.describe(self.nid)}: one convolution, {self.k} taps {self.step} row(s) apart"
+        return line if self.stride == 1 else f"{line}, one output every {self.stride} rows"
 
 
 def find_splices(
@@ -100,8 +110,9 @@ def find_splices(
 
     A candidate is a layer whose `product()` is not None, its input an `Append` read at identity rows, its
     matrix a 2-D `Weight` and its bias (if any) unindexed, whose parts read one source each through row-moving
-    descriptors (`Combine.FORWARD`), each part a single slice of the source's rows, the slices' starts evenly
-    spaced and increasing. Nodes in `keep` (outputs) are never absorbed, nor nodes another step reads.
+    descriptors (`Combine.FORWARD`), each part a single slice of the source's rows (every row, or every
+    `stride`-th, the same for every part), the slices' starts evenly spaced and increasing. Nodes in `keep`
+    (outputs) are never absorbed, nor nodes another step reads.
     """
     found: dict[int, Splice] = {}
     for nid, layer in enumerate(layers):
@@ -124,15 +135,16 @@ def find_splices(
         if len(parts) < 2 or any(p is None for p in parts):
             continue
         sources = {p[0] for p in parts if p is not None}
+        strides = {p[2] for p in parts if p is not None}
         starts = [p[1] for p in parts if p is not None]
         step = starts[1] - starts[0]
-        if len(sources) != 1 or step < 1 or any(b - a != step for a, b in zip(starts, starts[1:])):
+        if len(sources) != 1 or len(strides) != 1 or step < 1 or any(b - a != step for a, b in zip(starts, starts[1:])):
             continue
-        moved = {append} | {n for p in parts if p is not None for n in p[2]}
+        moved = {append} | {n for p in parts if p is not None for n in p[3]}
         absorbed = frozenset(n for n in moved if not (users.get(n, set()) - moved - {nid}) and n not in keep)
         if append not in absorbed:
             continue
-        found[nid] = Splice(nid, sources.pop(), product, params, starts[0], step, len(parts), absorbed)
+        found[nid] = Splice(nid, sources.pop(), product, params, starts[0], step, len(parts), absorbed, strides.pop())
     return found
 
 
@@ -142,8 +154,9 @@ def _part(
     layers: Sequence[Layer],
     operands: Sequence[tuple[int, ...]],
     maps: Mapping[int, tuple[RowMap | None, ...]],
-) -> tuple[int, int, list[int]] | None:
-    """An Append part as (source node, first source row, the row-moving nodes between), if it is one slice.
+) -> tuple[int, int, int, list[int]] | None:
+    """An Append part as (source node, first source row, stride, the row-moving nodes between), if it is one
+    slice of the source's rows (every `stride`-th from the first).
 
     The chain of row-moving nodes stops at a node no single step computes (a recurrence's member): that is the
     source."""
@@ -157,9 +170,12 @@ def _part(
         between.append(nid)
         src = inner.src[src]
         nid = operands[nid][0]
-    if len(src) == 0 or (src < 0).any() or not np.array_equal(src, np.arange(src[0], src[0] + len(src))):
+    if len(src) == 0 or (src < 0).any():
         return None
-    return nid, int(src[0]), between
+    stride = int(src[1] - src[0]) if len(src) > 1 else 1
+    if stride < 1 or not np.array_equal(src, src[0] + stride * np.arange(len(src))):
+        return None
+    return nid, int(src[0]), stride, between
 
 
 def splice_value(
@@ -168,21 +184,31 @@ def splice_value(
     """The product's `rows` rows (per sequence) from the source's value and the product's `params` (matrix, then
     bias if any), flat or `[T, N, D]` as `batched`."""
     weight = params[0]
-    frames = _window(splice, as_frames(materialized(source, weight), batch), rows)
+    k, stride = splice.k, splice.stride
+    grouped = stride > 1 and (k - 1) * splice.step < stride  # each output's taps in its own group of `stride`
+    # a convolution's source is materialized (see the module docstring); the reshape reads each element once, so
+    # an elementwise source (a ReLU) is best fused into its one transpose
+    frames = _window(splice, as_frames(source if grouped else materialized(source, weight), batch), rows)
     dtype = jnp.result_type(frames, weight)  # promoted as the product's jnp.matmul would
-    k, dim = splice.k, frames.shape[-1]
-    if splice.product.transposed:  # [out, k D] (Kaldi's layout): a kernel [out, k, D]
-        kernel, spec = weight.reshape(weight.shape[0], k, dim), "OWI"
+    dim = frames.shape[-1]
+    if grouped:
+        groups = frames.reshape(rows, stride, batch, dim)[:, : (k - 1) * splice.step + 1 : splice.step]
+        x = groups.transpose(0, 2, 1, 3).reshape(rows * batch, k * dim).astype(dtype)
+        w = weight.astype(dtype)
+        y = (x @ w.T if splice.product.transposed else x @ w).reshape(rows, batch, -1)
     else:
-        kernel, spec = weight.reshape(k, dim, weight.shape[-1]), "WIO"
-    y = jax.lax.conv_general_dilated(
-        frames.astype(dtype),
-        kernel.astype(dtype),
-        (1,),
-        "VALID",
-        rhs_dilation=(splice.step,),
-        dimension_numbers=("WNC", spec, "WNC"),
-    )
+        if splice.product.transposed:  # [out, k D] (Kaldi's layout): a kernel [out, k, D]
+            kernel, spec = weight.reshape(weight.shape[0], k, dim), "OWI"
+        else:
+            kernel, spec = weight.reshape(k, dim, weight.shape[-1]), "WIO"
+        y = jax.lax.conv_general_dilated(
+            frames.astype(dtype),
+            kernel.astype(dtype),
+            (stride,),
+            "VALID",
+            rhs_dilation=(splice.step,),
+            dimension_numbers=("WNC", spec, "WNC"),
+        )
     if splice.product.bias is not None:
         y = y + params[1]
     return as_layout(y, batch, batched)
@@ -192,11 +218,19 @@ def spliced_rows(splice: Splice, source: jax.Array, rows: int, batch: int) -> ja
     """The Append the convolution stands for, as flat rows `[rows * N, k D]`: its parts' slices concatenated
     (what a layer's own `vjp` is given where that is not the product's exact gradient)."""
     frames = _window(splice, as_frames(source, batch), rows)
-    parts = [jax.lax.slice_in_dim(frames, j * splice.step, j * splice.step + rows, axis=0) for j in range(splice.k)]
+    span, stride = (rows - 1) * splice.stride + 1, splice.stride
+    parts = [jax.lax.slice_in_dim(frames, j * splice.step, j * splice.step + span, stride, 0) for j in range(splice.k)]
     return as_flat_rows(jnp.concatenate(parts, axis=-1))
 
 
 def _window(splice: Splice, frames: jax.Array, rows: int) -> jax.Array:
-    """The source's frames the convolution reads: `(k - 1) * step + rows` from `start`."""
-    span = (splice.k - 1) * splice.step + rows
-    return jax.lax.slice_in_dim(frames, splice.start, splice.start + span, axis=0)
+    """The source's frames the product reads: `(k - 1) * step + (rows - 1) * stride + 1` from `start`, or with
+    `stride > 1` at least `rows * stride` (the reshape's groups; zero frames past the source's end, which no tap
+    reads)."""
+    span = (splice.k - 1) * splice.step + (rows - 1) * splice.stride + 1
+    if splice.stride > 1:
+        span = max(span, rows * splice.stride)
+    end = min(splice.start + span, frames.shape[0])
+    window = jax.lax.slice_in_dim(frames, splice.start, end, axis=0)
+    missing = splice.start + span - end
+    return jnp.pad(window, ((0, missing), (0, 0), (0, 0))) if missing else window
