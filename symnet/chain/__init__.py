@@ -7,7 +7,8 @@ loss = -result.total / result.weight
 
 A denominator as Kaldi makes it, without Kaldi: `estimate_phone_lm` (chain-est-phone-lm, exactly) and
 `phone_lm_denominator(lm, Topology...)` (chain-make-den-fst's weighted language, monophone, unminimised),
-and numerators from phone alignments, `phone_numerator` (chain-get-supervision's, exactly).
+numerators from phone alignments, `phone_numerator` (chain-get-supervision's, exactly), and each chunk's
+numerator cut from its utterance's and normalized, `chunk_numerator` (nnet3-chain-get-egs's, exactly).
 symnet's own constructions (not Kaldi's): `alignment_numerator` (from a pdf alignment) and
 `denominator_from_alignments` (a pdf bigram); `symnet.train.Chain` trains with any of them in `fit`.
 """

@@ -1,3 +1,5 @@
+from symnet._src.chain.chunk_numerator import chunk_numerator as chunk_numerator
+from symnet._src.chain.chunk_numerator import state_frames as state_frames
 from symnet._src.chain.den_minimize import push_special as push_special
 from symnet._src.chain.forward_backward import GraphArrays as GraphArrays
 from symnet._src.chain.forward_backward import forward_backward as forward_backward
@@ -16,7 +18,6 @@ from symnet._src.chain.objective import chain_objective as chain_objective
 from symnet._src.chain.objective import subsample as subsample
 from symnet._src.chain.phone_lm import estimate_phone_lm as estimate_phone_lm
 from symnet._src.chain.phone_lm_graph import phone_lm_denominator as phone_lm_denominator
-from symnet._src.chain.phone_numerator import normalize_numerator as normalize_numerator
 from symnet._src.chain.phone_numerator import phone_numerator as phone_numerator
 from symnet._src.chain.supervision import alignment_numerator as alignment_numerator
 from symnet._src.chain.supervision import allowed_pdfs as allowed_pdfs

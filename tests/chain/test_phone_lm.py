@@ -347,13 +347,14 @@ def test_phone_numerator_errors() -> None:
         phone_numerator([1, 2], topology, subsampling=3, left_tolerance=0, right_tolerance=1)
 
 
-def test_normalized_numerator_weights_each_path_by_the_denominator() -> None:
-    """Kaldi's AddWeightToSupervisionFst, by brute force: the normalized numerator's log-probability of outputs
-    y is log sum over numerator paths of (denominator probability of the path's pdf sequence from its initial
-    probabilities, ending anywhere) * exp(sum of the path's outputs)."""
+def test_a_normalized_numerator_weights_each_sequence_by_its_best_denominator_path() -> None:
+    """Kaldi's AddWeightToSupervisionFst (composition with the normalization FST, then determinization in the
+    tropical semiring), by brute force: the normalized numerator's log-probability of outputs y is log sum over
+    the numerator's distinct pdf sequences of (the probability of the sequence's best denominator path, from
+    its initial probabilities, ending anywhere) * exp(sum of the sequence's outputs)."""
     import jax.numpy as jnp
 
-    from symnet.chain import forward_backward, normalize_numerator, phone_numerator, stack_graphs
+    from symnet.chain import chunk_numerator, forward_backward, phone_numerator, stack_graphs
 
     topology = Topology.chain(range(1, 13))
     den = phone_lm_denominator(read_fst(str(DATA / "lm.rand.2.fst")), topology)
@@ -361,20 +362,29 @@ def test_normalized_numerator_weights_each_path_by_the_denominator() -> None:
     alignment = np.repeat(first, [2, 1, 2])
     num = phone_numerator(alignment, topology, left_tolerance=1, right_tolerance=1)
     frames = len(alignment)
-    normalized = normalize_numerator(num, den)
+    normalized = chunk_numerator(num, 0, frames, den)
     y = np.random.default_rng(0).normal(size=(frames, den.num_pdfs))
 
-    def den_probability(pdfs: tuple[int, ...]) -> float:
+    def best_den_path(pdfs: tuple[int, ...]) -> float:
+        best = den.initial.astype(np.float64)
+        for p in pdfs:
+            arcs = np.flatnonzero(den.pdf == p)
+            new = np.zeros(den.num_states)
+            np.maximum.at(new, den.dst[arcs], best[den.src[arcs]] * den.prob[arcs])
+            best = new
+        return float(best.max())
+
+    def all_den_paths(pdfs: tuple[int, ...]) -> float:
         alpha = den.initial.astype(np.float64)
         for p in pdfs:
             arcs = den.pdf == p
             alpha = np.bincount(den.dst[arcs], alpha[den.src[arcs]] * den.prob[arcs], minlength=den.num_states)
         return float(alpha.sum())
 
-    total = sum(
-        count * den_probability(s) * np.exp(sum(y[t, p] for t, p in enumerate(s)))
-        for s, count in paths(num, frames).items()
-    )
+    sequences_ = paths(num, frames)
+    total = sum(best_den_path(s) * np.exp(sum(y[t, p] for t, p in enumerate(s))) for s in sequences_)
+    summed = sum(n * all_den_paths(s) * np.exp(sum(y[t, p] for t, p in enumerate(s))) for s, n in sequences_.items())
+    assert np.log(summed) > np.log(total) + 1e-2  # the sum over paths is not Kaldi's weight
     ours, _ = forward_backward(
         stack_graphs([normalized]), jnp.asarray(y[None], jnp.float32), jnp.array([frames]), numerator=True
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..kaldi_io.fst import Fst, parse_fst_binary, parse_fst_text, read_fst
+from .chunk_numerator import chunk_numerator, state_frames
 from .den_minimize import push_special
 from .forward_backward import GraphArrays, forward_backward, graph_arrays, stack_graphs
 from .graph import (
@@ -17,7 +18,7 @@ from .graph import (
 from .objective import ChainObjective, ChainOptions, chain_objective, subsample
 from .phone_lm import estimate_phone_lm
 from .phone_lm_graph import phone_lm_denominator
-from .phone_numerator import normalize_numerator, phone_numerator
+from .phone_numerator import phone_numerator
 from .supervision import alignment_numerator, allowed_pdfs, denominator_from_alignments
 from .topology import HmmState, Topology
 
@@ -32,6 +33,7 @@ __all__ = [
     "alignment_numerator",
     "allowed_pdfs",
     "chain_objective",
+    "chunk_numerator",
     "denominator_from_alignments",
     "denominator_graph",
     "estimate_phone_lm",
@@ -44,11 +46,11 @@ __all__ = [
     "parse_fst_binary",
     "parse_fst_text",
     "phone_lm_denominator",
-    "normalize_numerator",
     "phone_numerator",
     "push_special",
     "read_denominator_graph",
     "read_fst",
     "stack_graphs",
+    "state_frames",
     "subsample",
 ]

@@ -1,6 +1,7 @@
 """Chain numerators from phone alignments, as Kaldi's `chain-get-supervision` makes them.
 
-From a phone alignment (one phone id >= 1 per input frame; a run of one phone is one phone instance),
+From a phone alignment (one phone id >= 1 per input frame, where a run of one phone is one phone instance; or
+Kaldi's (phone, length) pairs, one per instance),
 Kaldi (src/chain/chain-supervision.cc, AlignmentToProtoSupervision and ProtoSupervisionToSupervision):
 
 - lets phone instance `i`, aligned to input frames `[b, e)`, be at output frames
@@ -29,7 +30,7 @@ from .graph import ChainGraph
 from .phone_lm_graph import expand_with_phones
 from .topology import Topology
 
-__all__ = ["allowed_phones", "normalize_numerator", "phone_numerator", "phone_runs"]
+__all__ = ["allowed_phones", "phone_numerator", "phone_runs"]
 
 
 def phone_runs(phone_alignment: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,18 +69,26 @@ def phone_numerator(
     right_tolerance: int = 5,
     open_ends: bool = False,
 ) -> ChainGraph:
-    """The numerator graph of `phone_alignment` (phone ids >= 1, one per input frame) with `topology`'s HMMs
+    """The numerator graph of `phone_alignment` (phone ids >= 1, one per input frame; or `(phone, length)`
+    pairs, one per phone instance, as `ali-to-phones --write-lengths` writes them and chain-get-supervision
+    reads them: a phone said twice in a row is two instances, which one id per frame cannot tell apart) with
+    `topology`'s HMMs
     and pdf-ids `pdfs[phone][pdf-class]` (default `topology.monophone_pdfs()`), at frame subsampling
     `subsampling`, with Kaldi's tolerances (chain-get-supervision's defaults: 5 and 5). Kaldi requires
     `left_tolerance + right_tolerance + 1 >= subsampling`. A graph with no complete path has no final state
     (its chain objective is Kaldi's default for a failed numerator)."""
     a = np.asarray(phone_alignment)
-    if a.ndim != 1 or not a.size or not np.issubdtype(a.dtype, np.integer):
+    pairs = a.ndim == 2 and a.shape[1:] == (2,)
+    if not (a.ndim == 1 or pairs) or not a.size or not np.issubdtype(a.dtype, np.integer):
         raise ChainError(
-            f"a phone alignment must be a non-empty 1-d array of integer phone ids, got {a.dtype} {a.shape}"
+            "a phone alignment must be a non-empty 1-d array of integer phone ids (one per frame) or an array of "
+            f"(phone, length) pairs, got {a.dtype} {a.shape}"
         )
-    if a.min() < 1:
-        raise ChainError(f"phone alignment: phone {int(a.min())} is not a phone id (ids start at 1)")
+    if pairs and a[:, 1].min() < 1:
+        raise ChainError(f"phone alignment: phone instance {int(np.argmin(a[:, 1]))} has length {int(a[:, 1].min())}")
+    phones, durations = (a[:, 0].astype(np.int64), a[:, 1].astype(np.int64)) if pairs else phone_runs(a)
+    if phones.min() < 1:
+        raise ChainError(f"phone alignment: phone {int(phones.min())} is not a phone id (ids start at 1)")
     for name, value, least in (
         ("subsampling", subsampling, 1),
         ("left_tolerance", left_tolerance, 0),
@@ -93,11 +102,10 @@ def phone_numerator(
             f"subsampling factor {subsampling}: some output frames would allow no phone (Kaldi refuses this too)"
         )
     pdf_map = dict(topology.monophone_pdfs() if pdfs is None else pdfs)
-    missing = sorted({int(p) for p in np.unique(a)} - set(topology.phones))
+    missing = sorted({int(p) for p in np.unique(phones)} - set(topology.phones))
     if missing:
         raise ChainError(f"phone alignment: phone {missing[0]} has no HMM in the topology")
     num_pdfs = 1 + max(max(v) for v in pdf_map.values())
-    phones, durations = phone_runs(a)
     allowed = allowed_phones(phones, durations, subsampling, left_tolerance, right_tolerance)
     # The phone sequence as a linear "LM": state i -> i + 1 by phone i, final at the end.
     count = len(phones)
@@ -163,77 +171,4 @@ def phone_numerator(
         log_prob=np.zeros(len(src_a)),
         log_initial=log_initial,
         log_final=log_final,
-    )
-
-
-def normalize_numerator(numerator: ChainGraph, den: ChainGraph) -> ChainGraph:
-    """The numerator composed with the denominator's normalization FST, as `nnet3-chain-get-egs` does to every
-    chunk's supervision (Kaldi's AddWeightToSupervisionFst): each numerator path is weighted by the
-    denominator's probability of its pdf sequence (starting from its initial probabilities, ending anywhere),
-    so the numerator is a part of the denominator and the objective is at most 0. Pairs of states that lead
-    to no final state are dropped; with none left the graph has no final state (a failed numerator)."""
-    if numerator.num_pdfs != den.num_pdfs:
-        raise ChainError(f"numerator of {numerator.num_pdfs} pdfs, denominator of {den.num_pdfs}")
-    den_arcs: dict[tuple[int, int], list[int]] = {}
-    for a, (d, p) in enumerate(zip(den.src.tolist(), den.pdf.tolist())):
-        den_arcs.setdefault((d, p), []).append(a)
-    num_arcs: dict[int, list[int]] = {}
-    for a, s in enumerate(numerator.src.tolist()):
-        num_arcs.setdefault(s, []).append(a)
-    index: dict[tuple[int, int], int] = {}
-    pairs: list[tuple[int, int]] = []
-    log_initial: list[float] = []
-
-    def state(pair: tuple[int, int]) -> int:
-        if pair not in index:
-            index[pair] = len(pairs)
-            pairs.append(pair)
-            log_initial.append(-np.inf)
-        return index[pair]
-
-    for n in np.flatnonzero(numerator.log_initial > -np.inf).tolist():
-        for d in np.flatnonzero(den.log_initial > -np.inf).tolist():
-            log_initial[state((n, d))] = float(numerator.log_initial[n]) + float(den.log_initial[d])
-    src: list[int] = []
-    dst: list[int] = []
-    pdf: list[int] = []
-    log_prob: list[float] = []
-    done = 0
-    while done < len(pairs):
-        n, d = pairs[done]
-        here = done
-        done += 1
-        for a in num_arcs.get(n, ()):
-            p = int(numerator.pdf[a])
-            for b in den_arcs.get((d, p), ()):
-                src.append(here)
-                dst.append(state((int(numerator.dst[a]), int(den.dst[b]))))
-                pdf.append(p)
-                log_prob.append(float(numerator.log_prob[a]) + float(den.log_prob[b]))
-    log_final = np.array([numerator.log_final[n] for n, _ in pairs], np.float64)
-    # Keep the pairs on a path to a final pair (Kaldi's Connect).
-    src_a, dst_a = np.asarray(src, np.int64), np.asarray(dst, np.int64)
-    alive = log_final > -np.inf
-    while True:
-        grown = alive.copy()
-        grown[src_a[alive[dst_a]]] = True
-        if (grown == alive).all():
-            break
-        alive = grown
-    keep_arc = alive[src_a] & alive[dst_a]
-    new_id = np.cumsum(alive) - 1
-    count = max(int(alive.sum()), 1)
-    out_initial = np.full(count, -np.inf)
-    out_final = np.full(count, -np.inf)
-    if alive.any():
-        out_initial[new_id[alive]] = np.asarray(log_initial, np.float64)[alive]
-        out_final[new_id[alive]] = log_final[alive]
-    return ChainGraph(
-        num_pdfs=numerator.num_pdfs,
-        src=new_id[src_a[keep_arc]].astype(np.int32),
-        dst=new_id[dst_a[keep_arc]].astype(np.int32),
-        pdf=np.asarray(pdf, np.int32)[keep_arc],
-        log_prob=np.asarray(log_prob)[keep_arc],
-        log_initial=out_initial,
-        log_final=out_final,
     )

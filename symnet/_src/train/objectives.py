@@ -31,12 +31,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..base.errors import ShapeError, SymnetError, TrainingError
+from ..chain.chunk_numerator import chunk_numerator, state_frames
 from ..chain.forward_backward import GraphArrays, graph_arrays
 from ..chain.graph import ChainGraph, denominator_graph
 from ..chain.objective import ChainOptions, chain_objective
 from ..chain.phone_lm import estimate_phone_lm
 from ..chain.phone_lm_graph import phone_lm_denominator
-from ..chain.phone_numerator import normalize_numerator, phone_numerator, phone_runs
+from ..chain.phone_numerator import phone_numerator, phone_runs
 from ..chain.supervision import alignment_numerator, denominator_from_alignments
 from ..chain.topology import Topology
 from ..kaldi_io.fst import Fst
@@ -270,6 +271,14 @@ class CTC(Objective):
         return loss, {"correct": correct, "count": tokens}
 
 
+def _normalized(numerator: ChainGraph, den: ChainGraph) -> ChainGraph:
+    """A chunk's open-ended numerator weighted by the denominator as `nnet3-chain-get-egs` weights its chunks."""
+    if not numerator.final.any():  # no complete path: nothing to weight
+        return numerator
+    frames = int(state_frames(numerator).max())
+    return chunk_numerator(numerator, 0, frames, den)
+
+
 @attrs.frozen(eq=False)
 class Chain(Objective):
     """Kaldi's chain (LF-MMI) objective (`symnet.chain.chain_objective`) on an output of pdf pseudo
@@ -281,7 +290,8 @@ class Chain(Objective):
       frame, and each chunk's numerator is Kaldi's chain-get-supervision graph of its phones
       (`symnet._src.chain.phone_numerator`, with `left_tolerance` and `right_tolerance`, default 5 and 5, open at
       the chunk's ends as Kaldi's chunk splitting leaves them), weighted by the denominator as Kaldi's egs
-      are (`normalize_numerator`); the output has one pdf per phone and
+      are (`chunk_numerator`: each pdf sequence weighted by its best path through the denominator, as
+      `nnet3-chain-get-egs` weights it); the output has one pdf per phone and
       pdf-class (`pdfs`, default gmm-init-mono's numbering); without `den` the denominator is the phone LM of
       the training chunks' phone sequences (`estimate_phone_lm` with Kaldi's defaults) through the
       topology (`phone_lm_denominator`). Statistics: the frames whose argmax pdf belongs to the aligned phone;
@@ -447,7 +457,7 @@ class Chain(Objective):
             right = 5 if self.right_tolerance is None else self.right_tolerance
             pdfs = self._pdf_map()
             graphs = [
-                normalize_numerator(
+                _normalized(
                     phone_numerator(
                         t[v],
                         self.topology,
