@@ -7,11 +7,15 @@ import lzma
 from pathlib import Path
 
 import numpy as np
+import optax
 import pytest
 from scipy.special import logsumexp
 
+from symnet import Append, Input, Network, Offset, Weight
+from symnet._src.kaldi_io.tables import iter_table
 from symnet.chain import (
     ChainGraph,
+    ChainOptions,
     Topology,
     chunk_numerator,
     denominator_graph,
@@ -22,10 +26,12 @@ from symnet.chain import (
 )
 from symnet.errors import ChainError
 from symnet.kaldi import read_cegs
+from symnet.train import SkippedDataWarning, chain_egs, chain_examples, fit
 
 DATA = Path(__file__).parent.parent / "data" / "chain-chunks"
 #: scenario: (left, right) tolerance, as make.sh made its supervision (frame subsampling 3)
 SCENARIOS = {"chain": (5, 5), "three": (2, 3)}
+SIZES = {"chain": 45, "three": 60}  # frames per eg
 
 
 def phone_lengths(name: str) -> dict[str, np.ndarray]:
@@ -81,6 +87,112 @@ def test_every_eg_numerator_equals_kaldis(scenario, normalization) -> None:
         for _ in range(2):
             y = rng.normal(0, 2, size=(supervision.frames_per_sequence, ours.num_pdfs))
             assert log_probability(ours, y) == pytest.approx(log_probability(theirs, y), abs=2e-3), eg.key
+
+
+def test_chain_examples_at_kaldis_chunks_are_kaldis_egs(scenario) -> None:
+    """`chain_examples` cut at the chunks Kaldi chose (its egs' keys) gives Kaldi's egs: the same keys, input and
+    output indexes (5 frames of left context and 3 of right), features (Kaldi's compressed), derivative weights
+    (0.5 where neighbouring chunks overlap) and numerators."""
+    name, egs = scenario
+    topology = Topology.parse((DATA / f"{name}.topo").read_text())
+    norm = read_fst(str(DATA / f"{name}.norm.fst"))
+    left, right = SCENARIOS[name]
+    features = dict(iter_table(f"ark,t:{DATA / f'{name}.feats.txt'}"))
+    chunks: dict[str, list[tuple[int, int]]] = {}
+    for eg in egs:
+        utt, first = eg.key.rsplit("-", 1)
+        chunks.setdefault(utt, []).append((int(first), 3 * eg.outputs[0].supervision.frames_per_sequence))
+    ours = list(
+        chain_examples(
+            features,
+            phone_lengths(name),
+            topology,
+            norm,
+            num_frames=SIZES[name],
+            left_context=5,
+            right_context=3,
+            left_tolerance=left,
+            right_tolerance=right,
+            chunks=chunks,
+        )
+    )
+    assert [eg.key for eg in ours] == [eg.key for eg in egs]
+    assert any((eg.outputs[0].deriv_weights < 1).any() for eg in egs)
+    rng = np.random.default_rng(3)
+    for mine, theirs in zip(ours, egs):
+        (x,), (y,) = mine.inputs, theirs.inputs
+        np.testing.assert_array_equal(x.indexes, y.indexes)
+        np.testing.assert_allclose(x.matrix, y.matrix, atol=0.05)  # Kaldi's egs are compressed
+        out, kaldi = mine.outputs[0], theirs.outputs[0]
+        np.testing.assert_array_equal(out.indexes, kaldi.indexes)
+        np.testing.assert_array_equal(out.deriv_weights, kaldi.deriv_weights)
+        sup = out.supervision
+        assert (sup.frames_per_sequence, sup.label_dim) == (
+            kaldi.supervision.frames_per_sequence,
+            kaldi.supervision.label_dim,
+        )
+        pdfs = sup.label_dim
+        y_ = rng.normal(0, 2, size=(sup.frames_per_sequence, pdfs))
+        a = log_probability(numerator_graph(sup.fst, pdfs), y_)
+        b = log_probability(numerator_graph(kaldi.supervision.fst, pdfs), y_)
+        assert a == pytest.approx(b, abs=2e-3), mine.key
+
+
+def test_chain_examples_draw_their_chunks_and_train(scenario) -> None:
+    """Drawn chunks cover each utterance as Kaldi's splitter does (the same every call), and the egs train with
+    `fit` through `chain_egs` as Kaldi's egs do."""
+    name, _ = scenario
+    topology = Topology.parse((DATA / f"{name}.topo").read_text())
+    norm = read_fst(str(DATA / f"{name}.norm.fst"))
+    left, right = SCENARIOS[name]
+    features = dict(iter_table(f"ark,t:{DATA / f'{name}.feats.txt'}"))
+
+    def make(seed: int) -> list:
+        return list(
+            chain_examples(
+                features, phone_lengths(name), topology, norm, num_frames=SIZES[name], left_tolerance=left,
+                right_tolerance=right, seed=seed, left_context=1, right_context=1,
+            )
+        )  # fmt: skip
+
+    first, again, other = make(0), make(0), make(1)
+    assert [e.key for e in first] == [e.key for e in again] and [e.key for e in first] != [e.key for e in other]
+    for eg in first:
+        utt, start = eg.key.rsplit("-", 1)
+        assert 0 <= int(start) and int(start) + eg.inputs[0].matrix.shape[0] - 2 <= len(features[utt]) + 2
+    assert {e.key.rsplit("-", 1)[0] for e in first} == set(features)
+    data = chain_egs(
+        first, den=read_fst(str(DATA / f"{name}.den.fst")), options=ChainOptions(leaky_hmm_coefficient=0.1)
+    )
+    pdfs = first[0].outputs[0].supervision.label_dim
+    x = Input("input", 1)
+    net = Network(Append(Offset(x, -1), x, Offset(x, 1)) @ Weight(np.zeros((3, pdfs), np.float32), name="w")
+                  + Weight(np.zeros(pdfs, np.float32), name="b"))  # fmt: skip
+    result = fit(
+        net, data.chunks, optax.adam(0.05), objective=data.objective, epochs=4, batch_size=8, progress=False,
+        frame_subsampling_factor=data.frame_subsampling_factor,
+    )  # fmt: skip
+    losses = [h.train_loss for h in result.history]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0] - 0.05
+
+
+def test_chain_examples_skip_what_kaldi_skips_and_say_so() -> None:
+    topology = Topology.parse((DATA / "chain.topo").read_text())
+    norm = read_fst(str(DATA / "chain.norm.fst"))
+    x = np.zeros((30, 1), np.float32)
+    cases = {
+        "no-lengths": (x, None),
+        "mismatch": (x, np.array([[1, 12], [2, 6]])),
+        "too-short": (x[:18], np.array([[1, 9], [2, 9]])),
+    }
+    lengths = {k: v for k, (_, v) in cases.items() if v is not None}
+    features = {k: f for k, (f, _) in cases.items()}
+    with pytest.warns(SkippedDataWarning) as caught:
+        assert not list(chain_examples(features, lengths, topology, norm, num_frames=45))
+    text = " ".join(str(w.message) for w in caught)
+    for what in ("'no-lengths' has no phone lengths", "add up to 18 frames, its features have 30",
+                 "'too-short' of 18 frames is shorter than every chunk size (45,)"):  # fmt: skip
+        assert what in text
 
 
 def test_phone_lengths_keep_a_repeated_phone_two_instances() -> None:
