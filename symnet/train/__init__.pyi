@@ -6,6 +6,7 @@ from symnet._src.train.chain_cutting import chain_examples as chain_examples
 from symnet._src.train.chain_egs import ChainEgs as ChainEgs
 from symnet._src.train.chain_egs import ChainEgsData as ChainEgsData
 from symnet._src.train.chain_egs import chain_egs as chain_egs
+from symnet._src.train.chain_streams import stream_chain_data as stream_chain_data
 from symnet._src.train.checkpoint import Position as Position
 from symnet._src.train.component_rules import KaldiRulesWarning as KaldiRulesWarning
 from symnet._src.train.component_rules import component_rules as component_rules

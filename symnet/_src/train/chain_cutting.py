@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..base.errors import TrainingError
+from ..base.errors import KaldiDataError, TrainingError
 from ..chain.chunk_numerator import chunk_numerator
 from ..chain.graph import ChainGraph, fst_from_arcs
 from ..chain.phone_numerator import phone_numerator
@@ -39,7 +39,7 @@ from ..kaldi_io.fst import Fst
 from .egs_split import KaldiChunk, KaldiSplitter, placed_chunks
 from .streams import SkippedDataWarning
 
-__all__ = ["chain_examples"]
+__all__ = ["chain_examples", "check_lengths", "chunk_example", "key_number"]
 
 
 def chain_examples(
@@ -76,38 +76,49 @@ def chain_examples(
         x = np.asarray(value, np.float32)
         if x.ndim != 2 or not len(x):
             raise TrainingError(f"utterance {key!r}: features must be [frames, dim], got shape {x.shape}")
-        pairs = phone_lengths.get(key)
-        if pairs is None:
-            _skip(f"utterance {key!r} has no phone lengths")
+        try:
+            length = check_lengths(key, len(x), phone_lengths.get(key), k)
+        except KaldiDataError as e:
+            _skip(str(e))
             continue
-        pairs = np.asarray(pairs)
-        if pairs.ndim != 2 or pairs.shape[1:] != (2,) or not np.issubdtype(pairs.dtype, np.integer):
-            raise TrainingError(f"utterance {key!r}: phone lengths must be (phone, length) pairs, got {pairs.shape}")
-        frames = int(pairs[:, 1].sum())
-        if -(-frames // k) != -(-len(x) // k):
-            _skip(f"utterance {key!r}: its phone lengths add up to {frames} frames, its features have {len(x)}")
-            continue
+        pairs = np.asarray(phone_lengths[key])
         utterance = phone_numerator(
             pairs, topology, pdfs, subsampling=k, left_tolerance=left_tolerance, right_tolerance=right_tolerance
         )
         if not np.isfinite(utterance.log_final).any():
-            _skip(f"utterance {key!r}: its phones do not fit its {frames} frames with this topology (no numerator)")
+            _skip(f"utterance {key!r}: its phones do not fit its {length} frames with this topology (no numerator)")
             continue
-        length = min(len(x), -(-frames // k) * k)
         if chunks is not None:
             placed = placed_chunks(length, chunks.get(key, ()), k)
         else:
-            placed = splitter.chunks(length, np.random.default_rng([seed, _key_number(key)]))
+            placed = splitter.chunks(length, np.random.default_rng([seed, key_number(key)]))
         if not placed:
             _skip(f"utterance {key!r} of {length} frames is shorter than every chunk size {splitter.num_frames}")
             continue
         for chunk in placed:
-            eg = _example(key, x, utterance, chunk, normalization, k, left_context, right_context)
+            eg = chunk_example(key, x, utterance, chunk, normalization, k, left_context, right_context)
             if eg is not None:
                 yield eg
 
 
-def _example(
+def check_lengths(key: str, rows: int, pairs: Any, k: int) -> int:
+    """The frames of an utterance of `rows` feature rows that its chunks may cover (as nnet3-chain-get-egs: no more
+    than its output frames times `k`); KaldiDataError where Kaldi makes no egs of it (no phone lengths, lengths
+    that are not `(phone, length)` pairs or add up to another number of output frames)."""
+    if pairs is None:
+        raise KaldiDataError(f"utterance {key!r} has no phone lengths")
+    a = np.asarray(pairs)
+    if a.ndim != 2 or a.shape[1:] != (2,) or not np.issubdtype(a.dtype, np.integer) or not len(a):
+        raise TrainingError(f"utterance {key!r}: phone lengths must be (phone, length) pairs, got shape {a.shape}")
+    frames = int(a[:, 1].sum())
+    if -(-frames // k) != -(-rows // k):
+        raise KaldiDataError(
+            f"utterance {key!r}: its phone lengths add up to {frames} frames, its features have {rows}"
+        )
+    return min(rows, -(-frames // k) * k)
+
+
+def chunk_example(
     key: str,
     x: np.ndarray,
     utterance: ChainGraph,
@@ -150,7 +161,7 @@ def _indexes(t: np.ndarray) -> np.ndarray:
     return out
 
 
-def _key_number(key: str) -> int:
+def key_number(key: str) -> int:
     """A stable number of an utterance's key, for its chunks' generator."""
     return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little")
 

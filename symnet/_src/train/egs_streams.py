@@ -216,11 +216,11 @@ class ChainEgsCorpus(EgsCorpus):
 
 @attrs.frozen(eq=False)
 class ChainEgsStream:
-    """What `stream_cegs` returns: the examples as a corpus `train` (and `valid`, or None), the `objective` that
-    finds their numerators, and the egs' `frame_subsampling_factor` (for `fit`)."""
+    """What `stream_cegs` (and `stream_chain_data`) returns: the examples as a corpus `train` (and `valid`, or
+    None), the `objective` that finds their numerators, and the egs' `frame_subsampling_factor` (for `fit`)."""
 
-    train: ChainEgsCorpus
-    valid: ChainEgsCorpus | None
+    train: Corpus
+    valid: Corpus | None
     objective: StreamedChainEgs
     frame_subsampling_factor: int
 

@@ -1,0 +1,229 @@
+"""Chain egs cut on the fly from a Kaldi data directory, read as `fit` trains: the stream form of `chain_examples`.
+
+    stream = stream_chain_data("scp:data/train/feats.scp", phone_lengths, Topology.chain(phones), den,
+                               num_frames="150,110,100", left_context=29, right_context=29)
+    fit(network, stream.train, optimizer, objective=stream.objective,
+        frame_subsampling_factor=stream.frame_subsampling_factor)
+
+The index is made from the scp alone (each matrix's frames from its header) and the phone lengths (small, in
+memory): each utterance's chunks are placed as `chain_examples` places them (Kaldi's UtteranceSplitter, seeded
+by `seed` and the utterance), before any feature is read. Training then reads, for each chunk a minibatch needs,
+its utterance's features by offset and makes its eg (`chunk_example`, as `chain_examples` makes them: the
+same rows, derivative weights and numerator), on `fit`'s reading thread; memory is bounded by the shuffle
+window (`buffer_size` examples) as for `stream_cegs`. Each numerator is padded to a power of two of arcs and
+states (a few compiled shapes; padding adds no path), so a stream trains as the same egs in memory do, and
+resumes bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..base.errors import KaldiDataError
+from ..chain.graph import ChainGraph, denominator_graph, numerator_graph
+from ..chain.objective import ChainOptions
+from ..chain.phone_numerator import phone_numerator
+from ..chain.topology import Topology
+from ..kaldi_io.fst import Fst
+from ..kaldi_io.scp import entry_rows, read_entry
+from ..kaldi_io.tables import parse_spec, reading, scp_entries
+from .chain_cutting import check_lengths, chunk_example, key_number
+from .chain_egs import Held, HeldChunks, HeldSupervision, StreamedChainEgs, chain_arrays
+from .egs_split import KaldiChunk, KaldiSplitter
+from .egs_streams import DEFAULT_BUFFER_SIZE, ChainEgsStream
+from .examples import Chunks, stack_chunks
+from .streams import Corpus
+
+__all__ = ["ChainDataCorpus", "stream_chain_data"]
+
+
+class ChainDataCorpus(Corpus):
+    """Chain egs of a data directory's utterances, cut and made as training reads them (see the module doc)."""
+
+    precut = True
+    chain = True
+
+    def __init__(
+        self,
+        features: str,
+        phone_lengths: Mapping[str, Any],
+        make: Mapping[str, Any],
+        supervisions: HeldSupervision,
+        *,
+        buffer_size: int,
+        on_error: str,
+        allow_pipes: bool = False,
+    ):
+        kind, self.features_path = parse_spec(features, "features")
+        if kind != "scp":
+            raise KaldiDataError(f"features {features!r}: a stream reads each utterance by its offset, from an scp")
+        self.features, self.allow_pipes, self.make, self.supervisions = features, allow_pipes, make, supervisions
+        self.phone_lengths = {key: np.asarray(value) for key, value in phone_lengths.items()}
+        self._entries = scp_entries(self.features_path, features, "features", allow_pipes)
+        k = make["k"]
+        splitter = KaldiSplitter(make["num_frames"], make["num_frames_overlap"], k)
+        self.places: list[tuple[str, KaldiChunk]] = []
+        keys, widths, bad = [], [], []
+        for key, entry in self._entries.items():
+            try:
+                with reading(features, "features"):
+                    rows = entry_rows(entry, self.features_path, key, allow_pipes)
+                length = check_lengths(key, rows, self.phone_lengths.get(key), k)
+                placed = splitter.chunks(length, np.random.default_rng([make["seed"], key_number(key)]))
+                if not placed:
+                    raise KaldiDataError(
+                        f"utterance {key!r} of {length} frames is shorter than every chunk size {splitter.num_frames}"
+                    )
+            except KaldiDataError as e:
+                if on_error != "skip":
+                    raise
+                bad.append((key, str(e)))
+                continue
+            for chunk in placed:
+                self.places.append((key, chunk))
+                keys.append(f"{key}-{chunk.first_frame}")
+                widths.append(chunk.num_frames)
+        super().__init__(keys, widths, window_frames=buffer_size, on_error=on_error)
+        self.left, self.right = make["left_context"], make["right_context"]
+        self.subsampling = k
+        self._numerators: OrderedDict[str, ChainGraph] = OrderedDict()
+        #: The chunks' widths, largest first (`fit` computes each minibatch at its own).
+        self.kaldi_sizes = tuple(sorted(set(widths), reverse=True))
+        for key, reason in bad:
+            self._skip(key, reason)
+
+    def describe(self) -> str:
+        return f"chain egs cut from features {self.features!r}"
+
+    def identity(self) -> Iterable[bytes]:
+        options = {k: v for k, v in self.make.items() if k not in ("topology", "normalization")}
+        yield repr((self.features, sorted(options.items()), self.make["topology"])).encode()
+        for key in sorted(self.phone_lengths):
+            yield key.encode() + self.phone_lengths[key].tobytes()
+        files = {self._entries[key].rsplit(":", 1)[0] for key, _ in self.places}
+        for name in sorted(files):
+            try:
+                st = os.stat(name)
+                yield repr((name, st.st_size, st.st_mtime_ns)).encode()
+            except OSError:
+                yield repr((name, None)).encode()
+
+    def window_sizes(self) -> np.ndarray:
+        """Each example counts one against the buffer size."""
+        return np.ones(len(self), np.int64)
+
+    def sample(self) -> Any:
+        """The first readable example of the largest width (`fit` plans its computations from it)."""
+        for _, item in self.read(np.flatnonzero(self.lengths == self.lengths.max()).tolist()):
+            if item is not None:
+                return item
+        return super().sample()
+
+    def stack(self, items: Sequence[Any]) -> Chunks:
+        chunks = stack_chunks([piece for piece, _ in items], self.left, self.right)
+        held = tuple(held for _, held in items)
+        return HeldChunks(chunks.features, chunks.targets, chunks.weights, chunks.left, chunks.right, held=held)
+
+    def _utterance(self, key: str) -> ChainGraph:
+        """The utterance's numerator (the last few kept: a window's chunks of one utterance often come together)."""
+        with self._lock:
+            if key in self._numerators:
+                self._numerators.move_to_end(key)
+                return self._numerators[key]
+        m = self.make
+        graph = phone_numerator(
+            self.phone_lengths[key],
+            m["topology"],
+            m["pdfs"],
+            subsampling=m["k"],
+            left_tolerance=m["left_tolerance"],
+            right_tolerance=m["right_tolerance"],
+        )
+        with self._lock:
+            self._numerators[key] = graph
+            if len(self._numerators) > 8:
+                self._numerators.popitem(last=False)
+        return graph
+
+    def _item(self, position: int) -> Any:
+        key, chunk = self.places[position]
+        with reading(self.features, "features"):
+            x = np.asarray(read_entry(self._entries[key], self.features_path, key, self.allow_pipes), np.float32)
+        m = self.make
+        eg = chunk_example(key, x, self._utterance(key), chunk, m["normalization"], m["k"], self.left, self.right)
+        if eg is None:
+            raise KaldiDataError(f"utterance {key!r}, frames {chunk.first_frame} on: the numerator is empty")
+        arrays = chain_arrays(eg)
+        sup = arrays.supervision
+        graph = numerator_graph(sup.fst, sup.label_dim)
+        held = Held(graph, arrays.deriv_weights, _power_of_two(graph.num_arcs), _power_of_two(graph.num_states))
+        number = self.supervisions.add(held)
+        width = chunk.num_frames
+        piece = (arrays.features, np.full(width, number, np.int64), np.ones(width, np.float32), None)
+        return piece, held
+
+
+def _power_of_two(n: int) -> int:
+    return 1 << max(int(n) - 1, 1).bit_length()
+
+
+def stream_chain_data(
+    features: str,
+    phone_lengths: Mapping[str, Any],
+    topology: Topology,
+    den: Fst | ChainGraph,
+    *,
+    normalization: Fst | ChainGraph | None = None,
+    num_frames: str | int | Sequence[int] = 150,
+    num_frames_overlap: int = 0,
+    frame_subsampling_factor: int = 3,
+    left_context: int = 0,
+    right_context: int = 0,
+    left_tolerance: int = 5,
+    right_tolerance: int = 5,
+    pdfs: Mapping[int, Sequence[int]] | None = None,
+    seed: int = 0,
+    options: ChainOptions | None = None,
+    xent_output: str | None = None,
+    buffer_size: int = DEFAULT_BUFFER_SIZE,
+    on_error: str = "stop",
+    allow_pipes: bool = False,
+) -> ChainEgsStream:
+    """A data directory's features (`scp:feats.scp`) with each utterance's `(phone, length)` pairs as chain egs
+    cut on the fly (`chain_examples`' arguments), read as `fit` trains, with the chain objective (`den`: the
+    denominator, den.fst or a graph; `options` and `xent_output` as `stream_cegs`'s; the egs' output is
+    `output`, as nnet3-chain-get-egs names it). `normalization`:
+    chain-make-den-fst's normalization.fst; default: made from `den` as chain-make-den-fst makes it.
+    `on_error`: "stop" (a KaldiDataError) or "skip" (left out, listed in `.train.skipped`, warned about)."""
+    pdf_map = dict(topology.monophone_pdfs() if pdfs is None else pdfs)
+    num_pdfs = 1 + max(max(v) for v in pdf_map.values())
+    if normalization is None:
+        normalization = den if isinstance(den, ChainGraph) else denominator_graph(den, num_pdfs)
+    make = {
+        "topology": topology,
+        "normalization": normalization,
+        "pdfs": pdf_map,
+        "k": int(frame_subsampling_factor),
+        "num_frames": num_frames,
+        "num_frames_overlap": num_frames_overlap,
+        "left_context": int(left_context),
+        "right_context": int(right_context),
+        "left_tolerance": left_tolerance,
+        "right_tolerance": right_tolerance,
+        "seed": seed,
+    }
+    if min(left_context, right_context) < 0:
+        raise KaldiDataError(f"left_context {left_context} and right_context {right_context} must be >= 0")
+    supervisions = HeldSupervision()
+    train = ChainDataCorpus(
+        features, phone_lengths, make, supervisions, buffer_size=buffer_size, on_error=on_error, allow_pipes=allow_pipes
+    )
+    objective = StreamedChainEgs(
+        den=den, options=options or ChainOptions(), xent_output=xent_output, supervisions=supervisions
+    )
+    return ChainEgsStream(train, None, objective, train.subsampling)

@@ -1,0 +1,100 @@
+"""`stream_chain_data`: chain egs cut on the fly from a data directory (features by scp, phone lengths), read as
+`fit` trains, against the same egs made in memory by `chain_examples` (fixtures: tests/data/chain-chunks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import optax
+import pytest
+
+from helpers.fit_results import assert_same
+from symnet import Append, Input, Network, Offset, Weight
+from symnet._src.kaldi_io.tables import iter_table
+from symnet.chain import ChainOptions, Topology, read_fst
+from symnet.errors import KaldiDataError
+from symnet.train import SkippedDataWarning, chain_egs, chain_examples, fit, stream_chain_data
+
+DATA = Path(__file__).parent.parent / "data" / "chain-chunks"
+OPTIONS = ChainOptions(leaky_hmm_coefficient=0.1, l2_regularize=5e-4)
+
+
+def phone_lengths() -> dict[str, np.ndarray]:
+    out = {}
+    for line in (DATA / "chain.lengths.txt").read_text().splitlines():
+        key, rest = line.split(maxsplit=1)
+        out[key] = np.array([[int(v) for v in part.split()] for part in rest.split(";")])
+    return out
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """The fixture's features as a data directory's feats.ark + feats.scp."""
+    features = dict(iter_table(f"ark,t:{DATA / 'chain.feats.txt'}"))
+    with kaldiio.WriteHelper(f"ark,scp:{tmp_path / 'feats.ark'},{tmp_path / 'feats.scp'}") as writer:
+        for key, value in features.items():
+            writer(key, value)
+    return features, f"scp:{tmp_path / 'feats.scp'}"
+
+
+def net(pdfs: int) -> Network:
+    x = Input("input", 1)
+    w = Weight(np.zeros((3, pdfs), np.float32), name="w")
+    return Network(Append(Offset(x, -1), x, Offset(x, 1)) @ w + Weight(np.zeros(pdfs, np.float32), name="b"))
+
+
+ARGS = {"num_frames": 45, "left_context": 1, "right_context": 1, "seed": 3}
+
+
+def test_a_stream_trains_as_the_same_egs_in_memory_and_resumes_bit_for_bit(corpus, tmp_path) -> None:
+    features, scp = corpus
+    topology = Topology.parse((DATA / "chain.topo").read_text())
+    den = read_fst(str(DATA / "chain.den.fst"))
+    norm = read_fst(str(DATA / "chain.norm.fst"))
+    lengths = phone_lengths()
+    egs = list(chain_examples(features, lengths, topology, norm, **ARGS))
+    memory = chain_egs(egs, den=den, options=OPTIONS)
+
+    def stream():
+        return stream_chain_data(scp, lengths, topology, den, normalization=norm, options=OPTIONS, buffer_size=10**6,
+                                 **ARGS)  # fmt: skip
+
+    s = stream()
+    assert list(s.train.keys) == [eg.key for eg in egs] and s.frame_subsampling_factor == 3
+    pdfs = egs[0].outputs[0].supervision.label_dim
+    settings = {"epochs": 2, "batch_size": 8, "progress": False, "seed": 1}
+    want = fit(net(pdfs), memory.chunks, optax.adam(0.05), objective=memory.objective, frame_subsampling_factor=3,
+               **settings)  # fmt: skip
+    got = fit(net(pdfs), s.train, optax.adam(0.05), objective=s.objective, frame_subsampling_factor=3,
+              **settings)  # fmt: skip
+    assert_same(got, want)  # bit for bit: numerators padded to powers of two train as in memory
+    assert got.history[-1].train_loss < got.history[0].train_loss
+
+    def run(**more):
+        s = stream_chain_data(scp, lengths, topology, den, options=OPTIONS, buffer_size=20, **ARGS)
+        return fit(net(pdfs), s.train, optax.adam(0.05), objective=s.objective, frame_subsampling_factor=3,
+                   checkpoint_every=2, **settings, **more)  # fmt: skip
+
+    whole = run(checkpoint=str(tmp_path / "a.ckpt"))
+    part = tmp_path / "b.ckpt"
+    run(checkpoint=str(part), max_steps=whole.history[-1].step // 2)
+    assert_same(run(checkpoint=str(part)), whole)
+
+
+def test_utterances_kaldi_makes_no_egs_of_are_errors_or_skipped(corpus) -> None:
+    _, scp = corpus
+    topology = Topology.parse((DATA / "chain.topo").read_text())
+    den = read_fst(str(DATA / "chain.den.fst"))
+    lengths = phone_lengths()
+    first = sorted(lengths)[0]
+    lengths[first] = lengths[first][:-1]  # no longer adds up to the features' frames
+    with pytest.raises(KaldiDataError, match=f"utterance '{first}': its phone lengths add up to"):
+        stream_chain_data(scp, lengths, topology, den, num_frames=45)
+    del lengths[sorted(lengths)[1]]
+    with pytest.warns(SkippedDataWarning, match="has no phone lengths"):
+        s = stream_chain_data(scp, lengths, topology, den, num_frames=45, on_error="skip")
+    assert [key for key, _ in s.train.skipped] == sorted(phone_lengths())[:2]
+    with pytest.raises(KaldiDataError, match="from an scp"):
+        stream_chain_data(f"ark:{DATA / 'chain.feats.txt'}", lengths, topology, den)
