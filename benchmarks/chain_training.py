@@ -347,14 +347,17 @@ def main() -> None:
             k = kaldi_seconds(folder, kaldi, kind, a.minibatches, core)
             s = symnet_seconds(folder, kind, a.minibatch, a.minibatches, info["pdfs"])
             ratios.append(k / s["step"])
-            floor = step_flops(kind, a.hidden, info["pdfs"], a.minibatch) / s["matmul_rate"]
-            ceilings.append(k / floor)
             line = (
                 f"{kind} round {r + 1}: Kaldi {k * 1e3:.0f} ms ({frames / k:.0f} frames/s), symnet "
-                f"{s['step'] * 1e3:.0f} ms ({frames / s['step']:.0f} frames/s): {ratios[-1]:.2f}x Kaldi; "
-                f"the products alone at this core's matmul rate ({s['matmul_rate'] / 1e9:.0f} GFLOP/s) take "
-                f"{floor * 1e3:.0f} ms ({ceilings[-1]:.2f}x Kaldi with nothing else in the step)"
+                f"{s['step'] * 1e3:.0f} ms ({frames / s['step']:.0f} frames/s): {ratios[-1]:.2f}x Kaldi"
             )
+            if kind == "tdnn":  # the objective network's products are a rounding error
+                floor = step_flops(kind, a.hidden, info["pdfs"], a.minibatch) / s["matmul_rate"]
+                ceilings.append(k / floor)
+                line += (
+                    f"; the products alone at this core's matmul rate ({s['matmul_rate'] / 1e9:.0f} GFLOP/s) take "
+                    f"{floor * 1e3:.0f} ms ({ceilings[-1]:.2f}x Kaldi with nothing else in the step)"
+                )
             if "objective_batched" in s:
                 line += (
                     f"; objective alone {s['objective_batched'] * 1e3:.2f} ms/sequence batched, "
@@ -363,7 +366,7 @@ def main() -> None:
             print(line, flush=True)
         print(
             f"{kind}: median {statistics.median(ratios):.2f}x Kaldi's throughput (rounds {min(ratios):.2f}-"
-            f"{max(ratios):.2f}); products-only ceiling {statistics.median(ceilings):.2f}x"
+            f"{max(ratios):.2f})" + (f"; products-only ceiling {statistics.median(ceilings):.2f}x" if ceilings else "")
         )
     if a.keep is None:
         shutil.rmtree(folder, ignore_errors=True)
