@@ -17,7 +17,7 @@ from .base.paths import as_path
 from .base.safe_read import open_regular, regular_file
 
 if TYPE_CHECKING:
-    from .core.layer import Structure
+    from .core.structure import Structure
     from .kaldi.models.model import KaldiModel
     from .network import Network
 

@@ -25,16 +25,10 @@ import numpy as np
 from .base.errors import ArgumentTypeError, GraphError, ParameterError, ShapeError
 from .core import html
 from .core.frozen import FrozenArray
-from .core.layer import (
-    Layer,
-    Structure,
-    Weight,
-    as_layer,
-    evaluate,
-    input_tape,
-)
+from .core.layer import Layer, Weight, as_layer, evaluate, input_tape
 from .core.params import checked_params, initial_values
 from .core.precision import Precision
+from .core.structure import Structure
 from .core.tape import Tape
 from .core.walk import rewrite, walk
 from .engine import dense

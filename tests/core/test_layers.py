@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 import os
+import subprocess
+import sys
 import time
 
 import attrs
@@ -41,6 +43,7 @@ from symnet import (
     Weight,
     Zeros,
 )
+from symnet._src.core import operators
 from symnet._src.core.frozen import FrozenArray
 
 THIS_FILE = os.path.abspath(__file__)
@@ -120,6 +123,26 @@ def test_unary_operators_and_power():
     assert +x is x
     p = x**2
     assert type(p) is Power and p.arg is x and p.exponent == 2.0 and isinstance(p.exponent, float)
+
+
+def test_operators_find_their_classes_with_only_the_layer_module_imported():
+    """`Layer` cannot import the arithmetic layers (a cycle): the first operator has the core package import them."""
+    code = (
+        "import sys\n"
+        "from symnet._src.core.layer import Identity, Weight\n"
+        "before = 'symnet._src.core.arithmetic' in sys.modules\n"
+        "tree = (1.0 + Identity()) @ Weight(2.0)\n"
+        "print(before, type(tree).__name__, type(tree.lhs).__module__)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["False", "Dot", "symnet._src.core.arithmetic"]
+
+
+def test_an_operator_whose_class_is_not_registered_is_an_error(monkeypatch):
+    monkeypatch.setattr(operators, "_CLASSES", {})
+    monkeypatch.setattr(operators, "_LOADERS", [])
+    with pytest.raises(LayerTypeError, match="no layer class 'Plus' is registered"):
+        x + 1.0
 
 
 def test_functions_wrap_one_operand():

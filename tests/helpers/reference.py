@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from symnet._src.core.arithmetic import Divide, Dot, Minus, Negate, Plus, Power, Times
 from symnet._src.core.descriptor import (
     Append,
     Const,
@@ -43,7 +44,7 @@ from symnet._src.core.descriptor import (
 from symnet._src.core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from symnet._src.core.frozen import FrozenArray
 from symnet._src.core.index import Index
-from symnet._src.core.layer import Divide, Dot, Identity, Layer, Literal, Minus, Negate, Plus, Power, Times, Weight
+from symnet._src.core.layer import Identity, Layer, Literal, Weight
 from symnet.components import AffineComponent, FixedAffineComponent, LinearComponent
 
 DEFAULT_INPUT = "input"

@@ -10,6 +10,10 @@ Each layer class says how to compute its value from its operands' values
 (`apply`) and how to pull a delta back to its operands (`vjp`): the Tape
 (`symnet._src.core.tape`) calls these. Apply and vjp work on plain arrays and on the
 engine's `[rows, batch, dim]` arrays alike, so row-wise layers keep row labels.
+
+The layers the operators build (`Plus`, `Dot`, ...) are in `symnet._src.core.arithmetic`, which this
+module cannot import (they subclass `Layer`): the operators find them by name (`symnet._src.core.operators`).
+A network's `Structure` is in `symnet._src.core.structure`.
 """
 
 from __future__ import annotations
@@ -18,18 +22,18 @@ import difflib
 import functools
 import numbers
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypeVar, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar, dataclass_transform
 
 import attrs
 import numpy as np
 
 from ..base.errors import GraphError, LayerTypeError, ParameterError, ShapeError, UnknownOptionError, at
 from . import html
-from .broadcast import check_broadcast, unbroadcast
 from .formatting import Formatter
 from .frozen import FrozenArray, constant_array, literal_value
 from .initializers import Initializer
 from .naming import default_names, unique_name
+from .operators import operator_layer
 from .params import checked_params, initial_values
 from .registry import LAYER_CLASSES
 from .source import user_line
@@ -44,12 +48,9 @@ else:
 
 __all__ = [
     "as_layer",
-    "BinaryLayer",
     "canonicalize",
     "child",
     "children_field",
-    "Divide",
-    "Dot",
     "evaluate",
     "evolve",
     "FixedWeight",
@@ -58,14 +59,7 @@ __all__ = [
     "Layer",
     "layer_class",
     "Literal",
-    "Minus",
-    "Negate",
-    "NetworkLike",
-    "Plus",
-    "Power",
     "Product",
-    "Structure",
-    "Times",
     "Weight",
 ]
 
@@ -308,46 +302,46 @@ class Layer:
         given = None if input is None else input_tape(input)
         return evaluate([canonical["output"]], given, values, initial_values(fixed, 0))[0]
 
-    # ----- operators ---------------------------------------------------------
+    # ----- operators: they build the layers of `symnet._src.core.arithmetic`, found by name ----------
 
     def __add__(self, other: Any) -> Layer:
-        return Plus(self, other, where=user_line())
+        return operator_layer("Plus")(self, other, where=user_line())
 
     def __radd__(self, other: Any) -> Layer:
-        return Plus(other, self, where=user_line())
+        return operator_layer("Plus")(other, self, where=user_line())
 
     def __sub__(self, other: Any) -> Layer:
-        return Minus(self, other, where=user_line())
+        return operator_layer("Minus")(self, other, where=user_line())
 
     def __rsub__(self, other: Any) -> Layer:
-        return Minus(other, self, where=user_line())
+        return operator_layer("Minus")(other, self, where=user_line())
 
     def __mul__(self, other: Any) -> Layer:
-        return Times(self, other, where=user_line())
+        return operator_layer("Times")(self, other, where=user_line())
 
     def __rmul__(self, other: Any) -> Layer:
-        return Times(other, self, where=user_line())
+        return operator_layer("Times")(other, self, where=user_line())
 
     def __truediv__(self, other: Any) -> Layer:
-        return Divide(self, other, where=user_line())
+        return operator_layer("Divide")(self, other, where=user_line())
 
     def __rtruediv__(self, other: Any) -> Layer:
-        return Divide(other, self, where=user_line())
+        return operator_layer("Divide")(other, self, where=user_line())
 
     def __matmul__(self, other: Any) -> Layer:
-        return Dot(self, other, where=user_line())
+        return operator_layer("Dot")(self, other, where=user_line())
 
     def __rmatmul__(self, other: Any) -> Layer:
-        return Dot(other, self, where=user_line())
+        return operator_layer("Dot")(other, self, where=user_line())
 
     def __neg__(self) -> Layer:
-        return Negate(self, where=user_line())
+        return operator_layer("Negate")(self, where=user_line())
 
     def __pos__(self) -> Layer:
         return self
 
     def __pow__(self, exponent: Any) -> Layer:
-        return Power(self, exponent, where=user_line())
+        return operator_layer("Power")(self, exponent, where=user_line())
 
     def __rpow__(self, base: Any) -> Layer:
         raise LayerTypeError(
@@ -499,229 +493,7 @@ class FixedWeight(Weight):
         return f"FixedWeight({fmt.value(self.init)}{name})", Formatter.ATOM
 
 
-# ----- arithmetic ------------------------------------------------------------------
-
-
-@layer_class
-class BinaryLayer(Layer):
-    """Base of the binary operators: operands `lhs` and `rhs`, printed infix with `symbol`."""
-
-    lhs: Layer = child()
-    rhs: Layer = child()
-
-    symbol: ClassVar[str] = "?"
-    precedence: ClassVar[int] = Formatter.SUM
-
-    def check(self, a: tuple[int, ...], b: tuple[int, ...]) -> None:
-        check_broadcast(self, a, b)
-
-    def output_shape(self, *shapes: tuple[int, ...]) -> tuple[int, ...] | None:
-        """Elementwise: the operands' broadcast shape."""
-        return tuple(np.broadcast_shapes(*shapes))
-
-    def _format(self, fmt: Formatter) -> tuple[str, int]:
-        p = self.precedence
-        lhs, rhs = self.lhs, self.rhs
-        left = (
-            f"Literal({fmt.value(lhs.value)})"
-            if isinstance(lhs, Literal) and isinstance(rhs, Literal)
-            else fmt.sub(lhs, p)
-            if not isinstance(lhs, Literal)
-            else fmt.value(lhs.value)
-        )
-        right = fmt.value(rhs.value) if isinstance(rhs, Literal) else fmt.sub(rhs, p + 1)
-        return f"{left} {self.symbol} {right}", p
-
-
-@layer_class
-class Plus(BinaryLayer):
-    """Elementwise sum, broadcasting (`a + b`)."""
-
-    weight_role = "bias"
-    symbol = "+"
-
-    @property
-    def role(self) -> str | None:
-        """`affine` where an operand is a Weight (a bias), else `sum`."""
-        return "affine" if isinstance(self.lhs, Weight) or isinstance(self.rhs, Weight) else "sum"
-
-    def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
-        return a + b
-
-    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
-        return unbroadcast(d, a.shape), unbroadcast(d, b.shape)
-
-
-@layer_class
-class Minus(BinaryLayer):
-    """Elementwise difference, broadcasting (`a - b`)."""
-
-    weight_role = "bias"
-    symbol = "-"
-    role = "difference"
-
-    def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
-        return a - b
-
-    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
-        return unbroadcast(d, a.shape), unbroadcast(-d, b.shape)
-
-
-@layer_class
-class Times(BinaryLayer):
-    """Elementwise product, broadcasting (`a * b`)."""
-
-    weight_role = "scale"
-    symbol = "*"
-    role = "product"
-    precedence = Formatter.PRODUCT
-
-    def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
-        return a * b
-
-    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
-        return unbroadcast(d * b, a.shape), unbroadcast(d * a, b.shape)
-
-
-@layer_class
-class Divide(BinaryLayer):
-    """Elementwise quotient, broadcasting (`a / b`)."""
-
-    weight_role = "scale"
-    symbol = "/"
-    role = "quotient"
-    precedence = Formatter.PRODUCT
-
-    def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
-        return a / b
-
-    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
-        return unbroadcast(d / b, a.shape), unbroadcast(-d * value / b, b.shape)
-
-
-@layer_class
-class Dot(BinaryLayer):
-    """Matrix product (`a @ b`), with numpy's `matmul` rules."""
-
-    weight_role = "weight"
-    symbol = "@"
-    role = "linear"
-    precedence = Formatter.PRODUCT
-
-    def check(self, a: tuple[int, ...], b: tuple[int, ...]) -> None:
-        if not a or not b:
-            raise ShapeError(f"Dot: operands must not be scalars, got shapes {a} and {b}{at(self.where)}")
-        inner_b = b[-2] if len(b) >= 2 else b[0]
-        if a[-1] != inner_b:
-            raise ShapeError(
-                f"Dot: shapes {a} @ {b} do not fit: the left operand's rows have dim {a[-1]}, the matrix has "
-                f"{inner_b} rows; they must be equal{at(self.where)}"
-            )
-        if len(a) > 2 and len(b) > 2:
-            try:
-                np.broadcast_shapes(a[:-2], b[:-2])
-            except ValueError:
-                raise ShapeError(f"Dot: batch dimensions of {a} and {b} do not broadcast{at(self.where)}") from None
-
-    def output_shape(self, *shapes: tuple[int, ...]) -> tuple[int, ...] | None:
-        """numpy's `matmul` rule: a vector operand is promoted to a matrix and its axis dropped again."""
-        a, b = shapes
-        rows = () if len(a) == 1 else (a[-2],)
-        columns = () if len(b) == 1 else (b[-1],)
-        return tuple(np.broadcast_shapes(a[:-2], b[:-2])) + rows + columns
-
-    def product(self) -> Product:
-        return Product(input=0, weight=1)
-
-    def apply(self, a: jax.Array, b: jax.Array) -> jax.Array:
-        return jnp.matmul(a, b)
-
-    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array, b: jax.Array) -> tuple[jax.Array | None, ...]:
-        # Promote vectors to matrices as matmul does, then transpose the product rule.
-        a2 = a[None, :] if a.ndim == 1 else a
-        b2 = b[:, None] if b.ndim == 1 else b
-        d2 = d
-        if a.ndim == 1:
-            d2 = jnp.expand_dims(d2, -2)
-        if b.ndim == 1:
-            d2 = jnp.expand_dims(d2, -1)
-        da = jnp.matmul(d2, jnp.swapaxes(b2, -1, -2))
-        db = jnp.matmul(jnp.swapaxes(a2, -1, -2), d2)
-        if a.ndim == 1:
-            da = da.squeeze(-2)
-        if b.ndim == 1:
-            db = db.squeeze(-1)
-        return unbroadcast(da, a.shape), unbroadcast(db, b.shape)
-
-
-@layer_class
-class Negate(Layer):
-    """Elementwise negation (`-a`)."""
-
-    arg: Layer = child()
-
-    def apply(self, a: jax.Array) -> jax.Array:
-        return -a
-
-    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
-        return (-d,)
-
-    def _format(self, fmt: Formatter) -> tuple[str, int]:
-        return f"-{fmt.sub(self.arg, Formatter.UNARY)}", Formatter.UNARY
-
-
-def _exponent(value: Any) -> float:
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return float(value)
-    raise LayerTypeError(f"Power needs a constant number as exponent, got {value!r}{at(user_line())}")
-
-
-@layer_class
-class Power(Layer):
-    """Elementwise power by a constant exponent (`a ** 2.0`)."""
-
-    arg: Layer = child()
-    exponent: float = attrs.field(converter=_exponent)
-
-    def apply(self, a: jax.Array) -> jax.Array:
-        return a**self.exponent
-
-    def vjp(self, d: jax.Array, value: jax.Array, a: jax.Array) -> tuple[jax.Array | None, ...]:
-        return (d * self.exponent * a ** (self.exponent - 1.0),)
-
-    def _format(self, fmt: Formatter) -> tuple[str, int]:
-        return f"{fmt.sub(self.arg, Formatter.POWER + 1)} ** {fmt.value(self.exponent)}", Formatter.POWER
-
-
-# ----- networks of layers: canonical names, parameters, plain evaluation ------------------------
-
-
-@attrs.frozen(cache_hash=True)
-class Structure:
-    """The static half of a network: canonical outputs and the parameters' Weights in name order.
-
-    It keys caches (compiled computations, jitted steps) and is the static part
-    of the `Network` pytree.
-    """
-
-    outputs: tuple[tuple[str, Layer], ...]
-    weights: tuple[Weight, ...]
-    #: The names of every Weight (parameters and state), of the trainable ones (`network.params`) and of the
-    #: FixedWeights (`network.state`), in name order; computed once (flattening a Network reads them).
-    names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
-    param_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
-    state_names: tuple[str, ...] = attrs.field(init=False, eq=False, repr=False)
-
-    @classmethod
-    def of(cls, outputs: Mapping[str, Layer]) -> Structure:
-        """The structure of these outputs: canonical (`canonicalize`), its Weights in name order."""
-        canonical, weights = canonicalize(outputs)
-        return cls(tuple(canonical.items()), tuple(weights.values()))
-
-    def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "names", tuple(w.name for w in self.weights))
-        object.__setattr__(self, "param_names", tuple(w.name for w in self.weights if w.trainable))
-        object.__setattr__(self, "state_names", tuple(w.name for w in self.weights if not w.trainable))
+# ----- networks of layers: canonical names, plain evaluation (what `forward` runs) --------------
 
 
 def canonicalize(outputs: Mapping[str, Layer]) -> tuple[dict[str, Layer], dict[str, Weight]]:
@@ -833,17 +605,3 @@ def evaluate(
             tape = Tape(layer, layer.apply(*(u.value for u in upstream)), upstream, parameters=params)
         tapes[id(layer)] = tape
     return [tapes[id(r)] for r in roots]
-
-
-class NetworkLike(Protocol):
-    """What the Index engine needs of a network: its `structure` (the layer graph, and the key of compiled
-    computations) and its parameter and state arrays by name. `symnet.Network` is one."""
-
-    @property
-    def structure(self) -> Structure: ...
-
-    @property
-    def params(self) -> Mapping[str, jax.Array]: ...
-
-    @property
-    def state(self) -> Mapping[str, jax.Array]: ...

@@ -6,10 +6,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..components.base import Component
+from ..core.arithmetic import BinaryLayer, Power
 from ..core.descriptor import Combine, Descriptor, IndexedLayer, Input, Node
 from ..core.formatting import number_text
 from ..core.index import format_indexes
-from ..core.layer import BinaryLayer, Identity, Literal, Power, Weight
+from ..core.layer import Identity, Literal, Weight
 
 __all__ = ["COLOURS", "index_text", "kind", "label", "shape_text"]
 

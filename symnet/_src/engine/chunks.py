@@ -23,8 +23,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ..core.layer import NetworkLike
 from ..core.precision import Precision
+from ..core.structure import NetworkLike
 from .buckets import Side, batches, bucket_length
 from .recurrence import Lowering
 from .runner import Block, Ends, clamped, run

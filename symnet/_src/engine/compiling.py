@@ -8,8 +8,8 @@ one request shape reuse one Computation.
 from __future__ import annotations
 
 from ..base.errors import PlanError
-from ..core.layer import NetworkLike
 from ..core.precision import Precision, get_precision
+from ..core.structure import NetworkLike
 from .computation import Computation
 from .gradient import GRADIENTS
 from .graph import Graph

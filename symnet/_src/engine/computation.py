@@ -21,14 +21,9 @@ import numpy as np
 from ..base.errors import PlanError, ShapeError
 from ..core import html, rng
 from ..core.descriptor import Combine, Descriptor, IndexedLayer
-from ..core.layer import (
-    Layer,
-    Literal,
-    NetworkLike,
-    Structure,
-    Weight,
-)
+from ..core.layer import Layer, Literal, Weight
 from ..core.precision import Precision
+from ..core.structure import NetworkLike, Structure
 from ..core.tape import Tape
 from . import splice
 from .attention import FusedAttention, attention_tape, find_attentions

@@ -28,7 +28,7 @@ import numpy as np
 from ..base.errors import PlanError
 from ..core.descriptor import Descriptor
 from ..core.index import IndexSet, decode, format_indexes
-from ..core.layer import NetworkLike, Structure
+from ..core.structure import NetworkLike, Structure
 from .graph import Graph
 from .memo import Cache
 from .plan import Planner, time_reach, unstarted_recurrence

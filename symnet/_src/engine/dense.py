@@ -18,8 +18,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..base.errors import PlanError, ShapeError
-from ..core.layer import NetworkLike
 from ..core.precision import Precision, get_precision
+from ..core.structure import NetworkLike
 from .buckets import batches, bucket_length, padding_side
 from .chunks import compute_chunks, padded_chunk
 from .context import context as context  # re-exported: `dense.context(network)` is part of this module's API

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..base.errors import ShapeError
+from ..core.arithmetic import BinaryLayer, Dot, Negate, Power
 from ..core.descriptor import Combine, IndexedLayer, Node
 from ..core.elementwise import Elementwise
 from ..core.frozen import FrozenArray
-from ..core.layer import BinaryLayer, Dot, Layer, Literal, Negate, Power, Weight
+from ..core.layer import Layer, Literal, Weight
 from .graph import Graph
 from .semantics import combine
 

@@ -35,9 +35,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..base.errors import PlanError, ShapeError, at
+from ..core.arithmetic import Dot
 from ..core.descriptor import Combine, Descriptor, Node
 from ..core.elementwise import Sigmoid, Tanh
-from ..core.layer import Dot, Layer
+from ..core.layer import Layer
 from .semantics import combine
 
 __all__ = ["ActivationGroup", "FrameProgram", "Needs", "passes_through", "step_value"]

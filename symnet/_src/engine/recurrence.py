@@ -36,9 +36,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..base.errors import PlanError
+from ..core.arithmetic import Divide, Minus, Negate, Plus, Times
 from ..core.descriptor import Node
 from ..core.index import decode
-from ..core.layer import Divide, Layer, Minus, Negate, Plus, Times, layer_class
+from ..core.layer import Layer, layer_class
 from ..core.tape import Tape
 from .dims import node_shapes, static_dim
 from .frame import FrameProgram, passes_through, step_value

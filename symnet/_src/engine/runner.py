@@ -51,8 +51,8 @@ import numpy as np
 
 from ..base.errors import PlanError
 from ..core.index import IndexSet, encode
-from ..core.layer import NetworkLike
 from ..core.precision import Precision
+from ..core.structure import NetworkLike
 from .compiling import compile
 from .computation import Computation
 from .recurrence import Lowering

@@ -19,10 +19,11 @@ import numpy as np
 
 from ..base.errors import PlanError, ShapeError, at
 from ..core import rng
+from ..core.arithmetic import Divide, Dot, Minus, Negate, Plus, Times
 from ..core.descriptor import Combine
 from ..core.elementwise import Exp, Log, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from ..core.index import IndexSet, decode, encode
-from ..core.layer import Divide, Dot, Layer, Minus, Negate, Plus, Times
+from ..core.layer import Layer
 from ..core.tape import Tape
 from .layout import as_frames, as_layout, moved
 from .rowmap import RowMap

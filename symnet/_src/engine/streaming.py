@@ -34,8 +34,8 @@ import numpy as np
 from ..base.errors import ArgumentTypeError, PlanError, ShapeError, StreamError
 from ..core.descriptor import Node
 from ..core.index import IndexSet, decode
-from ..core.layer import NetworkLike
 from ..core.precision import Precision, get_precision
+from ..core.structure import NetworkLike
 from .compiling import compile
 from .context import context, output_name
 from .context import modulus as graph_modulus

@@ -37,10 +37,11 @@ from ..base.errors import (
     UnknownShapeError,
     at,
 )
+from ..core.arithmetic import BinaryLayer, Negate, Power
 from ..core.descriptor import IfDefined, Node, Offset, ReplaceIndex, Round, Scale
 from ..core.elementwise import Elementwise
 from ..core.formatting import Formatter
-from ..core.layer import BinaryLayer, Layer, Negate, Power, as_layer
+from ..core.layer import Layer, as_layer
 from ..core.source import user_line
 from ..engine.dims import node_shapes, static_dim
 from ..engine.graph import Graph

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from ..base.errors import ModelFormatError, SymnetError
-from ..core.layer import Structure
+from ..core.structure import Structure
 from .archive import read_archive
 from .structure import decode_outputs, network_entries
 

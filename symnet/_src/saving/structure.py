@@ -37,6 +37,7 @@ import numpy as np
 from .. import components as _components  # noqa: F401  symnet's own layer classes, registered before a file is read
 from .. import layers as _layers  # noqa: F401
 from ..base.errors import ModelFormatError, SaveError
+from ..core import arithmetic as _arithmetic  # noqa: F401  (Plus, Dot, ...: the operators' layers)
 from ..core.frozen import FrozenArray
 from ..core.initializers import Initializer
 from ..core.layer import Layer

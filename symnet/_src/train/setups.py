@@ -24,7 +24,8 @@ import attrs
 import jax
 import numpy as np
 
-from ..core.layer import Layer, Structure
+from ..core.layer import Layer
+from ..core.structure import Structure
 from ..engine.memo import Cache
 
 __all__ = ["fingerprint", "trainer_for", "KEPT"]

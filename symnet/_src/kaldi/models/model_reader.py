@@ -56,7 +56,7 @@ from .nnet_file import NnetComponent, NnetFile, field_to_token, find_token, pars
 if TYPE_CHECKING:
     import jax
 
-    from ...core.layer import Structure
+    from ...core.structure import Structure
     from .model import KaldiModel
 else:
     from ...core.lazyjax import jax

@@ -53,8 +53,9 @@ import numpy as np
 from ...base.errors import ArgumentTypeError, ComponentConfigError, ConfigError, ParameterError, SymnetError
 from ...components.base import Component
 from ...core.descriptor import DimRange, Input, Node, Ref, node_name
-from ...core.layer import Layer, Structure, Weight, evolve
+from ...core.layer import Layer, Weight, evolve
 from ...core.params import check_sizes
+from ...core.structure import Structure
 from ...core.walk import walk
 from ..components import PLACEHOLDER_INPUT, lookup, records
 from .config import (

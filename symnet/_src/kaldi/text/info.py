@@ -15,7 +15,7 @@ from typing import Any
 
 from ...base.errors import SymnetError
 from ...components.base import Component
-from ...core.layer import Structure
+from ...core.structure import Structure
 from ...core.walk import walk
 from ...engine.context import modulus as graph_modulus
 from ...engine.context import structure_context

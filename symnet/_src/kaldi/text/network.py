@@ -30,7 +30,8 @@ from ...base.errors import ArgumentTypeError, ConfigError, ConfigWriteError, Des
 from ...components.base import Component
 from ...components.structure import CompositeComponent
 from ...core.descriptor import Combine, Descriptor, Input, Node, Ref, node_name
-from ...core.layer import Identity, Layer, Structure, evolve
+from ...core.layer import Identity, Layer, evolve
+from ...core.structure import Structure
 from ...core.walk import walk
 from ...layers.kaldi import kaldi_forms
 from ..components import PLACEHOLDER_INPUT, component_options

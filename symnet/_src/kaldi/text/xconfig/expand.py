@@ -31,7 +31,7 @@ import numpy as np
 from ....base.atomic import atomic_write, atomic_write_all
 from ....base.errors import ConfigError, SymnetError
 from ....base.text import clip
-from ....core.layer import Structure
+from ....core.structure import Structure
 from . import attention, basic, composite, convolution, gru, lstm, stats, trivial  # noqa: F401  (register the layers)
 from .backend import ConfigLine, OutputNode, Source, build_network, parse_line, read_matrix_file, sized_structure
 from .base import KALDI_LAYER_TYPES, LAYER_TYPES, UNSUPPORTED_LAYER_TYPES, XInput, XLayer, closest
