@@ -17,7 +17,6 @@ resumes bit for bit.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -33,19 +32,18 @@ from ..kaldi_io.fst import Fst
 from ..kaldi_io.scp import entry_rows, read_entry
 from ..kaldi_io.tables import parse_spec, reading, scp_entries
 from .chain_cutting import check_lengths, chunk_example, key_number
-from .chain_egs import Held, HeldChunks, HeldSupervision, StreamedChainEgs, chain_arrays
+from .chain_egs import Held, HeldSupervision, StreamedChainEgs, chain_arrays
 from .egs_split import KaldiChunk, KaldiSplitter
-from .egs_streams import DEFAULT_BUFFER_SIZE, ChainEgsStream
-from .examples import Chunks, stack_chunks
-from .streams import Corpus
+from .egs_streams import DEFAULT_BUFFER_SIZE, ChainEgsStream, PrecutCorpus, stack_held
+from .examples import Chunks
+from .streams import file_of, file_stamps
 
 __all__ = ["ChainDataCorpus", "stream_chain_data"]
 
 
-class ChainDataCorpus(Corpus):
+class ChainDataCorpus(PrecutCorpus):
     """Chain egs of a data directory's utterances, cut and made as training reads them (see the module doc)."""
 
-    precut = True
     chain = True
 
     def __init__(
@@ -105,29 +103,11 @@ class ChainDataCorpus(Corpus):
         yield repr((self.features, sorted(options.items()), self.make["topology"])).encode()
         for key in sorted(self.phone_lengths):
             yield key.encode() + self.phone_lengths[key].tobytes()
-        files = {self._entries[key].rsplit(":", 1)[0] for key, _ in self.places}
-        for name in sorted(files):
-            try:
-                st = os.stat(name)
-                yield repr((name, st.st_size, st.st_mtime_ns)).encode()
-            except OSError:
-                yield repr((name, None)).encode()
-
-    def window_sizes(self) -> np.ndarray:
-        """Each example counts one against the buffer size."""
-        return np.ones(len(self), np.int64)
-
-    def sample(self) -> Any:
-        """The first readable example of the largest width (`fit` plans its computations from it)."""
-        for _, item in self.read(np.flatnonzero(self.lengths == self.lengths.max()).tolist()):
-            if item is not None:
-                return item
-        return super().sample()
+        files = {file_of(self._entries[key]) for key, _ in self.places}
+        yield from file_stamps(f for f in files if f is not None)
 
     def stack(self, items: Sequence[Any]) -> Chunks:
-        chunks = stack_chunks([piece for piece, _ in items], self.left, self.right)
-        held = tuple(held for _, held in items)
-        return HeldChunks(chunks.features, chunks.targets, chunks.weights, chunks.left, chunks.right, held=held)
+        return stack_held(items, self.left, self.right)
 
     def _utterance(self, key: str) -> ChainGraph:
         """The utterance's numerator (the last few kept: a window's chunks of one utterance often come together)."""

@@ -40,9 +40,18 @@ from ..kaldi_io.egs_archives import EgsArchives, Place
 from ..kaldi_io.fst import Fst
 from .chain_egs import Held, HeldChunks, HeldSupervision, StreamedChainEgs, chain_arrays
 from .examples import Chunks, stack_chunks
-from .streams import ON_ERROR, Corpus
+from .streams import ON_ERROR, Corpus, file_stamps
 
-__all__ = ["DEFAULT_BUFFER_SIZE", "ChainEgsCorpus", "ChainEgsStream", "EgsCorpus", "stream_cegs", "stream_egs"]
+__all__ = [
+    "DEFAULT_BUFFER_SIZE",
+    "ChainEgsCorpus",
+    "ChainEgsStream",
+    "EgsCorpus",
+    "PrecutCorpus",
+    "stack_held",
+    "stream_cegs",
+    "stream_egs",
+]
 
 #: Examples shuffled together (Kaldi's recipes give nnet3-shuffle-egs --buffer-size=5000): 5,000 egs of 150
 #: frames of 40-dim features are 120 MB.
@@ -51,11 +60,35 @@ DEFAULT_BUFFER_SIZE = 5000
 Sources = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
-class EgsCorpus(Corpus):
-    """nnet3 egs read as training goes: each example one chunk (its `lengths`: output frames), at the context it
-    was cut with (`left`, `right`); its windows are counted in examples (`window_frames`: the buffer size)."""
+class PrecutCorpus(Corpus):
+    """A corpus of egs, each item one chunk at its own width (`lengths`) and the corpus's context; its windows are
+    counted in examples (`window_frames`: the buffer size)."""
 
     precut = True
+
+    def window_sizes(self) -> np.ndarray:
+        """Each example counts one against the buffer size."""
+        return np.ones(len(self), np.int64)
+
+    def sample(self) -> Any:
+        """The first readable example of the largest width (`fit` plans its computations from it)."""
+        for _, item in self.read(np.flatnonzero(self.lengths == self.lengths.max()).tolist()):
+            if item is not None:
+                return item
+        return super().sample()
+
+
+def stack_held(items: Sequence[Any], left: int, right: int) -> HeldChunks:
+    """A minibatch of streamed chain egs (`(piece, Held)` items): their chunks, holding their supervision."""
+    chunks = stack_chunks([piece for piece, _ in items], left, right)
+    held = tuple(held for _, held in items)
+    return HeldChunks(chunks.features, chunks.targets, chunks.weights, chunks.left, chunks.right, held=held)
+
+
+class EgsCorpus(PrecutCorpus):
+    """nnet3 egs read as training goes: each example one chunk (its `lengths`: output frames), at the context it
+    was cut with (`left`, `right`)."""
+
     chain = False
 
     def __init__(
@@ -107,23 +140,7 @@ class EgsCorpus(Corpus):
         yield repr((self.chain, self.soft, self.output, self.context)).encode()
         for place in self.places:
             yield repr((place.file, place.offset)).encode()
-        for name in self.archives.files() + sorted({p.file for p in self.places}):
-            try:
-                st = os.stat(name)
-                yield repr((name, st.st_size, st.st_mtime_ns)).encode()
-            except OSError:
-                yield repr((name, None)).encode()
-
-    def window_sizes(self) -> np.ndarray:
-        """Each example counts one against the buffer size."""
-        return np.ones(len(self), np.int64)
-
-    def sample(self) -> Any:
-        """The first readable example of the largest width (`fit` plans its computations from it)."""
-        for _, item in self.read(np.flatnonzero(self.lengths == self.lengths.max()).tolist()):
-            if item is not None:
-                return item
-        return super().sample()
+        yield from file_stamps([*self.archives.files(), *(p.file for p in self.places)])
 
     def stack(self, items: Sequence[Any]) -> Chunks:
         return stack_chunks(items, self.left, self.right)
@@ -179,9 +196,7 @@ class ChainEgsCorpus(EgsCorpus):
         yield from super().identity()
 
     def stack(self, items: Sequence[Any]) -> Chunks:
-        chunks = stack_chunks([piece for piece, _ in items], self.left, self.right)
-        held = tuple(held for _, held in items)
-        return HeldChunks(chunks.features, chunks.targets, chunks.weights, chunks.left, chunks.right, held=held)
+        return stack_held(items, self.left, self.right)
 
     def _shape(self, place: Place, example: Any) -> tuple[int, tuple[int, int]]:
         arrays = self._arrays(place, example)

@@ -265,13 +265,8 @@ class KaldiCorpus(Corpus):
         yield repr((self.features, self.targets, self.frame_subsampling_factor)).encode()
         for key in self.keys:
             yield self._feature_entries[key].encode()
-        files = {_file_of(self._feature_entries[key]) for key in self.keys} | {self._targets.path}
-        for name in sorted(f for f in files if f is not None):
-            try:
-                st = os.stat(name)
-                yield repr((name, st.st_size, st.st_mtime_ns)).encode()
-            except OSError:
-                yield repr((name, None)).encode()
+        files = {file_of(self._feature_entries[key]) for key in self.keys} | {self._targets.path}
+        yield from file_stamps(f for f in files if f is not None)
 
     def _load(self, position: int) -> tuple[np.ndarray, np.ndarray]:
         key = self.keys[position]
@@ -316,12 +311,23 @@ class _TargetTable:
         return value
 
 
-def _file_of(entry: str) -> str | None:
+def file_of(entry: str) -> str | None:
     """The file an scp entry reads (None for a command)."""
     if is_command(entry):
         return None
     name, _, tail = entry.rpartition(":")
     return name if name and is_digits(tail.split("[", 1)[0]) else entry
+
+
+def file_stamps(names: Iterable[str]) -> Iterator[bytes]:
+    """Each file's name, size and modification time (None where it cannot be read), sorted by name: what a
+    stream's digest covers of its files, so a resume notices one that changed."""
+    for name in sorted(set(names)):
+        try:
+            st = os.stat(name)
+            yield repr((name, st.st_size, st.st_mtime_ns)).encode()
+        except OSError:
+            yield repr((name, None)).encode()
 
 
 class SequenceCorpus(Corpus):
