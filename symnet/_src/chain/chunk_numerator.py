@@ -18,6 +18,8 @@ warn and leave it out).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections import defaultdict
 
 import numpy as np
@@ -79,11 +81,10 @@ def chunk_numerator(utterance: ChainGraph, begin: int, frames: int, normalizatio
     end = begin + frames
     final_state = -1  # the chunk's one final state: every arc out of its last frame enters it
     out: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for a in np.flatnonzero(alive[utterance.src] & alive[utterance.dst] & (frame[utterance.src] >= begin)).tolist():
-        s = int(utterance.src[a])
-        if frame[s] < end:
-            d = int(utterance.dst[a])
-            out[s].append((int(utterance.pdf[a]), d if frame[d] < end else final_state))
+    inside = (frame[utterance.src] >= begin) & (frame[utterance.src] < end)
+    for a in np.flatnonzero(alive[utterance.src] & alive[utterance.dst] & inside).tolist():
+        s, d = int(utterance.src[a]), int(utterance.dst[a])
+        out[s].append((int(utterance.pdf[a]), d if frame[d] < end else final_state))
     norm, norm_start, norm_final = _normalization(normalization)
     start = tuple((s, norm_start, 0.0) for s in np.flatnonzero(alive & (frame == begin)).tolist())
     subsets: list[tuple[tuple[int, int, float], ...]] = [start]
@@ -136,7 +137,24 @@ def chunk_numerator(utterance: ChainGraph, begin: int, frames: int, normalizatio
 Arcs = dict[tuple[int, int], list[tuple[int, float]]]
 
 
+#: Each normalization's arcs by (state, pdf), made once and kept while the normalization lives: every chunk of a
+#: corpus is normalized with the same one.
+_ARCS: weakref.WeakKeyDictionary[Fst | ChainGraph, tuple[Arcs, int, np.ndarray]] = weakref.WeakKeyDictionary()
+_ARCS_LOCK = threading.Lock()
+
+
 def _normalization(normalization: Fst | ChainGraph) -> tuple[Arcs, int, np.ndarray]:
+    """`_normalization_arcs` of `normalization`, made once per normalization (see `_ARCS`)."""
+    with _ARCS_LOCK:
+        found = _ARCS.get(normalization)
+    if found is None:
+        found = _normalization_arcs(normalization)
+        with _ARCS_LOCK:
+            _ARCS[normalization] = found
+    return found
+
+
+def _normalization_arcs(normalization: Fst | ChainGraph) -> tuple[Arcs, int, np.ndarray]:
     """(arcs by (state, pdf): [(next state, -log weight)], start state, -log final weight per state) of Kaldi's
     normalization FST, or of one made from a denominator graph as DenominatorGraph::GetNormalizationFst makes it
     (a start state, here -1, whose arcs are every arc weighted by its source's initial probability; parallel
