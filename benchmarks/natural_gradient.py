@@ -81,15 +81,15 @@ def run(net, train_chunks, valid_chunks, opt, *, steps: int, batch_size: int, se
         perm = np.random.default_rng([seed, epoch]).permutation(len(train_chunks))
         order += trainer.batches(train_chunks, perm)
         epoch += 1
-    x, t, w = trainer.arrays(train_chunks, order[0])
-    net, state, loss, _, _, _ = trainer.step(net, state, x, t, w)  # warm-up and compile: step 1
+    x, t, w = trainer.arrays(trainer.minibatch(0, train_chunks, order[0]))
+    net, state, loss, _, _, _, _ = trainer.step(net, state, x, t, w)  # warm-up and compile: step 1
     jax.block_until_ready(loss)
     points = {}
     elapsed = 0.0
     for step in range(2, steps + 1):
-        x, t, w = trainer.arrays(train_chunks, order[step - 1])
+        x, t, w = trainer.arrays(trainer.minibatch(step - 1, train_chunks, order[step - 1]))
         started = time.perf_counter()
-        net, state, loss, _, _, _ = trainer.step(net, state, x, t, w)
+        net, state, loss, _, _, _, _ = trainer.step(net, state, x, t, w)
         jax.block_until_ready(loss)
         elapsed += time.perf_counter() - started
         if not np.isfinite(float(loss)):

@@ -428,9 +428,9 @@ def test_trains_in_a_jitted_step_with_states_carried(small_task):
     epoch_losses, t = [], []
     for epoch in range(4):
         losses = []
-        for idx in trainer.batches(chunks, np.random.default_rng(epoch).permutation(len(chunks))):
-            x, targets, weights = trainer.arrays(chunks, idx)
-            net, opt_state, loss, _, finite, _ = trainer.step(net, opt_state, x, targets, weights)
+        for b, idx in enumerate(trainer.batches(chunks, np.random.default_rng(epoch).permutation(len(chunks)))):
+            x, targets, weights = trainer.arrays(trainer.minibatch(b, chunks, idx))
+            net, opt_state, loss, _, finite, _, _ = trainer.step(net, opt_state, x, targets, weights)
             assert all(bool(v) for v in finite.values())
             losses.append(float(loss))
             t.append(float(opt_state.preconditioners["tdnn2"]["out"].t))

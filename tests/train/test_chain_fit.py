@@ -322,9 +322,9 @@ def test_xent_regularized_step_equals_jax_grad_of_kaldis_total(task):
     )
     assert trainer.outputs == ("output", "output-xent")
     idx = np.arange(2)
-    x, targets, weights = trainer.arrays(chunks, idx)
+    x, targets, weights = trainer.arrays(trainer.minibatch(0, chunks, idx))
     opt_state = optax.sgd(1.0).init(net.params)
-    new, _, loss, stats, _, _ = trainer.step(net, opt_state, x, targets, weights)
+    new, _, loss, stats, _, _, _ = trainer.step(net, opt_state, x, targets, weights)
     step_grads = {name: np.asarray(net.params[name] - new.params[name]) for name in net.params}
 
     sup = objective.supervision(chunks.targets[idx], chunks.weights[idx], k)

@@ -75,14 +75,15 @@ def test_a_cut_down_minibatch_has_the_full_width_loss_and_gradients(make):
     opt_state = optax.sgd(0.1).init(net.params)
     key = jax.random.PRNGKey(0)
     widths = set()
-    for idx in multi.batches(chunks, np.arange(len(chunks))):
-        widths.add(multi.width(chunks, idx))
-        cut = multi.step(net, opt_state, *multi.arrays(chunks, idx), key, multi.ends(chunks, idx))
-        whole = full.step(net, opt_state, *full.arrays(chunks, idx), key, full.ends(chunks, idx))
+    for b, idx in enumerate(multi.batches(chunks, np.arange(len(chunks)))):
+        cut_batch, whole_batch = multi.minibatch(b, chunks, idx), full.minibatch(b, chunks, idx)
+        widths.add(cut_batch.width)
+        cut = multi.step(net, opt_state, *multi.arrays(cut_batch), key, multi.ends(cut_batch))
+        whole = full.step(net, opt_state, *full.arrays(whole_batch), key, full.ends(whole_batch))
         assert float(cut[2]) == pytest.approx(float(whole[2]), rel=1e-5)  # the loss
         for name, value in whole[0].params.items():
             np.testing.assert_allclose(np.asarray(cut[0].params[name]), np.asarray(value), rtol=1e-5, atol=1e-6)
-        assert multi.frames(chunks, idx) == full.frames(chunks, idx)
+        assert float(cut[6]) == float(whole[6]) == chunks.weights[idx].sum()  # the frames
     assert widths == {4, 8, 12}
 
 

@@ -114,6 +114,37 @@ def train(net: Any, mesh: Any, **options: Any) -> dict[str, Any]:
     }
 
 
+def train_stream(net: Any, mesh: Any) -> dict[str, Any]:
+    """One epoch of `fit` on a stream of 40 sequences of 4 to 6 frames (one chunk each) in windows of about 60
+    frames: losses, values, and the positions of the sequences this process read."""
+    import optax
+
+    from symnet.datasets import HmmTask
+    from symnet.train import fit, stream_sequences
+
+    task = HmmTask.create(
+        seed=0, num_phones=3, successors=2, states_per_phone=2, feat_dim=FEAT, min_length=4, max_length=CHUNK
+    )
+    sample = task.sample(40, seed=3)
+    sequences = [(f"seq{i:02d}", f, t) for i, (f, t) in enumerate(zip(sample.features, sample.labels))]
+    stream = stream_sequences(sequences, window_frames=60)
+    read: list[int] = []
+    item = stream._item
+
+    def recorded(position: int) -> Any:
+        read.append(position)
+        return item(position)
+
+    stream._item = recorded  # type: ignore[method-assign]
+    result = fit(net, stream, optax.adam(1e-2), epochs=1, batch_size=BATCH, chunk=CHUNK, progress=False, mesh=mesh)
+    return {
+        "losses": [[h.train_loss, h.train_accuracy] for h in result.history],
+        "steps": result.history[-1].step,
+        "values": {k: np.asarray(v).tolist() for k, v in result.network.values.items()},
+        "read": read,
+    }
+
+
 def collectives(net: Any, mesh: Any) -> dict[str, int]:
     """How many of each collective the compiled data-parallel step's HLO has."""
     import jax
@@ -133,9 +164,9 @@ def collectives(net: Any, mesh: Any) -> dict[str, int]:
     args = (
         parallel.replicate(net),
         parallel.replicate(opt.init(net.params)),
-        *trainer.arrays(chunks, np.arange(BATCH)),
+        *trainer.arrays(trainer.minibatch(0, chunks, np.arange(BATCH))),
         parallel.replicate(jax.random.PRNGKey(0)),
-        trainer.ends(chunks, np.arange(BATCH)),
+        trainer.ends(trainer.minibatch(0, chunks, np.arange(BATCH))),
     )
     hlo = trainer.jitted_step.lower(*args).compile().as_text()
     assert hlo is not None
@@ -178,14 +209,19 @@ def worker(mode: str, *args: str) -> dict[str, Any]:
         except TrainingError as e:
             out["indivisible"] = str(e)
         return out
-    if mode == "reference":  # one process, all devices: the TDNN with a mesh
-        return train(networks()["tdnn"], jax.make_mesh((DEVICES,), ("data",)))
+    if mode == "reference":  # one process, all devices: the TDNN with a mesh, in memory and streamed; no mesh
+        mesh = jax.make_mesh((DEVICES,), ("data",))
+        memory = train(networks()["tdnn"], mesh)
+        streamed = {"mesh": train_stream(networks()["tdnn"], mesh), "one": train_stream(networks()["tdnn"], None)}
+        return {**memory, "stream": streamed}
     if mode == "process":  # one of two processes on localhost
         process, port = int(args[0]), int(args[1])
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process)
         assert len(jax.devices()) == DEVICES and len(jax.local_devices()) == DEVICES // 2
-        result = train(networks()["tdnn"], jax.make_mesh((DEVICES,), ("data",)))
+        mesh = jax.make_mesh((DEVICES,), ("data",))
+        result = train(networks()["tdnn"], mesh)
+        result["stream"] = train_stream(networks()["tdnn"], mesh)
         jax.distributed.shutdown()
         return result
     raise SystemExit(f"unknown mode {mode}")
@@ -353,6 +389,25 @@ def test_two_processes_train_as_one() -> None:
     for run in runs:
         assert_same_run(run, expected)
     assert runs[0]["losses"] == runs[1]["losses"]  # the processes agree exactly: every value is replicated
+    check_streams([run["stream"] for run in runs], expected["stream"])
+
+
+def check_streams(runs: list[dict[str, Any]], expected: dict[str, Any]) -> None:
+    """A stream trains the same in two processes as in one with all four devices, and as without a mesh; each
+    process reads only the sequences its own devices compute (here one chunk a sequence: half of them)."""
+    one, whole = expected["one"], expected["mesh"]
+    assert one["steps"] == whole["steps"] == runs[0]["steps"] == runs[1]["steps"] > 10
+    for run in (whole, *runs):
+        np.testing.assert_allclose(run["losses"], one["losses"], rtol=1e-5)
+        for name, value in one["values"].items():
+            np.testing.assert_allclose(run["values"][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert runs[0]["losses"] == runs[1]["losses"] and runs[0]["values"] == runs[1]["values"]
+    everything = set(range(40))
+    assert set(one["read"]) == set(whole["read"]) == everything  # fit's first look reads sequence 0 too
+    mine = [set(run["read"]) - {0} for run in runs]
+    assert mine[0] | mine[1] == everything - {0}
+    # each reads its half, and only the few sequences that fill a window's short last minibatch twice
+    assert all(len(m) <= 24 for m in mine) and len(mine[0] & mine[1]) <= 4, [sorted(m) for m in mine]
 
 
 if __name__ == "__main__":

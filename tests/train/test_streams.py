@@ -183,6 +183,31 @@ def test_bad_data_mid_corpus_is_named_or_skipped_and_counted(kaldi_dir, tmp_path
     assert "utt-017" not in indexed.keys and len(indexed) == 29
 
 
+def test_with_a_mesh_a_skipped_sequence_keeps_its_place_at_weight_0(kaldi_dir):
+    """With a mesh each process cuts only its devices' part of a minibatch, so a chunk of a bad sequence keeps
+    its place (a weight-0 repeat) instead of leaving the minibatch: every planned step is taken, and the losses
+    and parameters are those of the run without a mesh, which leaves the chunk out (a mean over the same frames)."""
+    import jax
+
+    streams = {
+        name: stream_kaldi_data("scp:feats.scp", "ark:ali.ark", window_frames=200, on_error="skip")
+        for name in ("one", "mesh")
+    }
+    damage(kaldi_dir, "utt-017")  # after the streams were indexed: found while training
+    runs = {}
+    for name, mesh in (("one", None), ("mesh", jax.make_mesh((1,), ("data",)))):
+        skipping = streams[name]
+        with pytest.warns(SkippedDataWarning, match="utt-017"):
+            runs[name] = fit(net(), skipping, optax.adam(1e-2), **SETTINGS, mesh=mesh)
+        assert [key for key, _ in skipping.skipped] == ["utt-017", "utt-017"]
+    planned = steps_per_epoch(net(), skipping, batch_size=4, chunk=(10, 20), seed=SETTINGS["seed"]) * 2
+    assert runs["mesh"].history[-1].step == planned
+    one, mesh = runs["one"], runs["mesh"]
+    np.testing.assert_allclose([h.train_loss for h in mesh.history], [h.train_loss for h in one.history], rtol=1e-5)
+    for name, value in one.network.values.items():
+        np.testing.assert_allclose(np.asarray(mesh.network.values[name]), np.asarray(value), rtol=1e-5, atol=1e-6)
+
+
 def test_a_length_mismatch_and_a_missing_alignment_are_named(kaldi_dir):
     ali = {k: t for k, (_, t) in kaldi_dir.items() if k != "utt-004"}
     ali["utt-009"] = ali["utt-009"][:-2]
@@ -252,8 +277,9 @@ def test_kaldi_chunks_on_the_fly_are_the_splitters_each_once_an_epoch():
             expected[(p, c.first_frame)] = cut_kaldi_chunk(f, t, c, left=2, right=1)
     seen = []
     with batches.epoch(0) as minibatches:
-        for _, chunks, idx in minibatches:
-            assert chunks.ends is None and chunks.chunk in (5, 6, 8) and len(idx) <= 4
+        for minibatch in minibatches:
+            chunks = minibatch.chunks
+            assert chunks.ends is None and chunks.chunk in (5, 6, 8) and minibatch.count <= 4
             seen.append(chunks)
     found = 0
     for chunks in seen:

@@ -56,8 +56,9 @@ def test_the_gradient_is_that_of_the_chunks_computed_alone():
     net = network()
     feats, labels = sequences([6, 2, 5])
     chunks, trainer = trainer_for(net, feats, labels, 6, batch=3)
-    x, targets, weights = trainer.arrays(chunks, np.arange(3))
-    ends = trainer.ends(chunks, np.arange(3))
+    minibatch = trainer.minibatch(0, chunks, np.arange(3))
+    x, targets, weights = trainer.arrays(minibatch)
+    ends = trainer.ends(minibatch)
 
     def tape_grads(params):
         tape = trainer.computation.forward(net.replace(params=params), {"input": x}, ends)["output"]
@@ -85,7 +86,7 @@ def test_a_forward_only_recurrence_or_a_tdnn_needs_no_ends():
         chunks, trainer = trainer_for(net, feats, labels, 5, batch=2)
         assert not trainer.sequence_ends
         assert not trainer.computation.request.sequence_ends
-        assert trainer.ends(chunks, np.arange(2)) is None
+        assert trainer.ends(trainer.minibatch(0, chunks, np.arange(2))) is None
 
 
 def test_fit_trains_a_blstm_with_sequence_ends_and_its_loss_goes_down():

@@ -236,7 +236,8 @@ def _chunks(
         arrays = chain_arrays(eg, input, output)
         if shape and shape != arrays.shape:
             raise TrainingError(
-                f"chain eg {eg.key!r}: chunk shape {arrays.shape}, the first eg's {shape}; egs of one shape only"
+                f"chain eg {eg.key!r}: chunk shape {arrays.shape}, the first eg's {shape}; chain_egs takes egs of "
+                "one shape only (stream_cegs and stream_chain_data train egs of several chunk sizes side by side)"
             )
         shape.update(arrays.shape)
         numbers.append(len(graphs))

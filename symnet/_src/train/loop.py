@@ -386,22 +386,23 @@ def _train(
         started = last = time.perf_counter()
         waited_before = train_batches.waited
         with train_batches.epoch(epoch, start_batch) as minibatches:
-            for b, chunks, idx in minibatches:
+            for minibatch in minibatches:
+                b = minibatch.number
                 if max_steps is not None and step >= max_steps:
                     return done(network, step)
-                x, targets, weights = trainer.arrays(chunks, idx)
+                x, targets, weights = trainer.arrays(minibatch)
                 key = jax.random.fold_in(base_key, step)  # this step's randomness (dropout masks)
                 if trainer.parallel is not None:
                     key = trainer.parallel.replicate(key)
-                ends = trainer.ends(chunks, idx)
-                rules_args = trainer.rules_args(idx, step / total_steps)
+                ends = trainer.ends(minibatch)
+                rules_args = trainer.rules_args(minibatch, step / total_steps)
                 extra = (rules_args,) if rules_args is not None else ()
-                new_network, opt_state, loss, correct, finite, grad_norm = trainer.step(
+                new_network, opt_state, loss, correct, finite, grad_norm, weight = trainer.step(
                     network, opt_state, x, targets, weights, key, ends, *extra
                 )
                 loss_value = float(loss)
                 if not np.isfinite(loss_value):
-                    culprit = trainer.first_non_finite(network, chunks, idx, key)
+                    culprit = trainer.first_non_finite(network, minibatch, key)
                     raise TrainingError(
                         f"the loss is {loss_value} at step {step + 1} (epoch {epoch}, minibatch {b}); "
                         f"first non-finite value: {culprit}. {_kept(checkpoint)}"
@@ -415,7 +416,7 @@ def _train(
                     )
                 network = new_network
                 step += 1
-                frames = trainer.frames(chunks, idx)
+                frames = float(weight)
                 right, count = trainer.counts(correct, frames)
                 loss_sum += loss_value * frames
                 correct_sum += right

@@ -1,7 +1,9 @@
 """The minibatches of each epoch of `fit`: from chunks in memory, or planned from a `Corpus`'s index and read ahead.
 
-Both give `(b, chunks, indexes)`: minibatch `b` of the epoch is `chunks[indexes]`, all of one width
-(`Trainer.batches`). In memory (`MemoryBatches`) an epoch is a permutation drawn from `(seed, epoch)`.
+Both give `Minibatch`es: minibatch `number` of the epoch, `chunks[rows]`, all of one width (`Trainer.batches`),
+filled up to the batch size with weight-0 repeats. With a mesh its `rows` are only those this process's devices
+compute (`DataParallel.local_rows`); a stream then reads only their sequences. In memory (`MemoryBatches`) an
+epoch is a permutation drawn from `(seed, epoch)`.
 
 A stream (`StreamBatches`) is planned from its index alone, so that a resume at minibatch `b` makes exactly the
 minibatches an uninterrupted run would have made next:
@@ -36,18 +38,52 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import numpy as np
 
+from ..base.errors import KaldiDataError
 from .egs_split import KaldiChunk, KaldiSplitter, cut_kaldi_chunk
 from .examples import Chunks, cut_chunk, stack_chunks
 from .streams import Corpus
 
-__all__ = ["MemoryBatches", "StreamBatches", "window_plan"]
+__all__ = ["MemoryBatches", "Minibatch", "StreamBatches", "filled", "minibatch_of", "window_plan"]
 
 #: Blocks of consecutive sequences per window (a window's reads jump this many times).
 BLOCKS_PER_WINDOW = 64
 
-Minibatch = tuple[int, Chunks, np.ndarray]
+
+@attrs.frozen(eq=False)
+class Minibatch:
+    """Minibatch `number` of an epoch: the chunks `chunks[rows]` computed at `width` output frames.
+
+    `rows` is the whole minibatch filled up to the batch size (`filled`), or with a mesh this process's part of
+    it; `real` says which of them count (the others are repeats, given weight 0); `count` is the number of
+    chunks in the whole minibatch (Kaldi's rules' number of sequences).
+    """
+
+    number: int
+    chunks: Chunks
+    rows: np.ndarray
+    real: np.ndarray
+    count: int
+    width: int
+
+
+def filled(idx: np.ndarray, batch_size: int) -> np.ndarray:
+    """`idx` filled up to `batch_size` with repeats of its chunks (a minibatch keeps one shape)."""
+    pad = batch_size - len(idx)
+    return np.concatenate([idx, np.resize(idx, pad)]) if pad else idx
+
+
+def minibatch_of(number: int, chunks: Chunks, idx: np.ndarray, trainer: Any) -> Minibatch:
+    """Minibatch `number`, `chunks[idx]` (all of one width), filled up to `trainer`'s batch size; with a mesh,
+    this process's part of it."""
+    rows, places = filled(idx, trainer.batch_size), np.arange(trainer.batch_size)
+    parallel = getattr(trainer, "parallel", None)
+    if parallel is not None:
+        rows, places = parallel.local_rows(rows), parallel.local_rows(places)
+    width = int(chunks.widths(trainer.widths, idx).max())
+    return Minibatch(number, chunks, rows, places < len(idx), len(idx), width)
 
 
 class MemoryBatches:
@@ -65,7 +101,7 @@ class MemoryBatches:
         n = len(self.chunks)
         order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
         batches = self.trainer.batches(self.chunks, order)
-        yield ((b, self.chunks, batches[b]) for b in range(start, len(batches)))
+        yield (minibatch_of(b, self.chunks, batches[b], self.trainer) for b in range(start, len(batches)))
 
 
 def window_plan(lengths: np.ndarray, window_frames: int, seed: int, random_access: bool) -> list[np.ndarray]:
@@ -103,6 +139,7 @@ class StreamBatches:
         prefetch: int = 4,
     ):
         self.trainer, self.stream, self.seed, self.shuffle, self.prefetch = trainer, stream, seed, shuffle, prefetch
+        self.parallel = getattr(trainer, "parallel", None)  # with a mesh: read and cut this process's part only
         self.chunk, self.left, self.right = trainer.chunk, trainer.left, trainer.right
         self.windows = window_plan(stream.window_sizes(), stream.window_frames, seed, stream.random_access and shuffle)
         # Kaldi's chunks (nnet3-get-egs), drawn from (seed, utterance): the same in every epoch and every run
@@ -167,6 +204,49 @@ class StreamBatches:
             pieces.append(cut_kaldi_chunk(features, targets, kaldi[p][start], left=self.left, right=self.right))
         return stack_chunks(pieces, self.left, self.right) if pieces else None
 
+    def local_part(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Of minibatch `rows` (a window's chunk table's), the rows this process's devices compute and which of
+        them count (the others fill the minibatch up to the batch size)."""
+        assert self.parallel is not None
+        places = self.parallel.local_rows(np.arange(self.trainer.batch_size))
+        return filled(rows, self.trainer.batch_size)[places], places < len(rows)
+
+    def needed(self, epoch: int, window: int, number: int, start: int) -> list[int]:
+        """The positions of `window`'s sequences that its minibatches from `start` need (`number`: the first's
+        number in the epoch): all of them, or with a mesh those of this process's part."""
+        if self.parallel is None:
+            return self.windows[window].tolist()
+        table = self.chunks[window]
+        parts = [self.local_part(rows)[0] for i, rows in enumerate(self.batches(epoch, window)) if number + i >= start]
+        return np.unique(table[np.concatenate(parts), 0]).tolist() if parts else []
+
+    def minibatch(
+        self, data: dict[int, Any], window: int, rows: np.ndarray, number: int, kaldi: dict[int, dict[int, KaldiChunk]]
+    ) -> Minibatch | None:
+        """Minibatch `number`: the chunks at `rows` of `window`'s chunk table (None where all were left out for bad
+        data: no step).
+
+        Without a mesh a sequence left out for bad data takes its chunks out of the minibatch. With one, this
+        process cuts only its devices' part, and a chunk left out keeps its place at weight 0 (a repeat of
+        another of the part's), so that every process's minibatch is the one the others think it is.
+        """
+        table = self.chunks[window]
+        if self.parallel is None:
+            chunks = self.cut(data, table[rows], kaldi)
+            return None if chunks is None else minibatch_of(number, chunks, np.arange(len(chunks)), self.trainer)
+        local, real = self.local_part(rows)
+        present = np.array([int(table[r, 0]) in data for r in local])
+        if not present.any():
+            raise KaldiDataError(
+                f"every chunk of minibatch {number} that this process's devices compute was left out for bad "
+                f"data ({self.stream.describe()}): with a mesh each process must have one to compute"
+            )
+        stand_in = local[np.argmax(present)]
+        chunks = self.cut(data, table[np.where(present, local, stand_in)], kaldi)
+        assert chunks is not None and len(chunks) == len(local)
+        width = int(chunks.widths(self.trainer.widths).max())
+        return Minibatch(number, chunks, np.arange(len(local)), real & present, len(rows), width)
+
     def window_order(self, epoch: int) -> np.ndarray:
         if self.stream.random_access and self.shuffle:
             return np.random.default_rng([self.seed, epoch]).permutation(len(self.windows))
@@ -190,7 +270,8 @@ class StreamBatches:
 
     @contextlib.contextmanager
     def epoch(self, epoch: int, start: int = 0) -> Iterator[Iterator[Minibatch]]:
-        """The minibatches of `epoch` from `start`, made ahead on two threads that stop when the block ends."""
+        """The minibatches of `epoch` from `start`, made ahead on two threads that stop when the block ends (a
+        minibatch whose every sequence was left out for bad data is not made: no step)."""
         stop = threading.Event()
         read: queue.Queue = queue.Queue(maxsize=1)
         ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
@@ -212,8 +293,9 @@ class StreamBatches:
 
         def reader() -> None:
             try:
-                for w, _ in plan:
-                    data = {p: item for p, item in self.stream.read(self.windows[w].tolist()) if item is not None}
+                for w, number in plan:
+                    positions = self.needed(epoch, w, number, start)
+                    data = {p: item for p, item in self.stream.read(positions) if item is not None}
                     if not put(read, (w, data)):
                         return
                 put(read, None)
@@ -229,13 +311,12 @@ class StreamBatches:
                     if isinstance(item, BaseException):
                         raise item
                     _, data = item
-                    table = self.chunks[w]
                     kaldi: dict[int, dict[int, KaldiChunk]] = {}  # the window's Kaldi chunks, drawn once
                     for i, rows in enumerate(self.batches(epoch, w)):
                         if number + i < start:
                             continue
-                        chunks = self.cut(data, table[rows], kaldi)
-                        if not put(ready, (number + i, chunks)):
+                        minibatch = self.minibatch(data, w, rows, number + i, kaldi)
+                        if minibatch is not None and not put(ready, minibatch):
                             return
                 put(ready, None)
             except BaseException as e:
@@ -254,9 +335,7 @@ class StreamBatches:
                     return
                 if isinstance(item, BaseException):
                     raise item
-                b, chunks = item
-                if chunks is not None:  # every sequence of a minibatch left out for bad data: no step
-                    yield b, chunks, np.arange(len(chunks))
+                yield item
 
         try:
             yield minibatches()

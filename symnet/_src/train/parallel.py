@@ -18,8 +18,11 @@ PyTorch's DistributedDataParallel, whose BatchNorm uses each device's own).
 
 Several processes (`jax.distributed.initialize`) work the same way with a
 mesh over all processes' devices: every process calls `fit` with the same
-data and puts only the slices of its own devices on them
-(`jax.make_array_from_callback`).
+data (or the same stream's index) and makes only the part of each minibatch
+its own devices compute (`local_groups`): in memory it slices it, from a
+stream it reads only those sequences (`symnet._src.train.minibatches`). Each
+device's chunks are the same whatever the number of processes, so the run is
+too.
 """
 
 from __future__ import annotations
@@ -74,6 +77,13 @@ def _slicer(array: np.ndarray) -> Callable[[Any], np.ndarray]:
     return part
 
 
+def local_groups(mesh: Mesh, axis: str) -> tuple[int, ...]:
+    """The places along mesh axis `axis` that hold a device of this process (its share of each minibatch)."""
+    devices = np.moveaxis(mesh.devices, list(mesh.axis_names).index(axis), 0)
+    me = jax.process_index()
+    return tuple(d for d in range(devices.shape[0]) if any(dev.process_index == me for dev in np.ravel(devices[d])))
+
+
 class DataParallel:
     """A minibatch of `batch_size` chunks split over `mesh`'s `data_axis`; everything else replicated."""
 
@@ -92,6 +102,14 @@ class DataParallel:
         self.local_batch = batch_size // self.devices
         self.replicated = NamedSharding(mesh, P())
         self.split = NamedSharding(mesh, P(data_axis))
+        self.local_groups = local_groups(mesh, data_axis)
+        # where each of this process's groups is in the arrays it makes (`shard`, `stack`)
+        self._place = {group: i for i, group in enumerate(self.local_groups)}
+
+    def local_rows(self, filled: np.ndarray) -> np.ndarray:
+        """Of a whole minibatch's `batch_size` chunks, those this process's devices compute, in group order."""
+        groups = filled.reshape(self.devices, self.local_batch)
+        return groups[list(self.local_groups)].reshape(-1)
 
     def check_optimizer_state(self, opt_state: Any) -> None:
         if isinstance(opt_state, NaturalGradientState):
@@ -112,24 +130,36 @@ class DataParallel:
 
         return jax.tree.map(place, tree)
 
-    def stack(self, per_device: list[tuple[np.ndarray, ...]]) -> tuple[jax.Array, ...]:
-        """Each device's own arrays (`per_device[d]`, all of the same shapes) as `[devices, ...]` arrays split
-        over the axis: device d gets `per_device[d]`."""
-        stacked = (np.stack(parts) for parts in zip(*per_device))
-        return tuple(jax.make_array_from_callback(a.shape, self.split, _slicer(a)) for a in stacked)
+    def stack(self, per_group: list[tuple[np.ndarray, ...]]) -> tuple[jax.Array, ...]:
+        """This process's groups' own arrays (`per_group[i]` for `local_groups[i]`, all of the same shapes) as
+        `[devices, ...]` arrays split over the axis."""
+        return tuple(self._global(np.stack(parts)) for parts in zip(*per_group))
 
     def shard(self, *arrays: np.ndarray) -> tuple[jax.Array, ...]:
-        """Minibatch matrices in (t, n) row order, each as `[devices, rows per device, ...]` split over the axis.
+        """This process's part of a minibatch (its `local_rows`' matrices, in (t, n) row order), each as a
+        `[devices, rows per device, ...]` array split over the axis.
 
-        Device d gets chunks `d * local_batch ... (d + 1) * local_batch - 1`, in (t, n) order of its own.
+        Group d (the devices at place d of the data axis) gets chunks `d * local_batch ... (d + 1) * local_batch
+        - 1` of the whole minibatch, in (t, n) order of its own.
         """
+        groups = len(self.local_groups)
         out = []
         for array in arrays:
-            frames = array.shape[0] // (self.devices * self.local_batch)
-            grouped = array.reshape((frames, self.devices, self.local_batch) + array.shape[1:]).swapaxes(0, 1)
-            grouped = np.ascontiguousarray(grouped.reshape((self.devices, -1) + array.shape[1:]))
-            out.append(jax.make_array_from_callback(grouped.shape, self.split, _slicer(grouped)))
+            frames = array.shape[0] // (groups * self.local_batch)
+            grouped = array.reshape((frames, groups, self.local_batch) + array.shape[1:]).swapaxes(0, 1)
+            out.append(self._global(np.ascontiguousarray(grouped.reshape((groups, -1) + array.shape[1:]))))
         return tuple(out)
+
+    def _global(self, local: np.ndarray) -> jax.Array:
+        """`local[i]` (group `local_groups[i]`'s) as part of a `[devices, ...]` array split over the axis; the
+        other groups' parts are other processes'."""
+        place = self._place
+
+        def part(index: Any) -> np.ndarray:
+            group = index[0].start or 0
+            return local[place[group] : place[group] + 1][(slice(None), *index[1:])]
+
+        return jax.make_array_from_callback((self.devices, *local.shape[1:]), self.split, part)
 
     def jit(self, fn: Callable[..., Any], layout: str, donate: tuple[int, ...] = ()) -> Any:
         """`fn` run on every device in one jit; `layout` has one letter per argument: `r` replicated,

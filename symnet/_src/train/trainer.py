@@ -40,7 +40,7 @@ from ..network import Network
 from . import loss_scale
 from .examples import Chunks
 from .fit_data import used_widths
-from .minibatches import MemoryBatches
+from .minibatches import MemoryBatches, Minibatch, minibatch_of
 from .objectives import Objective
 from .parallel import DataParallel, Reduction
 from .rules import KaldiRules
@@ -127,10 +127,11 @@ class Trainer:
         key: jax.Array | None = None,
         ends: EndMasks | None = None,
         *rules_args: Mapping[str, Any],
-    ) -> tuple[Network, Any, jax.Array, Any, dict[str, jax.Array], jax.Array]:
+    ) -> tuple[Network, Any, jax.Array, Any, dict[str, jax.Array], jax.Array, jax.Array]:
         """One training step on a minibatch (`arrays`): `(network, optimiser state, loss, statistics, whether
-        each parameter is finite, gradient norm)`; its computation is recorded as the runner's are
-        (`symnet.engine.record`). With Kaldi's rules the last argument is `rules_args(...)`."""
+        each parameter is finite, gradient norm, frames)` (frames: the sum of the minibatch's weights, over all
+        devices with a mesh); its computation is recorded as the runner's are (`symnet.engine.record`). With
+        Kaldi's rules the last argument is `rules_args(...)`."""
         note(self.computation_for(self.width_of(x)))
         return self.jitted_step(network, opt_state, x, targets, weights, key, ends, *rules_args)
 
@@ -142,8 +143,8 @@ class Trainer:
         weights: jax.Array,
         ends: EndMasks | None = None,
         *dropout: Mapping[str, Any],
-    ) -> tuple[jax.Array, Any]:
-        """`(loss, statistics)` of a minibatch in test mode (with Kaldi's rules the last argument is the dropout
+    ) -> tuple[jax.Array, Any, jax.Array]:
+        """`(loss, statistics, frames)` of a minibatch in test mode (with Kaldi's rules the last argument is the dropout
         proportions, `dropout(...)`); its computation is recorded as the runner's are."""
         note(self.computation_for(self.width_of(x), test=True))
         return self.jitted_evaluate(network, x, targets, weights, ends, *dropout)
@@ -214,13 +215,13 @@ class Trainer:
             out += [members[start : start + self.batch_size] for start in range(0, len(members), self.batch_size)]
         return sorted(out, key=lambda idx: int(rank[idx[0]]))
 
-    def width(self, chunks: Chunks, idx: np.ndarray) -> int:
-        """The width minibatch `idx` is computed at: the widest its chunks need."""
-        return int(chunks.widths(self.widths, idx).max())  # per step: this minibatch's chunks only
+    def minibatch(self, number: int, chunks: Chunks, idx: np.ndarray) -> Minibatch:
+        """Minibatch `number`, `chunks[idx]`, filled up to the batch size (with a mesh: this process's part)."""
+        return minibatch_of(number, chunks, idx, self)
 
-    def arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[jax.Array, ...]:
-        """(features, targets, weights) of minibatch `idx`, each split over the devices with a mesh."""
-        x, targets, weights = self.host_arrays(chunks, idx)
+    def arrays(self, minibatch: Minibatch) -> tuple[jax.Array, ...]:
+        """(features, targets, weights) of `minibatch`, each split over the devices with a mesh."""
+        x, targets, weights = self.host_arrays(minibatch)
         if self.parallel is not None:
             return self.parallel.shard(x, targets, weights)
         return jnp.asarray(x), jax.tree.map(jnp.asarray, targets), jnp.asarray(weights)
@@ -237,47 +238,35 @@ class Trainer:
             self._supervision[id(chunks)] = cached
         return cached[1]
 
-    def ends(self, chunks: Chunks, idx: np.ndarray, test: bool = False) -> EndMasks | None:
-        """The end masks of minibatch `idx` for `step` (`test`: for `evaluate`) where training takes sequence
-        ends, else None; with a mesh, each device's own, split over the data axis."""
+    def ends(self, minibatch: Minibatch, test: bool = False) -> EndMasks | None:
+        """The end masks of `minibatch` for `step` (`test`: for `evaluate`) where training takes sequence ends,
+        else None; with a mesh, each device's own, split over the data axis."""
         if not self.sequence_ends:
             return None
-        computation = self.computation_for(self.width(chunks, idx), test)
-        assert chunks.ends is not None  # sequence_ends is set only for chunks that record their ends
-        ends = chunks.ends[self.filled(idx)]
+        computation = self.computation_for(minibatch.width, test)
+        assert minibatch.chunks.ends is not None  # sequence_ends is set only for chunks that record their ends
+        ends = minibatch.chunks.ends[minibatch.rows]
         if self.parallel is None:
             return computation.end_masks(ends)
         sequence_ends = computation.sequence_ends
         assert sequence_ends is not None  # a request with sequence ends (`request`)
-        per_device = [sequence_ends.masks(part) for part in np.split(ends, self.parallel.devices)]
-        return EndMasks(self.parallel.stack(per_device))
+        per_group = [sequence_ends.masks(part) for part in np.split(ends, len(self.parallel.local_groups))]
+        return EndMasks(self.parallel.stack(per_group))
 
-    def filled(self, idx: np.ndarray) -> np.ndarray:
-        """`idx` filled up to the batch size with repeats of its chunks (`host_arrays` gives them weight 0)."""
-        pad = self.batch_size - len(idx)
-        return np.concatenate([idx, np.resize(idx, pad)]) if pad else idx
-
-    def host_arrays(self, chunks: Chunks, idx: np.ndarray) -> tuple[np.ndarray, Any, np.ndarray]:
-        weights_scale = np.ones(self.batch_size, dtype=np.float32)
-        weights_scale[len(idx) :] = 0.0
-        width = self.width(chunks, idx)
-        x, frame_targets, weights = chunks.minibatch(self.filled(idx), width)
+    def host_arrays(self, minibatch: Minibatch) -> tuple[np.ndarray, Any, np.ndarray]:
+        """`minibatch`'s (features, targets, weights) matrices in (t, n) row order; the chunks that only fill it
+        up get weight 0."""
+        rows, width = minibatch.rows, minibatch.width
+        x, frame_targets, weights = minibatch.chunks.minibatch(rows, width)
         targets: Any = frame_targets
-        weights = weights * np.tile(weights_scale, width)
+        weights = weights * np.tile(minibatch.real.astype(np.float32), width)
         k = self.subsampling
-        if k > 1:  # chunk frames 0, k, 2k, ... (rows t-major: every k-th block of `batch_size` rows)
-            rows = (np.arange(width)[::k, None] * self.batch_size + np.arange(self.batch_size)).ravel()
-            targets, weights = targets[rows], weights[rows]
+        if k > 1:  # chunk frames 0, k, 2k, ... (rows t-major: every k-th block of `len(rows)` rows)
+            picked = (np.arange(width)[::k, None] * len(rows) + np.arange(len(rows))).ravel()
+            targets, weights = targets[picked], weights[picked]
         if not self.objective.per_frame:
-            targets = {name: a[self.filled(idx)] for name, a in self.supervision(chunks).items()}
+            targets = {name: a[rows] for name, a in self.supervision(minibatch.chunks).items()}
         return x, targets, weights
-
-    def frames(self, chunks: Chunks, idx: np.ndarray) -> float:
-        """The weight (frames) of minibatch `idx`: the sum of `arrays`' weights (every k-th frame's with frame
-        subsampling)."""
-        if self.subsampling > 1:
-            return float(chunks.weights[idx][:, :: self.subsampling].sum(dtype=np.float32))
-        return float(chunks.weights[idx].sum(dtype=np.float32))
 
     def counts(self, correct: Any, frames: float) -> tuple[float, float]:
         """(correct, count) of a step's or evaluation's statistics: a per-frame objective counts frames, a
@@ -286,13 +275,13 @@ class Trainer:
             return float(correct["correct"]), float(correct["count"])
         return float(correct), frames
 
-    def rules_args(self, idx: np.ndarray, fraction: float) -> dict[str, Any] | None:
+    def rules_args(self, minibatch: Minibatch, fraction: float) -> dict[str, Any] | None:
         """What a step with Kaldi's rules takes besides the minibatch: its number of sequences (chunks; the
         filling ones do not count) and the dropout proportions after `fraction` of the run (None without
         rules)."""
         if self.rules is None:
             return None
-        return {"sequences": self._replicated(float(len(idx))), "dropout": self.dropout(fraction)}
+        return {"sequences": self._replicated(float(minibatch.count)), "dropout": self.dropout(fraction)}
 
     def dropout(self, fraction: float) -> dict[str, Any]:
         """The dropout schedule's proportions after `fraction` of the run, as arrays for the jitted step."""
@@ -313,11 +302,12 @@ class Trainer:
         total_loss, total_correct, total, total_count = 0.0, 0.0, 0.0, 0.0
         dropout = self.dropout(fraction)
         with batches.epoch(0) as minibatches:
-            for _, chunks, idx in minibatches:
-                x, targets, weights = self.arrays(chunks, idx)
+            for minibatch in minibatches:
+                x, targets, weights = self.arrays(minibatch)
                 extra = (dropout,) if self.rules is not None else ()
-                loss, correct = self.evaluate(network, x, targets, weights, self.ends(chunks, idx, test=True), *extra)
-                frames = self.frames(chunks, idx)
+                ends = self.ends(minibatch, test=True)
+                loss, correct, weight = self.evaluate(network, x, targets, weights, ends, *extra)
+                frames = float(weight)
                 right, count = self.counts(correct, frames)
                 total_loss += float(loss) * frames
                 total_correct += right
@@ -325,24 +315,25 @@ class Trainer:
                 total_count += count
         return total_loss / max(total, 1.0), total_correct / max(total_count, 1.0)
 
-    def first_non_finite(self, network: Any, chunks: Chunks, idx: np.ndarray, key: jax.Array | None = None) -> str:
+    def first_non_finite(self, network: Any, minibatch: Minibatch, key: jax.Array | None = None) -> str:
         """The first node (operands before users) whose value is NaN or Inf, by walking the Tape.
 
         In the Tape's topological order the first such node has only finite operands:
-        it is where the non-finite values start. With a mesh the whole minibatch runs here, on this
-        process's default device (dropout masks then differ from the devices').
+        it is where the non-finite values start. With a mesh this process's part of the minibatch runs here,
+        on its default device (dropout masks then differ from the devices').
         """
-        x = jnp.asarray(self.host_arrays(chunks, idx)[0])
-        width = self.width(chunks, idx)
+        x = jnp.asarray(self.host_arrays(minibatch)[0])
+        width = minibatch.width
         computation = self.computation_for(width)
-        ends = self.ends(chunks, idx)
+        ends = self.ends(minibatch)
         if self.parallel is not None:
-            computation = compiled(network, self.request(self.batch_size, width), self.lowering, self.precision)
+            rows = len(minibatch.rows)
+            computation = compiled(network, self.request(rows, width), self.lowering, self.precision)
             network = jax.tree.map(lambda a: jnp.asarray(np.asarray(a)), network)
             key = None if key is None else jnp.asarray(np.asarray(key))
             if ends is not None:
-                assert chunks.ends is not None  # as in `ends`
-                ends = computation.end_masks(chunks.ends[self.filled(idx)])
+                assert minibatch.chunks.ends is not None  # as in `ends`
+                ends = computation.end_masks(minibatch.chunks.ends[minibatch.rows])
         with rng.randomness(key) if key is not None else contextlib.nullcontext():
             tape = computation.forward(network, {self.input: x}, ends)[self.output]
         for node in tape.nodes():
@@ -374,7 +365,7 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
         key: jax.Array | None = None,
         ends: EndMasks | None = None,
         rules_args: Mapping[str, Any] | None = None,
-    ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array], jax.Array]:
+    ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array], jax.Array, jax.Array]:
         # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
         # the NaturalGradient* components' backward reads and updates them (else a no-op context).
         # `key` feeds training-mode dropout (symnet.rng), forward and backward alike.
@@ -403,7 +394,7 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
             state = dict(network.state)
             for name in outputs:
                 state.update(batchnorm_stats_updates(tapes[name], network.state))
-        loss, correct = reduce.sum((loss * share, correct))
+        loss, correct, frames = reduce.sum((loss * share, correct, weights.sum()))
         if rules is None:
             updates, new_inner = optimizer.update(grads, ng.carry(inner), network.params)
             params = optax.apply_updates(network.params, updates)
@@ -411,9 +402,9 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
             # Kaldi's rules: the gradient is of the mean loss over the minibatch's frames; its l2 term
             # needs the number of sequences. Then batch-norm statistics and orthonormal constraints.
             assert rules_args is not None
-            frames = jnp.maximum(reduce.sum(weights.sum()), 1.0)
+            sequences = rules_args["sequences"]
             updates, new_inner = rules.update(
-                grads, ng.carry(inner), network.params, frames=frames, sequences=rules_args["sequences"]
+                grads, ng.carry(inner), network.params, frames=jnp.maximum(frames, 1.0), sequences=sequences
             )
             params = optax.apply_updates(network.params, updates)
             params, state = rules.after_update(params, state, key)
@@ -428,7 +419,7 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
         # parameters while the loss, computed before the update, is still finite.)
         finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
         new_network = Network.from_structure(network.structure, params, state, network.objectives)
-        return new_network, opt_state, loss, correct, finite, optax.tree.norm(grads)
+        return new_network, opt_state, loss, correct, finite, optax.tree.norm(grads), frames
 
     return step
 
@@ -452,7 +443,7 @@ def _evaluate_function(trainer: Trainer) -> Callable[..., Any]:
             values = trainer.computation_for(trainer.width_of(x), test=True)(test_network, {input: x}, ends)
         loss, correct, _ = trainer.loss({name: values[name] for name in outputs}, targets, weights)
         share = reduce.share(weights)
-        return reduce.sum((loss * share, correct))
+        return reduce.sum((loss * share, correct, weights.sum()))
 
     return evaluate
 
