@@ -82,23 +82,29 @@ def networks() -> dict[str, Any]:
     }
 
 
-def data() -> tuple[Any, Any]:
+def task() -> Any:
     from symnet.datasets import HmmTask
 
-    task = HmmTask.create(
+    return HmmTask.create(
         seed=0, num_phones=3, successors=2, states_per_phone=2, feat_dim=FEAT, min_length=20, max_length=40
     )
-    return task.sample(8, seed=1), task.sample(3, seed=2)
 
 
-def train(net: Any, mesh: Any, **options: Any) -> dict[str, Any]:
+def data() -> tuple[Any, Any]:
+    return task().sample(8, seed=1), task().sample(3, seed=2)
+
+
+def train(net: Any, mesh: Any, phones: bool = False, **options: Any) -> dict[str, Any]:
     """One epoch of `fit`: losses and values. 45 chunks make 12 minibatches an epoch; the last one has
-    one chunk and 3 of weight 0 (3 of the 4 devices have no frame to train on)."""
+    one chunk and 3 of weight 0 (3 of the 4 devices have no frame to train on). `phones`: the data's phone
+    labels (for CTC), not its states."""
     import optax
 
     from symnet.train import fit
 
     train_data, valid = data()
+    if phones:
+        train_data, valid = task().phone_dataset(train_data), task().phone_dataset(valid)
     result = fit(
         net,
         train_data,
@@ -194,6 +200,14 @@ def worker(mode: str, *args: str) -> dict[str, Any]:
         for name, net in networks().items():
             out[name] = {"one": train(net, None), "mesh": train(net, mesh), "hlo": collectives(net, mesh)}
         tdnn = networks()["tdnn"]  # last chunks cut to 2 or 4 frames where they hold no more
+        for objective in ("chain", "ctc"):  # sequence objectives: supervision per chunk, split with the chunks
+            # CTC at 3x frame subsampling: 2 output frames a chunk, so some chunks cannot align their phones
+            kind = (
+                {"objective": "ctc", "phones": True, "frame_subsampling_factor": 3}
+                if objective == "ctc"
+                else {"objective": objective}
+            )
+            out[objective] = {"one": train(tdnn, None, **kind), "mesh": train(tdnn, mesh, **kind)}
         out["widths"] = {"one": train(tdnn, None, chunk=(CHUNK, 4, 2)), "mesh": train(tdnn, mesh, chunk=(CHUNK, 4, 2))}
         from symnet import Precision
 
@@ -267,6 +281,9 @@ def test_mesh_runs_equal_the_one_device_runs() -> None:
         check_equal_runs(compared, name)
         check_collectives(compared, name)
     check_chunk_widths(compared)
+    for objective in ("chain", "ctc"):  # each device's loss weighted by its share of the objective's own total
+        assert_same_run(compared[objective]["mesh"], compared[objective]["one"])
+        assert compared[objective]["one"]["losses"] != compared["tdnn"]["one"]["losses"]
     check_float16(compared)
     resumed, whole = compared["resumed"], compared["tdnn"]["mesh"]
     # a mesh run stopped after 7 steps and resumed from its checkpoint ends as the uninterrupted one

@@ -93,6 +93,8 @@ class Objective:
     To plug in an objective that is a JAX function `f(outputs [B, T, D], lengths [B], supervision) -> scalar`
     (with its own custom_vjp or not): subclass, build the per-chunk supervision in `supervision`, and in
     `loss` return `f(output, (weights > 0).sum(1), supervision) / max(weights.sum(), 1)` and its statistics.
+    A loss divided by another total returns it as the statistic `weight` (over a mesh each device's loss is
+    weighted by its share of it).
     """
 
     name: ClassVar[str] = "objective"
@@ -262,13 +264,13 @@ class CTC(Objective):
         lengths = (1 - label_paddings).sum(-1)
         # A sequence that cannot be aligned (optax's loss is then ~1e5) or has no frames is left out.
         usable = (frames.sum(-1) >= min_frames(labels, label_paddings)) & frames.any(-1)
-        total = jnp.maximum(jnp.where(usable[:, None], weights, 0.0).sum(), 1.0)
-        loss = jnp.where(usable, per_sequence, 0.0).sum() / total
+        total = jnp.where(usable[:, None], weights, 0.0).sum()
+        loss = jnp.where(usable, per_sequence, 0.0).sum() / jnp.maximum(total, 1.0)
         hyp, hyp_lengths = greedy_decode(jax.lax.stop_gradient(output), frames, self.blank)
         errors = edit_distances(labels, lengths.astype(jnp.int32), hyp, hyp_lengths)
         tokens = jnp.where(usable, lengths, 0.0).sum()
         correct = tokens - jnp.where(usable, errors, 0).sum()
-        return loss, {"correct": correct, "count": tokens}
+        return loss, {"correct": correct, "count": tokens, "weight": total}
 
 
 def _normalized(numerator: ChainGraph, den: ChainGraph) -> ChainGraph:
@@ -528,7 +530,8 @@ class Chain(Objective):
         if self.topology is not None:  # the aligned phone's pdfs are right
             best = jnp.asarray(self._phone_of_pdf())[best]
         correct = (frames & (best == aligned)).sum()
-        return loss, {"correct": correct.astype(output.dtype), "count": frames.sum().astype(output.dtype)}
+        statistics = {"correct": correct.astype(output.dtype), "count": frames.sum().astype(output.dtype)}
+        return loss, {**statistics, "weight": result.weight}
 
 
 def pack_numerators(graphs: Sequence[ChainGraph | None], alignment: np.ndarray) -> dict[str, np.ndarray]:

@@ -50,11 +50,11 @@ class Reduction:
     def __init__(self, axis: str | None) -> None:
         self.axis = axis
 
-    def share(self, weights: jax.Array) -> jax.Array:
-        """This device's share of the minibatch's frames: the factor turning its mean into its part of the sum."""
+    def share(self, local: jax.Array) -> jax.Array:
+        """This device's share of the minibatch's frames (`local`: the total its mean loss divides by, its
+        weights' sum): the factor turning its mean into its part of the mean over all devices."""
         if self.axis is None:
-            return jnp.ones((), weights.dtype)
-        local = weights.sum()
+            return jnp.ones((), local.dtype)
         return jnp.maximum(local, 1.0) / jnp.maximum(jax.lax.psum(local, self.axis), 1.0)
 
     def sum(self, tree: Any) -> Any:
@@ -134,6 +134,12 @@ class DataParallel:
         """This process's groups' own arrays (`per_group[i]` for `local_groups[i]`, all of the same shapes) as
         `[devices, ...]` arrays split over the axis."""
         return tuple(self._global(np.stack(parts)) for parts in zip(*per_group))
+
+    def shard_chunks(self, tree: Any) -> Any:
+        """Per-chunk arrays of this process's part of a minibatch (`[local rows, ...]`, a sequence objective's
+        supervision), each as `[devices, local_batch, ...]` split over the axis."""
+        groups = len(self.local_groups)
+        return jax.tree.map(lambda a: self._global(np.ascontiguousarray(a).reshape(groups, -1, *a.shape[1:])), tree)
 
     def shard(self, *arrays: np.ndarray) -> tuple[jax.Array, ...]:
         """This process's part of a minibatch (its `local_rows`' matrices, in (t, n) row order), each as a

@@ -74,10 +74,6 @@ class Trainer:
         lowering: Lowering = "auto",
         precision: Precision | None = None,
     ) -> None:
-        if not objective.per_frame and parallel is not None:
-            raise TrainingError(
-                f"the {objective.name!r} objective does not train over a mesh yet; train it without mesh="
-            )
         self.optimizer = optimizer
         self.lowering = lowering  # how recurrences and splices run in every compiled step (`compile`'s `lowering`)
         # The mixed-precision policy every computation is compiled with; with its loss_scale the optimiser
@@ -223,7 +219,10 @@ class Trainer:
         """(features, targets, weights) of `minibatch`, each split over the devices with a mesh."""
         x, targets, weights = self.host_arrays(minibatch)
         if self.parallel is not None:
-            return self.parallel.shard(x, targets, weights)
+            if self.objective.per_frame:
+                return self.parallel.shard(x, targets, weights)
+            (x, weights), supervision = self.parallel.shard(x, weights), self.parallel.shard_chunks(targets)
+            return x, supervision, weights
         return jnp.asarray(x), jax.tree.map(jnp.asarray, targets), jnp.asarray(weights)
 
     def supervision(self, chunks: Chunks) -> Any:
@@ -345,6 +344,14 @@ class Trainer:
         return "no node of the network (the objective itself)"
 
 
+def normalizer(statistics: Any, weights: jax.Array) -> jax.Array:
+    """What a minibatch's loss was divided by: its weights' sum, or a sequence objective's own total (its
+    statistics' `weight`: CTC leaves out the frames of chunks it cannot align)."""
+    if isinstance(statistics, Mapping) and "weight" in statistics:
+        return statistics["weight"]
+    return weights.sum()
+
+
 def _step_function(trainer: Trainer) -> Callable[..., Any]:
     """The training step of `trainer`'s setup, to be jitted: forward, objective, backward, update."""
     input, outputs, reduce, rules, optimizer = (
@@ -384,7 +391,7 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
         ):
             tapes = computation.forward(network, {input: x}, ends)
             loss, correct, deltas = trainer.loss({name: tapes[name].value for name in outputs}, targets, weights)
-            share = reduce.share(weights)
+            share = reduce.share(normalizer(correct, weights))
             # With loss scaling the derivative is scaled up before the walk, the gradients down after it.
             seed = share * opt_state.scale if scaled else share
             grads = reduce.sum(backward([(tapes[name], d * seed) for name, d in deltas.items()]))
@@ -442,7 +449,7 @@ def _evaluate_function(trainer: Trainer) -> Callable[..., Any]:
         with rng.dropout_proportions(dropout) if dropout else contextlib.nullcontext():
             values = trainer.computation_for(trainer.width_of(x), test=True)(test_network, {input: x}, ends)
         loss, correct, _ = trainer.loss({name: values[name] for name in outputs}, targets, weights)
-        share = reduce.share(weights)
+        share = reduce.share(normalizer(correct, weights))
         return reduce.sum((loss * share, correct, weights.sum()))
 
     return evaluate
