@@ -25,7 +25,9 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,9 +38,8 @@ STATES = 3  # HMM states per phone (pdfs), as the corpus's state labels
 FRAME_SHIFT = 0.01
 
 
-def network(dim: int, pdfs: int) -> object:
-    from symnet.kaldi.xconfig import parse_xconfig_network
-
+def xconfig(dim: int, pdfs: int) -> str:
+    """The network's xconfig (symnet and Kaldi both train it)."""
     lines = [
         f"input dim={dim} name=input",
         "relu-batchnorm-layer name=tdnn1 input=Append(-2,-1,0,1,2) dim=384",
@@ -48,7 +49,13 @@ def network(dim: int, pdfs: int) -> object:
         "relu-batchnorm-layer name=tdnn5 input=Append(-3,0) dim=384",
         f"output-layer name=output dim={pdfs}",
     ]
-    return parse_xconfig_network("\n".join(lines), seed=0)
+    return "\n".join(lines) + "\n"
+
+
+def network(dim: int, pdfs: int) -> object:
+    from symnet.kaldi.xconfig import parse_xconfig_network
+
+    return parse_xconfig_network(xconfig(dim, pdfs), seed=0)
 
 
 def decoding_graph(
@@ -76,6 +83,9 @@ def main() -> None:
     p.add_argument("--test", type=int, default=150, help="test utterances per test set")
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--acoustic-scale", type=float, default=0.3)
+    p.add_argument(
+        "--kaldi-bin", type=Path, help="Kaldi's programs: also train the network with nnet3-train (kaldi_xent.py)"
+    )
     args = p.parse_args()
     import optax
 
@@ -117,27 +127,55 @@ def main() -> None:
     fst, tid_pdfs, names = decoding_graph(dict(corpus.lexicon), words, phones)
     graph = DecodingGraph.of(fst, tid_pdfs)
     net = set_test_mode(result.network)  # batch-norm with its trained statistics
-    rows = []
-    for name in ("seen", "unseen"):
-        started = time.perf_counter()
-        outputs = net.compute(list(data[name].features))
-        refs, hyps = {}, {}
-        for u, out in zip(corpus.sets[name], outputs):
-            best = decode(graph, np.asarray(out) - log_priors, acoustic_scale=args.acoustic_scale, beam=15.0)
-            refs[u.id], hyps[u.id] = list(u.words), [names[w] for w in best.words]
-        seconds = time.perf_counter() - started
-        audio = data[name].num_frames * FRAME_SHIFT
-        rate = compute_wer(refs, hyps)
-        rows.append((name, rate, seconds / audio))
-        wer, ser = str(rate).splitlines()[:2]
-        print(f"{name}: {wer}; {ser}; real-time factor {seconds / audio:.3f}")
-    print("\n| test set | voices | utterances | %WER | %SER | decoding real-time factor |")
-    print("|---|---|---|---|---|---|")
-    for name, rate, rtf in rows:
+
+    def score(toolkit: str, outputs_of: Callable[[str], list[np.ndarray]]) -> None:
+        """Decode each test set's log posteriors (minus the log priors) with the one graph and decoder."""
+        for name in ("seen", "unseen"):
+            started = time.perf_counter()
+            outputs = outputs_of(name)
+            refs, hyps = {}, {}
+            for u, out in zip(corpus.sets[name], outputs):
+                best = decode(graph, np.asarray(out) - log_priors, acoustic_scale=args.acoustic_scale, beam=15.0)
+                refs[u.id], hyps[u.id] = list(u.words), [names[w] for w in best.words]
+            seconds = time.perf_counter() - started
+            audio = data[name].num_frames * FRAME_SHIFT
+            rate = compute_wer(refs, hyps)
+            rows.append((toolkit, name, rate, seconds / audio))
+            wer, ser = str(rate).splitlines()[:2]
+            print(f"{toolkit}, {name}: {wer}; {ser}; real-time factor (network and decoder) {seconds / audio:.3f}")
+
+    rows: list[tuple[str, str, Any, float]] = []
+    trained = {"symnet": train_seconds}
+    score("symnet", lambda name: net.compute(list(data[name].features)))
+    if args.kaldi_bin is not None:
+        import kaldi_xent
+
+        folder = Path(args.folder) / "kaldi"
+        keys = [u.id for u in corpus.sets["train"]]
+        model, trained["Kaldi"], objectives = kaldi_xent.train(
+            args.kaldi_bin, folder, xconfig(40, pdfs), dict(zip(keys, data["train"].features)),
+            dict(zip(keys, labels)), pdfs=pdfs, context=network(40, pdfs).context(), epochs=args.epochs,
+        )  # fmt: skip
+        for epoch, objective in enumerate(objectives):
+            print(f"  Kaldi epoch {epoch}: average log-likelihood {objective:.3f}")
+        print(f"Kaldi training: {trained['Kaldi']:.0f} s")
+
+        def kaldi_outputs(name: str) -> list[np.ndarray]:
+            ids = [u.id for u in corpus.sets[name]]
+            out = kaldi_xent.compute(args.kaldi_bin, model, dict(zip(ids, data[name].features)), folder)
+            return [out[i] for i in ids]
+
+        score("Kaldi", kaldi_outputs)
+    print("\n| toolkit | test set | voices | utterances | %WER | %SER | decoding real-time factor | training |")
+    print("|---|---|---|---|---|---|---|---|")
+    for toolkit, name, rate, rtf in rows:
         voices = ", ".join(TRAIN_VOICES) if name == "seen" else TEST_VOICE
         voices = voices.replace("flite:", "")
-        print(f"| {name} | {voices} | {rate.sentences} | {rate.wer:.2f} | {rate.ser:.2f} | {rtf:.3f} |")
-    print(f"\ntraining: {len(labels)} utterances, {args.epochs} epochs, {train_seconds:.0f} s")
+        print(
+            f"| {toolkit} | {name} | {voices} | {rate.sentences} | {rate.wer:.2f} | {rate.ser:.2f} | {rtf:.3f} "
+            f"| {trained[toolkit]:.0f} s |"
+        )
+    print(f"\ntraining: {len(labels)} utterances, {args.epochs} epochs")
 
 
 if __name__ == "__main__":
