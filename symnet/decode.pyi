@@ -12,6 +12,7 @@ from symnet._src.decode.graphs.ctc import ctc_transition_pdfs as ctc_transition_
 from symnet._src.decode.graphs.ctc import make_tlg as make_tlg
 from symnet._src.decode.graphs.grammar import arpa_to_fst as arpa_to_fst
 from symnet._src.decode.graphs.grammar import word_loop as word_loop
+from symnet._src.decode.graphs.hclg import chain_model as chain_model
 from symnet._src.decode.graphs.hclg import left_to_right_model as left_to_right_model
 from symnet._src.decode.graphs.hclg import make_hclg as make_hclg
 from symnet._src.decode.graphs.lexicon import Lang as Lang

@@ -62,3 +62,39 @@ def test_bad_input_is_named() -> None:
         make_lang(parse_lexicon("a x\n"), phones={"<eps>": 0, "y": 1, "#0": 2})
     with pytest.raises(GraphBuildError, match="lex:2: the pronunciation probability"):
         parse_lexicon("a 1.0 x\nb 2 y\n", "lex", probabilities=True)
+
+
+def test_a_chain_models_graph_says_each_phones_first_frame_with_pdf_class_0() -> None:
+    """HCLG of Kaldi's chain topology (`chain_model`): every path of up to 5 frames writes words whose phones
+    it says as pdf-class 0 (the phone's first frame) then pdf-class 1 for each further frame, with pdfs numbered
+    as `Topology.chain(...).monophone_pdfs()`, each frame costing -log 0.5 (self-loop or exit; mkgraph.sh's
+    self-loop scale 1.0 for chain models) on top of the grammar's cost, the same for every path of one word
+    sequence and length."""
+    import itertools
+    import math
+
+    from symnet._src.decode.graphs.wfst import Wfst
+    from symnet.chain import Topology
+    from symnet.decode import chain_model
+
+    from .fst_brute import relation
+
+    phones = {"<eps>": 0, "x": 1, "y": 2, "#0": 3, "#1": 4}
+    lang = make_lang(parse_lexicon("a x y\nb x\n"), phones=phones)
+    tm = chain_model([1, 2])
+    hclg = make_hclg(lang, word_loop(lang.words, ["a", "b"]), tm, self_loop_scale=1.0)
+    pdfs = tm.transition_pdfs()
+    assert Topology.chain([1, 2]).monophone_pdfs() == {1: (0, 1), 2: (2, 3)}
+    pronounced = {lang.words["a"]: (1, 2), lang.words["b"]: (1,)}
+    seen: dict[tuple, float] = {}
+    for (tids, words), weight in relation(Wfst.of(hclg), 5, 5, "log").items():
+        said = tuple(int(pdfs[t]) for t in tids)
+        sayings = [
+            sum(((2 * (p - 1),) + (2 * (p - 1) + 1,) * (n - 1) for p, n in zip(phones_of, lengths)), ())
+            for phones_of in [sum((pronounced[w] for w in words), ())]
+            for lengths in itertools.product(range(1, 6), repeat=len(phones_of))
+        ]
+        assert said in sayings, (said, words)
+        cost = weight - len(tids) * math.log(2.0)
+        assert seen.setdefault(words, cost) == pytest.approx(cost, abs=1e-4), words
+    assert {(lang.words["a"],), (lang.words["b"],), (lang.words["b"], lang.words["a"])} <= set(seen)

@@ -30,7 +30,7 @@ from .minimize import minimize
 from .rmeps import remove_epsilons
 from .wfst import GraphBuildError, Wfst
 
-__all__ = ["left_to_right_model", "make_hclg"]
+__all__ = ["chain_model", "left_to_right_model", "make_hclg"]
 
 
 @attrs.frozen
@@ -60,10 +60,32 @@ def left_to_right_model(phones: Sequence[int], num_states: int = 3, self_loop: f
         raise GraphBuildError(
             f"no left-to-right model of {num_states} states, self-loop {self_loop}, {len(phones)} phones"
         )
-    states = [HmmState(j, j, ((j, self_loop), (j + 1, 1.0 - self_loop))) for j in range(num_states)]
+    return _monophone_model(
+        phones, [HmmState(j, j, ((j, self_loop), (j + 1, 1.0 - self_loop))) for j in range(num_states)]
+    )
+
+
+def chain_model(phones: Sequence[int]) -> TransitionModel:
+    """A monophone transition model of Kaldi's chain topology (steps/nnet3/chain/gen_topo.py: one state, its
+    first frame pdf-class 0, later frames pdf-class 1, self-loop and exit 0.5 each), pdfs numbered as
+    `gmm-init-mono` numbers them (`symnet.chain.Topology.chain(phones).monophone_pdfs()`): the graph of a chain
+    model trained on monophone numerators (mkgraph.sh's `--self-loop-scale 1.0`)."""
+    if not phones:
+        raise GraphBuildError("no chain model of no phones")
+    return _monophone_model(phones, [HmmState(0, 1, ((0, 0.5), (1, 0.5)))])
+
+
+def _monophone_model(phones: Sequence[int], states: list[HmmState]) -> TransitionModel:
+    """One topology entry of emitting `states` for all `phones`, each phone its own pdfs (one per pdf-class, in
+    the phones' increasing order)."""
+    classes = 1 + max(max(state.forward_pdf_class, state.self_loop_pdf_class) for state in states)
     ordered = sorted(phones)
-    tuples = [(p, j, n * num_states + j, n * num_states + j) for n, p in enumerate(ordered) for j in range(num_states)]
-    log_probs = [0.0] + [math.log(p) for _ in tuples for p in (self_loop, 1.0 - self_loop)]
+    tuples = [
+        (p, j, n * classes + state.forward_pdf_class, n * classes + state.self_loop_pdf_class)
+        for n, p in enumerate(ordered)
+        for j, state in enumerate(states)
+    ]
+    log_probs = [0.0] + [math.log(float(p)) for phone, j, _, _ in tuples for _, p in states[j].transitions]
     return TransitionModel([TopologyEntry(ordered, [*states, HmmState(-1, -1)])], tuples, np.array(log_probs))
 
 
