@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-full test test-all check bench docs notebooks clean
+.PHONY: demo demo-full test test-all check bench docs notebooks recipe clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ check: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
+
+RECIPE_DIR ?= recipe-digits
+recipe: $(STAMP)  ## the digits recognizer end to end (needs flite; KALDI_BIN=dir/bin adds Kaldi's runs beside it)
+	cd benchmarks && ../$(PY) digits_recipe.py --folder $(abspath $(RECIPE_DIR)) --chain $(if $(KALDI_BIN),--kaldi-bin $(abspath $(KALDI_BIN)))
 
 docs: $(STAMP)  ## the documentation site, into site/ (strict: a broken link or reference fails)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict

@@ -17,6 +17,13 @@ training.
    left-to-right HMMs with self-loops, optional silence), the network's log posteriors minus log priors, and
    `symnet.decode.decode`; scored with `symnet.decode.compute_wer`.
 
+With `--chain`, also a chain TDNN-F (LF-MMI on chain egs made on the fly, Kaldi's training rules; see
+digits_chain.py), decoded on its own HCLG. With `--kaldi-bin DIR`, Kaldi's own programs train the same networks on
+the same features and alignments (kaldi_xent.py, and with --chain kaldi_chain.py), decoded by the same decoder and
+graphs: a row per toolkit and model.
+
+    python benchmarks/digits_recipe.py --folder /tmp/digits --chain --kaldi-bin /path/to/kaldi-bin/bin
+
 Prints each stage's time and the table of word and sentence error rates.
 """
 
@@ -31,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+import digits_chain
 from machine import cpu_model
 
 TRAIN_VOICES, TEST_VOICE = ("flite:kal16", "flite:awb", "flite:slt"), "flite:rms"
@@ -86,6 +94,7 @@ def main() -> None:
     p.add_argument(
         "--kaldi-bin", type=Path, help="Kaldi's programs: also train the network with nnet3-train (kaldi_xent.py)"
     )
+    p.add_argument("--chain", action="store_true", help="also train and decode a chain TDNN-F (digits_chain.py)")
     args = p.parse_args()
     import optax
 
@@ -128,15 +137,22 @@ def main() -> None:
     graph = DecodingGraph.of(fst, tid_pdfs)
     net = set_test_mode(result.network)  # batch-norm with its trained statistics
 
-    def score(toolkit: str, outputs_of: Callable[[str], list[np.ndarray]]) -> None:
-        """Decode each test set's log posteriors (minus the log priors) with the one graph and decoder."""
+    def score(
+        toolkit: str, outputs_of: Callable[[str], list[np.ndarray]], chain: tuple[Any, dict[int, str]] | None = None
+    ) -> None:
+        """Decode each test set's log posteriors (minus the log priors) with the one graph and decoder; with
+        `chain` (its graph and word names) a chain model's outputs on every third frame, at acoustic scale 1."""
         for name in ("seen", "unseen"):
             started = time.perf_counter()
             outputs = outputs_of(name)
             refs, hyps = {}, {}
             for u, out in zip(corpus.sets[name], outputs):
-                best = decode(graph, np.asarray(out) - log_priors, acoustic_scale=args.acoustic_scale, beam=15.0)
-                refs[u.id], hyps[u.id] = list(u.words), [names[w] for w in best.words]
+                if chain is None:
+                    best = decode(graph, np.asarray(out) - log_priors, acoustic_scale=args.acoustic_scale, beam=15.0)
+                else:
+                    best = decode(chain[0], np.asarray(out)[:: digits_chain.SUBSAMPLING], acoustic_scale=1.0, beam=15.0)
+                words_of = names if chain is None else chain[1]
+                refs[u.id], hyps[u.id] = list(u.words), [words_of[w] for w in best.words]
             seconds = time.perf_counter() - started
             audio = data[name].num_frames * FRAME_SHIFT
             rate = compute_wer(refs, hyps)
@@ -147,6 +163,16 @@ def main() -> None:
     rows: list[tuple[str, str, Any, float]] = []
     trained = {"symnet": train_seconds}
     score("symnet", lambda name: net.compute(list(data[name].features)))
+    if args.chain:
+        chain_net, trained["symnet chain"], history = digits_chain.train(
+            corpus, list(data["train"].features), Path(args.folder) / "chain", args.epochs
+        )
+        for h in history:
+            print(f"  chain epoch {h.epoch}: train loss {h.train_loss:.4f}, accuracy {h.train_accuracy:.3f}")
+        print(f"chain training: {trained['symnet chain']:.0f} s")
+        chain_test = set_test_mode(chain_net)
+        chain_graph = digits_chain.decoding_graph(dict(corpus.lexicon), words, phones)
+        score("symnet chain", lambda name: chain_test.compute(list(data[name].features)), chain_graph)
     if args.kaldi_bin is not None:
         import kaldi_xent
 
@@ -166,6 +192,27 @@ def main() -> None:
             return [out[i] for i in ids]
 
         score("Kaldi", kaldi_outputs)
+        if args.chain:
+            import kaldi_chain
+
+            chain_folder = Path(args.folder) / "kaldi-chain"
+            chain_xconfig = digits_chain.xconfig(40, 2 * len(phones))
+            chain_model, trained["Kaldi chain"], chain_objectives = kaldi_chain.train(
+                args.kaldi_bin, chain_folder, chain_xconfig, dict(zip(keys, data["train"].features)),
+                {u.id: digits_chain.phone_lengths(u) for u in corpus.sets["train"]}, phones=len(phones),
+                context=chain_net.context(), epochs=args.epochs, num_frames=digits_chain.NUM_FRAMES,
+                xent_regularize=digits_chain.XENT_REGULARIZE, leaky_hmm_coefficient=digits_chain.LEAKY_HMM,
+            )  # fmt: skip
+            for epoch, objective in enumerate(chain_objectives):
+                print(f"  Kaldi chain epoch {epoch}: objective {objective:.4f}")
+            print(f"Kaldi chain training: {trained['Kaldi chain']:.0f} s")
+
+            def kaldi_chain_outputs(name: str) -> list[np.ndarray]:
+                ids = [u.id for u in corpus.sets[name]]
+                out = kaldi_xent.compute(args.kaldi_bin, chain_model, dict(zip(ids, data[name].features)), chain_folder)
+                return [out[i] for i in ids]
+
+            score("Kaldi chain", kaldi_chain_outputs, chain_graph)
     print("\n| toolkit | test set | voices | utterances | %WER | %SER | decoding real-time factor | training |")
     print("|---|---|---|---|---|---|---|---|")
     for toolkit, name, rate, rtf in rows:

@@ -1,0 +1,130 @@
+"""The digits recipe's chain model: a TDNN-F trained with LF-MMI on chain egs made on the fly, as Kaldi's
+mini_librispeech recipe (local/chain/tuning/run_tdnn_1k.sh) trains one, scaled down to the corpus.
+
+- Numerators: each utterance's phones and their lengths from the synthesiser's segments (a phone said twice in
+  a row is two instances, as `ali-to-phones --write-lengths` gives them), Kaldi's chain topology (one state: a
+  phone's first frame pdf-class 0, later frames pdf-class 1) with monophone pdfs (no decision tree: 2 per
+  phone), tolerances 5 and 5, frame subsampling 3.
+- Denominator: `estimate_phone_lm` of the training utterances' phone sequences (chain-est-phone-lm, 4-gram,
+  `--num-extra-lm-states=2000` as Kaldi's chain recipes) made into a graph by `phone_lm_denominator`.
+- Egs: `stream_chain_data` on the features written as a Kaldi archive (`--num-frames=90,60,42`: the utterances
+  are short), the network's
+  context; as nnet3-chain-get-egs with the normalization FST).
+- Network: the recipe's xconfig (tdnn1, TDNN-F layers of time strides 1, 1, 1, 0, 3, 3, 3, 3, prefinal layers,
+  `output` without log-softmax and `output-xent`), dimensions 384 / bottleneck 64 for the corpus's size; the
+  recipe's l2 and orthonormal constraints; xent-regularize 0.1, leaky HMM 0.1.
+- Training: Kaldi's rules with natural gradient (`kaldi_rules(..., natural_gradient=True)`: nnet3-chain-train's
+  update), minibatches of 64, the learning rate decaying epoch by epoch from 0.002 to 0.0002 as `kaldi_chain.py`
+  gives Kaldi.
+- Graph: HCLG of the chain model (`chain_model`, self-loop scale 1.0), decoded at acoustic scale 1.0 on every
+  third output frame, as Kaldi decodes chain models.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kaldi_chain import LEARNING_RATES, MINIBATCH
+
+XENT_REGULARIZE = 0.1
+LEAKY_HMM = 0.1
+NUM_FRAMES = "90,60,42"  # utterances of 42 to 319 frames (median 148): shorter chunks than the recipe's 140,100,160
+SUBSAMPLING = 3
+
+
+def xconfig(dim: int, pdfs: int, width: int = 384, bottleneck: int = 64) -> str:
+    """run_tdnn_1k.sh's network (no i-vectors, so no LDA layer), narrower."""
+    tdnn = "l2-regularize=0.03"
+    tdnnf = f"l2-regularize=0.03 bypass-scale=0.66 dim={width} bottleneck-dim={bottleneck}"
+    lines = [
+        f"input dim={dim} name=input",
+        f"relu-batchnorm-layer name=tdnn1 {tdnn} input=Append(-1,0,1) dim={width}",
+        *(f"tdnnf-layer name=tdnnf{i} {tdnnf} time-stride={s}" for i, s in enumerate((1, 1, 1, 0, 3, 3, 3, 3), 2)),
+        "linear-component name=prefinal-l dim=192 l2-regularize=0.03 orthonormal-constraint=-1.0",
+        f"prefinal-layer name=prefinal-chain input=prefinal-l l2-regularize=0.03 big-dim={width} small-dim=192",
+        f"output-layer name=output include-log-softmax=false dim={pdfs} l2-regularize=0.015",
+        f"prefinal-layer name=prefinal-xent input=prefinal-l l2-regularize=0.03 big-dim={width} small-dim=192",
+        f"output-layer name=output-xent dim={pdfs} learning-rate-factor={0.5 / XENT_REGULARIZE} l2-regularize=0.015",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def phone_lengths(utterance: Any) -> np.ndarray:
+    """`(phone id, frames)` per phone instance, as frame_labels assigns frames to segments (a frame belongs to the
+    segment its centre falls in; frames past the last segment to a pause)."""
+    frames = utterance.num_frames
+    centres = (np.arange(frames) * 160 + 200) / 16000
+    ends = np.array([end for _, _, end in utterance.segments])
+    instance = np.minimum(np.searchsorted(ends, centres, side="right"), len(ends))
+    starts = np.flatnonzero(np.diff(instance, prepend=-1))
+    lengths = np.diff(np.append(starts, frames))
+    return np.stack([utterance.phone_ids[starts], lengths], axis=1).astype(np.int64)
+
+
+def train(corpus: Any, features: Sequence[np.ndarray], folder: Path, epochs: int) -> tuple[Any, float, list[Any]]:
+    """The trained network, the wall seconds of training (phone LM, denominator and egs index included) and the
+    history."""
+    import kaldiio
+    import optax
+
+    from symnet.chain import ChainOptions, Topology, estimate_phone_lm, phone_lm_denominator
+    from symnet.kaldi.xconfig import parse_xconfig_network
+    from symnet.train import fit, kaldi_rules, steps_per_epoch, stream_chain_data
+
+    folder.mkdir(parents=True, exist_ok=True)
+    utterances = corpus.sets["train"]
+    kaldiio.save_ark(
+        str(folder / "feats.ark"), {u.id: f for u, f in zip(utterances, features)}, scp=str(folder / "feats.scp")
+    )
+    started = time.perf_counter()
+    lengths = {u.id: phone_lengths(u) for u in utterances}
+    phones = range(1, len(corpus.phones) + 1)
+    topology = Topology.chain(phones)
+    pdfs = 2 * len(corpus.phones)
+    lm = estimate_phone_lm([pairs[:, 0].tolist() for pairs in lengths.values()], num_extra_lm_states=2000)
+    den = phone_lm_denominator(lm, topology)
+    network = parse_xconfig_network(xconfig(features[0].shape[1], pdfs), seed=0)
+    left, right = network.context()
+    cegs = stream_chain_data(
+        f"scp:{folder / 'feats.scp'}", lengths, topology, den, num_frames=NUM_FRAMES,
+        frame_subsampling_factor=SUBSAMPLING, left_context=left, right_context=right,
+        options=ChainOptions(xent_regularize=XENT_REGULARIZE, leaky_hmm_coefficient=LEAKY_HMM),
+        xent_output="output-xent",
+    )  # fmt: skip
+    steps = steps_per_epoch(network, cegs.train, batch_size=MINIBATCH, frame_subsampling_factor=SUBSAMPLING)
+    first, last = LEARNING_RATES  # Kaldi's, decaying exponentially epoch by epoch (kaldi_chain.py)
+    rate = optax.exponential_decay(first, steps, (last / first) ** (1 / max(epochs - 1, 1)), staircase=True)
+    rules = kaldi_rules(network, learning_rate=rate, natural_gradient=True)
+    steps_of: list[Any] = []
+    result = fit(
+        network, cegs.train, rules, objective=cegs.objective, frame_subsampling_factor=SUBSAMPLING, epochs=epochs,
+        batch_size=MINIBATCH, progress=False, seed=0, on_step=steps_of.append,
+    )  # fmt: skip
+    seconds = time.perf_counter() - started
+    for epoch in range(epochs):
+        steps_in = [s for s in steps_of if s.epoch == epoch]
+        step_seconds = sorted(s.seconds for s in steps_in)
+        waited, median = sum(s.waited for s in steps_in), step_seconds[len(step_seconds) // 2]
+        print(
+            f"  chain epoch {epoch}: {sum(step_seconds):.1f} s in {len(steps_in)} steps, of which {waited:.1f} s "
+            f"waiting for egs; median step {median:.3f} s"
+        )
+    return result.network, seconds, list(result.history)
+
+
+def decoding_graph(lexicon: dict[str, list[tuple[str, ...]]], words: list[str], phones: tuple[str, ...]) -> Any:
+    """HCLG of the chain model (`chain_model`) over the digits' word loop with optional silence, as
+    `digits_recipe.decoding_graph` builds the cross-entropy model's; the graph and the word names by id."""
+    from symnet.decode import DecodingGraph, chain_model, make_hclg, make_lang, word_loop
+
+    ids = {p: n + 1 for n, p in enumerate(phones)}
+    entries = [(w, tuple(pron), 1.0) for w in words for pron in lexicon[w]]
+    lang = make_lang(entries, optional_silence="pau", phones={"<eps>": 0, **ids})
+    model = chain_model(list(ids.values()))
+    hclg = make_hclg(lang, word_loop(lang.words, words), model, self_loop_scale=1.0)
+    return DecodingGraph.of(hclg, model.transition_pdfs()), {i: w for w, i in lang.words.items()}
