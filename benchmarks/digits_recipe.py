@@ -186,12 +186,11 @@ def main() -> None:
             print(f"  Kaldi epoch {epoch}: average log-likelihood {objective:.3f}")
         print(f"Kaldi training: {trained['Kaldi']:.0f} s")
 
-        def kaldi_outputs(name: str) -> list[np.ndarray]:
-            ids = [u.id for u in corpus.sets[name]]
-            out = kaldi_xent.compute(args.kaldi_bin, model, dict(zip(ids, data[name].features)), folder)
-            return [out[i] for i in ids]
+        def kaldi_outputs(model: Path, folder: Path) -> Callable[[str], list[np.ndarray]]:
+            ids = {name: [u.id for u in corpus.sets[name]] for name in ("seen", "unseen")}
+            return lambda name: kaldi_xent.outputs_of(args.kaldi_bin, model, folder, ids[name], data[name].features)
 
-        score("Kaldi", kaldi_outputs)
+        score("Kaldi", kaldi_outputs(model, folder))
         if args.chain:
             import kaldi_chain
 
@@ -207,12 +206,7 @@ def main() -> None:
                 print(f"  Kaldi chain epoch {epoch}: objective {objective:.4f}")
             print(f"Kaldi chain training: {trained['Kaldi chain']:.0f} s")
 
-            def kaldi_chain_outputs(name: str) -> list[np.ndarray]:
-                ids = [u.id for u in corpus.sets[name]]
-                out = kaldi_xent.compute(args.kaldi_bin, chain_model, dict(zip(ids, data[name].features)), chain_folder)
-                return [out[i] for i in ids]
-
-            score("Kaldi chain", kaldi_chain_outputs, chain_graph)
+            score("Kaldi chain", kaldi_outputs(chain_model, chain_folder), chain_graph)
     print("\n| toolkit | test set | voices | utterances | %WER | %SER | decoding real-time factor | training |")
     print("|---|---|---|---|---|---|---|---|")
     for toolkit, name, rate, rtf in rows:

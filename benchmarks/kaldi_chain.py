@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kaldi_xent import shell, write_features
+from kaldi_xent import shell, train_epochs, write_features
 
 LEARNING_RATES = (0.002, 0.0002)
 MINIBATCH = 64
@@ -78,21 +78,15 @@ def train(
         folder,
         kaldi,
     )
-    objectives = []
-    first, last = LEARNING_RATES
-    for epoch in range(epochs):
-        rate = first * (last / first) ** (epoch / max(epochs - 1, 1))
-        log = shell(
-            f"nnet3-chain-shuffle-egs --srand={epoch} ark:cegs.ark ark:- | "
-            f"nnet3-chain-merge-egs --minibatch-size={MINIBATCH} ark:- ark:- | "
-            f"nnet3-chain-train --use-gpu=no --max-param-change=2.0 --xent-regularize={xent_regularize} "
-            f"--leaky-hmm-coefficient={leaky_hmm_coefficient} "
-            f"'nnet3-copy --learning-rate={rate} {epoch}.raw - |' den.fst ark:- {epoch + 1}.raw",
-            folder,
-            kaldi,
-        )
-        objectives.append(chain_objective(log))
-    return folder / f"{epochs}.raw", time.perf_counter() - started, objectives
+    logs = train_epochs(
+        folder, kaldi, epochs, LEARNING_RATES,
+        lambda epoch, rate: f"nnet3-chain-shuffle-egs --srand={epoch} ark:cegs.ark ark:- | "
+        f"nnet3-chain-merge-egs --minibatch-size={MINIBATCH} ark:- ark:- | "
+        f"nnet3-chain-train --use-gpu=no --max-param-change=2.0 --xent-regularize={xent_regularize} "
+        f"--leaky-hmm-coefficient={leaky_hmm_coefficient} "
+        f"'nnet3-copy --learning-rate={rate} {epoch}.raw - |' den.fst ark:- {epoch + 1}.raw",
+    )  # fmt: skip
+    return folder / f"{epochs}.raw", time.perf_counter() - started, [chain_objective(log) for log in logs]
 
 
 def features_dim(features: Mapping[str, np.ndarray]) -> int:

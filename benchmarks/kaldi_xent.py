@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -85,20 +85,32 @@ def train(
         folder,
         kaldi,
     )
-    objectives = []
-    first, last = LEARNING_RATES
-    for epoch in range(epochs):
-        rate = first * (last / first) ** (epoch / max(epochs - 1, 1))
-        log = shell(
-            f"nnet3-shuffle-egs --srand={epoch} ark:egs.ark ark:- | "
-            f"nnet3-merge-egs --minibatch-size={MINIBATCH} ark:- ark:- | "
-            f"nnet3-train --use-gpu=no --max-param-change=2.0 'nnet3-copy --learning-rate={rate} {epoch}.raw - |' "
-            f"ark:- {epoch + 1}.raw",
-            folder,
-            kaldi,
-        )
-        objectives.append(average_objective(log))
-    return folder / f"{epochs}.raw", time.perf_counter() - started, objectives
+    logs = train_epochs(
+        folder, kaldi, epochs, LEARNING_RATES,
+        lambda epoch, rate: f"nnet3-shuffle-egs --srand={epoch} ark:egs.ark ark:- | "
+        f"nnet3-merge-egs --minibatch-size={MINIBATCH} ark:- ark:- | "
+        f"nnet3-train --use-gpu=no --max-param-change=2.0 'nnet3-copy --learning-rate={rate} {epoch}.raw - |' "
+        f"ark:- {epoch + 1}.raw",
+    )  # fmt: skip
+    return folder / f"{epochs}.raw", time.perf_counter() - started, [average_objective(log) for log in logs]
+
+
+def train_epochs(
+    folder: Path, kaldi: Path, epochs: int, rates: tuple[float, float], command: Callable[[int, float], str]
+) -> list[str]:
+    """Each epoch's log of `command(epoch, learning rate)` (training `{epoch}.raw` into `{epoch + 1}.raw`), the
+    rate decaying exponentially from `rates[0]` in the first epoch to `rates[1]` in the last, as Kaldi's
+    training scripts decay it."""
+    first, last = rates
+    return [shell(command(e, first * (last / first) ** (e / max(epochs - 1, 1))), folder, kaldi) for e in range(epochs)]
+
+
+def outputs_of(
+    kaldi: Path, model: Path, folder: Path, keys: Sequence[str], features: Sequence[np.ndarray]
+) -> list[np.ndarray]:
+    """`compute`'s outputs for the utterances `keys` (their `features`), in that order."""
+    out = compute(kaldi, model, dict(zip(keys, features)), folder)
+    return [out[key] for key in keys]
 
 
 def average_objective(log: str) -> float:

@@ -21,7 +21,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..base.errors import TrainingError
 from ..components import batchnorm_stats_updates, natural_gradient, set_test_mode
 from ..components.normalize import statistics_across
 from ..core import rng
@@ -215,14 +214,15 @@ class Trainer:
         """Minibatch `number`, `chunks[idx]`, filled up to the batch size (with a mesh: this process's part)."""
         return minibatch_of(number, chunks, idx, self)
 
-    def arrays(self, minibatch: Minibatch) -> tuple[jax.Array, ...]:
-        """(features, targets, weights) of `minibatch`, each split over the devices with a mesh."""
+    def arrays(self, minibatch: Minibatch) -> tuple[Any, ...]:
+        """(features, targets, weights) of `minibatch`, each split over the devices with a mesh (a sequence
+        objective's targets: its per-chunk supervision, split by chunk)."""
         x, targets, weights = self.host_arrays(minibatch)
         if self.parallel is not None:
             if self.objective.per_frame:
                 return self.parallel.shard(x, targets, weights)
-            (x, weights), supervision = self.parallel.shard(x, weights), self.parallel.shard_chunks(targets)
-            return x, supervision, weights
+            features, frame_weights = self.parallel.shard(x, weights)
+            return features, self.parallel.shard_chunks(targets), frame_weights
         return jnp.asarray(x), jax.tree.map(jnp.asarray, targets), jnp.asarray(weights)
 
     def supervision(self, chunks: Chunks) -> Any:
