@@ -13,6 +13,7 @@ import pytest
 from helpers.fit_results import assert_same
 from symnet import Append, Input, Network, Offset, Weight
 from symnet._src.kaldi_io.tables import iter_table
+from symnet._src.train import chain_streams
 from symnet.chain import ChainOptions, Topology, read_fst
 from symnet.errors import KaldiDataError
 from symnet.train import SkippedDataWarning, chain_egs, chain_examples, fit, stream_chain_data
@@ -48,7 +49,7 @@ def net(pdfs: int) -> Network:
 ARGS = {"num_frames": 45, "left_context": 1, "right_context": 1, "seed": 3}
 
 
-def test_a_stream_trains_as_the_same_egs_in_memory_and_resumes_bit_for_bit(corpus, tmp_path) -> None:
+def test_a_stream_trains_as_the_same_egs_in_memory_and_resumes_bit_for_bit(corpus, tmp_path, monkeypatch) -> None:
     features, scp = corpus
     topology = Topology.parse((DATA / "chain.topo").read_text())
     den = read_fst(str(DATA / "chain.den.fst"))
@@ -71,6 +72,14 @@ def test_a_stream_trains_as_the_same_egs_in_memory_and_resumes_bit_for_bit(corpu
               **settings)  # fmt: skip
     assert_same(got, want)  # bit for bit: numerators padded to powers of two train as in memory
     assert got.history[-1].train_loss < got.history[0].train_loss
+    # the second epoch took every numerator from the cache; with no room for any, each is made again, alike
+    assert set(s.train._made) == set(range(len(s.train)))
+    monkeypatch.setattr(chain_streams, "NUMERATOR_CACHE_BYTES", 0)
+    uncached = stream()
+    made_again = fit(net(pdfs), uncached.train, optax.adam(0.05), objective=uncached.objective,
+                     frame_subsampling_factor=3, **settings)  # fmt: skip
+    assert not uncached.train._made
+    assert_same(made_again, want)
 
     def run(**more):
         s = stream_chain_data(scp, lengths, topology, den, options=OPTIONS, buffer_size=20, **ARGS)

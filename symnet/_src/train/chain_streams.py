@@ -12,7 +12,8 @@ its utterance's features by offset and makes its eg (`chunk_example`, as `chain_
 same rows, derivative weights and numerator), on `fit`'s reading thread; memory is bounded by the shuffle
 window (`buffer_size` examples) as for `stream_cegs`. Each numerator is padded to a power of two of arcs and
 states (a few compiled shapes; padding adds no path), so a stream trains as the same egs in memory do, and
-resumes bit for bit.
+resumes bit for bit. The numerators made are kept for the next epochs up to `NUMERATOR_CACHE_BYTES` (a small
+corpus's all, a large one's first ones): making them is most of the reading thread's work.
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ from .egs_streams import DEFAULT_BUFFER_SIZE, ChainEgsStream, PrecutCorpus, stac
 from .examples import Chunks
 from .streams import file_of, file_stamps
 
-__all__ = ["ChainDataCorpus", "stream_chain_data"]
+__all__ = ["NUMERATOR_CACHE_BYTES", "ChainDataCorpus", "stream_chain_data"]
+
+#: Bytes of chunk numerators (graph arrays and derivative weights) a stream keeps from one epoch to the next.
+NUMERATOR_CACHE_BYTES = 256 << 20
 
 
 class ChainDataCorpus(PrecutCorpus):
@@ -90,6 +94,8 @@ class ChainDataCorpus(PrecutCorpus):
         self.left, self.right = make["left_context"], make["right_context"]
         self.subsampling = k
         self._numerators: OrderedDict[str, ChainGraph] = OrderedDict()
+        self._made: dict[int, Held] = {}  # chunk numerators kept for the next epochs, by position
+        self._made_bytes = 0
         #: The chunks' widths, largest first (`fit` computes each minibatch at its own).
         self.kaldi_sizes = tuple(sorted(set(widths), reverse=True))
         for key, reason in bad:
@@ -134,18 +140,39 @@ class ChainDataCorpus(PrecutCorpus):
         key, chunk = self.places[position]
         with reading(self.features, "features"):
             x = np.asarray(read_entry(self._entries[key], self.features_path, key, self.allow_pipes), np.float32)
-        m = self.make
-        eg = chunk_example(key, x, self._utterance(key), chunk, m["normalization"], m["k"], self.left, self.right)
-        if eg is None:
-            raise KaldiDataError(f"utterance {key!r}, frames {chunk.first_frame} on: the numerator is empty")
-        arrays = chain_arrays(eg)
-        sup = arrays.supervision
-        graph = numerator_graph(sup.fst, sup.label_dim)
-        held = Held(graph, arrays.deriv_weights, _power_of_two(graph.num_arcs), _power_of_two(graph.num_states))
+        with self._lock:
+            made = self._made.get(position)
+        if made is not None:  # made in an earlier epoch: only the features' rows (as chunk_example takes them)
+            # a Held of its own: the supervision table forgets it with its minibatch, while the cache keeps the arrays
+            held = Held(made.graph, made.deriv_weights, made.arcs, made.states)
+            first, width = chunk.first_frame, chunk.num_frames
+            features = x[np.clip(np.arange(first - self.left, first + width + self.right), 0, len(x) - 1)]
+        else:
+            m = self.make
+            eg = chunk_example(key, x, self._utterance(key), chunk, m["normalization"], m["k"], self.left, self.right)
+            if eg is None:
+                raise KaldiDataError(f"utterance {key!r}, frames {chunk.first_frame} on: the numerator is empty")
+            arrays = chain_arrays(eg)
+            sup = arrays.supervision
+            graph = numerator_graph(sup.fst, sup.label_dim)
+            held = Held(graph, arrays.deriv_weights, _power_of_two(graph.num_arcs), _power_of_two(graph.num_states))
+            features = arrays.features
+            self._keep(position, held)
         number = self.supervisions.add(held)
         width = chunk.num_frames
-        piece = (arrays.features, np.full(width, number, np.int64), np.ones(width, np.float32), None)
+        piece = (features, np.full(width, number, np.int64), np.ones(width, np.float32), None)
         return piece, held
+
+    def _keep(self, position: int, held: Held) -> None:
+        """Keep chunk `position`'s numerator for the next epochs while the cache has room."""
+        graph = held.graph
+        size = held.deriv_weights.nbytes + sum(
+            a.nbytes for a in (graph.src, graph.dst, graph.pdf, graph.log_prob, graph.log_initial, graph.log_final)
+        )
+        with self._lock:
+            if self._made_bytes + size <= NUMERATOR_CACHE_BYTES:
+                self._made[position] = held
+                self._made_bytes += size
 
 
 def _power_of_two(n: int) -> int:
