@@ -1,10 +1,10 @@
 """The digits recipe's chain model: a TDNN-F trained with LF-MMI on chain egs made on the fly, as Kaldi's
 mini_librispeech recipe (local/chain/tuning/run_tdnn_1k.sh) trains one, scaled down to the corpus.
 
-- Numerators: each utterance's phones and their lengths from the synthesiser's segments (a phone said twice in
-  a row is two instances, as `ali-to-phones --write-lengths` gives them), Kaldi's chain topology (one state: a
-  phone's first frame pdf-class 0, later frames pdf-class 1) with monophone pdfs (no decision tree: 2 per
-  phone), tolerances 5 and 5, frame subsampling 3.
+- Numerators: each utterance's phones and their lengths from the synthesiser's segments
+  (`Corpus.phone_lengths`: a phone said twice in a row is two instances, as `ali-to-phones --write-lengths`
+  gives them), Kaldi's chain topology (one state: a phone's first frame pdf-class 0, later frames pdf-class 1)
+  with monophone pdfs (no decision tree: 2 per phone), tolerances 5 and 5, frame subsampling 3.
 - Denominator: `estimate_phone_lm` of the training utterances' phone sequences (chain-est-phone-lm, 4-gram,
   `--num-extra-lm-states=2000` as Kaldi's chain recipes) made into a graph by `phone_lm_denominator`.
 - Egs: `stream_chain_data` on the features written as a Kaldi archive (`--num-frames=90,60,42`: the utterances
@@ -54,18 +54,6 @@ def xconfig(dim: int, pdfs: int, width: int = 384, bottleneck: int = 64) -> str:
     return "\n".join(lines) + "\n"
 
 
-def phone_lengths(utterance: Any) -> np.ndarray:
-    """`(phone id, frames)` per phone instance, as frame_labels assigns frames to segments (a frame belongs to the
-    segment its centre falls in; frames past the last segment to a pause)."""
-    frames = utterance.num_frames
-    centres = (np.arange(frames) * 160 + 200) / 16000
-    ends = np.array([end for _, _, end in utterance.segments])
-    instance = np.minimum(np.searchsorted(ends, centres, side="right"), len(ends))
-    starts = np.flatnonzero(np.diff(instance, prepend=-1))
-    lengths = np.diff(np.append(starts, frames))
-    return np.stack([utterance.phone_ids[starts], lengths], axis=1).astype(np.int64)
-
-
 def train(corpus: Any, features: Sequence[np.ndarray], folder: Path, epochs: int) -> tuple[Any, float, list[Any]]:
     """The trained network, the wall seconds of training (phone LM, denominator and egs index included) and the
     history."""
@@ -82,7 +70,7 @@ def train(corpus: Any, features: Sequence[np.ndarray], folder: Path, epochs: int
         str(folder / "feats.ark"), {u.id: f for u, f in zip(utterances, features)}, scp=str(folder / "feats.scp")
     )
     started = time.perf_counter()
-    lengths = {u.id: phone_lengths(u) for u in utterances}
+    lengths = {u.id: corpus.phone_lengths(u) for u in utterances}
     phones = range(1, len(corpus.phones) + 1)
     topology = Topology.chain(phones)
     pdfs = 2 * len(corpus.phones)

@@ -180,7 +180,7 @@ def main() -> None:
         keys = [u.id for u in corpus.sets["train"]]
         model, trained["Kaldi"], objectives = kaldi_xent.train(
             args.kaldi_bin, folder, xconfig(40, pdfs), dict(zip(keys, data["train"].features)),
-            dict(zip(keys, labels)), pdfs=pdfs, context=network(40, pdfs).context(), epochs=args.epochs,
+            dict(zip(keys, labels)), pdfs=pdfs, context=result.network.context(), epochs=args.epochs,
         )  # fmt: skip
         for epoch, objective in enumerate(objectives):
             print(f"  Kaldi epoch {epoch}: average log-likelihood {objective:.3f}")
@@ -198,7 +198,7 @@ def main() -> None:
             chain_xconfig = digits_chain.xconfig(40, 2 * len(phones))
             chain_model, trained["Kaldi chain"], chain_objectives = kaldi_chain.train(
                 args.kaldi_bin, chain_folder, chain_xconfig, dict(zip(keys, data["train"].features)),
-                {u.id: digits_chain.phone_lengths(u) for u in corpus.sets["train"]}, phones=len(phones),
+                {u.id: corpus.phone_lengths(u) for u in corpus.sets["train"]}, phones=len(phones),
                 context=chain_net.context(), epochs=args.epochs, num_frames=digits_chain.NUM_FRAMES,
                 xent_regularize=digits_chain.XENT_REGULARIZE, leaky_hmm_coefficient=digits_chain.LEAKY_HMM,
             )  # fmt: skip

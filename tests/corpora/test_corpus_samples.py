@@ -93,6 +93,28 @@ def test_alignments_have_the_features_frames_and_follow_the_ctm(folder: Path, ta
             assert set(u.states.tolist()) <= {0, 1, 2} and u.states[0] == 0
 
 
+@pytest.mark.parametrize("task", ["digits", "commands"])
+def test_phone_lengths_are_the_segments_frames_each_instance_apart(folder: Path, task: str) -> None:
+    """`Corpus.phone_lengths`: one (phone, frames) per ctm segment that has frames, in order (a phone said twice
+    in a row stays two), a frame counted for the first segment ending after its centre (written out here frame by
+    frame), frames past the last segment a pause; they add up to the utterance's frames."""
+    corpus = load_corpus(folder / task)
+    for utts in corpus.sets.values():
+        for u in utts:
+            owner = [next((i for i, (_, _, e) in enumerate(u.segments) if 0.0125 + 0.01 * t < e), None)
+                     for t in range(u.num_frames)]  # fmt: skip
+            expected: list[tuple[str, int]] = []
+            for i, o in enumerate(owner):
+                phone = "pau" if o is None else u.segments[o][0]
+                if i and owner[i - 1] == o:
+                    expected[-1] = (phone, expected[-1][1] + 1)
+                else:
+                    expected.append((phone, 1))
+            said = [(corpus.phones[int(p) - 1], int(n)) for p, n in corpus.phone_lengths(u)]
+            assert said == expected, u.id
+            assert sum(n for _, n in said) == u.num_frames
+
+
 def _says(words: tuple[str, ...], phones: list[str], lexicon: dict) -> bool:
     if not words:
         return not phones

@@ -15,7 +15,7 @@ from ..datasets import Dataset
 from ..features.kaldi import FbankOptions, fbank
 from ..features.wav import read_wav
 from .errors import CorpusError
-from .kaldi_dir import STATES, read_set, read_table
+from .kaldi_dir import STATES, frame_segments, read_set, read_table
 
 __all__ = ["Corpus", "Utterance", "load_corpus"]
 
@@ -60,6 +60,18 @@ class Corpus:
         if word not in self.lexicon:
             raise CorpusError(f"{word!r} is not in the lexicon of {self.folder} ({len(self.lexicon)} words)")
         return self.lexicon[word]
+
+    def phone_lengths(self, utterance: Utterance) -> np.ndarray:
+        """`[instances, 2]` int64 (phone id, frames) of each phone segment of `utterance` that has frames, in
+        order, as `ali-to-phones --write-lengths` writes them (chain training's input): a phone said twice in a row
+        is two instances. A frame belongs to the first segment ending after its centre, as the frame labels are
+        made; frames past the last segment are one more pause."""
+        names = [phone for phone, _, _ in utterance.segments] + ["pau"]
+        segment = frame_segments(utterance.segments, utterance.num_frames)
+        starts = np.flatnonzero(np.diff(segment, prepend=-1))
+        lengths = np.diff(np.append(starts, utterance.num_frames))
+        ids = [self.phones.index(names[s]) + 1 for s in segment[starts].tolist()]
+        return np.stack([np.asarray(ids), lengths], axis=1).astype(np.int64)
 
     def state_labels(self, utterance: Utterance) -> np.ndarray:
         """Per frame, int32: (phone id - 1) * 3 + state, in [0, num_pdfs)."""

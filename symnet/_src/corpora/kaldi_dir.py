@@ -19,18 +19,24 @@ from ..features.kaldi import FbankOptions, num_frames
 from .errors import CorpusError
 from .flite import Segments
 
-__all__ = ["STATES", "frame_labels", "read_set", "read_table", "write_set"]
+__all__ = ["STATES", "frame_labels", "frame_segments", "read_set", "read_table", "write_set"]
 
 STATES = 3  # label states per phone: thirds of its frames
 _FILES = ("wav.scp", "text", "utt2spk", "spk2utt", "phones.ctm", "phone_ali.txt", "state_ali.txt")
 
 
+def frame_segments(segments: Sequence[tuple[str, float, float]], frames: int) -> np.ndarray:
+    """Each of `frames` 10 ms frames' segment: the first ending after the frame's centre (`len(segments)` for a
+    frame past the last segment, whose label is a pause)."""
+    centres = (np.arange(frames) * 160 + 200) / 16000
+    ends = np.array([e for _, _, e in segments])
+    return np.searchsorted(ends, centres, side="right")
+
+
 def frame_labels(segments: Segments, samples: int, phone_ids: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """Each 10 ms frame's phone id and state (0 to STATES - 1), int32 `[frames]` each."""
     frames = num_frames(samples, FbankOptions())
-    centres = (np.arange(frames) * 160 + 200) / 16000
-    ends = np.array([e for _, _, e in segments])
-    which = np.searchsorted(ends, centres, side="right")  # the first segment ending after the centre
+    which = frame_segments(segments, frames)
     phones = np.full(frames, phone_ids["pau"], np.int32)
     states = np.full(frames, STATES - 1, np.int32)
     for k, (phone, _, _) in enumerate(segments):

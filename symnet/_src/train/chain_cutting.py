@@ -39,7 +39,7 @@ from ..kaldi_io.fst import Fst
 from .egs_split import KaldiChunk, KaldiSplitter, placed_chunks
 from .streams import SkippedDataWarning
 
-__all__ = ["chain_examples", "check_lengths", "chunk_example", "key_number"]
+__all__ = ["chain_examples", "check_lengths", "chunk_example", "chunk_rows", "key_number"]
 
 
 def chain_examples(
@@ -134,7 +134,7 @@ def chunk_example(
     if not np.isfinite(numerator.log_final).any():
         _skip(f"utterance {key!r}, frames {first} to {first + size}: the numerator is empty after the normalization")
         return None
-    rows = np.clip(np.arange(first - left, first + size + right), 0, len(x) - 1)
+    rows = chunk_rows(len(x), chunk, left, right)
     t_in = np.arange(-left, size + right)
     t_out = np.arange(0, size, k)
     fst = fst_from_arcs(
@@ -152,6 +152,12 @@ def chunk_example(
         (NnetIo("input", _indexes(t_in), x[rows], "FM"),),
         (ChainOutput("output", _indexes(t_out), supervision, chunk.output_weights.astype(np.float32)),),
     )
+
+
+def chunk_rows(frames: int, chunk: KaldiChunk, left: int, right: int) -> np.ndarray:
+    """The rows of an utterance of `frames` frames a chunk's input takes: its frames and `left`/`right` of context,
+    clamped to the utterance (as nnet3-chain-get-egs pads with its first and last frames)."""
+    return np.clip(np.arange(chunk.first_frame - left, chunk.first_frame + chunk.num_frames + right), 0, frames - 1)
 
 
 def _indexes(t: np.ndarray) -> np.ndarray:

@@ -32,7 +32,7 @@ from ..chain.topology import Topology
 from ..kaldi_io.fst import Fst
 from ..kaldi_io.scp import entry_rows, read_entry
 from ..kaldi_io.tables import parse_spec, reading, scp_entries
-from .chain_cutting import check_lengths, chunk_example, key_number
+from .chain_cutting import check_lengths, chunk_example, chunk_rows, key_number
 from .chain_egs import Held, HeldSupervision, StreamedChainEgs, chain_arrays
 from .egs_split import KaldiChunk, KaldiSplitter
 from .egs_streams import DEFAULT_BUFFER_SIZE, ChainEgsStream, PrecutCorpus, stack_held
@@ -145,8 +145,7 @@ class ChainDataCorpus(PrecutCorpus):
         if made is not None:  # made in an earlier epoch: only the features' rows (as chunk_example takes them)
             # a Held of its own: the supervision table forgets it with its minibatch, while the cache keeps the arrays
             held = Held(made.graph, made.deriv_weights, made.arcs, made.states)
-            first, width = chunk.first_frame, chunk.num_frames
-            features = x[np.clip(np.arange(first - self.left, first + width + self.right), 0, len(x) - 1)]
+            features = x[chunk_rows(len(x), chunk, self.left, self.right)]
         else:
             m = self.make
             eg = chunk_example(key, x, self._utterance(key), chunk, m["normalization"], m["k"], self.left, self.right)
