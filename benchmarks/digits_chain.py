@@ -105,14 +105,16 @@ def train(corpus: Any, features: Sequence[np.ndarray], folder: Path, epochs: int
     return result.network, seconds, list(result.history)
 
 
-def decoding_graph(lexicon: dict[str, list[tuple[str, ...]]], words: list[str], phones: tuple[str, ...]) -> Any:
-    """HCLG of the chain model (`chain_model`) over the digits' word loop with optional silence, as
+def decoding_graph(
+    lexicon: dict[str, list[tuple[str, ...]]], words: list[str], phones: tuple[str, ...], grammar: Any
+) -> Any:
+    """HCLG of the chain model (`chain_model`) over `grammar(lang)` with optional silence, as
     `digits_recipe.decoding_graph` builds the cross-entropy model's; the graph and the word names by id."""
-    from symnet.decode import DecodingGraph, chain_model, make_hclg, make_lang, word_loop
+    from symnet.decode import DecodingGraph, chain_model, make_hclg, make_lang
 
     ids = {p: n + 1 for n, p in enumerate(phones)}
     entries = [(w, tuple(pron), 1.0) for w in words for pron in lexicon[w]]
     lang = make_lang(entries, optional_silence="pau", phones={"<eps>": 0, **ids})
     model = chain_model(list(ids.values()))
-    hclg = make_hclg(lang, word_loop(lang.words, words), model, self_loop_scale=1.0)
+    hclg = make_hclg(lang, grammar(lang), model, self_loop_scale=1.0)
     return DecodingGraph.of(hclg, model.transition_pdfs()), {i: w for w, i in lang.words.items()}

@@ -39,7 +39,10 @@ from typing import Any
 import numpy as np
 
 import digits_chain
+import digits_ctc
+import results_plot
 from machine import cpu_model
+from results_plot import Row
 
 TRAIN_VOICES, TEST_VOICE = ("flite:kal16", "flite:awb", "flite:slt"), "flite:rms"
 STATES = 3  # HMM states per phone (pdfs), as the corpus's state labels
@@ -60,33 +63,62 @@ def xconfig(dim: int, pdfs: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def results_table(rows: list[Row], task: str) -> str:
+    """The results as a Markdown table: a row per model and test set."""
+    lines = [
+        f"| toolkit, model ({task}) | test set | voices | utterances | %WER | %SER | decoding real-time factor "
+        "| training |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        voices = (", ".join(TRAIN_VOICES) if row.test_set == "seen" else TEST_VOICE).replace("flite:", "")
+        rate = row.rate
+        lines.append(
+            f"| {row.system} | {row.test_set} | {voices} | {rate.sentences} | {rate.wer:.2f} | {rate.ser:.2f} "
+            f"| {row.real_time_factor:.3f} | {row.training_seconds:.0f} s |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def network(dim: int, pdfs: int) -> object:
     from symnet.kaldi.xconfig import parse_xconfig_network
 
     return parse_xconfig_network(xconfig(dim, pdfs), seed=0)
 
 
+def grammar(task: str, words: list[str], sentences: list[list[str]]) -> Callable[[Any], Any]:
+    """G for a lang's word ids: for digits a loop over the words (each costing ln of their number), for the
+    commands a trigram of the training sentences (`estimate_arpa`: Witten-Bell, as SRILM's `-wbdiscount
+    -interpolate`; backoff arcs read #0, as arpa2fst makes G)."""
+    from symnet.decode import arpa_to_fst, estimate_arpa, word_loop
+
+    if task == "digits":
+        return lambda lang: word_loop(lang.words, words)
+    lm = estimate_arpa(sentences, order=3)
+    return lambda lang: arpa_to_fst(lm, lang.words)
+
+
 def decoding_graph(
-    lexicon: dict[str, list[tuple[str, ...]]], words: list[str], phones: tuple[str, ...]
-) -> tuple[object, np.ndarray, dict[int, str]]:
-    """HCLG from `symnet.decode`'s graph builder: a loop over the words (each costing ln of their number), every
-    pronunciation of each word (probability 1, as Kaldi's lexicon.txt), each phone a 3-state left-to-right HMM
-    (self-loops 0.5, pdf of state k of the i-th phone 3i + k, as the corpus's state labels), optional silence
-    ("pau", probability 0.5) at the start and after each word; the graph, its transition-id -> pdf map and the
-    word names by id."""
-    from symnet.decode import left_to_right_model, make_hclg, make_lang, word_loop
+    lexicon: dict[str, list[tuple[str, ...]]], words: list[str], phones: tuple[str, ...], grammar: Any
+) -> tuple[Any, dict[int, str]]:
+    """HCLG from `symnet.decode`'s graph builder: `grammar(lang)`, every pronunciation of each word
+    (probability 1, as Kaldi's lexicon.txt), each phone a 3-state left-to-right HMM (self-loops 0.5, pdf of
+    state k of the i-th phone 3i + k, as the corpus's state labels), optional silence ("pau", probability 0.5)
+    at the start and after each word; the `DecodingGraph` and the word names by id."""
+    from symnet.decode import DecodingGraph, left_to_right_model, make_hclg, make_lang
 
     ids = {p: n + 1 for n, p in enumerate(phones)}  # in the corpus's order, so the model's pdfs follow it
     entries = [(w, tuple(pron), 1.0) for w in words for pron in lexicon[w]]
     lang = make_lang(entries, optional_silence="pau", phones={"<eps>": 0, **ids})
     model = left_to_right_model(list(ids.values()), STATES, 0.5)
-    hclg = make_hclg(lang, word_loop(lang.words, words), model, self_loop_scale=1.0)
-    return hclg, model.transition_pdfs(), {i: w for w, i in lang.words.items()}
+    hclg = make_hclg(lang, grammar(lang), model, self_loop_scale=1.0)
+    return DecodingGraph.of(hclg, model.transition_pdfs()), {i: w for w, i in lang.words.items()}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--folder", required=True)
+    p.add_argument("--task", choices=("digits", "commands"), default="digits")
     p.add_argument("--train", type=int, default=900, help="training utterances (three voices)")
     p.add_argument("--test", type=int, default=150, help="test utterances per test set")
     p.add_argument("--epochs", type=int, default=6)
@@ -95,13 +127,14 @@ def main() -> None:
         "--kaldi-bin", type=Path, help="Kaldi's programs: also train the network with nnet3-train (kaldi_xent.py)"
     )
     p.add_argument("--chain", action="store_true", help="also train and decode a chain TDNN-F (digits_chain.py)")
+    p.add_argument("--ctc", action="store_true", help="also train and decode a TDNN-BLSTM with CTC (digits_ctc.py)")
     args = p.parse_args()
     import optax
 
     from symnet import tune_host_memory
     from symnet.components import set_test_mode
     from symnet.datasets import CorpusSet, synthesise_corpus
-    from symnet.decode import DecodingGraph, compute_wer, decode
+    from symnet.decode import compute_wer, decode
     from symnet.train import fit
 
     tune_host_memory()
@@ -112,15 +145,17 @@ def main() -> None:
         CorpusSet("seen", TRAIN_VOICES, args.test),
         CorpusSet("unseen", (TEST_VOICE,), args.test, held_out=True),
     ]
-    corpus = synthesise_corpus(Path(args.folder) / "corpus", "digits", sets=sets, seed=1, log=None)
+    corpus = synthesise_corpus(Path(args.folder) / "corpus", args.task, sets=sets, seed=1, log=None)
     for s in corpus.manifest["sets"]:
         print(f"  {s['name']}: {s['utterances']} utterances ({s['left_out']} left out: phones not their words')")
-    print(f"corpus: {time.perf_counter() - started:.0f} s")
+    print(f"corpus ({args.task}): {time.perf_counter() - started:.0f} s")
     started = time.perf_counter()
     data = {name: corpus.dataset(name) for name in ("train", "seen", "unseen")}
     print(f"features: {time.perf_counter() - started:.0f} s")
     labels = list(data["train"].labels)
     words, phones = sorted(corpus.lexicon), corpus.phones
+    lexicon = dict(corpus.lexicon)
+    task_grammar = grammar(args.task, words, [list(u.words) for u in corpus.sets["train"]])
     pdfs = corpus.num_pdfs
     started = time.perf_counter()
     result = fit(
@@ -133,36 +168,34 @@ def main() -> None:
     print(f"training: {train_seconds:.0f} s")
     counts = np.bincount(np.concatenate(labels), minlength=pdfs) + 1.0
     log_priors = np.log(counts / counts.sum())
-    fst, tid_pdfs, names = decoding_graph(dict(corpus.lexicon), words, phones)
-    graph = DecodingGraph.of(fst, tid_pdfs)
+    xent_graph = decoding_graph(lexicon, words, phones, task_grammar)
     net = set_test_mode(result.network)  # batch-norm with its trained statistics
+    rows: list[Row] = []
 
     def score(
-        toolkit: str, outputs_of: Callable[[str], list[np.ndarray]], chain: tuple[Any, dict[int, str]] | None = None
-    ) -> None:
-        """Decode each test set's log posteriors (minus the log priors) with the one graph and decoder; with
-        `chain` (its graph and word names) a chain model's outputs on every third frame, at acoustic scale 1."""
+        toolkit: str, outputs_of: Callable[[str], list[np.ndarray]], graph: tuple[Any, dict[int, str]], *,
+        every: int = 1, scale: float = 1.0, priors: np.ndarray | None = None,
+    ) -> None:  # fmt: skip
+        """Decode each test set's outputs (every `every`-th frame, minus `priors` if given) on `graph` at acoustic
+        scale `scale` and score them."""
         for name in ("seen", "unseen"):
             started = time.perf_counter()
             outputs = outputs_of(name)
             refs, hyps = {}, {}
             for u, out in zip(corpus.sets[name], outputs):
-                if chain is None:
-                    best = decode(graph, np.asarray(out) - log_priors, acoustic_scale=args.acoustic_scale, beam=15.0)
-                else:
-                    best = decode(chain[0], np.asarray(out)[:: digits_chain.SUBSAMPLING], acoustic_scale=1.0, beam=15.0)
-                words_of = names if chain is None else chain[1]
-                refs[u.id], hyps[u.id] = list(u.words), [words_of[w] for w in best.words]
+                loglikes = np.asarray(out)[::every] - (0.0 if priors is None else priors)
+                best = decode(graph[0], loglikes, acoustic_scale=scale, beam=15.0)
+                refs[u.id], hyps[u.id] = list(u.words), [graph[1][w] for w in best.words]
             seconds = time.perf_counter() - started
             audio = data[name].num_frames * FRAME_SHIFT
             rate = compute_wer(refs, hyps)
-            rows.append((toolkit, name, rate, seconds / audio))
+            rows.append(Row(toolkit, name, rate, seconds / audio, trained[toolkit]))
             wer, ser = str(rate).splitlines()[:2]
             print(f"{toolkit}, {name}: {wer}; {ser}; real-time factor (network and decoder) {seconds / audio:.3f}")
 
-    rows: list[tuple[str, str, Any, float]] = []
     trained = {"symnet": train_seconds}
-    score("symnet", lambda name: net.compute(list(data[name].features)))
+    xent_scoring = {"scale": args.acoustic_scale, "priors": log_priors}
+    score("symnet", lambda name: net.compute(list(data[name].features)), xent_graph, **xent_scoring)
     if args.chain:
         chain_net, trained["symnet chain"], history = digits_chain.train(
             corpus, list(data["train"].features), Path(args.folder) / "chain", args.epochs
@@ -171,8 +204,16 @@ def main() -> None:
             print(f"  chain epoch {h.epoch}: train loss {h.train_loss:.4f}, accuracy {h.train_accuracy:.3f}")
         print(f"chain training: {trained['symnet chain']:.0f} s")
         chain_test = set_test_mode(chain_net)
-        chain_graph = digits_chain.decoding_graph(dict(corpus.lexicon), words, phones)
-        score("symnet chain", lambda name: chain_test.compute(list(data[name].features)), chain_graph)
+        chain_graph = digits_chain.decoding_graph(lexicon, words, phones, task_grammar)
+        score("symnet chain", lambda name: chain_test.compute(list(data[name].features)), chain_graph, every=3)
+    if args.ctc:
+        ctc_net, trained["symnet CTC"], history = digits_ctc.train(corpus, list(data["train"].features), args.epochs)
+        for h in history:
+            print(f"  CTC epoch {h.epoch}: train loss {h.train_loss:.4f}, token accuracy {h.train_accuracy:.3f}")
+        print(f"CTC training: {trained['symnet CTC']:.0f} s")
+        ctc_graph = digits_ctc.decoding_graph(lexicon, words, phones, task_grammar)
+        every = digits_ctc.SUBSAMPLING
+        score("symnet CTC", lambda name: ctc_net.compute(list(data[name].features)), ctc_graph, every=every)
     if args.kaldi_bin is not None:
         import kaldi_xent
 
@@ -190,7 +231,7 @@ def main() -> None:
             ids = {name: [u.id for u in corpus.sets[name]] for name in ("seen", "unseen")}
             return lambda name: kaldi_xent.outputs_of(args.kaldi_bin, model, folder, ids[name], data[name].features)
 
-        score("Kaldi", kaldi_outputs(model, folder))
+        score("Kaldi", kaldi_outputs(model, folder), xent_graph, **xent_scoring)
         if args.chain:
             import kaldi_chain
 
@@ -206,17 +247,14 @@ def main() -> None:
                 print(f"  Kaldi chain epoch {epoch}: objective {objective:.4f}")
             print(f"Kaldi chain training: {trained['Kaldi chain']:.0f} s")
 
-            score("Kaldi chain", kaldi_outputs(chain_model, chain_folder), chain_graph)
-    print("\n| toolkit | test set | voices | utterances | %WER | %SER | decoding real-time factor | training |")
-    print("|---|---|---|---|---|---|---|---|")
-    for toolkit, name, rate, rtf in rows:
-        voices = ", ".join(TRAIN_VOICES) if name == "seen" else TEST_VOICE
-        voices = voices.replace("flite:", "")
-        print(
-            f"| {toolkit} | {name} | {voices} | {rate.sentences} | {rate.wer:.2f} | {rate.ser:.2f} | {rtf:.3f} "
-            f"| {trained[toolkit]:.0f} s |"
-        )
-    print(f"\ntraining: {len(labels)} utterances, {args.epochs} epochs")
+            score("Kaldi chain", kaldi_outputs(chain_model, chain_folder), chain_graph, every=3)
+    table = results_table(rows, args.task)
+    print("\n" + table)
+    print(f"training: {len(labels)} utterances, {args.epochs} epochs")
+    (Path(args.folder) / f"results-{args.task}.md").write_text(table)
+    plot = Path(args.folder) / f"results-{args.task}.svg"
+    plot.write_text(results_plot.svg(rows, title=f"{args.task}: %WER against training time ({cpu_model()})"))
+    print(f"table and plot: {plot.with_suffix('.md')}, {plot}")
 
 
 if __name__ == "__main__":

@@ -161,8 +161,8 @@ def test_at_most_eight_compilations_for_any_lengths(make: Callable[[], Network])
     with count_compilations() as again:  # other lengths, as many per bucket: the same programs
         net.compute(sequences(others))
     assert again == []
-    for i in (0, 1, 2):
-        np.testing.assert_allclose(first[i], unpadded(net, seqs[i]), rtol=1e-5, atol=1e-6)
+    for i in (0, 1, 2):  # 2,000 frames of float32 recurrence (values near 1) in two programs: rounding to 1e-5
+        np.testing.assert_allclose(first[i], unpadded(net, seqs[i]), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("make", [tdnn, forward_rnn, backward_rnn, bidirectional])

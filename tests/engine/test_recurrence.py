@@ -238,3 +238,34 @@ def test_given_state_for_a_non_recurrent_node_is_refused():
     )
     with pytest.raises(PlanError, match="not recurrent"):
         compile(net, request)
+
+
+@pytest.mark.parametrize("lowering", ["fused", "plain"])
+@pytest.mark.parametrize("first", [0, 1])
+def test_a_recurrence_needed_at_every_third_frame_steps_over_those_frames_only(lowering, first):
+    """Recurrences reading 3 frames back and ahead (Kaldi's delay=-3 LSTMs), outputs wanted at every third frame
+    from `first`: each scan runs a third of the frames, and equals the full-frame reference there, and so do the
+    gradients (jax.grad)."""
+    frames, lag = 20, 3
+    xs = np.random.default_rng(2).standard_normal((frames, N, D)).astype(np.float32)
+    fwd, bwd = rnn(x, D, H, lag=-lag, name="f"), rnn(x, D, H, lag=lag, name="b")
+    net = Network(rnn(Append(fwd, bwd), 2 * H, H, lag=-lag, name="top"))
+    wanted = list(range(first, frames, lag))
+    request = ComputationRequest(
+        inputs={"input": IndexSet.range(n=N, t=frames)},
+        outputs={"output": [(n, t, 0) for t in wanted for n in range(N)]},
+    )
+    c = compile(net, request, lowering=lowering)
+    assert c.explain().count(f"({len(wanted)} frames, one in {lag},") == 3, c.explain()
+
+    def reference(p):
+        f, b = scan_rnn(p, xs, "f", lag=lag), scan_rnn(p, xs, "b", reverse=True, lag=lag)
+        return scan_rnn(p, jnp.concatenate([f, b], -1), "top", lag=lag)[first::lag].reshape(-1, H)
+
+    tape = c.forward(net, {"input": xs.reshape(-1, D)})["output"]
+    np.testing.assert_allclose(tape.value, reference(net.params), atol=1e-5)
+    delta = rng.standard_normal(tape.value.shape).astype(np.float32)
+    grads = tape.backward(delta)
+    want = jax.grad(lambda p: (reference(p) * delta).sum())(net.params)
+    for k in want:
+        np.testing.assert_allclose(grads[k], want[k], atol=2e-5, err_msg=k)

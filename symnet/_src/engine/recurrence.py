@@ -156,9 +156,14 @@ class RecurrentBlock:
             computed[m] = ~np.isin(rows[m].keys, given[m]) if m in given else np.ones(len(t), dtype=bool)
         t_all = np.concatenate([step_t[m][computed[m]] for m in members])
         self.t0 = int(t_all.min())
-        self.num_steps = int(t_all.max()) - self.t0 + 1
-        # Steps of every row; rows the request gives lie outside 0 .. num_steps - 1.
-        self.step_of = {m: step_t[m] - self.t0 for m in members}
+        #: Frames between steps: where every computed frame is t0 plus a multiple of some s > 1 (a recurrence
+        #: that reads 3 frames back, needed at every third frame only), the scan steps over those frames alone.
+        #: (Frames the request gives, such as a stream's carried state, count too: they stay on the stride.)
+        t_given = [decode(given[m])[1] for m in members if m in given]
+        self.stride = max(int(np.gcd.reduce(np.concatenate([t_all, *t_given]) - self.t0)), 1)
+        self.num_steps = (int(t_all.max()) - self.t0) // self.stride + 1
+        # Steps of every row; rows the request gives lie outside 0 .. num_steps - 1 (off the stride: far outside).
+        self.step_of = {m: self._steps(step_t[m]) for m in members}
         self.edges: dict[int, list[_Edge]] = {}
         lags: set[int] = set()
         member_set = set(members)
@@ -230,7 +235,7 @@ class RecurrentBlock:
             before = np.arange(depth) + self.num_steps if self.reverse else -1 - np.arange(depth)
             src = np.full(depth, -1, dtype=np.int64)
             if op in given:
-                given_steps = decode(given[op])[1] - self.t0
+                given_steps = self._steps(decode(given[op])[1])
                 for j, step in enumerate(before):
                     hit = np.flatnonzero(given_steps == step)
                     src[j] = hit[0] if len(hit) else -1
@@ -250,6 +255,11 @@ class RecurrentBlock:
         self.without_vjp = self.frames.without_vjp()
         #: `fused` or `plain`: how this group runs (see the module doc).
         self.lowering = self._lowering(lowering)
+
+    def _steps(self, t: np.ndarray) -> np.ndarray:
+        """The scan step of each frame `t`; frames off the stride get a step far outside the scan."""
+        offset = t - self.t0
+        return np.where(offset % self.stride == 0, offset // self.stride, np.iinfo(np.int32).min)
 
     def _lowering(self, requested: Lowering) -> Lowering:
         """The lowering for `requested` (one of `LOWERINGS`); a PlanError for `fused` where a member lacks a vjp."""
@@ -272,7 +282,8 @@ class RecurrentBlock:
         why = ""
         if self.without_vjp:
             why = ": no vjp in " + ", ".join(graph.describe(m) for m in self.without_vjp)
-        return f"recurrence of {members} ({self.num_steps} frames, {direction} in time): {self.lowering} scan{why}"
+        frames = f"{self.num_steps} frames" + (f", one in {self.stride}" if self.stride > 1 else "")
+        return f"recurrence of {members} ({frames}, {direction} in time): {self.lowering} scan{why}"
 
     def _absorb_externals(
         self, graph: Any, rows: Mapping[int, Any], maps: Mapping[int, tuple[RowMap | None, ...]]
