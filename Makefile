@@ -40,8 +40,9 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 RECIPE_DIR ?= recipe-digits
-recipe: $(STAMP)  ## the digits recognizer end to end (needs flite; KALDI_BIN=dir/bin adds Kaldi's runs beside it)
-	cd benchmarks && ../$(PY) digits_recipe.py --folder $(abspath $(RECIPE_DIR)) --chain $(if $(KALDI_BIN),--kaldi-bin $(abspath $(KALDI_BIN)))
+RECIPE_TASK ?= digits
+recipe: $(STAMP)  ## a recognizer end to end, RECIPE_TASK=digits|commands (needs flite; KALDI_BIN=dir/bin adds Kaldi's runs)
+	cd benchmarks && ../$(PY) digits_recipe.py --folder $(abspath $(RECIPE_DIR)) --task $(RECIPE_TASK) --chain --ctc $(if $(KALDI_BIN),--kaldi-bin $(abspath $(KALDI_BIN)))
 
 docs: $(STAMP)  ## the documentation site, into site/ (strict: a broken link or reference fails)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict

@@ -94,7 +94,7 @@ def grammar(task: str, words: list[str], sentences: list[list[str]]) -> Callable
 
     if task == "digits":
         return lambda lang: word_loop(lang.words, words)
-    lm = estimate_arpa(sentences, order=3)
+    lm = estimate_arpa(sentences, order=3, vocabulary=words)
     return lambda lang: arpa_to_fst(lm, lang.words)
 
 

@@ -107,3 +107,23 @@ def test_utterances_kaldi_makes_no_egs_of_are_errors_or_skipped(corpus) -> None:
     assert [key for key, _ in s.train.skipped] == sorted(phone_lengths())[:2]
     with pytest.raises(KaldiDataError, match="from an scp"):
         stream_chain_data(f"ark:{DATA / 'chain.feats.txt'}", lengths, topology, den)
+
+
+def test_numerators_are_padded_as_far_as_before_so_later_epochs_compile_nothing(corpus) -> None:
+    """Each minibatch's numerators are padded to at least the sizes earlier minibatches of its width were: once an
+    epoch has seen the largest, the step compiles nothing new, however the next epochs group the chunks."""
+    from helpers.compiles import count_compilations
+
+    features, scp = corpus
+    topology = Topology.parse((DATA / "chain.topo").read_text())
+    lengths = phone_lengths()
+    norm = read_fst(str(DATA / "chain.norm.fst"))
+    pdfs = next(iter(chain_examples(features, lengths, topology, norm, **ARGS))).outputs[0].supervision.label_dim
+    s = stream_chain_data(scp, lengths, topology, read_fst(str(DATA / "chain.den.fst")), options=OPTIONS, **ARGS)
+    seen: list[tuple[int, int]] = []  # after each step: (its epoch, compilations so far)
+    settings = {"epochs": 4, "batch_size": 2, "progress": False, "seed": 1}
+    with count_compilations() as compiled:
+        fit(net(pdfs), s.train, optax.adam(0.05), objective=s.objective, frame_subsampling_factor=3, **settings,
+            on_step=lambda st: seen.append((st.epoch, len(compiled))))  # fmt: skip
+    after_first = max(n for e, n in seen if e == 0)
+    assert [n for e, n in seen if e > 0] == [after_first] * sum(e > 0 for e, _ in seen)

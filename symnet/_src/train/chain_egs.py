@@ -144,6 +144,9 @@ class StreamedChainEgs(ChainEgs):
     numerator of its corpus, so that a minibatch trains as it would in memory (`ChainEgs`)."""
 
     supervisions: HeldSupervision = attrs.field(factory=HeldSupervision)
+    #: Per chunk width (output frames), the most arcs and states a minibatch was padded to so far: a minibatch of
+    #: smaller numerators is padded as far, so that its step is one already compiled (padding adds no path).
+    _padding: dict[int, tuple[int, int]] = attrs.field(factory=dict, init=False)
 
     def check(self, targets: np.ndarray, out_dim: int, what: str, output: str) -> None:
         if targets.ndim != 2 or not np.issubdtype(targets.dtype, np.integer):
@@ -159,8 +162,9 @@ class StreamedChainEgs(ChainEgs):
         frames = -(-targets.shape[1] // subsampling)
         graphs = [h.graph if w.any() else None for h, w in zip(held, weights)]
         out = pack_numerators(graphs, np.full((len(targets), frames), -1, np.int32))
-        arcs = max(max(h.arcs for h in held), 1)
-        states = max(max(h.states for h in held), frames + 1)
+        arcs, states = self._padding.get(frames, (1, frames + 1))
+        arcs, states = max(arcs, *(h.arcs for h in held)), max(states, *(h.states for h in held))
+        self._padding[frames] = (arcs, states)
         for name, fill in (("src", 0), ("dst", 0), ("pdf", 0), ("log_prob", -np.inf)):
             out[name] = _padded(out[name], arcs, fill)
         for name in ("log_initial", "log_final"):
