@@ -57,6 +57,7 @@ def xconfig(dim: int, pdfs: int, width: int = 384, bottleneck: int = 64) -> str:
 def train(corpus: Any, features: Sequence[np.ndarray], folder: Path, epochs: int) -> tuple[Any, float, list[Any]]:
     """The trained network, the wall seconds of training (phone LM, denominator and egs index included) and the
     history."""
+    import jax.monitoring
     import kaldiio
     import optax
 
@@ -89,11 +90,26 @@ def train(corpus: Any, features: Sequence[np.ndarray], folder: Path, epochs: int
     rate = optax.exponential_decay(first, steps, (last / first) ** (1 / max(epochs - 1, 1)), staircase=True)
     rules = kaldi_rules(network, learning_rate=rate, natural_gradient=True)
     steps_of: list[Any] = []
-    result = fit(
-        network, cegs.train, rules, objective=cegs.objective, frame_subsampling_factor=SUBSAMPLING, epochs=epochs,
-        batch_size=MINIBATCH, progress=False, seed=0, on_step=steps_of.append,
-    )  # fmt: skip
+    compiled: list[float] = []  # seconds of each XLA compilation while training (jax.monitoring's events)
+
+    def on_event(event: str, seconds: float, **_: Any) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(seconds)
+
+    jax.monitoring.register_event_duration_secs_listener(on_event)
+    try:
+        result = fit(
+            network, cegs.train, rules, objective=cegs.objective, frame_subsampling_factor=SUBSAMPLING,
+            epochs=epochs, batch_size=MINIBATCH, progress=False, seed=0, on_step=steps_of.append,
+        )  # fmt: skip
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_event)
     seconds = time.perf_counter() - started
+    big = [s for s in compiled if s >= 1.0]
+    print(
+        f"  chain: {len(big)} compilations of 1 s or more, {sum(big):.1f} s ({', '.join(f'{s:.1f}' for s in big)}); "
+        f"{len(compiled) - len(big)} shorter ones, {sum(compiled) - sum(big):.1f} s"
+    )
     for epoch in range(epochs):
         steps_in = [s for s in steps_of if s.epoch == epoch]
         step_seconds = sorted(s.seconds for s in steps_in)

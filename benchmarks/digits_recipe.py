@@ -1,30 +1,34 @@
-"""A connected-digits recognizer on synthetic speech, end to end with symnet: audio, features, alignments, a
-TDNN trained with `fit`, a decoding graph, the decoder and the word error rate on a voice never heard in
-training.
+"""A recognizer of digit strings or spoken commands on synthetic speech, end to end with symnet: audio, features,
+alignments, networks trained with `fit`, decoding graphs, the decoder and the word error rate on a voice never
+heard in training.
 
     apt-get install flite          # the synthesiser (Debian's; its statistical voices are of real speakers)
-    python benchmarks/digits_recipe.py --folder /tmp/digits [--train 900] [--epochs 6]
+    python benchmarks/digits_recipe.py --folder /tmp/digits [--task digits|commands] [--train 900] [--epochs 6]
 
-1. Corpus: `symnet.datasets.synthesise_corpus`'s digit strings ("oh", "zero" to "nine", 1 to 7 digits) said by
-   flite's voices, each with its speed and pitch varied and noise added at 10-30 dB SNR, 16 kHz. Training
-   voices: kal16, awb, slt; test: new strings by those voices ("seen") and by rms ("unseen": no utterance of rms
-   is in training). Phone alignments come from the synthesiser's own segment timings (`flite -psdur`), each
-   phone's frames split into three equal HMM states; the lexicon is flite's (its phones for each word said
-   alone, and the variants the utterances say: docs/corpus.md). The corpus is cached in FOLDER/corpus.
+1. Corpus: `symnet.datasets.synthesise_corpus`'s digit strings ("oh", "zero" to "nine", 1 to 7 digits) or
+   commands ("turn off the kitchen lights"), said by flite's voices, each with its speed and pitch varied and
+   noise added at 10-30 dB SNR, 16 kHz. Training voices: kal16, awb, slt; test: new utterances by those voices
+   ("seen") and by rms ("unseen": no utterance of rms is in training). Phone alignments come from the
+   synthesiser's own segment timings (`flite -psdur`), each phone's frames split into three equal HMM states; the
+   lexicon is flite's (its phones for each word said alone, and the variants the utterances say:
+   docs/corpus.md). The corpus is cached in FOLDER/corpus.
 2. Features: 40 Kaldi filterbanks (`symnet.features.fbank`, dither 0) with per-utterance mean normalisation.
 3. Training: a 5-layer TDNN (context 13 left, 9 right) on the frames' phone states, cross-entropy, `fit`.
-4. Decoding: HCLG built by `symnet.decode.make_hclg` (a uniform word loop, each word's phones as 3-state
-   left-to-right HMMs with self-loops, optional silence), the network's log posteriors minus log priors, and
-   `symnet.decode.decode`; scored with `symnet.decode.compute_wer`.
+4. Decoding: HCLG built by `symnet.decode.make_hclg` (the task's grammar: a uniform loop over the digits, or a
+   trigram of the training sentences; each word's phones as 3-state left-to-right HMMs with self-loops,
+   optional silence), the network's log posteriors minus log priors, and `symnet.decode.decode`; scored with
+   `symnet.decode.compute_wer`.
 
 With `--chain`, also a chain TDNN-F (LF-MMI on chain egs made on the fly, Kaldi's training rules; see
-digits_chain.py), decoded on its own HCLG. With `--kaldi-bin DIR`, Kaldi's own programs train the same networks on
-the same features and alignments (kaldi_xent.py, and with --chain kaldi_chain.py), decoded by the same decoder and
-graphs: a row per toolkit and model.
+digits_chain.py), decoded on its own HCLG; with `--ctc`, a TDNN-BLSTM trained with CTC (digits_ctc.py), decoded
+on TLG. With `--kaldi-bin DIR`, Kaldi's own programs train the TDNN and chain networks on the same features and
+alignments (kaldi_xent.py, and with --chain kaldi_chain.py), decoded by the same decoder and graphs: a row per
+toolkit and model.
 
-    python benchmarks/digits_recipe.py --folder /tmp/digits --chain --kaldi-bin /path/to/kaldi-bin/bin
+    python benchmarks/digits_recipe.py --folder /tmp/digits --chain --ctc --kaldi-bin /path/to/kaldi-bin/bin
 
-Prints each stage's time and the table of word and sentence error rates.
+Prints each stage's time and the table of word and sentence error rates, and writes the table and its plot
+(results_plot.py) to FOLDER/results-TASK.md and .png.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,7 +46,6 @@ import digits_chain
 import digits_ctc
 import results_plot
 from machine import cpu_model
-from results_plot import Row
 
 TRAIN_VOICES, TEST_VOICE = ("flite:kal16", "flite:awb", "flite:slt"), "flite:rms"
 STATES = 3  # HMM states per phone (pdfs), as the corpus's state labels
@@ -61,6 +64,17 @@ def xconfig(dim: int, pdfs: int) -> str:
         f"output-layer name=output dim={pdfs}",
     ]
     return "\n".join(lines) + "\n"
+
+
+class Row(NamedTuple):
+    """One model on one test set: its system name, test set ("seen" or "unseen"), `compute_wer`'s ErrorRate, the
+    decoding real-time factor and the training wall seconds."""
+
+    system: str
+    test_set: str
+    rate: Any
+    real_time_factor: float
+    training_seconds: float
 
 
 def results_table(rows: list[Row], task: str) -> str:
@@ -251,10 +265,11 @@ def main() -> None:
     table = results_table(rows, args.task)
     print("\n" + table)
     print(f"training: {len(labels)} utterances, {args.epochs} epochs")
-    (Path(args.folder) / f"results-{args.task}.md").write_text(table)
-    plot = Path(args.folder) / f"results-{args.task}.svg"
-    plot.write_text(results_plot.svg(rows, title=f"{args.task}: %WER against training time ({cpu_model()})"))
-    print(f"table and plot: {plot.with_suffix('.md')}, {plot}")
+    written = Path(args.folder) / f"results-{args.task}.md"
+    written.write_text(table)
+    title = f"{args.task}: %WER against training time, {cpu_model()}, {os.cpu_count()} cores"
+    results_plot.plot(results_plot.read_table(table), written.with_suffix(".png"), title)
+    print(f"table and plot: {written}, {written.with_suffix('.png')}")
 
 
 if __name__ == "__main__":

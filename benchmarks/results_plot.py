@@ -1,77 +1,76 @@
-"""The recipe's results as a plot: each model's %WER on seen and unseen voices against its training wall time, as an
-SVG file written by hand (no plotting library: a bare clone runs the recipe with symnet's dependencies only)."""
+"""The recipe's results drawn: each model's %WER on seen and unseen voices against its training wall time, from the
+results table `digits_recipe.py` writes (FOLDER/results-TASK.md), with matplotlib (the plot extra, in `make`'s .venv).
+
+    python benchmarks/results_plot.py FOLDER/results-digits.md [--title TEXT]   # writes FOLDER/results-digits.png
+"""
 
 from __future__ import annotations
 
-import math
-from typing import Any, NamedTuple
-from xml.sax.saxutils import escape
-
-WIDTH, HEIGHT = 640, 400
-LEFT, RIGHT, TOP, BOTTOM = 64, 200, 40, 48  # margins: the legend goes on the right
-COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+import argparse
+from pathlib import Path
+from typing import NamedTuple
 
 
-class Row(NamedTuple):
-    """One model on one test set: its system name, test set ("seen" or "unseen"), `compute_wer`'s ErrorRate, the
-    decoding real-time factor and the training wall seconds."""
+class Point(NamedTuple):
+    """One model on one test set, as the table gives it."""
 
     system: str
     test_set: str
-    rate: Any
-    real_time_factor: float
+    wer: float
     training_seconds: float
 
 
-def _ticks(high: float, count: int = 5) -> list[float]:
-    """Round tick values from 0 to at least `high`."""
-    raw = high / count
-    step = 10 ** math.floor(math.log10(raw))
-    step *= next(m for m in (1, 2, 5, 10) if m * step >= raw)
-    return [step * k for k in range(int(math.ceil(high / step)) + 1)]
+def read_table(text: str) -> list[Point]:
+    """The points of a results table (columns: system, test set, voices, utterances, %WER, %SER, real-time factor,
+    training seconds as "N s")."""
+    points = []
+    for line in text.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 8:
+            points.append(Point(cells[0], cells[1], float(cells[4]), float(cells[7].removesuffix(" s"))))
+    return points
 
 
-def svg(rows: list[Row], title: str) -> str:
-    """The plot: x the training seconds, y the %WER; a colour per system, a filled dot for unseen voices and a ring
-    for seen ones."""
-    xs = _ticks(max(r.training_seconds for r in rows) * 1.05)
-    ys = _ticks(max(max(r.rate.wer for r in rows) * 1.1, 1.0))
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+def plot(points: list[Point], path: Path, title: str) -> None:
+    """A PNG at `path`: x the training seconds, y the %WER; a colour per system, a filled dot for the unseen voice
+    and a ring for the seen ones."""
+    import matplotlib
 
-    def at(seconds: float, wer: float) -> tuple[float, float]:
-        return LEFT + plot_w * seconds / xs[-1], TOP + plot_h * (1 - wer / ys[-1])
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" '
-        'font-size="12">',
-        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
-        f'<text x="{LEFT}" y="20" font-size="13">{escape(title)}</text>',
-    ]
-    for x in xs:
-        px, _ = at(x, 0)
-        out.append(f'<line x1="{px:.1f}" y1="{TOP}" x2="{px:.1f}" y2="{TOP + plot_h}" stroke="#ddd"/>')
-        out.append(f'<text x="{px:.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{x:g}</text>')
-    for y in ys:
-        _, py = at(0, y)
-        out.append(f'<line x1="{LEFT}" y1="{py:.1f}" x2="{LEFT + plot_w}" y2="{py:.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{LEFT - 6}" y="{py + 4:.1f}" text-anchor="end">{y:g}</text>')
-    out.append(f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 10}" text-anchor="middle">training wall time (s)</text>')
-    out.append(f'<text transform="translate(16 {TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">%WER</text>')
-    systems = list(dict.fromkeys(r.system for r in rows))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    systems = list(dict.fromkeys(p.system for p in points))
     for k, system in enumerate(systems):
-        colour = COLOURS[k % len(COLOURS)]
-        for r in (r for r in rows if r.system == system):
-            px, py = at(r.training_seconds, r.rate.wer)
-            fill = colour if r.test_set == "unseen" else "white"
-            out.append(
-                f'<circle cx="{px:.1f}" cy="{py:.1f}" r="5" fill="{fill}" stroke="{colour}" stroke-width="2">'
-                f"<title>{escape(system)}, {r.test_set}: {r.rate.wer:.2f}% WER</title></circle>"
-            )
-        ly = TOP + 14 + 20 * k
-        out.append(f'<circle cx="{WIDTH - RIGHT + 20}" cy="{ly - 4}" r="5" fill="{colour}" stroke="{colour}"/>')
-        out.append(f'<text x="{WIDTH - RIGHT + 32}" y="{ly}">{escape(system)}</text>')
-    ly = TOP + 14 + 20 * len(systems) + 10
-    out.append(f'<text x="{WIDTH - RIGHT + 14}" y="{ly}">filled: unseen voice</text>')
-    out.append(f'<text x="{WIDTH - RIGHT + 14}" y="{ly + 16}">ring: seen voices</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+        colour = f"C{k}"
+        for p in (p for p in points if p.system == system):
+            unseen = p.test_set == "unseen"
+            ax.scatter(
+                p.training_seconds, p.wer, s=60, color=colour if unseen else "white", edgecolors=colour,
+                linewidths=2, label=system if unseen else None, zorder=3,
+            )  # fmt: skip
+    ax.scatter([], [], s=60, color="white", edgecolors="gray", linewidths=2, label="(ring: seen voices)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("training wall time (s)")
+    ax.set_ylabel("%WER (filled: unseen voice)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("table", type=Path)
+    p.add_argument("--title", help="the plot's title (default: the table's file name)")
+    args = p.parse_args()
+    out = args.table.with_suffix(".png")
+    plot(read_table(args.table.read_text()), out, args.title or args.table.stem)
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
