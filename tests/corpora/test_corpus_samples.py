@@ -5,24 +5,19 @@ lexicon, and the errors. No synthesiser is needed."""
 from __future__ import annotations
 
 import shutil
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers import unpack_corpus_samples
 from symnet.datasets import TEST_VOICES, TRAIN_VOICES, CorpusError, load_corpus, parse_voice
 from symnet.features import FbankOptions, fbank, read_wav
-
-SAMPLES = Path(__file__).resolve().parent.parent / "data" / "corpus-samples" / "samples.tar.xz"
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("samples")
-    with tarfile.open(SAMPLES) as tar:
-        tar.extractall(out, filter="data")
-    return out
+    return unpack_corpus_samples(tmp_path_factory.mktemp("samples"))
 
 
 @pytest.mark.parametrize(

@@ -6,13 +6,12 @@ decode to the utterance's transcript on every graph, for seen and unseen voices 
 from __future__ import annotations
 
 import sys
-import tarfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from helpers import REPO
+from helpers import REPO, unpack_corpus_samples
 from symnet.datasets import load_corpus
 from symnet.decode import decode
 
@@ -21,16 +20,12 @@ import digits_chain
 import digits_ctc
 import digits_recipe
 
-SAMPLES = REPO / "tests" / "data" / "corpus-samples" / "samples.tar.xz"
 FLOOR = -12.0  # log-likelihood of every output but the oracle's
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("samples")
-    with tarfile.open(SAMPLES) as tar:
-        tar.extractall(out, filter="data")
-    return out
+    return unpack_corpus_samples(tmp_path_factory.mktemp("samples"))
 
 
 def one_hot(labels: list[int], dim: int) -> np.ndarray:

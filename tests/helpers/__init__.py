@@ -4,11 +4,13 @@ from helpers import EXAMPLES, REPO                 # the repository and its exam
 from helpers.reference import Reference            # the reference evaluator over Indexes
 from helpers.kaldi_models import NNET_TEXT         # small Kaldi model files written by hand
 from helpers import fixture_script                 # a fixture folder's make.py, imported
+from helpers import unpack_corpus_samples          # the shipped corpus samples, unpacked
 """
 
 from __future__ import annotations
 
 import importlib.util
+import tarfile
 from pathlib import Path
 from types import ModuleType
 
@@ -25,3 +27,11 @@ def fixture_script(folder: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def unpack_corpus_samples(folder: Path) -> Path:
+    """The shipped corpus samples (tests/data/corpus-samples/samples.tar.xz: digits/ and commands/, made with
+    flite and espeak-ng) unpacked into `folder`; returns it."""
+    with tarfile.open(REPO / "tests" / "data" / "corpus-samples" / "samples.tar.xz") as tar:
+        tar.extractall(folder, filter="data")
+    return folder
