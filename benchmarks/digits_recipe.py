@@ -219,7 +219,10 @@ def main() -> None:
         print(f"chain training: {trained['symnet chain']:.0f} s")
         chain_test = set_test_mode(chain_net)
         chain_graph = digits_chain.decoding_graph(lexicon, words, phones, task_grammar)
-        score("symnet chain", lambda name: chain_test.compute(list(data[name].features)), chain_graph, every=3)
+        score(
+            "symnet chain", lambda name: chain_test.compute(list(data[name].features)), chain_graph,
+            every=digits_chain.SUBSAMPLING,
+        )  # fmt: skip
     if args.ctc:
         ctc_net, trained["symnet CTC"], history = digits_ctc.train(corpus, list(data["train"].features), args.epochs)
         for h in history:
@@ -261,7 +264,8 @@ def main() -> None:
                 print(f"  Kaldi chain epoch {epoch}: objective {objective:.4f}")
             print(f"Kaldi chain training: {trained['Kaldi chain']:.0f} s")
 
-            score("Kaldi chain", kaldi_outputs(chain_model, chain_folder), chain_graph, every=3)
+            chain_every = digits_chain.SUBSAMPLING
+            score("Kaldi chain", kaldi_outputs(chain_model, chain_folder), chain_graph, every=chain_every)
     table = results_table(rows, args.task)
     print("\n" + table)
     print(f"training: {len(labels)} utterances, {args.epochs} epochs")

@@ -11,9 +11,11 @@ by `seed` and the utterance), before any feature is read. Training then reads, f
 its utterance's features by offset and makes its eg (`chunk_example`, as `chain_examples` makes them: the
 same rows, derivative weights and numerator), on `fit`'s reading thread; memory is bounded by the shuffle
 window (`buffer_size` examples) as for `stream_cegs`. Each numerator is padded to a power of two of arcs and
-states (a few compiled shapes; padding adds no path), so a stream trains as the same egs in memory do, and
-resumes bit for bit. The numerators made are kept for the next epochs up to `NUMERATOR_CACHE_BYTES` (a small
-corpus's all, a large one's first ones): making them is most of the reading thread's work.
+states, and a minibatch to at least what earlier minibatches of its width were (`StreamedChainEgs`: a few
+compiled shapes, none new once an epoch has seen the largest; padding adds no path), so a stream trains as the
+same egs in memory do, and resumes bit for bit. The numerators made are kept for the next epochs up to
+`NUMERATOR_CACHE_BYTES` (a small corpus's all, a large one's first ones): making them is most of the reading
+thread's work.
 """
 
 from __future__ import annotations
