@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from kaldi_chain import LEARNING_RATES, MINIBATCH
+from recipe_lang import recipe_lang
 
 XENT_REGULARIZE = 0.1
 LEAKY_HMM = 0.1
@@ -126,11 +127,9 @@ def decoding_graph(
 ) -> Any:
     """HCLG of the chain model (`chain_model`) over `grammar(lang)` with optional silence, as
     `digits_recipe.decoding_graph` builds the cross-entropy model's; the graph and the word names by id."""
-    from symnet.decode import DecodingGraph, chain_model, make_hclg, make_lang
+    from symnet.decode import DecodingGraph, chain_model, make_hclg
 
-    ids = {p: n + 1 for n, p in enumerate(phones)}
-    entries = [(w, tuple(pron), 1.0) for w in words for pron in lexicon[w]]
-    lang = make_lang(entries, optional_silence="pau", phones={"<eps>": 0, **ids})
-    model = chain_model(list(ids.values()))
+    lang = recipe_lang(lexicon, words, phones)
+    model = chain_model(list(range(1, len(phones) + 1)))
     hclg = make_hclg(lang, grammar(lang), model, self_loop_scale=1.0)
     return DecodingGraph.of(hclg, model.transition_pdfs()), {i: w for w, i in lang.words.items()}

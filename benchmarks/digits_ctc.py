@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from recipe_lang import recipe_lang
+
 SUBSAMPLING = 3
 CELLS, PROJECTION, TDNN = 256, 128, 256
 BATCH = 16
@@ -76,10 +78,8 @@ def decoding_graph(
     """TLG over the task's grammar (`grammar(lang)`: G for the lang's word ids), each word's phones as CTC tokens
     (token k: network output k), optional "pau" at the start and after each word; the `DecodingGraph` and the
     word names by id."""
-    from symnet.decode import DecodingGraph, ctc_transition_pdfs, make_lang, make_tlg
+    from symnet.decode import DecodingGraph, ctc_transition_pdfs, make_tlg
 
-    ids = {p: n + 1 for n, p in enumerate(phones)}
-    entries = [(w, tuple(pron), 1.0) for w in words for pron in lexicon[w]]
-    lang = make_lang(entries, optional_silence="pau", phones={"<eps>": 0, **ids})
+    lang = recipe_lang(lexicon, words, phones)
     tlg = make_tlg(lang, grammar(lang), num_outputs=len(phones) + 1)
     return DecodingGraph.of(tlg, ctc_transition_pdfs(len(phones) + 1)), {i: w for w, i in lang.words.items()}

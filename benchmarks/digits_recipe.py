@@ -46,6 +46,7 @@ import digits_chain
 import digits_ctc
 import results_plot
 from machine import cpu_model
+from recipe_lang import recipe_lang
 
 TRAIN_VOICES, TEST_VOICE = ("flite:kal16", "flite:awb", "flite:slt"), "flite:rms"
 STATES = 3  # HMM states per phone (pdfs), as the corpus's state labels
@@ -119,12 +120,10 @@ def decoding_graph(
     (probability 1, as Kaldi's lexicon.txt), each phone a 3-state left-to-right HMM (self-loops 0.5, pdf of
     state k of the i-th phone 3i + k, as the corpus's state labels), optional silence ("pau", probability 0.5)
     at the start and after each word; the `DecodingGraph` and the word names by id."""
-    from symnet.decode import DecodingGraph, left_to_right_model, make_hclg, make_lang
+    from symnet.decode import DecodingGraph, left_to_right_model, make_hclg
 
-    ids = {p: n + 1 for n, p in enumerate(phones)}  # in the corpus's order, so the model's pdfs follow it
-    entries = [(w, tuple(pron), 1.0) for w in words for pron in lexicon[w]]
-    lang = make_lang(entries, optional_silence="pau", phones={"<eps>": 0, **ids})
-    model = left_to_right_model(list(ids.values()), STATES, 0.5)
+    lang = recipe_lang(lexicon, words, phones)
+    model = left_to_right_model(list(range(1, len(phones) + 1)), STATES, 0.5)
     hclg = make_hclg(lang, grammar(lang), model, self_loop_scale=1.0)
     return DecodingGraph.of(hclg, model.transition_pdfs()), {i: w for w, i in lang.words.items()}
 
