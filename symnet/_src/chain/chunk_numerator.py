@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import defaultdict
+from collections.abc import Callable
 
 import numpy as np
 
@@ -37,12 +38,10 @@ def state_frames(graph: ChainGraph) -> np.ndarray:
     frame = np.full(graph.num_states, -1, np.int64)
     frontier = np.flatnonzero(graph.log_initial > -np.inf)
     frame[frontier] = 0
-    order = np.argsort(graph.src, kind="stable")
-    starts = np.searchsorted(graph.src[order], np.arange(graph.num_states + 1))
+    out_arcs = _arcs_out(graph.src, graph.num_states)
     t = 0
     while frontier.size:
-        arcs = np.concatenate([order[starts[s] : starts[s + 1]] for s in frontier])
-        nxt = np.unique(graph.dst[arcs])
+        nxt = np.unique(graph.dst[out_arcs(frontier)])
         clash = nxt[(frame[nxt] >= 0) & (frame[nxt] != t + 1)]
         if clash.size:
             raise ChainError(f"numerator state {int(clash[0])} is reached at frames {int(frame[clash[0]])} and {t + 1}")
@@ -50,6 +49,20 @@ def state_frames(graph: ChainGraph) -> np.ndarray:
         frame[fresh] = t + 1
         frontier, t = fresh, t + 1
     return frame
+
+
+def _arcs_out(src: np.ndarray, num_states: int) -> Callable[[np.ndarray], np.ndarray]:
+    """A function giving the arcs whose source (`src`) is any of the given states: one sort of the arcs, then
+    each query gathers its states' runs at once."""
+    order = np.argsort(src, kind="stable")
+    starts = np.searchsorted(src[order], np.arange(num_states + 1))
+
+    def arcs(states: np.ndarray) -> np.ndarray:
+        first, counts = starts[states], starts[states + 1] - starts[states]
+        within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        return order[np.repeat(first, counts) + within]
+
+    return arcs
 
 
 def _trimmed(graph: ChainGraph) -> np.ndarray:
@@ -66,18 +79,27 @@ def _trimmed(graph: ChainGraph) -> np.ndarray:
     return forward & backward
 
 
+def _utterance_states(utterance: ChainGraph) -> tuple[np.ndarray, np.ndarray]:
+    """`state_frames` and `_trimmed` of `utterance`, made once per utterance graph: each of its chunks needs them."""
+    with _ARCS_LOCK:
+        found = _FRAMES.get(utterance)
+    if found is None:
+        found = state_frames(utterance), _trimmed(utterance)
+        with _ARCS_LOCK:
+            _FRAMES[utterance] = found
+    return found
+
+
 def chunk_numerator(utterance: ChainGraph, begin: int, frames: int, normalization: Fst | ChainGraph) -> ChainGraph:
     """The numerator of output frames `[begin, begin + frames)` of `utterance`'s (a whole utterance's numerator,
     such as `phone_numerator`'s or `chain-get-supervision`'s), composed with `normalization` (Kaldi's
     normalization.fst, labels pdf + 1; or the denominator graph it is made from: `read_denominator_graph`,
     `phone_lm_denominator`) and determinized in the tropical semiring, as `nnet3-chain-get-egs` makes an eg's
     supervision (see the module docstring)."""
-    total = utterance.num_states
-    frame = state_frames(utterance)
-    length = int(frame.max()) if total else 0
+    frame, alive = _utterance_states(utterance)
+    length = int(frame.max()) if utterance.num_states else 0
     if not (0 <= begin and 0 < frames and begin + frames <= length):
         raise ChainError(f"chunk [{begin}, {begin + frames}) is not inside the utterance's {length} output frames")
-    alive = _trimmed(utterance)
     end = begin + frames
     final_state = -1  # the chunk's one final state: every arc out of its last frame enters it
     out: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -93,6 +115,7 @@ def chunk_numerator(utterance: ChainGraph, begin: int, frames: int, normalizatio
     pdf: list[int] = []
     cost: list[float] = []
     frontier = [0]
+    frame_arcs = [0]  # the arcs out of frame t are src[frame_arcs[t]:frame_arcs[t + 1]]
     for _ in range(frames):
         index: dict[tuple[tuple[int, int, float], ...], int] = {}
         for here in frontier:
@@ -117,21 +140,29 @@ def chunk_numerator(utterance: ChainGraph, begin: int, frames: int, normalizatio
                 pdf.append(p)
                 cost.append(least)
         frontier = list(index.values())
+        frame_arcs.append(len(src))
     log_final = np.full(len(subsets), -np.inf)
     for s in frontier:
         log_final[s] = -min(c + norm_final[n] for _, n, c in subsets[s])
     log_initial = np.full(len(subsets), -np.inf)
     log_initial[0] = 0.0
+    # Every subset is reached from the start; those with a path to a final one are found frame by frame from the
+    # end (a subset's arcs all enter subsets of the next frame).
+    src_a, dst_a = np.asarray(src, np.int32), np.asarray(dst, np.int32)
+    alive = log_final > -np.inf
+    for t in range(frames - 1, -1, -1):
+        out_src, out_dst = src_a[frame_arcs[t] : frame_arcs[t + 1]], dst_a[frame_arcs[t] : frame_arcs[t + 1]]
+        alive[out_src[alive[out_dst]]] = True
     graph = ChainGraph(
         num_pdfs=utterance.num_pdfs,
-        src=np.asarray(src, np.int32),
-        dst=np.asarray(dst, np.int32),
+        src=src_a,
+        dst=dst_a,
         pdf=np.asarray(pdf, np.int32),
         log_prob=-np.asarray(cost, np.float64),
         log_initial=log_initial,
         log_final=log_final,
     )
-    return _keep(graph, _trimmed(graph))
+    return _keep(graph, alive)
 
 
 Arcs = dict[tuple[int, int], list[tuple[int, float]]]
@@ -141,6 +172,8 @@ Arcs = dict[tuple[int, int], list[tuple[int, float]]]
 #: corpus is normalized with the same one.
 _ARCS: weakref.WeakKeyDictionary[Fst | ChainGraph, tuple[Arcs, int, np.ndarray]] = weakref.WeakKeyDictionary()
 _ARCS_LOCK = threading.Lock()
+#: Each utterance graph's `_utterance_states`, kept while the graph lives (its chunks are cut one by one).
+_FRAMES: weakref.WeakKeyDictionary[ChainGraph, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
 
 
 def _normalization(normalization: Fst | ChainGraph) -> tuple[Arcs, int, np.ndarray]:

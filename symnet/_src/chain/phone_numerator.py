@@ -125,13 +125,17 @@ def phone_numerator(
     first = {0} | (set(np.flatnonzero(position == 1).tolist()) if open_ends else set())
     layers: list[np.ndarray] = [np.array(sorted(first), np.int64)]
     steps: list[tuple[np.ndarray, np.ndarray]] = []  # per frame: arcs taken, and their source's index in layer t
+    allowed_at = np.zeros((frames, int(arc_phone.max(initial=0)) + 1), bool)  # [frame, phone]
+    for t, ids in enumerate(allowed):
+        allowed_at[t, [p for p in ids if p < allowed_at.shape[1]]] = True
+    arc_allowed = allowed_at[:, arc_phone]  # [frame, arc]: the arc's phone is allowed at the frame
+    in_layer = np.zeros(graph.num_states, bool)
     for t in range(frames):
         here = layers[-1]
-        at = np.full(graph.num_states, -1, np.int64)
-        at[here] = np.arange(len(here))
-        ok = (at[graph.src] >= 0) & np.isin(arc_phone, list(allowed[t]))
-        arcs = np.flatnonzero(ok)
-        steps.append((arcs, at[graph.src[arcs]]))
+        in_layer[here] = True
+        arcs = np.flatnonzero(in_layer[graph.src] & arc_allowed[t])
+        in_layer[here] = False
+        steps.append((arcs, np.searchsorted(here, graph.src[arcs])))
         layers.append(np.unique(graph.dst[arcs]))
     last = layers[-1]
     end = np.ones(len(last), bool) if open_ends else complete[last]
