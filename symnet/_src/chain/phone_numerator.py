@@ -126,8 +126,8 @@ def phone_numerator(
     layers: list[np.ndarray] = [np.array(sorted(first), np.int64)]
     steps: list[tuple[np.ndarray, np.ndarray]] = []  # per frame: arcs taken, and their source's index in layer t
     allowed_at = np.zeros((frames, int(arc_phone.max(initial=0)) + 1), bool)  # [frame, phone]
-    for t, ids in enumerate(allowed):
-        allowed_at[t, [p for p in ids if p < allowed_at.shape[1]]] = True
+    for t, phone_ids in enumerate(allowed):
+        allowed_at[t, [p for p in phone_ids if p < allowed_at.shape[1]]] = True
     arc_allowed = allowed_at[:, arc_phone]  # [frame, arc]: the arc's phone is allowed at the frame
     in_layer = np.zeros(graph.num_states, bool)
     for t in range(frames):
