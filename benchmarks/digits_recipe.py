@@ -27,6 +27,9 @@ toolkit and model.
 
     python benchmarks/digits_recipe.py --folder /tmp/digits --chain --ctc --kaldi-bin /path/to/kaldi-bin/bin
 
+With `--compile-cache DIR`, compiled steps are kept in DIR (`symnet.engine.enable_compile_cache`), so a rerun of
+the same recipe compiles nothing (`make recipe` keeps them in RECIPE_DIR/xla-cache).
+
 Prints each stage's time and the table of word and sentence error rates, and writes the table and its plot
 (results_plot.py) to FOLDER/results-TASK.md and .png.
 """
@@ -141,6 +144,10 @@ def main() -> None:
     )
     p.add_argument("--chain", action="store_true", help="also train and decode a chain TDNN-F (digits_chain.py)")
     p.add_argument("--ctc", action="store_true", help="also train and decode a TDNN-BLSTM with CTC (digits_ctc.py)")
+    p.add_argument(
+        "--compile-cache", metavar="DIR",
+        help="keep compiled steps in DIR (symnet.engine.enable_compile_cache): a rerun of the same recipe loads them",
+    )  # fmt: skip
     args = p.parse_args()
     import optax
 
@@ -151,6 +158,10 @@ def main() -> None:
     from symnet.train import fit
 
     tune_host_memory()
+    if args.compile_cache:
+        from symnet.engine import enable_compile_cache
+
+        enable_compile_cache(args.compile_cache)
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores")
     started = time.perf_counter()
     sets = [

@@ -1,4 +1,5 @@
-"""`symnet compute --compile-cache`: compiled programs kept on disk for the next process, same output."""
+"""`symnet compute --compile-cache` and `symnet train --compile-cache`: compiled programs kept on disk for the next
+process, same output."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import kaldiio
 import numpy as np
 import pytest
 
+from helpers import EXAMPLES
 from symnet.kaldi import parse_network, write_model
 
 NET = """
@@ -152,3 +154,31 @@ def test_a_folder_others_may_write_or_someone_else_owns_is_not_used(job: Path) -
         cache.chmod(0o755)
         result = compute(job, "out.ark", f"--compile-cache={cache}")
         assert "belongs to user id 12345" in result.stderr and not entries(cache)
+
+
+def train(folder: Path, out: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """`symnet train` of the examples' HMM TDNN on the built-in task, as its own process."""
+    command = [sys.executable, "-m", "symnet", "train", str(EXAMPLES / "hmm-tdnn.config"), "--data", "builtin:hmm:8"]
+    command += ["--epochs", "1", "--batch-size", "4", "--chunk", "30", "--seed", "1", "--quiet", *options]
+    command += ["--out", str(folder / out)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_a_second_training_process_reads_the_steps_the_first_compiled(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    plain = train(tmp_path, "plain.npz", "--compile-cache=off")
+    assert plain.returncode == 0, plain.stderr
+    first = train(tmp_path, "first.npz", f"--compile-cache={cache}")
+    assert first.returncode == 0, first.stderr
+    written = entries(cache)
+    assert any(name.startswith("jit_step-") for name in written), written  # the training step itself
+    second = train(tmp_path, "second.npz", f"--compile-cache={cache}")
+    assert second.returncode == 0, second.stderr
+    assert entries(cache) == written  # every program of the second run came from the cache
+    reference = np.load(tmp_path / "plain.npz")
+    for name in ("first.npz", "second.npz"):
+        got = np.load(tmp_path / name)
+        assert sorted(got.files) == sorted(reference.files)
+        for key in reference.files:
+            np.testing.assert_array_equal(got[key], reference[key], err_msg=f"{name}: {key}")

@@ -8,7 +8,7 @@ import warnings
 from typing import Any, TextIO
 
 from ...base.errors import SymnetError
-from .options import ALLOW_PIPES_HELP, FORCE_HELP, FRAMES, count, kaldi_bool
+from .options import ALLOW_PIPES_HELP, COMPILE_CACHE_HELP, FORCE_HELP, FRAMES, count, kaldi_bool
 
 __all__ = ["add_parser", "run"]
 
@@ -55,8 +55,7 @@ def add_parser(commands: Any) -> None:
         "--compile-cache",
         metavar="DIR|off",
         default=None,
-        help="keep compiled programs in DIR for later runs (default: $SYMNET_COMPILE_CACHE, else "
-        "$XDG_CACHE_HOME/symnet/xla; see symnet.engine.enable_compile_cache); off: compile every run",
+        help=COMPILE_CACHE_HELP,
     )
     compute.add_argument("model", metavar="MODEL")
     compute.add_argument("feats_rspecifier", metavar="FEATS_RSPECIFIER")

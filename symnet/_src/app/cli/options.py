@@ -9,6 +9,7 @@ from ...core.index import INDEX_LIMIT
 
 __all__ = [
     "ALLOW_PIPES_HELP",
+    "COMPILE_CACHE_HELP",
     "FORCE_HELP",
     "FRAMES",
     "KALDI_FLAGS",
@@ -31,6 +32,11 @@ KALDI_FLAGS = ("--binary", "--raw", "--apply-exp", "--use-priors", "--remove-off
 ALLOW_PIPES_HELP = (
     "run the shell commands that scp entries name (`utt cmd |`), as Kaldi does; without it such "
     "an entry is an error (a command typed in the rspecifier itself, `ark:cmd |`, always runs)"
+)
+
+COMPILE_CACHE_HELP = (
+    "keep compiled programs in DIR for later runs (default: $SYMNET_COMPILE_CACHE, else "
+    "$XDG_CACHE_HOME/symnet/xla; see symnet.engine.enable_compile_cache); off: compile every run"
 )
 
 FORCE_HELP = (

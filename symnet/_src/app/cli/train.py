@@ -13,6 +13,7 @@ import attrs
 from ...base.errors import SymnetError
 from .options import (
     ALLOW_PIPES_HELP,
+    COMPILE_CACHE_HELP,
     FORCE_HELP,
     UsageError,
     count,
@@ -190,6 +191,7 @@ def add_parser(commands: Any) -> None:
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--allow-pipes", action="store_true", help=ALLOW_PIPES_HELP)
     train.add_argument("--force", action="store_true", help=FORCE_HELP)
+    train.add_argument("--compile-cache", metavar="DIR|off", default=None, help=COMPILE_CACHE_HELP)
     train.set_defaults(run=run)
 
 
@@ -198,6 +200,7 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
     from symnet.train import fit, kaldi_rules, steps_per_epoch
 
     from ...base.atomic import check_writable
+    from ...engine.compile_cache import enable_compile_cache
     from ...saving.files import save
     from ...train.optimizers import OptimizerSettings, make_optimizer
     from .files import Files, rspecifier_files
@@ -224,6 +227,7 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
     check_writable(args.out)  # a typo in --out or --checkpoint found now, not after the run
     if args.checkpoint:
         check_writable(args.checkpoint)
+    enable_compile_cache(args.compile_cache)  # before the first compilation (the network's initialisers)
     source = network_source(args.network, args.seed)
     configured = source.objectives.get("output", "linear")
     objective = configured if args.objective is None else args.objective
