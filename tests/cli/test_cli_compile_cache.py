@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import kaldiio
@@ -52,20 +53,28 @@ def entries(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith("-cache")) if folder.exists() else []
 
 
-@pytest.mark.slow
-def test_a_second_process_reads_the_programs_the_first_compiled(job: Path) -> None:
-    cache = job / "cache"
-    plain = compute(job, "plain.ark", "--compile-cache=off")
+def plain_then_cached_twice(run: Callable[..., subprocess.CompletedProcess[str]], cache: Path, program: str) -> None:
+    """`run(name, *options)` with the cache off ("plain"), then twice with `cache` ("first", "second"): the first
+    writes `program`'s entry among others, the second reads every program from the cache (writes and touches none)."""
+    plain = run("plain", "--compile-cache=off")
     assert plain.returncode == 0, plain.stderr
-    first = compute(job, "first.ark", f"--compile-cache={cache}")
+    first = run("first", f"--compile-cache={cache}")
     assert first.returncode == 0, first.stderr
     written = entries(cache)
-    assert any(name.startswith("jit_computation-") for name in written), written  # the network's own program
+    assert any(name.startswith(program) for name in written), written
     stamps = {name: (cache / name).stat().st_mtime_ns for name in written}
-    second = compute(job, "second.ark", f"--compile-cache={cache}")
+    second = run("second", f"--compile-cache={cache}")
     assert second.returncode == 0, second.stderr
     assert entries(cache) == written  # nothing new: every program came from the cache
     assert {name: (cache / name).stat().st_mtime_ns for name in written} == stamps
+
+
+@pytest.mark.slow
+def test_a_second_process_reads_the_programs_the_first_compiled(job: Path) -> None:
+    def run(name: str, *options: str) -> subprocess.CompletedProcess[str]:
+        return compute(job, f"{name}.ark", *options)
+
+    plain_then_cached_twice(run, job / "cache", "jit_computation-")  # the network's own program
     reference = outputs(job / "plain.ark")
     for name in ("first.ark", "second.ark"):
         got = outputs(job / name)
@@ -166,16 +175,10 @@ def train(folder: Path, out: str, *options: str) -> subprocess.CompletedProcess[
 
 @pytest.mark.slow
 def test_a_second_training_process_reads_the_steps_the_first_compiled(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    plain = train(tmp_path, "plain.npz", "--compile-cache=off")
-    assert plain.returncode == 0, plain.stderr
-    first = train(tmp_path, "first.npz", f"--compile-cache={cache}")
-    assert first.returncode == 0, first.stderr
-    written = entries(cache)
-    assert any(name.startswith("jit_step-") for name in written), written  # the training step itself
-    second = train(tmp_path, "second.npz", f"--compile-cache={cache}")
-    assert second.returncode == 0, second.stderr
-    assert entries(cache) == written  # every program of the second run came from the cache
+    def run(name: str, *options: str) -> subprocess.CompletedProcess[str]:
+        return train(tmp_path, f"{name}.npz", *options)
+
+    plain_then_cached_twice(run, tmp_path / "cache", "jit_step-")  # the training step itself
     reference = np.load(tmp_path / "plain.npz")
     for name in ("first.npz", "second.npz"):
         got = np.load(tmp_path / name)
