@@ -149,10 +149,10 @@ def chunk_numerator(utterance: ChainGraph, begin: int, frames: int, normalizatio
     # Every subset is reached from the start; those with a path to a final one are found frame by frame from the
     # end (a subset's arcs all enter subsets of the next frame).
     src_a, dst_a = np.asarray(src, np.int32), np.asarray(dst, np.int32)
-    alive = log_final > -np.inf
+    useful = log_final > -np.inf
     for t in range(frames - 1, -1, -1):
         out_src, out_dst = src_a[frame_arcs[t] : frame_arcs[t + 1]], dst_a[frame_arcs[t] : frame_arcs[t + 1]]
-        alive[out_src[alive[out_dst]]] = True
+        useful[out_src[useful[out_dst]]] = True
     graph = ChainGraph(
         num_pdfs=utterance.num_pdfs,
         src=src_a,
@@ -162,7 +162,7 @@ def chunk_numerator(utterance: ChainGraph, begin: int, frames: int, normalizatio
         log_initial=log_initial,
         log_final=log_final,
     )
-    return _keep(graph, alive)
+    return _keep(graph, useful)
 
 
 Arcs = dict[tuple[int, int], list[tuple[int, float]]]
@@ -172,7 +172,8 @@ Arcs = dict[tuple[int, int], list[tuple[int, float]]]
 #: corpus is normalized with the same one.
 _ARCS: weakref.WeakKeyDictionary[Fst | ChainGraph, tuple[Arcs, int, np.ndarray]] = weakref.WeakKeyDictionary()
 _ARCS_LOCK = threading.Lock()
-#: Each utterance graph's `_utterance_states`, kept while the graph lives (its chunks are cut one by one).
+#: Each utterance graph's `_utterance_states`, kept while the graph lives (its chunks are cut one by one; read
+#: only). `_ARCS_LOCK` guards both caches.
 _FRAMES: weakref.WeakKeyDictionary[ChainGraph, tuple[np.ndarray, np.ndarray]] = weakref.WeakKeyDictionary()
 
 
