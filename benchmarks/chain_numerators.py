@@ -48,7 +48,7 @@ def main() -> None:
     for r in range(args.rounds):
         stream = stream_chain_data(
             f"scp:{scp}", lengths, topology, den, num_frames=digits_chain.NUM_FRAMES,
-            frame_subsampling_factor=digits_chain.SUBSAMPLING, left_context=29, right_context=29,
+            frame_subsampling_factor=digits_chain.SUBSAMPLING, left_context=29, right_context=29,  # the rows only
         )  # fmt: skip
         chunks = stream.train
         started = time.perf_counter()

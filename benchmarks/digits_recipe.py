@@ -274,8 +274,7 @@ def main() -> None:
                 print(f"  Kaldi chain epoch {epoch}: objective {objective:.4f}")
             print(f"Kaldi chain training: {trained['Kaldi chain']:.0f} s")
 
-            chain_every = digits_chain.SUBSAMPLING
-            score("Kaldi chain", kaldi_outputs(chain_model, chain_folder), chain_graph, every=chain_every)
+            score("Kaldi chain", kaldi_outputs(chain_model, chain_folder), chain_graph, every=digits_chain.SUBSAMPLING)
     table = results_table(rows, args.task)
     print("\n" + table)
     print(f"training: {len(labels)} utterances, {args.epochs} epochs")

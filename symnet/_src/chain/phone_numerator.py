@@ -44,17 +44,17 @@ def phone_runs(phone_alignment: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def allowed_phones(
     phones: np.ndarray, durations: np.ndarray, subsampling: int, left_tolerance: int, right_tolerance: int
-) -> list[set[int]]:
-    """Per output frame, the phone ids allowed there (Kaldi's ProtoSupervision.allowed_phones)."""
+) -> np.ndarray:
+    """Which phone ids are allowed at each output frame (Kaldi's ProtoSupervision.allowed_phones), as a table
+    `[output frame, phone id]` of booleans."""
     n = int(np.sum(durations))
     k = subsampling
-    out: list[set[int]] = [set() for _ in range(-(-n // k))]
+    out = np.zeros((-(-n // k), int(phones.max(initial=0)) + 1), bool)
     frame = 0
     for phone, duration in zip(phones.tolist(), durations.tolist()):
         begin = max(0, frame - left_tolerance)
         end = min(n, frame + duration + right_tolerance)
-        for t in range(-(-begin // k), -(-end // k)):
-            out[t].add(phone)
+        out[-(-begin // k) : -(-end // k), phone] = True
         frame += duration
     return out
 
@@ -125,10 +125,7 @@ def phone_numerator(
     first = {0} | (set(np.flatnonzero(position == 1).tolist()) if open_ends else set())
     layers: list[np.ndarray] = [np.array(sorted(first), np.int64)]
     steps: list[tuple[np.ndarray, np.ndarray]] = []  # per frame: arcs taken, and their source's index in layer t
-    allowed_at = np.zeros((frames, int(arc_phone.max(initial=0)) + 1), bool)  # [frame, phone]
-    for t, phone_ids in enumerate(allowed):
-        allowed_at[t, [p for p in phone_ids if p < allowed_at.shape[1]]] = True
-    arc_allowed = allowed_at[:, arc_phone]  # [frame, arc]: the arc's phone is allowed at the frame
+    arc_allowed = allowed[:, arc_phone]  # [frame, arc]: the arc's phone is allowed at the frame
     in_layer = np.zeros(graph.num_states, bool)
     for t in range(frames):
         here = layers[-1]
