@@ -18,13 +18,13 @@ demo: $(STAMP)  ## the dev extra includes the plot extra (matplotlib) the demo d
 	$(PY) -m symnet.demo
 
 test: $(STAMP)  ## the suite a newcomer runs: everything but the campaigns marked slow (under 8 minutes on 2 cores)
-	$(PY) -m pytest -n 2 -m "not slow"
+	$(PY) -m pytest -n 2 --dist worksteal -m "not slow"
 
 # The whole suite: the campaigns too (fuzzing, kill -9, full disks, notebooks, the docs site and the
 # pages' examples, the demo, the multi-process mesh runs), on XLA's optimised code (XLA_FLAGS set, so
 # tests/conftest.py keeps it), with twice make test's examples per engine property test.
 test-all: $(STAMP)
-	XLA_FLAGS= SYMNET_PROPERTY_EXAMPLES=20 $(PY) -m pytest -n 2
+	XLA_FLAGS= SYMNET_PROPERTY_EXAMPLES=20 $(PY) -m pytest -n 2 --dist worksteal
 
 # Lint, format, types, the import contract and module sizes; every check runs, and the target fails if any failed.
 check: $(STAMP)

@@ -21,13 +21,14 @@ of the way through `make test-all`), so the suite leaves malloc as it is
 (`SYMNET_HOST_MEMORY=system`, inherited by the commands it starts);
 tests/core/test_host_memory.py checks the tuning in fresh processes of its own.
 
-Each test module's compiled programs are let go when it ends (`symnet.clear_caches()` and
-`jax.clear_caches()`). XLA on CPU maps each program's code into memory (about three mappings a
-program), and Linux allows a process 65,530 (`vm.max_map_count`). Twice, near the end of
-`make test-all`, a worker died of a segmentation fault inside XLA's compiler, with nothing else
-in common; 400 tests into tests/train and tests/engine in one process, the suite held 10,943
-mappings and 3.0 GB, and growing. Letting each module's programs go, the same tests held 1,177
-mappings and 1.5 GB.
+A worker's compiled programs are let go (`symnet.clear_caches()` and `jax.clear_caches()`) when a
+test module ends with the worker holding more than `MAX_MAPPINGS` memory mappings. XLA on CPU maps
+each program's code into memory (about three mappings a program), and Linux allows a process 65,530
+(`vm.max_map_count`). Twice, near the end of `make test-all`, a worker died of a segmentation fault
+inside XLA's compiler, with nothing else in common; 400 tests into tests/train and tests/engine in
+one process, the suite held 10,943 mappings and 3.0 GB, and growing. Letting each module's programs
+go, the same tests held 1,177 mappings and 1.5 GB; but doing it after every module cost `make test`
+52 s of its 926 s of tests (mostly the garbage collection), so it is done only past the bound.
 
 Most of the suite's time is XLA compiling small programs once each, so `make test`
 runs with XLA's quick code generation (`QUICK_XLA_FLAGS`, set before JAX starts,
@@ -85,11 +86,24 @@ settings.register_profile("random", derandomize=False)
 settings.load_profile(os.environ.get(PROFILE_VARIABLE, "ci"))
 
 
+#: A worker lets its compiled programs go once it holds more memory mappings than this (see the module docstring).
+MAX_MAPPINGS = 8000
+
+
+def _mappings() -> int:
+    """The memory mappings this process holds (/proc/self/maps), or MAX_MAPPINGS + 1 where it cannot tell."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            return sum(1 for _ in maps)
+    except OSError:
+        return MAX_MAPPINGS + 1
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _let_compiled_programs_go() -> Iterator[None]:
-    """After each test module, forget its compiled programs (see the module docstring: the mappings limit)."""
+    """After a test module, forget the compiled programs if the worker holds too many (the mappings limit)."""
     yield
-    if "jax" in sys.modules:
+    if "jax" in sys.modules and _mappings() > MAX_MAPPINGS:
         import jax
 
         import symnet
@@ -97,3 +111,59 @@ def _let_compiled_programs_go() -> Iterator[None]:
         symnet.clear_caches()
         jax.clear_caches()
         gc.collect()
+
+
+#: Further cases of parametrized tests that `make test` leaves to `make test-all` (marked slow): in each family,
+#: `make test` runs the other cases, which take the same code paths; these add lowerings, networks or shapes
+#: that other tests cover, and together cost `make test` about 50 s of its 8 minutes on 2 cores.
+TEST_ALL_ONLY = (
+    "engine/test_fused_scan.py::test_fused_scan_matches_the_plain_scan[lstm]",
+    "engine/test_fused_scan.py::test_fused_scan_matches_the_plain_scan[lstmp]",
+    "engine/test_fused_scan.py::test_fused_scan_matches_the_plain_scan[rnn]",
+    "engine/test_fused_scan.py::test_inputs_that_start_late_mask_the_first_frames_alike[kaldi lstm]",
+    "engine/test_lengths.py::test_compute_equals_each_sequence_alone[window]",
+    "engine/test_lengths.py::test_compute_equals_each_sequence_alone[optional reads]",
+    "engine/test_splice.py::test_values_and_tape_gradients_equal_the_reference[False-splices2]",
+    "engine/test_recurrence.py::test_a_recurrence_needed_at_every_third_frame_steps_over_those_frames_only[0-fused]",
+    "engine/test_groups.py::test_values_and_gradients_in_groups_equal_the_reference[False-2-birnn]",
+    "layers/test_attention_lowering.py::test_attention_from_its_source_frames_is_softmax_attention_and_its_gradient[options1-",
+    "layers/test_attention_lowering.py::test_attention_from_its_source_frames_is_softmax_attention_and_its_gradient[options4-",
+    "chain/test_chunk_numerator.py::test_chain_examples_draw_their_chunks_and_train[three]",
+    "engine/test_fused_scan.py::test_fused_scan_matches_the_plain_scan[kaldi gru]",
+    "engine/test_fused_scan.py::test_fused_scan_matches_the_plain_scan[rnn lag 2]",
+    "engine/test_fused_scan.py::test_fused_scan_matches_the_plain_scan[rnn backward in time]",
+    "engine/test_fused_scan.py::test_inputs_that_start_late_mask_the_first_frames_alike[lstm]",
+    "engine/test_fused_scan.py::test_given_state_gets_its_gradient[lstm]",
+    "layers/test_transforms.py::test_hessian_is_the_jacobian_of_the_gradient_and_symmetric[Bidirectional LSTM]",
+    "layers/test_transforms.py::test_hessian_is_the_jacobian_of_the_gradient_and_symmetric[LSTM projected, backward]",
+    "layers/test_transforms.py::test_jvp_and_jacfwd_equal_the_reverse_mode_jacobian[Bidirectional LSTM]",
+    "layers/test_transforms.py::test_jvp_and_jacfwd_equal_the_reverse_mode_jacobian[LSTM projected, backward]",
+    "layers/test_attention_lowering.py::test_attention_from_its_source_frames_is_softmax_attention_and_its_gradient[options3-",
+    "layers/test_attention_lowering.py::test_attention_from_its_source_frames_is_softmax_attention_and_its_gradient[options5-",
+    "layers/test_attention_lowering.py::test_attention_from_its_source_frames_is_softmax_attention_and_its_gradient[options6-",
+    "layers/test_attention_lowering.py::test_attention_from_its_source_frames_is_softmax_attention_and_its_gradient[options7-",
+    "engine/test_groups.py::test_values_and_gradients_in_groups_equal_the_reference[False-4-",
+    "engine/test_groups.py::test_values_and_gradients_in_groups_equal_the_reference[True-4-",
+    "engine/test_splice.py::test_values_and_tape_gradients_equal_the_reference[True-splices1]",
+    "engine/test_splice.py::test_values_and_tape_gradients_equal_the_reference[True-splices2]",
+    "engine/test_splice.py::test_subsampled_splices_equal_the_reference_and_jax_grad[True-",
+    "engine/test_precision.py::test_jax_grad_gives_parameter_dtype_gradients_near_float32[kaldi-bfloat16]",
+    "engine/test_precision.py::test_jax_grad_gives_parameter_dtype_gradients_near_float32[tdnn-bfloat16]",
+    "engine/test_lengths.py::test_gradients_equal_those_of_each_sequence_alone[optional reads]",
+    "train/test_chain_fit.py::test_loss_and_gradient_are_chain_objectives_on_hand_built_graphs[3-2]",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `TEST_ALL_ONLY`'s cases slow; a listed case that no longer exists fails the run (the list stays true)."""
+    found: set[str] = set()
+    for item in items:
+        node = item.nodeid.removeprefix("tests/")
+        for case in TEST_ALL_ONLY:
+            if node.startswith(case):
+                item.add_marker(pytest.mark.slow)
+                found.add(case)
+    selected_whole = not config.args or config.args == [str(config.rootpath / "tests")] or config.args == ["tests"]
+    missing = [case for case in TEST_ALL_ONLY if case not in found]
+    if selected_whole and missing:
+        raise pytest.UsageError(f"tests/conftest.py TEST_ALL_ONLY names cases that are not collected: {missing}")

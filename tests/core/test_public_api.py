@@ -60,33 +60,34 @@ def test_a_public_module_defines_nothing_it_only_reexports(name: str) -> None:
     assert not defined_here, f"{name} defines {defined_here}; define them in symnet._src and re-export them"
 
 
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        ("symnet.engine.dense", "symnet._src.engine.dense"),
-        ("symnet.kaldi.xconfig.expand", "symnet._src.kaldi.text.xconfig.expand"),
-        ("symnet.core.descriptor", "symnet._src.core.descriptor"),
-        ("symnet.network", "symnet._src.network"),
-        ("symnet.engine.cache", "symnet._src.engine.memo"),
-        ("symnet.kaldi.compute", "symnet._src.kaldi.compute.nnet3_compute"),
-        ("symnet.components.scale", "symnet._src.components.scaling"),
-    ],
-)
-def test_an_old_module_path_warns_and_is_the_same_module(old: str, new: str) -> None:
-    """symnet 0.x's module paths are found for one release: the same module object (one copy of each class)."""
+OLD_PATHS = {
+    "symnet.engine.dense": "symnet._src.engine.dense",
+    "symnet.kaldi.xconfig.expand": "symnet._src.kaldi.text.xconfig.expand",
+    "symnet.core.descriptor": "symnet._src.core.descriptor",
+    "symnet.network": "symnet._src.network",
+    "symnet.engine.cache": "symnet._src.engine.memo",
+    "symnet.kaldi.compute": "symnet._src.kaldi.compute.nnet3_compute",
+    "symnet.components.scale": "symnet._src.components.scaling",
+}
+
+
+def test_an_old_module_path_warns_and_is_the_same_module() -> None:
+    """symnet 0.x's module paths are found for one release: the same module object (one copy of each class),
+    each with a DeprecationWarning that names it (all in one fresh process, where none was imported before)."""
     code = (
         "import importlib, sys, warnings\n"
         "import symnet\n"
-        "with warnings.catch_warnings(record=True) as caught:\n"
-        "    warnings.simplefilter('always')\n"
-        f"    old = importlib.import_module({old!r})\n"
-        f"new = importlib.import_module({new!r})\n"
-        "kinds = {w.category.__name__ for w in caught}\n"
-        "said = ' '.join(str(w.message) for w in caught)\n"
-        f"print(old is new, kinds == {{'DeprecationWarning'}}, {old!r} in said, new.__spec__.name == {new!r})\n"
+        f"for old, new in {OLD_PATHS!r}.items():\n"
+        "    with warnings.catch_warnings(record=True) as caught:\n"
+        "        warnings.simplefilter('always')\n"
+        "        module = importlib.import_module(old)\n"
+        "    kinds = {w.category.__name__ for w in caught}\n"
+        "    said = ' '.join(str(w.message) for w in caught)\n"
+        "    target = importlib.import_module(new)\n"
+        "    print(old, module is target, kinds == {'DeprecationWarning'}, old in said, target.__spec__.name == new)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["True"] * 4, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [f"{old} True True True True" for old in OLD_PATHS], done.stdout + done.stderr
 
 
 def test_public_paths_and_a_missing_one_do_not_warn() -> None:
