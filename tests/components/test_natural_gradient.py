@@ -51,7 +51,7 @@ class KaldiNG:
         self.t = 0
 
     def eta(self, N):
-        return 1.0 - math.exp(-N / self.nsh)
+        return min(1.0 - math.exp(-N / self.nsh), 0.9)  # Kaldi keeps eta from approaching 1
 
     def e_t(self, d, beta):
         e = 1.0 / (beta / d + 1.0)
@@ -62,7 +62,7 @@ class KaldiNG:
         if self.t == -1:
             copy = KaldiNG(self.rank, self.update_period, self.nsh, self.alpha)
             copy.init_default(X.shape[1])
-            for _ in range(3):
+            for _ in range(1 if len(X) <= copy.rank else 3):  # one iteration where the rows cannot fill the rank
                 copy.precondition(X.copy())
             self.rank, self.W, self.d, self.rho, self.t = copy.rank, copy.W, copy.d, copy.rho, 0
         return self.internal(X)
@@ -106,13 +106,14 @@ class KaldiNG:
         c = np.maximum(c, floor)
         X_hat = X - H @ W
         tr_hat = np.sum(X_hat**2)
-        tr_X = tr_hat + sum(L[i, i] * (2.0 - e[i]) for i in range(R))
+        tr_X = np.sum(X**2)  # Kaldi's initial_product, taken before X is preconditioned
         gamma = 1.0 if tr_hat == 0 else math.sqrt(tr_X / tr_hat)
         sqrt_c = np.sqrt(c)
         rho1 = 1.0 / (D - R) * (eta / N * tr_X + (1 - eta) * (D * rho + d.sum()) - sqrt_c.sum())
         d1 = sqrt_c - rho1
-        rho1 = max(rho1, max(self.epsilon, self.delta * sqrt_c.max()))
-        d1 = np.maximum(d1, self.epsilon)
+        floor_val = max(self.epsilon, self.delta * sqrt_c.max())  # rho_{t+1} and d_{t+1} alike
+        rho1 = max(rho1, floor_val)
+        d1 = np.maximum(d1, floor_val)
         # ComputeWt1
         beta1 = rho1 * (1 + self.alpha) + self.alpha * d1.sum() / D
         e1, sqrt_e1, inv_sqrt_e1 = self.e_t(d1, beta1)
@@ -136,10 +137,10 @@ class KaldiNG:
 _precondition = jax.jit(ng.precondition, static_argnames=("update_period", "num_samples_history", "alpha"))
 
 
-def data(N, D, scale=1.0):
+def data(N, D, scale=1.0, rng=RNG):
     """Correlated rows: a few strong directions, like real activations."""
-    A = RNG.standard_normal((D, D)) * np.geomspace(3.0, 0.05, D)[:, None]
-    return (scale * (RNG.standard_normal((N, D)) @ A + 0.3)).astype(np.float32)
+    A = rng.standard_normal((D, D)) * np.geomspace(3.0, 0.05, D)[:, None]
+    return (scale * (rng.standard_normal((N, D)) @ A + 0.3)).astype(np.float32)
 
 
 @pytest.mark.parametrize("N", [40, 6])  # N > D: L and K computed together in Kaldi; N < D: separately
@@ -355,6 +356,96 @@ def test_repeated_affine_component_update_is_kaldis():
         g = s / 10 * gp
         np.testing.assert_allclose(np.asarray(grads["r.linear_params"]), g[:, :-1], rtol=3e-3, atol=1e-6)
         np.testing.assert_allclose(np.asarray(grads["r.bias_params"]), g[:, -1], rtol=3e-3, atol=1e-6)
+
+
+def test_linear_component_update_is_kaldis():
+    """LinearComponent::Backprop: the input rows (no ones column) and the output derivatives preconditioned, and
+    that whatever its use-natural-gradient says (Kaldi's Backprop does not read it)."""
+    layer = build_component(
+        "LinearComponent",
+        "l",
+        {"input-dim": 6, "output-dim": 4, "rank-in": 3, "rank-out": 2, "update-period": 2}
+        | {"use-natural-gradient": False},
+        symnet.Identity(),
+    )
+    net = symnet.Network(layer, seed=4)
+    states = ng.init_states(net)
+    assert states["l"]["in"].W.shape == (3, 6) and states["l"]["out"].W.shape == (2, 4)
+    ref_in, ref_out = KaldiNG(3, update_period=2), KaldiNG(2, update_period=2)
+    step = jax.jit(_grads_on)
+    rng = np.random.default_rng(9)  # the test's own draws, whichever tests ran before
+    for i in range(6):
+        X, delta = data(25, 6, rng=rng), data(25, 4, 1e-2, rng=rng)
+        grads, states = step(net, states, X, delta)
+        xp, s_in = ref_in.precondition(X.astype(np.float64))
+        dp, s_out = ref_out.precondition(delta.astype(np.float64) * 25)
+        want = s_in * s_out / 25 * dp.T @ xp
+        np.testing.assert_allclose(np.asarray(grads["l.params"]), want, rtol=3e-3, atol=1e-5, err_msg=f"step {i}")
+    assert float(states["l"]["in"].t) == ref_in.t
+
+
+def _tdnn_step(offsets, bias, natural=True):
+    """A TdnnComponent over one sequence of 30 output frames: its network and request."""
+    opts = {"input-dim": 3, "output-dim": 4, "time-offsets": ",".join(map(str, offsets)), "rank-in": 3, "rank-out": 2}
+    opts.update({"use-bias": bias, "use-natural-gradient": natural})
+    net = symnet.Network(build_component("TdnnComponent", "t", opts, symnet.Identity()), seed=5)
+    frames = range(min(offsets), 30 + max(offsets))
+    req = ComputationRequest(
+        inputs={"input": IndexSet.of([(0, t) for t in frames])},
+        outputs={"output": IndexSet.of([(0, t) for t in range(30)])},
+    )
+    return net, req
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("lowering", ["auto", "plain"])
+def test_tdnn_component_update_is_kaldis_over_its_spliced_input(bias, lowering):
+    """TdnnComponent::UpdateNaturalGradient: the spliced input rows `[x(t+o_1) .. x(t+o_k) 1]` (no ones without
+    a bias) and the output derivatives preconditioned, in both lowerings (a convolution and the plain slices)."""
+    offsets = (-1, 0, 2)
+    net, req = _tdnn_step(offsets, bias)
+    states = ng.init_states(net)
+    spliced_dim = 3 * len(offsets) + int(bias)
+    assert states["t"]["in"].W.shape == (3, spliced_dim) and states["t"]["out"].W.shape == (2, 4)
+    computation = compile(net, req, lowering)
+
+    @jax.jit
+    def step(net, states, x, delta):
+        with ng.Preconditioning(states) as ctx:
+            grads = computation.forward(net, {"input": x})["output"].backward(delta)
+        return grads, ctx.states
+
+    ref_in, ref_out = KaldiNG(3, update_period=4), KaldiNG(2, update_period=4)
+    rng = np.random.default_rng(8)  # the test's own draws, whichever tests ran before
+    for i in range(6):
+        X = (rng.standard_normal((len(req.inputs["input"]), 3)) + 0.3).astype(np.float32)
+        delta = (1e-2 * rng.standard_normal((30, 4))).astype(np.float32)
+        grads, states = step(net, states, X, delta)
+        first = min(offsets)
+        spliced = np.concatenate([X[[t + o - first for t in range(30)]] for o in offsets], axis=1)
+        if bias:
+            spliced = np.concatenate([spliced, np.ones((30, 1), np.float32)], axis=1)
+        xp, s_in = ref_in.precondition(spliced.astype(np.float64))
+        dp, s_out = ref_out.precondition(delta.astype(np.float64) * 30)
+        want = s_in * s_out / 30 * dp.T @ xp
+        got = np.asarray(grads["t.linear_params"])
+        np.testing.assert_allclose(got, want[:, : 3 * len(offsets)], rtol=3e-3, atol=1e-5, err_msg=f"step {i}")
+        if bias:
+            np.testing.assert_allclose(np.asarray(grads["t.bias_params"]), want[:, -1], rtol=3e-3, atol=1e-5)
+
+
+def test_a_tdnn_component_without_natural_gradient_has_the_exact_gradient():
+    """use-natural-gradient=false: no preconditioner, and inside a Preconditioning the exact gradient."""
+    for bias in (True, False):
+        net, req = _tdnn_step((-1, 1), bias, natural=False)
+        assert ng.init_states(net) == {} and not ng.components(net)
+        x, delta = data(len(req.inputs["input"]), 3), data(30, 4)
+        with ng.Preconditioning({}):
+            got = compile(net, req).forward(net, {"input": jnp.asarray(x)})["output"].backward(jnp.asarray(delta))
+        spliced = np.concatenate([x[0:30], x[2:32]], axis=1)  # x(t - 1), x(t + 1) for t = 0 .. 29
+        np.testing.assert_allclose(np.asarray(got["t.linear_params"]), delta.T @ spliced, rtol=1e-4, atol=1e-4)
+        if bias:
+            np.testing.assert_allclose(np.asarray(got["t.bias_params"]), delta.sum(0), rtol=1e-4, atol=1e-4)
 
 
 def test_missing_state_is_an_error():

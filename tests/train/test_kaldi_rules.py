@@ -8,10 +8,12 @@ steps/libs/nnet3/train/dropout_schedule.py), in float64, never from symnet's cod
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -551,13 +553,12 @@ def test_warnings_name_what_is_not_applied():
     with pytest.warns(KaldiRulesWarning, match=r"self-repair-scale.*relu") as record:
         kaldi_rules(kaldi_net(text), 1e-3)
     message = str(record[0].message)
-    assert "natural gradient" in message and "out" in message
-    # Kaldi's LinearComponent preconditions whatever its use-natural-gradient says; symnet's does not.
-    assert "lin" in message
-    with pytest.warns(KaldiRulesWarning) as record:
-        kaldi_rules(kaldi_net(), 1e-3, natural_gradient=True)
-    message = str(record[0].message)
-    assert "lin" in message and "out" not in message and "self-repair" not in message
+    # Kaldi's LinearComponent preconditions whatever its use-natural-gradient says, and so without
+    # natural_gradient=True both it and `out` are named.
+    assert "natural gradient (lin, out)" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KaldiRulesWarning)
+        kaldi_rules(kaldi_net(), 1e-3, natural_gradient=True)  # every option applied: no warning
 
 
 # ----- against nnet3-train itself -------------------------------------------------------------------------------
@@ -628,6 +629,68 @@ def test_nnet3_train_fixture():
     # The fixture has steps with and without each constraint (see make.py's seed), so both paths are checked.
     assert all(s == {True, False} for s in seen.values()), seen
     assert any(global_limit) and not all(global_limit)  # max-param-change was active, and not always
+
+
+def test_nnet3_train_natural_gradient_fixture():
+    """Each minibatch of nnet3-train with natural gradient (tests/data/kaldi-ng, made by
+    tests/data/kaldi-rules/make.py): from Kaldi's model before it and fresh preconditioners (nnet3-train starts
+    them afresh each call), symnet's natural gradient gives Kaldi's update, for a TdnnComponent with a bias and
+    one without (over their spliced input), a LinearComponent whose use-natural-gradient=false Kaldi ignores,
+    and the output NaturalGradientAffineComponent; the plain gradient does not.
+
+    Not to float precision: Kaldi takes the eigenvalues of Z_t in float (symnet in the state's dtype), and the
+    preconditioners' first minibatch runs Init's three updates from a start far from the data, so the updates
+    agree to 1% of their largest entry. The output layer's first out-preconditioner is degenerate (the output
+    derivatives' rows sum to 0, and Kaldi's initial R_0 spans the ones vector: a zero eigenvalue, which float
+    noise sets), so it is compared by direction: a cosine of at least 0.995, and nearer than the plain gradient's."""
+    folder = FIXTURE.parent / "kaldi-ng"
+    for k in range(1, 5):
+        before, after, got, plain = _ng_step(folder, k)
+        for name in after.params:
+            want = np.asarray(after.params[name]) - np.asarray(before.params[name])
+            if not want.size:
+                continue
+            if name.startswith("aff."):
+                ng, exact = (
+                    np.vdot(u[name], want) / np.linalg.norm(u[name]) / np.linalg.norm(want) for u in (got, plain)
+                )
+                assert ng >= 0.995 and ng > exact, (k, name, ng, exact)
+                continue
+            bound = 1e-2 * np.abs(want).max()
+            assert np.abs(got[name] - want).max() <= bound, (k, name)
+            assert np.abs(plain[name] - want).max() > bound, (k, name)
+
+
+def _ng_step(folder: Path, k: int) -> tuple[Any, Any, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Minibatch k of the kaldi-ng fixture: Kaldi's models before and after it, and symnet's updates of the model
+    before it with natural gradient (fresh preconditioners) and without."""
+    from symnet.kaldi import read_model
+
+    net = read_model(folder / f"step{k - 1}.txt").network
+    x, labels = read_eg(folder / f"eg{k}.txt")
+    frames, sequences = labels.shape
+    request = ComputationRequest(
+        inputs={"input": IndexSet.range(n=sequences, t=(-1, frames + 1))},
+        outputs={"output": IndexSet.range(n=sequences, t=frames)},
+    )
+    computation = compile(net, request)
+    states = natural_gradient.init_states(net)
+    assert set(states) == {"tdnn1", "tdnn2", "lin", "aff"}
+    assert states["tdnn1"]["in"].W.shape == (6, 13) and states["tdnn2"]["in"].W.shape == (3, 6)
+    rules = quiet_rules(net, max_param_change=100.0)
+    counts = {"frames": float(frames * sequences), "sequences": float(sequences)}
+
+    @functools.partial(jax.jit, static_argnums=4)
+    def update(net: Any, states: Any, x: jax.Array, labels: jax.Array, enabled: bool) -> Any:
+        with natural_gradient.Preconditioning(states, enabled=enabled):
+            tape = computation.forward(net, {"input": x})["output"]
+            _, _, delta = objective("linear", tape.value, labels, jnp.ones(tape.value.shape[0]))
+            grads = tape.backward(delta)
+        return rules.update(grads, rules.init(net.params), net.params, **counts)[0]
+
+    inputs = (jnp.asarray(x.reshape(-1, x.shape[-1])), jnp.asarray(labels.reshape(-1)))
+    got, plain = ({n: np.asarray(v) for n, v in update(net, states, *inputs, on).items()} for on in (True, False))
+    return net, read_model(folder / f"step{k}.txt").network, got, plain
 
 
 def test_natural_gradient_under_float16_loss_scaling_skips_an_overflowing_step_whole():

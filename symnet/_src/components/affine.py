@@ -29,6 +29,29 @@ __all__ = [
 ]
 
 
+def kaldi_preconditioners(
+    c: Component, input_dim: int, output_dim: int, *, bias: bool
+) -> dict[str, tuple[int, int, dict[str, Any]]]:
+    """The natural-gradient preconditioners Kaldi gives a product `[output_dim, input_dim]` (plus a bias
+    column where `bias`), from the component's options as NaturalGradientAffineComponent, LinearComponent and
+    TdnnComponent read them: `in` over `input_dim` (+ 1) with rank-in (default `min(20, (input_dim + 1) // 2)`)
+    and alpha-in (else alpha, 4), `out` over `output_dim` with rank-out (`min(80, (output_dim + 1) // 2)`) and
+    alpha-out (else alpha), both with update-period (4) and num-samples-history (2000)."""
+    shared = {
+        "update_period": int(c.option("update-period", 4)),
+        "num_samples_history": float(c.option("num-samples-history", 2000.0)),
+    }
+    alpha = float(c.option("alpha", 4.0))
+    rank_in = int(c.option("rank-in", -1))
+    rank_out = int(c.option("rank-out", -1))
+    rank_in = rank_in if rank_in >= 0 else min(20, (input_dim + 1) // 2)
+    rank_out = rank_out if rank_out >= 0 else min(80, (output_dim + 1) // 2)
+    return {
+        "in": (input_dim + int(bias), max(rank_in, 1), {**shared, "alpha": float(c.option("alpha-in", alpha))}),
+        "out": (output_dim, max(rank_out, 1), {**shared, "alpha": float(c.option("alpha-out", alpha))}),
+    }
+
+
 @layer_class
 class _AffineBase(Component):
     input: Layer = child()
@@ -82,19 +105,8 @@ class NaturalGradientAffineComponent(AffineComponent):
 
     def natural_gradient_settings(self) -> dict[str, tuple[int, int, dict[str, Any]]]:
         """Kaldi's SetNaturalGradientConfigs: `in` over `input_dim + 1` (the ones column) with rank-in,
-        `out` over `output_dim` with rank-out, both with the component's update-period,
-        num-samples-history and alpha (Kaldi's defaults where the component has no such option)."""
-        in_dim, out_dim = self.input_dim, self.output_dim
-        opts = {
-            "update_period": int(self.option("update-period", 4)),
-            "num_samples_history": float(self.option("num-samples-history", 2000.0)),
-            "alpha": float(self.option("alpha", 4.0)),
-        }
-        rank_in = int(self.option("rank-in", -1))
-        rank_out = int(self.option("rank-out", -1))
-        rank_in = rank_in if rank_in >= 0 else min(20, (in_dim + 1) // 2)
-        rank_out = rank_out if rank_out >= 0 else min(80, (out_dim + 1) // 2)
-        return {"in": (in_dim + 1, max(rank_in, 1), opts), "out": (out_dim, max(rank_out, 1), opts)}
+        `out` over `output_dim` with rank-out (`kaldi_preconditioners`)."""
+        return kaldi_preconditioners(self, self.input_dim, self.output_dim, bias=True)
 
     def product(self) -> Product:
         """As AffineComponent's, but its backward is natural gradient inside a `Preconditioning`."""
@@ -145,14 +157,26 @@ class LinearComponent(Component):
     def output_dim(self) -> int:
         return known_shape(self, "params")[0]
 
+    def natural_gradient_settings(self) -> dict[str, tuple[int, int, dict[str, Any]]]:
+        """`in` over `input_dim` (no ones column), `out` over `output_dim` (`kaldi_preconditioners`): Kaldi's
+        LinearComponent::Backprop preconditions its update whatever its use-natural-gradient says."""
+        return kaldi_preconditioners(self, self.input_dim, self.output_dim, bias=False)
+
     def product(self) -> Product:
-        return Product(input=0, weight=1, transposed=True)
+        """Its backward is natural gradient inside a `Preconditioning`, so not always the product's gradient."""
+        return Product(input=0, weight=1, transposed=True, vjp_is_gradient=False)
 
     def apply(self, x: jax.Array, w: jax.Array) -> jax.Array:
         return jnp.matmul(x, w.T)
 
     def vjp(self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array) -> tuple[jax.Array | None, ...]:
-        return jnp.matmul(delta, w), rows_matmul_t(delta, x)
+        ng = natural_gradient.active()
+        settings = self.natural_gradient_settings()
+        if ng is None or not settings:
+            return jnp.matmul(delta, w), rows_matmul_t(delta, x)
+        dw, new = natural_gradient.linear_gradients(settings, ng.state(self), x, delta)
+        ng.update(self, new)
+        return jnp.matmul(delta, w), dw.astype(w.dtype)
 
 
 @layer_class

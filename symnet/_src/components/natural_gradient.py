@@ -1,7 +1,8 @@
-"""Kaldi's online natural gradient (NG-SGD) for the NaturalGradient* components, in pure JAX.
+"""Kaldi's online natural gradient (NG-SGD) for the components Kaldi trains with it, in pure JAX.
 
-Kaldi trains `NaturalGradientAffineComponent` (and the repeated variant) with
-the online natural gradient of Povey, Zhang and Khudanpur (ICLR 2015 workshop,
+Kaldi trains `NaturalGradientAffineComponent` (and the repeated variant),
+`LinearComponent` and `TdnnComponent` (unless its use-natural-gradient is
+false; over its spliced input) with the online natural gradient of Povey, Zhang and Khudanpur (ICLR 2015 workshop,
 "Parallel training of DNNs with Natural Gradient and Parameter Averaging";
 `OnlineNaturalGradient` in Kaldi's `nnet3/natural-gradient-online.h`). Each
 minibatch, before the weight gradient is formed, the rows of the input values
@@ -40,8 +41,8 @@ Kaldi, preconditions its gradient matrix with one preconditioner).
 
 A component takes part by declaring its preconditioners: a
 `natural_gradient_settings()` method giving `{key: (dim, rank, options)}`
-(NaturalGradientAffineComponent and NaturalGradientRepeatedAffineComponent
-have one). This module knows no component class: data flows one way, from
+(NaturalGradientAffineComponent, NaturalGradientRepeatedAffineComponent,
+LinearComponent and TdnnComponent have one). This module knows no component class: data flows one way, from
 the components (which import it) to the functions here.
 
 A training step is a pure function of the states too. The component's
@@ -124,6 +125,7 @@ __all__ = [
     "init",
     "init_states",
     "is_natural_gradient",
+    "linear_gradients",
     "NaturalGradientComponent",
     "NaturalGradientState",
     "NUM_INIT_ITERS",
@@ -211,8 +213,8 @@ def init(dim: int, rank: int = 40, *, alpha: float = 4.0, epsilon: float = EPSIL
 
 
 def eta(num_rows: int, num_samples_history: float) -> float:
-    """Kaldi's `Eta(N)`: how fast the scatter estimate follows the data."""
-    return 1.0 - math.exp(-num_rows / num_samples_history)
+    """Kaldi's `Eta(N)`: how fast the scatter estimate follows the data (at most 0.9, as Kaldi keeps it)."""
+    return min(1.0 - math.exp(-num_rows / num_samples_history), 0.9)
 
 
 def precondition(
@@ -248,11 +250,13 @@ def precondition(
         return X, jnp.ones((), X.dtype), state
     opts = (float(num_samples_history), float(alpha), float(epsilon), float(delta))
 
-    # Kaldi's Init (on the first minibatch: three updates from the default start, then t = 0) and the
+    # Kaldi's Init (on the first minibatch: three updates from the default start, one if it has no more rows
+    # than the rank, then t = 0) and the
     # update proper are the same step, run 4, 1 or 0 times: one copy of it in the compiled program.
     initialising = state.t < 0
     do_update = initialising | (state.t < NUM_INITIAL_UPDATES) | (state.skipped >= update_period - 1)
-    num_updates = jnp.where(initialising, NUM_INIT_ITERS + 1, jnp.where(do_update, 1, 0))
+    init_iters = 1 if X.shape[0] <= state.rank else NUM_INIT_ITERS  # Kaldi's Init: 1 where rows <= rank
+    num_updates = jnp.where(initialising, init_iters + 1, jnp.where(do_update, 1, 0))
     X_hat = X - (X @ state.W.T) @ state.W  # what a call without update returns
     skipped = (X_hat, jnp.sum(X_hat * X_hat), jnp.sum(X * X), state._replace(skipped=state.skipped + 1))
     X_hat, tr_hat, tr_x, new_state = jax.lax.fori_loop(0, num_updates, lambda i, c: _update(c[3], X, *opts), skipped)
@@ -311,13 +315,14 @@ def _update(
 
     X_hat = X - H @ W
     tr_hat = jnp.sum(X_hat * X_hat)
-    tr_x = tr_hat + jnp.sum(jnp.diag(L) * (2.0 - e))  # tr(X X^T) from tr(X_hat X_hat^T)
+    tr_x = jnp.sum(X * X)  # Kaldi's initial_product (not tr(X_hat X_hat^T) + tr(L (2 - E)): R_t drifts)
 
     sqrt_c = jnp.sqrt(c)
     rho1 = (et / N * tr_x + eta1 * (D * rho + jnp.sum(d)) - jnp.sum(sqrt_c)) / (D - R)
     d1 = sqrt_c - rho1
-    rho1 = jnp.maximum(rho1, jnp.maximum(epsilon, delta * jnp.max(sqrt_c)))
-    d1 = jnp.maximum(d1, epsilon)
+    floor_val = jnp.maximum(epsilon, delta * jnp.max(sqrt_c))  # Kaldi floors rho_{t+1} and d_{t+1} alike
+    rho1 = jnp.maximum(rho1, floor_val)
+    d1 = jnp.maximum(d1, floor_val)
 
     # W_{t+1} = A_t B_t (ComputeWt1).
     beta1 = rho1 * (1.0 + alpha) + alpha * jnp.sum(d1) / D
@@ -335,9 +340,12 @@ def _update(
         C = jnp.linalg.cholesky(ortho)
         C_inv = jax.scipy.linalg.solve_triangular(C, jnp.eye(R, dtype=ortho.dtype), lower=True)
         fixed = (C_inv * sqrt_e1[:, None] * inv_sqrt_e1[None, :]) @ W1
-        # Kaldi: if Cholesky fails, R_{t+1} = [I 0].
-        fallback = jnp.eye(R, D, dtype=W1.dtype) * sqrt_e1[:, None]
-        fixed = jnp.where(jnp.all(jnp.isfinite(C)), fixed, fallback)
+        # Kaldi: where the Cholesky fails or its inverse has an entry of 100 or more, Gram-Schmidt on the rows
+        # of W_{t+1} (OrthogonalizeRows; QR's Q with R's diagonal made positive), times E_{t+1}^{1/2}.
+        q, r = jnp.linalg.qr(W1.T)
+        gram_schmidt = (q * jnp.where(jnp.diag(r) < 0, -1.0, 1.0)[None, :]).T * sqrt_e1[:, None]
+        cholesky_ok = jnp.all(jnp.isfinite(C_inv)) & (jnp.max(C_inv) < 100.0)
+        fixed = jnp.where(cholesky_ok, fixed, gram_schmidt.astype(W1.dtype))
         return jnp.where(unit, W1, fixed)
 
     W1 = jax.lax.cond(must_reorthogonalize, reorthogonalize, lambda w: w, W1)
@@ -358,8 +366,10 @@ class NaturalGradientComponent(Protocol):
 
 def is_natural_gradient(layer: Any) -> TypeGuard[NaturalGradientComponent]:
     """Whether `layer` is a component Kaldi trains with natural gradient (and symnet can precondition):
-    one that declares its preconditioners with a `natural_gradient_settings()` method."""
-    return callable(getattr(layer, "natural_gradient_settings", None))
+    one that declares its preconditioners with a `natural_gradient_settings()` method, and has some
+    (a TdnnComponent with use-natural-gradient=false declares none)."""
+    declared = getattr(layer, "natural_gradient_settings", None)
+    return callable(declared) and bool(declared())
 
 
 def settings(layer: Any) -> dict[str, tuple[int, int, dict[str, Any]]]:
@@ -425,16 +435,33 @@ def affine_gradients(
 
     The rows of `[x 1]` and of `delta` (times the number of rows, see the module notes) are
     preconditioned; the gradient is `scale_in * scale_out * delta_p^T [x 1]_p`, its last column the bias's.
+    TdnnComponent::UpdateNaturalGradient is this with its spliced input as `x`.
     """
+    x2 = x.reshape(-1, x.shape[-1]).astype(states["in"].W.dtype)
+    x1 = jnp.concatenate([x2, jnp.ones((x2.shape[0], 1), x2.dtype)], axis=1)
+    g, new = _preconditioned_product(layer_settings, states, x1, delta)
+    return g[:, :-1], g[:, -1], new
+
+
+def linear_gradients(
+    layer_settings: _Settings, states: Mapping[str, State], x: jax.Array, delta: jax.Array
+) -> tuple[jax.Array, dict[str, State]]:
+    """LinearComponent::Backprop's update as a gradient: `(d params, new states)`, as `affine_gradients` without
+    the ones column (TdnnComponent::UpdateNaturalGradient without a bias, too)."""
+    return _preconditioned_product(layer_settings, states, x, delta)
+
+
+def _preconditioned_product(
+    layer_settings: _Settings, states: Mapping[str, State], x: jax.Array, delta: jax.Array
+) -> tuple[jax.Array, dict[str, State]]:
+    """`scale_in * scale_out * delta_p^T x_p / n` over the `n` rows of `x` and `delta`, each preconditioned."""
     dtype = states["in"].W.dtype
     x2 = x.reshape(-1, x.shape[-1]).astype(dtype)
     d2 = delta.reshape(-1, delta.shape[-1]).astype(dtype)
     n = x2.shape[0]
-    x1 = jnp.concatenate([x2, jnp.ones((n, 1), dtype)], axis=1)
-    xp, in_scale, new_in = precondition(states["in"], x1, **layer_settings["in"][2])
+    xp, in_scale, new_in = precondition(states["in"], x2, **layer_settings["in"][2])
     dp, out_scale, new_out = precondition(states["out"], d2 * n, **layer_settings["out"][2])
-    g = (in_scale * out_scale / n) * (dp.T @ xp)
-    return g[:, :-1], g[:, -1], {"in": new_in, "out": new_out}
+    return (in_scale * out_scale / n) * (dp.T @ xp), {"in": new_in, "out": new_out}
 
 
 def repeated_affine_gradients(
@@ -563,8 +590,8 @@ def optimizer(inner: Any, network: Any, *, dtype: Any = np.float32) -> Any:
         return with_natural_gradient(network, dtype=dtype)
     if not components(network):
         raise SymnetError(
-            "natural gradient: the network has no NaturalGradientAffineComponent or "
-            "NaturalGradientRepeatedAffineComponent"
+            "natural gradient: the network has no component Kaldi trains with it (NaturalGradientAffineComponent, "
+            "NaturalGradientRepeatedAffineComponent, LinearComponent, TdnnComponent)"
         )
 
     def init_fn(params: Any) -> NaturalGradientState:

@@ -17,7 +17,13 @@ The parameters are the component's own Weights (`{name}.linear_params`,
 `{name}.bias_params`), shared with the expansion.
 
 Kaldi's training-time settings (orthonormal-constraint, natural gradient,
-learning rates) are kept in `options`.
+learning rates) are kept in `options`. Kaldi trains the component with natural
+gradient over its spliced input unless use-natural-gradient is false
+(TdnnComponent::UpdateNaturalGradient), so the expansion is then a
+NaturalGradientAffineComponent (a LinearComponent without bias) of the same
+name and options, whose backward preconditions inside a
+`symnet.natural_gradient.Preconditioning`; with it false, a plain
+AffineComponent (a LinearComponent that never preconditions, without bias).
 """
 
 from __future__ import annotations
@@ -28,8 +34,8 @@ import attrs
 
 from ..base.errors import UnknownShapeError
 from ..core.descriptor import Append, Offset
-from ..core.layer import Layer, child, layer_class
-from .affine import AffineComponent, LinearComponent
+from ..core.layer import Layer, Product, child, layer_class
+from .affine import AffineComponent, LinearComponent, NaturalGradientAffineComponent, kaldi_preconditioners
 from .base import Component, known_shape
 
 __all__ = ["TdnnComponent"]
@@ -73,8 +79,23 @@ class TdnnComponent(Component):
         out, spliced = known_shape(self, "linear_params")
         return {"linear_params": (out, spliced), "bias_params": (out,) if self.use_bias else (0,)}
 
+    @property
+    def natural(self) -> bool:
+        """Whether Kaldi trains it with natural gradient (its use-natural-gradient, true by default)."""
+        return self.option("use-natural-gradient", True) is not False
+
+    def natural_gradient_settings(self) -> dict[str, tuple[int, int, dict[str, Any]]]:
+        """TdnnComponent::InitFromConfig's preconditioners (none with use-natural-gradient=false): `in` over
+        the spliced input (plus the ones column with a bias), `out` over the output (`kaldi_preconditioners`;
+        alpha-in and alpha-out, update period 4)."""
+        if not self.natural:
+            return {}
+        out, spliced = known_shape(self, "linear_params")
+        return kaldi_preconditioners(self, spliced, out, bias=self.use_bias)
+
     def expand(self) -> Layer:
-        """The equivalent composition: Append of the input at each time offset, then the affine map."""
+        """The equivalent composition: Append of the input at each time offset, then the affine map (one
+        whose backward is natural gradient inside a `Preconditioning`, unless use-natural-gradient is false)."""
         w = self.where
         parts = [self.input if o == 0 else Offset(self.input, o, where=w) for o in self.time_offsets]
         spliced = parts[0] if len(parts) == 1 else Append(*parts, where=w)
@@ -83,5 +104,19 @@ class TdnnComponent(Component):
         except UnknownShapeError:  # a bias operand of unknown shape: take it as a bias
             use_bias = True
         if use_bias:
-            return AffineComponent(self.name, spliced, self.linear_params, self.bias_params, where=w)
-        return LinearComponent(self.name, spliced, self.linear_params, where=w)
+            affine = NaturalGradientAffineComponent if self.natural else AffineComponent
+            return affine(self.name, spliced, self.linear_params, self.bias_params, options=self.options, where=w)
+        linear = LinearComponent if self.natural else _ExactLinearComponent
+        return linear(self.name, spliced, self.linear_params, options=self.options, where=w)
+
+
+@layer_class
+class _ExactLinearComponent(LinearComponent):
+    """A LinearComponent whose backward is always the exact gradient: the expansion of a TdnnComponent without
+    bias and with use-natural-gradient=false (Kaldi's LinearComponent itself always preconditions)."""
+
+    def natural_gradient_settings(self) -> dict[str, tuple[int, int, dict[str, Any]]]:
+        return {}
+
+    def product(self) -> Product:
+        return Product(input=0, weight=1, transposed=True)

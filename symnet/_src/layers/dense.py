@@ -110,6 +110,11 @@ class TimeConv(Typed, TdnnComponent):
 
     name_stem = "timeconv"
 
+    @property
+    def natural(self) -> bool:
+        """False: symnet's layer trains with the plain gradient, as Affine does (its Kaldi form does not)."""
+        return False
+
     def expand(self) -> Layer:
         conv = TdnnComponent.expand(self)
         return conv if self.stride == 1 else Round(conv, self.stride, where=self.where)
