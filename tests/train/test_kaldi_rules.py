@@ -596,16 +596,10 @@ def test_nnet3_train_fixture():
     for k in range(1, 5):
         net = zero_batchnorm_stats(read_model(FIXTURE / f"step{k - 1}.txt").network)
         after = read_model(FIXTURE / f"step{k}.txt").network
-        x, labels = read_eg(FIXTURE / f"eg{k}.txt")
-        frames, sequences = labels.shape
-        request = ComputationRequest(
-            inputs={"input": IndexSet.range(n=sequences, t=(-1, frames + 1))},
-            outputs={"output": IndexSet.range(n=sequences, t=frames)},
-        )
-        computation = compile(net, request)
-        tape = computation.forward(net, {"input": jnp.asarray(x.reshape(-1, x.shape[-1]))})["output"]
+        computation, x, labels, frames, sequences = _minibatch(FIXTURE, k, net)
+        tape = computation.forward(net, {"input": x})["output"]
         weights = jnp.ones(frames * sequences)
-        _, _, delta = objective("linear", tape.value, jnp.asarray(labels.reshape(-1)), weights)
+        _, _, delta = objective("linear", tape.value, labels, weights)
         grads = tape.backward(delta)
         state = {**net.state, **batchnorm_stats_updates(tape)}
         rules = quiet_rules(net, max_param_change=0.4)
@@ -661,19 +655,26 @@ def test_nnet3_train_natural_gradient_fixture():
             assert np.abs(plain[name] - want).max() > bound, (k, name)
 
 
-def _ng_step(folder: Path, k: int) -> tuple[Any, Any, dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Minibatch k of the kaldi-ng fixture: Kaldi's models before and after it, and symnet's updates of the model
-    before it with natural gradient (fresh preconditioners) and without."""
-    from symnet.kaldi import read_model
-
-    net = read_model(folder / f"step{k - 1}.txt").network
+def _minibatch(folder: Path, k: int, net: Any) -> tuple[Any, jax.Array, jax.Array, int, int]:
+    """A fixture's minibatch k: the computation of `net` over it, its input rows and labels (flat, n-major), and
+    its frames and sequences."""
     x, labels = read_eg(folder / f"eg{k}.txt")
     frames, sequences = labels.shape
     request = ComputationRequest(
         inputs={"input": IndexSet.range(n=sequences, t=(-1, frames + 1))},
         outputs={"output": IndexSet.range(n=sequences, t=frames)},
     )
-    computation = compile(net, request)
+    rows = jnp.asarray(x.reshape(-1, x.shape[-1]))
+    return compile(net, request), rows, jnp.asarray(labels.reshape(-1)), frames, sequences
+
+
+def _ng_step(folder: Path, k: int) -> tuple[Any, Any, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Minibatch k of the kaldi-ng fixture: Kaldi's models before and after it, and symnet's updates of the model
+    before it with natural gradient (fresh preconditioners) and without."""
+    from symnet.kaldi import read_model
+
+    net = read_model(folder / f"step{k - 1}.txt").network
+    computation, x, labels, frames, sequences = _minibatch(folder, k, net)
     states = natural_gradient.init_states(net)
     assert set(states) == {"tdnn1", "tdnn2", "lin", "aff"}
     assert states["tdnn1"]["in"].W.shape == (6, 13) and states["tdnn2"]["in"].W.shape == (3, 6)
@@ -688,8 +689,7 @@ def _ng_step(folder: Path, k: int) -> tuple[Any, Any, dict[str, np.ndarray], dic
             grads = tape.backward(delta)
         return rules.update(grads, rules.init(net.params), net.params, **counts)[0]
 
-    inputs = (jnp.asarray(x.reshape(-1, x.shape[-1])), jnp.asarray(labels.reshape(-1)))
-    got, plain = ({n: np.asarray(v) for n, v in update(net, states, *inputs, on).items()} for on in (True, False))
+    got, plain = ({n: np.asarray(v) for n, v in update(net, states, x, labels, on).items()} for on in (True, False))
     return net, read_model(folder / f"step{k}.txt").network, got, plain
 
 
