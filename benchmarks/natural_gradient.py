@@ -14,19 +14,7 @@ loop's (after one step of warm-up and compilation).
 
 `main()` returns the rows; the script prints a markdown table.
 
-Measured on the 2-core CPU of the development machine (jax 0.10.2, shared, so
-times are rough), 200 sequences, width 128, minibatches of 32 x 20 frames,
-`--lrs 0.1,0.3 --steps 1000 --evals 100,300,1000` (valid accuracy / loss):
-
-    | lr  | NG  | @ 100         | @ 300         | @ 1000        | train time (s) |
-    | 0.1 | off | 0.614 / 0.961 | 0.703 / 0.725 | 0.782 / 0.539 | 10.3 |
-    | 0.1 | on  | 0.732 / 0.669 | 0.790 / 0.518 | 0.804 / 0.514 | 26.2 |
-    | 0.3 | off | 0.576 / 1.090 | 0.724 / 0.681 | 0.773 / 0.590 |  8.7 |
-    | 0.3 | on  | 0.757 / 0.617 | 0.792 / 0.523 | 0.789 / 0.766 | 29.7 |
-
-Per step, natural gradient reaches in 300 steps what plain SGD reaches in
-1000; a step costs about 2.5-3x as much on this CPU, so per second of training
-the two are about even here (lr 1.0 diverges with and without).
+The table it gives, with the machine and date, is in docs/training.md ("Natural gradient").
 """
 
 from __future__ import annotations
