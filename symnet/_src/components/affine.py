@@ -110,7 +110,7 @@ class NaturalGradientAffineComponent(AffineComponent):
 
     def product(self) -> Product:
         """As AffineComponent's, but its backward is natural gradient inside a `Preconditioning`."""
-        return Product(input=0, weight=1, transposed=True, bias=2, vjp_is_gradient=False)
+        return Product(input=0, weight=1, transposed=True, bias=2, vjp_is_gradient=natural_gradient.active() is None)
 
     def vjp(
         self, delta: jax.Array, value: jax.Array, x: jax.Array, w: jax.Array, b: jax.Array
@@ -163,8 +163,8 @@ class LinearComponent(Component):
         return kaldi_preconditioners(self, self.input_dim, self.output_dim, bias=False)
 
     def product(self) -> Product:
-        """Its backward is natural gradient inside a `Preconditioning`, so not always the product's gradient."""
-        return Product(input=0, weight=1, transposed=True, vjp_is_gradient=False)
+        """Its backward is natural gradient inside a `Preconditioning`, the product's gradient elsewhere."""
+        return Product(input=0, weight=1, transposed=True, vjp_is_gradient=natural_gradient.active() is None)
 
     def apply(self, x: jax.Array, w: jax.Array) -> jax.Array:
         return jnp.matmul(x, w.T)

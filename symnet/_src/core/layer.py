@@ -142,8 +142,9 @@ class Product(NamedTuple):
 
     `input`, `weight` and `bias` are operand positions (`bias` None: no bias); `transposed`: the matrix is
     `[out, in]` (Kaldi's layout, `y = x W^T + b`) rather than `[in, out]` (`y = x @ W`); `vjp_is_gradient`:
-    the layer's `vjp` is always the exact gradient of that product (False where it may differ, e.g. natural
-    gradient, or no deltas for fixed parameters), so the engine may differentiate its own lowering instead.
+    the layer's `vjp` is the exact gradient of that product where `product()` is called (False where it
+    differs: no deltas for fixed parameters, or natural gradient inside a `Preconditioning`, which the
+    engine reads when it builds the Tape), so the engine may differentiate its own lowering instead.
     """
 
     input: int

@@ -608,7 +608,8 @@ class Computation:
             return splice_value(conv, v, ws, count, batch, batched)
 
         value, vjp = linearized(fn, source.value, *(w.value for w in weights))
-        if product.vjp_is_gradient:
+        now = layer.product()  # asked now, not at planning: whether natural gradient is on is the step's
+        if now is None or now.vjp_is_gradient:
             return Tape(layer, value, (source, *weights), rows=rows, pullback=vjp, parameters=params)
 
         def pullback(d: jax.Array) -> tuple[jax.Array | None, ...]:
