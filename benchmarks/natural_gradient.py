@@ -7,7 +7,7 @@ the exact gradient and once with Kaldi's online natural gradient
 input values and output derivatives with the per-component states carried in
 the optimiser state), for a few learning rates. After the given steps the
 validation loss and frame accuracy are measured; the wall time is the training
-loop's (after one step of warm-up and compilation).
+loop's (after one step of warm-up and compilation), with one BLAS thread, as `fit` trains.
 
     python benchmarks/natural_gradient.py                 # 200 sequences, 3 learning rates
     python benchmarks/natural_gradient.py --quick         # a smoke test
@@ -33,6 +33,7 @@ from symnet._src.train import trainer as training
 from symnet._src.train.objectives import Linear
 from symnet.datasets import HmmTask
 from symnet.kaldi import build_component
+from symnet.train import one_blas_thread
 
 
 def tdnn(feat: int, classes: int, width: int, seed: int) -> symnet.Network:
@@ -123,16 +124,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
             opt = optax.sgd(lr)
             if ng_on:
                 opt = natural_gradient.optimizer(opt, net0)
-            points = run(
-                net0,
-                train_chunks,
-                valid_chunks,
-                opt,
-                steps=args.steps,
-                batch_size=args.batch,
-                seed=args.seed,
-                evals=evals,
-            )
+            with one_blas_thread():  # as fit trains (symnet._src.train.blas_threads)
+                points = run(
+                    net0,
+                    train_chunks,
+                    valid_chunks,
+                    opt,
+                    steps=args.steps,
+                    batch_size=args.batch,
+                    seed=args.seed,
+                    evals=evals,
+                )
             rows.append({"lr": lr, "natural_gradient": ng_on, "points": points})
     header = "| lr | natural gradient | " + " | ".join(f"valid acc / loss @ {s}" for s in evals) + " | train time (s) |"
     print()

@@ -2,6 +2,7 @@ from symnet._src.base.errors import CheckpointError as CheckpointError
 from symnet._src.base.errors import KaldiDataError as KaldiDataError
 from symnet._src.base.errors import TrainingError as TrainingError
 from symnet._src.base.levenshtein import edit_distance as edit_distance
+from symnet._src.train.blas_threads import one_blas_thread as one_blas_thread
 from symnet._src.train.chain_cutting import chain_examples as chain_examples
 from symnet._src.train.chain_egs import ChainEgs as ChainEgs
 from symnet._src.train.chain_egs import ChainEgsData as ChainEgsData

@@ -179,6 +179,26 @@ def test_fit_records_the_computations_its_steps_call(data):
         assert "lowering='plain'" in ran.explain()
 
 
+def test_fit_trains_with_one_blas_thread_and_gives_the_count_back(data):
+    """fit's steps run with one thread in every BLAS library (their small LAPACK calls, natural gradient's, are
+    slower with OpenBLAS's own threads: benchmarks/blas_threads.py), and the count set before is back after."""
+    import scipy.linalg.cython_lapack  # noqa: F401  (scipy's BLAS loaded, as jaxlib's LAPACK calls load it)
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def counts():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    seen = []
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = counts()
+        if not before or min(before) < 2:
+            pytest.skip(f"this machine's BLAS libraries cannot run 2 threads ({before})")
+        run(tdnn(), data[0], epochs=1, max_steps=2, on_step=lambda _: seen.append(counts()))
+        after = counts()
+    assert len(seen) == 2 and all(c == [1] * len(before) for c in seen)
+    assert after == before
+
+
 # ----- fit: objectives, validation, determinism ---------------------------------------------------------
 
 

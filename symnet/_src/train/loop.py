@@ -34,6 +34,7 @@ from ..core.walk import walk
 from ..network import Network
 from . import checkpoint as ckpt
 from . import loss_scale, resume
+from .blas_threads import one_blas_thread
 from .component_rules import carries_kaldi_rules
 from .dropout_schedule import DROPOUT_TYPES
 from .examples import Chunks
@@ -160,7 +161,8 @@ def fit(
             f"frame_subsampling_factor={k}: the chunk widths {used} must be multiples of it (Kaldi's "
             "frames-per-eg are), so that every chunk's outputs are at frames 0, k, 2k, ... of its sequence"
         )
-    with ckpt.lock(o.checkpoint) if o.checkpoint else contextlib.nullcontext():
+    # One BLAS thread: the step's small LAPACK calls (natural gradient's) run faster without OpenBLAS's own threads.
+    with ckpt.lock(o.checkpoint) if o.checkpoint else contextlib.nullcontext(), one_blas_thread():
         return _fit(network, optimizer, chosen, train_chunks, valid_chunks, (train, valid), o, resolved, parallel)
 
 
