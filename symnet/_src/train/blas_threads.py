@@ -6,7 +6,8 @@ OpenBLAS that scipy ships. OpenBLAS then wakes threads of its own for each of th
 XLA's threads for the cores: on a 2-core AMD EPYC a chain TDNN-F step that updates its 48 preconditioners took
 1.22 s with OpenBLAS's default threads and 0.88 s with one (`benchmarks/blas_threads.py`). `fit` trains
 inside `one_blas_thread()`, which limits every BLAS library the process has loaded (through threadpoolctl) to
-one thread while it is entered and restores them after; code that runs `Trainer` steps itself can enter it too.
+one thread while it is entered and restores them after; a training loop of one's own (a jitted step inside
+`natural_gradient.Preconditioning`) can enter it too.
 """
 
 from __future__ import annotations
