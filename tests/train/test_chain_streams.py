@@ -14,6 +14,7 @@ from helpers.fit_results import assert_same
 from symnet import Append, Input, Network, Offset, Weight
 from symnet._src.kaldi_io.tables import iter_table
 from symnet._src.train import chain_streams
+from symnet._src.train.chain_egs import StreamedChainEgs
 from symnet.chain import ChainOptions, Topology, read_fst
 from symnet.errors import KaldiDataError
 from symnet.train import SkippedDataWarning, chain_egs, chain_examples, fit, stream_chain_data
@@ -92,6 +93,46 @@ def test_a_stream_trains_as_the_same_egs_in_memory_and_resumes_bit_for_bit(corpu
     assert_same(run(checkpoint=str(part)), whole)
 
 
+def test_a_resumed_stream_pads_its_numerators_as_the_run_it_continues(corpus, tmp_path, monkeypatch) -> None:
+    """A minibatch's numerators are padded as far as earlier ones of its width were (and padding changes the
+    roundoff): the checkpoint keeps the padding so far, so the resumed half pads, and trains, as the whole run."""
+    features, scp = corpus
+    topology = Topology.parse((DATA / "chain.topo").read_text())
+    den, norm = read_fst(str(DATA / "chain.den.fst")), read_fst(str(DATA / "chain.norm.fst"))
+    lengths = phone_lengths()
+    pdfs = next(iter(chain_examples(features, lengths, topology, norm, **ARGS))).outputs[0].supervision.label_dim
+    monkeypatch.setattr(chain_streams, "_power_of_two", lambda n: int(n))  # unrounded: minibatches differ
+    padded: list[int] = []  # each minibatch's numerator arcs, as the step gets them
+    own: list[int] = []  # and its largest numerator's
+    supervision = StreamedChainEgs.supervision
+
+    def recorded(self, targets, *args):
+        own.append(max(self.supervisions[int(t[0])].arcs for t in targets))
+        out = supervision(self, targets, *args)
+        padded.append(out["src"].shape[1])
+        return out
+
+    monkeypatch.setattr(StreamedChainEgs, "supervision", recorded)
+    settings = {"epochs": 2, "batch_size": 4, "progress": False, "seed": 1, "checkpoint_every": 1}
+
+    def run(path: Path, **more):
+        s = stream_chain_data(scp, lengths, topology, den, options=OPTIONS, buffer_size=20, **ARGS)
+        return fit(net(pdfs), s.train, optax.adam(0.05), objective=s.objective, frame_subsampling_factor=3,
+                   checkpoint=str(path), **settings, **more)  # fmt: skip
+
+    whole = run(tmp_path / "a.ckpt")
+    steps, want = whole.history[-1].step, list(padded)
+    assert len(want) == steps
+    # resume in the second epoch before a minibatch padded further than its own numerators need
+    half = next(k for k in range(steps // 2, steps) if own[k] < want[k])
+    part = tmp_path / "b.ckpt"
+    run(part, max_steps=half)
+    del padded[:]
+    resumed = run(part)
+    assert padded == want[half:]
+    assert_same(resumed, whole)
+
+
 def test_utterances_kaldi_makes_no_egs_of_are_errors_or_skipped(corpus) -> None:
     _, scp = corpus
     topology = Topology.parse((DATA / "chain.topo").read_text())
@@ -127,3 +168,20 @@ def test_numerators_are_padded_as_far_as_before_so_later_epochs_compile_nothing(
             on_step=lambda st: seen.append((st.epoch, len(compiled))))  # fmt: skip
     after_first = max(n for e, n in seen if e == 0)
     assert [n for e, n in seen if e > 0] == [after_first] * sum(e > 0 for e, _ in seen)
+
+
+def test_a_checkpoint_s_objective_state_is_checked() -> None:
+    """What a checkpoint gives back to the objective is checked: padding per chunk width (two ints), and nothing
+    for an objective that keeps no state."""
+    from symnet._src.train.objectives import CTC
+    from symnet.errors import CheckpointError
+
+    objective = StreamedChainEgs()
+    objective.resume({"padding": {"30": [256, 64]}}, "a.ckpt")
+    assert objective.run_state() == {"padding": {"30": [256, 64]}}
+    for bad in ({"padding": {"30": [256]}}, {"padding": {"thirty": [256, 64]}}, {"padding": [1, 2]}, [1]):
+        with pytest.raises(CheckpointError, match="a.ckpt: the chain egs' padding"):
+            objective.resume(bad, "a.ckpt")  # type: ignore[arg-type]
+    with pytest.raises(CheckpointError, match="b.ckpt: the 'ctc' objective keeps no state"):
+        CTC().resume({"padding": {}}, "b.ckpt")
+    CTC().resume({}, "b.ckpt")

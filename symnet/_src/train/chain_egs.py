@@ -23,7 +23,7 @@ import attrs
 import jax
 import numpy as np
 
-from ..base.errors import ShapeError, TrainingError
+from ..base.errors import CheckpointError, ShapeError, TrainingError
 from ..chain.graph import ChainGraph, numerator_graph
 from ..chain.objective import ChainOptions
 from ..kaldi_io.fst import Fst
@@ -174,6 +174,21 @@ class StreamedChainEgs(ChainEgs):
 
     def describe(self) -> str:
         return Chain.describe(self) + " on chain egs read as training goes"
+
+    def run_state(self) -> dict[str, Any]:
+        """The padding so far per chunk width: the rest of a resumed run pads (and so rounds) as it would have."""
+        return {"padding": {str(frames): list(sizes) for frames, sizes in sorted(self._padding.items())}}
+
+    def resume(self, state: Mapping[str, Any], path: str) -> None:
+        padding = state.get("padding", {}) if isinstance(state, Mapping) else None
+        ok = isinstance(padding, Mapping) and all(
+            key.isdigit() and isinstance(sizes, list) and len(sizes) == 2 and all(type(n) is int for n in sizes)
+            for key, sizes in padding.items()
+        )
+        if not ok:
+            raise CheckpointError(f"{path}: the chain egs' padding per chunk width is {state!r:.80}")
+        self._padding.clear()
+        self._padding.update({int(key): (sizes[0], sizes[1]) for key, sizes in padding.items()})
 
 
 def _padded(a: np.ndarray, size: int, fill: float) -> np.ndarray:

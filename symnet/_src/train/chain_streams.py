@@ -13,9 +13,9 @@ same rows, derivative weights and numerator), on `fit`'s reading thread; memory 
 window (`buffer_size` examples) as for `stream_cegs`. Each numerator is padded to a power of two of arcs and
 states, and a minibatch to at least what earlier minibatches of its width were (`StreamedChainEgs`: a few
 compiled shapes, none new once an epoch has seen the largest; padding adds no path), so a stream trains as the
-same egs in memory do, and resumes bit for bit. The numerators made are kept for the next epochs up to
-`NUMERATOR_CACHE_BYTES` (a small corpus's all, a large one's first ones): making them is most of the reading
-thread's work.
+same egs in memory do, and resumes bit for bit (its checkpoints keep the padding so far: padding changes the
+roundoff). The numerators made are kept for the next epochs up to `NUMERATOR_CACHE_BYTES` (a small corpus's
+all, a large one's first ones): making them is most of the reading thread's work.
 """
 
 from __future__ import annotations

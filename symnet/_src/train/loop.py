@@ -328,6 +328,7 @@ def _fit(
             )
         resume.check(checkpoint, saved, record, position, o.allow_changes)
         saved_history, sums = resume.check_extra(checkpoint, extra, position, batches)
+        trainer.objective.resume(extra.get("objective", {}), checkpoint)
         history = [EpochStats(**h) for h in saved_history]
     if parallel is not None:
         parallel.check_optimizer_state(loss_scale.inner(opt_state))
@@ -443,6 +444,7 @@ def _train(
                             "history": [attrs.asdict(h) for h in history],
                             "sums": [loss_sum, correct_sum, frames_sum]
                             + ([count_sum] if count_sum is not None else []),
+                            "objective": trainer.objective.run_state(),
                         },
                         run=run,
                     )
@@ -468,7 +470,7 @@ def _train(
                 network,
                 opt_state,
                 ckpt.Position(step, epoch + 1, 0),
-                {"history": [attrs.asdict(h) for h in history]},
+                {"history": [attrs.asdict(h) for h in history], "objective": trainer.objective.run_state()},
                 run=run,
             )
     return done(network, step)

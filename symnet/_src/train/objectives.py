@@ -23,14 +23,14 @@ from __future__ import annotations
 import hashlib
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..base.errors import ShapeError, SymnetError, TrainingError
+from ..base.errors import CheckpointError, ShapeError, SymnetError, TrainingError
 from ..chain.chunk_numerator import chunk_numerator, state_frames
 from ..chain.forward_backward import GraphArrays, graph_arrays
 from ..chain.graph import ChainGraph, denominator_graph
@@ -159,6 +159,19 @@ class Objective:
     def describe(self) -> str:
         """What a checkpoint records as the objective (a resume with another is refused)."""
         return self.name
+
+    def run_state(self) -> dict[str, Any]:
+        """What the objective has kept from the minibatches so far that later ones depend on, as JSON values: a
+        checkpoint saves it and a resume gives it back (`resume`), so the rest of the run is the one it would
+        have been. Most objectives keep nothing."""
+        return {}
+
+    def resume(self, state: Mapping[str, Any], path: str) -> None:
+        """Take back a checkpoint's `run_state()` (CheckpointError naming `path` where it is not one)."""
+        if state:
+            raise CheckpointError(
+                f"{path}: the {self.name!r} objective keeps no state; the checkpoint has {state!r:.60}"
+            )
 
 
 class FrameObjective(Objective):
