@@ -55,9 +55,11 @@ def xconfig(dim: int, pdfs: int, width: int = 384, bottleneck: int = 64) -> str:
     return "\n".join(lines) + "\n"
 
 
-def train(corpus: Any, features: Sequence[np.ndarray], folder: Path, epochs: int) -> tuple[Any, float, list[Any]]:
+def train(
+    corpus: Any, features: Sequence[np.ndarray], folder: Path, epochs: int, seed: int = 0
+) -> tuple[Any, float, list[Any]]:
     """The trained network, the wall seconds of training (phone LM, denominator and egs index included) and the
-    history."""
+    history. `seed`: the network's initial parameters, the egs' chunks and the minibatches' order."""
     import jax.monitoring
     import kaldiio
     import optax
@@ -78,11 +80,11 @@ def train(corpus: Any, features: Sequence[np.ndarray], folder: Path, epochs: int
     pdfs = 2 * len(corpus.phones)
     lm = estimate_phone_lm([pairs[:, 0].tolist() for pairs in lengths.values()], num_extra_lm_states=2000)
     den = phone_lm_denominator(lm, topology)
-    network = parse_xconfig_network(xconfig(features[0].shape[1], pdfs), seed=0)
+    network = parse_xconfig_network(xconfig(features[0].shape[1], pdfs), seed=seed)
     left, right = network.context()
     cegs = stream_chain_data(
         f"scp:{folder / 'feats.scp'}", lengths, topology, den, num_frames=NUM_FRAMES,
-        frame_subsampling_factor=SUBSAMPLING, left_context=left, right_context=right,
+        frame_subsampling_factor=SUBSAMPLING, left_context=left, right_context=right, seed=seed,
         options=ChainOptions(xent_regularize=XENT_REGULARIZE, leaky_hmm_coefficient=LEAKY_HMM),
         xent_output="output-xent",
     )  # fmt: skip
@@ -101,7 +103,7 @@ def train(corpus: Any, features: Sequence[np.ndarray], folder: Path, epochs: int
     try:
         result = fit(
             network, cegs.train, rules, objective=cegs.objective, frame_subsampling_factor=SUBSAMPLING,
-            epochs=epochs, batch_size=MINIBATCH, progress=False, seed=0, on_step=steps_of.append,
+            epochs=epochs, batch_size=MINIBATCH, progress=False, seed=seed, on_step=steps_of.append,
         )  # fmt: skip
     finally:
         jax.monitoring.unregister_event_duration_listener(on_event)

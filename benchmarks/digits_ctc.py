@@ -30,7 +30,7 @@ BATCH = 16
 LEARNING_RATE = 3e-3
 
 
-def network(dim: int, outputs: int) -> Any:
+def network(dim: int, outputs: int, seed: int = 0) -> Any:
     """The TDNN-BLSTM, with `outputs` log-softmax outputs (blank and the phones)."""
     from symnet import Append, Input, LogSoftmax, Network, ReLU
     from symnet.layers import LSTM, Affine, TimeConv
@@ -42,7 +42,7 @@ def network(dim: int, outputs: int) -> Any:
             LSTM(f"blstm{layer}.forward", h, cell=CELLS, projection=PROJECTION, delay=-SUBSAMPLING),
             LSTM(f"blstm{layer}.backward", h, cell=CELLS, projection=PROJECTION, delay=SUBSAMPLING),
         )
-    return Network(LogSoftmax(Affine(h, outputs)), seed=0)
+    return Network(LogSoftmax(Affine(h, outputs)), seed=seed)
 
 
 def widths(lengths: Sequence[int], step: int = 90) -> tuple[int, ...]:
@@ -52,22 +52,22 @@ def widths(lengths: Sequence[int], step: int = 90) -> tuple[int, ...]:
     return tuple(range(top, 0, -step))
 
 
-def train(corpus: Any, features: Sequence[np.ndarray], epochs: int) -> tuple[Any, float, list[Any]]:
-    """The trained network, the wall seconds of training and the history."""
+def train(corpus: Any, features: Sequence[np.ndarray], epochs: int, seed: int = 0) -> tuple[Any, float, list[Any]]:
+    """The trained network, the wall seconds of training and the history (`seed`: initial parameters, order)."""
     import optax
 
     from symnet.train import fit
 
     utterances = corpus.sets["train"]
     labels = [np.asarray(u.phone_ids, np.int32) for u in utterances]
-    net = network(features[0].shape[1], len(corpus.phones) + 1)
+    net = network(features[0].shape[1], len(corpus.phones) + 1, seed)
     chunk = widths([len(f) for f in features])
     steps = epochs * -(-len(features) // BATCH)
     rate = optax.warmup_cosine_decay_schedule(LEARNING_RATE / 10, LEARNING_RATE, steps // 10, steps, LEARNING_RATE / 20)
     started = time.perf_counter()
     result = fit(
         net, (list(features), labels), optax.adam(rate), objective="ctc", frame_subsampling_factor=SUBSAMPLING,
-        chunk=chunk, epochs=epochs, batch_size=BATCH, progress=False, seed=0,
+        chunk=chunk, epochs=epochs, batch_size=BATCH, progress=False, seed=seed,
     )  # fmt: skip
     return result.network, time.perf_counter() - started, list(result.history)
 

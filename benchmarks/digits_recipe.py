@@ -98,10 +98,10 @@ def results_table(rows: list[Row], task: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def network(dim: int, pdfs: int) -> object:
+def network(dim: int, pdfs: int, seed: int = 0) -> object:
     from symnet.kaldi.xconfig import parse_xconfig_network
 
-    return parse_xconfig_network(xconfig(dim, pdfs), seed=0)
+    return parse_xconfig_network(xconfig(dim, pdfs), seed=seed)
 
 
 def grammar(task: str, words: list[str], sentences: list[list[str]]) -> Callable[[Any], Any]:
@@ -139,6 +139,10 @@ def main() -> None:
     p.add_argument("--test", type=int, default=150, help="test utterances per test set")
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--acoustic-scale", type=float, default=0.3)
+    p.add_argument(
+        "--seed", type=int, default=0,
+        help="both toolkits' initial parameters and example order (symnet's egs chunks too): seeds show the spread",
+    )  # fmt: skip
     p.add_argument(
         "--kaldi-bin", type=Path, help="Kaldi's programs: also train the network with nnet3-train (kaldi_xent.py)"
     )
@@ -183,8 +187,8 @@ def main() -> None:
     pdfs = corpus.num_pdfs
     started = time.perf_counter()
     result = fit(
-        network(40, pdfs), (list(data["train"].features), labels), optax.adam(1e-3), epochs=args.epochs, batch_size=64,
-        chunk=50, progress=False, seed=0,
+        network(40, pdfs, args.seed), (list(data["train"].features), labels), optax.adam(1e-3), epochs=args.epochs,
+        batch_size=64, chunk=50, progress=False, seed=args.seed,
     )  # fmt: skip
     train_seconds = time.perf_counter() - started
     for h in result.history:
@@ -222,7 +226,7 @@ def main() -> None:
     score("symnet", lambda name: net.compute(list(data[name].features)), xent_graph, **xent_scoring)
     if args.chain:
         chain_net, trained["symnet chain"], history = digits_chain.train(
-            corpus, list(data["train"].features), Path(args.folder) / "chain", args.epochs
+            corpus, list(data["train"].features), Path(args.folder) / "chain", args.epochs, args.seed
         )
         for h in history:
             print(f"  chain epoch {h.epoch}: train loss {h.train_loss:.4f}, accuracy {h.train_accuracy:.3f}")
@@ -234,7 +238,9 @@ def main() -> None:
             every=digits_chain.SUBSAMPLING,
         )  # fmt: skip
     if args.ctc:
-        ctc_net, trained["symnet CTC"], history = digits_ctc.train(corpus, list(data["train"].features), args.epochs)
+        ctc_net, trained["symnet CTC"], history = digits_ctc.train(
+            corpus, list(data["train"].features), args.epochs, args.seed
+        )
         for h in history:
             print(f"  CTC epoch {h.epoch}: train loss {h.train_loss:.4f}, token accuracy {h.train_accuracy:.3f}")
         print(f"CTC training: {trained['symnet CTC']:.0f} s")
@@ -248,7 +254,7 @@ def main() -> None:
         keys = [u.id for u in corpus.sets["train"]]
         model, trained["Kaldi"], objectives = kaldi_xent.train(
             args.kaldi_bin, folder, xconfig(40, pdfs), dict(zip(keys, data["train"].features)),
-            dict(zip(keys, labels)), pdfs=pdfs, context=result.network.context(), epochs=args.epochs,
+            dict(zip(keys, labels)), pdfs=pdfs, context=result.network.context(), epochs=args.epochs, seed=args.seed,
         )  # fmt: skip
         for epoch, objective in enumerate(objectives):
             print(f"  Kaldi epoch {epoch}: average log-likelihood {objective:.3f}")
@@ -269,6 +275,7 @@ def main() -> None:
                 {u.id: corpus.phone_lengths(u) for u in corpus.sets["train"]}, phones=len(phones),
                 context=chain_net.context(), epochs=args.epochs, num_frames=digits_chain.NUM_FRAMES,
                 xent_regularize=digits_chain.XENT_REGULARIZE, leaky_hmm_coefficient=digits_chain.LEAKY_HMM,
+                seed=args.seed,
             )  # fmt: skip
             for epoch, objective in enumerate(chain_objectives):
                 print(f"  Kaldi chain epoch {epoch}: objective {objective:.4f}")
@@ -277,8 +284,8 @@ def main() -> None:
             score("Kaldi chain", kaldi_outputs(chain_model, chain_folder), chain_graph, every=digits_chain.SUBSAMPLING)
     table = results_table(rows, args.task)
     print("\n" + table)
-    print(f"training: {len(labels)} utterances, {args.epochs} epochs")
-    written = Path(args.folder) / f"results-{args.task}.md"
+    print(f"training: {len(labels)} utterances, {args.epochs} epochs, seed {args.seed}")
+    written = Path(args.folder) / f"results-{args.task}{f'-seed{args.seed}' if args.seed else ''}.md"
     written.write_text(table)
     title = f"{args.task}: %WER against training time, {cpu_model()}, {os.cpu_count()} cores"
     results_plot.plot(results_plot.read_table(table), written.with_suffix(".png"), title)

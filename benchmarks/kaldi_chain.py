@@ -50,9 +50,11 @@ def train(
     num_frames: str,
     xent_regularize: float,
     leaky_hmm_coefficient: float,
+    seed: int = 0,
 ) -> tuple[Path, float, list[float]]:
     """The trained model, the wall seconds of training (phone LM, graphs, supervision and egs included; the
-    config and data files not), and each epoch's average chain objective as nnet3-chain-train logs it."""
+    config and data files not), and each epoch's average chain objective as nnet3-chain-train logs it. `seed`:
+    nnet3-init's `--srand` and, with the epoch, nnet3-chain-shuffle-egs's."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "network.xconfig").write_text(xconfig)
     (folder / "chain.topo").write_text(topology(phones))
@@ -65,8 +67,8 @@ def train(
             pairs = phone_lengths[key]
             lengths.write(key + " " + " ; ".join(f"{p} {n}" for p, n in pairs.tolist()) + "\n")
             sequences.write(key + " " + " ".join(str(p) for p in pairs[:, 0].tolist()) + "\n")
-    shell(f"nnet3-init final.config 0.raw && gmm-init-mono chain.topo {features_dim(features)} 0.mdl tree", folder,
-          kaldi)  # fmt: skip
+    dim = features_dim(features)
+    shell(f"nnet3-init --srand={seed} final.config 0.raw && gmm-init-mono chain.topo {dim} 0.mdl tree", folder, kaldi)
     started = time.perf_counter()
     left, right = context
     shell(
@@ -80,7 +82,7 @@ def train(
     )
     logs = train_epochs(
         folder, kaldi, epochs, LEARNING_RATES,
-        lambda epoch, rate: f"nnet3-chain-shuffle-egs --srand={epoch} ark:cegs.ark ark:- | "
+        lambda epoch, rate: f"nnet3-chain-shuffle-egs --srand={1000 * seed + epoch} ark:cegs.ark ark:- | "
         f"nnet3-chain-merge-egs --minibatch-size={MINIBATCH} ark:- ark:- | "
         f"nnet3-chain-train --use-gpu=no --max-param-change=2.0 --xent-regularize={xent_regularize} "
         f"--leaky-hmm-coefficient={leaky_hmm_coefficient} "

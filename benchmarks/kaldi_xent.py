@@ -64,9 +64,11 @@ def train(
     pdfs: int,
     context: tuple[int, int],
     epochs: int,
+    seed: int = 0,
 ) -> tuple[Path, float, list[float]]:
     """The trained model, the wall seconds of training (egs included, the config and data files not), and each
-    epoch's average objective (log-likelihood per frame) as nnet3-train logs it."""
+    epoch's average objective (log-likelihood per frame) as nnet3-train logs it. `seed`: nnet3-init's `--srand`
+    and, with the epoch, nnet3-shuffle-egs's."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "network.xconfig").write_text(xconfig)
     symnet = Path(sys.executable).parent / "symnet"
@@ -76,7 +78,7 @@ def train(
     with open(folder / "ali.txt", "w") as f:
         for key in features:
             f.write(key + " " + " ".join(map(str, labels[key].tolist())) + "\n")
-    shell("nnet3-init final.config 0.raw && ali-to-post ark:ali.txt ark:post.ark", folder, kaldi)
+    shell(f"nnet3-init --srand={seed} final.config 0.raw && ali-to-post ark:ali.txt ark:post.ark", folder, kaldi)
     started = time.perf_counter()
     left, right = context
     shell(
@@ -87,7 +89,7 @@ def train(
     )
     logs = train_epochs(
         folder, kaldi, epochs, LEARNING_RATES,
-        lambda epoch, rate: f"nnet3-shuffle-egs --srand={epoch} ark:egs.ark ark:- | "
+        lambda epoch, rate: f"nnet3-shuffle-egs --srand={1000 * seed + epoch} ark:egs.ark ark:- | "
         f"nnet3-merge-egs --minibatch-size={MINIBATCH} ark:- ark:- | "
         f"nnet3-train --use-gpu=no --max-param-change=2.0 'nnet3-copy --learning-rate={rate} {epoch}.raw - |' "
         f"ark:- {epoch + 1}.raw",
