@@ -56,10 +56,16 @@ def xconfig(dim: int, pdfs: int, width: int = 384, bottleneck: int = 64) -> str:
 
 
 def train(
-    corpus: Any, features: Sequence[np.ndarray], folder: Path, epochs: int, seed: int = 0
+    corpus: Any,
+    features: Sequence[np.ndarray],
+    folder: Path,
+    epochs: int,
+    seed: int = 0,
+    natural_gradient: bool = True,
 ) -> tuple[Any, float, list[Any]]:
     """The trained network, the wall seconds of training (phone LM, denominator and egs index included) and the
-    history. `seed`: the network's initial parameters, the egs' chunks and the minibatches' order."""
+    history. `seed`: the network's initial parameters, the egs' chunks and the minibatches' order;
+    `natural_gradient`: Kaldi's, as the recipe trains (False: plain SGD with the same rules)."""
     import jax.monitoring
     import kaldiio
     import optax
@@ -91,7 +97,7 @@ def train(
     steps = steps_per_epoch(network, cegs.train, batch_size=MINIBATCH, frame_subsampling_factor=SUBSAMPLING)
     first, last = LEARNING_RATES  # Kaldi's, decaying exponentially epoch by epoch (kaldi_chain.py)
     rate = optax.exponential_decay(first, steps, (last / first) ** (1 / max(epochs - 1, 1)), staircase=True)
-    rules = kaldi_rules(network, learning_rate=rate, natural_gradient=True)
+    rules = kaldi_rules(network, learning_rate=rate, natural_gradient=natural_gradient)
     steps_of: list[Any] = []
     compiled: list[float] = []  # seconds of each XLA compilation while training (jax.monitoring's events)
 
