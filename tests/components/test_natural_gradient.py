@@ -191,6 +191,44 @@ def test_precondition_in_float64_is_kaldis_to_roundoff(N):
             np.testing.assert_allclose(W.T @ W, ref.W.T @ ref.W, atol=1e-10)
 
 
+@pytest.mark.skipif(not hasattr(jax, "enable_x64"), reason="needs jax.enable_x64")
+@pytest.mark.parametrize("N", [40, 6, 3])  # 3 rows, rank 4: Kaldi's Init makes one update, not three
+def test_project_then_advance_is_kaldis_to_roundoff(N):
+    """The update split in two, as symnet.train's Trainer runs it: Kaldi's Init as three rounds of a projection
+    and `advance` on the first minibatch, then one projection and one `advance` per minibatch. In float64 it
+    is Kaldi's formulas to roundoff, step by step, skipped updates included."""
+    D, R, opts = 10, 4, {"update_period": 3, "num_samples_history": 300.0}
+    with jax.enable_x64(True):
+        project = jax.jit(lambda s, X: ng.project(s, X, **opts))
+        advance = jax.jit(lambda s, st, r, ok: ng.advance(s, st, init_round=r, apply=ok, **opts))
+        ref = KaldiNG(R, **opts)
+        state = ng.init(D, R, dtype=jnp.float64)
+        yes = jnp.asarray(True)
+        for i in range(14):
+            X = jnp.asarray(data(N, D).astype(np.float64))
+            if i == 0:
+                for round in range(ng.NUM_INIT_ITERS):
+                    state = advance(state, project(state, X)[2], round, yes)
+                assert float(state.t) == 0.0
+            X_hat, scale, statistics = project(state, X)
+            unchanged = advance(state, statistics, -1, jnp.asarray(False))  # an overflowed step: no update
+            jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), unchanged, state)
+            state = advance(state, statistics, -1, yes)
+            ref_hat, ref_scale = ref.precondition(np.asarray(X))
+            # With fewer rows than the rank, Z_t is nearly singular and roundoff grows (precondition's too):
+            # there, errors relative to the largest element.
+            tol = 1e-8 if N > R else 1e-6
+            expected = ref_hat * ref_scale
+            atol = 1e-10 if N > R else tol * np.abs(expected).max()
+            np.testing.assert_allclose(np.asarray(X_hat) * float(scale), expected, rtol=tol, atol=atol)
+            assert (float(state.t), float(state.skipped)) == (ref.t, ref.skipped), i
+            np.testing.assert_allclose(np.asarray(state.d), ref.d, rtol=tol, atol=1e-10 if N > R else tol * ref.d.max())
+            np.testing.assert_allclose(float(state.rho), ref.rho, rtol=tol)
+            W = np.asarray(state.W)
+            np.testing.assert_allclose(W.T @ W, ref.W.T @ ref.W, atol=1e-10 if N > R else 1e-6)
+        assert (ref.t, ref.skipped) == (11, 1)
+
+
 def test_init_is_kaldis_init_default():
     D, R, alpha = 7, 3, 4.0
     s = ng.init(D, R, alpha=alpha)
@@ -533,6 +571,71 @@ def test_trains_in_a_jitted_step_with_states_carried(small_task):
     assert epoch_losses[-1] < epoch_losses[0] and all(np.isfinite(epoch_losses))
     valid_loss, valid_acc = trainer.score(net, fit_data.as_chunks(valid, net, 8, "output"))
     assert math.isfinite(valid_loss) and valid_acc > 1.0 / classes
+
+
+def kinds_net(feat, classes):
+    """Every kind of preconditioned component: TDNN (an affine map of its spliced input), linear, repeated."""
+    x = symnet.Input("input", feat)
+    h = build_component("TdnnComponent", "tdnn", {"input-dim": feat, "output-dim": 12, "time-offsets": "-1,0,1"}, x)
+    h = build_component("RectifiedLinearComponent", "relu1", {"dim": 12}, h)
+    h = build_component("LinearComponent", "linear", {"input-dim": 12, "output-dim": 6}, h)
+    opts = {"input-dim": 6, "output-dim": 9, "num-repeats": 3}
+    h = build_component("NaturalGradientRepeatedAffineComponent", "repeated", opts, h)
+    h = build_component("RectifiedLinearComponent", "relu2", {"dim": 9}, h)
+    h = ng_affine("output", 9, classes, h)
+    return symnet.Network(build_component("LogSoftmaxComponent", "prob", {"dim": classes}, h), seed=0)
+
+
+def test_the_trainers_deferred_update_is_the_in_step_one(small_task, monkeypatch):
+    """The Trainer's step only projects and returns the statistics; one program (compiled once for every
+    chunk width) updates the preconditioners, Kaldi's Init as three rounds on the first minibatch. Against a
+    Trainer whose step updates them itself (`precondition`, tested above against Kaldi's formulas)."""
+    from symnet._src.train import fit_data
+    from symnet._src.train import trainer as training
+    from symnet._src.train.objectives import Linear
+
+    train, _, classes = small_task
+    net = kinds_net(4, classes)
+    chunks = fit_data.as_chunks(train, net, 8, "output")
+
+    def run(in_step):
+        with monkeypatch.context() as patch:
+            if in_step:  # the step's backward updates the preconditioners itself
+                real = ng.step_context
+                patch.setattr(ng, "step_context", lambda state, deferred: real(state, deferred=False))
+            opt = ng.optimizer(optax.sgd(0.1), net)
+            trainer = training.Trainer(
+                net, opt, batch_size=4, chunks=chunks, objective=Linear(), input="input", output="output", widths=(8, 5)
+            )
+            network, opt_state = net, opt.init(net.params)
+            rng = np.random.default_rng(0)
+            batches = [idx for _ in range(3) for idx in trainer.batches(chunks, rng.permutation(len(chunks)))]
+            for b, idx in enumerate(batches[:18]):
+                x, targets, weights = trainer.arrays(trainer.minibatch(b, chunks, idx))
+                network, opt_state, *_ = trainer.step(network, opt_state, x, targets, weights)
+        return trainer, network, opt_state
+
+    deferred, deferred_net, deferred_state = run(in_step=False)
+    in_step, in_step_net, in_step_state = run(in_step=True)
+    assert deferred.jitted_step._cache_size() == 2 and deferred._jitted_advance._cache_size() == 1
+    assert in_step._jitted_advance is None  # its steps returned no statistics
+    t = {name: float(s["in"].t) for name, s in deferred_state.preconditioners.items()}
+    assert t == {name: 10.0 + (18 - 10) // 4 for name in ("linear", "output", "repeated", "tdnn")}
+    for name in net.params:
+        np.testing.assert_allclose(
+            np.asarray(deferred_net.values[name]), np.asarray(in_step_net.values[name]), rtol=1e-4, atol=1e-5
+        )
+    jax.tree.map(
+        lambda a, b: (
+            np.testing.assert_allclose(
+                np.asarray(a).T @ np.asarray(a), np.asarray(b).T @ np.asarray(b), rtol=1e-3, atol=1e-5
+            )
+            if np.ndim(a) == 2
+            else np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-3, atol=1e-7)
+        ),
+        deferred_state.preconditioners,
+        in_step_state.preconditioners,
+    )
 
 
 def small_tdnn(feat, classes, seed=0):

@@ -118,7 +118,9 @@ class NaturalGradientAffineComponent(AffineComponent):
         ng = natural_gradient.active()
         if ng is None:
             return _AffineBase.vjp(self, delta, value, x, w, b)
-        dw, db, new = natural_gradient.affine_gradients(self.natural_gradient_settings(), ng.state(self), x, delta)
+        dw, db, new = natural_gradient.affine_gradients(
+            self.natural_gradient_settings(), ng.state(self), x, delta, ng.preconditioner
+        )
         ng.update(self, new)
         return jnp.matmul(delta, w), dw.astype(w.dtype), db.astype(b.dtype)
 
@@ -174,7 +176,7 @@ class LinearComponent(Component):
         settings = self.natural_gradient_settings()
         if ng is None or not settings:
             return jnp.matmul(delta, w), rows_matmul_t(delta, x)
-        dw, new = natural_gradient.linear_gradients(settings, ng.state(self), x, delta)
+        dw, new = natural_gradient.linear_gradients(settings, ng.state(self), x, delta, ng.preconditioner)
         ng.update(self, new)
         return jnp.matmul(delta, w), dw.astype(w.dtype)
 
@@ -290,7 +292,7 @@ class NaturalGradientRepeatedAffineComponent(RepeatedAffineComponent):
         nr = self.num_repeats
         dx = jnp.matmul(delta.reshape(delta.shape[:-1] + (nr, w.shape[0])), w).reshape(x.shape)
         dw, db, new = natural_gradient.repeated_affine_gradients(
-            self.natural_gradient_settings(), ng.state(self), x, delta, nr
+            self.natural_gradient_settings(), ng.state(self), x, delta, nr, ng.preconditioner
         )
         ng.update(self, new)
         return dx, dw.astype(w.dtype), db.astype(b.dtype)

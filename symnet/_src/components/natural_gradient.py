@@ -15,21 +15,13 @@ separately, and so do we). The input derivative is the plain one.
 
 Pure functions
 --------------
-`init(dim, rank, ...)` is Kaldi's `InitDefault` (a special orthonormal `R_0`,
-`rho = d = epsilon`), marked "not yet initialised from data" (`t = -1`), and
-`precondition(state, matrix, ...) -> (preconditioned, scale, new_state)` is
-Kaldi's `PreconditionDirections` (its first call runs Kaldi's `Init`: three
-updates on the first minibatch from the default start). The formulas, floors,
-the 10 initial updates before `update_period` applies, the re-orthogonalisation
-when `C_t` is badly conditioned and the trace identities are Kaldi's. The
-numbers are in the state's dtype, float32 by default (Kaldi computes the small
-`Z_t` in double; here it is in the state's dtype, scaled by its trace before
-`jnp.linalg.eigh` as Kaldi does). With float64 states the results equal a
-float64 transcription of Kaldi's formulas to roundoff (tested). `State.W` is
-`E_t^{1/2} R_t`, as Kaldi stores it; the counters `t` and `skipped` are float
-arrays so that every leaf of a state is a float (see `affine` below).
-The first call, the updates and the skipped calls are one `lax.fori_loop` of
-4, 1 or 0 update steps, so the update is compiled once per preconditioner.
+One preconditioner is `symnet._src.components.online_preconditioner` (re-exported here):
+`init(dim, rank, ...)` is Kaldi's `InitDefault`, marked "not yet initialised from data" (`t = -1`), and
+`precondition(state, matrix, ...) -> (preconditioned, scale, new_state)` is Kaldi's
+`PreconditionDirections` (its first call runs Kaldi's `Init`). The same update also runs in two
+parts, `project` (the preconditioned matrix and the few products with it an update reads) and
+`advance` (the update from those), so that a training step compiles only the products; see that
+module.
 
 How the state is carried (the design)
 -------------------------------------
@@ -64,15 +56,24 @@ arguments of the jitted function and go out as its results, so nothing is kept
 in Python between calls and the step stays a pure function (like Flax's
 "mutable collections"). Outside any context, or in
 `Preconditioning(states, enabled=False)`, the components' backward is the
-exact gradient (identical to `jax.grad`); that is the off switch. If a
-component is used twice in one step its second backward reads the state the
-first one wrote (Kaldi updates its preconditioner on every Backprop call).
+exact gradient (identical to `jax.grad`); that is the off switch. Each
+component is preconditioned once per step: a component that several
+component-nodes use (which Kaldi updates on each Backprop call) is refused by
+`components`.
 
 `symnet.train` carries the states in the optimiser state: wrap an optax
 optimiser with `optimizer(optax.sgd(lr), network)` and its state becomes a
 `NaturalGradientState(inner, preconditioners)`; `Trainer`'s jitted step
 enters the context for it, so `fit` trains with natural gradient and its
 checkpoints save and resume the preconditioners with the optimiser state.
+The Trainer's context is `Preconditioning(states, deferred=True)`: the
+components' backward then only projects (`project`) and records the
+statistics an update needs (`Preconditioning.statistics`); the step returns
+them, and the Trainer updates the states with `advance_states` in a second
+jitted program, which has the same shapes for every chunk width. So the
+update's small algebra (eigendecompositions, re-orthogonalisation: most of
+what natural gradient adds to a step's compilation) is compiled once per run,
+not once per chunk width, and the results are the in-step update's to roundoff.
 
 For code that differentiates with `jax.grad` instead of the Tape, `affine(x,
 w, b, states)` is an affine map with a `jax.custom_vjp` whose backward
@@ -97,14 +98,30 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeGuard
 
 import numpy as np
 
-from ..base.errors import ArgumentTypeError, ShapeError, SymnetError
+from ..base.errors import ArgumentTypeError, SymnetError
 from ..core.layer import Layer
+from .online_preconditioner import (
+    CONDITION_THRESHOLD,
+    DELTA,
+    EPSILON,
+    NUM_INIT_ITERS,
+    NUM_INITIAL_UPDATES,
+    ORTHOGONALITY_THRESHOLD,
+    State,
+    Statistics,
+    advance,
+    effective_rank,
+    eta,
+    init,
+    orthonormal_special,
+    precondition,
+    project,
+)
 
 if TYPE_CHECKING:
     import jax
@@ -114,6 +131,8 @@ else:
 
 __all__ = [
     "active",
+    "advance",
+    "advance_states",
     "affine",
     "affine_gradients",
     "components",
@@ -134,224 +153,15 @@ __all__ = [
     "ORTHOGONALITY_THRESHOLD",
     "orthonormal_special",
     "precondition",
+    "Preconditioner",
     "Preconditioning",
+    "project",
     "repeated_affine_gradients",
     "settings",
     "State",
+    "Statistics",
     "step_context",
 ]
-
-#: Kaldi's constants (OnlineNaturalGradient's constructor and PreconditionDirectionsInternal).
-EPSILON = 1.0e-10
-DELTA = 5.0e-4
-NUM_INIT_ITERS = 3
-NUM_INITIAL_UPDATES = 10
-CONDITION_THRESHOLD = 1.0e6
-ORTHOGONALITY_THRESHOLD = 1.0e-3
-
-
-class State(NamedTuple):
-    """One online preconditioner: `F_t = R_t^T D_t R_t + rho_t I`, stored as Kaldi stores it.
-
-    `W`: `[rank, dim]`, `E_t^{1/2} R_t`; `rho`: `rho_t`; `d`: `[rank]`, the diagonal of `D_t`;
-    `t`: the number of updates so far (-1: the first minibatch will initialise it);
-    `skipped`: minibatches since the last update (for `update_period`). All float arrays.
-    """
-
-    W: jax.Array
-    rho: jax.Array
-    d: jax.Array
-    t: jax.Array
-    skipped: jax.Array
-
-    @property
-    def rank(self) -> int:
-        return self.W.shape[0]
-
-    @property
-    def dim(self) -> int:
-        return self.W.shape[1]
-
-
-def orthonormal_special(rank: int, dim: int) -> np.ndarray:
-    """Kaldi's `InitOrthonormalSpecial`: orthonormal rows, no zero row or column.
-
-    Row `r` has `1/sqrt(k)` in columns `r, r + rank, r + 2 rank, ...` (k of them).
-    """
-    out = np.zeros((rank, dim))
-    for r in range(rank):
-        cols = np.arange(r, dim, rank)
-        out[r, cols] = 1.0 / math.sqrt(len(cols))
-    return out
-
-
-def effective_rank(dim: int, rank: int) -> int:
-    """The rank Kaldi uses: at most `dim - 1` (0 for `dim == 1`, where preconditioning is the identity)."""
-    if dim < 1:
-        raise ShapeError(f"natural gradient: the dimension must be positive, got {dim}")
-    if rank < 1:
-        raise ShapeError(f"natural gradient: the rank must be positive, got {rank}")
-    return min(rank, dim - 1)
-
-
-def init(dim: int, rank: int = 40, *, alpha: float = 4.0, epsilon: float = EPSILON, dtype: Any = np.float32) -> State:
-    """Kaldi's `InitDefault(dim)` for a preconditioner of `rank` (clamped to `dim - 1`, as Kaldi does).
-
-    The state is marked uninitialised (`t = -1`): the first `precondition` call initialises it from its
-    minibatch, as Kaldi's `Init` does.
-    """
-    rank = effective_rank(dim, rank)
-    e = 1.0 / (2.0 + (dim + rank) * alpha / dim) if rank else 1.0
-    W = orthonormal_special(rank, dim) * math.sqrt(e)
-    return State(
-        W=jnp.asarray(W, dtype),
-        rho=jnp.asarray(epsilon, dtype),
-        d=jnp.full((rank,), epsilon, dtype),
-        t=jnp.asarray(-1.0, dtype),
-        skipped=jnp.asarray(0.0, dtype),
-    )
-
-
-def eta(num_rows: int, num_samples_history: float) -> float:
-    """Kaldi's `Eta(N)`: how fast the scatter estimate follows the data (at most 0.9, as Kaldi keeps it)."""
-    return min(1.0 - math.exp(-num_rows / num_samples_history), 0.9)
-
-
-def precondition(
-    state: State,
-    matrix: jax.Array,
-    *,
-    update_period: int = 1,
-    num_samples_history: float = 2000.0,
-    alpha: float = 4.0,
-    epsilon: float = EPSILON,
-    delta: float = DELTA,
-) -> tuple[jax.Array, jax.Array, State]:
-    """Kaldi's `PreconditionDirections`: `(X_hat, scale, new_state)` for the rows of `matrix` `[N, dim]`.
-
-    `X_hat = X - X W^T W` is `beta_t X G_t^{-1}`, and `scale * X_hat` has the Frobenius norm of `X`
-    (`scale` is 1 when `X_hat` is zero). The state is updated after the first minibatch (which also
-    initialises it), on every call for the first 10 updates, then once every `update_period` calls.
-    The defaults are those of Kaldi's OnlineNaturalGradient; the components pass theirs.
-    """
-    if matrix.ndim != 2 or matrix.shape[1] != state.dim:
-        raise ShapeError(
-            f"natural gradient: a matrix of shape {tuple(matrix.shape)} for a preconditioner of "
-            f"dimension {state.dim} (expected [rows, {state.dim}])"
-        )
-    if update_period < 1:
-        raise SymnetError(f"natural gradient: update_period must be >= 1, got {update_period}")
-    if not 0.0 < num_samples_history <= 1.0e6:
-        raise SymnetError(f"natural gradient: num_samples_history must be in (0, 1e6], got {num_samples_history}")
-    if alpha < 0.0:
-        raise SymnetError(f"natural gradient: alpha must not be negative, got {alpha}")
-    X = matrix.astype(state.W.dtype)
-    if state.rank == 0:  # dim 1: the preconditioner is the identity (Kaldi's special case)
-        return X, jnp.ones((), X.dtype), state
-    opts = (float(num_samples_history), float(alpha), float(epsilon), float(delta))
-
-    # Kaldi's Init (on the first minibatch: three updates from the default start, one if it has no more rows
-    # than the rank, then t = 0) and the
-    # update proper are the same step, run 4, 1 or 0 times: one copy of it in the compiled program.
-    initialising = state.t < 0
-    do_update = initialising | (state.t < NUM_INITIAL_UPDATES) | (state.skipped >= update_period - 1)
-    init_iters = 1 if X.shape[0] <= state.rank else NUM_INIT_ITERS  # Kaldi's Init: 1 where rows <= rank
-    num_updates = jnp.where(initialising, init_iters + 1, jnp.where(do_update, 1, 0))
-    X_hat = X - (X @ state.W.T) @ state.W  # what a call without update returns
-    skipped = (X_hat, jnp.sum(X_hat * X_hat), jnp.sum(X * X), state._replace(skipped=state.skipped + 1))
-    X_hat, tr_hat, tr_x, new_state = jax.lax.fori_loop(0, num_updates, lambda i, c: _update(c[3], X, *opts), skipped)
-    new_state = new_state._replace(t=jnp.where(initialising, jnp.ones_like(new_state.t), new_state.t))
-    safe = jnp.where(tr_hat == 0, 1.0, tr_hat)
-    scale = jnp.where(tr_hat == 0, 1.0, jnp.sqrt(jnp.maximum(tr_x, 0.0) / safe)).astype(X.dtype)
-    return X_hat, scale, new_state
-
-
-def _e(d: jax.Array, beta: jax.Array) -> jax.Array:
-    """Kaldi's ComputeEt: `e_ii = 1 / (beta / d_ii + 1)`."""
-    return 1.0 / (beta / d + 1.0)
-
-
-def _update(
-    s: State, X: jax.Array, num_samples_history: float, alpha: float, epsilon: float, delta: float
-) -> tuple[jax.Array, jax.Array, jax.Array, State]:
-    """One PreconditionDirectionsInternal with an update: `(X_hat, tr(X_hat X_hat^T), tr(X X^T), new_state)`."""
-    N, D = X.shape
-    R = s.W.shape[0]
-    W, rho, d = s.W, s.rho, s.d
-    et = eta(N, num_samples_history)
-    etaN, eta1 = et / N, 1.0 - et
-
-    H = X @ W.T  # [N, R]
-    J = H.T @ X  # [R, D]
-    if N > D:  # Kaldi computes L and K together when that is cheaper
-        L = W @ J.T
-    else:
-        L = H.T @ H
-    K = J @ J.T
-    L = 0.5 * (L + L.T)
-    K = 0.5 * (K + K.T)
-
-    beta = rho * (1.0 + alpha) + alpha * jnp.sum(d) / D
-    e = _e(d, beta)
-    inv_sqrt_e = 1.0 / jnp.sqrt(e)
-
-    # Z_t (eqn:Zt), then Z_t = U C U^T with C sorted from the largest.
-    d_rho = d + rho
-    L_e = inv_sqrt_e[:, None] * L * inv_sqrt_e[None, :]
-    K_e = inv_sqrt_e[:, None] * K * inv_sqrt_e[None, :]
-    Z = (
-        etaN * etaN * K_e
-        + etaN * eta1 * (L_e * d_rho[None, :] + d_rho[:, None] * L_e)
-        + jnp.diag(eta1 * eta1 * d_rho * d_rho)
-    )
-    z_scale = jnp.maximum(1.0, jnp.trace(Z))
-    c, U = jnp.linalg.eigh(Z / z_scale)
-    c, U = c[::-1] * z_scale, U[:, ::-1]
-
-    must_reorthogonalize = c[0] > CONDITION_THRESHOLD * c[R - 1]
-    c_floor = (rho * (1.0 - et)) ** 2
-    must_reorthogonalize = must_reorthogonalize | jnp.any(c < c_floor)
-    c = jnp.maximum(c, c_floor)
-
-    X_hat = X - H @ W
-    tr_hat = jnp.sum(X_hat * X_hat)
-    tr_x = jnp.sum(X * X)  # Kaldi's initial_product (not tr(X_hat X_hat^T) + tr(L (2 - E)): R_t drifts)
-
-    sqrt_c = jnp.sqrt(c)
-    rho1 = (et / N * tr_x + eta1 * (D * rho + jnp.sum(d)) - jnp.sum(sqrt_c)) / (D - R)
-    d1 = sqrt_c - rho1
-    floor_val = jnp.maximum(epsilon, delta * jnp.max(sqrt_c))  # Kaldi floors rho_{t+1} and d_{t+1} alike
-    rho1 = jnp.maximum(rho1, floor_val)
-    d1 = jnp.maximum(d1, floor_val)
-
-    # W_{t+1} = A_t B_t (ComputeWt1).
-    beta1 = rho1 * (1.0 + alpha) + alpha * jnp.sum(d1) / D
-    e1 = _e(d1, beta1)
-    sqrt_e1 = jnp.sqrt(e1)
-    B = J + ((1.0 - et) / etaN * d_rho)[:, None] * W
-    A = (etaN * sqrt_e1 / sqrt_c)[:, None] * U.T * inv_sqrt_e[None, :]
-    W1 = A @ B
-
-    def reorthogonalize(W1: jax.Array) -> jax.Array:
-        # ReorthogonalizeXt1: make R_{t+1} = E^{-1/2} W_{t+1} orthonormal again (Cholesky of R R^T).
-        inv_sqrt_e1 = 1.0 / sqrt_e1
-        ortho = (W1 @ W1.T) * inv_sqrt_e1[:, None] * inv_sqrt_e1[None, :]
-        unit = jnp.max(jnp.abs(ortho - jnp.eye(R, dtype=ortho.dtype))) <= ORTHOGONALITY_THRESHOLD
-        C = jnp.linalg.cholesky(ortho)
-        C_inv = jax.scipy.linalg.solve_triangular(C, jnp.eye(R, dtype=ortho.dtype), lower=True)
-        fixed = (C_inv * sqrt_e1[:, None] * inv_sqrt_e1[None, :]) @ W1
-        # Kaldi: where the Cholesky fails or its inverse has an entry of 100 or more, Gram-Schmidt on the rows
-        # of W_{t+1} (OrthogonalizeRows; QR's Q with R's diagonal made positive), times E_{t+1}^{1/2}.
-        q, r = jnp.linalg.qr(W1.T)
-        gram_schmidt = (q * jnp.where(jnp.diag(r) < 0, -1.0, 1.0)[None, :]).T * sqrt_e1[:, None]
-        cholesky_ok = jnp.all(jnp.isfinite(C_inv)) & (jnp.max(C_inv) < 100.0)
-        fixed = jnp.where(cholesky_ok, fixed, gram_schmidt.astype(W1.dtype))
-        return jnp.where(unit, W1, fixed)
-
-    W1 = jax.lax.cond(must_reorthogonalize, reorthogonalize, lambda w: w, W1)
-    new = State(W=W1, rho=rho1, d=d1, t=s.t + 1, skipped=jnp.zeros_like(s.skipped))
-    return X_hat, tr_hat, tr_x, new
-
 
 # ----- the components' settings and states ----------------------------------------------------
 
@@ -406,7 +216,11 @@ def components(target: Any) -> dict[str, Any]:
         if is_natural_gradient(layer):
             other = found.setdefault(layer.name, layer)
             if other is not layer and other != layer:
-                raise SymnetError(f"two different natural-gradient components are named {layer.name!r}")
+                raise SymnetError(
+                    f"natural gradient: two different layers are the component {layer.name!r} (a component used "
+                    "by several component-nodes, or two components of one name); symnet preconditions a "
+                    "component used once per step: train this network without natural gradient"
+                )
         stack.extend(layer.children)
     return dict(sorted(found.items()))
 
@@ -428,45 +242,68 @@ def init_states(target: Any, dtype: Any = np.float32) -> dict[str, dict[str, Sta
 _Settings = Mapping[str, tuple[int | None, int | None, dict[str, Any]]]
 
 
+#: What preconditions a matrix: `precondition` (`(X_hat, scale, new state)`) or `project` (`(X_hat, scale,
+#: statistics)`, for a deferred update); the gradients below return the third results by preconditioner key.
+Preconditioner = Callable[..., tuple["jax.Array", "jax.Array", Any]]
+
+
 def affine_gradients(
-    layer_settings: _Settings, states: Mapping[str, State], x: jax.Array, delta: jax.Array
-) -> tuple[jax.Array, jax.Array, dict[str, State]]:
+    layer_settings: _Settings,
+    states: Mapping[str, State],
+    x: jax.Array,
+    delta: jax.Array,
+    preconditioner: Preconditioner = precondition,
+) -> tuple[jax.Array, jax.Array, dict[str, Any]]:
     """NaturalGradientAffineComponent::Update as gradients: `(d linear_params, d bias_params, new states)`.
 
     The rows of `[x 1]` and of `delta` (times the number of rows, see the module notes) are
     preconditioned; the gradient is `scale_in * scale_out * delta_p^T [x 1]_p`, its last column the bias's.
-    TdnnComponent::UpdateNaturalGradient is this with its spliced input as `x`.
+    TdnnComponent::UpdateNaturalGradient is this with its spliced input as `x`. With `preconditioner=project`
+    the third result is each preconditioner's `Statistics` instead of its new state.
     """
     x2 = x.reshape(-1, x.shape[-1]).astype(states["in"].W.dtype)
     x1 = jnp.concatenate([x2, jnp.ones((x2.shape[0], 1), x2.dtype)], axis=1)
-    g, new = _preconditioned_product(layer_settings, states, x1, delta)
+    g, new = _preconditioned_product(layer_settings, states, x1, delta, preconditioner)
     return g[:, :-1], g[:, -1], new
 
 
 def linear_gradients(
-    layer_settings: _Settings, states: Mapping[str, State], x: jax.Array, delta: jax.Array
-) -> tuple[jax.Array, dict[str, State]]:
+    layer_settings: _Settings,
+    states: Mapping[str, State],
+    x: jax.Array,
+    delta: jax.Array,
+    preconditioner: Preconditioner = precondition,
+) -> tuple[jax.Array, dict[str, Any]]:
     """LinearComponent::Backprop's update as a gradient: `(d params, new states)`, as `affine_gradients` without
     the ones column (TdnnComponent::UpdateNaturalGradient without a bias, too)."""
-    return _preconditioned_product(layer_settings, states, x, delta)
+    return _preconditioned_product(layer_settings, states, x, delta, preconditioner)
 
 
 def _preconditioned_product(
-    layer_settings: _Settings, states: Mapping[str, State], x: jax.Array, delta: jax.Array
-) -> tuple[jax.Array, dict[str, State]]:
+    layer_settings: _Settings,
+    states: Mapping[str, State],
+    x: jax.Array,
+    delta: jax.Array,
+    preconditioner: Preconditioner,
+) -> tuple[jax.Array, dict[str, Any]]:
     """`scale_in * scale_out * delta_p^T x_p / n` over the `n` rows of `x` and `delta`, each preconditioned."""
     dtype = states["in"].W.dtype
     x2 = x.reshape(-1, x.shape[-1]).astype(dtype)
     d2 = delta.reshape(-1, delta.shape[-1]).astype(dtype)
     n = x2.shape[0]
-    xp, in_scale, new_in = precondition(states["in"], x2, **layer_settings["in"][2])
-    dp, out_scale, new_out = precondition(states["out"], d2 * n, **layer_settings["out"][2])
+    xp, in_scale, new_in = preconditioner(states["in"], x2, **layer_settings["in"][2])
+    dp, out_scale, new_out = preconditioner(states["out"], d2 * n, **layer_settings["out"][2])
     return (in_scale * out_scale / n) * (dp.T @ xp), {"in": new_in, "out": new_out}
 
 
 def repeated_affine_gradients(
-    layer_settings: _Settings, states: Mapping[str, State], x: jax.Array, delta: jax.Array, num_repeats: int
-) -> tuple[jax.Array, jax.Array, dict[str, State]]:
+    layer_settings: _Settings,
+    states: Mapping[str, State],
+    x: jax.Array,
+    delta: jax.Array,
+    num_repeats: int,
+    preconditioner: Preconditioner = precondition,
+) -> tuple[jax.Array, jax.Array, dict[str, Any]]:
     """NaturalGradientRepeatedAffineComponent::Update as gradients: the block gradient `[dW db]`
     (`[block out, block in + 1]`) preconditioned row by row with the one `in` preconditioner."""
     dtype = states["in"].W.dtype
@@ -475,9 +312,27 @@ def repeated_affine_gradients(
     xs = x.reshape(-1, in_b).astype(dtype)
     ds = delta.reshape(xs.shape[0], -1).astype(dtype)
     g = jnp.concatenate([ds.T @ xs, ds.sum(axis=0)[:, None]], axis=1)
-    gp, scale, new_in = precondition(states["in"], g * rows, **layer_settings["in"][2])
+    gp, scale, new_in = preconditioner(states["in"], g * rows, **layer_settings["in"][2])
     g = (scale / rows) * gp
     return g[:, :-1], g[:, -1], {"in": new_in}
+
+
+def advance_states(
+    states: Mapping[str, Mapping[str, State]],
+    statistics: Mapping[str, Mapping[str, Statistics]],
+    network_settings: Mapping[str, _Settings],
+    init_round: jax.Array,
+    apply: jax.Array,
+) -> dict[str, dict[str, State]]:
+    """Every preconditioner of `statistics` (a deferred step's `Preconditioning.statistics`) advanced by
+    `advance` with its component's options (`network_settings`: component name -> `settings(component)`); the
+    states of components the step did not precondition are left as they are."""
+    out = {name: dict(by_key) for name, by_key in states.items()}
+    for name, by_key in statistics.items():
+        for key, stats in by_key.items():
+            opts = network_settings[name][key][2]
+            out[name][key] = advance(states[name][key], stats, init_round=init_round, apply=apply, **opts)
+    return out
 
 
 # ----- the context the components' backward reads ---------------------------------------------------
@@ -495,11 +350,19 @@ class Preconditioning:
     updated ones after the backward pass. With `enabled=False` the components' backward is the exact
     gradient and the states are left as they are. Meant to be entered inside the jitted step (see the
     module notes): the states go in and out as arguments and results of that step.
+
+    With `deferred=True` the backward passes `project` instead: `self.states` stay as they came, and
+    `self.statistics` (`{component name: {key: Statistics}}`) is what `advance_states` updates them with,
+    after the step. The states must be initialised then (`t >= 0`, or `advance`'s initialisation rounds).
     """
 
-    def __init__(self, states: Mapping[str, Mapping[str, State]] | None, *, enabled: bool = True):
+    def __init__(
+        self, states: Mapping[str, Mapping[str, State]] | None, *, enabled: bool = True, deferred: bool = False
+    ):
         self.states: dict[str, dict[str, State]] = {k: dict(v) for k, v in (states or {}).items()}
+        self.statistics: dict[str, dict[str, Statistics]] = {}
         self.enabled = bool(enabled)
+        self.deferred = bool(deferred)
         self._tokens: list[contextvars.Token] = []
 
     def __enter__(self) -> Preconditioning:
@@ -508,6 +371,11 @@ class Preconditioning:
 
     def __exit__(self, *exc: Any) -> None:
         _ACTIVE.reset(self._tokens.pop())
+
+    @property
+    def preconditioner(self) -> Preconditioner:
+        """What the components' gradients precondition with: `project` if deferred, else `precondition`."""
+        return project if self.deferred else precondition
 
     def carry(self, opt_state: Any) -> Any:
         """`opt_state` with the updated states (for a `NaturalGradientState`; others are returned as they are)."""
@@ -524,11 +392,20 @@ class Preconditioning:
                 f"{layer.name!r} (states for {sorted(self.states)}); make them with "
                 f"symnet.natural_gradient.init_states(network){_at(layer)}"
             )
+        if layer.name in self.statistics:
+            raise SymnetError(
+                f"natural gradient: {type(layer).__name__} {layer.name!r} is differentiated twice in one step, "
+                f"and a deferred update reads each preconditioner once{_at(layer)}"
+            )
         return state
 
-    def update(self, layer: Any, states: Mapping[str, State]) -> None:
-        """Record the new preconditioner states of the component `layer`, after its backward pass."""
-        self.states[layer.name] = dict(states)
+    def update(self, layer: Any, new: Mapping[str, Any]) -> None:
+        """Record what the component `layer`'s backward pass gave its preconditioners: their new states, or
+        (deferred) their statistics."""
+        if self.deferred:
+            self.statistics[layer.name] = dict(new)
+        else:
+            self.states[layer.name] = dict(new)
 
 
 def _at(layer: Any) -> str:
@@ -543,7 +420,11 @@ def active() -> Preconditioning | None:
 
 
 class _Off:
-    """The context of a training step without natural gradient: nothing to carry."""
+    """The context of a training step without natural gradient: nothing to carry, no statistics."""
+
+    @property
+    def statistics(self) -> dict[str, dict[str, Statistics]]:
+        return {}
 
     def __enter__(self) -> _Off:
         return self
@@ -555,11 +436,11 @@ class _Off:
         return opt_state
 
 
-def step_context(opt_state: Any) -> Preconditioning | _Off:
-    """For a training step: a `Preconditioning` over the states in `opt_state` if it is a
+def step_context(opt_state: Any, *, deferred: bool = False) -> Preconditioning | _Off:
+    """For a training step: a `Preconditioning` (`deferred` or not) over the states in `opt_state` if it is a
     `NaturalGradientState`, else a context that does nothing. Use `.carry(opt_state)` after backward."""
     if isinstance(opt_state, NaturalGradientState):
-        return Preconditioning(opt_state.preconditioners)
+        return Preconditioning(opt_state.preconditioners, deferred=deferred)
     return _Off()
 
 

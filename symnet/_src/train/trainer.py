@@ -4,7 +4,11 @@ Every minibatch is one regular request of chunks (`symnet._src.train.examples`):
 one compiled computation per chunk width. A step runs forward, the objective,
 `tape.backward` over every output the objective reads, and the optax update
 (or Kaldi's rules) in one `jax.jit` (`_step_function`; the evaluation is
-`_evaluate_function`, both jitted by `_jitted`). The step and the evaluation
+`_evaluate_function`, both jitted by `_jitted`). With natural gradient the
+step only projects, and a second jitted program, the same for every chunk
+width, updates the preconditioners from the statistics the step returns
+(`symnet._src.components.online_preconditioner`): their small algebra is
+compiled once per run, not into each width's step. The step and the evaluation
 call their Computation inside their own program, not through the runner's
 `run`, so each call says which one it runs (`symnet._src.engine.runner.note`):
 `symnet.engine.record()` sees training's programs as it sees the runner's.
@@ -111,6 +115,10 @@ class Trainer:
         self.test_computation = self.computation_for(self.chunk, test=True)
         self.structure = network.structure
         self.jitted_step, self.jitted_evaluate = _jitted(self, _step_function(self), _evaluate_function(self))
+        # Natural gradient: the preconditioners' update, jitted on first use, and the first leaf of the states it
+        # last gave (states the step gets back need no check that they are initialised).
+        self._jitted_advance: Any = None
+        self._advanced_leaf: Any = None
 
     def step(
         self,
@@ -126,9 +134,60 @@ class Trainer:
         """One training step on a minibatch (`arrays`): `(network, optimiser state, loss, statistics, whether
         each parameter is finite, gradient norm, frames)` (frames: the sum of the minibatch's weights, over all
         devices with a mesh); its computation is recorded as the runner's are (`symnet.engine.record`). With
-        Kaldi's rules the last argument is `rules_args(...)`."""
+        Kaldi's rules the last argument is `rules_args(...)`. With natural gradient the preconditioners are
+        updated after the jitted step, by a second program (`_advance_preconditioners`)."""
         note(self.computation_for(self.width_of(x)))
-        return self.jitted_step(network, opt_state, x, targets, weights, key, ends, *rules_args)
+        args = (x, targets, weights, key, ends, *rules_args)
+        if self._uninitialised_preconditioners(opt_state):
+            opt_state = self._initialise_preconditioners(network, opt_state, args)
+        network, opt_state, loss, correct, finite, norm, frames, statistics, apply = self.jitted_step(
+            network, opt_state, *args
+        )
+        if statistics:  # natural gradient: the preconditioners' update, deferred out of the step
+            opt_state = self._advance_preconditioners(opt_state, statistics, apply, -1)
+        return network, opt_state, loss, correct, finite, norm, frames
+
+    def _uninitialised_preconditioners(self, opt_state: Any) -> bool:
+        """Whether `opt_state` has natural-gradient preconditioners not yet initialised from data (read from the
+        device only where they are not the ones the last step left)."""
+        inner = loss_scale.inner(opt_state)
+        if not isinstance(inner, natural_gradient.NaturalGradientState):
+            return False
+        leaves = jax.tree.leaves(inner.preconditioners)
+        if not leaves or leaves[0] is self._advanced_leaf:
+            return False
+        states = [s for by_key in inner.preconditioners.values() for s in by_key.values()]
+        return any(s.rank > 0 and float(s.t) < 0 for s in states)
+
+    def _initialise_preconditioners(self, network: Network, opt_state: Any, args: tuple[Any, ...]) -> Any:
+        """Kaldi's `Init` of the preconditioners on this minibatch: the step's projections, once per round of
+        `natural_gradient.advance`'s initialisation, with the step's other results thrown away (the matrices a
+        component preconditions do not depend on its preconditioners, so each round sees the same ones)."""
+        for round in range(natural_gradient.NUM_INIT_ITERS):
+            scratch = jax.tree.map(jnp.copy, opt_state)  # the step consumes (donates) its optimiser state
+            *_, statistics, apply = self.jitted_step(network, scratch, *args)
+            if statistics:
+                opt_state = self._advance_preconditioners(opt_state, statistics, apply, round)
+        return opt_state
+
+    def _advance_preconditioners(self, opt_state: Any, statistics: Any, apply: jax.Array, init_round: int) -> Any:
+        """`opt_state` with its preconditioners advanced by a step's statistics (`natural_gradient.advance_states`,
+        one compiled program for every chunk width)."""
+        if self._jitted_advance is None:
+            network_settings = {
+                name: natural_gradient.settings(layer)
+                for name, layer in natural_gradient.components(self.network).items()
+            }
+
+            def advance(states: Any, statistics: Any, init_round: jax.Array, apply: jax.Array) -> Any:
+                return natural_gradient.advance_states(states, statistics, network_settings, init_round, apply)
+
+            self._jitted_advance = jax.jit(advance, donate_argnums=(0,))
+        inner = loss_scale.inner(opt_state)
+        states = self._jitted_advance(inner.preconditioners, statistics, jnp.asarray(init_round, jnp.int32), apply)
+        self._advanced_leaf = jax.tree.leaves(states)[0] if init_round < 0 else None
+        inner = inner._replace(preconditioners=states)
+        return opt_state._replace(inner=inner) if isinstance(opt_state, loss_scale.LossScaled) else inner
 
     def evaluate(
         self,
@@ -372,7 +431,7 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
         key: jax.Array | None = None,
         ends: EndMasks | None = None,
         rules_args: Mapping[str, Any] | None = None,
-    ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array], jax.Array, jax.Array]:
+    ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array], jax.Array, jax.Array, Any, jax.Array]:
         # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
         # the NaturalGradient* components' backward reads and updates them (else a no-op context).
         # `key` feeds training-mode dropout (symnet.rng), forward and backward alike.
@@ -387,7 +446,7 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
             randomness,
             proportions,
             statistics_across(reduce.axis),
-            natural_gradient.step_context(inner) as ng,
+            natural_gradient.step_context(inner, deferred=True) as ng,
         ):
             tapes = computation.forward(network, {input: x}, ends)
             loss, correct, deltas = trainer.loss({name: tapes[name].value for name in outputs}, targets, weights)
@@ -415,6 +474,7 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
             )
             params = optax.apply_updates(network.params, updates)
             params, state = rules.after_update(params, state, key)
+        ok = jnp.asarray(True)
         if scaled:  # gradients that overflowed: the step is skipped, the scale halved
             ok = loss_scale.all_finite(grads)
             params = loss_scale.choose(ok, params, network.params)
@@ -426,7 +486,8 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
         # parameters while the loss, computed before the update, is still finite.)
         finite = {name: jnp.isfinite(value).all() for name, value in {**params, **state}.items()}
         new_network = Network.from_structure(network.structure, params, state, network.objectives)
-        return new_network, opt_state, loss, correct, finite, optax.tree.norm(grads), frames
+        # The deferred preconditioner updates' statistics, and whether to apply them (not after an overflow).
+        return new_network, opt_state, loss, correct, finite, optax.tree.norm(grads), frames, ng.statistics, ok
 
     return step
 
