@@ -432,8 +432,9 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
         ends: EndMasks | None = None,
         rules_args: Mapping[str, Any] | None = None,
     ) -> tuple[Network, Any, jax.Array, jax.Array, dict[str, jax.Array], jax.Array, jax.Array, Any, jax.Array]:
-        # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners:
-        # the NaturalGradient* components' backward reads and updates them (else a no-op context).
+        # With `natural_gradient.optimizer(...)` the optimiser state carries the preconditioners: the
+        # NaturalGradient* components' backward reads them and records the statistics of their update, which
+        # `Trainer.step` applies after this program (else a no-op context).
         # `key` feeds training-mode dropout (symnet.rng), forward and backward alike.
         # With a mesh: the loss and derivative scaled by this device's share of the frames, then summed.
         # Training-mode batch-norm takes the whole minibatch's statistics (over all devices).
