@@ -129,7 +129,11 @@ def test_a_free_optional_read_is_padded_with_each_sequence_end() -> None:
         np.testing.assert_allclose(got, unpadded(net, seq), rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("make", [tdnn, forward_rnn, backward_rnn, bidirectional, backward_with_modulus])
+#: One-directional recurrences: make test-all alone (make test has the bidirectional layer, which has both).
+ONE_WAY = [pytest.param(make, marks=pytest.mark.slow) for make in (forward_rnn, backward_rnn)]
+
+
+@pytest.mark.parametrize("make", [tdnn, *ONE_WAY, bidirectional, backward_with_modulus])
 def test_bucketed_outputs_equal_unpadded(make: Callable[[], Network]) -> None:
     net = make()
     seqs = sequences([1, 2, 5, 17, 127, 128, 129, 300])
@@ -213,7 +217,7 @@ def alone(net: Network, seq: np.ndarray, start: int, count: int, extra: tuple[in
     return np.asarray(compile(net, request)(net, {"input": block})["output"])
 
 
-@pytest.mark.parametrize("make", [tdnn, forward_rnn, backward_rnn, bidirectional, backward_with_modulus, stats])
+@pytest.mark.parametrize("make", [tdnn, *ONE_WAY, bidirectional, backward_with_modulus, stats])
 def test_chunks_on_their_own_are_batched_and_padded_without_changing_them(make: Callable[[], Network]) -> None:
     """carry_state=False: the chunks of every sequence are computed together, a short last chunk padded to the
     chunk size where padding changes none of its outputs; each equals the chunk computed alone."""

@@ -212,7 +212,14 @@ def inputs_for(frames: int, seed: int = 0) -> dict:
     return {"input": jnp.asarray(rng.standard_normal((frames * N, D)), jnp.float32)}
 
 
-@pytest.mark.parametrize("name", list(NETWORKS))
+#: Networks make test-all alone compares (each kind of recurrence has another in make test: a plain RNN, an LSTM, a
+#: GRU, Kaldi's output GRU, a bidirectional layer, a Failover start and two lags).
+SLOW_NETWORKS = {"rnn lag 2", "rnn backward in time", "lstm gate equations", "lstmp", "kaldi lstm", "kaldi gru"}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_NETWORKS else n for n in NETWORKS]
+)
 def test_fused_scan_matches_the_plain_scan(name):
     net = Network(NETWORKS[name]())
     check_against_plain(net, request(), inputs_for(T))
@@ -233,7 +240,7 @@ def test_a_lookahead_input_is_masked_at_the_end():
     check_against_plain(Network(h), request(), inputs_for(T))
 
 
-@pytest.mark.parametrize("name", ["lstm", "kaldi lstm", "two lags"])
+@pytest.mark.parametrize("name", ["lstm", pytest.param("kaldi lstm", marks=pytest.mark.slow), "two lags"])
 def test_given_state_gets_its_gradient(name):
     """A state carried in from an earlier chunk (a given node value): values and its delta agree."""
     net = Network(NETWORKS[name]())

@@ -225,7 +225,9 @@ def test_gradients_equal_those_of_each_sequence_alone(make: Callable[[], Network
         np.testing.assert_allclose(tape[name], want[name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-@pytest.mark.parametrize("make", [blstm, optional_reads], ids=["blstm", "optional reads"])
+@pytest.mark.parametrize(
+    "make", [pytest.param(blstm, marks=pytest.mark.slow), optional_reads], ids=["blstm", "optional reads"]
+)
 def test_at_most_eight_compilations_for_any_lengths(make: Callable[[], Network]) -> None:
     net = make()
     lengths = [1, 2000, *(b - 1 for b in BUCKETS), *rng.integers(1, 2001, size=30).tolist()]  # every bucket
@@ -247,7 +249,11 @@ def test_the_reach_of_parallel_reads_is_the_widest() -> None:
     assert time_reach(Graph(dict(blstm().structure.outputs))) == 1 + 2 + 2  # splice, LSTM, output splice
 
 
-@pytest.mark.parametrize("make", [blstm, optional_reads, window], ids=["blstm", "optional reads", "window"])
+@pytest.mark.parametrize(
+    "make",
+    [blstm, optional_reads, pytest.param(window, marks=pytest.mark.slow)],
+    ids=["blstm", "optional reads", "window"],
+)
 def test_masks_of_far_ends_equal_planned_ones(make: Callable[[], Network]) -> None:
     net = make()
     request, _, _ = padded_request(net, sequences([1]), 90)
