@@ -268,4 +268,5 @@ def test_a_minibatch_normalisation_refuses_what_would_change_its_minibatch() -> 
     tested = set_test_mode(net)  # stored statistics: rows are independent, sequences padded as usual
     assert padding_side(Graph(dict(tested.structure.outputs)), with_ends=True) == "end"
     for seq, out in zip(ragged, tested.compute(ragged), strict=True):
-        np.testing.assert_allclose(out, unpadded(tested, seq), rtol=1e-5, atol=1e-6)
+        want = unpadded(tested, seq)  # outputs up to 100: float32's roundoff is relative to the largest
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-7 * np.abs(want).max())
