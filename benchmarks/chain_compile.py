@@ -21,35 +21,25 @@ import argparse
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from machine import header
 
 WORK = """
-import json, sys, types, warnings
+import json, sys, warnings
 from pathlib import Path
 warnings.filterwarnings("ignore")
 sys.path.insert(0, sys.argv[1])
-import jax.monitoring, numpy as np
+import jax.monitoring
 import digits_chain
+from chain_compile import stand_in
 
 folder, utterances, natural = Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
-rng = np.random.default_rng(0)
-phones, lengths, features = 40, {}, []
-for u in range(utterances):
-    runs, total = [], int(rng.integers(60, 301))
-    while total > 0:
-        n = min(int(rng.integers(3, 16)), total)
-        runs.append((int(rng.integers(1, phones + 1)), n))
-        total -= n
-    lengths[f"utt{u:04d}"] = np.array(runs)
-    features.append(rng.standard_normal((sum(n for _, n in runs), 40)).astype(np.float32))
-# what digits_chain.train reads of a synthesised corpus
-corpus = types.SimpleNamespace(
-    sets={"train": [types.SimpleNamespace(id=key) for key in lengths]},
-    phones=tuple(f"p{i}" for i in range(1, phones + 1)),
-    phone_lengths=lambda u: lengths[u.id],
-)
+corpus, features = stand_in(utterances)
 compiled = []
 
 
@@ -65,6 +55,27 @@ print(json.dumps({"compiles": [s for name, s in big if "advance" not in name],
                   "update": sum(s for name, s in big if "advance" in name),
                   "small": sum(s for _, s in compiled if s < 1.0), "wall": wall}))
 """
+
+
+def stand_in(utterances: int) -> tuple[Any, list[np.ndarray]]:
+    """What `digits_chain.train` reads of a synthesised corpus, for `utterances` random utterances of 60 to 300
+    frames (random 40-dim features, each a random sequence of 40 phones of 3 to 15 frames), and the features."""
+    rng = np.random.default_rng(0)
+    phones, lengths, features = 40, {}, []
+    for u in range(utterances):
+        runs, total = [], int(rng.integers(60, 301))
+        while total > 0:
+            n = min(int(rng.integers(3, 16)), total)
+            runs.append((int(rng.integers(1, phones + 1)), n))
+            total -= n
+        lengths[f"utt{u:04d}"] = np.array(runs)
+        features.append(rng.standard_normal((sum(n for _, n in runs), 40)).astype(np.float32))
+    corpus = types.SimpleNamespace(
+        sets={"train": [types.SimpleNamespace(id=key) for key in lengths]},
+        phones=tuple(f"p{i}" for i in range(1, phones + 1)),
+        phone_lengths=lambda u: lengths[u.id],
+    )
+    return corpus, features
 
 
 def main() -> None:
