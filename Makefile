@@ -22,7 +22,7 @@ test: $(STAMP)  ## the suite a newcomer runs: everything but the campaigns marke
 
 # The whole suite: the campaigns too (fuzzing, kill -9, full disks, notebooks, the docs site and the
 # pages' examples, the demo, the multi-process mesh runs), on XLA's optimised code (XLA_FLAGS set, so
-# tests/conftest.py keeps it), with twice make test's examples per engine property test.
+# tests/conftest.py keeps it), with four times make test's examples per engine property test.
 test-all: $(STAMP)
 	XLA_FLAGS= SYMNET_PROPERTY_EXAMPLES=20 $(PY) -m pytest -n 2 --dist worksteal
 

@@ -24,6 +24,7 @@ def test_the_page_has_the_three_examples() -> None:
     assert len(blocks) == 3 and "tdnnf(" in blocks[0] and "backward" in blocks[1] and "MultiHeadAttention" in blocks[2]
 
 
+@pytest.mark.slow  # make test-all (with the docs' other examples)
 def test_the_conformer_block_trains(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Three short epochs (about half a minute on a CPU): the training loss falls every epoch and the
     validation accuracy is far above chance (1/30)."""

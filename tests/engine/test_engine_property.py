@@ -142,7 +142,7 @@ def check_uncomputable(net, inputs, bad, name: str):
 
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("SYMNET_PROPERTY_EXAMPLES", "10")),
+    max_examples=int(os.environ.get("SYMNET_PROPERTY_EXAMPLES", "5")),
     deadline=None,
     database=None,
     report_multiple_bugs=False,

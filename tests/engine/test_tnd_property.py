@@ -20,7 +20,7 @@ from symnet._src.core.index import IndexSet
 from symnet.engine import ComputationRequest, compile
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("SYMNET_PROPERTY_EXAMPLES", "10")),
+    max_examples=int(os.environ.get("SYMNET_PROPERTY_EXAMPLES", "5")),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],

@@ -139,6 +139,7 @@ def _periodic_network() -> Network:
     return Network(Tanh(spliced @ Weight(Normal((9, 4), 0.5))), seed=2)
 
 
+@pytest.mark.slow  # make test-all; make test exports and runs a program in the test above
 def test_a_symbolic_frame_count_runs_every_length_in_chunks(tmp_path: Path) -> None:
     """frames='t': one program for any length, chunks shorter and longer than the sequence, equal to compute."""
     rng = np.random.default_rng(1)

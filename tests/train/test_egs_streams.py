@@ -189,6 +189,7 @@ def test_streamed_chain_egs_train_as_chain_egs_in_memory():
     assert_same(streamed, in_memory)
 
 
+@pytest.mark.slow  # make test-all; make test resumes streamed chain egs in test_chain_streams.py
 def test_chain_egs_streamed_in_windows_with_validation_resume_bit_for_bit(tmp_path):
     den = read_fst(str(RECIPE / "den.fst"))
     path = RECIPE / "cegs.ark"
