@@ -59,6 +59,12 @@ def test_the_users_choice_leaves_xlas_defaults(env, monkeypatch):
     assert xla_options.compiler_options.__wrapped__() == {}  # decided afresh, not from the process's cache
 
 
+def test_an_unknown_choice_is_an_error_naming_it(monkeypatch):
+    monkeypatch.setenv("SYMNET_XLA_OPTIONS", "off")
+    with pytest.raises(symnet.SymnetError, match="SYMNET_XLA_OPTIONS is 'off'"):
+        xla_options.compiler_options.__wrapped__()
+
+
 def test_training_steps_compile_with_the_options(monkeypatch):
     """An option XLA refuses makes `fit`'s step fail: the step passes the options on (and a Computation, which
     may run inside the user's own `jax.jit`, does not: only a top-level jit takes them)."""
