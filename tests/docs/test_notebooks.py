@@ -12,8 +12,6 @@ import os
 import sys
 import time
 
-import ipykernel  # noqa: F401  (the dev extra: pip install -e '.[dev]')
-import nbclient
 import nbformat
 import pytest
 
@@ -69,6 +67,9 @@ def kernel_dir(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("path", PATHS, ids=[p.stem for p in PATHS])
 def test_notebook_runs(path, kernel_dir, monkeypatch):
+    import ipykernel  # noqa: F401  (the dev extra, which make test-all installs; make test's test extra has neither)
+    import nbclient
+
     monkeypatch.setenv("JUPYTER_PATH", os.pathsep.join([str(kernel_dir), os.environ.get("JUPYTER_PATH", "")]))
     nb = nbformat.read(str(path), as_version=4)
     client = nbclient.NotebookClient(

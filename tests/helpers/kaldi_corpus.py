@@ -216,12 +216,14 @@ def uses(row: Mapping[str, str], column: str) -> list[str]:
 
 
 def _traits(row: Mapping[str, str]) -> set[str]:
-    """What a case exercises: its component types, descriptors, generator family (the case name's stem),
-    recurrence, i-vector input, follow-up configs and extra recorded outputs."""
+    """What a case exercises: its component types, descriptors, generator family (the case name's stem, for
+    the generator's cases), recurrence, i-vector input, follow-up configs and extra recorded outputs."""
+    family = {f"family {row['case'].rsplit('_', 1)[0]}"} if row["source"] == "kaldi-gen" else set()
     return (
         {f"component {c}" for c in uses(row, "components")}
         | {f"descriptor {d}" for d in uses(row, "descriptors")}
-        | {f"family {row['case'].rsplit('_', 1)[0]}", f"recurrent {row['recurrent']}", f"configs {row['num_configs']}"}
+        | family
+        | {f"recurrent {row['recurrent']}", f"configs {row['num_configs']}"}
         | {f"ivector {row['ivector_dim'] != '0'}"}
         | {f"file {name}" for name in row["extra_outputs"].split(",") if name}
     )
@@ -229,20 +231,22 @@ def _traits(row: Mapping[str, str]) -> set[str]:
 
 @functools.cache
 def quick_cases(per_trait: int = 1) -> frozenset[str]:
-    """The cases `make test` runs (`make test-all` runs every case): every hand-written and xconfig case, and
-    of the cases from Kaldi's random generator, which repeat one another, enough that every trait of theirs
-    (`_traits`: each component type, descriptor, generator family, ...) is in `per_trait` of them (or all that
-    have it). Chosen greedily in index.tsv's order, so the same corpus gives the same cases."""
+    """The cases `make test` runs (`make test-all` runs every case): every hand-written case, and of the xconfig
+    cases and those from Kaldi's random generator, enough that every trait of theirs (`_traits`: each component
+    type, descriptor, generator family, ...) is in `per_trait` of them (or all that have it). The generator's
+    cases repeat one another; every xconfig case is also built from its xconfig and computed against Kaldi's
+    outputs by tests/kaldi/test_xconfig_corpus.py, so here they add only the traits no other case has. Chosen
+    greedily in index.tsv's order, so the same corpus gives the same cases."""
     rows = index_rows()
-    chosen = {case for case, row in rows.items() if row["source"] != "kaldi-gen"}
-    generated = [row for row in rows.values() if row["source"] == "kaldi-gen"]
+    chosen = {case for case, row in rows.items() if row["source"] == "hand"}
+    others = [row for row in rows.values() if row["source"] != "hand"]
     counts: dict[str, int] = {}
-    for row in generated:
+    for row in others:
         for trait in _traits(row):
             counts[trait] = counts.get(trait, 0) + 1
     wanted = {trait: min(per_trait, n) for trait, n in counts.items()}
     covered = dict.fromkeys(counts, 0)
-    rest = list(generated)
+    rest = list(others)
     while any(covered[t] < n for t, n in wanted.items()):
         best = max(rest, key=lambda row: sum(covered[t] < wanted[t] for t in _traits(row)))
         rest.remove(best)

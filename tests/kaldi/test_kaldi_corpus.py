@@ -18,9 +18,10 @@ The table of component types and descriptors in docs/kaldi.md is generated here 
 rewrites it): every corpus case that uses a type is counted, and passes unless it is in KNOWN_FAILURES (a
 strict xfail, so the table cannot claim a pass the suite does not see).
 
-`make test` runs the hand-written and xconfig cases and enough of the generator's cases to exercise every
-component type, descriptor and generator family once (`helpers.kaldi_corpus.quick_cases`, 56 of 218);
-`make test-all`, which CI runs, runs every case.
+`make test` runs the hand-written cases and enough of the xconfig and generator cases to exercise every
+component type, descriptor and generator family once (`helpers.kaldi_corpus.quick_cases`, 42 of 218; every
+xconfig case is computed against Kaldi in tests/kaldi/test_xconfig_corpus.py as well); `make test-all`, which
+CI runs, runs every case.
 """
 
 from __future__ import annotations
