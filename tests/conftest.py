@@ -38,6 +38,11 @@ not know them): the same HLO programs, compiled much faster
 keeps it: `make test-all` sets it empty, so CI runs the whole suite on XLA's
 optimised code as well. With the quick flags `fit`'s programs keep XLA's default
 fusions too (`SYMNET_XLA_OPTIONS=default`), which compile faster than symnet's.
+
+Once a worker has collected its tests, the objects it holds then (JAX, symnet, the test
+modules and items, all kept to the end) are moved out of the garbage collector's reach
+(`gc.freeze()`): its full collections, 5% of tests/engine's time, no longer walk them
+(3.7 s against 5.5 s a worker there).
 """
 
 from __future__ import annotations
@@ -172,6 +177,12 @@ TEST_ALL_ONLY = (
     "train/test_chain_egs.py::test_fit_on_kaldis_chain_egs_gives_kaldis_objective[1]",
     "train/test_chunk_widths.py::test_a_cut_down_minibatch_has_the_full_width_loss_and_gradients[blstm]",
 )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what collection left (the module docstring): the session keeps it, so collections need not walk it."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
