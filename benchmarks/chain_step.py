@@ -1,8 +1,6 @@
 """Where the digits recipe's chain training step spends its time: per chunk width, the step's measured time
 against its floating-point work (XLA's count for the lowered step) at this machine's measured matrix-product
-rate; with symnet's XLA options (`symnet._src.engine.xla_options`: YNNPACK for matrix products only) and with
-XLA's defaults (`SYMNET_XLA_OPTIONS=default`), with natural gradient (as the recipe trains), and with `--plain`
-also without it.
+rate; with natural gradient (as the recipe trains), and with `--plain` also without it.
 
     python benchmarks/chain_step.py [--utterances 400] [--epochs 3] [--plain]
 
@@ -21,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -85,13 +82,10 @@ def main() -> None:
         "| share of the step |"
     )
     print("|---|---|---|---|---|---|---|")
-    settings = [("natural gradient", True, "symnet"), ("natural gradient, XLA's defaults", True, "default")]
-    if args.plain:
-        settings += [("plain (no natural gradient)", False, "symnet"), ("plain, XLA's defaults", False, "default")]
-    for name, natural, options in settings:
+    settings = [("natural gradient", True)] + ([("plain (no natural gradient)", False)] if args.plain else [])
+    for name, natural in settings:
         command = [sys.executable, "-c", WORK, here, args.folder, str(args.utterances), str(args.epochs)]
-        env = {**os.environ, "SYMNET_XLA_OPTIONS": options}
-        out = subprocess.run([*command, str(int(natural))], check=True, capture_output=True, text=True, env=env)
+        out = subprocess.run([*command, str(int(natural))], check=True, capture_output=True, text=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         for width, row in r["rows"].items():
             floor = row["flops"] / r["rate"]

@@ -36,8 +36,7 @@ inherited by child processes, and left off with a warning where this jaxlib does
 not know them): the same HLO programs, compiled much faster
 (`benchmarks/quick_compile.py` measures it). A run with `XLA_FLAGS` already set
 keeps it: `make test-all` sets it empty, so CI runs the whole suite on XLA's
-optimised code as well. With the quick flags `fit`'s programs keep XLA's default
-fusions too (`SYMNET_XLA_OPTIONS=default`), which compile faster than symnet's.
+optimised code as well.
 
 Once a worker has collected its tests, the objects it holds then (JAX, symnet, the test
 modules and items, all kept to the end) are moved out of the garbage collector's reach
@@ -86,11 +85,6 @@ def _quick_flags_work() -> bool:
 # Decided once, by the process pytest starts; pytest-xdist's workers inherit the variable.
 if "XLA_FLAGS" not in os.environ:
     os.environ["XLA_FLAGS"] = QUICK_XLA_FLAGS if _quick_flags_work() else ""
-# With the quick flags, `fit`'s programs also keep XLA's default fusions (symnet._src.engine.xla_options: symnet's
-# options make XLA generate the element-wise code YNNPACK would run, which took tests/train 105 s instead of 93);
-# tests/engine/test_xla_options.py checks the options themselves, and make test-all trains with them.
-if os.environ["XLA_FLAGS"] == QUICK_XLA_FLAGS:
-    os.environ.setdefault("SYMNET_XLA_OPTIONS", "default")
 
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 settings.register_profile("random", derandomize=False)

@@ -38,7 +38,6 @@ from jax.sharding import PartitionSpec as P
 
 from ..base.errors import TrainingError
 from ..components.natural_gradient import NaturalGradientState
-from ..engine import xla_options
 
 __all__ = ["DATA_AXIS", "DataParallel", "Reduction"]
 
@@ -184,4 +183,4 @@ class DataParallel:
         # except batch-norm's psum inside `jax.vjp`, whose transpose is then a psum, as its global
         # statistics need (each device's derivative of the summed statistics, summed).
         mapped = jax.shard_map(per_device, mesh=self.mesh, in_specs=specs, out_specs=P(), check_vma=False)
-        return xla_options.jit(mapped, in_shardings=shardings, out_shardings=self.replicated, donate_argnums=donate)
+        return jax.jit(mapped, in_shardings=shardings, out_shardings=self.replicated, donate_argnums=donate)

@@ -31,7 +31,6 @@ from ..core import rng
 from ..core.index import IndexSet
 from ..core.precision import Precision, wide
 from ..core.tape import backward
-from ..engine import xla_options
 from ..engine.buckets import padding_side
 from ..engine.compiling import compile
 from ..engine.computation import Computation
@@ -183,7 +182,7 @@ class Trainer:
             def advance(states: Any, statistics: Any, init_round: jax.Array, apply: jax.Array) -> Any:
                 return natural_gradient.advance_states(states, statistics, network_settings, init_round, apply)
 
-            self._jitted_advance = xla_options.jit(advance, donate_argnums=(0,))
+            self._jitted_advance = jax.jit(advance, donate_argnums=(0,))
         inner = loss_scale.inner(opt_state)
         states = self._jitted_advance(inner.preconditioners, statistics, jnp.asarray(init_round, jnp.int32), apply)
         self._advanced_leaf = jax.tree.leaves(states)[0] if init_round < 0 else None
@@ -523,7 +522,7 @@ def _jitted(trainer: Trainer, step: Callable[..., Any], evaluate: Callable[..., 
     its arguments: the rules' only with rules)."""
     parallel = trainer.parallel
     if parallel is None:
-        return xla_options.jit(step, donate_argnums=(1,)), xla_options.jit(evaluate)
+        return jax.jit(step, donate_argnums=(1,)), jax.jit(evaluate)
     if trainer.rules is not None:
         return parallel.jit(step, "rrsssrsr", donate=(1,)), parallel.jit(evaluate, "rssssr")
 

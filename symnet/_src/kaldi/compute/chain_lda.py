@@ -67,10 +67,11 @@ def supervision_posteriors(supervisions: Sequence[Any]) -> list[Posteriors]:
 @functools.cache
 def _posterior_program() -> Callable[..., Any]:
     """The numerators' forward-backward as one jitted function (compiled once per padded shape)."""
-    from ...chain.forward_backward import forward_backward
-    from ...engine import xla_options
+    import jax
 
-    return xla_options.jit(lambda graphs, outputs, lengths: forward_backward(graphs, outputs, lengths, numerator=True))
+    from ...chain.forward_backward import forward_backward
+
+    return jax.jit(lambda graphs, outputs, lengths: forward_backward(graphs, outputs, lengths, numerator=True))
 
 
 def accumulate_chain_lda_stats(
