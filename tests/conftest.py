@@ -120,7 +120,7 @@ def _let_compiled_programs_go() -> Iterator[None]:
 
 #: Further cases of parametrized tests that `make test` leaves to `make test-all` (marked slow): in each family,
 #: `make test` runs the other cases, which take the same code paths; these add lowerings, networks or shapes
-#: that other tests cover, and together cost `make test` about 95 s of its 8 minutes on 2 cores.
+#: that other tests cover, and are among make test's longest (`pytest --durations=0` gives each one's time).
 TEST_ALL_ONLY = (
     "engine/test_fused_scan.py::test_fused_scan_matches_the_plain_scan[lstm]",
     "engine/test_fused_scan.py::test_fused_scan_matches_the_plain_scan[lstmp]",
