@@ -1,18 +1,20 @@
 """Kaldi's nonlinearities: RectifiedLinear, Sigmoid, Tanh, Softmax, LogSoftmax, Pnorm.
 
 Kaldi's self-repair (which nudges the derivative of units whose average
-derivative is too small) needs running statistics and random numbers; its
-options are kept in `options` but the backward pass here is the plain
+derivative is out of range) is kept in `options`; `fit` with Kaldi's rules
+applies it to RectifiedLinear, Sigmoid and Tanh components
+(symnet._src.components.self_repair), elsewhere the backward pass is the plain
 derivative.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.elementwise import LogSoftmax, ReLU, Sigmoid, Tanh
 from ..core.layer import Layer, child, layer_class
 from ..core.precision import in_float32
+from . import self_repair
 from .base import Component, InOutDims, SameDim
 
 if TYPE_CHECKING:
@@ -39,6 +41,9 @@ SOFTMAX_FLOOR = 1.0e-20
 class _Nonlinear(SameDim, Component):
     input: Layer = child()
     dim: int = 0
+
+    def step_apply(self, *operands: jax.Array) -> tuple[jax.Array, Any] | None:
+        return self_repair.step_apply(self, *operands)
 
 
 @layer_class

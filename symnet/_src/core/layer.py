@@ -273,6 +273,13 @@ class Layer:
         convolution (`symnet._src.engine.splice`). None (the default): no such promise."""
         return None
 
+    def step_apply(self, *operands: jax.Array) -> tuple[jax.Array, Any] | None:
+        """A row-wise layer's value and pullback for one step of the Index engine over all its rows (the
+        operands' rows in the step's layout, columns last), where training changes its backward; None (the
+        default): the engine uses `apply` and `vjp`. Kaldi's self-repair uses it (symnet._src.components.self_repair);
+        steps inside a recurrence's loop never call it."""
+        return None
+
     # Subclasses take their own fixed operands; `*args: Any, **kwargs: Any` lets them (mypy treats it as `...`).
     def apply(self, *args: Any, **kwargs: Any) -> jax.Array:
         """The value from the operands' values."""

@@ -554,6 +554,12 @@ class Computation:
                     for s, m in zip(selected, step.maps)
                 )
             )
+            own = layer.step_apply(*selected)
+            if own is not None:  # the layer's training-time backward (Kaldi's self-repair)
+                value, own_vjp = own
+                return Tape(
+                    layer, value, upstream, rows=rows, pullback=chained_pullback(own_vjp, transposes), parameters=params
+                )
             if leading:  # the layer's own vjp may assume matrices (Dot's would batch its weight delta by frame)
                 value, apply_vjp = linearized(layer.apply, *selected)
                 return Tape(

@@ -186,7 +186,7 @@ def carries_kaldi_rules(network: Any) -> bool:
     return any(rule.shapes_the_update for rule in component_rules(network))
 
 
-def _unhonoured(network: Any, natural: set[str]) -> dict[str, list[str]]:
+def _unhonoured(network: Any, natural: set[str], repaired: set[str]) -> dict[str, list[str]]:
     """Kaldi training options of `network`'s components that the rules do not apply: option -> components."""
     out: dict[str, list[str]] = {}
     seen: set[str] = set()
@@ -195,8 +195,11 @@ def _unhonoured(network: Any, natural: set[str]) -> dict[str, list[str]]:
             continue
         seen.add(c.name)
         scale = c.option("self-repair-scale", 0.0)
-        if isinstance(scale, (int, float)) and scale > 0.0:
+        if isinstance(scale, (int, float)) and scale > 0.0 and c.name not in repaired:
             out.setdefault("self-repair-scale", []).append(c.name)
+        config = c.option("self-repair-config", ())
+        if isinstance(config, tuple) and any(v > 0.0 for v in config[5:]):  # the LSTM's five scales
+            out.setdefault("self-repair-config", []).append(c.name)
         # Kaldi's LinearComponent preconditions its gradient whatever its use-natural-gradient says.
         kaldi_ng = (
             c.kaldi_type.startswith("NaturalGradient")
@@ -213,8 +216,10 @@ def _unhonoured(network: Any, natural: set[str]) -> dict[str, list[str]]:
 NATURAL_GRADIENT = "natural gradient"
 
 
-def warn_unhonoured(network: Any, natural: set[str]) -> None:
-    found = _unhonoured(network, natural)
+def warn_unhonoured(network: Any, natural: set[str], repaired: set[str]) -> None:
+    """A `KaldiRulesWarning` naming each training option of `network`'s components that the rules do not apply
+    (`natural`: the components natural gradient preconditions; `repaired`: those fit's step self-repairs)."""
+    found = _unhonoured(network, natural, repaired)
     if not found:
         return
     lines = []

@@ -43,7 +43,7 @@ from .minibatches import MemoryBatches, StreamBatches
 from .objectives import Chain, Objective
 from .options import FitOptions, chunk_widths, is_integer
 from .parallel import DataParallel
-from .rules import KaldiRules, kaldi_rules
+from .rules import KaldiRules, kaldi_rules, zero_repair_statistics
 from .setups import trainer_for
 from .streams import Corpus
 from .trainer import Trainer
@@ -377,6 +377,7 @@ def _train(
     for epoch in range(position.epoch, epochs):
         if position.batch == 0 or epoch != position.epoch:
             network = zero_batchnorm_stats(network)  # as Kaldi's ZeroComponentStats at each training job
+            opt_state = zero_repair_statistics(opt_state)  # and its nonlinearities' self-repair statistics
             if trainer.parallel is not None:
                 network = trainer.parallel.replicate(network)
         start_batch = position.batch if epoch == position.epoch else 0

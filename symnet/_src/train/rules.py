@@ -38,7 +38,10 @@ Steps 1-4 are an optax `GradientTransformationExtraArgs` (`KaldiRules`);
 steps 5 and 6 are `KaldiRules.after_update`, to call after
 `optax.apply_updates`. Each component's options are read by
 `symnet._src.train.component_rules`; Kaldi's `--trainer.dropout-schedule` is
-`symnet._src.train.dropout_schedule`. `fit` applies all of it (see docs/training.md).
+`symnet._src.train.dropout_schedule`. Kaldi's self-repair of RectifiedLinear,
+Sigmoid and Tanh components changes the backward pass itself: `fit`'s step
+applies it (symnet._src.components.self_repair) and this state carries its
+statistics. `fit` applies all of it (see docs/training.md).
 """
 
 from __future__ import annotations
@@ -54,14 +57,14 @@ import jax.numpy as jnp
 import optax
 
 from ..base.errors import TrainingError
-from ..components import BatchNormComponent
+from ..components import BatchNormComponent, self_repair
 from ..components import natural_gradient as ng_lib
 from ..core.layer import Weight
 from ..core.walk import walk
 from .component_rules import ComponentRule, KaldiRulesWarning, component_rules, network_roots, warn_unhonoured
 from .dropout_schedule import DROPOUT_TYPES, DropoutSchedule
 
-__all__ = ["KaldiRules", "KaldiRulesState", "constrain_orthonormal", "kaldi_rules"]
+__all__ = ["KaldiRules", "KaldiRulesState", "constrain_orthonormal", "kaldi_rules", "zero_repair_statistics"]
 
 #: nnet3-train's defaults (NnetTrainerOptions, nnet-training.h).
 MAX_PARAM_CHANGE = 2.0
@@ -106,11 +109,24 @@ def constrain_orthonormal(matrix: jax.Array, constraint: float) -> jax.Array:
 
 class KaldiRulesState(NamedTuple):
     """`kaldi_rules`' optimiser state: the number of updates (for a learning-rate schedule), Kaldi's delta kept
-    for momentum (None without), and the wrapped optimiser's state (None without one)."""
+    for momentum (None without), the wrapped optimiser's state (None without one), and the self-repairing
+    components' statistics (None without any: `self_repair.zero_statistics`)."""
 
     step: jax.Array
     delta: Any
     inner: Any
+    repair: Any = None
+
+
+def zero_repair_statistics(opt_state: Any) -> Any:
+    """`opt_state` with the self-repair statistics of every `KaldiRulesState` in it set to zero (a new job)."""
+
+    def zeroed(node: Any) -> Any:
+        if isinstance(node, KaldiRulesState) and node.repair is not None:
+            return node._replace(repair=jax.tree.map(lambda v: v * 0, node.repair))
+        return node
+
+    return jax.tree.map(zeroed, opt_state, is_leaf=lambda node: isinstance(node, KaldiRulesState))
 
 
 def _learning_rate(value: Any) -> Callable[[jax.Array], Any] | None:
@@ -139,8 +155,13 @@ class KaldiRules(optax.GradientTransformationExtraArgs):
     # Set once by `kaldi_rules` (a NamedTuple subclass has a __dict__ for them).
     settings: dict[str, Any]
     rules: tuple[ComponentRule, ...]
+    self_repair: dict[str, self_repair.RepairSpec]
     schedule: DropoutSchedule | None
     _rebuild: Callable[..., KaldiRules]
+
+    def repair_statistics(self, state: Any) -> Any:
+        """The self-repair statistics in `state` (this transformation's state, or natural gradient's around it)."""
+        return (state.inner if isinstance(state, ng_lib.NaturalGradientState) else state).repair
 
     def after_update(self, params: Mapping[str, Any], state: Mapping[str, Any], key: jax.Array | None) -> tuple:
         """`(params, state)` after a minibatch's update, as Kaldi's trainer leaves them: batch-norm statistics
@@ -287,7 +308,8 @@ def kaldi_rules(
     probe = jax.eval_shape(inner.init, network.params)
     if isinstance(probe, ng_lib.NaturalGradientState):
         natural = set(ng_lib.components(network))
-    warn_unhonoured(network, natural)
+    repairs = self_repair.repair_specs(layers)
+    warn_unhonoured(network, natural, set(repairs))
     transformation = _transformation(
         rules,
         optax.with_extra_args_support(inner),
@@ -296,6 +318,7 @@ def kaldi_rules(
         l2_factor=float(l2_regularize_factor),
         momentum=float(momentum),
         wraps=optimizer is not None,
+        repairs=repairs,
     )
     out = KaldiRules(*transformation)
     out.settings = {
@@ -312,6 +335,7 @@ def kaldi_rules(
     }
     out.rules = rules
     out.schedule = schedule
+    out.self_repair = repairs
 
     def rebuild(**changes: Any) -> KaldiRules:
         args: dict[str, Any] = {
@@ -342,6 +366,7 @@ def _transformation(
     l2_factor: float,
     momentum: float,
     wraps: bool,
+    repairs: Mapping[str, self_repair.RepairSpec],
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """`(init, update)` of steps 1-4 (see the module doc)."""
     uses_l2 = l2_factor > 0.0 and any(r.l2_regularize > 0.0 for r in rules)
@@ -349,14 +374,22 @@ def _transformation(
     def init(params: Any) -> Any:
         inner_state = inner.init(params)
         delta = {k: jnp.zeros_like(v) for k, v in params.items()} if momentum > 0.0 else None
-        own = KaldiRulesState(jnp.zeros((), jnp.int32), delta, None)
+        repair = self_repair.zero_statistics(repairs) if repairs else None
+        own = KaldiRulesState(jnp.zeros((), jnp.int32), delta, None, repair)
         if isinstance(inner_state, ng_lib.NaturalGradientState):
             # Kept outermost, where fit's training step finds the preconditioners.
             return inner_state._replace(inner=own._replace(inner=inner_state.inner))
         return own._replace(inner=inner_state)
 
     def update(
-        grads: Any, state: Any, params: Any = None, *, frames: Any = None, sequences: Any = None, **extra: Any
+        grads: Any,
+        state: Any,
+        params: Any = None,
+        *,
+        frames: Any = None,
+        sequences: Any = None,
+        repair: Any = None,
+        **extra: Any,
     ) -> tuple[Any, Any]:
         natural = isinstance(state, ng_lib.NaturalGradientState)
         own: KaldiRulesState = state.inner if natural else state
@@ -416,7 +449,15 @@ def _transformation(
         kept = None
         if momentum > 0.0:
             kept = {k: jnp.where(applied, momentum * v, jnp.zeros_like(v)) for k, v in delta.items()}
-        new_own = KaldiRulesState(own.step + 1, kept, new_inner)
+        if repairs and repair is None:
+            warnings.warn(
+                f"Kaldi's training rules: self-repair of {', '.join(sorted(repairs)[:3])}"
+                f"{' and more' if len(repairs) > 3 else ''} is applied by fit's training step, which changes the "
+                "backward pass; this update (without repair=) leaves it out",
+                KaldiRulesWarning,
+                stacklevel=2,
+            )
+        new_own = KaldiRulesState(own.step + 1, kept, new_inner, own.repair if repair is None else repair)
         if natural:
             return updates, inner_state._replace(inner=new_own)
         return updates, new_own

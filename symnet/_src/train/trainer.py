@@ -17,6 +17,7 @@ call their Computation inside their own program, not through the runner's
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..components import batchnorm_stats_updates, natural_gradient, set_test_mode
+from ..components import batchnorm_stats_updates, natural_gradient, self_repair, set_test_mode
 from ..components.normalize import statistics_across
 from ..core import rng
 from ..core.index import IndexSet
@@ -41,6 +42,7 @@ from ..engine.request import ComputationRequest
 from ..engine.runner import compiled, note
 from ..network import Network
 from . import loss_scale
+from .component_rules import KaldiRulesWarning
 from .examples import Chunks
 from .fit_data import used_widths
 from .minibatches import MemoryBatches, Minibatch, minibatch_of
@@ -443,13 +445,30 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
         scaled = isinstance(opt_state, loss_scale.LossScaled)
         inner = loss_scale.inner(opt_state)
         proportions = rng.dropout_proportions(rules_args["dropout"]) if rules_args else contextlib.nullcontext()
+        # Kaldi's self-repair adds its term to the derivative summed over frames; this step's loss is the mean
+        # over the minibatch's frames (on all devices), times the loss scale.
+        repair: Any = contextlib.nullcontext()
+        if rules is not None and rules.self_repair:
+            repair = self_repair.repairing(
+                rules.self_repair,
+                rules.repair_statistics(inner),
+                (opt_state.scale if scaled else 1.0) / jnp.maximum(reduce.sum(weights.sum()), 1.0),
+            )
         with (
             randomness,
             proportions,
             statistics_across(reduce.axis),
             natural_gradient.step_context(inner, deferred=True) as ng,
+            repair as repaired,
         ):
             tapes = computation.forward(network, {input: x}, ends)
+            if repaired is not None and repaired.missing():
+                warnings.warn(
+                    f"Kaldi's self-repair is not applied to {', '.join(repaired.missing())}: computed inside a "
+                    "recurrence's loop (or not by this step)",
+                    KaldiRulesWarning,
+                    stacklevel=2,
+                )
             loss, correct, deltas = trainer.loss({name: tapes[name].value for name in outputs}, targets, weights)
             share = reduce.share(normalizer(correct, weights))
             # With loss scaling the derivative is scaled up before the walk, the gradients down after it.
@@ -471,7 +490,12 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
             assert rules_args is not None
             sequences = rules_args["sequences"]
             updates, new_inner = rules.update(
-                grads, ng.carry(inner), network.params, frames=jnp.maximum(frames, 1.0), sequences=sequences
+                grads,
+                ng.carry(inner),
+                network.params,
+                frames=jnp.maximum(frames, 1.0),
+                sequences=sequences,
+                repair=repaired.after() if repaired is not None else None,
             )
             params = optax.apply_updates(network.params, updates)
             params, state = rules.after_update(params, state, key)
