@@ -27,6 +27,7 @@ from symnet._src.core.index import IndexSet
 from symnet._src.core.layer import evolve
 from symnet._src.core.walk import walk
 from symnet._src.train.loop import zero_batchnorm_stats
+from symnet._src.train.rules import zero_repair_statistics
 from symnet.components import GeneralDropoutComponent, PerElementScaleComponent, batchnorm_stats_updates
 from symnet.engine import ComputationRequest, compile
 from symnet.kaldi import read_network
@@ -422,6 +423,9 @@ def data(n=8, frames=24, seed=0):
 SCHEDULE = "0,0.5@0.5,0.1"
 
 
+REPAIRING_RELU = "RectifiedLinearComponent dim=8 self-repair-scale=0.05 self-repair-lower-threshold=0.5"
+
+
 def hand_loop(net, rules, feats, labels, *, batch_size, chunk, seed, epochs):
     """The loop docs/training.md shows: your own steps with kaldi_rules, as fit runs them."""
     left, right = net.context()
@@ -436,13 +440,15 @@ def hand_loop(net, rules, feats, labels, *, batch_size, chunk, seed, epochs):
 
     @jax.jit
     def step(net, opt_state, x, targets, weights, key, sequences, dropout):
-        with rng.randomness(key), rng.dropout_proportions(dropout):
+        frames = jnp.maximum(weights.sum(), 1.0)
+        with rng.randomness(key), rng.dropout_proportions(dropout), rules.repairing(opt_state, frames) as repair:
             tape = computation.forward(net, {"input": x})["output"]
             loss, _, delta = objective("linear", tape.value, targets, weights)
             grads = tape.backward(delta)
             state = {**net.state, **batchnorm_stats_updates(tape)}
-        frames = jnp.maximum(weights.sum(), 1.0)
-        updates, opt_state = rules.update(grads, opt_state, net.params, frames=frames, sequences=sequences)
+        updates, opt_state = rules.update(
+            grads, opt_state, net.params, frames=frames, sequences=sequences, repair=repair.after()
+        )
         params = optax.apply_updates(net.params, updates)
         params, state = rules.after_update(params, state, key)
         return net.replace(params=params, state=state), opt_state
@@ -451,6 +457,7 @@ def hand_loop(net, rules, feats, labels, *, batch_size, chunk, seed, epochs):
     n = 0
     for epoch in range(epochs):
         net = zero_batchnorm_stats(net)  # Kaldi's ZeroComponentStats at the start of a training job
+        opt_state = zero_repair_statistics(opt_state)
         order = np.random.default_rng([seed, epoch]).permutation(len(chunks))
         for b in range(batches):
             idx = order[b * batch_size : (b + 1) * batch_size]
@@ -464,7 +471,8 @@ def hand_loop(net, rules, feats, labels, *, batch_size, chunk, seed, epochs):
 
 def test_fit_with_the_rules_equals_your_own_loop():
     feats, labels = data()
-    net = kaldi_net()
+    # A ReLU that self-repairs where under half its rows fire: about half its units, so the term is in play.
+    net = kaldi_net(CONFIG.replace("RectifiedLinearComponent dim=8", REPAIRING_RELU))
     rules = quiet_rules(net, 2e-3, dropout_schedule=SCHEDULE, l2_regularize_factor=2.0)
     kw = dict(batch_size=4, chunk=6, seed=3, epochs=2)
     result = fit(net, (feats, labels), rules, progress=False, **kw)

@@ -141,7 +141,9 @@ class Repairing:
         count, total = count + jnp.asarray(rows, jnp.float32), total + sums.astype(jnp.float32)
         self.statistics[layer.name] = (count, total)
         a, b = _term(spec, total / jnp.maximum(count, 1.0))
-        return linearized(_repaired(layer, spec.block_dim), x, a * self.delta_scale, b * self.delta_scale)
+        a, b = a * self.delta_scale, b * self.delta_scale
+        repaired = _repaired(layer, spec.block_dim)
+        return linearized(lambda v: repaired(v, a, b), x)
 
 
 _ACTIVE: contextvars.ContextVar[Repairing | None] = contextvars.ContextVar("symnet_self_repair", default=None)

@@ -145,11 +145,12 @@ class KaldiRules(optax.GradientTransformationExtraArgs):
     plus `after_update` (batch-norm statistics, orthonormal constraints), `dropout` (a dropout schedule)
     and `rules` (each component's). Made by `kaldi_rules`.
 
-    `update(grads, state, params, *, frames=None, sequences=None)`: `frames` is the minibatch's total frame
+    `update(grads, state, params, *, frames=None, sequences=None, repair=None)`: `frames` is the minibatch's total frame
     weight when `grads` is the gradient of the mean loss (as `fit` and `symnet.train.objective` compute
     it); omitted, `grads` is the gradient of the loss summed over frames, Kaldi's objective. `sequences`
     is the number of sequences (chunks) in the minibatch, which Kaldi's l2 term is proportional to;
-    required when a component has l2-regularize.
+    required when a component has l2-regularize. `repair` is the self-repair statistics after the step
+    (`repairing(...)`'s `after()`), which the step's backward needs for Kaldi's self-repair.
     """
 
     # Set once by `kaldi_rules` (a NamedTuple subclass has a __dict__ for them).
@@ -162,6 +163,17 @@ class KaldiRules(optax.GradientTransformationExtraArgs):
     def repair_statistics(self, state: Any) -> Any:
         """The self-repair statistics in `state` (this transformation's state, or natural gradient's around it)."""
         return (state.inner if isinstance(state, ng_lib.NaturalGradientState) else state).repair
+
+    def repairing(self, state: Any, frames: Any, loss_scale: Any = 1.0) -> Any:
+        """Kaldi's self-repair for one training step's forward and backward pass, run inside this context
+        (`state`: this transformation's state; `frames`: the minibatch's total frame weight, which the loss's
+        mean divides by; `loss_scale`: what the loss's derivative is scaled by). It yields the step's
+        `Repairing`, whose `after()` is `update`'s `repair=` argument."""
+        return self_repair.repairing(
+            self.self_repair,
+            self.repair_statistics(state) or {},
+            jnp.asarray(loss_scale, jnp.float32) / jnp.maximum(jnp.asarray(frames, jnp.float32), 1.0),
+        )
 
     def after_update(self, params: Mapping[str, Any], state: Mapping[str, Any], key: jax.Array | None) -> tuple:
         """`(params, state)` after a minibatch's update, as Kaldi's trainer leaves them: batch-norm statistics
@@ -457,7 +469,9 @@ def _transformation(
                 KaldiRulesWarning,
                 stacklevel=2,
             )
-        new_own = KaldiRulesState(own.step + 1, kept, new_inner, own.repair if repair is None else repair)
+        new_own = KaldiRulesState(
+            own.step + 1, kept, new_inner, repair if repairs and repair is not None else own.repair
+        )
         if natural:
             return updates, inner_state._replace(inner=new_own)
         return updates, new_own

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..components import batchnorm_stats_updates, natural_gradient, self_repair, set_test_mode
+from ..components import batchnorm_stats_updates, natural_gradient, set_test_mode
 from ..components.normalize import statistics_across
 from ..core import rng
 from ..core.index import IndexSet
@@ -448,12 +448,8 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
         # Kaldi's self-repair adds its term to the derivative summed over frames; this step's loss is the mean
         # over the minibatch's frames (on all devices), times the loss scale.
         repair: Any = contextlib.nullcontext()
-        if rules is not None and rules.self_repair:
-            repair = self_repair.repairing(
-                rules.self_repair,
-                rules.repair_statistics(inner),
-                (opt_state.scale if scaled else 1.0) / jnp.maximum(reduce.sum(weights.sum()), 1.0),
-            )
+        if rules is not None:
+            repair = rules.repairing(inner, reduce.sum(weights.sum()), opt_state.scale if scaled else 1.0)
         with (
             randomness,
             proportions,
