@@ -267,6 +267,16 @@ def test_batchnorm_training_mode(block_dim):
     r = Run(layer, x)
     close(r.value, _bn_train_ref(x, block_dim, 1e-3, 2.0), rtol=1e-4, atol=1e-4)
     r.check_backward(rtol=1e-3, atol=1e-4)
+    # The backward is written out (normalize._training_mode), so check it against central differences of the
+    # float64 forward, which does not share it.
+    x64, g = x.astype(np.float64), r.delta.astype(np.float64)
+    numeric = np.zeros_like(x64)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x64)
+        e[i] = 1e-5
+        up, down = _bn_train_ref(x64 + e, block_dim, 1e-3, 2.0), _bn_train_ref(x64 - e, block_dim, 1e-3, 2.0)
+        numeric[i] = np.sum(g * (up - down)) / 2e-5
+    close(r.dx, numeric, rtol=1e-3, atol=1e-4)
 
 
 def test_batchnorm_stats_accumulate_like_kaldi():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -172,14 +173,7 @@ class BatchNormComponent(SameDim, Component):
         return scale, -mean * scale
 
     def _train(self, x: jax.Array) -> jax.Array:
-        xs = self._blocks(x)
-        total, squares, n = minibatch_sums(xs.reshape(-1, self.block_dim))
-        mean = total / n
-        uvar = squares / n
-        var_scale = 1.0 / (self.target_rms * self.target_rms)
-        scaled_var = jnp.maximum(var_scale * uvar - var_scale * mean * mean, 0.0)
-        scale = jax.lax.rsqrt(scaled_var + var_scale * self.epsilon)
-        return ((xs - mean) * scale).reshape(x.shape)
+        return _training_mode(self.block_dim, self.target_rms, self.epsilon, _ACROSS.get())(x)
 
     @in_float32
     def apply(self, x: jax.Array, mean: jax.Array, var: jax.Array, count: jax.Array) -> jax.Array:
@@ -210,6 +204,40 @@ class BatchNormComponent(SameDim, Component):
         new_mean = stats_sum / new_count
         new_var = stats_sumsq / new_count - new_mean * new_mean
         return new_count, new_mean, new_var
+
+
+@functools.cache
+def _training_mode(block_dim: int, target_rms: float, epsilon: float, axis: str | None) -> Any:
+    """Training-mode batch-norm of `x` (blocks of `block_dim` columns; statistics over mesh axis `axis` too),
+    with its exact derivative written out: with `y = (x - mean) s`, `s = (c var + c epsilon)^-1/2`,
+    `c = target_rms^-2`, `dx = s (g - mean(g) - c y mean(g y))` (the variance's term vanishes where Kaldi
+    floors it at 0). The same derivative as JAX's transpose of the forward pass, in fewer kernels: the
+    digits recipe's chain step takes about a tenth less time (docs/training.md)."""
+    c = 1.0 / (target_rms * target_rms)
+
+    def forward(x: jax.Array) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+        flat = x.reshape(-1, block_dim)
+        total, squares, n = minibatch_sums(flat)
+        mean = total / n
+        scaled_var = jnp.maximum(c * (squares / n) - c * mean * mean, 0.0)
+        scale = jax.lax.rsqrt(scaled_var + c * epsilon)
+        y = (flat - mean) * scale
+        return y.reshape(x.shape), (y, scale, jnp.asarray(n, flat.dtype), scaled_var > 0.0)
+
+    @jax.custom_vjp
+    def normalise(x: jax.Array) -> jax.Array:
+        return forward(x)[0]
+
+    def backward(res: tuple[jax.Array, ...], g: jax.Array) -> tuple[jax.Array]:
+        y, scale, n, live = res
+        flat = g.reshape(-1, block_dim)
+        sums = (jnp.sum(flat, axis=0), jnp.sum(flat * y, axis=0))
+        g_sum, gy_sum = sums if axis is None else jax.lax.psum(sums, axis)
+        dx = scale * (flat - g_sum / n - jnp.where(live, c * y * (gy_sum / n), 0.0))
+        return (dx.reshape(g.shape),)
+
+    normalise.defvjp(forward, backward)
+    return normalise
 
 
 def batchnorm_stats_updates(tape: Any, state: Mapping[str, jax.Array] | None = None) -> dict[str, jax.Array]:

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..base.errors import TrainingError
 from ..core.precision import wide
-from ..engine.values_only import linearized
 from .normalize import minibatch_sums
 
 if TYPE_CHECKING:
@@ -133,6 +132,8 @@ class Repairing:
 
     def step(self, layer: Any, x: jax.Array) -> tuple[jax.Array, Any]:
         """`layer`'s value on `x` (rows in any layout, columns last) and the pullback that adds the repair term."""
+        from ..engine.values_only import linearized  # imports jax: not at module import (`symnet info` needs none)
+
         spec = self.specs[layer.name]
         y = layer.apply(x)
         deriv = _derivative(spec.kind, y.astype(wide(y.dtype)))
