@@ -58,10 +58,9 @@ _DEFAULTS: dict[str, tuple[float, float | None]] = {
 
 
 class RepairSpec(NamedTuple):
-    """One self-repairing component: its Kaldi type, `dim`, `block_dim`, scale and thresholds."""
+    """One self-repairing component: its Kaldi type, `block_dim`, scale and thresholds."""
 
     kind: str
-    dim: int
     block_dim: int
     scale: float
     lower: float
@@ -87,11 +86,9 @@ def repair_specs(components: Any) -> dict[str, RepairSpec]:
         upper = float(c.option("self-repair-upper-threshold", _UNSET))
         if upper_default is None and upper != _UNSET:
             raise TrainingError(f"{c.name}: a {kind} has no self-repair-upper-threshold (Kaldi stops on it)")
-        block_dim = int(c.option("block-dim", c.dim))
         out[c.name] = RepairSpec(
             kind,
-            int(c.dim),
-            block_dim,
+            int(c.option("block-dim", c.dim)),
             scale,
             lower_default if lower == _UNSET else lower,
             upper_default if upper == _UNSET else upper,

@@ -447,9 +447,10 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
         proportions = rng.dropout_proportions(rules_args["dropout"]) if rules_args else contextlib.nullcontext()
         # Kaldi's self-repair adds its term to the derivative summed over frames; this step's loss is the mean
         # over the minibatch's frames (on all devices), times the loss scale.
+        frames = reduce.sum(weights.sum())  # the minibatch's frames on all devices
         repair: Any = contextlib.nullcontext()
         if rules is not None:
-            repair = rules.repairing(inner, reduce.sum(weights.sum()), opt_state.scale if scaled else 1.0)
+            repair = rules.repairing(inner, frames, opt_state.scale if scaled else 1.0)
         with (
             randomness,
             proportions,
@@ -476,7 +477,7 @@ def _step_function(trainer: Trainer) -> Callable[..., Any]:
             state = dict(network.state)
             for name in outputs:
                 state.update(batchnorm_stats_updates(tapes[name], network.state))
-        loss, correct, frames = reduce.sum((loss * share, correct, weights.sum()))
+        loss, correct = reduce.sum((loss * share, correct))
         if rules is None:
             updates, new_inner = optimizer.update(grads, ng.carry(inner), network.params)
             params = optax.apply_updates(network.params, updates)
