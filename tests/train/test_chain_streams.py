@@ -196,3 +196,27 @@ def test_a_checkpoint_s_objective_state_is_checked() -> None:
     with pytest.raises(CheckpointError, match="b.ckpt: the 'ctc' objective keeps no state"):
         CTC().resume({"padding": {}}, "b.ckpt")
     CTC().resume({}, "b.ckpt")
+
+
+def test_features_damaged_after_indexing_are_named_or_their_chunks_skipped(corpus, tmp_path) -> None:
+    """The stream reads each utterance's features once, in the scp's order, before it makes the chunks' egs in the
+    order the minibatches need them: a damaged matrix still names its utterance, or leaves its chunks out."""
+    _, scp = corpus
+    topology = Topology.parse((DATA / "chain.topo").read_text())
+    den = read_fst(str(DATA / "chain.den.fst"))
+    stopping = stream_chain_data(scp, phone_lengths(), topology, den, **ARGS)
+    skipping = stream_chain_data(scp, phone_lengths(), topology, den, on_error="skip", **ARGS)
+    entries = dict(line.split() for line in (tmp_path / "feats.scp").read_text().splitlines())
+    key = sorted(entries)[1]
+    with open(tmp_path / "feats.ark", "r+b") as f:  # after indexing: found as the egs are made
+        f.seek(int(entries[key].rsplit(":", 1)[1]) + 2)
+        f.write(b"XX ")
+    chunks = [p for p, (k, _) in enumerate(skipping.train.places) if k == key]
+    assert len(chunks) >= 1 and skipping.train.costly_items
+    positions = list(reversed(range(len(skipping.train.places))))
+    with pytest.raises(KaldiDataError, match=key):
+        list(stopping.train.read(positions))
+    with pytest.warns(SkippedDataWarning, match=key):
+        read = dict(skipping.train.read(positions))
+    assert [p for p, item in read.items() if item is None] == sorted(chunks, reverse=True)
+    assert len(read) == len(positions)

@@ -6,27 +6,28 @@
         frame_subsampling_factor=stream.frame_subsampling_factor)
 
 The index is made from the scp alone (each matrix's frames from its header) and the phone lengths (small, in
-memory): each utterance's chunks are placed as `chain_examples` places them (Kaldi's UtteranceSplitter, seeded
-by `seed` and the utterance), before any feature is read. Training then reads, for each chunk a minibatch needs,
-its utterance's features by offset and makes its eg (`chunk_example`, as `chain_examples` makes them: the
-same rows, derivative weights and numerator), on `fit`'s reading thread; memory is bounded by the shuffle
+memory): each utterance's chunks are placed as `chain_examples` places them (Kaldi's UtteranceSplitter, seeded by
+`seed` and the utterance), before any feature is read. Training then reads each window's utterances' features by
+offset, in the scp's order, and makes the chunks' egs (`chunk_example`, as `chain_examples` makes them: the same
+rows, derivative weights and numerator) in the order the minibatches need them, on `fit`'s reading thread
+(`Corpus.costly_items`: the first step waits for its own egs, not the window's); memory is bounded by the shuffle
 window (`buffer_size` examples) as for `stream_cegs`. Each numerator is padded to a power of two of arcs and
 states, and a minibatch to at least what earlier minibatches of its width were (`StreamedChainEgs`: a few
 compiled shapes, none new once an epoch has seen the largest; padding adds no path), so a stream trains as the
 same egs in memory do, and resumes bit for bit (its checkpoints keep the padding so far: padding changes the
-roundoff). The numerators made are kept for the next epochs up to `NUMERATOR_CACHE_BYTES` (a small corpus's
-all, a large one's first ones): making them is most of the reading thread's work.
+roundoff). The numerators made are kept for the next epochs up to `NUMERATOR_CACHE_BYTES` (a small corpus's all,
+a large one's first ones): making them is most of the reading thread's work.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..base.errors import KaldiDataError
+from ..base.errors import KaldiDataError, SymnetError
 from ..chain.graph import ChainGraph, denominator_graph, numerator_graph
 from ..chain.objective import ChainOptions
 from ..chain.phone_numerator import phone_numerator
@@ -45,12 +46,15 @@ __all__ = ["NUMERATOR_CACHE_BYTES", "ChainDataCorpus", "stream_chain_data"]
 
 #: Bytes of chunk numerators (graph arrays and derivative weights) a stream keeps from one epoch to the next.
 NUMERATOR_CACHE_BYTES = 256 << 20
+#: Utterance numerators kept while their chunks' egs are made (each a few kilobytes).
+UTTERANCE_NUMERATORS = 1024
 
 
 class ChainDataCorpus(PrecutCorpus):
     """Chain egs of a data directory's utterances, cut and made as training reads them (see the module doc)."""
 
     chain = True
+    costly_items = True
 
     def __init__(
         self,
@@ -118,7 +122,8 @@ class ChainDataCorpus(PrecutCorpus):
         return stack_held(items, self.left, self.right)
 
     def _utterance(self, key: str) -> ChainGraph:
-        """The utterance's numerator (the last few kept: a window's chunks of one utterance often come together)."""
+        """The utterance's numerator (the last `UTTERANCE_NUMERATORS` kept: a window's chunks of one utterance are
+        made in the order its minibatches need them, apart)."""
         with self._lock:
             if key in self._numerators:
                 self._numerators.move_to_end(key)
@@ -134,14 +139,39 @@ class ChainDataCorpus(PrecutCorpus):
         )
         with self._lock:
             self._numerators[key] = graph
-            if len(self._numerators) > 8:
+            if len(self._numerators) > UTTERANCE_NUMERATORS:
                 self._numerators.popitem(last=False)
         return graph
 
-    def _item(self, position: int) -> Any:
-        key, chunk = self.places[position]
+    def read(self, positions: Sequence[int]) -> Iterator[tuple[int, Any]]:
+        """As `Corpus.read`, but each utterance's features are read once, in the scp's order, before the chunks'
+        egs are made in the order given (`costly_items`: `fit` asks for them in the order its minibatches need
+        them)."""
+        loaded: dict[str, Any] = {}
+        for key in dict.fromkeys(self.places[p][0] for p in sorted(int(p) for p in positions)):
+            try:
+                loaded[key] = self._features(key)
+            except SymnetError as e:  # raised (or the chunks left out) as each chunk is asked for
+                loaded[key] = e
+
+        def make(position: int) -> Any:
+            x = loaded[self.places[position][0]]
+            if isinstance(x, SymnetError):
+                raise x
+            return self._item(position, x)
+
+        for position in positions:
+            yield self._guarded(int(position), make)
+
+    def _features(self, key: str) -> np.ndarray:
         with reading(self.features, "features"):
-            x = np.asarray(read_entry(self._entries[key], self.features_path, key, self.allow_pipes), np.float32)
+            return np.asarray(read_entry(self._entries[key], self.features_path, key, self.allow_pipes), np.float32)
+
+    def _item(self, position: int, x: np.ndarray | None = None) -> Any:
+        """Chunk `position`'s eg, from its utterance's features `x` (read here if not given)."""
+        key, chunk = self.places[position]
+        if x is None:
+            x = self._features(key)
         with self._lock:
             made = self._made.get(position)
         if made is not None:  # made in an earlier epoch: only the features' rows (as chunk_example takes them)

@@ -24,9 +24,11 @@ the utterance; a window's chunks are then shuffled and batched by size in the sa
 egs archives: `symnet._src.train.egs_streams`) is one chunk an item, at its own width, its windows counted in
 items (`Corpus.window_sizes`); its minibatches are its own `stack` of a width's items.
 
-Two threads work ahead of the training step: one reads the next window's sequences, one cuts minibatches from
-the window read before; at most three windows are held at once. `StreamBatches.waited` is the time the step
-spent waiting for them.
+Two threads work ahead of the training step: one reads the windows' sequences, one cuts each minibatch as soon as
+its sequences are read; at most two windows are held at once, and `prefetch` minibatches. A window is read in
+order, or where making an item costs more than reading it (`Corpus.costly_items`: a chain eg's numerator) in the
+order its minibatches need the items, so that its first minibatch waits for its own items, not the window's.
+`StreamBatches.waited` is the time the step spent waiting for them.
 """
 
 from __future__ import annotations
@@ -273,8 +275,9 @@ class StreamBatches:
         """The minibatches of `epoch` from `start`, made ahead on two threads that stop when the block ends (a
         minibatch whose every sequence was left out for bad data is not made: no step)."""
         stop = threading.Event()
-        read: queue.Queue = queue.Queue(maxsize=1)
+        read: queue.Queue = queue.Queue()  # pieces of windows; two windows at most (`slots`)
         ready: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        slots = threading.Semaphore(2)
         plan = []  # (window, first minibatch number, minibatches) from the window holding `start`
         first = 0
         for w in self.window_order(epoch):
@@ -294,9 +297,24 @@ class StreamBatches:
         def reader() -> None:
             try:
                 for w, number in plan:
-                    positions = self.needed(epoch, w, number, start)
-                    data = {p: item for p, item in self.stream.read(positions) if item is not None}
-                    if not put(read, (w, data)):
+                    while not slots.acquire(timeout=0.1):
+                        if stop.is_set():
+                            return
+                    batches = [
+                        (number + i, rows) for i, rows in enumerate(self.batches(epoch, w)) if number + i >= start
+                    ]
+                    order, complete = self.reading_order(epoch, w, number, start, batches)
+                    piece: dict[int, Any] = {}
+                    done = 0  # minibatches handed over
+                    for count, (p, item) in enumerate(self.stream.read(order), start=1):
+                        if item is not None:
+                            piece[p] = item
+                        if done < len(batches) and complete[done] <= count:
+                            ahead = int(np.searchsorted(complete, count, side="right"))
+                            if not put(read, (w, piece, batches[done:ahead], False)):
+                                return
+                            piece, done = {}, ahead
+                    if not put(read, (w, piece, batches[done:], True)):
                         return
                 put(read, None)
             except BaseException as e:
@@ -304,20 +322,23 @@ class StreamBatches:
 
         def cutter() -> None:
             try:
-                for w, number in plan:
+                data: dict[int, Any] = {}
+                kaldi: dict[int, dict[int, KaldiChunk]] = {}  # the window's Kaldi chunks, drawn once
+                while True:
                     item = _get(read, stop)
                     if item is None:
-                        return
+                        break
                     if isinstance(item, BaseException):
                         raise item
-                    _, data = item
-                    kaldi: dict[int, dict[int, KaldiChunk]] = {}  # the window's Kaldi chunks, drawn once
-                    for i, rows in enumerate(self.batches(epoch, w)):
-                        if number + i < start:
-                            continue
-                        minibatch = self.minibatch(data, w, rows, number + i, kaldi)
+                    w, piece, batches, last = item
+                    data.update(piece)
+                    for number, rows in batches:
+                        minibatch = self.minibatch(data, w, rows, number, kaldi)
                         if minibatch is not None and not put(ready, minibatch):
                             return
+                    if last:
+                        data, kaldi = {}, {}
+                        slots.release()
                 put(ready, None)
             except BaseException as e:
                 put(ready, e)
@@ -343,6 +364,28 @@ class StreamBatches:
             stop.set()
             for thread in threads:
                 thread.join()
+
+    def reading_order(
+        self, epoch: int, window: int, number: int, start: int, batches: list[tuple[int, np.ndarray]]
+    ) -> tuple[list[int], np.ndarray]:
+        """The positions of `window`'s sequences that its `batches` (from `start`; `number`: the window's first
+        minibatch's number) need, in the order they are read, and for each minibatch how many of them are read
+        when its last is: in reading order (ascending), or for a random-access corpus of `costly_items` in the
+        order the minibatches need them, so that each can be cut as soon as its own are made."""
+        needed = self.needed(epoch, window, number, start)
+        table = self.chunks[window]
+        if self.stream.random_access and self.stream.costly_items:
+            wanted, order = set(needed), dict[int, None]()
+            for _, rows in batches:
+                local = rows if self.parallel is None else self.local_part(rows)[0]
+                order.update((p, None) for p in table[local, 0].tolist() if p in wanted)
+            needed = list(order)
+        place = {p: i for i, p in enumerate(needed, start=1)}
+        complete = [0]
+        for _, rows in batches:
+            local = rows if self.parallel is None else self.local_part(rows)[0]
+            complete.append(max([complete[-1], *(place.get(p, 0) for p in table[local, 0].tolist())]))
+        return needed, np.asarray(complete[1:], dtype=np.int64)
 
 
 def _get(q: queue.Queue, stop: threading.Event) -> Any:

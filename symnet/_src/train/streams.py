@@ -62,10 +62,14 @@ class Corpus:
     else only in the stream's order. `window_frames`: the frames of the sequences shuffled together.
     `precut`: each item is one chunk already, at its own width and context (Kaldi's egs: `symnet._src.train.
     egs_streams`), which `stack` makes minibatches of; else items are sequences that `fit` cuts into chunks.
+    `costly_items`: making an item costs far more than reading it (a chain eg's numerator), so `fit` reads a
+    random-access corpus's window in the order its minibatches need the items (its `read` keeps the file reads
+    in order) and trains on the first minibatch as soon as its own items are made; else in reading order.
     """
 
     random_access = True
     precut = False
+    costly_items = False
 
     def __init__(self, keys: Sequence[str], lengths: Sequence[int], *, window_frames: int, on_error: str):
         if on_error not in ON_ERROR:
@@ -139,15 +143,18 @@ class Corpus:
         targets)` (a precut corpus: what `stack` takes); `(position, None)` for one left out for bad data
         (`on_error="skip"`)."""
         for position in positions:
-            try:
-                item = self._item(int(position))
-            except SymnetError as e:
-                if self.on_error == "stop":
-                    raise
-                self._skip(self.keys[position], str(e))
-                yield int(position), None
-                continue
-            yield int(position), item
+            yield self._guarded(int(position), self._item)
+
+    def _guarded(self, position: int, make: Callable[[int], Any]) -> tuple[int, Any]:
+        """`(position, make(position))`; with `on_error="skip"`, `(position, None)` where it raises a SymnetError
+        (the sequence left out and counted), else the error."""
+        try:
+            return position, make(position)
+        except SymnetError as e:
+            if self.on_error == "stop":
+                raise
+            self._skip(self.keys[position], str(e))
+            return position, None
 
     def sample(self) -> Any:
         """The first item that reads without error (for the checks `fit` makes before it trains)."""
