@@ -199,8 +199,9 @@ def test_a_checkpoint_s_objective_state_is_checked() -> None:
 
 
 def test_features_damaged_after_indexing_are_named_or_their_chunks_skipped(corpus, tmp_path) -> None:
-    """The stream reads each utterance's features once, in the scp's order, before it makes the chunks' egs in the
-    order the minibatches need them: a damaged matrix still names its utterance, or leaves its chunks out."""
+    """The stream makes the chunks' egs in the order the minibatches need them, each utterance's features read
+    once: a damaged matrix still names its utterance, or leaves its chunks out; the check `fit` makes before
+    training reads one utterance, not the corpus."""
     _, scp = corpus
     topology = Topology.parse((DATA / "chain.topo").read_text())
     den = read_fst(str(DATA / "chain.den.fst"))
@@ -220,3 +221,11 @@ def test_features_damaged_after_indexing_are_named_or_their_chunks_skipped(corpu
         read = dict(skipping.train.read(positions))
     assert [p for p, item in read.items() if item is None] == sorted(chunks, reverse=True)
     assert len(read) == len(positions)
+    reads: list[str] = []
+    features = skipping.train._features
+    skipping.train._features = lambda k: reads.append(k) or features(k)  # type: ignore[method-assign]
+    list(skipping.train.read(positions))
+    assert sorted(reads) == sorted({k for k, _ in skipping.train.places})  # once each, though chunks come apart
+    reads.clear()
+    skipping.train.sample()
+    assert reads == [sorted(entries)[0]]

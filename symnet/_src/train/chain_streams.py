@@ -7,9 +7,9 @@
 
 The index is made from the scp alone (each matrix's frames from its header) and the phone lengths (small, in
 memory): each utterance's chunks are placed as `chain_examples` places them (Kaldi's UtteranceSplitter, seeded by
-`seed` and the utterance), before any feature is read. Training then reads each window's utterances' features by
-offset, in the scp's order, and makes the chunks' egs (`chunk_example`, as `chain_examples` makes them: the same
-rows, derivative weights and numerator) in the order the minibatches need them, on `fit`'s reading thread
+`seed` and the utterance), before any feature is read. Training then makes the chunks' egs (`chunk_example`, as
+`chain_examples` makes them: the same rows, derivative weights and numerator) in the order the minibatches need
+them, each utterance's features read by offset once a window, on `fit`'s reading thread
 (`Corpus.costly_items`: the first step waits for its own egs, not the window's); memory is bounded by the shuffle
 window (`buffer_size` examples) as for `stream_cegs`. Each numerator is padded to a power of two of arcs and
 states, and a minibatch to at least what earlier minibatches of its width were (`StreamedChainEgs`: a few
@@ -21,7 +21,7 @@ a large one's first ones): making them is most of the reading thread's work.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -144,34 +144,40 @@ class ChainDataCorpus(PrecutCorpus):
         return graph
 
     def read(self, positions: Sequence[int]) -> Iterator[tuple[int, Any]]:
-        """As `Corpus.read`, but each utterance's features are read once, in the scp's order, before the chunks'
-        egs are made in the order given (`costly_items`: `fit` asks for them in the order its minibatches need
-        them)."""
+        """As `Corpus.read`, but each utterance's features are read once, when the first of its chunks among
+        `positions` is made, and dropped after the last (`costly_items`: `fit` asks for a window's chunks in the
+        order its minibatches need them, an utterance's apart)."""
+        positions = [int(p) for p in positions]
+        pending = Counter(self.places[p][0] for p in positions)
         loaded: dict[str, Any] = {}
-        for key in dict.fromkeys(self.places[p][0] for p in sorted(int(p) for p in positions)):
-            try:
-                loaded[key] = self._features(key)
-            except SymnetError as e:  # raised (or the chunks left out) as each chunk is asked for
-                loaded[key] = e
 
         def make(position: int) -> Any:
-            x = loaded[self.places[position][0]]
-            if isinstance(x, SymnetError):
-                raise x
-            return self._item(position, x)
+            key = self.places[position][0]
+            try:
+                if key not in loaded:
+                    try:
+                        loaded[key] = self._features(key)
+                    except SymnetError as e:  # raised (or the chunk left out) for each of its chunks
+                        loaded[key] = e
+                x = loaded[key]
+                if isinstance(x, SymnetError):
+                    raise x
+                return self._eg(position, x)
+            finally:
+                pending[key] -= 1
+                if not pending[key]:
+                    del loaded[key]
 
         for position in positions:
-            yield self._guarded(int(position), make)
+            yield self._guarded(position, make)
 
     def _features(self, key: str) -> np.ndarray:
         with reading(self.features, "features"):
             return np.asarray(read_entry(self._entries[key], self.features_path, key, self.allow_pipes), np.float32)
 
-    def _item(self, position: int, x: np.ndarray | None = None) -> Any:
-        """Chunk `position`'s eg, from its utterance's features `x` (read here if not given)."""
+    def _eg(self, position: int, x: np.ndarray) -> Any:
+        """Chunk `position`'s eg, from its utterance's features `x`."""
         key, chunk = self.places[position]
-        if x is None:
-            x = self._features(key)
         with self._lock:
             made = self._made.get(position)
         if made is not None:  # made in an earlier epoch: only the features' rows (as chunk_example takes them)

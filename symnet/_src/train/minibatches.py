@@ -372,20 +372,15 @@ class StreamBatches:
         minibatch's number) need, in the order they are read, and for each minibatch how many of them are read
         when its last is: in reading order (ascending), or for a random-access corpus of `costly_items` in the
         order the minibatches need them, so that each can be cut as soon as its own are made."""
-        needed = self.needed(epoch, window, number, start)
         table = self.chunks[window]
+        # the sequences of each minibatch (with a mesh, of this process's part)
+        uses = [table[rows if self.parallel is None else self.local_part(rows)[0], 0].tolist() for _, rows in batches]
         if self.stream.random_access and self.stream.costly_items:
-            wanted, order = set(needed), dict[int, None]()
-            for _, rows in batches:
-                local = rows if self.parallel is None else self.local_part(rows)[0]
-                order.update((p, None) for p in table[local, 0].tolist() if p in wanted)
-            needed = list(order)
+            needed = list(dict.fromkeys(p for used in uses for p in used))
+        else:
+            needed = self.needed(epoch, window, number, start)
         place = {p: i for i, p in enumerate(needed, start=1)}
-        complete = [0]
-        for _, rows in batches:
-            local = rows if self.parallel is None else self.local_part(rows)[0]
-            complete.append(max([complete[-1], *(place.get(p, 0) for p in table[local, 0].tolist())]))
-        return needed, np.asarray(complete[1:], dtype=np.int64)
+        return needed, np.maximum.accumulate([max(place[p] for p in used) for used in uses])
 
 
 def _get(q: queue.Queue, stop: threading.Event) -> Any:

@@ -63,8 +63,8 @@ class Corpus:
     `precut`: each item is one chunk already, at its own width and context (Kaldi's egs: `symnet._src.train.
     egs_streams`), which `stack` makes minibatches of; else items are sequences that `fit` cuts into chunks.
     `costly_items`: making an item costs far more than reading it (a chain eg's numerator), so `fit` reads a
-    random-access corpus's window in the order its minibatches need the items (its `read` keeps the file reads
-    in order) and trains on the first minibatch as soon as its own items are made; else in reading order.
+    random-access corpus's window in the order its minibatches need the items and trains on the first minibatch
+    as soon as its own items are made; else in reading order.
     """
 
     random_access = True
