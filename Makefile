@@ -48,8 +48,9 @@ bench: $(STAMP)
 
 RECIPE_DIR ?= recipe-digits
 RECIPE_TASK ?= digits
-recipe: $(STAMP)  ## a recognizer end to end, RECIPE_TASK=digits|commands (needs flite; KALDI_BIN=dir/bin adds Kaldi's runs)
-	cd benchmarks && ../$(PY) digits_recipe.py --folder $(abspath $(RECIPE_DIR)) --task $(RECIPE_TASK) --chain --ctc --compile-cache $(abspath $(RECIPE_DIR))/xla-cache $(if $(KALDI_BIN),--kaldi-bin $(abspath $(KALDI_BIN)))
+RECIPE_VOICES ?= flite
+recipe: $(STAMP)  ## a recognizer end to end, RECIPE_TASK=digits|commands, RECIPE_VOICES=flite|many (needs flite, many espeak-ng too; KALDI_BIN=dir/bin adds Kaldi's runs)
+	cd benchmarks && ../$(PY) digits_recipe.py --folder $(abspath $(RECIPE_DIR)) --task $(RECIPE_TASK) --voices $(RECIPE_VOICES) --chain --ctc --compile-cache $(abspath $(RECIPE_DIR))/xla-cache $(if $(KALDI_BIN),--kaldi-bin $(abspath $(KALDI_BIN)))
 
 docs: $(DEV_STAMP)  ## the documentation site, into site/ (strict: a broken link or reference fails)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict

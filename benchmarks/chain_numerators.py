@@ -32,7 +32,7 @@ def main() -> None:
     from symnet.datasets import CorpusSet, synthesise_corpus
     from symnet.train import stream_chain_data
 
-    sets = [CorpusSet("train", digits_recipe.TRAIN_VOICES, args.train)]
+    sets = [CorpusSet("train", digits_recipe.voice_sets("flite")[0], args.train)]
     corpus = synthesise_corpus(Path(args.folder) / "corpus", args.task, sets=sets, seed=1, log=None)
     utterances = corpus.sets["train"]
     folder = Path(args.folder) / "numerators"

@@ -23,6 +23,7 @@ mini_librispeech recipe (local/chain/tuning/run_tdnn_1k.sh) trains one, scaled d
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,7 @@ def train(
 
     from symnet.chain import ChainOptions, Topology, estimate_phone_lm, phone_lm_denominator
     from symnet.kaldi.xconfig import parse_xconfig_network
-    from symnet.train import fit, kaldi_rules, steps_per_epoch, stream_chain_data
+    from symnet.train import SkippedDataWarning, fit, kaldi_rules, steps_per_epoch, stream_chain_data
 
     folder.mkdir(parents=True, exist_ok=True)
     utterances = corpus.sets["train"]
@@ -88,12 +89,19 @@ def train(
     den = phone_lm_denominator(lm, topology)
     network = parse_xconfig_network(xconfig(features[0].shape[1], pdfs), seed=seed)
     left, right = network.context()
-    cegs = stream_chain_data(
-        f"scp:{folder / 'feats.scp'}", lengths, topology, den, num_frames=NUM_FRAMES,
-        frame_subsampling_factor=SUBSAMPLING, left_context=left, right_context=right, seed=seed,
-        options=ChainOptions(xent_regularize=XENT_REGULARIZE, leaky_hmm_coefficient=LEAKY_HMM),
-        xent_output="output-xent",
-    )  # fmt: skip
+    with warnings.catch_warnings():  # a line for all the utterances left out, below, not a warning for each
+        warnings.simplefilter("ignore", SkippedDataWarning)
+        cegs = stream_chain_data(
+            f"scp:{folder / 'feats.scp'}", lengths, topology, den, num_frames=NUM_FRAMES,
+            frame_subsampling_factor=SUBSAMPLING, left_context=left, right_context=right, seed=seed,
+            options=ChainOptions(xent_regularize=XENT_REGULARIZE, leaky_hmm_coefficient=LEAKY_HMM),
+            xent_output="output-xent",
+        )  # fmt: skip
+    if cegs.train.skipped:  # on_error="stop": only those shorter than every chunk size, as Kaldi leaves them out
+        left_out = dict(cegs.train.skipped)
+        frames = sorted(len(f) for u, f in zip(utterances, features) if u.id in left_out)
+        print(f"  chain egs: left out {len(frames)} utterances shorter than every chunk size ({NUM_FRAMES}): "
+              f"{frames[0]}-{frames[-1]} frames")  # fmt: skip
     steps = steps_per_epoch(network, cegs.train, batch_size=MINIBATCH, frame_subsampling_factor=SUBSAMPLING)
     first, last = LEARNING_RATES  # Kaldi's, decaying exponentially epoch by epoch (kaldi_chain.py)
     rate = optax.exponential_decay(first, steps, (last / first) ** (1 / max(epochs - 1, 1)), staircase=True)

@@ -6,12 +6,15 @@ heard in training.
     python benchmarks/digits_recipe.py --folder /tmp/digits [--task digits|commands] [--train 900] [--epochs 6]
 
 1. Corpus: `symnet.datasets.synthesise_corpus`'s digit strings ("oh", "zero" to "nine", 1 to 7 digits) or
-   commands ("turn off the kitchen lights"), said by flite's voices, each with its speed and pitch varied and
-   noise added at 10-30 dB SNR, 16 kHz. Training voices: kal16, awb, slt; test: new utterances by those voices
-   ("seen") and by rms ("unseen": no utterance of rms is in training). Phone alignments come from the
-   synthesiser's own segment timings (`flite -psdur`), each phone's frames split into three equal HMM states; the
-   lexicon is flite's (its phones for each word said alone, and the variants the utterances say:
-   docs/corpus.md). The corpus is cached in FOLDER/corpus.
+   commands ("turn off the kitchen lights"), each utterance with its speed and pitch varied and noise added at
+   10-30 dB SNR, 16 kHz. `--voices flite` (the default): training voices flite's kal16, awb, slt; test: new
+   utterances by those voices ("seen") and by rms ("unseen": no utterance of rms is in training). `--voices
+   many` (also needs `apt-get install espeak-ng`): the corpus's default voices, 39 in training (flite's and
+   espeak-ng's accents times variants) and 13 held out (rms, and espeak-ng accents and variants none of which is
+   heard in training), so the unseen word error rate is not one speaker's. Phone alignments come from the
+   synthesisers' own segment timings (`flite -psdur`, espeak-ng's phoneme events), each phone's frames split into
+   three equal HMM states; the lexicon is the synthesisers' (their phones for each word said alone, and the
+   variants the utterances say: docs/corpus.md). The corpus is cached in FOLDER/corpus.
 2. Features: 40 Kaldi filterbanks (`symnet.features.fbank`, dither 0) with per-utterance mean normalisation.
 3. Training: a 5-layer TDNN (context 13 left, 9 right) on the frames' phone states, cross-entropy, `fit`.
 4. Decoding: HCLG built by `symnet.decode.make_hclg` (the task's grammar: a uniform loop over the digits, or a
@@ -51,7 +54,10 @@ import results_plot
 from machine import cpu_model
 from recipe_lang import recipe_lang
 
-TRAIN_VOICES, TEST_VOICE = ("flite:kal16", "flite:awb", "flite:slt"), "flite:rms"
+#: The recipe's voice sets, training and held out: "flite" is flite's kal16, awb and slt, and rms held out (one
+#: unseen speaker); "many" is the corpus's defaults (symnet.datasets.TRAIN_VOICES and TEST_VOICES: flite's and
+#: espeak-ng's, 39 training voices and 13 held out, no held-out accent or variant heard in training).
+VOICE_SETS = {"flite": (("flite:kal16", "flite:awb", "flite:slt"), ("flite:rms",)), "many": None}
 STATES = 3  # HMM states per phone (pdfs), as the corpus's state labels
 FRAME_SHIFT = 0.01
 
@@ -81,18 +87,33 @@ class Row(NamedTuple):
     training_seconds: float
 
 
-def results_table(rows: list[Row], task: str) -> str:
-    """The results as a Markdown table: a row per model and test set."""
+def voices_cell(voices: tuple[str, ...]) -> str:
+    """A test set's voices as the table names them: each voice where there are a few, else how many of each
+    synthesiser's."""
+    if len(voices) <= 4:
+        return ", ".join(v.removeprefix("flite:") for v in voices)
+    counts = {synth: sum(v.startswith(f"{synth}:") for v in voices) for synth in ("flite", "espeak")}
+    return f"{len(voices)} voices ({counts['flite']} flite, {counts['espeak']} espeak-ng)"
+
+
+def voice_sets(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The training and held-out voices of `--voices NAME`."""
+    from symnet.datasets import TEST_VOICES, TRAIN_VOICES
+
+    return VOICE_SETS[name] or (tuple(TRAIN_VOICES), tuple(TEST_VOICES))
+
+
+def results_table(rows: list[Row], task: str, voices: tuple[tuple[str, ...], tuple[str, ...]]) -> str:
+    """The results as a Markdown table: a row per model and test set; `voices` the training and held-out ones."""
     lines = [
         f"| toolkit, model ({task}) | test set | voices | utterances | %WER | %SER | decoding real-time factor "
         "| training |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        voices = (", ".join(TRAIN_VOICES) if row.test_set == "seen" else TEST_VOICE).replace("flite:", "")
-        rate = row.rate
+        rate, heard = row.rate, voices_cell(voices[row.test_set != "seen"])
         lines.append(
-            f"| {row.system} | {row.test_set} | {voices} | {rate.sentences} | {rate.wer:.2f} | {rate.ser:.2f} "
+            f"| {row.system} | {row.test_set} | {heard} | {rate.sentences} | {rate.wer:.2f} | {rate.ser:.2f} "
             f"| {row.real_time_factor:.3f} | {row.training_seconds:.0f} s |"
         )
     return "\n".join(lines) + "\n"
@@ -135,7 +156,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--folder", required=True)
     p.add_argument("--task", choices=("digits", "commands"), default="digits")
-    p.add_argument("--train", type=int, default=900, help="training utterances (three voices)")
+    p.add_argument(
+        "--voices", choices=tuple(VOICE_SETS), default="flite",
+        help="flite: 3 training voices, rms held out; many: 39 training and 13 held-out voices (needs espeak-ng)",
+    )  # fmt: skip
+    p.add_argument("--train", type=int, default=900, help="training utterances (over the training voices)")
     p.add_argument("--test", type=int, default=150, help="test utterances per test set")
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--acoustic-scale", type=float, default=0.3)
@@ -168,10 +193,11 @@ def main() -> None:
         enable_compile_cache(args.compile_cache)
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores")
     started = time.perf_counter()
+    voices = voice_sets(args.voices)
     sets = [
-        CorpusSet("train", TRAIN_VOICES, args.train),
-        CorpusSet("seen", TRAIN_VOICES, args.test),
-        CorpusSet("unseen", (TEST_VOICE,), args.test, held_out=True),
+        CorpusSet("train", voices[0], args.train),
+        CorpusSet("seen", voices[0], args.test),
+        CorpusSet("unseen", voices[1], args.test, held_out=True),
     ]
     corpus = synthesise_corpus(Path(args.folder) / "corpus", args.task, sets=sets, seed=1, log=None)
     for s in corpus.manifest["sets"]:
@@ -282,9 +308,9 @@ def main() -> None:
             print(f"Kaldi chain training: {trained['Kaldi chain']:.0f} s")
 
             score("Kaldi chain", kaldi_outputs(chain_model, chain_folder), chain_graph, every=digits_chain.SUBSAMPLING)
-    table = results_table(rows, args.task)
+    table = results_table(rows, args.task, voices)
     print("\n" + table)
-    print(f"training: {len(labels)} utterances, {args.epochs} epochs, seed {args.seed}")
+    print(f"training: {len(labels)} utterances, {args.epochs} epochs, seed {args.seed}, voices {args.voices}")
     written = Path(args.folder) / f"results-{args.task}{f'-seed{args.seed}' if args.seed else ''}.md"
     written.write_text(table)
     title = f"{args.task}: %WER against training time, {cpu_model()}, {os.cpu_count()} cores"

@@ -161,6 +161,24 @@ def test_utterances_kaldi_makes_no_egs_of_are_errors_or_skipped(corpus) -> None:
         stream_chain_data(f"ark:{DATA / 'chain.feats.txt'}", lengths, topology, den)
 
 
+def test_utterances_shorter_than_every_chunk_are_left_out_with_a_warning_as_kaldi_does(corpus) -> None:
+    """Not bad data: nnet3-chain-get-egs makes no egs of them and goes on, so the stream leaves them out (named)
+    whatever `on_error`, with the chunks `chain_examples` makes of the rest."""
+    features, scp = corpus
+    topology = Topology.parse((DATA / "chain.topo").read_text())
+    den, norm = read_fst(str(DATA / "chain.den.fst")), read_fst(str(DATA / "chain.norm.fst"))
+    short = sorted(key for key, x in features.items() if len(x) < 96)
+    assert len(short) == 2  # chain10 (92 frames) and chain03 (93)
+    settings = {**ARGS, "num_frames": 96}
+    with pytest.warns(SkippedDataWarning, match=f"'{short[0]}' of {len(features[short[0]])} frames is shorter"):
+        s = stream_chain_data(scp, phone_lengths(), topology, den, normalization=norm, **settings)  # on_error="stop"
+    assert [key for key, _ in s.train.skipped] == short
+    with pytest.warns(SkippedDataWarning, match="shorter than every chunk size"):
+        egs = list(chain_examples(features, phone_lengths(), topology, norm, **settings))
+    places = [f"{key}-{chunk.first_frame}" for key, chunk in s.train.places]
+    assert places == [eg.key for eg in egs] and not any(p.startswith(tuple(short)) for p in places)
+
+
 def test_numerators_are_padded_as_far_as_before_so_later_epochs_compile_nothing(corpus) -> None:
     """Each minibatch's numerators are padded to at least the sizes earlier minibatches of its width were: once an
     epoch has seen the largest, the step compiles nothing new, however the next epochs group the chunks."""
@@ -181,6 +199,40 @@ def test_numerators_are_padded_as_far_as_before_so_later_epochs_compile_nothing(
     assert [n for e, n in seen if e > 0] == [after_first] * sum(e > 0 for e, _ in seen)
 
 
+def test_a_window_s_minibatches_of_a_width_are_padded_to_its_largest_numerator(corpus, monkeypatch) -> None:
+    """A window's numerators are made before its first minibatch, so each width's minibatches are padded alike, to
+    the power of two over its largest numerator (found here from `chain_examples`' egs in memory): one compiled
+    step per width, where padding to each minibatch's own largest compiled again whenever one was larger."""
+    from symnet._src.chain.graph import numerator_graph
+
+    features, scp = corpus
+    topology = Topology.parse((DATA / "chain.topo").read_text())
+    den, norm = read_fst(str(DATA / "chain.den.fst")), read_fst(str(DATA / "chain.norm.fst"))
+    settings = {**ARGS, "num_frames": "45,30"}
+    largest: dict[int, tuple[int, int]] = {}
+    for eg in chain_examples(features, phone_lengths(), topology, norm, **settings):
+        sup = eg.outputs[0].supervision
+        graph = numerator_graph(sup.fst, sup.label_dim)
+        arcs, states = largest.get(sup.frames_per_sequence, (0, 0))
+        largest[sup.frames_per_sequence] = (max(arcs, graph.num_arcs), max(states, graph.num_states))
+        pdfs = sup.label_dim
+    power = {frames: tuple(1 << (n - 1).bit_length() for n in sizes) for frames, sizes in largest.items()}
+    padded: list[tuple[int, int, int]] = []  # each minibatch's (output frames, arcs, states) as the step gets them
+    supervision = StreamedChainEgs.supervision
+
+    def recorded(self, targets, *args):
+        out = supervision(self, targets, *args)
+        padded.append((out["deriv_weights"].shape[1], out["src"].shape[1], out["log_initial"].shape[1]))
+        return out
+
+    monkeypatch.setattr(StreamedChainEgs, "supervision", recorded)
+    s = stream_chain_data(scp, phone_lengths(), topology, den, normalization=norm, options=OPTIONS, **settings)
+    fit(net(pdfs), s.train, optax.adam(0.05), objective=s.objective, frame_subsampling_factor=3, epochs=1,
+        batch_size=2, progress=False, seed=1)  # fmt: skip
+    assert len(power) == 2 and {frames for frames, _, _ in padded} == set(power)
+    assert all((arcs, states) == power[frames] for frames, arcs, states in padded)
+
+
 def test_a_checkpoint_s_objective_state_is_checked() -> None:
     """What a checkpoint gives back to the objective is checked: padding per chunk width (two ints), and nothing
     for an objective that keeps no state."""
@@ -199,9 +251,9 @@ def test_a_checkpoint_s_objective_state_is_checked() -> None:
 
 
 def test_features_damaged_after_indexing_are_named_or_their_chunks_skipped(corpus, tmp_path) -> None:
-    """The stream makes the chunks' egs in the order the minibatches need them, each utterance's features read
-    once: a damaged matrix still names its utterance, or leaves its chunks out; the check `fit` makes before
-    training reads one utterance, not the corpus."""
+    """The stream makes a window's chunks' egs in the corpus's order, each utterance's features read once, and
+    gives them in the order asked: a damaged matrix still names its utterance, or leaves its chunks out; the check
+    `fit` makes before training reads one utterance, not the corpus."""
     _, scp = corpus
     topology = Topology.parse((DATA / "chain.topo").read_text())
     den = read_fst(str(DATA / "chain.den.fst"))
@@ -213,7 +265,7 @@ def test_features_damaged_after_indexing_are_named_or_their_chunks_skipped(corpu
         f.seek(int(entries[key].rsplit(":", 1)[1]) + 2)
         f.write(b"XX ")
     chunks = [p for p, (k, _) in enumerate(skipping.train.places) if k == key]
-    assert len(chunks) >= 1 and skipping.train.costly_items
+    assert len(chunks) >= 1
     positions = list(reversed(range(len(skipping.train.places))))
     with pytest.raises(KaldiDataError, match=key):
         list(stopping.train.read(positions))
@@ -225,7 +277,7 @@ def test_features_damaged_after_indexing_are_named_or_their_chunks_skipped(corpu
     features = skipping.train._features
     skipping.train._features = lambda k: reads.append(k) or features(k)  # type: ignore[method-assign]
     list(skipping.train.read(positions))
-    assert sorted(reads) == sorted({k for k, _ in skipping.train.places})  # once each, though chunks come apart
+    assert reads == sorted({k for k, _ in skipping.train.places})  # once each, in the corpus's order
     reads.clear()
     skipping.train.sample()
     assert reads == [sorted(entries)[0]]

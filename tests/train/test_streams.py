@@ -5,7 +5,6 @@ mid-epoch bit for bit; Kaldi tables stream with the values `read_kaldi_data` rea
 
 from __future__ import annotations
 
-import threading
 import warnings
 
 import kaldiio
@@ -74,9 +73,9 @@ def test_a_stream_in_one_window_trains_as_the_same_data_in_memory():
     data = corpus()
     pairs = list(data.values())
     in_memory = fit(net(), ([f for f, _ in pairs], [t for _, t in pairs]), optax.adam(1e-2), **SETTINGS)
-    for random_access, costly_items in ((False, False), (True, False), (True, True)):
+    for random_access in (False, True):
         stream = stream_sequences(pairs, window_frames=10**6)
-        stream.random_access, stream.costly_items = random_access, costly_items
+        stream.random_access = random_access
         streamed = fit(net(), stream, optax.adam(1e-2), **SETTINGS)
         assert_same(streamed, in_memory)
 
@@ -106,31 +105,6 @@ def test_windows_hold_every_chunk_once_and_epochs_differ_in_order_not_in_count()
 
 class Plan:
     batch_size, chunk, left, right, widths = 4, 20, 1, 1, (10, 20)
-
-
-def test_costly_items_are_read_as_minibatches_need_them_and_the_first_waits_for_its_own_alone():
-    """A chain eg's numerator costs far more to make than its features to read: the first minibatch of a window
-    is cut once its own items are made, not the window's (the digits recipe's first step waited 6 s for them)."""
-    stream = stream_sequences(list(corpus(40).values()), window_frames=10**6)
-    stream.random_access, stream.costly_items = True, True
-    batches = StreamBatches(Plan(), stream, seed=0)
-    first = set(batches.chunks[0][batches.batches(0, 0)[0], 0].tolist())
-    made, release, item = [], threading.Event(), stream._item
-
-    def slow_item(position: int):
-        if position not in first and not release.wait(2.0):  # reading the window first: 2 s late, then on
-            release.set()
-        made.append(position)
-        return item(position)
-
-    stream._item = slow_item
-    with batches.epoch(0) as minibatches:
-        next(minibatches)
-        made_first = set(made)
-        release.set()
-        rest = sum(1 for _ in minibatches)
-    assert made_first == first
-    assert rest == batches.count() - 1 and sorted(made) == list(range(len(stream)))
 
 
 def test_a_stream_resumed_mid_epoch_equals_an_uninterrupted_run(tmp_path):

@@ -98,8 +98,9 @@ class ChainEgs(Chain):
 
 @attrs.frozen(eq=False)
 class Held:
-    """One streamed chain eg's numerator graph and derivative weights, and the largest numerator of its corpus
-    (`arcs`, `states`: every minibatch of the corpus is padded to it, as chunks in memory are padded to theirs)."""
+    """One streamed chain eg's numerator graph and derivative weights, and the sizes a minibatch holding it is
+    padded to at least (`arcs`, `states`): the largest numerator of its corpus (`stream_cegs`), or of its chunk
+    width in its window (`stream_chain_data`), so that minibatches share compiled steps."""
 
     graph: ChainGraph
     deriv_weights: np.ndarray

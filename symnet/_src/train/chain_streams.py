@@ -8,20 +8,22 @@
 The index is made from the scp alone (each matrix's frames from its header) and the phone lengths (small, in
 memory): each utterance's chunks are placed as `chain_examples` places them (Kaldi's UtteranceSplitter, seeded by
 `seed` and the utterance), before any feature is read. Training then makes the chunks' egs (`chunk_example`, as
-`chain_examples` makes them: the same rows, derivative weights and numerator) in the order the minibatches need
-them, each utterance's features read by offset once a window, on `fit`'s reading thread
-(`Corpus.costly_items`: the first step waits for its own egs, not the window's); memory is bounded by the shuffle
-window (`buffer_size` examples) as for `stream_cegs`. Each numerator is padded to a power of two of arcs and
-states, and a minibatch to at least what earlier minibatches of its width were (`StreamedChainEgs`: a few
-compiled shapes, none new once an epoch has seen the largest; padding adds no path), so a stream trains as the
-same egs in memory do, and resumes bit for bit (its checkpoints keep the padding so far: padding changes the
-roundoff). The numerators made are kept for the next epochs up to `NUMERATOR_CACHE_BYTES` (a small corpus's all,
-a large one's first ones): making them is most of the reading thread's work.
+`chain_examples` makes them: the same rows, derivative weights and numerator) a window at a time on `fit`'s
+reading thread, each utterance's features read by offset once a window; memory is bounded by the shuffle window
+(`buffer_size` examples) as for `stream_cegs`. A window's numerators are all made before its first minibatch is
+cut, so each is padded to the largest of its chunk width in the window (a power of two of arcs and of states),
+and a minibatch to at least what earlier minibatches of its width were (`StreamedChainEgs`; padding adds no
+path): `fit` compiles one step per chunk width for the window, where padding each minibatch to its own largest
+compiled another each time a minibatch held a larger numerator (each a whole training step's compilation). A
+stream trains as the same egs in memory do, and resumes bit for bit (its checkpoints keep the padding so far:
+padding changes the roundoff). The numerators made are kept for the next epochs up to `NUMERATOR_CACHE_BYTES` (a
+small corpus's all, a large one's first ones): making them is most of the reading thread's work.
 """
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+import functools
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -46,15 +48,15 @@ __all__ = ["NUMERATOR_CACHE_BYTES", "ChainDataCorpus", "stream_chain_data"]
 
 #: Bytes of chunk numerators (graph arrays and derivative weights) a stream keeps from one epoch to the next.
 NUMERATOR_CACHE_BYTES = 256 << 20
-#: Utterance numerators kept while their chunks' egs are made (each a few kilobytes).
-UTTERANCE_NUMERATORS = 1024
+#: Utterance numerators kept while their chunks' egs are made (each a few kilobytes; a window's chunks of one
+#: utterance are made one after another).
+UTTERANCE_NUMERATORS = 8
 
 
 class ChainDataCorpus(PrecutCorpus):
     """Chain egs of a data directory's utterances, cut and made as training reads them (see the module doc)."""
 
     chain = True
-    costly_items = True
 
     def __init__(
         self,
@@ -82,15 +84,15 @@ class ChainDataCorpus(PrecutCorpus):
                 with reading(features, "features"):
                     rows = entry_rows(entry, self.features_path, key, allow_pipes)
                 length = check_lengths(key, rows, self.phone_lengths.get(key), k)
-                placed = splitter.chunks(length, np.random.default_rng([make["seed"], key_number(key)]))
-                if not placed:
-                    raise KaldiDataError(
-                        f"utterance {key!r} of {length} frames is shorter than every chunk size {splitter.num_frames}"
-                    )
             except KaldiDataError as e:
                 if on_error != "skip":
                     raise
                 bad.append((key, str(e)))
+                continue
+            placed = splitter.chunks(length, np.random.default_rng([make["seed"], key_number(key)]))
+            if not placed:  # not bad data: nnet3-chain-get-egs, and chain_examples, leave it out with a warning
+                bad.append((key, f"utterance {key!r} of {length} frames is shorter than every chunk size "
+                                 f"{splitter.num_frames}"))  # fmt: skip
                 continue
             for chunk in placed:
                 self.places.append((key, chunk))
@@ -122,8 +124,7 @@ class ChainDataCorpus(PrecutCorpus):
         return stack_held(items, self.left, self.right)
 
     def _utterance(self, key: str) -> ChainGraph:
-        """The utterance's numerator (the last `UTTERANCE_NUMERATORS` kept: a window's chunks of one utterance are
-        made in the order its minibatches need them, apart)."""
+        """The utterance's numerator (the last `UTTERANCE_NUMERATORS` kept)."""
         with self._lock:
             if key in self._numerators:
                 self._numerators.move_to_end(key)
@@ -144,61 +145,80 @@ class ChainDataCorpus(PrecutCorpus):
         return graph
 
     def read(self, positions: Sequence[int]) -> Iterator[tuple[int, Any]]:
-        """As `Corpus.read`, but each utterance's features are read once, when the first of its chunks among
-        `positions` is made, and dropped after the last (`costly_items`: `fit` asks for a window's chunks in the
-        order its minibatches need them, an utterance's apart)."""
-        positions = [int(p) for p in positions]
-        pending = Counter(self.places[p][0] for p in positions)
-        loaded: dict[str, Any] = {}
-
-        def make(position: int) -> Any:
-            key = self.places[position][0]
-            try:
-                if key not in loaded:
-                    try:
-                        loaded[key] = self._features(key)
-                    except SymnetError as e:  # raised (or the chunk left out) for each of its chunks
-                        loaded[key] = e
-                x = loaded[key]
-                if isinstance(x, SymnetError):
-                    raise x
-                return self._eg(position, x)
-            finally:
-                pending[key] -= 1
-                if not pending[key]:
-                    del loaded[key]
-
+        """As `Corpus.read`, but every chunk among `positions` is made before the first is given (in the corpus's
+        order, each utterance's features read once), and each numerator padded (`Held.arcs`, `.states`) to the
+        largest of its chunk width among them: `fit` reads a window at a time, so its minibatches of a width share
+        one compiled step."""
+        made = dict(self._made_in_order(sorted({int(p) for p in positions})))
+        largest: dict[int, tuple[int, int]] = {}
+        for item in made.values():
+            if item is not None:
+                held = item[1]
+                arcs, states = largest.get(len(held.deriv_weights), (1, 1))
+                largest[len(held.deriv_weights)] = (max(arcs, held.arcs), max(states, held.states))
         for position in positions:
-            yield self._guarded(position, make)
+            item = made[int(position)]
+            if item is not None:
+                features, held = item
+                item = self._given(position, features, held, *largest[len(held.deriv_weights)])
+            yield int(position), item
+
+    def sample(self) -> Any:
+        """The first chunk of the largest width that is made without error (`fit` plans from it), alone."""
+        for position in np.flatnonzero(self.lengths == self.lengths.max()).tolist():
+            _, item = next(self._made_in_order([position]))
+            if item is not None:
+                features, held = item
+                return self._given(position, features, held, held.arcs, held.states)
+        return super().sample()
+
+    def _made_in_order(self, positions: Sequence[int]) -> Iterator[tuple[int, Any]]:
+        """`(position, (features, Held) or None)` of each of `positions` (ascending: an utterance's chunks one after
+        another, its features read once)."""
+        key: str | None = None
+        x: np.ndarray | SymnetError = np.zeros(0)
+        for position in positions:
+            if self.places[position][0] != key:
+                key = self.places[position][0]
+                try:
+                    x = self._features(key)
+                except SymnetError as e:  # raised (or the chunk left out) for each of its chunks
+                    x = e
+            yield self._guarded(position, functools.partial(self._eg, x=x))
 
     def _features(self, key: str) -> np.ndarray:
         with reading(self.features, "features"):
             return np.asarray(read_entry(self._entries[key], self.features_path, key, self.allow_pipes), np.float32)
 
-    def _eg(self, position: int, x: np.ndarray) -> Any:
-        """Chunk `position`'s eg, from its utterance's features `x`."""
+    def _eg(self, position: int, x: np.ndarray | SymnetError) -> tuple[np.ndarray, Held]:
+        """Chunk `position`'s input rows and numerator (padded to powers of two of its own), from its utterance's
+        features `x` (or the error reading them)."""
+        if isinstance(x, SymnetError):
+            raise x
         key, chunk = self.places[position]
         with self._lock:
             made = self._made.get(position)
         if made is not None:  # made in an earlier epoch: only the features' rows (as chunk_example takes them)
-            # a Held of its own: the supervision table forgets it with its minibatch, while the cache keeps the arrays
-            held = Held(made.graph, made.deriv_weights, made.arcs, made.states)
-            features = x[chunk_rows(len(x), chunk, self.left, self.right)]
-        else:
-            m = self.make
-            eg = chunk_example(key, x, self._utterance(key), chunk, m["normalization"], m["k"], self.left, self.right)
-            if eg is None:
-                raise KaldiDataError(f"utterance {key!r}, frames {chunk.first_frame} on: the numerator is empty")
-            arrays = chain_arrays(eg)
-            sup = arrays.supervision
-            graph = numerator_graph(sup.fst, sup.label_dim)
-            held = Held(graph, arrays.deriv_weights, _power_of_two(graph.num_arcs), _power_of_two(graph.num_states))
-            features = arrays.features
-            self._keep(position, held)
+            return x[chunk_rows(len(x), chunk, self.left, self.right)], made
+        m = self.make
+        eg = chunk_example(key, x, self._utterance(key), chunk, m["normalization"], m["k"], self.left, self.right)
+        if eg is None:
+            raise KaldiDataError(f"utterance {key!r}, frames {chunk.first_frame} on: the numerator is empty")
+        arrays = chain_arrays(eg)
+        sup = arrays.supervision
+        graph = numerator_graph(sup.fst, sup.label_dim)
+        held = Held(graph, arrays.deriv_weights, _power_of_two(graph.num_arcs), _power_of_two(graph.num_states))
+        self._keep(position, held)
+        return arrays.features, held
+
+    def _given(self, position: int, features: np.ndarray, held: Held, arcs: int, states: int) -> Any:
+        """The item `fit` stacks: the chunk's piece, whose targets hold the number of its supervision (a `Held` of
+        its own, padded to `arcs` and `states`: the supervision table forgets it with its minibatch, while the
+        cache keeps the arrays)."""
+        held = Held(held.graph, held.deriv_weights, arcs, states)
         number = self.supervisions.add(held)
-        width = chunk.num_frames
-        piece = (features, np.full(width, number, np.int64), np.ones(width, np.float32), None)
-        return piece, held
+        width = self.places[position][1].num_frames
+        return (features, np.full(width, number, np.int64), np.ones(width, np.float32), None), held
 
     def _keep(self, position: int, held: Held) -> None:
         """Keep chunk `position`'s numerator for the next epochs while the cache has room."""
@@ -243,7 +263,9 @@ def stream_chain_data(
     denominator, den.fst or a graph; `options` and `xent_output` as `stream_cegs`'s; the egs' output is
     `output`, as nnet3-chain-get-egs names it). `normalization`:
     chain-make-den-fst's normalization.fst; default: made from `den` as chain-make-den-fst makes it.
-    `on_error`: "stop" (a KaldiDataError) or "skip" (left out, listed in `.train.skipped`, warned about)."""
+    `on_error`: bad data is a KaldiDataError ("stop") or left out ("skip"), listed in `.train.skipped` and warned
+    about. An utterance shorter than every chunk size is left out either way, listed and warned about, as
+    nnet3-chain-get-egs (and `chain_examples`) leave it out."""
     pdf_map = dict(topology.monophone_pdfs() if pdfs is None else pdfs)
     num_pdfs = 1 + max(max(v) for v in pdf_map.values())
     if normalization is None:

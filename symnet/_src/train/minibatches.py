@@ -26,9 +26,7 @@ items (`Corpus.window_sizes`); its minibatches are its own `stack` of a width's 
 
 Two threads work ahead of the training step: one reads the windows' sequences, one cuts each minibatch as soon as
 its sequences are read; at most two windows are held at once, and `prefetch` minibatches. A window is read in
-order, or where making an item costs more than reading it (`Corpus.costly_items`: a chain eg's numerator) in the
-order its minibatches need the items, so that its first minibatch waits for its own items, not the window's.
-`StreamBatches.waited` is the time the step spent waiting for them.
+order. `StreamBatches.waited` is the time the step spent waiting for them.
 """
 
 from __future__ import annotations
@@ -369,16 +367,12 @@ class StreamBatches:
         self, epoch: int, window: int, number: int, start: int, batches: list[tuple[int, np.ndarray]]
     ) -> tuple[list[int], np.ndarray]:
         """The positions of `window`'s sequences that its `batches` (from `start`; `number`: the window's first
-        minibatch's number) need, in the order they are read, and for each minibatch how many of them are read
-        when its last is: in reading order (ascending), or for a random-access corpus of `costly_items` in the
-        order the minibatches need them, so that each can be cut as soon as its own are made."""
+        minibatch's number) need, in the order they are read (ascending), and for each minibatch how many of them
+        are read when its last is (so that it is cut then)."""
         table = self.chunks[window]
         # the sequences of each minibatch (with a mesh, of this process's part)
         uses = [table[rows if self.parallel is None else self.local_part(rows)[0], 0].tolist() for _, rows in batches]
-        if self.stream.random_access and self.stream.costly_items:
-            needed = list(dict.fromkeys(p for used in uses for p in used))
-        else:
-            needed = self.needed(epoch, window, number, start)
+        needed = self.needed(epoch, window, number, start)
         place = {p: i for i, p in enumerate(needed, start=1)}
         return needed, np.maximum.accumulate([max(place[p] for p in used) for used in uses])
 

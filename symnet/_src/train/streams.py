@@ -52,7 +52,8 @@ ON_ERROR = ("stop", "skip")
 
 
 class SkippedDataWarning(UserWarning):
-    """A sequence left out of training for bad data (`on_error="skip"`)."""
+    """A sequence left out of training: bad data (`on_error="skip"`), or one Kaldi makes no egs of (shorter than
+    every chunk size)."""
 
 
 class Corpus:
@@ -62,14 +63,10 @@ class Corpus:
     else only in the stream's order. `window_frames`: the frames of the sequences shuffled together.
     `precut`: each item is one chunk already, at its own width and context (Kaldi's egs: `symnet._src.train.
     egs_streams`), which `stack` makes minibatches of; else items are sequences that `fit` cuts into chunks.
-    `costly_items`: making an item costs far more than reading it (a chain eg's numerator), so `fit` reads a
-    random-access corpus's window in the order its minibatches need the items and trains on the first minibatch
-    as soon as its own items are made; else in reading order.
     """
 
     random_access = True
     precut = False
-    costly_items = False
 
     def __init__(self, keys: Sequence[str], lengths: Sequence[int], *, window_frames: int, on_error: str):
         if on_error not in ON_ERROR:
@@ -87,7 +84,8 @@ class Corpus:
         #: chunks as `nnet3-get-egs` cuts them (`symnet._src.train.egs_split`); None: fit's own chunks.
         self.kaldi_sizes: tuple[int, ...] | None = None
         self.kaldi_overlap = 0
-        #: `(key, reason)` of every sequence left out for bad data (`on_error="skip"`), in the order found.
+        #: `(key, reason)` of every sequence left out (bad data under `on_error="skip"`, or too short for
+        #: every chunk size), in the order found.
         self.skipped: list[tuple[str, str]] = []
         self._first: Utterance | None = None
         self._lock = threading.RLock()  # reads come from fit's reading thread and from `sample`
@@ -192,7 +190,7 @@ class Corpus:
     def _skip(self, key: str, reason: str) -> None:
         with self._lock:
             self.skipped.append((key, reason))
-        warnings.warn(f"left out utterance {key!r} for bad data: {reason}", SkippedDataWarning, stacklevel=2)
+        warnings.warn(f"left out utterance {key!r}: {reason}", SkippedDataWarning, stacklevel=2)
 
 
 class KaldiCorpus(Corpus):
