@@ -9,10 +9,9 @@ The data need no synthesiser: random 40-dim features for `--utterances` utteranc
 random sequence of 40 phones of 3 to 15 frames, made into chain egs on the fly by `stream_chain_data` as the
 recipe makes them: `digits_chain.train` itself, on a stand-in for the synthesised corpus. Each setting trains
 one epoch in a fresh process (nothing compiled before it, no compile cache); jax.monitoring reports each XLA
-compilation, and those of a second or more are the steps (one per chunk width, and one more where a
-minibatch's numerators outgrow the padding of the ones before) and, with natural gradient, the preconditioners'
-update (one program for every width: `symnet._src.components.online_preconditioner`). Prints them per setting,
-with the CPU model.
+compilation, and those of a second or more are the steps (one per chunk width: a window's numerators are padded
+to its largest of each width) and, with natural gradient, the preconditioners' update (one program for every
+width: `symnet._src.components.online_preconditioner`). Prints them per setting, with the CPU model.
 """
 
 from __future__ import annotations

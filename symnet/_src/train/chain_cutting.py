@@ -11,8 +11,10 @@ seeded by `seed` and the utterance's key, so the same every run), and for each c
 nnet3-chain-get-egs writes it: input rows `first - left_context` to `first + size + right_context - 1` (clamped
 to the utterance, ExtractRowRangeWithPadding), output frames `0, k, 2k, ...`, derivative weights the chunk's
 output weights (1 / the number of chunks an output frame is in), and the chunk's numerator cut from the
-utterance's and normalized (`chunk_numerator`). The features are kept uncompressed (Kaldi compresses egs by
-default). Examples are made lazily, an utterance at a time.
+utterance's and normalized (`chunk_numerator`). The input rows are compressed as nnet3-chain-get-egs compresses
+them by default (`compress=True`, Kaldi's `--compress=true`: `symnet._src.kaldi_io.compress`, a byte a value
+between each column's percentiles), so a network trains on the values Kaldi's trainer reads. Examples are made
+lazily, an utterance at a time.
 
 Utterances Kaldi would skip are skipped with a `SkippedDataWarning` that names them: no phone lengths, lengths
 that do not add up to the features' frames, a numerator with no path (chain-get-supervision's "Failed creating
@@ -34,12 +36,13 @@ from ..chain.chunk_numerator import chunk_numerator
 from ..chain.graph import ChainGraph, fst_from_arcs
 from ..chain.phone_numerator import phone_numerator
 from ..chain.topology import Topology
+from ..kaldi_io.compress import kaldi_compressed
 from ..kaldi_io.egs_parse import ChainExample, ChainOutput, NnetIo, Supervision
 from ..kaldi_io.fst import Fst
 from .egs_split import KaldiChunk, KaldiSplitter, placed_chunks
 from .streams import SkippedDataWarning
 
-__all__ = ["chain_examples", "check_lengths", "chunk_example", "chunk_rows", "key_number"]
+__all__ = ["chain_examples", "check_lengths", "chunk_example", "chunk_input", "key_number"]
 
 
 def chain_examples(
@@ -58,6 +61,7 @@ def chain_examples(
     pdfs: Mapping[int, Sequence[int]] | None = None,
     seed: int = 0,
     chunks: Mapping[str, Sequence[tuple[int, int]]] | None = None,
+    compress: bool = True,
 ) -> Iterator[ChainExample]:
     """Chain egs of each utterance's `features` ([frames, dim]; a mapping or `(key, features)` pairs, read one at a
     time) with its `phone_lengths` (`(phone, length)` pairs, `ali-to-phones --write-lengths`), as
@@ -66,7 +70,8 @@ def chain_examples(
     `num_frames`, `num_frames_overlap`, `frame_subsampling_factor`, `left_context`, `right_context`: Kaldi's
     options of those names (`--num-frames=150,110,100`: the principal size, then alternatives);
     `left_tolerance`, `right_tolerance`, `pdfs`: `phone_numerator`'s. `chunks`: per utterance, its chunks as
-    `(first_frame, num_frames)` instead of drawing them (e.g. those of Kaldi's egs, to compare)."""
+    `(first_frame, num_frames)` instead of drawing them (e.g. those of Kaldi's egs, to compare). `compress`: each
+    eg's input rows as Kaldi's compressed egs hold them (`--compress=true`, Kaldi's default), else as given."""
     k = int(frame_subsampling_factor)
     splitter = KaldiSplitter(num_frames, num_frames_overlap, k)
     if min(left_context, right_context) < 0:
@@ -96,7 +101,7 @@ def chain_examples(
             _skip(f"utterance {key!r} of {length} frames is shorter than every chunk size {splitter.num_frames}")
             continue
         for chunk in placed:
-            eg = chunk_example(key, x, utterance, chunk, normalization, k, left_context, right_context)
+            eg = chunk_example(key, x, utterance, chunk, normalization, k, left_context, right_context, compress)
             if eg is not None:
                 yield eg
 
@@ -127,6 +132,7 @@ def chunk_example(
     k: int,
     left: int,
     right: int,
+    compress: bool = True,
 ) -> ChainExample | None:
     """One chunk's eg, or None (with a warning) where the normalization leaves its numerator no path."""
     first, size = chunk.first_frame, chunk.num_frames
@@ -134,7 +140,6 @@ def chunk_example(
     if not np.isfinite(numerator.log_final).any():
         _skip(f"utterance {key!r}, frames {first} to {first + size}: the numerator is empty after the normalization")
         return None
-    rows = chunk_rows(len(x), chunk, left, right)
     t_in = np.arange(-left, size + right)
     t_out = np.arange(0, size, k)
     fst = fst_from_arcs(
@@ -149,15 +154,17 @@ def chunk_example(
     supervision = Supervision(1.0, 1, len(t_out), numerator.num_pdfs, False, (fst,))
     return ChainExample(
         f"{key}-{first}",
-        (NnetIo("input", _indexes(t_in), x[rows], "FM"),),
+        (NnetIo("input", _indexes(t_in), chunk_input(x, chunk, left, right, compress), "CM" if compress else "FM"),),
         (ChainOutput("output", _indexes(t_out), supervision, chunk.output_weights.astype(np.float32)),),
     )
 
 
-def chunk_rows(frames: int, chunk: KaldiChunk, left: int, right: int) -> np.ndarray:
-    """The rows of an utterance of `frames` frames a chunk's input takes: its frames and `left`/`right` of context,
-    clamped to the utterance (as nnet3-chain-get-egs pads with its first and last frames)."""
-    return np.clip(np.arange(chunk.first_frame - left, chunk.first_frame + chunk.num_frames + right), 0, frames - 1)
+def chunk_input(x: np.ndarray, chunk: KaldiChunk, left: int, right: int, compress: bool) -> np.ndarray:
+    """A chunk's input rows of utterance features `x`: its frames and `left`/`right` of context, clamped to the
+    utterance (as nnet3-chain-get-egs pads with its first and last frames), compressed and read back as Kaldi's
+    egs hold them where `compress`."""
+    rows = x[np.clip(np.arange(chunk.first_frame - left, chunk.first_frame + chunk.num_frames + right), 0, len(x) - 1)]
+    return kaldi_compressed(rows) if compress else rows
 
 
 def _indexes(t: np.ndarray) -> np.ndarray:

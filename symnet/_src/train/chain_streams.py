@@ -37,7 +37,7 @@ from ..chain.topology import Topology
 from ..kaldi_io.fst import Fst
 from ..kaldi_io.scp import entry_rows, read_entry
 from ..kaldi_io.tables import parse_spec, reading, scp_entries
-from .chain_cutting import check_lengths, chunk_example, chunk_rows, key_number
+from .chain_cutting import check_lengths, chunk_example, chunk_input, key_number
 from .chain_egs import Held, HeldSupervision, StreamedChainEgs, chain_arrays
 from .egs_split import KaldiChunk, KaldiSplitter
 from .egs_streams import DEFAULT_BUFFER_SIZE, ChainEgsStream, PrecutCorpus, stack_held
@@ -199,9 +199,11 @@ class ChainDataCorpus(PrecutCorpus):
         with self._lock:
             made = self._made.get(position)
         if made is not None:  # made in an earlier epoch: only the features' rows (as chunk_example takes them)
-            return x[chunk_rows(len(x), chunk, self.left, self.right)], made
+            return chunk_input(x, chunk, self.left, self.right, self.make["compress"]), made
         m = self.make
-        eg = chunk_example(key, x, self._utterance(key), chunk, m["normalization"], m["k"], self.left, self.right)
+        eg = chunk_example(
+            key, x, self._utterance(key), chunk, m["normalization"], m["k"], self.left, self.right, m["compress"]
+        )
         if eg is None:
             raise KaldiDataError(f"utterance {key!r}, frames {chunk.first_frame} on: the numerator is empty")
         arrays = chain_arrays(eg)
@@ -257,12 +259,14 @@ def stream_chain_data(
     buffer_size: int = DEFAULT_BUFFER_SIZE,
     on_error: str = "stop",
     allow_pipes: bool = False,
+    compress: bool = True,
 ) -> ChainEgsStream:
     """A data directory's features (`scp:feats.scp`) with each utterance's `(phone, length)` pairs as chain egs
     cut on the fly (`chain_examples`' arguments), read as `fit` trains, with the chain objective (`den`: the
     denominator, den.fst or a graph; `options` and `xent_output` as `stream_cegs`'s; the egs' output is
     `output`, as nnet3-chain-get-egs names it). `normalization`:
-    chain-make-den-fst's normalization.fst; default: made from `den` as chain-make-den-fst makes it.
+    chain-make-den-fst's normalization.fst; default: made from `den` as chain-make-den-fst makes it. `compress`:
+    each eg's input rows as Kaldi's compressed egs hold them (nnet3-chain-get-egs's default), else as read.
     `on_error`: bad data is a KaldiDataError ("stop") or left out ("skip"), listed in `.train.skipped` and warned
     about. An utterance shorter than every chunk size is left out either way, listed and warned about, as
     nnet3-chain-get-egs (and `chain_examples`) leave it out."""
@@ -282,6 +286,7 @@ def stream_chain_data(
         "left_tolerance": left_tolerance,
         "right_tolerance": right_tolerance,
         "seed": seed,
+        "compress": bool(compress),
     }
     if min(left_context, right_context) < 0:
         raise KaldiDataError(f"left_context {left_context} and right_context {right_context} must be >= 0")
