@@ -42,7 +42,7 @@ from ..kaldi_io.fst import Fst
 from .egs_split import KaldiChunk, KaldiSplitter, placed_chunks
 from .streams import SkippedDataWarning
 
-__all__ = ["chain_examples", "check_lengths", "chunk_example", "chunk_input", "key_number"]
+__all__ = ["chain_examples", "check_lengths", "chunk_example", "chunk_input", "chunk_output", "key_number"]
 
 
 def chain_examples(
@@ -135,12 +135,27 @@ def chunk_example(
     compress: bool = True,
 ) -> ChainExample | None:
     """One chunk's eg, or None (with a warning) where the normalization leaves its numerator no path."""
+    output = chunk_output(key, utterance, chunk, normalization, k)
+    if output is None:
+        return None
+    t_in = np.arange(-left, chunk.num_frames + right)
+    return ChainExample(
+        f"{key}-{chunk.first_frame}",
+        (NnetIo("input", _indexes(t_in), chunk_input(x, chunk, left, right, compress), "CM" if compress else "FM"),),
+        (output,),
+    )
+
+
+def chunk_output(
+    key: str, utterance: ChainGraph, chunk: KaldiChunk, normalization: Fst | ChainGraph, k: int
+) -> ChainOutput | None:
+    """A chunk eg's output: its numerator (as an FST, as egs hold it) and derivative weights; None (with a warning)
+    where the normalization leaves its numerator no path."""
     first, size = chunk.first_frame, chunk.num_frames
     numerator = chunk_numerator(utterance, first // k, size // k, normalization)
     if not np.isfinite(numerator.log_final).any():
         _skip(f"utterance {key!r}, frames {first} to {first + size}: the numerator is empty after the normalization")
         return None
-    t_in = np.arange(-left, size + right)
     t_out = np.arange(0, size, k)
     fst = fst_from_arcs(
         numerator.src,
@@ -152,11 +167,7 @@ def chunk_example(
         final=-numerator.log_final,
     )
     supervision = Supervision(1.0, 1, len(t_out), numerator.num_pdfs, False, (fst,))
-    return ChainExample(
-        f"{key}-{first}",
-        (NnetIo("input", _indexes(t_in), chunk_input(x, chunk, left, right, compress), "CM" if compress else "FM"),),
-        (ChainOutput("output", _indexes(t_out), supervision, chunk.output_weights.astype(np.float32)),),
-    )
+    return ChainOutput("output", _indexes(t_out), supervision, chunk.output_weights.astype(np.float32))
 
 
 def chunk_input(x: np.ndarray, chunk: KaldiChunk, left: int, right: int, compress: bool) -> np.ndarray:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,8 +37,8 @@ from ..chain.topology import Topology
 from ..kaldi_io.fst import Fst
 from ..kaldi_io.scp import entry_rows, read_entry
 from ..kaldi_io.tables import parse_spec, reading, scp_entries
-from .chain_cutting import check_lengths, chunk_example, chunk_input, key_number
-from .chain_egs import Held, HeldSupervision, StreamedChainEgs, chain_arrays
+from .chain_cutting import check_lengths, chunk_input, chunk_output, key_number
+from .chain_egs import Held, HeldSupervision, StreamedChainEgs
 from .egs_split import KaldiChunk, KaldiSplitter
 from .egs_streams import DEFAULT_BUFFER_SIZE, ChainEgsStream, PrecutCorpus, stack_held
 from .examples import Chunks
@@ -145,82 +145,96 @@ class ChainDataCorpus(PrecutCorpus):
         return graph
 
     def read(self, positions: Sequence[int]) -> Iterator[tuple[int, Any]]:
-        """As `Corpus.read`, but every chunk among `positions` is made before the first is given (in the corpus's
-        order, each utterance's features read once), and each numerator padded (`Held.arcs`, `.states`) to the
-        largest of its chunk width among them: `fit` reads a window at a time, so its minibatches of a width share
-        one compiled step."""
-        made = dict(self._made_in_order(sorted({int(p) for p in positions})))
+        """As `Corpus.read`, but the numerators of every chunk among `positions` are made before the first chunk is
+        given, each padded (`Held.arcs`, `.states`) to the largest of its chunk width among them: `fit` reads a
+        window at a time, so the window's minibatches of a width share one compiled step. The chunks' input rows
+        are cut as they are given, each utterance's features read once (`fit` asks in the corpus's order)."""
+        positions = [int(p) for p in positions]
+        numerators = {p: self._guarded(p, self._numerator)[1] for p in positions}
         largest: dict[int, tuple[int, int]] = {}
-        for item in made.values():
-            if item is not None:
-                held = item[1]
+        for held in numerators.values():
+            if held is not None:
                 arcs, states = largest.get(len(held.deriv_weights), (1, 1))
                 largest[len(held.deriv_weights)] = (max(arcs, held.arcs), max(states, held.states))
+        features = self._utterance_features()
         for position in positions:
-            item = made[int(position)]
-            if item is not None:
-                features, held = item
-                item = self._given(position, features, held, *largest[len(held.deriv_weights)])
-            yield int(position), item
+            held = numerators[position]
+            if held is None:
+                yield position, None
+                continue
+            arcs, states = largest[len(held.deriv_weights)]
+            yield self._guarded(
+                position, functools.partial(self._given, x_of=features, held=held, arcs=arcs, states=states)
+            )
 
     def sample(self) -> Any:
         """The first chunk of the largest width that is made without error (`fit` plans from it), alone."""
+        features = self._utterance_features()
         for position in np.flatnonzero(self.lengths == self.lengths.max()).tolist():
-            _, item = next(self._made_in_order([position]))
-            if item is not None:
-                features, held = item
-                return self._given(position, features, held, held.arcs, held.states)
+            held = self._guarded(position, self._numerator)[1]
+            if held is not None:
+                given = functools.partial(self._given, x_of=features, held=held, arcs=held.arcs, states=held.states)
+                item = self._guarded(position, given)[1]
+                if item is not None:
+                    return item
         return super().sample()
 
-    def _made_in_order(self, positions: Sequence[int]) -> Iterator[tuple[int, Any]]:
-        """`(position, (features, Held) or None)` of each of `positions` (ascending: an utterance's chunks one after
-        another, its features read once)."""
-        key: str | None = None
-        x: np.ndarray | SymnetError = np.zeros(0)
-        for position in positions:
-            if self.places[position][0] != key:
-                key = self.places[position][0]
+    def _utterance_features(self) -> Callable[[int], np.ndarray]:
+        """A function giving chunk `position`'s utterance's features, read when the utterance changes (a damaged
+        matrix's error raised for each of its chunks)."""
+        current: list[Any] = [None, None]  # key, features or the SymnetError reading them
+
+        def features(position: int) -> np.ndarray:
+            key = self.places[position][0]
+            if current[0] != key:
                 try:
-                    x = self._features(key)
-                except SymnetError as e:  # raised (or the chunk left out) for each of its chunks
-                    x = e
-            yield self._guarded(position, functools.partial(self._eg, x=x))
+                    current[:] = [key, self._features(key)]
+                except SymnetError as e:
+                    current[:] = [key, e]
+            if isinstance(current[1], SymnetError):
+                raise current[1]
+            return current[1]
+
+        return features
 
     def _features(self, key: str) -> np.ndarray:
         with reading(self.features, "features"):
             return np.asarray(read_entry(self._entries[key], self.features_path, key, self.allow_pipes), np.float32)
 
-    def _eg(self, position: int, x: np.ndarray | SymnetError) -> tuple[np.ndarray, Held]:
-        """Chunk `position`'s input rows and numerator (padded to powers of two of its own), from its utterance's
-        features `x` (or the error reading them)."""
-        if isinstance(x, SymnetError):
-            raise x
-        key, chunk = self.places[position]
+    def _numerator(self, position: int) -> Held:
+        """Chunk `position`'s numerator and derivative weights (padded to powers of two of its own), made once
+        while the cache has room."""
         with self._lock:
             made = self._made.get(position)
-        if made is not None:  # made in an earlier epoch: only the features' rows (as chunk_example takes them)
-            return chunk_input(x, chunk, self.left, self.right, self.make["compress"]), made
+        if made is not None:
+            return made
+        key, chunk = self.places[position]
         m = self.make
-        eg = chunk_example(
-            key, x, self._utterance(key), chunk, m["normalization"], m["k"], self.left, self.right, m["compress"]
-        )
-        if eg is None:
+        output = chunk_output(key, self._utterance(key), chunk, m["normalization"], m["k"])
+        if output is None:
             raise KaldiDataError(f"utterance {key!r}, frames {chunk.first_frame} on: the numerator is empty")
-        arrays = chain_arrays(eg)
-        sup = arrays.supervision
+        sup = output.supervision
         graph = numerator_graph(sup.fst, sup.label_dim)
-        held = Held(graph, arrays.deriv_weights, _power_of_two(graph.num_arcs), _power_of_two(graph.num_states))
+        weights = chunk.output_weights.astype(np.float32)  # the eg's derivative weights
+        held = Held(graph, weights, _power_of_two(graph.num_arcs), _power_of_two(graph.num_states))
         self._keep(position, held)
-        return arrays.features, held
+        return held
 
-    def _given(self, position: int, features: np.ndarray, held: Held, arcs: int, states: int) -> Any:
-        """The item `fit` stacks: the chunk's piece, whose targets hold the number of its supervision (a `Held` of
-        its own, padded to `arcs` and `states`: the supervision table forgets it with its minibatch, while the
-        cache keeps the arrays)."""
+    def _given(self, position: int, x_of: Callable[[int], np.ndarray], held: Held, arcs: int, states: int) -> Any:
+        """The item `fit` stacks, from its utterance's features (`x_of(position)`): the chunk's input rows
+        (compressed as Kaldi's egs hold them where `compress`) and targets holding the number of its supervision (a
+        `Held` of its own, padded to `arcs` and `states`: the supervision table forgets it with its minibatch,
+        while the cache keeps the arrays)."""
+        chunk = self.places[position][1]
         held = Held(held.graph, held.deriv_weights, arcs, states)
         number = self.supervisions.add(held)
-        width = self.places[position][1].num_frames
-        return (features, np.full(width, number, np.int64), np.ones(width, np.float32), None), held
+        features = chunk_input(x_of(position), chunk, self.left, self.right, self.make["compress"])
+        return (
+            features,
+            np.full(chunk.num_frames, number, np.int64),
+            np.ones(chunk.num_frames, np.float32),
+            None,
+        ), held
 
     def _keep(self, position: int, held: Held) -> None:
         """Keep chunk `position`'s numerator for the next epochs while the cache has room."""
