@@ -34,6 +34,7 @@ from ..chain.graph import ChainGraph, denominator_graph, numerator_graph
 from ..chain.objective import ChainOptions
 from ..chain.phone_numerator import phone_numerator
 from ..chain.topology import Topology
+from ..kaldi_io.compress import kaldi_compressed
 from ..kaldi_io.fst import Fst
 from ..kaldi_io.scp import entry_rows, read_entry
 from ..kaldi_io.tables import parse_spec, reading, scp_entries
@@ -121,7 +122,16 @@ class ChainDataCorpus(PrecutCorpus):
         yield from file_stamps(f for f in files if f is not None)
 
     def stack(self, items: Sequence[Any]) -> Chunks:
-        return stack_held(items, self.left, self.right)
+        """A minibatch of chunks, their input rows compressed here (as Kaldi's egs hold them, where `compress`):
+        on `fit`'s cutting thread, a minibatch at a time, not on the reading thread before a window's first."""
+        return stack_held([self._compressed(item) for item in items], self.left, self.right)
+
+    def _compressed(self, item: Any) -> Any:
+        """An item with its input rows compressed and read back as Kaldi's egs hold them, where `compress`."""
+        if not self.make["compress"]:
+            return item
+        (features, *rest), held = item
+        return (kaldi_compressed(features), *rest), held
 
     def _utterance(self, key: str) -> ChainGraph:
         """The utterance's numerator (the last `UTTERANCE_NUMERATORS` kept)."""
@@ -176,7 +186,7 @@ class ChainDataCorpus(PrecutCorpus):
                 given = functools.partial(self._given, x_of=features, held=held, arcs=held.arcs, states=held.states)
                 item = self._guarded(position, given)[1]
                 if item is not None:
-                    return item
+                    return self._compressed(item)
         return super().sample()
 
     def _utterance_features(self) -> Callable[[int], np.ndarray]:
@@ -222,13 +232,13 @@ class ChainDataCorpus(PrecutCorpus):
 
     def _given(self, position: int, x_of: Callable[[int], np.ndarray], held: Held, arcs: int, states: int) -> Any:
         """The item `fit` stacks, from its utterance's features (`x_of(position)`): the chunk's input rows
-        (compressed as Kaldi's egs hold them where `compress`) and targets holding the number of its supervision (a
+        (compressed by `stack`) and targets holding the number of its supervision (a
         `Held` of its own, padded to `arcs` and `states`: the supervision table forgets it with its minibatch,
         while the cache keeps the arrays)."""
         chunk = self.places[position][1]
         held = Held(held.graph, held.deriv_weights, arcs, states)
         number = self.supervisions.add(held)
-        features = chunk_input(x_of(position), chunk, self.left, self.right, self.make["compress"])
+        features = chunk_input(x_of(position), chunk, self.left, self.right, compress=False)  # `stack` compresses
         return (
             features,
             np.full(chunk.num_frames, number, np.int64),
