@@ -118,8 +118,10 @@ def test_topology_errors_name_the_line(change: tuple[str, str], match: str) -> N
 
 def test_an_index_vector_on_the_slow_path_decodes_vectorised(costs: dict[str, dict]) -> None:
     """Before: 4M Indexes after one written in full went one by one through Python: 1.9 s and 594 MiB of
-    address space (10 MB: 1.48 GB, 20 s); now about 0.1 s and 95 MiB (the int32 result is 46 MiB)."""
-    assert costs["index"]["outcome"] == "ok" and costs["index"]["seconds"] < 1.0, costs["index"]
+    address space (10 MB: 1.48 GB, 20 s); now about 0.1 s and 95 MiB (the int32 result is 46 MiB). The address
+    space budget (200 MiB) is what catches the one-by-one path; the CPU-time bound only a far slower one (the
+    vectorised read took 1.1 s of CPU once in `make test-all`, beside the other campaigns)."""
+    assert costs["index"]["outcome"] == "ok" and costs["index"]["seconds"] < 5.0, costs["index"]
 
 
 def _reference(data: bytes, pos: int, size: int) -> np.ndarray:
