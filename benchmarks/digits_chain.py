@@ -67,13 +67,11 @@ def train(
     """The trained network, the wall seconds of training (phone LM, denominator and egs index included) and the
     history. `seed`: the network's initial parameters, the egs' chunks and the minibatches' order;
     `natural_gradient`: Kaldi's, as the recipe trains (False: plain SGD with the same rules)."""
-    import jax.monitoring
     import kaldiio
-    import optax
 
     from symnet.chain import ChainOptions, Topology, estimate_phone_lm, phone_lm_denominator
     from symnet.kaldi.xconfig import parse_xconfig_network
-    from symnet.train import SkippedDataWarning, fit, kaldi_rules, steps_per_epoch, stream_chain_data
+    from symnet.train import SkippedDataWarning, stream_chain_data
 
     folder.mkdir(parents=True, exist_ok=True)
     utterances = corpus.sets["train"]
@@ -102,6 +100,38 @@ def train(
         frames = sorted(len(f) for u, f in zip(utterances, features) if u.id in left_out)
         print(f"  chain egs: left out {len(frames)} utterances shorter than every chunk size ({NUM_FRAMES}): "
               f"{frames[0]}-{frames[-1]} frames")  # fmt: skip
+    return fit_chain(network, cegs, epochs, seed, started, natural_gradient)
+
+
+def train_on_kaldi_egs(folder: Path, dim: int, pdfs: int, epochs: int, seed: int = 0) -> tuple[Any, float, list[Any]]:
+    """symnet's chain training (`train`'s network, rules and schedule) on the egs Kaldi's own nnet3-chain-get-egs
+    wrote for the same features and alignments (`kaldi_chain.train`'s FOLDER/cegs.ark, `stream_cegs`), with
+    Kaldi's den.fst: both toolkits' trainers on the same examples. The wall seconds are of training alone (Kaldi
+    made the egs)."""
+    from symnet.chain import ChainOptions, read_fst
+    from symnet.kaldi.xconfig import parse_xconfig_network
+    from symnet.train import stream_cegs
+
+    started = time.perf_counter()
+    network = parse_xconfig_network(xconfig(dim, pdfs), seed=seed)
+    cegs = stream_cegs(
+        str(folder / "cegs.ark"), read_fst(str(folder / "den.fst")), xent_output="output-xent",
+        options=ChainOptions(xent_regularize=XENT_REGULARIZE, leaky_hmm_coefficient=LEAKY_HMM),
+    )  # fmt: skip
+    return fit_chain(network, cegs, epochs, seed, started)
+
+
+def fit_chain(
+    network: Any, cegs: Any, epochs: int, seed: int, started: float, natural_gradient: bool = True
+) -> tuple[Any, float, list[Any]]:
+    """`fit` of `network` on chain egs `cegs` (a `ChainEgsStream`) with Kaldi's rules and the recipe's schedule,
+    printing the compilations and each epoch's step times: the trained network, the wall seconds since `started`
+    and the history."""
+    import jax.monitoring
+    import optax
+
+    from symnet.train import fit, kaldi_rules, steps_per_epoch
+
     steps = steps_per_epoch(network, cegs.train, batch_size=MINIBATCH, frame_subsampling_factor=SUBSAMPLING)
     first, last = LEARNING_RATES  # Kaldi's, decaying exponentially epoch by epoch (kaldi_chain.py)
     rate = optax.exponential_decay(first, steps, (last / first) ** (1 / max(epochs - 1, 1)), staircase=True)

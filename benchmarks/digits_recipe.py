@@ -308,6 +308,19 @@ def main() -> None:
             print(f"Kaldi chain training: {trained['Kaldi chain']:.0f} s")
 
             score("Kaldi chain", kaldi_outputs(chain_model, chain_folder), chain_graph, every=digits_chain.SUBSAMPLING)
+            # symnet's trainer on Kaldi's egs and den.fst: which of the two differs, the egs or the training
+            same = "symnet chain, Kaldi's egs"
+            same_egs, trained[same], history = digits_chain.train_on_kaldi_egs(
+                chain_folder, 40, 2 * len(phones), args.epochs, args.seed
+            )
+            for h in history:
+                print(f"  chain on Kaldi's egs, epoch {h.epoch}: train loss {h.train_loss:.4f}")
+            print(f"chain training on Kaldi's egs: {trained[same]:.0f} s")
+            same_egs_test = set_test_mode(same_egs)
+            score(
+                same, lambda name: same_egs_test.compute(list(data[name].features)),
+                chain_graph, every=digits_chain.SUBSAMPLING,
+            )  # fmt: skip
     table = results_table(rows, args.task, voices)
     print("\n" + table)
     print(f"training: {len(labels)} utterances, {args.epochs} epochs, seed {args.seed}, voices {args.voices}")

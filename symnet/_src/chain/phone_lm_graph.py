@@ -16,11 +16,14 @@ states and weights Kaldi's has after epsilon removal:
   with `d`'s final probability. Weights are summed in float32, as Kaldi's are.
 
 Then `den_minimize.minimize_den_fst` applies Kaldi's three passes of reversed and regular minimisation and
-PushSpecial. With Kaldi's chain topology (one emitting state per phone) the objective on this graph equals
-the objective on Kaldi's den.fst to float precision (tests/chain/test_chain_recipe.py, test_phone_lm.py).
-With HMMs of several emitting states Kaldi's den.fst keeps states that this graph merges (OpenFst's
-minimisation starts from a partition that depends on the order of each state's arcs), and the objective
-differs by about 1e-4 per frame; `phone_lm_denominator` says so in a warning.
+PushSpecial. This graph is the coarsest one those passes allow; Kaldi's den.fst can keep more states: OpenFst's
+minimisation of the (non-deterministic) graph starts from a partition of the states by the labels of their
+arcs in the order the arcs are stored, which depends on every earlier step's state and arc order, so it splits
+some states that are equivalent. On the small phone LMs of the tests, with Kaldi's chain topology (one
+emitting state per phone), the graphs are the same and the objective equals the one on Kaldi's den.fst to
+float precision (tests/chain/test_chain_recipe.py, test_phone_lm.py); with HMMs of several emitting states
+they differ by about 1e-4 per frame, and `phone_lm_denominator` warns. On a recipe-sized phone LM they differ
+with the chain topology too (benchmarks/den_graph_vs_kaldi.py measures a recipe's: docs/chain.md).
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def phone_lm_denominator(lm: Fst, topology: Topology, pdfs: Mapping[int, Sequenc
             f"phone_lm_denominator: phones {longer[:5]}{'...' if len(longer) > 5 else ''} have HMMs of more than one "
             "emitting state; for those chain-make-den-fst's minimisation (OpenFst's, whose partition of a state's "
             "arcs depends on their order) keeps states that symnet's merges, so the objective differs from one on "
-            "Kaldi's den.fst by about 1e-4 per frame (exact for Kaldi's one-state chain topology); read Kaldi's "
+            "Kaldi's den.fst by about 1e-4 per frame; read Kaldi's "
             "den.fst with read_denominator_graph where its exact numbers matter",
             stacklevel=2,
         )
