@@ -63,10 +63,12 @@ def main() -> None:
     for line in (folder / "lengths.txt").read_text().splitlines():
         key, rest = line.split(None, 1)
         lengths[key] = np.array([[int(v) for v in pair.split()] for pair in rest.split(";")])
+    output = egs[0].outputs[0].indexes  # (n, t, x) rows at t = 0, k, 2k, ...: k is the frame subsampling
+    k = int(output[1, 1] - output[0, 1])
     chunks: dict[str, list[tuple[int, int]]] = {}
     for eg in egs:
         utt, first = eg.key.rsplit("-", 1)
-        chunks.setdefault(utt, []).append((int(first), 3 * eg.outputs[0].supervision.frames_per_sequence))
+        chunks.setdefault(utt, []).append((int(first), k * eg.outputs[0].supervision.frames_per_sequence))
     features = dict(kaldiio.load_scp(str(folder / "feats.scp")))
     mine = {
         eg.key: eg
@@ -76,6 +78,7 @@ def main() -> None:
             topology,
             ours,
             num_frames=max(n for c in chunks.values() for _, n in c),
+            frame_subsampling_factor=k,
             chunks=chunks,
             left_context=0,
             right_context=0,

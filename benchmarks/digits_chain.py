@@ -103,17 +103,17 @@ def train(
     return fit_chain(network, cegs, epochs, seed, started, natural_gradient)
 
 
-def train_on_kaldi_egs(folder: Path, dim: int, pdfs: int, epochs: int, seed: int = 0) -> tuple[Any, float, list[Any]]:
+def train_on_kaldi_egs(folder: Path, epochs: int, seed: int = 0) -> tuple[Any, float, list[Any]]:
     """symnet's chain training (`train`'s network, rules and schedule) on the egs Kaldi's own nnet3-chain-get-egs
     wrote for the same features and alignments (`kaldi_chain.train`'s FOLDER/cegs.ark, `stream_cegs`), with
-    Kaldi's den.fst: both toolkits' trainers on the same examples. The wall seconds are of training alone (Kaldi
-    made the egs)."""
+    Kaldi's den.fst and the network Kaldi trained (FOLDER/network.xconfig): both toolkits' trainers on the same
+    examples. The wall seconds are of training alone (Kaldi made the egs)."""
     from symnet.chain import ChainOptions, read_fst
     from symnet.kaldi.xconfig import parse_xconfig_network
     from symnet.train import stream_cegs
 
     started = time.perf_counter()
-    network = parse_xconfig_network(xconfig(dim, pdfs), seed=seed)
+    network = parse_xconfig_network((folder / "network.xconfig").read_text(), seed=seed)
     cegs = stream_cegs(
         str(folder / "cegs.ark"), read_fst(str(folder / "den.fst")), xent_output="output-xent",
         options=ChainOptions(xent_regularize=XENT_REGULARIZE, leaky_hmm_coefficient=LEAKY_HMM),

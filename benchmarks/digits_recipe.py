@@ -310,9 +310,7 @@ def main() -> None:
             score("Kaldi chain", kaldi_outputs(chain_model, chain_folder), chain_graph, every=digits_chain.SUBSAMPLING)
             # symnet's trainer on Kaldi's egs and den.fst: which of the two differs, the egs or the training
             same = "symnet chain, Kaldi's egs"
-            same_egs, trained[same], history = digits_chain.train_on_kaldi_egs(
-                chain_folder, 40, 2 * len(phones), args.epochs, args.seed
-            )
+            same_egs, trained[same], history = digits_chain.train_on_kaldi_egs(chain_folder, args.epochs, args.seed)
             for h in history:
                 print(f"  chain on Kaldi's egs, epoch {h.epoch}: train loss {h.train_loss:.4f}")
             print(f"chain training on Kaldi's egs: {trained[same]:.0f} s")
