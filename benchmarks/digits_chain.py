@@ -14,8 +14,9 @@ mini_librispeech recipe (local/chain/tuning/run_tdnn_1k.sh) trains one, scaled d
   `output` without log-softmax and `output-xent`), dimensions 384 / bottleneck 64 for the corpus's size; the
   recipe's l2 and orthonormal constraints; xent-regularize 0.1, leaky HMM 0.1.
 - Training: Kaldi's rules with natural gradient (`kaldi_rules(..., natural_gradient=True)`: nnet3-chain-train's
-  update), minibatches of 64, the learning rate decaying epoch by epoch from 0.002 to 0.0002 as `kaldi_chain.py`
-  gives Kaldi.
+  update), minibatches of 64 (`drop_partial`: a chunk width's egs that do not fill one are left out of the
+  epoch, as nnet3-chain-merge-egs leaves them), the learning rate decaying epoch by epoch from 0.002 to 0.0002
+  as `kaldi_chain.py` gives Kaldi.
 - Graph: HCLG of the chain model (`chain_model`, self-loop scale 1.0), decoded at acoustic scale 1.0 on every
   third output frame, as Kaldi decodes chain models.
 """
@@ -132,7 +133,9 @@ def fit_chain(
 
     from symnet.train import fit, kaldi_rules, steps_per_epoch
 
-    steps = steps_per_epoch(network, cegs.train, batch_size=MINIBATCH, frame_subsampling_factor=SUBSAMPLING)
+    # as nnet3-chain-merge-egs --minibatch-size=64 merges them: a width's egs that do not fill a minibatch are left out
+    batching = {"batch_size": MINIBATCH, "drop_partial": True, "frame_subsampling_factor": SUBSAMPLING}
+    steps = steps_per_epoch(network, cegs.train, **batching)
     first, last = LEARNING_RATES  # Kaldi's, decaying exponentially epoch by epoch (kaldi_chain.py)
     rate = optax.exponential_decay(first, steps, (last / first) ** (1 / max(epochs - 1, 1)), staircase=True)
     rules = kaldi_rules(network, learning_rate=rate, natural_gradient=natural_gradient)
@@ -146,8 +149,8 @@ def fit_chain(
     jax.monitoring.register_event_duration_secs_listener(on_event)
     try:
         result = fit(
-            network, cegs.train, rules, objective=cegs.objective, frame_subsampling_factor=SUBSAMPLING,
-            epochs=epochs, batch_size=MINIBATCH, progress=False, seed=seed, on_step=steps_of.append,
+            network, cegs.train, rules, objective=cegs.objective, epochs=epochs, progress=False, seed=seed,
+            on_step=steps_of.append, **batching,
         )  # fmt: skip
     finally:
         jax.monitoring.unregister_event_duration_listener(on_event)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -101,6 +101,36 @@ def voice_sets(name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     from symnet.datasets import TEST_VOICES, TRAIN_VOICES
 
     return VOICE_SETS[name] or (tuple(TRAIN_VOICES), tuple(TEST_VOICES))
+
+
+def recipe_corpus(folder: Path, task: str, voices: str, train: int, test: int) -> Any:
+    """The recipe's corpus in FOLDER/corpus (synthesised once): `train` utterances of the training voices of
+    `--voices VOICES`, and `test` each of them ("seen") and of the held-out voices ("unseen")."""
+    from symnet.datasets import CorpusSet, synthesise_corpus
+
+    heard, held_out = voice_sets(voices)
+    sets = [
+        CorpusSet("train", heard, train),
+        CorpusSet("seen", heard, test),
+        CorpusSet("unseen", held_out, test, held_out=True),
+    ]
+    return synthesise_corpus(folder / "corpus", task, sets=sets, seed=1, log=None)
+
+
+def word_errors(
+    utterances: Sequence[Any], outputs: Iterable[np.ndarray], graph: tuple[Any, dict[int, str]], *,
+    every: int = 1, scale: float = 1.0, priors: np.ndarray | None = None,
+) -> Any:  # fmt: skip
+    """`compute_wer` of `utterances` decoded from their network `outputs` (every `every`-th frame, minus `priors`
+    if given) on `graph` (the HCLG and the word names by id) at acoustic scale `scale`, beam 15."""
+    from symnet.decode import compute_wer, decode
+
+    refs, hyps = {}, {}
+    for u, out in zip(utterances, outputs, strict=True):
+        loglikes = np.asarray(out)[::every] - (0.0 if priors is None else priors)
+        best = decode(graph[0], loglikes, acoustic_scale=scale, beam=15.0)
+        refs[u.id], hyps[u.id] = list(u.words), [graph[1][w] for w in best.words]
+    return compute_wer(refs, hyps)
 
 
 def results_table(rows: list[Row], task: str, voices: tuple[tuple[str, ...], tuple[str, ...]]) -> str:
@@ -182,8 +212,6 @@ def main() -> None:
 
     from symnet import tune_host_memory
     from symnet.components import set_test_mode
-    from symnet.datasets import CorpusSet, synthesise_corpus
-    from symnet.decode import compute_wer, decode
     from symnet.train import fit
 
     tune_host_memory()
@@ -194,12 +222,7 @@ def main() -> None:
     print(f"CPU: {cpu_model()}, {os.cpu_count()} cores")
     started = time.perf_counter()
     voices = voice_sets(args.voices)
-    sets = [
-        CorpusSet("train", voices[0], args.train),
-        CorpusSet("seen", voices[0], args.test),
-        CorpusSet("unseen", voices[1], args.test, held_out=True),
-    ]
-    corpus = synthesise_corpus(Path(args.folder) / "corpus", args.task, sets=sets, seed=1, log=None)
+    corpus = recipe_corpus(Path(args.folder), args.task, args.voices, args.train, args.test)
     for s in corpus.manifest["sets"]:
         print(f"  {s['name']}: {s['utterances']} utterances ({s['left_out']} left out: phones not their words')")
     print(f"corpus ({args.task}): {time.perf_counter() - started:.0f} s")
@@ -234,15 +257,9 @@ def main() -> None:
         scale `scale` and score them."""
         for name in ("seen", "unseen"):
             started = time.perf_counter()
-            outputs = outputs_of(name)
-            refs, hyps = {}, {}
-            for u, out in zip(corpus.sets[name], outputs):
-                loglikes = np.asarray(out)[::every] - (0.0 if priors is None else priors)
-                best = decode(graph[0], loglikes, acoustic_scale=scale, beam=15.0)
-                refs[u.id], hyps[u.id] = list(u.words), [graph[1][w] for w in best.words]
+            rate = word_errors(corpus.sets[name], outputs_of(name), graph, every=every, scale=scale, priors=priors)
             seconds = time.perf_counter() - started
             audio = data[name].num_frames * FRAME_SHIFT
-            rate = compute_wer(refs, hyps)
             rows.append(Row(toolkit, name, rate, seconds / audio, trained[toolkit]))
             wer, ser = str(rate).splitlines()[:2]
             print(f"{toolkit}, {name}: {wer}; {ser}; real-time factor (network and decoder) {seconds / audio:.3f}")

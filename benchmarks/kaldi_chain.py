@@ -80,15 +80,37 @@ def train(
         folder,
         kaldi,
     )
+    objectives = train_on_egs(
+        kaldi, folder, epochs, egs=folder / "cegs.ark", den=folder / "den.fst", seed=seed,
+        xent_regularize=xent_regularize, leaky_hmm_coefficient=leaky_hmm_coefficient,
+    )  # fmt: skip
+    return folder / f"{epochs}.raw", time.perf_counter() - started, objectives
+
+
+def train_on_egs(
+    kaldi: Path,
+    folder: Path,
+    epochs: int,
+    *,
+    egs: Path,
+    den: Path,
+    seed: int,
+    xent_regularize: float,
+    leaky_hmm_coefficient: float,
+) -> list[float]:
+    """Kaldi's training of FOLDER/0.raw on chain egs `egs` with `den`, an nnet3-chain-train job per epoch (the
+    recipe's schedule) into FOLDER/1.raw ... FOLDER/{epochs}.raw: each epoch's average chain objective. `seed`
+    with the epoch is nnet3-chain-shuffle-egs's `--srand`."""
+    egs, den = egs.resolve(), den.resolve()  # the jobs run in `folder`
     logs = train_epochs(
         folder, kaldi, epochs, LEARNING_RATES,
-        lambda epoch, rate: f"nnet3-chain-shuffle-egs --srand={1000 * seed + epoch} ark:cegs.ark ark:- | "
+        lambda epoch, rate: f"nnet3-chain-shuffle-egs --srand={1000 * seed + epoch} ark:{egs} ark:- | "
         f"nnet3-chain-merge-egs --minibatch-size={MINIBATCH} ark:- ark:- | "
         f"nnet3-chain-train --use-gpu=no --max-param-change=2.0 --xent-regularize={xent_regularize} "
         f"--leaky-hmm-coefficient={leaky_hmm_coefficient} "
-        f"'nnet3-copy --learning-rate={rate} {epoch}.raw - |' den.fst ark:- {epoch + 1}.raw",
+        f"'nnet3-copy --learning-rate={rate} {epoch}.raw - |' {den} ark:- {epoch + 1}.raw",
     )  # fmt: skip
-    return folder / f"{epochs}.raw", time.perf_counter() - started, [chain_objective(log) for log in logs]
+    return [chain_objective(log) for log in logs]
 
 
 def features_dim(features: Mapping[str, np.ndarray]) -> int:

@@ -121,6 +121,23 @@ def test_train_writes_metrics_of_each_step_and_epoch(tmp_path: Path) -> None:
         assert r["frames_per_second"] > 0 and np.isfinite(r["loss"]) and r["grad_norm"] > 0
 
 
+def test_drop_partial_leaves_short_minibatches_out_of_the_steps_and_the_schedule(tmp_path: Path) -> None:
+    args = ["--data", "builtin:hmm:12", "--epochs", "2", "--batch-size", "4", "--chunk", "30", "--quiet"]
+    schedule = ["--optimizer", "sgd", "--lr", "0.05", "--schedule", "exponential", "--final-lr", "0.005"]
+    config = str(EXAMPLES / "hmm-tdnn.config")
+    steps = {}
+    for flag in ([], ["--drop-partial"]):
+        metrics = tmp_path / f"metrics{len(flag)}.jsonl"
+        out = str(tmp_path / f"m{len(flag)}.npz")
+        status, _, err = run("train", config, *args, *schedule, *flag, "--metrics", str(metrics), "--out", out)
+        assert status == 0, err
+        records = [json.loads(line) for line in metrics.read_text().splitlines()]
+        steps[bool(flag)] = [r for r in records if r["kind"] == "step"]
+    assert 0 < len(steps[True]) < len(steps[False])
+    for r in steps[True]:  # the schedule counts the steps that are taken
+        assert r["lr"] == pytest.approx(0.05 * 0.1 ** ((r["step"] - 1) / len(steps[True])), rel=1e-5)
+
+
 def kaldi_tables(folder: Path, utterances: int) -> tuple[str, str]:
     rng = np.random.default_rng(0)
     feats = {f"u{i:02d}": rng.standard_normal((40, 16)).astype(np.float32) for i in range(utterances)}

@@ -39,9 +39,9 @@ from .component_rules import carries_kaldi_rules
 from .dropout_schedule import DROPOUT_TYPES
 from .examples import Chunks
 from .fit_data import as_chunks, check_data, output_dim, used_widths
-from .minibatches import MemoryBatches, StreamBatches
+from .minibatches import MemoryBatches, StreamBatches, count_by_width
 from .objectives import Chain, Objective
-from .options import FitOptions, chunk_widths, is_integer
+from .options import FitOptions, chunk_widths
 from .parallel import DataParallel
 from .rules import KaldiRules, kaldi_rules, zero_repair_statistics
 from .setups import trainer_for
@@ -166,12 +166,14 @@ def fit(
         return _fit(network, optimizer, chosen, train_chunks, valid_chunks, (train, valid), o, resolved, parallel)
 
 
-def _batches(trainer: Trainer, data: Any, chunks: Chunks | None, seed: int, shuffle: bool = True) -> Any:
+def _batches(
+    trainer: Trainer, data: Any, chunks: Chunks | None, seed: int, shuffle: bool = True, drop_partial: bool = False
+) -> Any:
     """The minibatch source of `data` (its `chunks` when it is held in memory; see `symnet._src.train.minibatches`)."""
     if isinstance(data, Corpus):
-        return StreamBatches(trainer, data, seed, shuffle=shuffle)
+        return StreamBatches(trainer, data, seed, shuffle=shuffle, drop_partial=drop_partial)
     assert chunks is not None
-    return MemoryBatches(trainer, chunks, seed, shuffle=shuffle)
+    return MemoryBatches(trainer, chunks, seed, shuffle=shuffle, drop_partial=drop_partial)
 
 
 def _with_rules(network: Network, optimizer: Any, rules: KaldiRules | bool | None) -> tuple[Any, KaldiRules | None]:
@@ -220,20 +222,24 @@ def steps_per_epoch(
     output: str = "output",
     seed: int = 0,
     frame_subsampling_factor: int = 1,
+    drop_partial: bool = False,
 ) -> int:
-    """The minibatches `fit(network, data, batch_size=..., chunk=...)` makes of `data` in an epoch (with or
-    without a mesh; of a `Corpus`, every epoch's, planned with `seed`, and for Kaldi's chunks cut at
-    `frame_subsampling_factor`): the length of an epoch for a learning-rate schedule."""
-    if not is_integer(batch_size, 1):
-        raise TrainingError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    widths = FitOptions(chunk=None if chunk is None else chunk_widths(chunk)).for_data(data).widths
+    """The minibatches `fit(network, data, batch_size=..., chunk=..., drop_partial=...)` makes of `data` in an
+    epoch (with or without a mesh; of a `Corpus`, every epoch's, planned with `seed`, and for Kaldi's chunks cut
+    at `frame_subsampling_factor`): the length of an epoch for a learning-rate schedule."""
+    widths = (
+        FitOptions(
+            chunk=None if chunk is None else chunk_widths(chunk), batch_size=batch_size, drop_partial=drop_partial
+        )
+        .for_data(data)
+        .widths
+    )
     chunks = as_chunks(data, network, widths[-1], output)
     used = used_widths(chunks, widths)
     if isinstance(data, Corpus):
         plan = _Plan(batch_size, chunks.chunk, chunks.left, chunks.right, used, frame_subsampling_factor)
-        return StreamBatches(plan, data, seed).count()
-    counts = np.unique(chunks.widths(used), return_counts=True)[1]
-    return int(sum(-(-int(n) // batch_size) for n in counts))
+        return StreamBatches(plan, data, seed, drop_partial=drop_partial).count()
+    return count_by_width(chunks.widths(used), batch_size, drop_partial)
 
 
 @attrs.frozen
@@ -313,9 +319,16 @@ def _fit(
         record["frame_subsampling_factor"] = o.frame_subsampling_factor
     if policy is not None:
         record["precision"] = str(policy)
-    train_batches = _batches(trainer, data[0], train_chunks, o.seed)
+    if o.drop_partial:
+        record["drop_partial"] = True
+    train_batches = _batches(trainer, data[0], train_chunks, o.seed, drop_partial=o.drop_partial)
     valid_batches = _batches(trainer, data[1], valid_chunks, o.seed, shuffle=False) if data[1] is not None else None
     batches = train_batches.count()
+    if batches == 0 and o.drop_partial:
+        raise TrainingError(
+            f"drop_partial=True leaves no minibatch: no chunk width has batch_size={o.batch_size} chunks "
+            f"(of {len(train_chunks)}){' in a window' if isinstance(data[0], Corpus) else ''}"
+        )
     sums = None
     checkpoint = o.checkpoint
     if checkpoint and os.path.exists(checkpoint):

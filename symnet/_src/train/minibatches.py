@@ -1,9 +1,10 @@
 """The minibatches of each epoch of `fit`: from chunks in memory, or planned from a `Corpus`'s index and read ahead.
 
-Both give `Minibatch`es: minibatch `number` of the epoch, `chunks[rows]`, all of one width (`Trainer.batches`),
-filled up to the batch size with weight-0 repeats. With a mesh its `rows` are only those this process's devices
-compute (`DataParallel.local_rows`); a stream then reads only their sequences. In memory (`MemoryBatches`) an
-epoch is a permutation drawn from `(seed, epoch)`.
+Both give `Minibatch`es: minibatch `number` of the epoch, `chunks[rows]`, all of one width (`by_width`),
+filled up to the batch size with weight-0 repeats; with `drop_partial` (fit's) a width's last, short minibatch
+is left out of the epoch instead, as Kaldi's nnet3-merge-egs with one minibatch size discards it. With a mesh
+its `rows` are only those this process's devices compute (`DataParallel.local_rows`); a stream then reads only
+their sequences. In memory (`MemoryBatches`) an epoch is a permutation drawn from `(seed, epoch)`.
 
 A stream (`StreamBatches`) is planned from its index alone, so that a resume at minibatch `b` makes exactly the
 minibatches an uninterrupted run would have made next:
@@ -16,7 +17,7 @@ minibatches an uninterrupted run would have made next:
   and shuffles each window's chunks with a draw of its own (window 0: the draw chunks in memory take, so that a
   stream whose one window holds all its sequences makes the minibatches of the same data in memory), then cuts
   them into minibatches of one width as in memory; a window's last minibatch of each width may be short (filled
-  with weight-0 repeats, as in memory).
+  with weight-0 repeats, as in memory, or left out with `drop_partial`).
 
 With `num_frames` (Kaldi's `--num-frames`) a stream's utterances are cut as `nnet3-get-egs` cuts them
 (`symnet._src.train.egs_split`), each chunk at its own size and with its output weights, drawn from the seed and
@@ -46,7 +47,16 @@ from .egs_split import KaldiChunk, KaldiSplitter, cut_kaldi_chunk
 from .examples import Chunks, cut_chunk, stack_chunks
 from .streams import Corpus
 
-__all__ = ["MemoryBatches", "Minibatch", "StreamBatches", "filled", "minibatch_of", "window_plan"]
+__all__ = [
+    "MemoryBatches",
+    "Minibatch",
+    "StreamBatches",
+    "by_width",
+    "count_by_width",
+    "filled",
+    "minibatch_of",
+    "window_plan",
+]
 
 #: Blocks of consecutive sequences per window (a window's reads jump this many times).
 BLOCKS_PER_WINDOW = 64
@@ -69,6 +79,26 @@ class Minibatch:
     width: int
 
 
+def by_width(order: np.ndarray, widths: np.ndarray, batch_size: int, drop_partial: bool = False) -> list[np.ndarray]:
+    """The positions `order` cut into minibatches of `batch_size` positions of one width each (`widths[p]`:
+    position p's), ordered by where their first position comes in `order`. A width's last minibatch may be
+    short; with `drop_partial` it is left out (nnet3-merge-egs with one minibatch size discards it)."""
+    rank = np.empty(len(widths), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    end = batch_size - 1 if drop_partial else 0
+    out = []
+    for width in np.unique(widths[order]):
+        members = order[widths[order] == width]
+        out += [members[start : start + batch_size] for start in range(0, len(members) - end, batch_size)]
+    return sorted(out, key=lambda idx: int(rank[idx[0]]))
+
+
+def count_by_width(widths: np.ndarray, batch_size: int, drop_partial: bool = False) -> int:
+    """How many minibatches `by_width` cuts positions of `widths` into."""
+    counts = np.unique(widths, return_counts=True)[1]
+    return int(sum(n // batch_size if drop_partial else -(-n // batch_size) for n in counts.tolist()))
+
+
 def filled(idx: np.ndarray, batch_size: int) -> np.ndarray:
     """`idx` filled up to `batch_size` with repeats of its chunks (a minibatch keeps one shape)."""
     pad = batch_size - len(idx)
@@ -89,18 +119,19 @@ def minibatch_of(number: int, chunks: Chunks, idx: np.ndarray, trainer: Any) -> 
 class MemoryBatches:
     """The minibatches of chunks held in memory (`shuffle=False`: in order, for validation)."""
 
-    def __init__(self, trainer: Any, chunks: Chunks, seed: int, shuffle: bool = True):
+    def __init__(self, trainer: Any, chunks: Chunks, seed: int, shuffle: bool = True, drop_partial: bool = False):
         self.trainer, self.chunks, self.seed, self.shuffle = trainer, chunks, seed, shuffle
+        self.drop_partial = drop_partial
         self.waited = 0.0
 
     def count(self) -> int:
-        return len(self.trainer.batches(self.chunks, np.arange(len(self.chunks))))
+        return len(self.trainer.batches(self.chunks, np.arange(len(self.chunks)), self.drop_partial))
 
     @contextlib.contextmanager
     def epoch(self, epoch: int, start: int = 0) -> Iterator[Iterator[Minibatch]]:
         n = len(self.chunks)
         order = np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle else np.arange(n)
-        batches = self.trainer.batches(self.chunks, order)
+        batches = self.trainer.batches(self.chunks, order, self.drop_partial)
         yield (minibatch_of(b, self.chunks, batches[b], self.trainer) for b in range(start, len(batches)))
 
 
@@ -137,8 +168,10 @@ class StreamBatches:
         seed: int,
         shuffle: bool = True,
         prefetch: int = 4,
+        drop_partial: bool = False,
     ):
         self.trainer, self.stream, self.seed, self.shuffle, self.prefetch = trainer, stream, seed, shuffle, prefetch
+        self.drop_partial = drop_partial  # a window's short last minibatch of a width is left out (by_width)
         self.parallel = getattr(trainer, "parallel", None)  # with a mesh: read and cut this process's part only
         self.chunk, self.left, self.right = trainer.chunk, trainer.left, trainer.right
         self.windows = window_plan(stream.window_sizes(), stream.window_frames, seed, stream.random_access and shuffle)
@@ -171,9 +204,7 @@ class StreamBatches:
             frames = np.clip(stream.lengths[rows] - starts, 1, self.chunk)
             self.chunks.append(np.stack([rows, starts], axis=1))
             self.widths.append(sizes[np.minimum(np.searchsorted(sizes, frames), len(sizes) - 1)])
-        self.counts = [
-            sum(-(-int(n) // trainer.batch_size) for n in np.unique(w, return_counts=True)[1]) for w in self.widths
-        ]
+        self.counts = [count_by_width(w, trainer.batch_size, drop_partial) for w in self.widths]
         self.waited = 0.0  # seconds the training step waited for a minibatch
 
     def count(self) -> int:
@@ -258,15 +289,7 @@ class StreamBatches:
         # window 0 draws as chunks in memory do: a stream whose one window holds it all trains as it would in memory
         key = [self.seed, epoch] + ([window] if window else [])
         order = np.random.default_rng(key).permutation(n) if self.shuffle else np.arange(n)
-        widths = self.widths[window]
-        rank = np.empty(n, dtype=np.int64)
-        rank[order] = np.arange(n)
-        out = []
-        for width in np.unique(widths):
-            members = order[widths[order] == width]
-            size = self.trainer.batch_size
-            out += [members[i : i + size] for i in range(0, len(members), size)]
-        return sorted(out, key=lambda rows: int(rank[rows[0]]))
+        return by_width(order, self.widths[window], self.trainer.batch_size, self.drop_partial)
 
     @contextlib.contextmanager
     def epoch(self, epoch: int, start: int = 0) -> Iterator[Iterator[Minibatch]]:

@@ -57,6 +57,11 @@ def _at_least(least: int) -> Callable[[Any, attrs.Attribute, Any], None]:
     return check
 
 
+def _flag(_: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TrainingError(f"{attribute.name} must be True or False, got {value!r:.60}")
+
+
 def _string(_: Any, attribute: attrs.Attribute, value: Any) -> None:
     if not isinstance(value, str):
         raise TrainingError(f"{attribute.name} must be a string, got {value!r}")
@@ -121,6 +126,10 @@ class FitOptions:
     Attributes:
         epochs: passes over the training data.
         batch_size: chunks per minibatch (split over the devices with `mesh`).
+        drop_partial: leave each width's last, short minibatch of an epoch (of a stream's window) out of
+            training instead of filling it up with weight-0 repeats, as Kaldi's nnet3-merge-egs with one
+            minibatch size (`--minibatch-size=64`) discards the egs that do not fill one: other chunks each
+            epoch, as the order is drawn anew. Validation data are never dropped.
         chunk: output frames per chunk; several widths (`(300, 200, 100)`, Kaldi's `--frames-per-eg`) cut
             sequences into chunks of the largest and compute a chunk whose sequence ends sooner at the
             smallest width that holds it (one compiled step per width). None (the default): `Chunks`
@@ -160,6 +169,7 @@ class FitOptions:
 
     epochs: int = attrs.field(default=1, validator=_at_least(0))
     batch_size: int = attrs.field(default=64, validator=_at_least(1))
+    drop_partial: bool = attrs.field(default=False, validator=_flag)
     chunk: int | tuple[int, ...] | None = attrs.field(default=None)
     objective: Objective = attrs.field(factory=Linear, converter=get_objective)
     seed: int = attrs.field(default=0, validator=_at_least(0))

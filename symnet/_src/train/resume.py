@@ -29,7 +29,7 @@ from .streams import Corpus
 __all__ = ["check", "check_extra", "digest", "EPOCH_FIELDS", "HISTORY_FIELDS", "record"]
 
 #: The fields the rest of an epoch depends on: they may change only at an epoch boundary.
-EPOCH_FIELDS = ("batch_size", "chunk", "seed", "data")
+EPOCH_FIELDS = ("batch_size", "chunk", "seed", "data", "drop_partial")
 
 
 def digest(data: Any) -> str | None:

@@ -45,7 +45,7 @@ from . import loss_scale
 from .component_rules import KaldiRulesWarning
 from .examples import Chunks
 from .fit_data import used_widths
-from .minibatches import MemoryBatches, Minibatch, minibatch_of
+from .minibatches import MemoryBatches, Minibatch, by_width, minibatch_of
 from .objectives import Objective
 from .parallel import DataParallel, Reduction
 from .rules import KaldiRules
@@ -255,21 +255,14 @@ class Trainer:
         `arrays` gives `[devices, ...]` of those, and the step gets its device's)."""
         return int(x.shape[-2]) // self.local_batch - self.left - self.right
 
-    def batches(self, chunks: Chunks, order: np.ndarray) -> list[np.ndarray]:
+    def batches(self, chunks: Chunks, order: np.ndarray, drop_partial: bool = False) -> list[np.ndarray]:
         """Minibatch indexes in `order`, each of chunks of one width; `arrays` fills the last of each up to keep
-        one shape.
+        one shape (with `drop_partial` it is left out).
 
         With one width they are consecutive slices of `order`. With several, each width's chunks (in `order`)
-        are cut into minibatches, ordered by where their first chunk comes in `order`.
+        are cut into minibatches, ordered by where their first chunk comes in `order` (`by_width`).
         """
-        need = chunks.widths(self.widths)
-        rank = np.empty(len(order), dtype=np.int64)
-        rank[order] = np.arange(len(order))
-        out = []
-        for width in self.widths:
-            members = order[need[order] == width]
-            out += [members[start : start + self.batch_size] for start in range(0, len(members), self.batch_size)]
-        return sorted(out, key=lambda idx: int(rank[idx[0]]))
+        return by_width(order, chunks.widths(self.widths), self.batch_size, drop_partial)
 
     def minibatch(self, number: int, chunks: Chunks, idx: np.ndarray) -> Minibatch:
         """Minibatch `number`, `chunks[idx]`, filled up to the batch size (with a mesh: this process's part)."""

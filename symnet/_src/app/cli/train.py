@@ -48,6 +48,12 @@ def add_parser(commands: Any) -> None:
     train.add_argument("--epochs", type=count(0), default=3)
     train.add_argument("--batch-size", type=count(1), default=32)
     train.add_argument(
+        "--drop-partial",
+        action="store_true",
+        help="leave each chunk width's last, short minibatch of an epoch out, as nnet3-merge-egs "
+        "--minibatch-size=N discards the egs that do not fill one (default: filled with weight-0 repeats)",
+    )
+    train.add_argument(
         "--chunk",
         type=widths,
         help="output frames per example (default 20; Kaldi's egs: their frames per eg; with --num-frames: those "
@@ -186,7 +192,7 @@ def add_parser(commands: Any) -> None:
         "--allow-changes",
         metavar="FIELD[,FIELD]",
         help="resume --checkpoint although these settings differ from the run that saved it "
-        "(e.g. lr,optimizer; batch_size, chunk, seed and data only at an epoch boundary)",
+        "(e.g. lr,optimizer; batch_size, chunk, seed, data and drop_partial only at an epoch boundary)",
     )
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--allow-pipes", action="store_true", help=ALLOW_PIPES_HELP)
@@ -272,6 +278,7 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
             output=args.output,
             seed=args.seed,
             frame_subsampling_factor=args.frame_subsampling_factor,
+            drop_partial=args.drop_partial,
         ),
         1,
     )
@@ -290,6 +297,7 @@ def run(args: argparse.Namespace, stdout: TextIO) -> int:
             valid=valid,
             epochs=args.epochs,
             batch_size=args.batch_size,
+            drop_partial=args.drop_partial,
             chunk=args.chunk,
             objective=objective,
             seed=args.seed,
