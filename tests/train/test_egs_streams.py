@@ -189,6 +189,31 @@ def test_streamed_chain_egs_train_as_chain_egs_in_memory():
     assert_same(streamed, in_memory)
 
 
+def test_chain_egs_are_parsed_once_and_kept_for_the_next_epochs(monkeypatch):
+    """Every eg is read from its archive in the first epoch only (the cache holds them all); a cache too small to
+    hold one reads them every epoch, and trains bit for bit as the kept egs do."""
+    from symnet._src.kaldi_io.egs_archives import EgsArchives
+    from symnet._src.train import egs_streams
+
+    den = read_fst(str(RECIPE / "den.fst"))
+    read, reads = EgsArchives.read, []
+    monkeypatch.setattr(EgsArchives, "read", lambda self, place: (reads.append(place.offset), read(self, place))[1])
+
+    def run():
+        stream = stream_cegs(str(RECIPE / "cegs.ark"), den, options=chain_options(), xent_output="output-xent")
+        reads.clear()
+        result = fit(chain_net(), stream.train, optax.adam(1e-3), objective=stream.objective, epochs=3,
+                     batch_size=2, frame_subsampling_factor=3, progress=False, seed=2)  # fmt: skip
+        return result, len(stream.train), list(reads)
+
+    kept, egs, kept_reads = run()
+    assert sorted(set(kept_reads)) == sorted(kept_reads) and len(kept_reads) == egs  # each eg read once
+    monkeypatch.setattr(egs_streams, "CHAIN_EGS_CACHE_BYTES", 0)
+    uncached, _, uncached_reads = run()
+    assert len(uncached_reads) >= 3 * egs  # every eg in every epoch
+    assert_same(kept, uncached)
+
+
 @pytest.mark.slow  # make test-all; make test resumes streamed chain egs in test_chain_streams.py
 def test_chain_egs_streamed_in_windows_with_validation_resume_bit_for_bit(tmp_path):
     den = read_fst(str(RECIPE / "den.fst"))

@@ -16,6 +16,10 @@ examples as it reads) and makes minibatches of examples of one chunk width: reci
 (`--num-frames=150,110,100`) train side by side, each minibatch computed at its width. All examples must have one
 context (a minibatch's computation has one) and, for chain egs, one frame subsampling factor.
 
+Chain egs parsed once (their features, numerator graph and derivative weights) are kept for the next epochs up
+to `CHAIN_EGS_CACHE_BYTES` (a small archive's all, a large one's first ones): parsing an eg (its index vectors
+and supervision FST) is most of the reading thread's work, which otherwise keeps the training step waiting.
+
 A stream's one window holding every example, in the archives' order, trains exactly as the same examples in
 memory (`Chunks(*egs_chunks(...))`, `chain_egs(...)`); a run resumes mid-epoch bit for bit. A damaged example is a
 `KaldiDataError` naming the archive and the byte it starts at; with `on_error="skip"` it is left out, listed in
@@ -26,6 +30,7 @@ damage).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -43,6 +48,7 @@ from .examples import Chunks, stack_chunks
 from .streams import ON_ERROR, Corpus, file_stamps
 
 __all__ = [
+    "CHAIN_EGS_CACHE_BYTES",
     "DEFAULT_BUFFER_SIZE",
     "ChainEgsCorpus",
     "ChainEgsStream",
@@ -56,6 +62,8 @@ __all__ = [
 #: Examples shuffled together (Kaldi's recipes give nnet3-shuffle-egs --buffer-size=5000): 5,000 egs of 150
 #: frames of 40-dim features are 120 MB.
 DEFAULT_BUFFER_SIZE = 5000
+#: Bytes of parsed chain egs a stream keeps from one epoch to the next (see the module doc).
+CHAIN_EGS_CACHE_BYTES = 256 << 20
 
 Sources = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
@@ -189,6 +197,10 @@ class ChainEgsCorpus(EgsCorpus):
         self.supervisions, self.input = supervisions, input
         self.subsampling: int | None = None
         self.arcs = self.states = 0  # the largest numerator graph
+        # per position, the eg parsed: features, numerator graph, derivative weights (see the module doc)
+        self._parsed: dict[int, tuple[np.ndarray, ChainGraph, np.ndarray]] = {}
+        self._parsed_bytes = 0
+        self._lock = threading.Lock()  # the reading thread parses; the sample is read on the caller's
         super().__init__(sources, buffer_size=buffer_size, on_error=on_error, output=output)
 
     def identity(self) -> Iterable[bytes]:
@@ -218,15 +230,31 @@ class ChainEgsCorpus(EgsCorpus):
             raise KaldiDataError(f"{place.file}: byte {place.offset}: {e}") from None
 
     def _item(self, position: int) -> Any:
-        place = self.places[position]
-        arrays = self._arrays(place, self.archives.read(place))
-        width = arrays.shape["width"]
-        self._check_width(place, width, position)
-        sup = arrays.supervision
-        held = Held(numerator_graph(sup.fst, sup.label_dim), arrays.deriv_weights, self.arcs, self.states)
+        with self._lock:
+            parsed = self._parsed.get(position)
+        if parsed is None:
+            place = self.places[position]
+            arrays = self._arrays(place, self.archives.read(place))
+            self._check_width(place, arrays.shape["width"], position)
+            sup = arrays.supervision
+            parsed = (arrays.features, numerator_graph(sup.fst, sup.label_dim), arrays.deriv_weights)
+            self._keep(position, parsed)
+        features, graph, deriv_weights = parsed
+        width = int(self.lengths[position])
+        held = Held(graph, deriv_weights, self.arcs, self.states)
         number = self.supervisions.add(held)
-        piece = (arrays.features, np.full(width, number, np.int64), np.ones(width, np.float32), None)
+        piece = (features, np.full(width, number, np.int64), np.ones(width, np.float32), None)
         return piece, held
+
+    def _keep(self, position: int, parsed: tuple[np.ndarray, ChainGraph, np.ndarray]) -> None:
+        """Keep eg `position` parsed for the next epochs while the cache has room."""
+        features, graph, deriv_weights = parsed
+        arrays = (features, deriv_weights, graph.src, graph.dst, graph.pdf, graph.log_prob, graph.log_initial)
+        size = sum(a.nbytes for a in (*arrays, graph.log_final))
+        with self._lock:
+            if self._parsed_bytes + size <= CHAIN_EGS_CACHE_BYTES:
+                self._parsed[position] = parsed
+                self._parsed_bytes += size
 
 
 @attrs.frozen(eq=False)
