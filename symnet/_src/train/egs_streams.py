@@ -200,7 +200,7 @@ class ChainEgsCorpus(EgsCorpus):
         # per position, the eg parsed: features, numerator graph, derivative weights (see the module doc)
         self._parsed: dict[int, tuple[np.ndarray, ChainGraph, np.ndarray]] = {}
         self._parsed_bytes = 0
-        self._lock = threading.Lock()  # the reading thread parses; the sample is read on the caller's
+        self._parsed_lock = threading.Lock()  # the reading thread parses; the sample is read on the caller's
         super().__init__(sources, buffer_size=buffer_size, on_error=on_error, output=output)
 
     def identity(self) -> Iterable[bytes]:
@@ -230,7 +230,7 @@ class ChainEgsCorpus(EgsCorpus):
             raise KaldiDataError(f"{place.file}: byte {place.offset}: {e}") from None
 
     def _item(self, position: int) -> Any:
-        with self._lock:
+        with self._parsed_lock:
             parsed = self._parsed.get(position)
         if parsed is None:
             place = self.places[position]
@@ -251,7 +251,7 @@ class ChainEgsCorpus(EgsCorpus):
         features, graph, deriv_weights = parsed
         arrays = (features, deriv_weights, graph.src, graph.dst, graph.pdf, graph.log_prob, graph.log_initial)
         size = sum(a.nbytes for a in (*arrays, graph.log_final))
-        with self._lock:
+        with self._parsed_lock:
             if self._parsed_bytes + size <= CHAIN_EGS_CACHE_BYTES:
                 self._parsed[position] = parsed
                 self._parsed_bytes += size
