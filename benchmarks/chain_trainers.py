@@ -105,10 +105,11 @@ def main() -> None:
         ids = [u.id for u in utterances]
         return errors(kaldi_xent.outputs_of(args.kaldi_bin, run / f"{args.epochs}.raw", run, ids, features)), took
 
+    train = list(corpus.dataset("train").features) if "symnet-own" in trainers else []
+
     def symnet_run(seed: int, own: bool) -> tuple[Any, float]:
         if own:
-            train = corpus.dataset("train").features
-            network, took, _ = digits_chain.train(corpus, list(train), args.folder / "chain-runs", args.epochs, seed)
+            network, took, _ = digits_chain.train(corpus, train, args.folder / "chain-runs", args.epochs, seed)
         else:
             network, took, _ = digits_chain.train_on_kaldi_egs(egs, args.epochs, seed)
         return errors(set_test_mode(network).compute(features)), took

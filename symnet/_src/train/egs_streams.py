@@ -16,9 +16,10 @@ examples as it reads) and makes minibatches of examples of one chunk width: reci
 (`--num-frames=150,110,100`) train side by side, each minibatch computed at its width. All examples must have one
 context (a minibatch's computation has one) and, for chain egs, one frame subsampling factor.
 
-Chain egs parsed once (their features, numerator graph and derivative weights) are kept for the next epochs up
-to `CHAIN_EGS_CACHE_BYTES` (a small archive's all, a large one's first ones): parsing an eg (its index vectors
-and supervision FST) is most of the reading thread's work, which otherwise keeps the training step waiting.
+Chain egs parsed while indexing (their features, numerator graph and derivative weights) are kept for training
+up to `CHAIN_EGS_CACHE_BYTES` (a small archive's all, a large one's first ones), and the others read again as
+training needs them: parsing an eg (its index vectors and supervision FST) is most of the reading thread's work,
+which otherwise keeps the training step waiting.
 
 A stream's one window holding every example, in the archives' order, trains exactly as the same examples in
 memory (`Chunks(*egs_chunks(...))`, `chain_egs(...)`); a run resumes mid-epoch bit for bit. A damaged example is a
@@ -197,10 +198,11 @@ class ChainEgsCorpus(EgsCorpus):
         self.supervisions, self.input = supervisions, input
         self.subsampling: int | None = None
         self.arcs = self.states = 0  # the largest numerator graph
-        # per position, the eg parsed: features, numerator graph, derivative weights (see the module doc)
-        self._parsed: dict[int, tuple[np.ndarray, ChainGraph, np.ndarray]] = {}
+        # per (archive, offset), the eg parsed: features, numerator graph, derivative weights (see the module doc)
+        self._parsed: dict[tuple[str, int], tuple[np.ndarray, ChainGraph, np.ndarray]] = {}
         self._parsed_bytes = 0
         self._parsed_lock = threading.Lock()  # the reading thread parses; the sample is read on the caller's
+        # (an eg left out after it was parsed, for its context, stays: never looked up, a little of the room)
         super().__init__(sources, buffer_size=buffer_size, on_error=on_error, output=output)
 
     def identity(self) -> Iterable[bytes]:
@@ -218,9 +220,11 @@ class ChainEgsCorpus(EgsCorpus):
                 f"{place.file}: byte {place.offset}: example {place.key!r} has frame subsampling {k}, the "
                 f"stream's first {self.subsampling}: a stream's egs share one"
             )
-        fst = arrays.supervision.fst
+        sup = arrays.supervision
         self.subsampling = k
-        self.arcs, self.states = max(self.arcs, fst.num_arcs), max(self.states, fst.num_states)
+        self.arcs, self.states = max(self.arcs, sup.fst.num_arcs), max(self.states, sup.fst.num_states)
+        if self._parsed_bytes < CHAIN_EGS_CACHE_BYTES:
+            self._keep(place, (arrays.features, numerator_graph(sup.fst, sup.label_dim), arrays.deriv_weights))
         return arrays.shape["width"], (arrays.shape["left"], arrays.shape["right"])
 
     def _arrays(self, place: Place, example: Any) -> Any:
@@ -230,15 +234,14 @@ class ChainEgsCorpus(EgsCorpus):
             raise KaldiDataError(f"{place.file}: byte {place.offset}: {e}") from None
 
     def _item(self, position: int) -> Any:
+        place = self.places[position]
         with self._parsed_lock:
-            parsed = self._parsed.get(position)
-        if parsed is None:
-            place = self.places[position]
+            parsed = self._parsed.get((place.file, place.offset))
+        if parsed is None:  # past the cache's room: read again
             arrays = self._arrays(place, self.archives.read(place))
             self._check_width(place, arrays.shape["width"], position)
             sup = arrays.supervision
             parsed = (arrays.features, numerator_graph(sup.fst, sup.label_dim), arrays.deriv_weights)
-            self._keep(position, parsed)
         features, graph, deriv_weights = parsed
         width = int(self.lengths[position])
         held = Held(graph, deriv_weights, self.arcs, self.states)
@@ -246,15 +249,20 @@ class ChainEgsCorpus(EgsCorpus):
         piece = (features, np.full(width, number, np.int64), np.ones(width, np.float32), None)
         return piece, held
 
-    def _keep(self, position: int, parsed: tuple[np.ndarray, ChainGraph, np.ndarray]) -> None:
-        """Keep eg `position` parsed for the next epochs while the cache has room."""
-        features, graph, deriv_weights = parsed
-        arrays = (features, deriv_weights, graph.src, graph.dst, graph.pdf, graph.log_prob, graph.log_initial)
-        size = sum(a.nbytes for a in (*arrays, graph.log_final))
+    def _keep(self, place: Place, parsed: tuple[np.ndarray, ChainGraph, np.ndarray]) -> None:
+        """Keep the eg at `place`, parsed, for training while the cache has room."""
+        size = _parsed_size(parsed)
         with self._parsed_lock:
             if self._parsed_bytes + size <= CHAIN_EGS_CACHE_BYTES:
-                self._parsed[position] = parsed
+                self._parsed[(place.file, place.offset)] = parsed
                 self._parsed_bytes += size
+
+
+def _parsed_size(parsed: tuple[np.ndarray, ChainGraph, np.ndarray]) -> int:
+    """The bytes of a parsed chain eg's arrays."""
+    features, graph, deriv_weights = parsed
+    arrays = (features, deriv_weights, graph.src, graph.dst, graph.pdf, graph.log_prob, graph.log_initial)
+    return sum(a.nbytes for a in (*arrays, graph.log_final))
 
 
 @attrs.frozen(eq=False)
