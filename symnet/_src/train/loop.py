@@ -5,9 +5,12 @@ Data is cut into fixed-size chunks with the network's context
 compiled computation, slice-only row movement (with several chunk widths, one
 per width: a chunk whose sequence ends early is computed at the smallest width
 that holds it). Each step (`symnet._src.train.trainer`) runs forward, the
-objective, `tape.backward` and the optax update in one `jax.jit`. Runs are
-deterministic given the seed, and a run resumed from a checkpoint continues
-bit-identically. The run's settings are one `FitOptions`.
+objective, `tape.backward` and the optax update in one `jax.jit`. The loop
+reads a step's loss and checks only after it has dispatched the next step, so
+the host's work on a minibatch overlaps the device's on the one before (within
+an epoch, and up to each checkpoint). Runs are deterministic given the seed,
+and a run resumed from a checkpoint continues bit-identically. The run's
+settings are one `FitOptions`.
 """
 
 from __future__ import annotations
@@ -66,8 +69,9 @@ class EpochStats:
 class StepStats:
     """One training step, for `fit(on_step=...)`: its loss and accuracy on its minibatch, the global norm
     of its gradient (of the mean loss, before the optimiser and Kaldi's rules), the output frames it trained
-    on, the seconds since the previous step ended (compilation included), and of those the seconds it waited for
-    its minibatch (a `Corpus`'s reading threads; 0 for data in memory)."""
+    on, the seconds since the previous step's results were read (compilation included; the loop reads a step's
+    results once the next step is dispatched), and of those the seconds it waited for its minibatch (a `Corpus`'s
+    reading threads; 0 for data in memory)."""
 
     epoch: int
     step: int
@@ -394,19 +398,16 @@ def _train(
             if trainer.parallel is not None:
                 network = trainer.parallel.replicate(network)
         start_batch = position.batch if epoch == position.epoch else 0
-        loss_sum = correct_sum = frames_sum = 0.0
-        count_sum: float | None = None if trainer.objective.per_frame else 0.0  # a sequence objective's count
-        if start_batch and sums is not None:  # resumed mid-epoch: the statistics of the steps before
-            loss_sum, correct_sum, frames_sum = (float(v) for v in sums[:3])
-            if count_sum is not None:
-                count_sum = float(sums[3]) if len(sums) > 3 else frames_sum
-        started = last = time.perf_counter()
-        waited_before = train_batches.waited
+        tally = _StepSums.resumed(sums if start_batch else None, trainer.objective.per_frame)
+        tally.started = tally.last = time.perf_counter()
+        tally.waited_before = train_batches.waited
+        in_flight: _InFlight | None = None  # the step dispatched last, its results not yet read
+        stopped = False
         with train_batches.epoch(epoch, start_batch) as minibatches:
             for minibatch in minibatches:
-                b = minibatch.number
                 if max_steps is not None and step >= max_steps:
-                    return done(network, step)
+                    stopped = True
+                    break
                 x, targets, weights = trainer.arrays(minibatch)
                 key = jax.random.fold_in(base_key, step)  # this step's randomness (dropout masks)
                 if trainer.parallel is not None:
@@ -414,65 +415,47 @@ def _train(
                 ends = trainer.ends(minibatch)
                 rules_args = trainer.rules_args(minibatch, step / total_steps)
                 extra = (rules_args,) if rules_args is not None else ()
-                new_network, opt_state, loss, correct, finite, grad_norm, weight = trainer.step(
+                new_network, opt_state, *results = trainer.step(
                     network, opt_state, x, targets, weights, key, ends, *extra
                 )
-                loss_value = float(loss)
-                if not np.isfinite(loss_value):
-                    culprit = trainer.first_non_finite(network, minibatch, key)
-                    raise TrainingError(
-                        f"the loss is {loss_value} at step {step + 1} (epoch {epoch}, minibatch {b}); "
-                        f"first non-finite value: {culprit}. {_kept(checkpoint)}"
-                    )
-                overflowed = [name for name, ok in finite.items() if not bool(ok)]
-                if overflowed:
-                    raise TrainingError(
-                        f"the update at step {step + 1} (epoch {epoch}, minibatch {b}) made parameter(s) "
-                        f"{overflowed} NaN or Inf (the loss before it was {loss_value}): the learning rate is too "
-                        f"large or the gradients explode. {_kept(checkpoint)}"
-                    )
-                network = new_network
+                # The previous step's results are read while this one computes: the host's work for a
+                # minibatch overlaps the device's for the one before. A failed check raises before any
+                # network or state after the failing step is kept.
+                if in_flight is not None:
+                    tally.settle(in_flight, trainer, train_batches, bar, on_step, checkpoint)
                 step += 1
-                frames = float(weight)
-                right, count = trainer.counts(correct, frames)
-                loss_sum += loss_value * frames
-                correct_sum += right
-                frames_sum += frames
-                if count_sum is not None:
-                    count_sum += count
-                now = time.perf_counter()
-                if on_step is not None:
-                    accuracy = right / max(count, 1e-9)
-                    waited, waited_before = train_batches.waited - waited_before, train_batches.waited
-                    on_step(StepStats(epoch, step, loss_value, accuracy, float(grad_norm), frames, now - last, waited))
-                last = now
-                rate = frames_sum / max(now - started, 1e-9)
-                bar.update(loss_sum / frames_sum, correct_sum / max(count_sum or frames_sum, 1e-9), rate)
+                in_flight = _InFlight(epoch, step, minibatch, key, network, *results)
+                network = new_network
                 if checkpoint and checkpoint_every and step % checkpoint_every == 0:
+                    tally.settle(in_flight, trainer, train_batches, bar, on_step, checkpoint)
+                    in_flight = None
                     ckpt.save(
                         checkpoint,
                         network,
                         opt_state,
-                        ckpt.Position(step, epoch, b + 1),
+                        ckpt.Position(step, epoch, minibatch.number + 1),
                         {
                             "history": [attrs.asdict(h) for h in history],
-                            "sums": [loss_sum, correct_sum, frames_sum]
-                            + ([count_sum] if count_sum is not None else []),
+                            "sums": tally.saved(),
                             "objective": trainer.objective.run_state(),
                         },
                         run=run,
                     )
+            if in_flight is not None:
+                tally.settle(in_flight, trainer, train_batches, bar, on_step, checkpoint)
+        if stopped:
+            return done(network, step)
         valid_loss = valid_acc = None
         if valid_batches is not None:
             valid_loss, valid_acc = trainer.score(network, valid_batches, max(step - 1, 0) / total_steps)
         stats = EpochStats(
             epoch,
             step,
-            loss_sum / max(frames_sum, 1),
-            correct_sum / max(count_sum if count_sum is not None else frames_sum, 1),
+            tally.loss / max(tally.frames, 1),
+            tally.correct / max(tally.count if tally.count is not None else tally.frames, 1),
             valid_loss,
             valid_acc,
-            frames_sum / max(time.perf_counter() - started, 1e-9),
+            tally.frames / max(time.perf_counter() - tally.started, 1e-9),
         )
         history.append(stats)
         bar.epoch_done(stats)
@@ -488,6 +471,84 @@ def _train(
                 run=run,
             )
     return done(network, step)
+
+
+@attrs.frozen
+class _InFlight:
+    """A dispatched training step whose results the loop has not read yet: what checking them needs."""
+
+    epoch: int
+    step: int  # steps done once it is
+    minibatch: Any
+    key: jax.Array
+    network: Any  # the network the step started from (to find a non-finite loss's first culprit)
+    loss: jax.Array
+    correct: Any
+    finite: dict[str, jax.Array]
+    grad_norm: jax.Array
+    weight: jax.Array
+
+
+@attrs.define
+class _StepSums:
+    """An epoch's running sums of the steps read so far (loss and correct weighted by frames; a sequence
+    objective's own count), and the times `on_step` reports."""
+
+    loss: float = 0.0
+    correct: float = 0.0
+    frames: float = 0.0
+    count: float | None = None  # a sequence objective's count; None for a per-frame objective
+    started: float = 0.0  # when the epoch started
+    last: float = 0.0  # when the previous step was read
+    waited_before: float = 0.0
+
+    @classmethod
+    def resumed(cls, saved: Any, per_frame: bool) -> _StepSums:
+        """New sums, or those a mid-epoch checkpoint saved (`saved()`)."""
+        sums = cls(count=None if per_frame else 0.0)
+        if saved is not None:
+            sums.loss, sums.correct, sums.frames = (float(v) for v in saved[:3])
+            if sums.count is not None:
+                sums.count = float(saved[3]) if len(saved) > 3 else sums.frames
+        return sums
+
+    def saved(self) -> list[float]:
+        return [self.loss, self.correct, self.frames] + ([self.count] if self.count is not None else [])
+
+    def settle(
+        self, done: _InFlight, trainer: Trainer, batches: Any, bar: Any, on_step: Any, checkpoint: str | None
+    ) -> None:
+        """Read step `done`'s results: raise `TrainingError` on a non-finite loss or update, else add them up
+        and report the step."""
+        loss_value = float(done.loss)
+        where = f"step {done.step} (epoch {done.epoch}, minibatch {done.minibatch.number})"
+        if not np.isfinite(loss_value):
+            culprit = trainer.first_non_finite(done.network, done.minibatch, done.key)
+            raise TrainingError(
+                f"the loss is {loss_value} at {where}; first non-finite value: {culprit}. {_kept(checkpoint)}"
+            )
+        overflowed = [name for name, ok in done.finite.items() if not bool(ok)]
+        if overflowed:
+            raise TrainingError(
+                f"the update at {where} made parameter(s) {overflowed} NaN or Inf (the loss before it was "
+                f"{loss_value}): the learning rate is too large or the gradients explode. {_kept(checkpoint)}"
+            )
+        frames = float(done.weight)
+        right, count = trainer.counts(done.correct, frames)
+        self.loss += loss_value * frames
+        self.correct += right
+        self.frames += frames
+        if self.count is not None:
+            self.count += count
+        now = time.perf_counter()
+        if on_step is not None:
+            waited, self.waited_before = batches.waited - self.waited_before, batches.waited
+            accuracy = right / max(count, 1e-9)
+            norm = float(done.grad_norm)
+            on_step(StepStats(done.epoch, done.step, loss_value, accuracy, norm, frames, now - self.last, waited))
+        self.last = now
+        rate = self.frames / max(now - self.started, 1e-9)
+        bar.update(self.loss / self.frames, self.correct / max(self.count or self.frames, 1e-9), rate)
 
 
 def _as_float(value: Any, dtype: Any) -> Any:
