@@ -254,6 +254,43 @@ def test_frobenius_norm_is_preserved(scale):
     assert all(bool(jnp.isfinite(leaf).all()) for leaf in jax.tree_util.tree_leaves(state))
 
 
+@pytest.mark.parametrize("scale", [1e-6, 1.0, 1e3])
+def test_factored_output_is_the_materialised_one(scale):
+    """`factored=True` returns `X - H W` as its factors, and its scale from traces of `H^T H` and `W W^T`: the same
+    preconditioned matrix, scale and states as the materialised call, step after step, through `precondition`
+    and `project`; `transposed_product` multiplies it from either side as the dense matrix does."""
+    from symnet._src.components.online_preconditioner import LowRank, project, transposed_product
+
+    def dense(low):
+        return low.X - low.H @ low.W
+
+    plain = factored = ng.init(16, 6)
+    rng = np.random.default_rng(3)
+    for step in range(6):
+        X = jnp.asarray(data(30, 16, scale, rng=rng))
+        want, s_want, plain = ng.precondition(plain, X, num_samples_history=100.0, update_period=2)
+        got, s_got, factored = ng.precondition(factored, X, num_samples_history=100.0, update_period=2, factored=True)
+        assert isinstance(got, LowRank)
+        np.testing.assert_allclose(np.asarray(dense(got)), np.asarray(want), rtol=1e-5, atol=1e-6 * scale)
+        np.testing.assert_allclose(float(s_got), float(s_want), rtol=1e-4, err_msg=f"step {step}")
+        for a, b in zip(jax.tree_util.tree_leaves(factored), jax.tree_util.tree_leaves(plain), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        projected, s_projected, stats = project(plain, X, factored=True, update_period=2)
+        _, s_dense, stats_dense = project(plain, X, update_period=2)
+        np.testing.assert_allclose(float(s_projected), float(s_dense), rtol=1e-4)
+        assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(stats, stats_dense, strict=True))
+        other = jnp.asarray(data(30, 5, rng=rng))
+        d = np.asarray(dense(projected), np.float64)
+        np.testing.assert_allclose(
+            transposed_product(other, projected), np.asarray(other).T @ d, rtol=1e-4, atol=1e-5 * scale
+        )
+        np.testing.assert_allclose(
+            transposed_product(projected, other), d.T @ np.asarray(other), rtol=1e-4, atol=1e-5 * scale
+        )
+    zero, s_zero, _ = ng.precondition(plain, jnp.zeros((8, 16)), factored=True)
+    assert float(s_zero) == 1.0 and float(jnp.abs(dense(zero)).max()) == 0.0
+
+
 def test_zero_input_gives_zero_with_unit_scale():
     state = ng.init(5, 2)
     X_hat, s, state = _precondition(state, jnp.zeros((8, 5)))
@@ -344,16 +381,18 @@ def test_off_switch_is_the_exact_gradient():
     assert float(states_on["a1"]["in"].t) == 1.0 and float(states_on["a2"]["out"].t) == 1.0
 
 
-def test_affine_component_update_is_kaldis():
+@pytest.mark.parametrize("dims", [(6, 4), (3, 7)])  # the input side wider (left factored), then the output side
+def test_affine_component_update_is_kaldis(dims):
     """The component's gradient is NaturalGradientAffineComponent::Update with the reference preconditioner."""
     x = symnet.Identity()
-    layer = ng_affine("a", 6, 4, x, **{"rank-in": 3, "rank-out": 2, "update-period": 2})
+    d_in, d_out = dims
+    layer = ng_affine("a", d_in, d_out, x, **{"rank-in": 3, "rank-out": 2, "update-period": 2})
     net = symnet.Network(layer, seed=1)
     states = ng.init_states(net)
     ref_in, ref_out = KaldiNG(3, update_period=2), KaldiNG(2, update_period=2)
     step = jax.jit(lambda net, states, x, d: _grads_on(net, states, x, d))
     for i in range(12):
-        X, delta = data(25, 6), data(25, 4, 1e-2)
+        X, delta = data(25, d_in), data(25, d_out, 1e-2)
         grads, states = step(net, states, X, delta)
         n = X.shape[0]
         xp, s_in = ref_in.precondition(np.concatenate([X, np.ones((n, 1), np.float32)], axis=1))

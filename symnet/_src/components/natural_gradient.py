@@ -121,6 +121,7 @@ from .online_preconditioner import (
     orthonormal_special,
     precondition,
     project,
+    transposed_product,
 )
 
 if TYPE_CHECKING:
@@ -291,9 +292,12 @@ def _preconditioned_product(
     x2 = x.reshape(-1, x.shape[-1]).astype(dtype)
     d2 = delta.reshape(-1, delta.shape[-1]).astype(dtype)
     n = x2.shape[0]
-    xp, in_scale, new_in = preconditioner(states["in"], x2, **layer_settings["in"][2])
-    dp, out_scale, new_out = preconditioner(states["out"], d2 * n, **layer_settings["out"][2])
-    return (in_scale * out_scale / n) * (dp.T @ xp), {"in": new_in, "out": new_out}
+    # The wider side's preconditioned matrix is left as its factors: `dp^T (x - H W)` from `dp^T x` and the
+    # `[n, rank]` H costs `n * rank * narrow` instead of `n * rank * wide` (the same product, reassociated).
+    wide_in = x2.shape[1] > d2.shape[1]
+    xp, in_scale, new_in = preconditioner(states["in"], x2, factored=wide_in, **layer_settings["in"][2])
+    dp, out_scale, new_out = preconditioner(states["out"], d2 * n, factored=not wide_in, **layer_settings["out"][2])
+    return (in_scale * out_scale / n) * transposed_product(dp, xp), {"in": new_in, "out": new_out}
 
 
 def repeated_affine_gradients(

@@ -52,6 +52,7 @@ __all__ = [
     "EPSILON",
     "eta",
     "init",
+    "LowRank",
     "NUM_INIT_ITERS",
     "NUM_INITIAL_UPDATES",
     "ORTHOGONALITY_THRESHOLD",
@@ -60,6 +61,7 @@ __all__ = [
     "project",
     "State",
     "Statistics",
+    "transposed_product",
 ]
 
 #: Kaldi's constants (OnlineNaturalGradient's constructor and PreconditionDirectionsInternal).
@@ -103,6 +105,26 @@ class Statistics(NamedTuple):
     L: jax.Array
     tr_x: jax.Array
     rows: jax.Array
+
+
+class LowRank(NamedTuple):
+    """A preconditioned matrix `X - H W` left as its factors (`X` `[N, dim]`, `H = X W^T` `[N, rank]`, `W`
+    `[rank, dim]`): a weight gradient needs only its product with the other side's matrix, which is cheaper
+    from the factors when `dim` is the wider side (`transposed_product`)."""
+
+    X: jax.Array
+    H: jax.Array
+    W: jax.Array
+
+
+def transposed_product(a: jax.Array | LowRank, b: jax.Array | LowRank) -> jax.Array:
+    """`a^T b`, either of them a `LowRank` (neither materialised: `N x rank` products instead of `N x dim`)."""
+    if isinstance(b, LowRank):
+        assert not isinstance(a, LowRank)
+        return a.T @ b.X - (a.T @ b.H) @ b.W
+    if isinstance(a, LowRank):
+        return a.X.T @ b - a.W.T @ (a.H.T @ b)
+    return a.T @ b
 
 
 def orthonormal_special(rank: int, dim: int) -> np.ndarray:
@@ -177,12 +199,14 @@ def precondition(
     alpha: float = 4.0,
     epsilon: float = EPSILON,
     delta: float = DELTA,
-) -> tuple[jax.Array, jax.Array, State]:
+    factored: bool = False,
+) -> tuple[Any, jax.Array, State]:
     """Kaldi's `PreconditionDirections`: `(X_hat, scale, new_state)` for the rows of `matrix` `[N, dim]`.
 
     `X_hat = X - X W^T W` is `beta_t X G_t^{-1}`, and `scale * X_hat` has the Frobenius norm of `X`
-    (`scale` is 1 when `X_hat` is zero). The state is updated after the first minibatch (which also
-    initialises it), on every call for the first 10 updates, then once every `update_period` calls.
+    (`scale` is 1 when `X_hat` is zero); with `factored` it is returned as its factors (a `LowRank`). The
+    state is updated after the first minibatch (which also initialises it), on every call for the first 10
+    updates, then once every `update_period` calls.
     The defaults are those of Kaldi's OnlineNaturalGradient; the components pass theirs.
     """
     _check(state, matrix, update_period, num_samples_history, alpha)
@@ -198,12 +222,12 @@ def precondition(
     init_iters = 1 if X.shape[0] <= state.rank else NUM_INIT_ITERS  # Kaldi's Init: 1 where rows <= rank
     num_updates = jnp.where(initialising, init_iters + 1, jnp.where(_due(state, update_period), 1, 0))
 
-    def round(i: jax.Array, carry: tuple[jax.Array, jax.Array, jax.Array, State]) -> Any:
+    def round(i: jax.Array, carry: tuple[Any, jax.Array, jax.Array, State]) -> Any:
         s = carry[3]
-        H, X_hat, tr_hat, tr_x = _products(s.W, X)
+        H, X_hat, tr_hat, tr_x = _products(s.W, X, factored)
         return X_hat, tr_hat, tr_x, _update(s, _statistics(s.W, X, H, tr_x), *opts)
 
-    _, X_hat, tr_hat, tr_x = _products(state.W, X)  # what a call without update returns
+    _, X_hat, tr_hat, tr_x = _products(state.W, X, factored)  # what a call without update returns
     start = (X_hat, tr_hat, tr_x, state._replace(skipped=state.skipped + 1))
     X_hat, tr_hat, tr_x, new_state = jax.lax.fori_loop(0, num_updates, round, start)
     new_state = new_state._replace(t=jnp.where(initialising, jnp.ones_like(new_state.t), new_state.t))
@@ -219,10 +243,11 @@ def project(
     alpha: float = 4.0,
     epsilon: float = EPSILON,
     delta: float = DELTA,
-) -> tuple[jax.Array, jax.Array, Statistics]:
+    factored: bool = False,
+) -> tuple[Any, jax.Array, Statistics]:
     """`precondition` without the update: `(X_hat, scale, statistics)`, the statistics for `advance`
-    (computed only where the state is due for an update, zeros otherwise). The state must be initialised
-    (`t >= 0`), or be in `advance`'s initialisation rounds."""
+    (computed only where the state is due for an update, zeros otherwise; `X_hat` a `LowRank` with
+    `factored`). The state must be initialised (`t >= 0`), or be in `advance`'s initialisation rounds."""
     _check(state, matrix, update_period, num_samples_history, alpha)
     X = matrix.astype(state.W.dtype)
     if state.rank == 0:
@@ -232,7 +257,7 @@ def project(
             jnp.ones((), X.dtype),
             Statistics(jnp.zeros((0, X.shape[1]), X.dtype), jnp.zeros((0, 0), X.dtype), zero, zero),
         )
-    H, X_hat, tr_hat, tr_x = _products(state.W, X)
+    H, X_hat, tr_hat, tr_x = _products(state.W, X, factored)
     due = _due(state, update_period)
     R, D = state.W.shape
     zero = jnp.zeros((), X.dtype)
@@ -278,12 +303,20 @@ def advance(
     return jax.tree.map(lambda a, b: jnp.where(apply, a, b), new, state)
 
 
-def _products(W: jax.Array, X: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """`(H, X_hat, tr(X_hat X_hat^T), tr(X X^T))` with `H = X W^T` and `X_hat = X - H W`."""
+def _products(W: jax.Array, X: jax.Array, factored: bool = False) -> tuple[jax.Array, Any, jax.Array, jax.Array]:
+    """`(H, X_hat, tr(X_hat X_hat^T), tr(X X^T))` with `H = X W^T` and `X_hat = X - H W` (with `factored`, a
+    `LowRank`, and its trace from `H^T H` and `W W^T`: `tr(X X^T) - 2 tr(H^T H) + <H^T H, W W^T>`)."""
     H = X @ W.T  # [N, R]
-    X_hat = X - H @ W
     # tr(X X^T) is Kaldi's initial_product (not tr(X_hat X_hat^T) + tr(L (2 - E)): R_t drifts).
-    return H, X_hat, jnp.sum(X_hat * X_hat), jnp.sum(X * X)
+    tr_x = jnp.sum(X * X)
+    if factored:
+        G = H.T @ H
+        # X_hat keeps at least (1 - max E)^2 of each direction's energy (E_ii = 1 / (beta / d_ii + 1) < 1), so
+        # the difference does not cancel to noise; a rounding below zero is a zero X_hat (`_scale`).
+        tr_hat = jnp.maximum(tr_x - 2.0 * jnp.trace(G) + jnp.sum(G * (W @ W.T)), 0.0)
+        return H, LowRank(X, H, W), tr_hat, tr_x
+    X_hat = X - H @ W
+    return H, X_hat, jnp.sum(X_hat * X_hat), tr_x
 
 
 def _statistics(W: jax.Array, X: jax.Array, H: jax.Array, tr_x: jax.Array) -> Statistics:
