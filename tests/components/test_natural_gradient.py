@@ -264,19 +264,22 @@ def test_factored_output_is_the_materialised_one(scale):
     def dense(low):
         return low.X - low.H @ low.W
 
+    options = {"num_samples_history": 100.0, "update_period": 2}
+    precondition = jax.jit(ng.precondition, static_argnames=(*options, "factored"))
+    project_jit = jax.jit(project, static_argnames=("update_period", "factored"))
     plain = factored = ng.init(16, 6)
     rng = np.random.default_rng(3)
     for step in range(6):
         X = jnp.asarray(data(30, 16, scale, rng=rng))
-        want, s_want, plain = ng.precondition(plain, X, num_samples_history=100.0, update_period=2)
-        got, s_got, factored = ng.precondition(factored, X, num_samples_history=100.0, update_period=2, factored=True)
+        want, s_want, plain = precondition(plain, X, **options)
+        got, s_got, factored = precondition(factored, X, **options, factored=True)
         assert isinstance(got, LowRank)
         np.testing.assert_allclose(np.asarray(dense(got)), np.asarray(want), rtol=1e-5, atol=1e-6 * scale)
         np.testing.assert_allclose(float(s_got), float(s_want), rtol=1e-4, err_msg=f"step {step}")
         for a, b in zip(jax.tree_util.tree_leaves(factored), jax.tree_util.tree_leaves(plain), strict=True):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-        projected, s_projected, stats = project(plain, X, factored=True, update_period=2)
-        _, s_dense, stats_dense = project(plain, X, update_period=2)
+        projected, s_projected, stats = project_jit(plain, X, factored=True, update_period=2)
+        _, s_dense, stats_dense = project_jit(plain, X, update_period=2)
         np.testing.assert_allclose(float(s_projected), float(s_dense), rtol=1e-4)
         assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(stats, stats_dense, strict=True))
         other = jnp.asarray(data(30, 5, rng=rng))
@@ -287,7 +290,7 @@ def test_factored_output_is_the_materialised_one(scale):
         np.testing.assert_allclose(
             transposed_product(projected, other), d.T @ np.asarray(other), rtol=1e-4, atol=1e-5 * scale
         )
-    zero, s_zero, _ = ng.precondition(plain, jnp.zeros((8, 16)), factored=True)
+    zero, s_zero, _ = precondition(plain, jnp.zeros((8, 16)), **options, factored=True)
     assert float(s_zero) == 1.0 and float(jnp.abs(dense(zero)).max()) == 0.0
 
 

@@ -12,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import json, re
@@ -72,6 +74,7 @@ def run_on_four_devices() -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # make test-all: 9 s in a subprocess of emulated devices (test_mesh.py runs in make test)
 def test_forward_sharded_on_n_has_no_activation_collectives() -> None:
     report = run_on_four_devices()
     assert report["forward"] == [], report  # no all-gather, all-to-all or any other collective
