@@ -507,6 +507,62 @@ def test_a_diverging_run_never_overwrites_the_last_good_checkpoint(data, tmp_pat
     assert params_equal(resumed.network.params, whole.network.params)
 
 
+# ----- the loop reads a step's results while the next step computes ------------------------------------------
+
+
+def test_a_step_is_read_after_the_next_is_dispatched(data, monkeypatch):
+    train, _ = data
+    events = []
+    step = training.Trainer.step
+
+    def dispatch(self, *args):
+        events.append("dispatch")
+        return step(self, *args)
+
+    monkeypatch.setattr(training.Trainer, "step", dispatch)
+    result = run(tdnn(), train, on_step=lambda s: events.append(f"read {s.step}"))
+    per_epoch, total = result.history[0].step, result.history[-1].step
+    dispatches = [i for i, e in enumerate(events) if e == "dispatch"]
+    reads = {int(e.split()[1]): i for i, e in enumerate(events) if e.startswith("read")}
+    assert len(dispatches) == total and sorted(reads) == list(range(1, total + 1))
+    for k in range(1, total + 1):
+        assert dispatches[k - 1] < reads[k]  # read after its own dispatch
+        if k % per_epoch:  # within an epoch, after the next step's dispatch; an epoch's last is read at its end
+            assert reads[k] > dispatches[k]
+        elif k < total:
+            assert reads[k] < dispatches[k]
+
+
+def test_the_first_non_finite_step_is_named_and_no_later_step_reported(data):
+    train, _ = data
+    x = Log(Input("input", FEAT) + 20.0)  # NaN where a feature is below -20
+    network = Network(LogSoftmax(affine(x, FEAT, CLASSES, "out")), seed=0)
+    # features below -20 in one sequence only: the first minibatch with a chunk of it is the first NaN loss
+    features = [np.asarray(f).copy() for f in train.features]
+    assert min(f.min() for f in features) > -20
+    features[5] = features[5] * 0 - 50.0
+    reported = []
+    with pytest.raises(TrainingError, match=r"the loss is nan at step (\d+) ") as e:
+        run(network, (features, list(train.labels)), on_step=reported.append, epochs=1)
+    failed = int(str(e.value).split("at step ")[1].split()[0])
+    assert [s.step for s in reported] == list(range(1, failed))
+    assert all(np.isfinite(s.loss) for s in reported)
+    assert "first non-finite value: Log node" in str(e.value)
+
+
+def test_max_steps_and_checkpoints_stop_at_the_same_state(data, tmp_path):
+    train, _ = data
+    whole = run(tdnn(), train, epochs=1)
+    steps = whole.history[0].step
+    stopped = run(tdnn(), train, epochs=1, max_steps=steps - 1)
+    path = str(tmp_path / "c.npz")
+    run(tdnn(), train, epochs=1, max_steps=steps - 1, checkpoint=path, checkpoint_every=1)
+    resumed = run(tdnn(), train, epochs=1, checkpoint=path)
+    assert params_equal(resumed.network.params, whole.network.params)
+    for name, value in whole.network.params.items():
+        assert not np.array_equal(np.asarray(stopped.network.params[name]), np.asarray(value)), name
+
+
 def test_checkpoint_header_is_json_with_the_fingerprint(data, tmp_path):
     train, _ = data
     path = str(tmp_path / "c.npz")
